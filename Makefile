@@ -1,0 +1,49 @@
+# make synth: set up and synthesize the default cluster into cdk.out/ (no AWS credentials needed)
+# make test:  set up and run every check: lint, types and the test suite
+SHELL := /bin/bash
+VENV := .venv
+PYTHON := $(VENV)/bin/python
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export CDK_DISABLE_VERSION_CHECK := 1
+export AWS_EC2_METADATA_DISABLED := true
+CONFIG ?=
+
+.PHONY: setup synth test lint typecheck unit bench schema clean
+
+setup: $(VENV)/.installed node_modules/.installed
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PYTHON) -m pip install --quiet --upgrade pip
+	$(PYTHON) -m pip install --quiet --editable '.[dev]'
+	touch $@
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+synth: setup
+	npx --no-install cdk synth --quiet $(if $(CONFIG),--context config=$(CONFIG))
+	@echo "Templates in cdk.out/: $$(ls cdk.out/*.template.json)"
+
+test: lint typecheck unit
+
+lint: setup
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -m ruff format --check .
+
+typecheck: setup
+	$(PYTHON) -m mypy
+
+unit: setup
+	$(PYTHON) -m pytest
+
+schema: setup
+	$(PYTHON) -m hyperpod_cdk.config > schema/cluster-config.schema.json
+
+bench: setup
+	$(PYTHON) bench/synth.py
+
+clean:
+	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,214 @@
+"""The cluster configuration file (YAML or JSON): the same names as the constructs' props.
+
+``python -m hyperpod_cdk.config`` prints its JSON Schema (committed as schema/cluster-config.schema.json
+for editors).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from hyperpod_cdk.constructs.cluster import NodeRecovery, SlurmConfigStrategy, SlurmMode, cluster_problems
+from hyperpod_cdk.constructs.instance_group import InstanceGroup, NodeRole
+from hyperpod_cdk.constructs.storage import (
+    ALL_EVENTS,
+    DataRepositoryEvent,
+    data_repository_problems,
+    lustre_problems,
+)
+from hyperpod_cdk.errors import ConfigurationError, raise_if_any
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class NetworkConfig(_Model):
+    """A new single-AZ VPC (default), or an existing VPC and subnet (``vpc_id`` + ``subnet_id``)."""
+
+    cidr: str = "10.0.0.0/16"
+    """CIDR of a new VPC."""
+    availability_zone: str | None = None
+    """AZ of the nodes' subnet. New VPC: default the region's first AZ. Existing subnet: required."""
+    private_subnet_cidr_mask: int = 17
+    """Prefix length of a new VPC's node subnet (EFA instances take many addresses)."""
+    flow_logs: bool = True
+    """Send a new VPC's flow logs to CloudWatch Logs."""
+    allow_internet_egress: bool = True
+    """Let nodes reach the internet through the NAT gateway (AWS endpoints, package mirrors)."""
+    vpc_id: str | None = None
+    """Existing VPC to use instead of a new one."""
+    subnet_id: str | None = None
+    """Existing subnet for the nodes (with vpc_id)."""
+    security_group_id: str | None = None
+    """Existing security group for the nodes; must allow all traffic to and from itself."""
+
+
+class DataRepositoryConfig(_Model):
+    """A file-system directory linked to S3 by a data repository association."""
+
+    name: str
+    """Stable name; logical IDs derive from it."""
+    file_system_path: str
+    """Directory in the file system, e.g. /datasets."""
+    bucket_name: str | None = None
+    """Existing bucket. Default: a new private, encrypted, retained bucket."""
+    bucket_prefix: str = ""
+    """Key prefix in the bucket. Default: the whole bucket."""
+    auto_import_events: list[DataRepositoryEvent] = Field(default_factory=lambda: list(ALL_EVENTS))
+    """S3 changes imported automatically."""
+    auto_export_events: list[DataRepositoryEvent] = Field(default_factory=lambda: list(ALL_EVENTS))
+    """File-system changes exported to S3 automatically."""
+    batch_import_metadata_on_create: bool = False
+    imported_file_chunk_size_mib: int | None = None
+
+
+class ExistingFileSystemConfig(_Model):
+    """An FSx for Lustre file system created elsewhere (e.g. shared with another cluster)."""
+
+    file_system_id: str
+    mount_name: str
+    security_group_id: str
+    """The file system's security group; the cluster's Lustre rules are added to it."""
+    dns_name: str | None = None
+    """Default: <file_system_id>.fsx.<region>.amazonaws.com."""
+
+
+class StorageConfig(_Model):
+    """FSx for Lustre mounted on every node."""
+
+    storage_capacity_gib: int = 1200
+    deployment_type: Literal["SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2"] = "PERSISTENT_2"
+    throughput_mb_per_tib: int | None = 250
+    """Per-unit storage throughput (PERSISTENT types): 125, 250, 500 or 1000 for PERSISTENT_2."""
+    data_compression: Literal["NONE", "LZ4"] = "LZ4"
+    file_system_type_version: Literal["2.10", "2.12", "2.15"] = "2.15"
+    efa_enabled: bool = False
+    """Serve Lustre over EFA (PERSISTENT_2; GPU instances with EFA)."""
+    metadata_iops: int | None = None
+    """Provisioned metadata IOPS. Default: automatic metadata scaling."""
+    removal_policy: Literal["retain", "destroy"] = "retain"
+    """What happens to the file system and new data buckets when they leave the stack."""
+    data_repositories: list[DataRepositoryConfig] = Field(default_factory=list)
+    existing: ExistingFileSystemConfig | None = None
+    """Adopt this file system instead of creating one."""
+
+
+class LifecycleConfig(_Model):
+    bucket_name: str | None = None
+    """Existing bucket for the lifecycle scripts. Default: a new private bucket."""
+    prefix: str = "lifecycle/"
+    """Key prefix of the scripts (replaced on every deploy)."""
+
+
+def _default_groups() -> list[InstanceGroup]:
+    return [
+        InstanceGroup(name="controller", role=NodeRole.CONTROLLER, instance_type="ml.m5.xlarge", count=1),
+        InstanceGroup(name="workers", role=NodeRole.COMPUTE, instance_type="ml.trn1.32xlarge", count=4),
+    ]
+
+
+def _default_storage() -> StorageConfig:
+    return StorageConfig(data_repositories=[DataRepositoryConfig(name="data", file_system_path="/data")])
+
+
+class ClusterConfig(_Model):
+    """A whole HyperPod Slurm training cluster. Every field has a default: ``{}`` is a valid file."""
+
+    cluster_name: str = "ml-cluster"
+    mode: SlurmMode = SlurmMode.API_DRIVEN
+    """api-driven (HyperPod configures Slurm; recommended by AWS) or lifecycle-driven (our runtime does)."""
+    node_recovery: NodeRecovery = NodeRecovery.AUTOMATIC
+    slurm_config_strategy: SlurmConfigStrategy = SlurmConfigStrategy.MANAGED
+    fsx_mount_path: str = "/fsx"
+    instance_groups: list[InstanceGroup] = Field(default_factory=_default_groups)
+    """One controller group, at most one login group, one or more compute groups."""
+    network: NetworkConfig = Field(default_factory=NetworkConfig)
+    storage: StorageConfig | None = Field(default_factory=_default_storage)
+    """FSx for Lustre; null for none. Default: 1.2 TiB PERSISTENT_2 linked to a new data bucket at /data."""
+    lifecycle: LifecycleConfig = Field(default_factory=LifecycleConfig)
+    tags: dict[str, str] = Field(default_factory=dict)
+    """Tags on every resource of the stack."""
+    runtime: dict[str, Any] = Field(default_factory=dict)
+    """Options for the node runtime, passed through the parameters file."""
+
+    def problems(self) -> list[str]:
+        """Every rule across fields, with field paths; empty when the configuration is sound."""
+        problems = cluster_problems(self.cluster_name, self.instance_groups, self.fsx_mount_path, self.tags)
+        net = self.network
+        if net.subnet_id and not net.vpc_id:
+            problems.append("network.subnet_id: needs network.vpc_id (the subnet's VPC)")
+        if net.vpc_id and not net.subnet_id:
+            problems.append("network.vpc_id: needs network.subnet_id (the subnet the nodes use)")
+        if net.vpc_id and not net.availability_zone:
+            problems.append("network.availability_zone: required with an existing subnet (the subnet's AZ)")
+        if net.security_group_id and not net.vpc_id:
+            problems.append("network.security_group_id: only with an existing VPC (network.vpc_id)")
+        if self.storage is not None:
+            storage = self.storage
+            repositories = storage.data_repositories
+            problems += data_repository_problems(
+                [(r.name, r.file_system_path, r.bucket_prefix, r.imported_file_chunk_size_mib) for r in repositories],
+                "storage.data_repositories",
+            )
+            if storage.existing is None:
+                problems += lustre_problems(
+                    storage_capacity_gib=storage.storage_capacity_gib,
+                    deployment_type=storage.deployment_type,
+                    throughput_mb_per_tib=storage.throughput_mb_per_tib,
+                    file_system_type_version=storage.file_system_type_version,
+                    efa_enabled=storage.efa_enabled,
+                    metadata_iops=storage.metadata_iops,
+                    has_data_repositories=bool(repositories),
+                    path="storage.",
+                )
+        return problems
+
+    def check(self, source: str = "cluster configuration") -> None:
+        raise_if_any(source, self.problems())
+
+
+def load_config(path: str | Path) -> ClusterConfig:
+    """Read a YAML or JSON file; raises ConfigurationError listing every problem with its field path."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as error:
+        raise ConfigurationError(str(path), [f"cannot read the file: {error}"]) from None
+    return parse_config(data, str(path))
+
+
+def parse_config(data: Any, source: str = "cluster configuration") -> ClusterConfig:
+    try:
+        config = ClusterConfig.model_validate(data)
+    except ValidationError as error:
+        raise ConfigurationError(source, [_describe(e) for e in error.errors()]) from None
+    config.check(source)
+    return config
+
+
+def _describe(error: Any) -> str:
+    path = ""
+    for part in error["loc"]:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    value = error.get("input")
+    shown = "" if isinstance(value, dict) else f"got {value!r}; "
+    return f"{path or '(top level)'}: {shown}{error['msg']}"
+
+
+def json_schema() -> dict[str, Any]:
+    schema = ClusterConfig.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "hyperpod-cdk cluster configuration"
+    return schema
+
+
+if __name__ == "__main__":
+    json.dump(json_schema(), sys.stdout, indent=2, sort_keys=True)
+    sys.stdout.write("\n")

@@ -1,0 +1,315 @@
+"""HyperPodCluster: the execution role and the AWS::SageMaker::Cluster with its Slurm groups."""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping, Sequence
+
+import jsii
+from aws_cdk import Acknowledgment, Fn, Stack, Tags, Token, Validations
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_sagemaker as sagemaker
+from constructs import Construct
+from training_runtime.params import API_DRIVEN, ENTRYPOINT_BY_MODE, LIFECYCLE_DRIVEN, ProvisioningParameters
+
+from hyperpod_cdk.constructs.instance_group import InstanceGroup, NodeRole, instance_group_problems
+from hyperpod_cdk.constructs.lifecycle import LifecycleScripts
+from hyperpod_cdk.constructs.network import ClusterNetwork
+from hyperpod_cdk.constructs.storage import LustreStorage
+from hyperpod_cdk.errors import raise_if_any
+
+CLUSTER_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+MOUNT_PATH_PATTERN = re.compile(r"^/(?!/)(?!.*/$)[a-zA-Z0-9._-]+(/[a-zA-Z0-9._-]+)*$")
+MANAGED_INSTANCE_POLICY = "AmazonSageMakerClusterInstanceRolePolicy"
+MAX_TAGS = 50
+
+
+class SlurmMode(enum.StrEnum):
+    """Who configures Slurm on the nodes."""
+
+    API_DRIVEN = API_DRIVEN
+    """HyperPod configures Slurm from each group's SlurmConfig and mounts FSx; our runtime runs after it
+    (OnInitComplete). AWS's recommended model."""
+    LIFECYCLE_DRIVEN = LIFECYCLE_DRIVEN
+    """HyperPod runs our OnCreate script with provisioning_parameters.json; our runtime owns the node."""
+
+
+class NodeRecovery(enum.StrEnum):
+    AUTOMATIC = "Automatic"
+    """Faulty nodes are rebooted or replaced automatically."""
+    NONE = "None"
+    """Faulty nodes are only labelled."""
+
+
+class SlurmConfigStrategy(enum.StrEnum):
+    """How UpdateCluster treats slurm.conf changes made on the controller (API-driven mode)."""
+
+    MANAGED = "Managed"
+    OVERWRITE = "Overwrite"
+    MERGE = "Merge"
+
+
+@jsii.implements(ec2.IConnectable)
+class HyperPodCluster(Construct):
+    """A SageMaker HyperPod cluster orchestrated by Slurm.
+
+    Creates the nodes' execution role (AWS's managed instance policy, the ENI permissions HyperPod needs in
+    your VPC, read access to the lifecycle prefix) and the cluster, created only after the lifecycle
+    upload, the role's policy and the file system exist.
+
+    :param cluster_name: HyperPod cluster name (changing it replaces the cluster).
+    :param network: the VPC subnet and security group of the nodes.
+    :param lifecycle: the lifecycle-script prefix; the cluster's parameters are added to it.
+    :param instance_groups: one controller group, at most one login group, one or more compute groups.
+    :param storage: FSx for Lustre mounted on every node. Default: none.
+    :param mode: who configures Slurm. Default: ``SlurmMode.API_DRIVEN`` (AWS's recommended model).
+    :param fsx_mount_path: where the file system is mounted. Default: ``/fsx``.
+    :param node_recovery: Default: ``NodeRecovery.AUTOMATIC``.
+    :param slurm_config_strategy: API-driven mode only. Default: ``SlurmConfigStrategy.MANAGED``.
+    :param role: the nodes' execution role. Default: a new role with least privilege.
+    :param runtime_options: options passed to the node runtime through the parameters. Default: none.
+    :param tags: tags for the cluster and its role. Default: none.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        cluster_name: str,
+        network: ClusterNetwork,
+        lifecycle: LifecycleScripts,
+        instance_groups: Sequence[InstanceGroup],
+        storage: LustreStorage | None = None,
+        mode: SlurmMode = SlurmMode.API_DRIVEN,
+        fsx_mount_path: str = "/fsx",
+        node_recovery: NodeRecovery = NodeRecovery.AUTOMATIC,
+        slurm_config_strategy: SlurmConfigStrategy = SlurmConfigStrategy.MANAGED,
+        role: iam.IRole | None = None,
+        runtime_options: Mapping[str, object] | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(scope, id)
+        raise_if_any(
+            f"HyperPodCluster {self.node.path}",
+            cluster_problems(cluster_name, instance_groups, fsx_mount_path, tags or {}),
+        )
+        self.cluster_name = cluster_name
+        self.mode = SlurmMode(mode)
+        self.instance_groups = tuple(instance_groups)
+        self._connections = network.connections
+        entrypoint = ENTRYPOINT_BY_MODE[self.mode]
+        if not lifecycle.has_script(entrypoint):
+            raise_if_any(f"HyperPodCluster {self.node.path}", [f"lifecycle: entry script {entrypoint!r} is missing"])
+
+        self.execution_role: iam.IRole = role or self._execution_role(network)
+        lifecycle.grant_read(self.execution_role)
+        lifecycle.add_parameters(
+            ProvisioningParameters(
+                cluster_name=cluster_name,
+                mode=str(self.mode),
+                groups=tuple(g.spec() for g in self.instance_groups),
+                fsx_dns_name=storage.dns_name if storage else None,
+                fsx_mountname=storage.mount_name if storage else None,
+                fsx_mount_path=fsx_mount_path,
+                options=dict(runtime_options or {}),
+            )
+        )
+        life_cycle_config = sagemaker.CfnCluster.ClusterLifeCycleConfigProperty(
+            source_s3_uri=lifecycle.s3_uri,
+            on_create=entrypoint if self.mode == SlurmMode.LIFECYCLE_DRIVEN else None,
+            on_init_complete=entrypoint if self.mode == SlurmMode.API_DRIVEN else None,
+        )
+        self.resource = sagemaker.CfnCluster(
+            self,
+            "Resource",
+            cluster_name=cluster_name,
+            node_recovery=str(node_recovery),
+            orchestrator=sagemaker.CfnCluster.OrchestratorProperty(
+                slurm=sagemaker.CfnCluster.ClusterOrchestratorSlurmConfigProperty(
+                    slurm_config_strategy=str(slurm_config_strategy)
+                )
+            )
+            if self.mode == SlurmMode.API_DRIVEN
+            else None,
+            vpc_config=sagemaker.CfnCluster.VpcConfigProperty(
+                security_group_ids=[network.security_group.security_group_id],
+                subnets=[network.subnet_id],
+            ),
+            instance_groups=[
+                self._instance_group(g, life_cycle_config, storage, fsx_mount_path) for g in self.instance_groups
+            ],
+        )
+        for key, value in (tags or {}).items():
+            Tags.of(self).add(key, value)
+        # Creation must not race what the nodes need at boot.
+        self.resource.node.add_dependency(lifecycle.deployment, self.execution_role)
+        if storage is not None:
+            self.resource.node.add_dependency(storage)
+
+    @property
+    def connections(self) -> ec2.Connections:
+        return self._connections
+
+    @property
+    def cluster_arn(self) -> str:
+        return self.resource.attr_cluster_arn
+
+    @property
+    def cluster_id(self) -> str:
+        """The 12-character ID at the end of the cluster's ARN."""
+        return Fn.select(1, Fn.split("cluster/", self.cluster_arn))
+
+    @property
+    def ssm_target_prefix(self) -> str:
+        """``aws ssm start-session --target <prefix><group>-<instance-id>`` reaches a node."""
+        return Fn.join("", ["sagemaker-cluster:", self.cluster_id, "_"])
+
+    def _instance_group(
+        self,
+        group: InstanceGroup,
+        life_cycle_config: sagemaker.CfnCluster.ClusterLifeCycleConfigProperty,
+        storage: LustreStorage | None,
+        fsx_mount_path: str,
+    ) -> sagemaker.CfnCluster.ClusterInstanceGroupProperty:
+        storage_configs: list[sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty] = []
+        if group.ebs_volume_gib is not None:
+            storage_configs.append(
+                sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty(
+                    ebs_volume_config=sagemaker.CfnCluster.ClusterEbsVolumeConfigProperty(
+                        volume_size_in_gb=group.ebs_volume_gib
+                    )
+                )
+            )
+        slurm_config = None
+        if self.mode == SlurmMode.API_DRIVEN:
+            partition = group.partition_name
+            slurm_config = sagemaker.CfnCluster.ClusterSlurmConfigProperty(
+                node_type=group.role.value.capitalize(),
+                partition_names=[partition] if partition else None,
+            )
+            if storage is not None:
+                storage_configs.append(
+                    sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty(
+                        fsx_lustre_config=sagemaker.CfnCluster.ClusterFsxLustreConfigProperty(
+                            dns_name=storage.dns_name, mount_name=storage.mount_name, mount_path=fsx_mount_path
+                        )
+                    )
+                )
+        return sagemaker.CfnCluster.ClusterInstanceGroupProperty(
+            instance_group_name=group.name,
+            instance_type=group.instance_type,
+            instance_count=group.count,
+            execution_role=self.execution_role.role_arn,
+            life_cycle_config=life_cycle_config,
+            threads_per_core=group.threads_per_core,
+            slurm_config=slurm_config,
+            instance_storage_configs=storage_configs or None,
+            on_start_deep_health_checks=[str(c) for c in group.deep_health_checks] or None,
+            training_plan_arn=group.training_plan_arn,
+        )
+
+    def _execution_role(self, network: ClusterNetwork) -> iam.Role:
+        role = iam.Role(
+            self,
+            "ExecutionRole",
+            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+            description=f"HyperPod nodes of cluster {self.cluster_name}",
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(MANAGED_INSTANCE_POLICY)],
+        )
+        stack = Stack.of(self)
+
+        def ec2_arn(resource: str, name: str) -> str:
+            return stack.format_arn(service="ec2", resource=resource, resource_name=name)
+
+        enis = ec2_arn("network-interface", "*")
+        # HyperPod attaches the nodes' ENIs in our subnet with our security group.
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="CreateNodeInterfaces",
+                actions=["ec2:CreateNetworkInterface"],
+                resources=[
+                    enis,
+                    ec2_arn("subnet", network.subnet_id),
+                    ec2_arn("security-group", network.security_group.security_group_id),
+                ],
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="ManageNodeInterfaces",
+                actions=[
+                    "ec2:CreateNetworkInterfacePermission",
+                    "ec2:DeleteNetworkInterface",
+                    "ec2:DeleteNetworkInterfacePermission",
+                    "ec2:DetachNetworkInterface",
+                ],
+                resources=[enis],
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="TagNodeInterfaces",
+                actions=["ec2:CreateTags"],
+                resources=[enis],
+                conditions={"StringEquals": {"ec2:CreateAction": "CreateNetworkInterface"}},
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="DescribeNetwork",
+                actions=[
+                    "ec2:DescribeDhcpOptions",
+                    "ec2:DescribeNetworkInterfaces",
+                    "ec2:DescribeSecurityGroups",
+                    "ec2:DescribeSubnets",
+                    "ec2:DescribeVpcs",
+                ],
+                resources=["*"],
+            )
+        )
+        reasons = {
+            f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{MANAGED_INSTANCE_POLICY}]": (
+                "HyperPod's developer guide requires this AWS managed policy on Slurm cluster nodes"
+            ),
+            "AwsSolutions-IAM5[Resource::*]": "EC2 Describe* actions support no resource-level permissions",
+            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:"
+            "network-interface/*]": "HyperPod creates the node ENIs; their IDs are unknown until then",
+            "AwsSolutions-IAM5[Action::s3:GetObject*]": "CDK's grant_read: object reads under the lifecycle prefix",
+            "AwsSolutions-IAM5[Action::s3:GetBucket*]": "CDK's grant_read: bucket metadata of the lifecycle bucket",
+            "AwsSolutions-IAM5[Action::s3:List*]": "CDK's grant_read: listing the lifecycle bucket",
+        }
+        for finding, reason in reasons.items():
+            Validations.of(role).acknowledge(Acknowledgment(id=finding, reason=reason))
+        return role
+
+
+def cluster_problems(
+    cluster_name: str,
+    instance_groups: Sequence[InstanceGroup],
+    fsx_mount_path: str,
+    tags: Mapping[str, str],
+    path: str = "",
+) -> list[str]:
+    """Every rule on a cluster's own props (field paths relative to ``path``)."""
+    problems: list[str] = []
+    if not Token.is_unresolved(cluster_name) and not CLUSTER_NAME_PATTERN.match(cluster_name):
+        problems.append(
+            f"{path}cluster_name: got {cluster_name!r}; use 1-63 letters, digits and hyphens, starting and "
+            "ending with a letter or digit"
+        )
+    problems += instance_group_problems(instance_groups, f"{path}instance_groups")
+    if not MOUNT_PATH_PATTERN.match(fsx_mount_path):
+        problems.append(
+            f"{path}fsx_mount_path: got {fsx_mount_path!r}; expected an absolute path without a trailing slash, "
+            "e.g. /fsx"
+        )
+    if len(tags) > MAX_TAGS - 5:
+        problems.append(f"{path}tags: got {len(tags)}; at most {MAX_TAGS - 5} (CloudFormation adds its own)")
+    for key in tags:
+        if key.lower().startswith("aws:") or not 1 <= len(key) <= 128:
+            problems.append(f"{path}tags: key {key!r} must be 1-128 characters and not start with 'aws:'")
+    return problems
+

@@ -1,0 +1,150 @@
+"""ClusterNetwork: the VPC, the nodes' subnet and the EFA-ready security group."""
+
+from __future__ import annotations
+
+import jsii
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from hyperpod_cdk.errors import raise_if_any
+
+
+@jsii.implements(ec2.IConnectable)
+class ClusterNetwork(Construct):
+    """Where the cluster's nodes live: one subnet in one Availability Zone, one security group.
+
+    Builds a new single-AZ VPC (a private subnet for the nodes, a public subnet with a NAT gateway, an S3
+    gateway endpoint and flow logs), or adopts an existing VPC and subnet. The security group allows all
+    traffic to and from itself, as EFA requires, and nothing from anywhere else.
+
+    :param vpc: an existing VPC. Default: a new VPC is created.
+    :param subnet: the existing subnet for the nodes (required with ``vpc``). Default: the new VPC's private
+        subnet.
+    :param security_group: an existing security group for the nodes; it must already allow all traffic to
+        and from itself. Default: a new EFA-ready group.
+    :param availability_zone: AZ of the new VPC. Default: the region's first AZ.
+    :param cidr: CIDR of the new VPC. Default: ``10.0.0.0/16``.
+    :param private_subnet_cidr_mask: prefix length of the nodes' subnet; EFA instances use many addresses
+        each. Default: 17 (32,766 addresses).
+    :param flow_logs: send the new VPC's flow logs to CloudWatch Logs. Default: True.
+    :param flow_log_retention: how long flow logs are kept. Default: one year.
+    :param allow_internet_egress: allow the nodes to reach the internet (package mirrors, AWS endpoints)
+        through the NAT gateway. Default: True.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        vpc: ec2.IVpc | None = None,
+        subnet: ec2.ISubnet | None = None,
+        security_group: ec2.ISecurityGroup | None = None,
+        availability_zone: str | None = None,
+        cidr: str = "10.0.0.0/16",
+        private_subnet_cidr_mask: int = 17,
+        flow_logs: bool = True,
+        flow_log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
+        allow_internet_egress: bool = True,
+    ) -> None:
+        super().__init__(scope, id)
+        problems: list[str] = []
+        if vpc is not None and subnet is None:
+            problems.append("subnet: required with an existing vpc. Fix: pass the subnet the nodes should use")
+        if vpc is None and subnet is not None:
+            problems.append("subnet: given without vpc. Fix: pass the subnet's vpc as well")
+        if vpc is not None and availability_zone is not None:
+            problems.append(
+                "availability_zone: only applies to a new VPC; an existing subnet fixes the AZ. Fix: remove it"
+            )
+        if not 16 <= private_subnet_cidr_mask <= 24:
+            problems.append(f"private_subnet_cidr_mask: got {private_subnet_cidr_mask}; allowed: 16 to 24")
+        raise_if_any(f"ClusterNetwork {self.node.path}", problems)
+
+        if vpc is None:
+            vpc = self._new_vpc(cidr, availability_zone, private_subnet_cidr_mask, flow_logs, flow_log_retention)
+            subnet = vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS).subnets[0]
+        assert subnet is not None
+        self.vpc: ec2.IVpc = vpc
+        self.subnet: ec2.ISubnet = subnet
+        self.security_group: ec2.ISecurityGroup = security_group or self._efa_security_group(
+            vpc, allow_internet_egress
+        )
+        self._connections = ec2.Connections(security_groups=[self.security_group])
+
+    @property
+    def connections(self) -> ec2.Connections:
+        """The nodes' security group, for rules from and to other resources."""
+        return self._connections
+
+    @property
+    def availability_zone(self) -> str:
+        return self.subnet.availability_zone
+
+    @property
+    def subnet_id(self) -> str:
+        return self.subnet.subnet_id
+
+    def _new_vpc(
+        self,
+        cidr: str,
+        availability_zone: str | None,
+        private_subnet_cidr_mask: int,
+        flow_logs: bool,
+        flow_log_retention: logs.RetentionDays,
+    ) -> ec2.Vpc:
+        flow_log_options: dict[str, ec2.FlowLogOptions] = {}
+        if flow_logs:
+            log_group = logs.LogGroup(
+                self, "FlowLogGroup", retention=flow_log_retention, removal_policy=RemovalPolicy.RETAIN
+            )
+            flow_log_options["FlowLogs"] = ec2.FlowLogOptions(
+                destination=ec2.FlowLogDestination.to_cloud_watch_logs(log_group),
+                traffic_type=ec2.FlowLogTrafficType.ALL,
+            )
+        return ec2.Vpc(
+            self,
+            "Vpc",
+            ip_addresses=ec2.IpAddresses.cidr(cidr),
+            availability_zones=[availability_zone] if availability_zone else None,
+            max_azs=None if availability_zone else 1,
+            nat_gateways=1,
+            subnet_configuration=[
+                ec2.SubnetConfiguration(name="Public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24),
+                ec2.SubnetConfiguration(
+                    name="Nodes",
+                    subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS,
+                    cidr_mask=private_subnet_cidr_mask,
+                ),
+            ],
+            gateway_endpoints={
+                "S3": ec2.GatewayVpcEndpointOptions(service=ec2.GatewayVpcEndpointAwsService.S3),
+            },
+            flow_logs=flow_log_options,
+            restrict_default_security_group=True,
+        )
+
+    def _efa_security_group(self, vpc: ec2.IVpc, allow_internet_egress: bool) -> ec2.SecurityGroup:
+        group = ec2.SecurityGroup(
+            self,
+            "NodeSecurityGroup",
+            vpc=vpc,
+            description="HyperPod nodes: all traffic to and from this group (EFA); nothing from elsewhere",
+            # Egress to the internet (AWS endpoints, package mirrors) goes through the NAT gateway.
+            allow_all_outbound=allow_internet_egress,
+        )
+        # EFA's rules must reference the group itself; CIDR rules do not count. The egress rule is
+        # written out because CDK folds egress rules into allow_all_outbound.
+        group.add_ingress_rule(group, ec2.Port.all_traffic(), "EFA and Slurm between cluster nodes")
+        ec2.CfnSecurityGroupEgress(
+            group,
+            "EfaSelfEgress",
+            group_id=group.security_group_id,
+            destination_security_group_id=group.security_group_id,
+            ip_protocol="-1",
+            description="EFA and Slurm between cluster nodes",
+        )
+        return group
+

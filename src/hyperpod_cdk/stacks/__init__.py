@@ -1,0 +1,5 @@
+"""Deployable compositions of the constructs."""
+
+from hyperpod_cdk.stacks.training_cluster import TrainingClusterStack
+
+__all__ = ["TrainingClusterStack"]

@@ -1,0 +1,174 @@
+"""TrainingClusterStack: the deployable composition of the constructs, built from one ClusterConfig."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import CfnOutput, RemovalPolicy, Stack, Tags
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_fsx as fsx
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from hyperpod_cdk.config import ClusterConfig, NetworkConfig, StorageConfig
+from hyperpod_cdk.constructs import (
+    ClusterNetwork,
+    HyperPodCluster,
+    LifecycleScripts,
+    LustreStorage,
+    S3DataRepository,
+    secure_bucket,
+)
+from hyperpod_cdk.constructs.storage import ExistingLustreFileSystem, _pascal
+
+
+class TrainingClusterStack(Stack):
+    """VPC, FSx for Lustre linked to S3, the lifecycle prefix, IAM and the HyperPod cluster.
+
+    :param config: the whole cluster; validated before any construct is built.
+    """
+
+    def __init__(self, scope: Construct, id: str, *, config: ClusterConfig, **kwargs: Any) -> None:
+        kwargs.setdefault("description", f"SageMaker HyperPod Slurm cluster {config.cluster_name} (hyperpod-cdk)")
+        super().__init__(scope, id, **kwargs)
+        config.check()
+        self.config = config
+        self.network = self._network(config.network)
+        self.data_buckets: dict[str, s3.IBucket] = {}
+        self.storage = self._storage(config.storage) if config.storage else None
+        self.lifecycle = LifecycleScripts(
+            self,
+            "LifecycleScripts",
+            bucket=s3.Bucket.from_bucket_name(self, "LifecycleBucket", config.lifecycle.bucket_name)
+            if config.lifecycle.bucket_name
+            else None,
+            prefix=config.lifecycle.prefix,
+        )
+        self.cluster = HyperPodCluster(
+            self,
+            "Cluster",
+            cluster_name=config.cluster_name,
+            network=self.network,
+            lifecycle=self.lifecycle,
+            storage=self.storage,
+            instance_groups=config.instance_groups,
+            mode=config.mode,
+            fsx_mount_path=config.fsx_mount_path,
+            node_recovery=config.node_recovery,
+            slurm_config_strategy=config.slurm_config_strategy,
+            runtime_options=config.runtime,
+        )
+        for key, value in config.tags.items():
+            Tags.of(self).add(key, value)
+        self._outputs()
+
+    def _network(self, net: NetworkConfig) -> ClusterNetwork:
+        if net.vpc_id is None:
+            return ClusterNetwork(
+                self,
+                "Network",
+                availability_zone=net.availability_zone,
+                cidr=net.cidr,
+                private_subnet_cidr_mask=net.private_subnet_cidr_mask,
+                flow_logs=net.flow_logs,
+                allow_internet_egress=net.allow_internet_egress,
+            )
+        assert net.subnet_id and net.availability_zone  # ClusterConfig.problems() guarantees it
+        vpc = ec2.Vpc.from_vpc_attributes(
+            self,
+            "ExistingVpc",
+            vpc_id=net.vpc_id,
+            availability_zones=[net.availability_zone],
+            private_subnet_ids=[net.subnet_id],
+        )
+        return ClusterNetwork(
+            self,
+            "Network",
+            vpc=vpc,
+            subnet=ec2.Subnet.from_subnet_attributes(
+                self, "ExistingSubnet", subnet_id=net.subnet_id, availability_zone=net.availability_zone
+            ),
+            security_group=ec2.SecurityGroup.from_security_group_id(
+                self, "ExistingNodeSecurityGroup", net.security_group_id
+            )
+            if net.security_group_id
+            else None,
+            allow_internet_egress=net.allow_internet_egress,
+        )
+
+    def _storage(self, storage: StorageConfig) -> LustreStorage:
+        removal = RemovalPolicy.RETAIN if storage.removal_policy == "retain" else RemovalPolicy.DESTROY
+        repositories = []
+        for repo in storage.data_repositories:
+            bucket = (
+                s3.Bucket.from_bucket_name(self, f"DataBucket{_pascal(repo.name)}", repo.bucket_name)
+                if repo.bucket_name
+                else secure_bucket(self, f"DataBucket{_pascal(repo.name)}", removal_policy=removal)
+            )
+            self.data_buckets[repo.name] = bucket
+            repositories.append(
+                S3DataRepository(
+                    name=repo.name,
+                    bucket=bucket,
+                    file_system_path=repo.file_system_path,
+                    bucket_prefix=repo.bucket_prefix,
+                    auto_import_events=repo.auto_import_events,
+                    auto_export_events=repo.auto_export_events,
+                    batch_import_metadata_on_create=repo.batch_import_metadata_on_create,
+                    imported_file_chunk_size_mib=repo.imported_file_chunk_size_mib,
+                )
+            )
+        existing = storage.existing
+        return LustreStorage(
+            self,
+            "Storage",
+            network=self.network,
+            storage_capacity_gib=storage.storage_capacity_gib,
+            deployment_type=fsx.LustreDeploymentType[storage.deployment_type],
+            throughput_mb_per_tib=storage.throughput_mb_per_tib,
+            data_compression=fsx.LustreDataCompressionType[storage.data_compression],
+            file_system_type_version=fsx.FileSystemTypeVersion["V_" + storage.file_system_type_version.replace(".", "_")],
+            efa_enabled=storage.efa_enabled,
+            metadata_iops=storage.metadata_iops,
+            data_repositories=repositories,
+            removal_policy=removal,
+            existing=ExistingLustreFileSystem(
+                file_system_id=existing.file_system_id,
+                mount_name=existing.mount_name,
+                dns_name=existing.dns_name,
+                security_group=ec2.SecurityGroup.from_security_group_id(
+                    self, "ExistingStorageSecurityGroup", existing.security_group_id
+                ),
+            )
+            if existing
+            else None,
+        )
+
+    def _outputs(self) -> None:
+        cluster = self.cluster
+        outputs: dict[str, tuple[str, str]] = {
+            "ClusterName": (cluster.cluster_name, "HyperPod cluster name"),
+            "ClusterArn": (cluster.cluster_arn, "HyperPod cluster ARN"),
+            "SsmTargetPrefix": (
+                cluster.ssm_target_prefix,
+                "aws ssm start-session --target <this><instance-group>-<instance-id>",
+            ),
+            "LifecycleBucket": (self.lifecycle.bucket.bucket_name, "Bucket of the lifecycle scripts"),
+            "LifecyclePrefix": (self.lifecycle.prefix, "Key prefix of the lifecycle scripts"),
+            "TrainingJobSubnetIds": (
+                self.network.subnet_id,
+                "Subnets for SageMaker training jobs that use this VPC and file system (VpcConfig.Subnets)",
+            ),
+            "TrainingJobSecurityGroupIds": (
+                self.network.security_group.security_group_id,
+                "Security groups for SageMaker training jobs (VpcConfig.SecurityGroupIds)",
+            ),
+        }
+        if self.storage is not None:
+            outputs["FsxFileSystemId"] = (self.storage.file_system_id, "FSx for Lustre file system ID")
+            outputs["FsxDnsName"] = (self.storage.dns_name, "FSx for Lustre DNS name")
+            outputs["FsxMountName"] = (self.storage.mount_name, "FSx for Lustre mount name")
+        for name, bucket in self.data_buckets.items():
+            outputs[f"DataRepository{_pascal(name)}Bucket"] = (bucket.bucket_name, f"S3 bucket of data repository {name}")
+        for key, (value, description) in outputs.items():
+            CfnOutput(self, key, value=value, description=description)

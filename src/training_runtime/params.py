@@ -1,0 +1,296 @@
+"""The one contract between the CDK constructs and the node runtime.
+
+The constructs produce this file into the lifecycle-script prefix; every node reads it at boot.
+HyperPod's own keys (``version``, ``workload_manager``, ``controller_group``, ``login_group``,
+``worker_groups``, ``fsx_dns_name``, ``fsx_mountname``) keep the names and shapes HyperPod reads;
+everything of ours lives under the single key ``hyperpod_cdk``.
+
+Runs on the node's system Python (3.8 and newer), so: stdlib only, ``typing`` generics.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+CONTRACT_VERSION = 1
+"""Version of the ``hyperpod_cdk`` section; bump it when a key changes meaning."""
+
+HYPERPOD_PARAMETERS_VERSION = "1.0.0"
+OUR_KEY = "hyperpod_cdk"
+
+LIFECYCLE_DRIVEN = "lifecycle-driven"
+API_DRIVEN = "api-driven"
+MODES = (API_DRIVEN, LIFECYCLE_DRIVEN)
+
+PARAMETERS_FILE_BY_MODE = {
+    # HyperPod's agent reads provisioning_parameters.json from the lifecycle prefix in this mode.
+    LIFECYCLE_DRIVEN: "provisioning_parameters.json",
+    # AWS's migration guide says to remove provisioning_parameters.json once Slurm is configured
+    # through the API, so the runtime's copy of the contract gets a name HyperPod does not read.
+    API_DRIVEN: "hyperpod_cdk_parameters.json",
+}
+
+ENTRYPOINT_BY_MODE = {LIFECYCLE_DRIVEN: "on_create.sh", API_DRIVEN: "on_init_complete.sh"}
+
+CONTROLLER = "controller"
+LOGIN = "login"
+COMPUTE = "compute"
+ROLES = (CONTROLLER, LOGIN, COMPUTE)
+
+NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
+"""Instance-group and partition names (HyperPod's pattern, also valid Slurm names)."""
+
+
+class ParametersError(ValueError):
+    """The parameters file is malformed; ``problems`` lists every one of them."""
+
+    def __init__(self, problems: List[str]) -> None:
+        self.problems = list(problems)
+        lines = "\n".join("  - " + p for p in self.problems)
+        super().__init__(
+            "provisioning parameters are invalid ({} problem{}):\n{}".format(
+                len(self.problems), "" if len(self.problems) == 1 else "s", lines
+            )
+        )
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    """What the runtime needs to know about one instance group."""
+
+    name: str
+    role: str
+    instance_type: str
+    partition: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class WorkerGroup:
+    """HyperPod's ``worker_groups[]`` entry: a compute group and its Slurm partition."""
+
+    instance_group_name: str
+    partition_name: str
+
+
+@dataclass(frozen=True)
+class ProvisioningParameters:
+    """Everything a node needs beyond HyperPod's ``resource_config.json``."""
+
+    cluster_name: str
+    mode: str
+    groups: Tuple[GroupSpec, ...]
+    fsx_dns_name: Optional[str] = None
+    fsx_mountname: Optional[str] = None
+    fsx_mount_path: str = "/fsx"
+    options: Dict[str, Any] = field(default_factory=dict)
+    """Runtime options that later contract versions give meaning to; kept as given."""
+
+    # --- derived views, HyperPod's vocabulary -------------------------------------------------
+    @property
+    def controller_group(self) -> str:
+        return next(g.name for g in self.groups if g.role == CONTROLLER)
+
+    @property
+    def login_group(self) -> Optional[str]:
+        return next((g.name for g in self.groups if g.role == LOGIN), None)
+
+    @property
+    def worker_groups(self) -> List[WorkerGroup]:
+        return [WorkerGroup(g.name, g.partition or g.name) for g in self.groups if g.role == COMPUTE]
+
+    @property
+    def file_name(self) -> str:
+        """Object name under the lifecycle prefix (depends on the Slurm mode)."""
+        return PARAMETERS_FILE_BY_MODE[self.mode]
+
+    def group(self, name: str) -> Optional[GroupSpec]:
+        return next((g for g in self.groups if g.name == name), None)
+
+    # --- serialisation ------------------------------------------------------------------------
+    def to_json(self) -> Dict[str, Any]:
+        """The file's content. Values may be CDK tokens when called at synth time."""
+        data: Dict[str, Any] = {
+            "version": HYPERPOD_PARAMETERS_VERSION,
+            "workload_manager": "slurm",
+            "controller_group": self.controller_group,
+            "worker_groups": [
+                {"instance_group_name": w.instance_group_name, "partition_name": w.partition_name}
+                for w in self.worker_groups
+            ],
+        }
+        if self.login_group is not None:
+            data["login_group"] = self.login_group
+        if self.fsx_dns_name is not None:
+            data["fsx_dns_name"] = self.fsx_dns_name
+            data["fsx_mountname"] = self.fsx_mountname
+        data[OUR_KEY] = {
+            "contract_version": CONTRACT_VERSION,
+            "cluster_name": self.cluster_name,
+            "mode": self.mode,
+            "fsx_mount_path": self.fsx_mount_path,
+            "groups": [
+                {"name": g.name, "role": g.role, "instance_type": g.instance_type, "partition": g.partition}
+                for g in self.groups
+            ],
+            "options": dict(self.options),
+        }
+        return data
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, data: Any) -> "ProvisioningParameters":
+        """Parse and validate; raises :class:`ParametersError` naming every problem."""
+        problems: List[str] = []
+        if not isinstance(data, Mapping):
+            raise ParametersError(["top level: expected a JSON object, got {}".format(type(data).__name__)])
+        ours = data.get(OUR_KEY)
+        if not isinstance(ours, Mapping):
+            raise ParametersError(
+                [
+                    "{}: missing or not an object; this file was not produced by hyperpod-cdk. "
+                    "Fix: deploy the lifecycle scripts with the hyperpod-cdk constructs".format(OUR_KEY)
+                ]
+            )
+        version = ours.get("contract_version")
+        if version != CONTRACT_VERSION:
+            problems.append(
+                "{}.contract_version: got {!r}; this runtime reads version {}. Fix: deploy the runtime "
+                "and the parameters from the same hyperpod-cdk release".format(OUR_KEY, version, CONTRACT_VERSION)
+            )
+        cluster_name = _required_str(ours, "cluster_name", OUR_KEY, problems)
+        mode = ours.get("mode")
+        if mode not in MODES:
+            problems.append("{}.mode: got {!r}; allowed: {}".format(OUR_KEY, mode, ", ".join(MODES)))
+        groups = _parse_groups(ours.get("groups"), OUR_KEY + ".groups", problems)
+        mount_path = ours.get("fsx_mount_path", "/fsx")
+        if not isinstance(mount_path, str) or not mount_path.startswith("/"):
+            problems.append("{}.fsx_mount_path: got {!r}; expected an absolute path".format(OUR_KEY, mount_path))
+        options = ours.get("options", {})
+        if not isinstance(options, Mapping):
+            problems.append("{}.options: got {!r}; expected an object".format(OUR_KEY, options))
+            options = {}
+        dns, mount_name = data.get("fsx_dns_name"), data.get("fsx_mountname")
+        if (dns is None) != (mount_name is None):
+            problems.append("fsx_dns_name and fsx_mountname: give both or neither")
+        for key, value in (("fsx_dns_name", dns), ("fsx_mountname", mount_name)):
+            if value is not None and (not isinstance(value, str) or not value):
+                problems.append("{}: got {!r}; expected a non-empty string".format(key, value))
+        if problems:
+            raise ParametersError(problems)
+        params = cls(
+            cluster_name=cluster_name or "",
+            mode=str(mode),
+            groups=tuple(groups),
+            fsx_dns_name=dns,
+            fsx_mountname=mount_name,
+            fsx_mount_path=str(mount_path),
+            options=dict(options),
+        )
+        _check_hyperpod_keys_agree(data, params, problems)
+        if problems:
+            raise ParametersError(problems)
+        return params
+
+    @classmethod
+    def loads(cls, text: str) -> "ProvisioningParameters":
+        try:
+            data = json.loads(text)
+        except ValueError as error:
+            raise ParametersError(["not valid JSON: {}".format(error)]) from None
+        return cls.from_json(data)
+
+
+def group_problems(groups: List[GroupSpec], path: str) -> List[str]:
+    """Rules every cluster's groups must satisfy (shared by the constructs and the runtime)."""
+    problems: List[str] = []
+    seen: Dict[str, int] = {}
+    for index, group in enumerate(groups):
+        where = "{}[{}]".format(path, index)
+        if not NAME_PATTERN.match(group.name) or len(group.name) > 63:
+            problems.append(
+                "{}.name: got {!r}; use 1-63 letters, digits and hyphens, starting and ending with a "
+                "letter or digit".format(where, group.name)
+            )
+        if group.name in seen:
+            problems.append(
+                "{}.name: {!r} is already used by {}[{}]; instance-group names must be unique".format(
+                    where, group.name, path, seen[group.name]
+                )
+            )
+        seen.setdefault(group.name, index)
+        if group.role not in ROLES:
+            problems.append("{}.role: got {!r}; allowed: {}".format(where, group.role, ", ".join(ROLES)))
+        if group.partition is not None and group.role != COMPUTE:
+            problems.append(
+                "{}.partition: got {!r}; only compute groups belong to a partition. Fix: remove it".format(
+                    where, group.partition
+                )
+            )
+        if group.partition is not None and (not NAME_PATTERN.match(group.partition) or len(group.partition) > 1024):
+            problems.append(
+                "{}.partition: got {!r}; use letters, digits and hyphens, starting and ending with a "
+                "letter or digit".format(where, group.partition)
+            )
+    roles = [g.role for g in groups]
+    if roles.count(CONTROLLER) != 1:
+        problems.append(
+            "{}: found {} controller groups; a Slurm cluster needs exactly one. Fix: give exactly one "
+            "group role 'controller'".format(path, roles.count(CONTROLLER))
+        )
+    if roles.count(LOGIN) > 1:
+        problems.append(
+            "{}: found {} login groups; at most one is allowed. Fix: merge them into one group".format(
+                path, roles.count(LOGIN)
+            )
+        )
+    if roles.count(COMPUTE) < 1:
+        problems.append("{}: no compute group; add at least one group with role 'compute'".format(path))
+    return problems
+
+
+def _required_str(data: Mapping[str, Any], key: str, path: str, problems: List[str]) -> Optional[str]:
+    value = data.get(key)
+    if not isinstance(value, str) or not value:
+        problems.append("{}.{}: got {!r}; expected a non-empty string".format(path, key, value))
+        return None
+    return value
+
+
+def _parse_groups(raw: Any, path: str, problems: List[str]) -> List[GroupSpec]:
+    if not isinstance(raw, list) or not raw:
+        problems.append("{}: got {!r}; expected a non-empty list of groups".format(path, raw))
+        return []
+    groups: List[GroupSpec] = []
+    for index, item in enumerate(raw):
+        where = "{}[{}]".format(path, index)
+        if not isinstance(item, Mapping):
+            problems.append("{}: got {!r}; expected an object".format(where, item))
+            continue
+        before = len(problems)
+        name = _required_str(item, "name", where, problems)
+        role = _required_str(item, "role", where, problems)
+        instance_type = _required_str(item, "instance_type", where, problems)
+        partition = item.get("partition")
+        if partition is not None and not isinstance(partition, str):
+            problems.append("{}.partition: got {!r}; expected a string or null".format(where, partition))
+        if len(problems) == before:
+            groups.append(GroupSpec(str(name), str(role), str(instance_type), partition))
+    if len(groups) == len(raw):
+        problems.extend(group_problems(groups, path))
+    return groups
+
+
+def _check_hyperpod_keys_agree(data: Mapping[str, Any], params: ProvisioningParameters, problems: List[str]) -> None:
+    """HyperPod's keys are a view of ours; a file where they disagree was edited by hand."""
+    expected = params.to_json()
+    for key in ("controller_group", "login_group", "worker_groups"):
+        if data.get(key) != expected.get(key):
+            problems.append(
+                "{}: got {!r} but the groups in {} say {!r}. Fix: regenerate the file with hyperpod-cdk "
+                "instead of editing it".format(key, data.get(key), OUR_KEY, expected.get(key))
+            )
