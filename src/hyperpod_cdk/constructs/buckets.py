@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from aws_cdk import Acknowledgment, RemovalPolicy, Validations
+from aws_cdk import RemovalPolicy
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
+
+from hyperpod_cdk.constructs.nag import acknowledge
 
 
 def secure_bucket(
@@ -31,11 +33,10 @@ def secure_bucket(
         server_access_logs_bucket=server_access_logs_bucket,
     )
     if server_access_logs_bucket is None:
-        Validations.of(bucket).acknowledge(
-            Acknowledgment(
-                id="AwsSolutions-S1",
-                reason="Server access logging needs a log bucket the organisation owns; pass "
-                "server_access_logs_bucket to enable it (CloudTrail data events are the usual alternative)",
-            )
+        acknowledge(
+            bucket,
+            "AwsSolutions-S1",
+            "Server access logging needs a log bucket the organisation owns; pass server_access_logs_bucket "
+            "to enable it (CloudTrail data events are the usual alternative)",
         )
     return bucket

@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 import jsii
-from aws_cdk import Acknowledgment, Fn, Stack, Tags, Token, Validations
+from aws_cdk import Fn, Stack, Tags, Token
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
@@ -16,6 +16,7 @@ from training_runtime.params import API_DRIVEN, ENTRYPOINT_BY_MODE, LIFECYCLE_DR
 
 from hyperpod_cdk.constructs.instance_group import InstanceGroup, NodeRole, instance_group_problems
 from hyperpod_cdk.constructs.lifecycle import LifecycleScripts
+from hyperpod_cdk.constructs.nag import acknowledge
 from hyperpod_cdk.constructs.network import ClusterNetwork
 from hyperpod_cdk.constructs.storage import LustreStorage
 from hyperpod_cdk.errors import raise_if_any
@@ -277,12 +278,9 @@ class HyperPodCluster(Construct):
             "AwsSolutions-IAM5[Resource::*]": "EC2 Describe* actions support no resource-level permissions",
             "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:"
             "network-interface/*]": "HyperPod creates the node ENIs; their IDs are unknown until then",
-            "AwsSolutions-IAM5[Action::s3:GetObject*]": "CDK's grant_read: object reads under the lifecycle prefix",
-            "AwsSolutions-IAM5[Action::s3:GetBucket*]": "CDK's grant_read: bucket metadata of the lifecycle bucket",
-            "AwsSolutions-IAM5[Action::s3:List*]": "CDK's grant_read: listing the lifecycle bucket",
         }
         for finding, reason in reasons.items():
-            Validations.of(role).acknowledge(Acknowledgment(id=finding, reason=reason))
+            acknowledge(role, finding, reason)
         return role
 
 

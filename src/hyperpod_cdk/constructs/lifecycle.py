@@ -12,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 
 import jsii
-from aws_cdk import Acknowledgment, RemovalPolicy, Validations
+from aws_cdk import RemovalPolicy
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
@@ -20,6 +20,7 @@ from constructs import Construct, IValidation
 from training_runtime.params import ProvisioningParameters
 
 from hyperpod_cdk.constructs.buckets import secure_bucket
+from hyperpod_cdk.constructs.nag import acknowledge, acknowledge_wildcard_resource
 from hyperpod_cdk.errors import raise_if_any
 
 _PREFIX = re.compile(r"^[a-zA-Z0-9!_.*'()-]+(/[a-zA-Z0-9!_.*'()-]+)*/?$")
@@ -110,22 +111,45 @@ class LifecycleScripts(Construct):
         self.parameters = parameters
         self.deployment.add_source(s3deploy.Source.json_data(parameters.file_name, parameters.to_json()))
 
-    def grant_read(self, grantee: iam.IGrantable) -> iam.Grant:
-        """Read access to the scripts' prefix only."""
-        return self.bucket.grant_read(grantee, f"{self.prefix}*")
-
     def _acknowledge_upload_handler(self) -> None:
         handler = self.deployment.handler_role.node.scope
-        if handler is None:
-            return
-        reasons = {
-            "AwsSolutions-IAM4": "CDK's BucketDeployment handler uses AWSLambdaBasicExecutionRole for its logs",
-            "AwsSolutions-IAM5": "CDK's BucketDeployment handler reads CDK's staging bucket and writes the "
-            "destination prefix; CDK generates these object wildcards",
-            "AwsSolutions-L1": "CDK pins the BucketDeployment handler's runtime; it moves with aws-cdk-lib",
-        }
-        for rule, reason in reasons.items():
-            Validations.of(handler).acknowledge(Acknowledgment(id=rule, reason=reason))
+        assert handler is not None
+        acknowledge(
+            handler,
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
+            "CDK's BucketDeployment handler writes its logs with AWSLambdaBasicExecutionRole",
+        )
+        acknowledge(
+            handler,
+            "AwsSolutions-L1",
+            "CDK pins the BucketDeployment handler's runtime; it moves forward with aws-cdk-lib",
+        )
+        for action in ("s3:GetObject*", "s3:GetBucket*", "s3:List*", "s3:DeleteObject*", "s3:Abort*"):
+            acknowledge(
+                handler,
+                f"AwsSolutions-IAM5[Action::{action}]",
+                "CDK's BucketDeployment handler syncs the scripts from CDK's asset bucket to the prefix",
+            )
+        acknowledge_wildcard_resource(
+            handler,
+            f"{self.bucket.bucket_arn}/*",
+            "CDK's BucketDeployment grant covers the destination bucket's objects",
+        )
+        acknowledge_wildcard_resource(
+            handler,
+            "arn:${AWS::Partition}:s3:::cdk-hnb659fds-assets-${AWS::AccountId}-${AWS::Region}/*",
+            "CDK's BucketDeployment handler reads the uploaded asset from CDK's bootstrap bucket",
+        )
+
+    def grant_read(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Read access to the scripts' prefix only."""
+        grant = self.bucket.grant_read(grantee, f"{self.prefix}*")
+        if isinstance(grantee, Construct):
+            reason = "CDK's grant_read, limited to the lifecycle prefix"
+            for action in ("s3:GetObject*", "s3:GetBucket*", "s3:List*"):
+                acknowledge(grantee, f"AwsSolutions-IAM5[Action::{action}]", reason)
+            acknowledge_wildcard_resource(grantee, f"{self.bucket.bucket_arn}/{self.prefix}*", reason)
+        return grant
 
 
 @jsii.implements(IValidation)

@@ -39,7 +39,7 @@ class TrainingClusterStack(Stack):
         self.lifecycle = LifecycleScripts(
             self,
             "LifecycleScripts",
-            bucket=s3.Bucket.from_bucket_name(self, "LifecycleBucket", config.lifecycle.bucket_name)
+            bucket=s3.Bucket.from_bucket_name(self, "ImportedLifecycleBucket", config.lifecycle.bucket_name)
             if config.lifecycle.bucket_name
             else None,
             prefix=config.lifecycle.prefix,
@@ -76,7 +76,7 @@ class TrainingClusterStack(Stack):
         assert net.subnet_id and net.availability_zone  # ClusterConfig.problems() guarantees it
         vpc = ec2.Vpc.from_vpc_attributes(
             self,
-            "ExistingVpc",
+            "ImportedVpc",
             vpc_id=net.vpc_id,
             availability_zones=[net.availability_zone],
             private_subnet_ids=[net.subnet_id],
@@ -86,10 +86,10 @@ class TrainingClusterStack(Stack):
             "Network",
             vpc=vpc,
             subnet=ec2.Subnet.from_subnet_attributes(
-                self, "ExistingSubnet", subnet_id=net.subnet_id, availability_zone=net.availability_zone
+                self, "ImportedSubnet", subnet_id=net.subnet_id, availability_zone=net.availability_zone
             ),
             security_group=ec2.SecurityGroup.from_security_group_id(
-                self, "ExistingNodeSecurityGroup", net.security_group_id
+                self, "ImportedNodeSecurityGroup", net.security_group_id
             )
             if net.security_group_id
             else None,
@@ -101,7 +101,7 @@ class TrainingClusterStack(Stack):
         repositories = []
         for repo in storage.data_repositories:
             bucket = (
-                s3.Bucket.from_bucket_name(self, f"DataBucket{_pascal(repo.name)}", repo.bucket_name)
+                s3.Bucket.from_bucket_name(self, f"ImportedDataBucket{_pascal(repo.name)}", repo.bucket_name)
                 if repo.bucket_name
                 else secure_bucket(self, f"DataBucket{_pascal(repo.name)}", removal_policy=removal)
             )
@@ -137,7 +137,7 @@ class TrainingClusterStack(Stack):
                 mount_name=existing.mount_name,
                 dns_name=existing.dns_name,
                 security_group=ec2.SecurityGroup.from_security_group_id(
-                    self, "ExistingStorageSecurityGroup", existing.security_group_id
+                    self, "ImportedStorageSecurityGroup", existing.security_group_id
                 ),
             )
             if existing

@@ -1,0 +1,59 @@
+"""Two clusters sharing one FSx for Lustre file system (seed 001: a research environment where teams share
+datasets and results). One stack holds the network and storage; each cluster has its own lifecycle prefix.
+
+Synthesize: ``npx --no-install cdk synth --app "python examples/shared_filesystem.py"``
+"""
+
+import aws_cdk as cdk
+from aws_cdk import aws_s3 as s3
+
+from hyperpod_cdk import (
+    ClusterNetwork,
+    HyperPodCluster,
+    InstanceGroup,
+    LifecycleScripts,
+    LustreStorage,
+    NodeRole,
+    S3DataRepository,
+)
+from hyperpod_cdk.constructs import secure_bucket
+
+
+def build(app: cdk.App) -> list[cdk.Stack]:
+    stack = cdk.Stack(app, "research-environment")
+    network = ClusterNetwork(stack, "Network")
+    results: s3.IBucket = secure_bucket(stack, "Results")
+    storage = LustreStorage(
+        stack,
+        "SharedStorage",
+        network=network,
+        storage_capacity_gib=2400,
+        data_repositories=[S3DataRepository(name="results", bucket=results, file_system_path="/results")],
+    )
+    scripts = LifecycleScripts(stack, "LifecycleScripts", prefix="interactive/")
+    for name, workers, scripts_prefix in (
+        ("interactive", InstanceGroup(name="g5", instance_type="ml.g5.2xlarge", count=2), None),
+        ("batch", InstanceGroup(name="p4d", instance_type="ml.p4d.24xlarge", count=4), "batch/"),
+    ):
+        lifecycle = scripts if scripts_prefix is None else LifecycleScripts(
+            stack, f"{name.capitalize()}LifecycleScripts", bucket=scripts.bucket, prefix=scripts_prefix
+        )
+        HyperPodCluster(
+            stack,
+            f"{name.capitalize()}Cluster",
+            cluster_name=f"research-{name}",
+            network=network,
+            lifecycle=lifecycle,
+            storage=storage,
+            instance_groups=[
+                InstanceGroup(name="controller", role=NodeRole.CONTROLLER, instance_type="ml.m5.xlarge", count=1),
+                workers,
+            ],
+        )
+    return [stack]
+
+
+if __name__ == "__main__":
+    application = cdk.App()
+    build(application)
+    application.synth()

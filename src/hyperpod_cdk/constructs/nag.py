@@ -1,0 +1,39 @@
+"""Reasoned acknowledgements for cdk-nag (AwsSolutions) findings that are by design.
+
+cdk-nag 3 matches a finding by its exact ID, e.g. ``AwsSolutions-IAM5[Resource::<Bucket.Arn>/lifecycle/*]``,
+so wildcard-resource findings are acknowledged with the resource rendered the way cdk-nag renders it.
+Acknowledgements have no effect unless the app runs cdk-nag.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import Acknowledgment, Stack, Validations
+from constructs import IConstruct
+
+
+def acknowledge(scope: IConstruct, finding: str, reason: str) -> None:
+    Validations.of(scope).acknowledge(Acknowledgment(id=finding, reason=reason))
+
+
+def acknowledge_wildcard_resource(scope: IConstruct, resource: str, reason: str) -> None:
+    """Acknowledge ``AwsSolutions-IAM5`` for one resource ARN pattern (which may contain tokens)."""
+    rendered = _render(Stack.of(scope).resolve(resource))
+    acknowledge(scope, f"AwsSolutions-IAM5[Resource::{rendered}]", reason)
+
+
+def _render(value: Any) -> str:
+    if isinstance(value, str):
+        return value.replace("${", "<").replace("}", ">") if "${" in value else value
+    if isinstance(value, dict) and len(value) == 1:
+        (function, argument), = value.items()
+        if function == "Ref":
+            return f"<{argument}>"
+        if function == "Fn::GetAtt":
+            return f"<{argument[0]}.{argument[1]}>"
+        if function == "Fn::Join":
+            return str(argument[0]).join(_render(part) for part in argument[1])
+        if function == "Fn::Sub" and isinstance(argument, str):
+            return _render(argument)
+    raise ValueError(f"cannot render {value!r} the way cdk-nag does")

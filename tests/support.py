@@ -1,0 +1,83 @@
+"""Shared test helpers: building the examples and checking templates."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+
+from hyperpod_cdk import TrainingClusterStack, load_config
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted([*ROOT.glob("examples/*.yaml"), *ROOT.glob("examples/*.py")])
+STRICT_VALIDATION = {
+    "@aws-cdk/core:validateAgainstDefaultRules": True,
+    "@aws-cdk/core:strictCfnValidateErrors": True,
+}
+# cfn-lint checks we ignore, each with its reason.
+CFN_LINT_IGNORED = {
+    "W3005": "CDK's BucketDeployment singleton declares a DependsOn that is also implied by a Ref",
+}
+
+
+def fast_app(**kwargs: Any) -> cdk.App:
+    """An App with CDK's built-in template validator off (it costs ~5 s per synth)."""
+    return cdk.App(builtin_cloud_formation_validation=False, **kwargs)
+
+
+def build_example(path: Path, app: cdk.App) -> list[cdk.Stack]:
+    """Build one example: a YAML config through TrainingClusterStack, or a Python app's ``build(app)``."""
+    if path.suffix == ".yaml":
+        config = load_config(path)
+        return [TrainingClusterStack(app, f"hyperpod-{config.cluster_name}", config=config)]
+    spec = importlib.util.spec_from_file_location(f"example_{path.stem}", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    build: Callable[[cdk.App], list[cdk.Stack]] = module.build
+    return build(app)
+
+
+def template_of(stack: cdk.Stack) -> dict[str, Any]:
+    return cdk.assertions.Template.from_stack(stack).to_json()
+
+
+def cfn_lint(template: dict[str, Any]) -> list[str]:
+    from cfnlint.api import ManualArgs, lint
+
+    matches = lint(
+        json.dumps(template),
+        config=ManualArgs(regions=["us-east-1", "us-west-2"], ignore_checks=list(CFN_LINT_IGNORED)),
+    )
+    return [f"{m.rule.id} {m.message} ({'/'.join(map(str, m.path))})" for m in matches]
+
+
+_ASSET_HASH = re.compile(r"[0-9a-f]{64}")
+
+
+def normalised(template: dict[str, Any]) -> dict[str, Any]:
+    """The template without what churns on every CDK or asset change (hashes, bootstrap checks)."""
+    template = json.loads(json.dumps(template))
+    template.get("Parameters", {}).pop("BootstrapVersion", None)
+    template.get("Rules", {}).pop("CheckBootstrapVersion", None)
+    return json.loads(_ASSET_HASH.sub("<asset-hash>", json.dumps(template, sort_keys=True)))
+
+
+def validation_report(outdir: Path) -> list[str]:
+    """Findings in CDK's validation report (cdk-nag and the built-in validator), one line each."""
+    report_path = outdir / "validation-report.json"
+    if not report_path.exists():
+        return []
+    report = json.loads(report_path.read_text())
+    return [
+        f"{plugin.get('pluginName', plugin.get('summary', {}).get('pluginName'))}: {v['ruleName']} @ "
+        f"{c.get('constructPath')} ({v.get('description', '')[:160]})"
+        for plugin in report.get("pluginReports", [])
+        for v in plugin.get("violations", [])
+        for c in v.get("violatingConstructs", [])
+    ]
