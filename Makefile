@@ -40,7 +40,7 @@ unit: setup
 	$(PYTHON) -m pytest
 
 schema: setup
-	$(PYTHON) -m hyperpod_cdk.config > schema/cluster-config.schema.json
+	$(VENV)/bin/hyperpod-cdk schema > schema/cluster-config.schema.json
 
 bench: setup
 	$(PYTHON) bench/synth.py

@@ -35,8 +35,12 @@ def build(app: cdk.App) -> list[cdk.Stack]:
         ("interactive", InstanceGroup(name="g5", instance_type="ml.g5.2xlarge", count=2), None),
         ("batch", InstanceGroup(name="p4d", instance_type="ml.p4d.24xlarge", count=4), "batch/"),
     ):
-        lifecycle = scripts if scripts_prefix is None else LifecycleScripts(
-            stack, f"{name.capitalize()}LifecycleScripts", bucket=scripts.bucket, prefix=scripts_prefix
+        lifecycle = (
+            scripts
+            if scripts_prefix is None
+            else LifecycleScripts(
+                stack, f"{name.capitalize()}LifecycleScripts", bucket=scripts.bucket, prefix=scripts_prefix
+            )
         )
         HyperPodCluster(
             stack,

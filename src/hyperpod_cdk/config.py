@@ -1,13 +1,11 @@
 """The cluster configuration file (YAML or JSON): the same names as the constructs' props.
 
-``python -m hyperpod_cdk.config`` prints its JSON Schema (committed as schema/cluster-config.schema.json
-for editors).
+``hyperpod-cdk schema`` prints its JSON Schema (committed as schema/cluster-config.schema.json for
+editors); ``hyperpod-cdk validate FILE`` checks a file offline.
 """
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import Any, Literal
 
@@ -207,8 +205,3 @@ def json_schema() -> dict[str, Any]:
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "hyperpod-cdk cluster configuration"
     return schema
-
-
-if __name__ == "__main__":
-    json.dump(json_schema(), sys.stdout, indent=2, sort_keys=True)
-    sys.stdout.write("\n")

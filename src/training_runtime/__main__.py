@@ -33,7 +33,9 @@ def find_parameters(directory: Path) -> Path:
     raise ParametersError(
         [
             "no parameters file in {} (looked for {}). Fix: deploy the lifecycle prefix with the "
-            "hyperpod-cdk LifecycleScripts construct".format(directory, ", ".join(sorted(PARAMETERS_FILE_BY_MODE.values())))
+            "hyperpod-cdk LifecycleScripts construct".format(
+                directory, ", ".join(sorted(PARAMETERS_FILE_BY_MODE.values()))
+            )
         ]
     )
 
@@ -75,7 +77,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     name = node_group(resource_config, ips)
     group = params.group(name) if name else None
     if group is None:
-        log("failed", step="role", error="this node ({}) is in no instance group the parameters know".format(ips))
+        log(
+            "failed",
+            step="role",
+            error="this node ({}) is in no instance group the parameters know".format(ips),
+        )
         return 2
     log("role", group=group.name, role=group.role, instance_type=group.instance_type)
     log("done", steps=0)

@@ -12,14 +12,14 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
-from training_runtime.params import API_DRIVEN, ENTRYPOINT_BY_MODE, LIFECYCLE_DRIVEN, ProvisioningParameters
 
-from hyperpod_cdk.constructs.instance_group import InstanceGroup, NodeRole, instance_group_problems
+from hyperpod_cdk.constructs.instance_group import InstanceGroup, instance_group_problems
 from hyperpod_cdk.constructs.lifecycle import LifecycleScripts
 from hyperpod_cdk.constructs.nag import acknowledge
 from hyperpod_cdk.constructs.network import ClusterNetwork
 from hyperpod_cdk.constructs.storage import LustreStorage
 from hyperpod_cdk.errors import raise_if_any
+from training_runtime.params import API_DRIVEN, ENTRYPOINT_BY_MODE, LIFECYCLE_DRIVEN, ProvisioningParameters
 
 CLUSTER_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 MOUNT_PATH_PATTERN = re.compile(r"^/(?!/)(?!.*/$)[a-zA-Z0-9._-]+(/[a-zA-Z0-9._-]+)*$")
@@ -195,7 +195,9 @@ class HyperPodCluster(Construct):
                 storage_configs.append(
                     sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty(
                         fsx_lustre_config=sagemaker.CfnCluster.ClusterFsxLustreConfigProperty(
-                            dns_name=storage.dns_name, mount_name=storage.mount_name, mount_path=fsx_mount_path
+                            dns_name=storage.dns_name,
+                            mount_name=storage.mount_name,
+                            mount_path=fsx_mount_path,
                         )
                     )
                 )
@@ -310,4 +312,3 @@ def cluster_problems(
         if key.lower().startswith("aws:") or not 1 <= len(key) <= 128:
             problems.append(f"{path}tags: key {key!r} must be 1-128 characters and not start with 'aws:'")
     return problems
-

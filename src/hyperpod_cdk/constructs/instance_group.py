@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from aws_cdk import Token
 from pydantic import ConfigDict
 from pydantic.dataclasses import dataclass
+
 from training_runtime.params import COMPUTE, CONTROLLER, LOGIN, GroupSpec, group_problems
 
 MAX_INSTANCE_GROUPS = 100
@@ -97,13 +98,10 @@ def _single_group_problems(group: InstanceGroup, where: str) -> list[str]:
     minimum = 0 if group.role == NodeRole.COMPUTE else 1
     if not isinstance(group.count, int) or not minimum <= group.count <= MAX_INSTANCE_COUNT:
         problems.append(
-            f"{where}.count: got {group.count!r}; a {group.role} group has {minimum} to {MAX_INSTANCE_COUNT} "
-            "instances"
+            f"{where}.count: got {group.count!r}; a {group.role} group has {minimum} to {MAX_INSTANCE_COUNT} instances"
         )
     if group.threads_per_core not in (1, 2):
-        problems.append(
-            f"{where}.threads_per_core: got {group.threads_per_core!r}; allowed: 1 (SMT off) or 2 (SMT on)"
-        )
+        problems.append(f"{where}.threads_per_core: got {group.threads_per_core!r}; allowed: 1 (SMT off) or 2 (SMT on)")
     if group.ebs_volume_gib is not None and not 1 <= group.ebs_volume_gib <= 16384:
         problems.append(f"{where}.ebs_volume_gib: got {group.ebs_volume_gib!r}; allowed: 1 to 16384 GiB")
     checks = [str(c) for c in group.deep_health_checks]

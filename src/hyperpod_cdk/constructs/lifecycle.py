@@ -17,11 +17,11 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
 from constructs import Construct, IValidation
-from training_runtime.params import ProvisioningParameters
 
 from hyperpod_cdk.constructs.buckets import secure_bucket
 from hyperpod_cdk.constructs.nag import acknowledge, acknowledge_wildcard_resource
 from hyperpod_cdk.errors import raise_if_any
+from training_runtime.params import ProvisioningParameters
 
 _PREFIX = re.compile(r"^[a-zA-Z0-9!_.*'()-]+(/[a-zA-Z0-9!_.*'()-]+)*/?$")
 

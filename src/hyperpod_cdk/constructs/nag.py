@@ -27,7 +27,7 @@ def _render(value: Any) -> str:
     if isinstance(value, str):
         return value.replace("${", "<").replace("}", ">") if "${" in value else value
     if isinstance(value, dict) and len(value) == 1:
-        (function, argument), = value.items()
+        ((function, argument),) = value.items()
         if function == "Ref":
             return f"<{argument}>"
         if function == "Fn::GetAtt":

@@ -69,9 +69,7 @@ class ClusterNetwork(Construct):
         assert subnet is not None
         self.vpc: ec2.IVpc = vpc
         self.subnet: ec2.ISubnet = subnet
-        self.security_group: ec2.ISecurityGroup = security_group or self._efa_security_group(
-            vpc, allow_internet_egress
-        )
+        self.security_group: ec2.ISecurityGroup = security_group or self._efa_security_group(vpc, allow_internet_egress)
         self._connections = ec2.Connections(security_groups=[self.security_group])
 
     @property
@@ -147,4 +145,3 @@ class ClusterNetwork(Construct):
             description="EFA and Slurm between cluster nodes",
         )
         return group
-

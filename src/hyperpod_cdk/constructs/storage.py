@@ -143,9 +143,10 @@ class LustreStorage(Construct):
 
         self._efa_enabled = efa_enabled and existing is None
         self.file_system: fsx.IFileSystem
+        self.security_group: ec2.ISecurityGroup
         if existing is None:
             self.security_group = self._storage_security_group(network.vpc)
-            self.file_system = self._new_file_system(
+            new_file_system = self._new_file_system(
                 network,
                 storage_capacity_gib,
                 deployment_type,
@@ -155,15 +156,17 @@ class LustreStorage(Construct):
                 metadata_iops,
                 removal_policy,
             )
-            self.mount_name: str = self.file_system.mount_name  # type: ignore[attr-defined]
+            self.file_system = new_file_system
+            self.dns_name: str = new_file_system.dns_name
+            self.mount_name: str = new_file_system.mount_name
         else:
             self.security_group = existing.security_group
+            self.dns_name = existing.dns_name or f"{existing.file_system_id}.fsx.{Aws.REGION}.{Aws.URL_SUFFIX}"
             self.file_system = fsx.LustreFileSystem.from_lustre_file_system_attributes(
                 self,
                 "FileSystem",
                 file_system_id=existing.file_system_id,
-                dns_name=existing.dns_name
-                or f"{existing.file_system_id}.fsx.{Aws.REGION}.{Aws.URL_SUFFIX}",
+                dns_name=self.dns_name,
                 security_group=existing.security_group,
             )
             self.mount_name = existing.mount_name
@@ -203,10 +206,6 @@ class LustreStorage(Construct):
         return self._connections
 
     @property
-    def dns_name(self) -> str:
-        return self.file_system.dns_name
-
-    @property
     def file_system_id(self) -> str:
         return self.file_system.file_system_id
 
@@ -218,7 +217,7 @@ class LustreStorage(Construct):
             if self._efa_enabled:
                 self.connections.allow_to(clients, port, "Lustre over EFA")
 
-    def _storage_security_group(self, vpc: ec2.IVpc) -> ec2.SecurityGroup:
+    def _storage_security_group(self, vpc: ec2.IVpc) -> ec2.ISecurityGroup:
         group = ec2.SecurityGroup(
             self,
             "SecurityGroup",
@@ -263,10 +262,14 @@ class LustreStorage(Construct):
         cfn = file_system.node.default_child
         assert isinstance(cfn, fsx.CfnFileSystem)
         if deployment_type == fsx.LustreDeploymentType.PERSISTENT_2:
-            metadata = {"Mode": "AUTOMATIC"} if metadata_iops is None else {
-                "Mode": "USER_PROVISIONED",
-                "Iops": metadata_iops,
-            }
+            metadata = (
+                {"Mode": "AUTOMATIC"}
+                if metadata_iops is None
+                else {
+                    "Mode": "USER_PROVISIONED",
+                    "Iops": metadata_iops,
+                }
+            )
             cfn.add_property_override("LustreConfiguration.MetadataConfiguration", metadata)
         if self._efa_enabled:
             cfn.add_property_override("LustreConfiguration.EfaEnabled", True)
@@ -353,9 +356,7 @@ def lustre_problems(
     return problems
 
 
-def data_repository_problems(
-    repositories: Sequence[tuple[str, str, str, int | None]], path: str
-) -> list[str]:
+def data_repository_problems(repositories: Sequence[tuple[str, str, str, int | None]], path: str) -> list[str]:
     """Rules for data repository associations: (name, file_system_path, bucket_prefix, chunk size)."""
     problems: list[str] = []
     if len(repositories) > MAX_DATA_REPOSITORIES:

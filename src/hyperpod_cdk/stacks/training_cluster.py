@@ -127,7 +127,9 @@ class TrainingClusterStack(Stack):
             deployment_type=fsx.LustreDeploymentType[storage.deployment_type],
             throughput_mb_per_tib=storage.throughput_mb_per_tib,
             data_compression=fsx.LustreDataCompressionType[storage.data_compression],
-            file_system_type_version=fsx.FileSystemTypeVersion["V_" + storage.file_system_type_version.replace(".", "_")],
+            file_system_type_version=fsx.FileSystemTypeVersion[
+                "V_" + storage.file_system_type_version.replace(".", "_")
+            ],
             efa_enabled=storage.efa_enabled,
             metadata_iops=storage.metadata_iops,
             data_repositories=repositories,
@@ -169,6 +171,9 @@ class TrainingClusterStack(Stack):
             outputs["FsxDnsName"] = (self.storage.dns_name, "FSx for Lustre DNS name")
             outputs["FsxMountName"] = (self.storage.mount_name, "FSx for Lustre mount name")
         for name, bucket in self.data_buckets.items():
-            outputs[f"DataRepository{_pascal(name)}Bucket"] = (bucket.bucket_name, f"S3 bucket of data repository {name}")
+            outputs[f"DataRepository{_pascal(name)}Bucket"] = (
+                bucket.bucket_name,
+                f"S3 bucket of data repository {name}",
+            )
         for key, (value, description) in outputs.items():
             CfnOutput(self, key, value=value, description=description)

@@ -1,0 +1,96 @@
+"""The configuration file: defaults, loading, field-path errors, the exported JSON Schema."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hyperpod_cdk import ClusterConfig, ConfigurationError, NodeRole, load_config, parse_config
+from hyperpod_cdk.config import json_schema
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_default_is_seed_000_shape_with_a_data_repository() -> None:
+    config = ClusterConfig()
+    config.check()
+    groups = [(g.role, g.instance_type, g.count) for g in config.instance_groups]
+    assert groups == [(NodeRole.CONTROLLER, "ml.m5.xlarge", 1), (NodeRole.COMPUTE, "ml.trn1.32xlarge", 4)]
+    assert config.storage is not None
+    assert [r.bucket_name for r in config.storage.data_repositories] == [None]  # a new bucket
+
+
+def test_empty_file_is_the_default(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("")
+    assert load_config(path) == ClusterConfig()
+
+
+def test_type_errors_name_every_field(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "cluster_name: x\n"
+        "instance_groups:\n"
+        "  - {name: c, role: boss, instance_type: ml.m5.large, count: 1}\n"
+        "  - {name: w, instance_type: ml.c5.large, count: many, colour: red}\n"
+    )
+    with pytest.raises(ConfigurationError) as error:
+        load_config(path)
+    text = str(error.value)
+    assert str(path) in text
+    assert "instance_groups[0].role: got 'boss'" in text
+    assert "instance_groups[1].count: got 'many'" in text
+    assert "instance_groups[1].colour" in text
+    assert len(error.value.problems) == 3
+
+
+def test_rule_errors_are_reported_together() -> None:
+    with pytest.raises(ConfigurationError) as error:
+        parse_config(
+            {
+                "cluster_name": "-bad-",
+                "instance_groups": [
+                    {"name": "c", "role": "controller", "instance_type": "m5.xlarge", "count": 1},
+                    {"name": "w", "instance_type": "ml.c5.large", "count": 1, "threads_per_core": 4},
+                ],
+                "network": {"subnet_id": "subnet-1"},
+                "storage": {"storage_capacity_gib": 1000, "throughput_mb_per_tib": 200},
+            }
+        )
+    problems = error.value.problems
+    expected_paths = [
+        "cluster_name",
+        "instance_groups[0].instance_type",
+        "instance_groups[1].threads_per_core",
+        "network.subnet_id",
+        "storage.storage_capacity_gib",
+        "storage.throughput_mb_per_tib",
+    ]
+    for path in expected_paths:
+        assert any(p.startswith(path + ":") for p in problems), (path, problems)
+
+
+def test_problems_say_what_is_allowed() -> None:
+    with pytest.raises(
+        ConfigurationError,
+        match=r"storage.throughput_mb_per_tib: got 200; PERSISTENT_2 takes one of 125, 250, 500, 1000",
+    ):
+        parse_config({"storage": {"throughput_mb_per_tib": 200}})
+
+
+def test_unreadable_yaml_is_a_configuration_error(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("instance_groups: [unclosed\n")
+    with pytest.raises(ConfigurationError, match="cannot read the file"):
+        load_config(path)
+
+
+def test_committed_json_schema_is_current() -> None:
+    committed = json.loads((ROOT / "schema" / "cluster-config.schema.json").read_text())
+    assert committed == json_schema(), "run `make schema` and commit schema/cluster-config.schema.json"
+
+
+def test_schema_describes_instance_groups() -> None:
+    schema = json_schema()
+    assert "instance_groups" in schema["properties"]
+    assert schema["additionalProperties"] is False

@@ -1,0 +1,79 @@
+"""ClusterNetwork: a single-AZ VPC with the EFA-ready node security group, or an existing VPC."""
+
+import pytest
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk.assertions import Match, Template
+
+from builders import new_stack, only
+from hyperpod_cdk import ClusterNetwork, ConfigurationError
+
+
+@pytest.fixture(scope="module")
+def template() -> Template:
+    stack = new_stack()
+    ClusterNetwork(stack, "Network")
+    return Template.from_stack(stack)
+
+
+def test_new_vpc_has_one_private_and_one_public_subnet(template: Template) -> None:
+    template.resource_count_is("AWS::EC2::VPC", 1)
+    template.resource_count_is("AWS::EC2::Subnet", 2)
+    template.resource_count_is("AWS::EC2::NatGateway", 1)
+    template.has_resource_properties("AWS::EC2::Subnet", {"MapPublicIpOnLaunch": False, "CidrBlock": "10.0.128.0/17"})
+
+
+def test_s3_gateway_endpoint_and_flow_logs(template: Template) -> None:
+    template.has_resource_properties(
+        "AWS::EC2::VPCEndpoint",
+        {"VpcEndpointType": "Gateway", "ServiceName": Match.object_like({"Fn::Join": Match.any_value()})},
+    )
+    template.has_resource_properties("AWS::EC2::FlowLog", {"TrafficType": "ALL"})
+    template.has_resource("AWS::Logs::LogGroup", {"DeletionPolicy": "Retain"})
+
+
+def test_security_group_allows_itself_and_nothing_from_the_world(template: Template) -> None:
+    group_id, group = only(template, "AWS::EC2::SecurityGroup")
+    assert "SecurityGroupIngress" not in group["Properties"]
+    self_ref = {"Fn::GetAtt": [group_id, "GroupId"]}
+    template.has_resource_properties(
+        "AWS::EC2::SecurityGroupIngress",
+        {"IpProtocol": "-1", "GroupId": self_ref, "SourceSecurityGroupId": self_ref},
+    )
+    template.has_resource_properties(
+        "AWS::EC2::SecurityGroupEgress",
+        {"IpProtocol": "-1", "GroupId": self_ref, "DestinationSecurityGroupId": self_ref},
+    )
+    for rule in template.find_resources("AWS::EC2::SecurityGroupIngress").values():
+        assert "CidrIp" not in rule["Properties"]
+
+
+def test_internet_egress_can_be_closed() -> None:
+    stack = new_stack()
+    ClusterNetwork(stack, "Network", allow_internet_egress=False)
+    _, group = only(Template.from_stack(stack), "AWS::EC2::SecurityGroup")
+    assert all(rule.get("CidrIp") != "0.0.0.0/0" for rule in group["Properties"]["SecurityGroupEgress"])
+
+
+def test_existing_vpc_creates_no_network_resources() -> None:
+    stack = new_stack()
+    vpc = ec2.Vpc.from_vpc_attributes(
+        stack, "Vpc", vpc_id="vpc-1", availability_zones=["us-east-1a"], private_subnet_ids=["subnet-1"]
+    )
+    network = ClusterNetwork(stack, "Network", vpc=vpc, subnet=vpc.private_subnets[0])
+    template = Template.from_stack(stack)
+    template.resource_count_is("AWS::EC2::VPC", 0)
+    template.resource_count_is("AWS::EC2::Subnet", 0)
+    template.has_resource_properties("AWS::EC2::SecurityGroup", {"VpcId": "vpc-1"})
+    assert network.subnet_id == "subnet-1"
+
+
+def test_conflicting_inputs_are_reported_together() -> None:
+    stack = new_stack()
+    vpc = ec2.Vpc.from_vpc_attributes(stack, "Vpc", vpc_id="vpc-1", availability_zones=["us-east-1a"])
+    with pytest.raises(ConfigurationError) as error:
+        ClusterNetwork(stack, "Network", vpc=vpc, availability_zone="us-east-1b", private_subnet_cidr_mask=8)
+    assert [p.split(":")[0] for p in error.value.problems] == [
+        "subnet",
+        "availability_zone",
+        "private_subnet_cidr_mask",
+    ]

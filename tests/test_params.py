@@ -1,0 +1,104 @@
+"""The parameters contract: one definition, read back exactly, malformed files rejected with every problem."""
+
+import json
+
+import pytest
+
+from training_runtime.params import (
+    API_DRIVEN,
+    LIFECYCLE_DRIVEN,
+    GroupSpec,
+    ParametersError,
+    ProvisioningParameters,
+)
+
+
+def params(**overrides: object) -> ProvisioningParameters:
+    values: dict[str, object] = {
+        "cluster_name": "c1",
+        "mode": LIFECYCLE_DRIVEN,
+        "groups": (
+            GroupSpec("controller", "controller", "ml.m5.xlarge"),
+            GroupSpec("login", "login", "ml.m5.xlarge"),
+            GroupSpec("gpu", "compute", "ml.p5.48xlarge", "train"),
+            GroupSpec("cpu", "compute", "ml.c5.4xlarge"),
+        ),
+        "fsx_dns_name": "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com",
+        "fsx_mountname": "abcdefgh",
+    }
+    values.update(overrides)
+    return ProvisioningParameters(**values)  # type: ignore[arg-type]
+
+
+def test_hyperpod_keys_are_written_as_hyperpod_reads_them() -> None:
+    data = params().to_json()
+    assert data["version"] == "1.0.0"
+    assert data["workload_manager"] == "slurm"
+    assert data["controller_group"] == "controller"
+    assert data["login_group"] == "login"
+    assert data["worker_groups"] == [
+        {"instance_group_name": "gpu", "partition_name": "train"},
+        {"instance_group_name": "cpu", "partition_name": "cpu"},
+    ]
+    assert data["fsx_mountname"] == "abcdefgh"
+    assert set(data) - {
+        "version",
+        "workload_manager",
+        "controller_group",
+        "login_group",
+        "worker_groups",
+        "fsx_dns_name",
+        "fsx_mountname",
+    } == {"hyperpod_cdk"}
+
+
+def test_round_trip_is_exact() -> None:
+    original = params(options={"accounting": True})
+    assert ProvisioningParameters.loads(original.dumps()) == original
+
+
+def test_file_name_depends_on_mode() -> None:
+    assert params(mode=LIFECYCLE_DRIVEN).file_name == "provisioning_parameters.json"
+    assert params(mode=API_DRIVEN).file_name == "hyperpod_cdk_parameters.json"
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    data = params().to_json()
+    ours = data["hyperpod_cdk"]
+    ours["mode"] = "manual"
+    ours["groups"][0]["role"] = "compute"  # no controller left
+    ours["groups"][1]["name"] = "bad_name!"
+    with pytest.raises(ParametersError) as error:
+        ProvisioningParameters.from_json(data)
+    text = str(error.value)
+    assert "hyperpod_cdk.mode: got 'manual'" in text
+    assert "hyperpod_cdk.groups[1].name: got 'bad_name!'" in text
+    assert "exactly one" in text
+    assert len(error.value.problems) >= 3
+
+
+def test_hand_edited_hyperpod_keys_are_caught() -> None:
+    data = params().to_json()
+    data["controller_group"] = "somewhere-else"
+    with pytest.raises(ParametersError, match="controller_group: got 'somewhere-else'"):
+        ProvisioningParameters.from_json(data)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{not json", "not valid JSON"),
+        ("[]", "expected a JSON object"),
+        (json.dumps({"version": "1.0.0"}), "not produced by hyperpod-cdk"),
+    ],
+)
+def test_malformed_files(text: str, message: str) -> None:
+    with pytest.raises(ParametersError, match=message):
+        ProvisioningParameters.loads(text)
+
+
+def test_newer_contract_version_is_refused() -> None:
+    data = params().to_json()
+    data["hyperpod_cdk"]["contract_version"] = 99
+    with pytest.raises(ParametersError, match="contract_version: got 99"):
+        ProvisioningParameters.from_json(data)

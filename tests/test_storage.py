@@ -1,0 +1,194 @@
+"""LustreStorage: FSx for Lustre, its security rules, data repository associations, adoption."""
+
+import pytest
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_fsx as fsx
+from aws_cdk import aws_s3 as s3
+from aws_cdk.assertions import Match, Template
+
+from builders import new_stack, only
+from hyperpod_cdk import (
+    ClusterNetwork,
+    ConfigurationError,
+    DataRepositoryEvent,
+    LustreStorage,
+    S3DataRepository,
+)
+
+
+@pytest.fixture(scope="module")
+def template() -> Template:
+    stack = new_stack()
+    network = ClusterNetwork(stack, "Network")
+    bucket = s3.Bucket(stack, "Data")
+    LustreStorage(
+        stack,
+        "Storage",
+        network=network,
+        data_repositories=[
+            S3DataRepository(name="training-data", bucket=bucket, file_system_path="/datasets", bucket_prefix="raw"),
+            S3DataRepository(
+                name="checkpoints",
+                bucket=bucket,
+                file_system_path="/checkpoints",
+                bucket_prefix="ckpt/",
+                auto_import_events=(),
+                auto_export_events=(DataRepositoryEvent.NEW, DataRepositoryEvent.CHANGED),
+            ),
+        ],
+    )
+    return Template.from_stack(stack)
+
+
+def test_defaults(template: Template) -> None:
+    template.has_resource(
+        "AWS::FSx::FileSystem",
+        {
+            "Properties": Match.object_like(
+                {
+                    "FileSystemType": "LUSTRE",
+                    "FileSystemTypeVersion": "2.15",
+                    "StorageCapacity": 1200,
+                    "LustreConfiguration": {
+                        "DeploymentType": "PERSISTENT_2",
+                        "PerUnitStorageThroughput": 250,
+                        "DataCompressionType": "LZ4",
+                        "MetadataConfiguration": {"Mode": "AUTOMATIC"},
+                    },
+                }
+            ),
+            "DeletionPolicy": "Retain",
+            "UpdateReplacePolicy": "Retain",
+        },
+    )
+
+
+def test_lustre_ports_from_the_cluster_group_and_the_file_system_waits_for_them(template: Template) -> None:
+    nodes = {"Fn::GetAtt": [Match.string_like_regexp("NetworkNodeSecurityGroup"), "GroupId"]}
+    rules = template.find_resources("AWS::EC2::SecurityGroupIngress", {"Properties": {"SourceSecurityGroupId": nodes}})
+    ports = sorted(
+        (r["Properties"]["FromPort"], r["Properties"]["ToPort"])
+        for r in rules.values()
+        if r["Properties"].get("IpProtocol") == "tcp"
+    )
+    assert ports == [(988, 988), (1018, 1023)]
+    _, file_system = only(template, "AWS::FSx::FileSystem")
+    for rule_id in rules:
+        if "Storage" in rule_id:
+            assert rule_id in file_system["DependsOn"]
+
+
+def test_data_repository_associations_take_names_and_events(template: Template) -> None:
+    associations = template.find_resources("AWS::FSx::DataRepositoryAssociation")
+    assert sorted(k[:-8] for k in associations) == [
+        "StorageRepositoryCheckpoints",
+        "StorageRepositoryTrainingData",
+    ]
+    template.has_resource_properties(
+        "AWS::FSx::DataRepositoryAssociation",
+        {
+            "FileSystemPath": "/checkpoints",
+            "DataRepositoryPath": {"Fn::Join": ["", ["s3://", {"Ref": Match.any_value()}, "/ckpt/"]]},
+            "S3": {"AutoExportPolicy": {"Events": ["NEW", "CHANGED"]}, "AutoImportPolicy": Match.absent()},
+        },
+    )
+    template.has_resource_properties(
+        "AWS::FSx::DataRepositoryAssociation",
+        {
+            "FileSystemPath": "/datasets",
+            "S3": {
+                "AutoImportPolicy": {"Events": ["NEW", "CHANGED", "DELETED"]},
+                "AutoExportPolicy": Match.any_value(),
+            },
+        },
+    )
+
+
+def test_efa_enabled_uses_all_traffic_rules_naming_groups() -> None:
+    stack = new_stack()
+    LustreStorage(stack, "Storage", network=ClusterNetwork(stack, "Network"), efa_enabled=True, metadata_iops=6000)
+    template = Template.from_stack(stack)
+    template.has_resource_properties(
+        "AWS::FSx::FileSystem",
+        {
+            "LustreConfiguration": Match.object_like(
+                {"EfaEnabled": True, "MetadataConfiguration": {"Mode": "USER_PROVISIONED", "Iops": 6000}}
+            )
+        },
+    )
+    storage_group = {"Fn::GetAtt": [Match.string_like_regexp("StorageSecurityGroup"), "GroupId"]}
+    template.has_resource_properties(
+        "AWS::EC2::SecurityGroupEgress",
+        {"IpProtocol": "-1", "GroupId": storage_group, "DestinationSecurityGroupId": storage_group},
+    )
+    template.has_resource_properties(
+        "AWS::EC2::SecurityGroupIngress",
+        {
+            "IpProtocol": "-1",
+            "GroupId": storage_group,
+            "SourceSecurityGroupId": {"Fn::GetAtt": [Match.string_like_regexp("NetworkNodeSecurityGroup"), "GroupId"]},
+        },
+    )
+
+
+def test_existing_file_system_is_adopted_not_created() -> None:
+    stack = new_stack()
+    network = ClusterNetwork(stack, "Network")
+    group = ec2.SecurityGroup.from_security_group_id(stack, "FsxGroup", "sg-0123456789abcdef0")
+    storage = LustreStorage.from_existing(
+        stack,
+        "Storage",
+        network=network,
+        file_system_id="fs-0123456789abcdef0",
+        mount_name="abcdefgh",
+        security_group=group,
+    )
+    template = Template.from_stack(stack)
+    template.resource_count_is("AWS::FSx::FileSystem", 0)
+    template.has_resource_properties(
+        "AWS::EC2::SecurityGroupIngress", {"GroupId": "sg-0123456789abcdef0", "FromPort": 988, "ToPort": 988}
+    )
+    assert storage.mount_name == "abcdefgh"
+    assert stack.resolve(storage.dns_name) == {
+        "Fn::Join": [
+            "",
+            ["fs-0123456789abcdef0.fsx.", {"Ref": "AWS::Region"}, ".", {"Ref": "AWS::URLSuffix"}],
+        ]
+    }
+
+
+def test_bad_storage_is_reported_with_every_problem() -> None:
+    stack = new_stack()
+    bucket = s3.Bucket(stack, "Data")
+    with pytest.raises(ConfigurationError) as error:
+        LustreStorage(
+            stack,
+            "Storage",
+            network=ClusterNetwork(stack, "Network"),
+            storage_capacity_gib=3000,
+            throughput_mb_per_tib=200,
+            deployment_type=fsx.LustreDeploymentType.PERSISTENT_2,
+            data_repositories=[
+                S3DataRepository(name="a", bucket=bucket, file_system_path="/data"),
+                S3DataRepository(name="b", bucket=bucket, file_system_path="/data/raw"),
+                S3DataRepository(name="c", bucket=bucket, file_system_path="relative"),
+            ],
+        )
+    text = str(error.value)
+    assert "storage_capacity_gib: got 3000" in text
+    assert "throughput_mb_per_tib: got 200" in text
+    assert "data_repositories[1].file_system_path: /data/raw overlaps data_repositories[0]" in text
+    assert "data_repositories[2].file_system_path: got 'relative'" in text
+
+
+def test_efa_needs_persistent_2() -> None:
+    stack = new_stack()
+    with pytest.raises(ConfigurationError, match="efa_enabled: needs deployment_type PERSISTENT_2"):
+        LustreStorage(
+            stack,
+            "Storage",
+            network=ClusterNetwork(stack, "Network"),
+            efa_enabled=True,
+            deployment_type=fsx.LustreDeploymentType.SCRATCH_2,
+            throughput_mb_per_tib=None,
+        )
