@@ -30,29 +30,23 @@ def build(app: cdk.App) -> list[cdk.Stack]:
         storage_capacity_gib=2400,
         data_repositories=[S3DataRepository(name="results", bucket=results, file_system_path="/results")],
     )
-    scripts = LifecycleScripts(stack, "LifecycleScripts", prefix="interactive/")
-    for name, workers, scripts_prefix in (
-        ("interactive", InstanceGroup(name="g5", instance_type="ml.g5.2xlarge", count=2), None),
-        ("batch", InstanceGroup(name="p4d", instance_type="ml.p4d.24xlarge", count=4), "batch/"),
-    ):
-        lifecycle = (
-            scripts
-            if scripts_prefix is None
-            else LifecycleScripts(
-                stack, f"{name.capitalize()}LifecycleScripts", bucket=scripts.bucket, prefix=scripts_prefix
-            )
-        )
+    scripts_bucket = secure_bucket(stack, "LifecycleBucket")
+    controller = InstanceGroup(name="controller", role=NodeRole.CONTROLLER, instance_type="ml.m5.xlarge", count=1)
+    teams = {
+        "interactive": InstanceGroup(name="g5", instance_type="ml.g5.2xlarge", count=2),
+        "batch": InstanceGroup(name="p4d", instance_type="ml.p4d.24xlarge", count=4),
+    }
+    for team, workers in teams.items():
+        # Each cluster gets its own lifecycle prefix (its parameters differ) in the shared bucket.
+        lifecycle = LifecycleScripts(stack, f"{team.capitalize()}Lifecycle", bucket=scripts_bucket, prefix=f"{team}/")
         HyperPodCluster(
             stack,
-            f"{name.capitalize()}Cluster",
-            cluster_name=f"research-{name}",
+            f"{team.capitalize()}Cluster",
+            cluster_name=f"research-{team}",
             network=network,
             lifecycle=lifecycle,
             storage=storage,
-            instance_groups=[
-                InstanceGroup(name="controller", role=NodeRole.CONTROLLER, instance_type="ml.m5.xlarge", count=1),
-                workers,
-            ],
+            instance_groups=[controller, workers],
         )
     return [stack]
 

@@ -94,3 +94,13 @@ def test_schema_describes_instance_groups() -> None:
     schema = json_schema()
     assert "instance_groups" in schema["properties"]
     assert schema["additionalProperties"] is False
+
+
+def test_unquoted_lustre_versions_are_read_as_written(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("storage:\n  file_system_type_version: 2.15\n")
+    config = load_config(path)
+    assert config.storage is not None and config.storage.file_system_type_version == "2.15"
+    path.write_text("storage:\n  file_system_type_version: 2.10\n")
+    with pytest.raises(ConfigurationError, match=r"file_system_type_version: got 2\.10; PERSISTENT_2"):
+        load_config(path)

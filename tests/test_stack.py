@@ -79,3 +79,25 @@ def test_tags_apply_to_every_taggable_resource() -> None:
     template = synth(parse_config({"tags": {"cost-center": "4711"}}))
     template.has_resource_properties("AWS::FSx::FileSystem", {"Tags": [{"Key": "cost-center", "Value": "4711"}]})
     template.has_resource_properties("AWS::SageMaker::Cluster", {"Tags": [{"Key": "cost-center", "Value": "4711"}]})
+
+
+def test_cluster_waits_for_rules_on_an_adopted_file_system() -> None:
+    template = synth(
+        parse_config(
+            {
+                "storage": {
+                    "existing": {
+                        "file_system_id": "fs-0123456789abcdef0",
+                        "mount_name": "abcdefgh",
+                        "security_group_id": "sg-0123456789abcdef0",
+                    }
+                }
+            }
+        )
+    )
+    rules = template.find_resources(
+        "AWS::EC2::SecurityGroupIngress", {"Properties": {"GroupId": "sg-0123456789abcdef0"}}
+    )
+    assert len(rules) == 2
+    _, cluster = only(template, "AWS::SageMaker::Cluster")
+    assert set(rules) <= set(cluster["DependsOn"])

@@ -192,3 +192,14 @@ def test_efa_needs_persistent_2() -> None:
             deployment_type=fsx.LustreDeploymentType.SCRATCH_2,
             throughput_mb_per_tib=None,
         )
+
+
+def test_persistent_2_needs_lustre_2_15() -> None:
+    stack = new_stack()
+    with pytest.raises(ConfigurationError, match="file_system_type_version: got 2.12"):
+        LustreStorage(
+            stack,
+            "Storage",
+            network=ClusterNetwork(stack, "Network"),
+            file_system_type_version=fsx.FileSystemTypeVersion.V_2_12,
+        )

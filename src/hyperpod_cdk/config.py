@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from hyperpod_cdk.constructs.cluster import NodeRecovery, SlurmConfigStrategy, SlurmMode, cluster_problems
 from hyperpod_cdk.constructs.instance_group import InstanceGroup, NodeRole
@@ -87,6 +87,13 @@ class StorageConfig(_Model):
     """Per-unit storage throughput (PERSISTENT types): 125, 250, 500 or 1000 for PERSISTENT_2."""
     data_compression: Literal["NONE", "LZ4"] = "LZ4"
     file_system_type_version: Literal["2.10", "2.12", "2.15"] = "2.15"
+
+    @field_validator("file_system_type_version", mode="before")
+    @classmethod
+    def _version_as_text(cls, value: Any) -> Any:
+        """YAML reads an unquoted 2.10 as the number 2.1: take numbers as the version they spell."""
+        return f"{value:.2f}" if isinstance(value, float) else value
+
     efa_enabled: bool = False
     """Serve Lustre over EFA (PERSISTENT_2; GPU instances with EFA)."""
     metadata_iops: int | None = None

@@ -148,7 +148,8 @@ class HyperPodCluster(Construct):
         # Creation must not race what the nodes need at boot.
         self.resource.node.add_dependency(lifecycle.deployment, self.execution_role)
         if storage is not None:
-            self.resource.node.add_dependency(storage)
+            # Includes the Lustre rules added to an adopted file system's security group.
+            self.resource.node.add_dependency(storage, storage.security_group)
 
     @property
     def connections(self) -> ec2.Connections:

@@ -134,7 +134,7 @@ class LustreStorage(Construct):
                 storage_capacity_gib=storage_capacity_gib,
                 deployment_type=deployment_type.name,
                 throughput_mb_per_tib=throughput_mb_per_tib,
-                file_system_type_version=file_system_type_version.value,
+                file_system_type_version=lustre_version(file_system_type_version),
                 efa_enabled=efa_enabled,
                 metadata_iops=metadata_iops,
                 has_data_repositories=bool(data_repositories),
@@ -303,6 +303,11 @@ class LustreStorage(Construct):
         return association
 
 
+def lustre_version(version: fsx.FileSystemTypeVersion) -> str:
+    """``FileSystemTypeVersion.V_2_15`` as FSx spells it: ``2.15``."""
+    return version.name.removeprefix("V_").replace("_", ".")
+
+
 def _pascal(name: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in re.split(r"[^a-zA-Z0-9]+", name) if part)
 
@@ -337,8 +342,11 @@ def lustre_problems(
             f"{path}throughput_mb_per_tib: got {throughput_mb_per_tib}; {deployment_type} takes one of "
             f"{', '.join(map(str, allowed))} MB/s/TiB"
         )
-    if deployment_type == "PERSISTENT_2" and file_system_type_version == "2.10":
-        problems.append(f"{path}file_system_type_version: 2.10 does not support PERSISTENT_2; use 2.15")
+    if deployment_type == "PERSISTENT_2" and file_system_type_version != "2.15":
+        problems.append(
+            f"{path}file_system_type_version: got {file_system_type_version}; PERSISTENT_2 with a metadata "
+            "configuration (always set here) needs Lustre 2.15"
+        )
     if efa_enabled and deployment_type != "PERSISTENT_2":
         problems.append(f"{path}efa_enabled: needs deployment_type PERSISTENT_2, got {deployment_type}")
     if metadata_iops is not None and deployment_type != "PERSISTENT_2":
