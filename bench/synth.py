@@ -285,7 +285,7 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
-    started = time.perf_counter()
+    started, load = time.perf_counter(), os.getloadavg()[0]
     os.environ["JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION"] = "20"  # for our own import of aws_cdk too
     with tempfile.TemporaryDirectory(prefix="hyperpod-bench-") as tmp:
         workdir = Path(tmp)
@@ -306,7 +306,7 @@ def main() -> None:
         "# Synthesis benchmark (bench/synth.py)",
         "",
         f"- Command (in the repo root): `{command_line()}`",
-        f"- Machine: {machine()}",
+        f"- Machine: {machine()}; 1-minute load average at start {load:.2f}",
         f"- Date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; total script runtime {total:.0f} s",
         "",
         *comparison_section(on, off, args.runs),

@@ -53,19 +53,16 @@ def run(prefix: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def bootstrap(prefix: Path, ip: str) -> subprocess.CompletedProcess[str]:
+    return run(prefix, "bootstrap", "--resource-config", str(prefix.parent / "resource_config.json"), "--ip", ip)
+
+
 def events(result: subprocess.CompletedProcess[str]) -> list[dict]:
     return [json.loads(line) for line in result.stdout.splitlines()]
 
 
 def test_bootstrap_identifies_the_node_group(prefix: Path) -> None:
-    result = run(
-        prefix,
-        "bootstrap",
-        "--resource-config",
-        str(prefix.parent / "resource_config.json"),
-        "--ip",
-        "10.1.0.6",
-    )
+    result = bootstrap(prefix, "10.1.0.6")
     assert result.returncode == 0, result.stdout + result.stderr
     role = next(e for e in events(result) if e["event"] == "role")
     assert (role["group"], role["role"]) == ("workers", "compute")
@@ -73,14 +70,7 @@ def test_bootstrap_identifies_the_node_group(prefix: Path) -> None:
 
 
 def test_unknown_node_fails_with_one_clear_line(prefix: Path) -> None:
-    result = run(
-        prefix,
-        "bootstrap",
-        "--resource-config",
-        str(prefix.parent / "resource_config.json"),
-        "--ip",
-        "192.0.2.1",
-    )
+    result = bootstrap(prefix, "192.0.2.1")
     assert result.returncode == 2
     assert events(result)[-1]["event"] == "failed"
     assert "no instance group" in events(result)[-1]["error"]
