@@ -191,8 +191,8 @@ def comparison_section(on: list[Timing], off: list[Timing], runs: int) -> list[s
         rows.append(
             row(
                 label,
-                f"{bare.median:.2f} ({bare.spread()})",
-                f"{default.median:.2f} ({default.spread()})",
+                f"{bare.median:.2f} {bare.spread()}",
+                f"{default.median:.2f} {default.spread()}",
                 f"**{default.median / bare.median:.2f}x**",
             )
         )
@@ -237,7 +237,7 @@ def growth_section(sizes: Sequence[int], timings: list[Timing], runs: int) -> li
     rows = [
         row(
             f"{n} (1 controller + {n - 1} compute)",
-            f"{t.median:.2f} ({t.spread()})",
+            f"{t.median:.2f} {t.spread()}",
             f"{t.median / base.median:.2f}x",
             f"{t.template.size_bytes:,}",
             f"{t.template.size_bytes / base.template.size_bytes:.2f}x",
