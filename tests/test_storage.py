@@ -65,17 +65,14 @@ def test_defaults(template: Template) -> None:
 
 def test_lustre_ports_from_the_cluster_group_and_the_file_system_waits_for_them(template: Template) -> None:
     nodes = {"Fn::GetAtt": [Match.string_like_regexp("NetworkNodeSecurityGroup"), "GroupId"]}
-    rules = template.find_resources("AWS::EC2::SecurityGroupIngress", {"Properties": {"SourceSecurityGroupId": nodes}})
-    ports = sorted(
-        (r["Properties"]["FromPort"], r["Properties"]["ToPort"])
-        for r in rules.values()
-        if r["Properties"].get("IpProtocol") == "tcp"
+    storage = {"Fn::GetAtt": [Match.string_like_regexp("StorageSecurityGroup"), "GroupId"]}
+    rules = template.find_resources(
+        "AWS::EC2::SecurityGroupIngress", {"Properties": {"SourceSecurityGroupId": nodes, "GroupId": storage}}
     )
+    ports = sorted((r["Properties"]["FromPort"], r["Properties"]["ToPort"]) for r in rules.values())
     assert ports == [(988, 988), (1018, 1023)]
     _, file_system = only(template, "AWS::FSx::FileSystem")
-    for rule_id in rules:
-        if "Storage" in rule_id:
-            assert rule_id in file_system["DependsOn"]
+    assert set(rules) <= set(file_system["DependsOn"])
 
 
 def test_data_repository_associations_take_names_and_events(template: Template) -> None:

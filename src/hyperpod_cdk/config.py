@@ -158,10 +158,7 @@ class ClusterConfig(_Model):
         if self.storage is not None:
             storage = self.storage
             repositories = storage.data_repositories
-            problems += data_repository_problems(
-                [(r.name, r.file_system_path, r.bucket_prefix, r.imported_file_chunk_size_mib) for r in repositories],
-                "storage.data_repositories",
-            )
+            problems += data_repository_problems(repositories, "storage.data_repositories")
             if storage.existing is None:
                 problems += lustre_problems(
                     storage_capacity_gib=storage.storage_capacity_gib,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -49,6 +50,15 @@ def node_group(resource_config: Dict[str, Any], own_ips: List[str]) -> Optional[
     return None
 
 
+def own_ips() -> List[str]:
+    """This node's addresses (``hostname -I``); empty when they cannot be read."""
+    try:
+        result = subprocess.run(["hostname", "-I"], capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return result.stdout.split()
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m training_runtime")
     parser.add_argument("command", choices=["bootstrap", "validate"])
@@ -73,7 +83,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     except (OSError, ValueError) as error:
         log("failed", step="resource_config", path=str(args.resource_config), error=str(error))
         return 2
-    ips = args.ip or os.popen("hostname -I 2>/dev/null").read().split()
+    ips = args.ip or own_ips()
     name = node_group(resource_config, ips)
     group = params.group(name) if name else None
     if group is None:

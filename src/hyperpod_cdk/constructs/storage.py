@@ -6,6 +6,7 @@ import enum
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import jsii
 from aws_cdk import Aws, RemovalPolicy, Token
@@ -125,10 +126,7 @@ class LustreStorage(Construct):
     ) -> None:
         super().__init__(scope, id)
         subject = f"LustreStorage {self.node.path}"
-        problems = data_repository_problems(
-            [(r.name, r.file_system_path, r.bucket_prefix, r.imported_file_chunk_size_mib) for r in data_repositories],
-            "data_repositories",
-        )
+        problems = data_repository_problems(data_repositories, "data_repositories")
         if existing is None:
             problems += lustre_problems(
                 storage_capacity_gib=storage_capacity_gib,
@@ -290,9 +288,9 @@ class LustreStorage(Construct):
             if repository.auto_export_events
             else None,
         )
-        association = fsx.CfnDataRepositoryAssociation(
+        return fsx.CfnDataRepositoryAssociation(
             self,
-            f"Repository{_pascal(repository.name)}",
+            f"Repository{pascal_case(repository.name)}",
             file_system_id=self.file_system_id,
             file_system_path=repository.file_system_path,
             data_repository_path=repository.data_repository_path,
@@ -300,7 +298,6 @@ class LustreStorage(Construct):
             imported_file_chunk_size=repository.imported_file_chunk_size_mib,
             s3=s3_policy,
         )
-        return association
 
 
 def lustre_version(version: fsx.FileSystemTypeVersion) -> str:
@@ -308,7 +305,8 @@ def lustre_version(version: fsx.FileSystemTypeVersion) -> str:
     return version.name.removeprefix("V_").replace("_", ".")
 
 
-def _pascal(name: str) -> str:
+def pascal_case(name: str) -> str:
+    """A user-given name as a construct-ID fragment: ``training-data`` -> ``TrainingData``."""
     return "".join(part[:1].upper() + part[1:] for part in re.split(r"[^a-zA-Z0-9]+", name) if part)
 
 
@@ -364,20 +362,35 @@ def lustre_problems(
     return problems
 
 
-def data_repository_problems(repositories: Sequence[tuple[str, str, str, int | None]], path: str) -> list[str]:
-    """Rules for data repository associations: (name, file_system_path, bucket_prefix, chunk size)."""
+class DataRepositoryFields(Protocol):
+    """What the association rules read; S3DataRepository and the config's entries both have it."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def file_system_path(self) -> str: ...
+    @property
+    def bucket_prefix(self) -> str: ...
+    @property
+    def imported_file_chunk_size_mib(self) -> int | None: ...
+
+
+def data_repository_problems(repositories: Sequence[DataRepositoryFields], path: str) -> list[str]:
+    """Rules for data repository associations, each problem with its field path."""
     problems: list[str] = []
     if len(repositories) > MAX_DATA_REPOSITORIES:
         problems.append(f"{path}: got {len(repositories)}; a file system has at most {MAX_DATA_REPOSITORIES}")
     names: dict[str, int] = {}
     paths: list[tuple[int, str]] = []
-    for index, (name, fs_path, prefix, chunk) in enumerate(repositories):
+    for index, repository in enumerate(repositories):
         where = f"{path}[{index}]"
+        name, fs_path, prefix = repository.name, repository.file_system_path, repository.bucket_prefix
+        chunk = repository.imported_file_chunk_size_mib
         if not re.fullmatch(r"[a-zA-Z][a-zA-Z0-9-]{0,62}", name):
             problems.append(f"{where}.name: got {name!r}; use a letter then letters, digits or hyphens")
-        elif _pascal(name) in names:
-            problems.append(f"{where}.name: {name!r} repeats {path}[{names[_pascal(name)]}].name")
-        names.setdefault(_pascal(name), index)
+        elif pascal_case(name) in names:
+            problems.append(f"{where}.name: {name!r} repeats {path}[{names[pascal_case(name)]}].name")
+        names.setdefault(pascal_case(name), index)
         if not Token.is_unresolved(fs_path):
             if not _FS_PATH.match(fs_path):
                 problems.append(f"{where}.file_system_path: got {fs_path!r}; expected an absolute path like /datasets")

@@ -19,7 +19,7 @@ from hyperpod_cdk.constructs import (
     S3DataRepository,
     secure_bucket,
 )
-from hyperpod_cdk.constructs.storage import ExistingLustreFileSystem, _pascal
+from hyperpod_cdk.constructs.storage import ExistingLustreFileSystem, pascal_case
 
 
 class TrainingClusterStack(Stack):
@@ -101,9 +101,9 @@ class TrainingClusterStack(Stack):
         repositories = []
         for repo in storage.data_repositories:
             bucket = (
-                s3.Bucket.from_bucket_name(self, f"ImportedDataBucket{_pascal(repo.name)}", repo.bucket_name)
+                s3.Bucket.from_bucket_name(self, f"ImportedDataBucket{pascal_case(repo.name)}", repo.bucket_name)
                 if repo.bucket_name
-                else secure_bucket(self, f"DataBucket{_pascal(repo.name)}", removal_policy=removal)
+                else secure_bucket(self, f"DataBucket{pascal_case(repo.name)}", removal_policy=removal)
             )
             self.data_buckets[repo.name] = bucket
             repositories.append(
@@ -171,7 +171,7 @@ class TrainingClusterStack(Stack):
             outputs["FsxDnsName"] = (self.storage.dns_name, "FSx for Lustre DNS name")
             outputs["FsxMountName"] = (self.storage.mount_name, "FSx for Lustre mount name")
         for name, bucket in self.data_buckets.items():
-            outputs[f"DataRepository{_pascal(name)}Bucket"] = (
+            outputs[f"DataRepository{pascal_case(name)}Bucket"] = (
                 bucket.bucket_name,
                 f"S3 bucket of data repository {name}",
             )
