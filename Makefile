@@ -9,9 +9,15 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export AWS_EC2_METADATA_DISABLED := true
 CONFIG ?=
 
-.PHONY: setup synth test lint typecheck unit bench schema clean
+SHELL_SCRIPTS := $(wildcard src/hyperpod_cdk/lifecycle_assets/*.sh src/hyperpod_cdk/local/*.sh scripts/*.sh .ci/run)
 
-setup: $(VENV)/.installed node_modules/.installed
+.PHONY: setup system-packages synth test lint typecheck unit bench schema clean
+
+setup: $(VENV)/.installed node_modules/.installed system-packages
+
+# Slurm, munge, MariaDB and shellcheck for the local cluster (installs only what is missing; needs root)
+system-packages:
+	./scripts/install-system-packages.sh
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -32,6 +38,7 @@ test: lint typecheck unit
 lint: setup
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
+	shellcheck -x $(SHELL_SCRIPTS)
 
 typecheck: setup
 	$(PYTHON) -m mypy

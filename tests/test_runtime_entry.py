@@ -1,4 +1,4 @@
-"""The node runtime's entry point, run from a copy of the uploaded prefix as HyperPod would."""
+"""The node runtime's command line, run from a copy of the uploaded prefix as HyperPod would."""
 
 import json
 import shutil
@@ -9,41 +9,50 @@ from pathlib import Path
 import pytest
 
 from hyperpod_cdk.constructs.lifecycle import staged_assets
+from runtime_fakes import resource_config
 from training_runtime.params import GroupSpec, ProvisioningParameters
 
 PARAMS = ProvisioningParameters(
     cluster_name="c1",
-    mode="api-driven",
+    mode="lifecycle-driven",
     groups=(
         GroupSpec("controller", "controller", "ml.m5.large"),
         GroupSpec("workers", "compute", "ml.c5.large"),
+        GroupSpec("empty", "compute", "ml.c5.large"),
     ),
 )
-RESOURCE_CONFIG = {
-    "ClusterConfig": {"ClusterArn": "arn:aws:sagemaker:us-east-1:123456789012:cluster/abcdefghijkl"},
-    "InstanceGroups": [
-        {
-            "Name": "controller",
-            "Instances": [{"InstanceName": "controller-1", "CustomerIpAddress": "10.1.0.5"}],
-        },
-        {"Name": "workers", "Instances": [{"InstanceName": "workers-1", "CustomerIpAddress": "10.1.0.6"}]},
-        {"Name": "empty", "Instances": None},
-    ],
-}
+RESOURCES = resource_config(
+    {"controller": [("controller-1", "10.1.0.5")], "workers": [("workers-1", "10.1.0.6")], "empty": []}
+)
 
 
 @pytest.fixture
 def prefix(tmp_path: Path) -> Path:
-    """The lifecycle prefix as a node downloads it: scripts, runtime, parameters."""
+    """The lifecycle prefix as a node downloads it (scripts, runtime, parameters) and an empty fake root."""
     shutil.copytree(staged_assets(), tmp_path / "prefix")
     (tmp_path / "prefix" / PARAMS.file_name).write_text(PARAMS.dumps())
-    (tmp_path / "resource_config.json").write_text(json.dumps(RESOURCE_CONFIG))
+    (tmp_path / "resource_config.json").write_text(json.dumps(RESOURCES))
+    (tmp_path / "root").mkdir()
     return tmp_path / "prefix"
 
 
-def run(prefix: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def run(prefix: Path, command: str, ip: str = "10.1.0.6", *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "training_runtime", *args, "--assets-dir", str(prefix)],
+        [
+            sys.executable,
+            "-m",
+            "training_runtime",
+            command,
+            "--assets-dir",
+            str(prefix),
+            "--ip",
+            ip,
+            "--resource-config",
+            str(prefix.parent / "resource_config.json"),
+            "--root",
+            str(prefix.parent / "root"),
+            *extra,
+        ],
         cwd=prefix,
         capture_output=True,
         text=True,
@@ -53,32 +62,64 @@ def run(prefix: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def bootstrap(prefix: Path, ip: str) -> subprocess.CompletedProcess[str]:
-    return run(prefix, "bootstrap", "--resource-config", str(prefix.parent / "resource_config.json"), "--ip", ip)
-
-
 def events(result: subprocess.CompletedProcess[str]) -> list[dict]:
-    return [json.loads(line) for line in result.stdout.splitlines()]
+    return [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
 
 
-def test_bootstrap_identifies_the_node_group(prefix: Path) -> None:
-    result = bootstrap(prefix, "10.1.0.6")
-    assert result.returncode == 0, result.stdout + result.stderr
-    role = next(e for e in events(result) if e["event"] == "role")
-    assert (role["group"], role["role"]) == ("workers", "compute")
-    assert events(result)[-1]["event"] == "done"
+def untouched(prefix: Path) -> bool:
+    return not any((prefix.parent / "root").iterdir())
 
 
-def test_unknown_node_fails_with_one_clear_line(prefix: Path) -> None:
-    result = bootstrap(prefix, "192.0.2.1")
-    assert result.returncode == 2
-    assert events(result)[-1]["event"] == "failed"
-    assert "no instance group" in events(result)[-1]["error"]
-
-
-def test_malformed_parameters_fail_before_anything_else(prefix: Path) -> None:
-    (prefix / PARAMS.file_name).write_text('{"version": "1.0.0"}')
+def test_validate_names_the_node_group_and_role(prefix: Path) -> None:
     result = run(prefix, "validate")
+    assert result.returncode == 0, result.stdout + result.stderr
+    node = next(e for e in events(result) if e["event"] == "node")
+    assert (node["group"], node["role"], node["instance"], node["platform"]) == (
+        "workers",
+        "compute",
+        "workers-1",
+        "generic",
+    )
+
+
+def test_plan_lists_the_steps_and_changes_nothing(prefix: Path) -> None:
+    result = run(prefix, "plan", "10.1.0.6", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = [e for e in events(result) if "step" in e and "needed" in e]
+    assert [r["step"] for r in rows][:3] == ["hosts", "packages:slurm", "shared-storage"]
+    assert rows[-1]["step"] == "daemon:slurmd" and rows[-1]["needed"]
+    assert untouched(prefix)
+
+
+@pytest.mark.parametrize(
+    ("damage", "expected"),
+    [
+        (lambda p: (p / PARAMS.file_name).write_text('{"version": "1.0.0"}'), "not produced by hyperpod-cdk"),
+        (lambda p: (p.parent / "resource_config.json").write_text("{not json"), "not valid JSON"),
+        (
+            lambda p: (p.parent / "resource_config.json").write_text(json.dumps({"InstanceGroups": [{"Name": "x"}]})),
+            "not in the parameters file",
+        ),
+        (
+            lambda p: (p.parent / "resource_config.json").write_text(
+                json.dumps({"InstanceGroups": [{"Name": "workers", "Instances": [{"InstanceName": "w"}]}]})
+            ),
+            "InstanceGroups[0].Instances[0].CustomerIpAddress",
+        ),
+    ],
+    ids=["parameters", "resource-config-json", "unknown-group", "instance-without-address"],
+)
+def test_malformed_inputs_fail_with_one_line_and_leave_the_node_untouched(prefix: Path, damage, expected) -> None:
+    damage(prefix)
+    result = run(prefix, "bootstrap")
     assert result.returncode == 2
     failure = events(result)[-1]
-    assert failure["step"] == "parameters" and "not produced by hyperpod-cdk" in failure["error"]
+    assert failure["event"] == "failed" and failure["step"] == "inputs" and expected in failure["error"]
+    assert result.stderr.startswith("hyperpod-cdk: FAILED at inputs:")
+    assert untouched(prefix)
+
+
+def test_unknown_node_fails_clearly(prefix: Path) -> None:
+    result = run(prefix, "bootstrap", "192.0.2.1")
+    assert result.returncode == 2 and "192.0.2.1" in events(result)[-1]["error"]
+    assert untouched(prefix)

@@ -21,6 +21,8 @@ from hyperpod_cdk.constructs.storage import (
     lustre_problems,
 )
 from hyperpod_cdk.errors import ConfigurationError, raise_if_any
+from training_runtime.options import options_problems
+from training_runtime.users import User, parse_users, users_problems
 
 
 class _Model(BaseModel):
@@ -141,7 +143,13 @@ class ClusterConfig(_Model):
     tags: dict[str, str] = Field(default_factory=dict)
     """Tags on every resource of the stack."""
     runtime: dict[str, Any] = Field(default_factory=dict)
-    """Options for the node runtime, passed through the parameters file."""
+    """Options for the node runtime (Slurm timeouts, accounting, PyTorch environment); see
+    docs/configuration.md. Checked by the runtime's own rules, passed through the parameters file."""
+    users: list[dict[str, Any]] = Field(default_factory=list)
+    """Cluster users: name, uid, gid (default uid), shell, sudo, ssh_public_keys. Homes live on FSx."""
+
+    def cluster_users(self) -> list[User]:
+        return parse_users(self.users)
 
     def problems(self) -> list[str]:
         """Every rule across fields, with field paths; empty when the configuration is sound."""
@@ -155,6 +163,15 @@ class ClusterConfig(_Model):
             problems.append("network.availability_zone: required with an existing subnet (the subnet's AZ)")
         if net.security_group_id and not net.vpc_id:
             problems.append("network.security_group_id: only with an existing VPC (network.vpc_id)")
+        problems += options_problems(self.runtime, "runtime")
+        problems += users_problems(self.users, "users")
+        if self.storage is None and (
+            self.mode == SlurmMode.LIFECYCLE_DRIVEN or self.users or self.runtime.get("pytorch")
+        ):
+            problems.append(
+                "storage: null, but the node runtime needs a shared file system for lifecycle-driven mode "
+                "(munge key), users' homes and the PyTorch environment. Fix: configure storage or drop them"
+            )
         if self.storage is not None:
             storage = self.storage
             repositories = storage.data_repositories

@@ -1,30 +1,36 @@
-"""``python3 -m training_runtime bootstrap``: entry point the lifecycle scripts call on every node.
+"""``python3 -m training_runtime {plan,bootstrap,status,validate}``: what the lifecycle scripts run on
+every node.
 
-This release validates the node's inputs (the parameters contract and HyperPod's resource config)
-and reports which instance group and Slurm role the node has; configuration steps build on it.
+* ``validate`` checks the parameters file and the resource config and names this node's group.
+* ``plan`` prints the steps this node would run and what each would change; it changes nothing.
+* ``bootstrap`` applies the plan; a second run changes nothing. The done marker is written last.
+* ``status`` shows each step's last result and whether the node still matches it.
+
+Inputs are checked before anything on the node changes; a problem exits with status 2 and one line
+naming what failed.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, List, Optional
 
+from training_runtime.errors import InputError, StepFailed
+from training_runtime.log import log
+from training_runtime.node import STATE_DIR, Node
 from training_runtime.params import PARAMETERS_FILE_BY_MODE, ParametersError, ProvisioningParameters
+from training_runtime.plan import StepError, apply_plan, build_plan, describe_plan, step_status
+from training_runtime.resources import DEFAULT_PATH, ResourceConfig, ResourceConfigError
+from training_runtime.run import CommandError
+from training_runtime.users import load_users
 
-DEFAULT_RESOURCE_CONFIG = "/opt/ml/config/resource_config.json"
-
-
-def log(event: str, **fields: Any) -> None:
-    """One JSON object per line on stdout (HyperPod ships stdout to CloudWatch)."""
-    record: Dict[str, Any] = {"ts": round(time.time(), 3), "event": event}
-    record.update(fields)
-    print(json.dumps(record, sort_keys=True), flush=True)
+FAILED = 2
 
 
 def find_parameters(directory: Path) -> Path:
@@ -41,15 +47,6 @@ def find_parameters(directory: Path) -> Path:
     )
 
 
-def node_group(resource_config: Dict[str, Any], own_ips: List[str]) -> Optional[str]:
-    """The instance group whose instance list holds one of this node's IP addresses."""
-    for group in resource_config.get("InstanceGroups") or []:
-        for instance in group.get("Instances") or []:
-            if instance.get("CustomerIpAddress") in own_ips:
-                return str(group.get("Name"))
-    return None
-
-
 def own_ips() -> List[str]:
     """This node's addresses (``hostname -I``); empty when they cannot be read."""
     try:
@@ -59,43 +56,117 @@ def own_ips() -> List[str]:
     return result.stdout.split()
 
 
+def load_node(args: argparse.Namespace) -> Node:
+    """Read and check every input; raises :class:`InputError` naming all problems."""
+    params = ProvisioningParameters.loads(find_parameters(args.assets_dir).read_text())
+    resources = ResourceConfig.load(args.resource_config)
+    missing = [g for g in resources.groups if params.group(g) is None]
+    if missing:
+        raise ResourceConfigError(
+            [
+                "InstanceGroups: {} not in the parameters file (groups there: {}). Fix: deploy the lifecycle "
+                "prefix and the cluster from the same config".format(missing, [g.name for g in params.groups])
+            ]
+        )
+    ips = args.ip or own_ips()
+    instance = resources.find(ips)
+    if instance is None:
+        raise ResourceConfigError(
+            ["no instance in the resource config has one of this node's addresses {}".format(ips)]
+        )
+    group = params.group(instance.group)
+    assert group is not None
+    load_users(args.assets_dir)
+    return Node(
+        params=params, resources=resources, group=group, instance=instance, assets_dir=args.assets_dir, root=args.root
+    )
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m training_runtime")
-    parser.add_argument("command", choices=["bootstrap", "validate"])
+    parser.add_argument("command", choices=["bootstrap", "plan", "status", "validate"])
     parser.add_argument("--assets-dir", type=Path, default=Path(__file__).resolve().parent.parent)
     parser.add_argument(
         "--resource-config",
         type=Path,
-        default=Path(os.environ.get("SAGEMAKER_RESOURCE_CONFIG_PATH", DEFAULT_RESOURCE_CONFIG)),
+        default=Path(os.environ.get("SAGEMAKER_RESOURCE_CONFIG_PATH", DEFAULT_PATH)),
     )
     parser.add_argument("--ip", action="append", default=[], help="this node's IP (default: from hostname -I)")
+    parser.add_argument("--json", action="store_true", help="plan/status: one JSON object per step")
+    parser.add_argument("--root", type=Path, default=Path("/"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     try:
-        params = ProvisioningParameters.loads(find_parameters(args.assets_dir).read_text())
-    except (OSError, ParametersError) as error:
-        log("failed", step="parameters", error=str(error))
-        return 2
-    log("parameters", cluster=params.cluster_name, mode=params.mode, groups=[g.name for g in params.groups])
+        node = load_node(args)
+    except InputError as error:
+        return fail("inputs", error)
+    log(
+        "node",
+        cluster=node.params.cluster_name,
+        group=node.group.name,
+        role=node.role,
+        instance=node.instance.name,
+        platform=node.platform,
+        mode=node.params.mode,
+    )
     if args.command == "validate":
         return 0
     try:
-        resource_config = json.loads(args.resource_config.read_text())
-    except (OSError, ValueError) as error:
-        log("failed", step="resource_config", path=str(args.resource_config), error=str(error))
-        return 2
-    ips = args.ip or own_ips()
-    name = node_group(resource_config, ips)
-    group = params.group(name) if name else None
-    if group is None:
-        log(
-            "failed",
-            step="role",
-            error="this node ({}) is in no instance group the parameters know".format(ips),
-        )
-        return 2
-    log("role", group=group.name, role=group.role, instance_type=group.instance_type)
-    log("done", steps=0)
+        steps = build_plan(node)
+        if args.command == "plan":
+            show(describe_plan(node, steps), args.json)
+            return 0
+        if args.command == "status":
+            show(step_status(node, steps), args.json)
+            return 0
+        with bootstrap_lock(node):
+            changed = apply_plan(node, steps)
+    except StepError as error:
+        return fail(error.step, error)
+    except (StepFailed, CommandError, InputError, OSError) as error:
+        return fail("plan", error)
+    log("done", steps=len(steps), changed=changed)
     return 0
+
+
+class bootstrap_lock:
+    """One bootstrap at a time on a node (HyperPod may re-run a script while an old run hangs)."""
+
+    def __init__(self, node: Node) -> None:
+        self.path = node.path(STATE_DIR + "/bootstrap.lock")
+
+    def __enter__(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.handle = open(str(self.path), "a")
+        fcntl.flock(self.handle, fcntl.LOCK_EX)
+
+    def __exit__(self, *exc: Any) -> None:
+        self.handle.close()
+
+
+def fail(name: str, error: BaseException) -> int:
+    log("failed", step=name, error=str(error))
+    first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    sys.stderr.write("hyperpod-cdk: FAILED at {}: {}\n".format(name, first))
+    if isinstance(error, InputError):
+        for problem in error.problems[:20]:
+            sys.stderr.write("  - {}\n".format(problem))
+    sys.stderr.flush()
+    return FAILED
+
+
+def show(rows: List[Any], as_json: bool) -> None:
+    for row in rows:
+        if as_json:
+            print(json.dumps(row, sort_keys=True))
+            continue
+        if "actions" in row:
+            print("{:<28} {}".format(row["step"], "WILL CHANGE" if row["needed"] else "ok"))
+            for action in row["actions"]:
+                print("    - " + action)
+        else:
+            print(
+                "{:<28} {:<10} {}".format(row["step"], row["last_result"], "in sync" if row["in_sync"] else "DRIFTED")
+            )
 
 
 if __name__ == "__main__":

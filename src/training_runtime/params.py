@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from training_runtime.errors import InputError
+
 CONTRACT_VERSION = 1
 """Version of the ``hyperpod_cdk`` section; bump it when a key changes meaning."""
 
@@ -44,17 +46,10 @@ NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
 """Instance-group and partition names (HyperPod's pattern, also valid Slurm names)."""
 
 
-class ParametersError(ValueError):
+class ParametersError(InputError):
     """The parameters file is malformed; ``problems`` lists every one of them."""
 
-    def __init__(self, problems: List[str]) -> None:
-        self.problems = list(problems)
-        lines = "\n".join("  - " + p for p in self.problems)
-        super().__init__(
-            "provisioning parameters are invalid ({} problem{}):\n{}".format(
-                len(self.problems), "" if len(self.problems) == 1 else "s", lines
-            )
-        )
+    subject = "provisioning parameters"
 
 
 @dataclass(frozen=True)

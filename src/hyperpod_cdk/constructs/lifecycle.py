@@ -22,6 +22,7 @@ from hyperpod_cdk.constructs.buckets import secure_bucket
 from hyperpod_cdk.constructs.nag import acknowledge, acknowledge_wildcard_resource
 from hyperpod_cdk.errors import raise_if_any
 from training_runtime.params import ProvisioningParameters
+from training_runtime.users import USERS_FILE, User, dumps
 
 _PREFIX = re.compile(r"^[a-zA-Z0-9!_.*'()-]+(/[a-zA-Z0-9!_.*'()-]+)*/?$")
 
@@ -110,6 +111,13 @@ class LifecycleScripts(Construct):
             )
         self.parameters = parameters
         self.deployment.add_source(s3deploy.Source.json_data(parameters.file_name, parameters.to_json()))
+
+    def add_users(self, users: Sequence[User]) -> None:
+        """Upload the cluster's users file (names, fixed UIDs/GIDs, public keys; no secrets) for the runtime."""
+        if self.has_script(USERS_FILE):
+            raise_if_any(f"LifecycleScripts {self.node.path}", ["users: the users file was already added"])
+        if users:
+            self.deployment.add_source(s3deploy.Source.data(USERS_FILE, dumps(list(users))))
 
     def _acknowledge_upload_handler(self) -> None:
         handler = self.deployment.handler_role.node.scope

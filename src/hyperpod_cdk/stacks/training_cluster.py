@@ -44,6 +44,7 @@ class TrainingClusterStack(Stack):
             else None,
             prefix=config.lifecycle.prefix,
         )
+        self.lifecycle.add_users(config.cluster_users())
         self.cluster = HyperPodCluster(
             self,
             "Cluster",

@@ -1,0 +1,30 @@
+"""A HyperPod Slurm cluster emulated on one Linux machine (root only): nodes are namespaces with an
+overlay root, the lifecycle scripts run on them as HyperPod runs them. See docs/local-cluster.md."""
+
+from hyperpod_cdk.local.cluster import LocalCluster, LocalClusterError, default_workdir
+from hyperpod_cdk.local.layout import (
+    LayoutError,
+    LocalLayout,
+    LocalNode,
+    local_options,
+    parameters,
+    plan_layout,
+    resource_config,
+)
+from hyperpod_cdk.local.namespaces import NamespaceError, Namespaces, NodeNet
+
+__all__ = [
+    "LayoutError",
+    "LocalCluster",
+    "LocalClusterError",
+    "LocalLayout",
+    "LocalNode",
+    "NamespaceError",
+    "Namespaces",
+    "NodeNet",
+    "default_workdir",
+    "local_options",
+    "parameters",
+    "plan_layout",
+    "resource_config",
+]

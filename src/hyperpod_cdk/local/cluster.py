@@ -1,0 +1,533 @@
+"""LocalCluster: a HyperPod Slurm cluster emulated on this machine, driven like HyperPod drives one.
+
+``up`` does what HyperPod does for a new cluster, locally: it stages the lifecycle prefix (the same
+assets and parameters file the constructs upload) in ``<workdir>/bucket``, starts one namespace node per
+instance (:mod:`hyperpod_cdk.local.namespaces`), writes ``/opt/ml/config/resource_config.json`` on each,
+copies the prefix to ``/opt/ml/lifecycle`` and runs the mode's entry script on every node at once. A JSON
+state file in the work directory remembers the cluster, so later commands need only the work directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import io
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hyperpod_cdk.local.layout import (
+    DEFAULT_MAX_PER_GROUP,
+    DEFAULT_MAX_WORKERS,
+    DEFAULT_SUBNET,
+    LocalLayout,
+    LocalNode,
+    hosts_file,
+    parameters,
+    plan_layout,
+    resource_config,
+)
+from hyperpod_cdk.local.namespaces import (
+    DEFAULT_EXEC_TIMEOUT_S,
+    DEFAULT_PREFIX,
+    NamespaceError,
+    Namespaces,
+    NodeNet,
+    list_netns,
+    node_environment,
+    require_root,
+)
+from training_runtime.params import ENTRYPOINT_BY_MODE, LIFECYCLE_DRIVEN, PARAMETERS_FILE_BY_MODE
+
+STATE_VERSION = 1
+DEFAULT_WORKDIR = "/var/tmp/hyperpod-cdk-local"
+WORKDIR_ENV = "HYPERPOD_CDK_LOCAL_DIR"
+LIFECYCLE_DIR = "/opt/ml/lifecycle"
+"""Where a node finds the lifecycle prefix (HyperPod downloads it to a directory of its own)."""
+RESOURCE_CONFIG_PATH = "/opt/ml/config/resource_config.json"
+DEFAULT_BOOTSTRAP_TIMEOUT_S = 1800.0
+DEFAULT_IDLE_TIMEOUT_S = 180.0
+OWN_ENTRIES = ("state.json", ".lock", "bucket", "cluster", "shared", "nodes", "logs")
+"""What a cluster creates in its work directory (``down`` removes exactly these)."""
+
+
+class LocalClusterError(RuntimeError):
+    """The local cluster cannot do what was asked; the message says why and what to do."""
+
+
+def default_workdir() -> Path:
+    return Path(os.environ.get(WORKDIR_ENV) or DEFAULT_WORKDIR)
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    """What ``<workdir>/state.json`` remembers."""
+
+    config_path: str
+    mode: str
+    fsx_mount_path: str
+    prefix: str
+    layout: LocalLayout
+    bootstrap: bool
+    """Whether ``up`` ran the lifecycle scripts (``boot`` re-runs them only then)."""
+    host_had_run_netns: bool
+    host_had_run_mount: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": STATE_VERSION,
+            "config_path": self.config_path,
+            "mode": self.mode,
+            "fsx_mount_path": self.fsx_mount_path,
+            "prefix": self.prefix,
+            "layout": self.layout.to_json(),
+            "bootstrap": self.bootstrap,
+            "host": {"run_netns_existed": self.host_had_run_netns, "run_mount_existed": self.host_had_run_mount},
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ClusterState:
+        if data.get("version") != STATE_VERSION:
+            raise LocalClusterError(f"state file version {data.get('version')!r} is not {STATE_VERSION}")
+        return cls(
+            config_path=str(data["config_path"]),
+            mode=str(data["mode"]),
+            fsx_mount_path=str(data["fsx_mount_path"]),
+            prefix=str(data["prefix"]),
+            layout=LocalLayout.from_json(data["layout"]),
+            bootstrap=bool(data["bootstrap"]),
+            host_had_run_netns=bool(data["host"]["run_netns_existed"]),
+            host_had_run_mount=bool(data["host"]["run_mount_existed"]),
+        )
+
+
+class LocalCluster:
+    """One local cluster, found by its work directory. Create it with :meth:`up`, reopen it with :meth:`open`."""
+
+    def __init__(self, workdir: Path, state: ClusterState) -> None:
+        self.workdir = workdir
+        self.state = state
+        self.namespaces = Namespaces(
+            workdir,
+            shared_dir=workdir / "shared",
+            fsx_mount_path=state.fsx_mount_path,
+            hosts_file=workdir / "cluster" / "hosts",
+            subnet=state.layout.subnet,
+            prefix=state.prefix,
+        )
+
+    # --- creation ---------------------------------------------------------------------------
+    @classmethod
+    def open(cls, workdir: Path | str | None = None) -> LocalCluster:
+        """The cluster whose state is in ``workdir`` (default: :func:`default_workdir`)."""
+        directory = Path(workdir) if workdir is not None else default_workdir()
+        path = directory / "state.json"
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise LocalClusterError(
+                f"no local cluster in {directory} (no state.json). Fix: `hyperpod-cdk local up --config FILE` "
+                f"or pass the --workdir the cluster was created with"
+            ) from None
+        except ValueError as error:
+            raise LocalClusterError(f"{path}: not valid JSON ({error}); remove the work directory") from None
+        return cls(directory, ClusterState.from_json(data))
+
+    @classmethod
+    def up(
+        cls,
+        config_path: Path | str,
+        workdir: Path | str | None = None,
+        *,
+        max_per_group: int = DEFAULT_MAX_PER_GROUP,
+        max_workers: int = DEFAULT_MAX_WORKERS,
+        subnet: str = DEFAULT_SUBNET,
+        prefix: str = DEFAULT_PREFIX,
+        bootstrap: bool = True,
+        bootstrap_timeout: float = DEFAULT_BOOTSTRAP_TIMEOUT_S,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S,
+        progress: Callable[[str], None] | None = None,
+    ) -> LocalCluster:
+        """Create the cluster of ``config_path`` in ``workdir`` and, unless ``bootstrap`` is False, run the
+        lifecycle scripts on every node and wait until ``sinfo`` shows every compute node idle.
+
+        A bootstrap failure leaves the nodes running for inspection and raises :class:`LocalClusterError`
+        naming each failed node and the last line of its output.
+        """
+        from hyperpod_cdk.config import load_config
+
+        say = progress or (lambda _message: None)
+        started = time.monotonic()
+        require_root()
+        _check_tools()
+        directory = Path(workdir if workdir is not None else default_workdir()).absolute()
+        _check_workdir(directory)
+        _check_prefix(prefix)
+        config = load_config(config_path)
+        layout = plan_layout(config, max_per_group=max_per_group, max_workers=max_workers, subnet=subnet)
+        params = parameters(config)
+        directory.mkdir(parents=True, exist_ok=True)
+        with _locked(directory):
+            _clear_previous(directory)
+            if f"{prefix}-sw" in list_netns():
+                raise LocalClusterError(
+                    f"another local cluster uses the prefix {prefix!r} (netns {prefix}-sw exists). Fix: pass a "
+                    "different --prefix, or take that cluster down with `hyperpod-cdk local down --workdir ...`"
+                )
+            state = ClusterState(
+                config_path=str(Path(config_path).absolute()),
+                mode=params.mode,
+                fsx_mount_path=params.fsx_mount_path,
+                prefix=prefix,
+                layout=layout,
+                bootstrap=bootstrap,
+                host_had_run_netns=Path("/run/netns").exists(),
+                host_had_run_mount=Path("/run/mount").exists(),
+            )
+            _stage(directory, layout, params.file_name, params.dumps())
+            (directory / "state.json").write_text(json.dumps(state.to_json(), indent=2) + "\n")
+            cluster = cls(directory, state)
+            for name, (want, got) in layout.capped().items():
+                say(f"group {name}: {got} of {want} instances (local caps)")
+            try:
+                cluster.namespaces.create_switch()
+                for node in layout.nodes:
+                    t0 = time.monotonic()
+                    cluster.namespaces.start(_net(node))
+                    if not bootstrap:  # bootstrap() provisions the node itself
+                        cluster._provision(node)
+                    say(f"node {node.name} ({node.role}, {node.ip}) up in {time.monotonic() - t0:.2f} s")
+            except BaseException:
+                cluster._destroy()
+                raise
+        if bootstrap:
+            cluster.bootstrap_all(timeout=bootstrap_timeout, progress=say)
+            if layout.workers:
+                t0 = time.monotonic()
+                cluster.wait_idle(idle_timeout)
+                say(f"all {len(layout.workers)} compute nodes idle after {time.monotonic() - t0:.1f} s")
+        say(f"cluster {layout.cluster_name} up in {time.monotonic() - started:.2f} s (work directory {directory})")
+        return cluster
+
+    # --- nodes ------------------------------------------------------------------------------
+    @property
+    def layout(self) -> LocalLayout:
+        return self.state.layout
+
+    @property
+    def nodes(self) -> tuple[LocalNode, ...]:
+        return self.state.layout.nodes
+
+    def node(self, name: str) -> LocalNode:
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        known = ", ".join(n.name for n in self.nodes)
+        raise LocalClusterError(f"no node {name!r} in this cluster; its nodes are {known}")
+
+    def alive(self, name: str) -> bool:
+        return self.namespaces.alive(self.node(name).name)
+
+    def exec(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        input: str | bytes | None = None,
+        timeout: float | None = DEFAULT_EXEC_TIMEOUT_S,
+        capture: bool = True,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``argv`` as root on node ``name`` (like ``ssh name argv``); see :meth:`Namespaces.exec`."""
+        node = self.node(name)
+        try:
+            return self.namespaces.exec(
+                node.name, argv, cwd=cwd, env=env, input=input, timeout=timeout, capture=capture
+            )
+        except NamespaceError as error:
+            raise LocalClusterError(str(error)) from None
+
+    def crash(self, name: str) -> None:
+        """Hard power-off of one node: every process dies, its cable is pulled, its disk stays."""
+        node = self.node(name)
+        with _locked(self.workdir):
+            self.namespaces.crash(_net(node))
+
+    def boot(self, name: str, *, bootstrap: bool | None = None) -> tuple[int, str] | None:
+        """Power a crashed node on again (fresh boot time, same disk and address) and, like HyperPod after
+        a reboot, re-run the lifecycle entry script when the cluster was bootstrapped (or ``bootstrap``).
+
+        Returns the entry script's (exit code, output), or None when it did not run.
+        """
+        node = self.node(name)
+        with _locked(self.workdir):
+            try:
+                self.namespaces.start(_net(node))
+            except NamespaceError as error:
+                raise LocalClusterError(str(error)) from None
+        run = self.state.bootstrap if bootstrap is None else bootstrap
+        return self.bootstrap(name) if run else None
+
+    # --- HyperPod emulation -----------------------------------------------------------------
+    def _provision(self, node: LocalNode) -> None:
+        """What HyperPod puts on a node before the lifecycle script: resource_config.json, the prefix."""
+        archive = io.BytesIO()
+        with tarfile.open(fileobj=archive, mode="w") as tar:
+            bucket = self.workdir / "bucket"
+            tar.add(bucket, arcname="lifecycle", filter=_as_root)
+            config = self.workdir / "cluster" / "resource_config.json"
+            tar.add(config, arcname="config/resource_config.json", filter=_as_root)
+            if self.state.mode == LIFECYCLE_DRIVEN:
+                params = bucket / PARAMETERS_FILE_BY_MODE[LIFECYCLE_DRIVEN]
+                tar.add(params, arcname="config/provisioning_parameters.json", filter=_as_root)
+        script = f"rm -rf {LIFECYCLE_DIR} && mkdir -p /opt/ml && tar -C /opt/ml -xf -"
+        result = self.exec(node.name, ["/bin/sh", "-c", script], input=archive.getvalue(), timeout=120)
+        if result.returncode != 0:
+            raise LocalClusterError(f"node {node.name}: copying the lifecycle prefix failed: {result.stderr.strip()}")
+
+    def bootstrap(self, name: str, *, timeout: float = DEFAULT_BOOTSTRAP_TIMEOUT_S) -> tuple[int, str]:
+        """(Re-)run the mode's lifecycle entry script on one node, as HyperPod does; returns (exit code,
+        output). The output is also in ``<workdir>/logs/<node>-bootstrap.log``."""
+        node = self.node(name)
+        self._provision(node)
+        entry = ENTRYPOINT_BY_MODE[self.state.mode]
+        logs = self.workdir / "logs"
+        logs.mkdir(exist_ok=True)
+        log_path = logs / f"{node.name}-bootstrap.log"
+        argv = self.namespaces.command(node.name, ["bash", f"{LIFECYCLE_DIR}/{entry}"], cwd=LIFECYCLE_DIR)
+        env = node_environment({"SAGEMAKER_RESOURCE_CONFIG_PATH": RESOURCE_CONFIG_PATH})
+        with log_path.open("wb") as log:
+            try:
+                completed = subprocess.run(
+                    argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=timeout
+                )
+                code = completed.returncode
+            except subprocess.TimeoutExpired:
+                log.write(f"\nhyperpod-cdk local: {entry} ran past {timeout:.0f} s and was stopped\n".encode())
+                code = 124
+        return code, log_path.read_text(errors="replace")
+
+    def bootstrap_all(
+        self, *, timeout: float = DEFAULT_BOOTSTRAP_TIMEOUT_S, progress: Callable[[str], None] | None = None
+    ) -> None:
+        """Run the entry script on every node at once; raise naming every node that failed."""
+        say = progress or (lambda _message: None)
+        t0 = time.monotonic()
+        with ThreadPoolExecutor(max_workers=max(1, len(self.nodes))) as pool:
+            results = list(pool.map(lambda n: (n, self.bootstrap(n.name, timeout=timeout)), self.nodes))
+        failures = []
+        for node, (code, output) in results:
+            if code != 0:
+                lines = [line.strip() for line in output.splitlines() if line.strip()]
+                last = lines[-1] if lines else "(no output)"
+                failed = [line for line in lines if "FAILED" in line and line != last]
+                if failed:  # the runtime's own one-line verdict, when it printed one
+                    last = f"{failed[-1]} | {last}"
+                failures.append(
+                    f"  - {node.name}: exit {code}: {last}\n    (log: {self.workdir}/logs/{node.name}-bootstrap.log)"
+                )
+        if failures:
+            raise LocalClusterError(
+                f"the lifecycle script failed on {len(failures)} of {len(self.nodes)} nodes:\n"
+                + "\n".join(failures)
+                + "\nThe nodes are still running for inspection (`hyperpod-cdk local exec NODE -- ...`); "
+                "`hyperpod-cdk local down` removes them"
+            )
+        say(f"lifecycle script ran on {len(self.nodes)} nodes in {time.monotonic() - t0:.1f} s")
+
+    # --- Slurm ------------------------------------------------------------------------------
+    def sinfo(self, timeout: float = 10.0) -> str | None:
+        """``sinfo -N`` on the controller (node name and state per line), or None when it cannot run."""
+        controller = self.layout.controller.name
+        if not self.namespaces.alive(controller):
+            return None
+        try:
+            result = self.exec(controller, ["sinfo", "-h", "-N", "-o", "%N %T"], timeout=timeout)
+        except (subprocess.TimeoutExpired, LocalClusterError):
+            return None
+        return result.stdout if result.returncode == 0 else None
+
+    def wait_idle(self, timeout: float = DEFAULT_IDLE_TIMEOUT_S, nodes: Sequence[str] | None = None) -> None:
+        """Wait until ``sinfo`` on the controller shows each compute node (or each of ``nodes``) idle."""
+        wanted = set(nodes) if nodes is not None else {n.name for n in self.layout.workers}
+        deadline = time.monotonic() + timeout
+        last: str | None = None
+        while True:
+            last = self.sinfo()
+            states = dict(line.split(None, 1) for line in (last or "").splitlines() if len(line.split()) == 2)
+            if all(states.get(name) == "idle" for name in wanted):
+                return
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.5)
+        controller = self.layout.controller.name
+        raise LocalClusterError(
+            f"compute nodes not idle after {timeout:.0f} s; sinfo on {controller} says:\n"
+            f"{(last or '(sinfo did not run)').rstrip()}\n"
+            f"Look at the Slurm logs: `hyperpod-cdk local exec {controller} -- tail -n 50 /var/log/slurm/slurmctld.log`"
+        )
+
+    # --- overview and teardown --------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        nodes = []
+        for node in self.nodes:
+            record = self.namespaces.record(node.name)
+            nodes.append(
+                {
+                    **node.to_json(),
+                    "alive": record is not None,
+                    "pid": record.pid if record else None,
+                    "netns": self.namespaces.netns(node.name),
+                }
+            )
+        return {
+            "cluster": self.layout.cluster_name,
+            "workdir": str(self.workdir),
+            "config": self.state.config_path,
+            "mode": self.state.mode,
+            "prefix": self.state.prefix,
+            "subnet": self.layout.subnet,
+            "shared": f"{self.workdir / 'shared'} (at {self.state.fsx_mount_path} on every node)",
+            "capped": {name: {"config": want, "local": got} for name, (want, got) in self.layout.capped().items()},
+            "nodes": nodes,
+            "sinfo": self.sinfo(),
+        }
+
+    def down(self, *, keep: bool = False) -> None:
+        """Remove every node, the switch and what they left on the host; unless ``keep``, also delete the
+        work directory's content (node disks, staged prefix, shared directory, logs, state)."""
+        with _locked(self.workdir):
+            self._destroy()
+            if not keep:
+                for entry in OWN_ENTRIES:
+                    path = self.workdir / entry
+                    if path.is_dir() and not path.is_symlink():
+                        shutil.rmtree(path)
+                    else:
+                        path.unlink(missing_ok=True)
+        if not keep:
+            with contextlib.suppress(OSError):
+                self.workdir.rmdir()
+
+    def _destroy(self) -> None:
+        self.namespaces.destroy_all(_net(n) for n in self.nodes)
+        _restore_host(self.state.host_had_run_netns, self.state.host_had_run_mount)
+
+
+def _net(node: LocalNode) -> NodeNet:
+    return NodeNet(name=node.name, ip=node.ip)
+
+
+def _as_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    return info
+
+
+def _stage(directory: Path, layout: LocalLayout, params_name: str, params_text: str) -> None:
+    """The local "S3 prefix" (``bucket/``), the cluster-wide files and the shared directory."""
+    from hyperpod_cdk.constructs.lifecycle import staged_assets
+
+    bucket = directory / "bucket"
+    shutil.copytree(staged_assets(), bucket)
+    (bucket / params_name).write_text(params_text + "\n")
+    cluster = directory / "cluster"
+    cluster.mkdir()
+    (cluster / "hosts").write_text(hosts_file(layout))
+    (cluster / "resource_config.json").write_text(json.dumps(resource_config(layout), indent=2) + "\n")
+    (directory / "shared").mkdir(exist_ok=True)
+
+
+def _clear_previous(directory: Path) -> None:
+    """Refuse to replace a running cluster; remove what a cluster taken down with --keep left."""
+    state_path = directory / "state.json"
+    if state_path.exists():
+        try:
+            previous = LocalCluster.open(directory)
+        except LocalClusterError:
+            previous = None
+        if previous is not None and any(previous.namespaces.alive(n.name) for n in previous.nodes):
+            raise LocalClusterError(
+                f"a local cluster is already running in {directory}. Fix: `hyperpod-cdk local down --workdir "
+                f"{directory}` first, or use another --workdir"
+            )
+        if previous is not None:
+            previous._destroy()
+    for entry in OWN_ENTRIES:
+        if entry == ".lock":
+            continue
+        path = directory / entry
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+
+
+def _restore_host(had_run_netns: bool, had_run_mount: bool) -> None:
+    """Remove the /run/netns and /run/mount that ``ip netns`` and libmount created on the host (P14), when
+    they did not exist before and no other cluster uses them."""
+    netns_dir = Path("/run/netns")
+    if not had_run_netns and netns_dir.is_dir() and not any(netns_dir.iterdir()):
+        # ip netns makes /run/netns a (shared) mount point, sometimes more than once.
+        for _ in range(10):
+            if str(netns_dir) not in _mount_points():
+                break
+            subprocess.run(["umount", "-n", str(netns_dir)], capture_output=True, timeout=30, check=False)
+        with contextlib.suppress(OSError):
+            netns_dir.rmdir()
+    mount_dir = Path("/run/mount")
+    if not had_run_mount and mount_dir.is_dir():
+        with contextlib.suppress(OSError):
+            mount_dir.rmdir()
+
+
+def _mount_points() -> list[str]:
+    """Mount points of this process's mount namespace (os.path.ismount misses a bind mount onto itself)."""
+    with open("/proc/self/mountinfo") as mountinfo:
+        return [line.split()[4] for line in mountinfo]
+
+
+def _check_tools() -> None:
+    missing = [tool for tool in ("unshare", "nsenter", "ip", "mount", "tar") if shutil.which(tool) is None]
+    if missing:
+        raise LocalClusterError(f"missing commands: {', '.join(missing)}. Fix: apt-get install util-linux iproute2")
+    probe = subprocess.run(["unshare", "--net", "--time", "true"], capture_output=True, text=True, check=False)
+    if probe.returncode != 0:
+        raise LocalClusterError(
+            f"cannot create network and time namespaces here ({probe.stderr.strip()}); the local cluster needs "
+            "root with CAP_SYS_ADMIN and CAP_NET_ADMIN and a kernel with time namespaces (5.6+)"
+        )
+
+
+def _check_workdir(directory: Path) -> None:
+    resolved = directory.resolve()
+    if resolved == Path("/run") or Path("/run") in resolved.parents:
+        raise LocalClusterError(
+            f"work directory {directory} is under /run, which every node replaces with its own tmpfs. "
+            f"Fix: use a directory on disk, e.g. {DEFAULT_WORKDIR}"
+        )
+
+
+def _check_prefix(prefix: str) -> None:
+    if not prefix or len(prefix) > 32 or not all(c.isalnum() or c in "-_" for c in prefix):
+        raise LocalClusterError(f"prefix: got {prefix!r}; use 1-32 letters, digits, '-' or '_'")
+
+
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """One changing command at a time per work directory."""
+    with (directory / ".lock").open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -1,0 +1,314 @@
+"""Which nodes a local cluster has and what HyperPod would tell them (pure: no side effects).
+
+A local cluster is a capped-down copy of a :class:`~hyperpod_cdk.config.ClusterConfig`: the controller,
+the login node (if any) and a few nodes of each compute group, named as HyperPod names instances
+(``<group>-<n>``, n from 1), on one private subnet. :func:`resource_config` and :func:`parameters` give
+the two files HyperPod puts on a node: ``/opt/ml/config/resource_config.json`` and the parameters file
+in the lifecycle prefix.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import ipaddress
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hyperpod_cdk.config import ClusterConfig
+from hyperpod_cdk.errors import ConfigurationError
+from training_runtime.options import options_problems
+from training_runtime.params import COMPUTE, CONTROLLER, LOGIN, GroupSpec, ProvisioningParameters
+
+DEFAULT_SUBNET = "10.250.0.0/24"
+DEFAULT_MAX_PER_GROUP = 2
+DEFAULT_MAX_WORKERS = 4
+FIRST_HOST_INDEX = 9
+"""Nodes get addresses from the subnet's 10th host on (``.10`` in a /24), HyperPod-VPC style."""
+LOCAL_ACCOUNT = "000000000000"
+LOCAL_REGION = "local"
+HOSTNAME_LABEL = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
+
+EMULATION_SLURM_OPTIONS: dict[str, int] = {
+    "slurmd_timeout": 10,
+    "message_timeout": 5,
+    "sched_interval": 2,
+    "cred_expire": 70,
+}
+"""Fast failure detection for fault tests (research/local-slurm-emulation.md §6): a crashed node is DOWN
+within ~15 s, a requeued job may restart after cred_expire + 1 s; cred_expire below 70 lets a stale signal
+kill the restarted job (§6.3)."""
+EMULATED_MEMORY_MIB = 2000
+"""RealMemory every node registers with; below the machine's memory so slurmd never reports less."""
+
+
+class LayoutError(ConfigurationError):
+    """The config cannot become a local cluster (names, subnet, caps); ``problems`` lists every reason."""
+
+
+@dataclass(frozen=True)
+class LocalNode:
+    """One emulated instance."""
+
+    name: str
+    """HyperPod's ``InstanceName`` (``<group>-<n>``); also the node's hostname and Slurm node name."""
+    group: str
+    role: str
+    instance_type: str
+    ip: str
+
+    def to_json(self) -> dict[str, str]:
+        return {
+            "name": self.name,
+            "group": self.group,
+            "role": self.role,
+            "instance_type": self.instance_type,
+            "ip": self.ip,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> LocalNode:
+        return cls(
+            name=str(data["name"]),
+            group=str(data["group"]),
+            role=str(data["role"]),
+            instance_type=str(data["instance_type"]),
+            ip=str(data["ip"]),
+        )
+
+
+@dataclass(frozen=True)
+class LocalLayout:
+    """The nodes of a local cluster, and every group of its config (including groups with no local node)."""
+
+    cluster_name: str
+    subnet: str
+    groups: tuple[GroupSpec, ...]
+    nodes: tuple[LocalNode, ...]
+    requested: Mapping[str, int]
+    """Instance count per group in the config (before the caps)."""
+
+    @property
+    def prefixlen(self) -> int:
+        return ipaddress.IPv4Network(self.subnet).prefixlen
+
+    @property
+    def controller(self) -> LocalNode:
+        return next(n for n in self.nodes if n.role == CONTROLLER)
+
+    @property
+    def login(self) -> LocalNode | None:
+        return next((n for n in self.nodes if n.role == LOGIN), None)
+
+    @property
+    def workers(self) -> tuple[LocalNode, ...]:
+        return tuple(n for n in self.nodes if n.role == COMPUTE)
+
+    def node(self, name: str) -> LocalNode:
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        known = ", ".join(n.name for n in self.nodes)
+        raise LayoutError("local cluster", [f"node {name!r}: no such node; this cluster has {known}"])
+
+    def capped(self) -> dict[str, tuple[int, int]]:
+        """Groups that got fewer local nodes than the config asks for: name -> (requested, local)."""
+        local = {g.name: sum(1 for n in self.nodes if n.group == g.name) for g in self.groups}
+        return {name: (count, local[name]) for name, count in self.requested.items() if local[name] < count}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cluster_name": self.cluster_name,
+            "subnet": self.subnet,
+            "groups": [
+                {"name": g.name, "role": g.role, "instance_type": g.instance_type, "partition": g.partition}
+                for g in self.groups
+            ],
+            "nodes": [n.to_json() for n in self.nodes],
+            "requested": dict(self.requested),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> LocalLayout:
+        return cls(
+            cluster_name=str(data["cluster_name"]),
+            subnet=str(data["subnet"]),
+            groups=tuple(
+                GroupSpec(str(g["name"]), str(g["role"]), str(g["instance_type"]), g.get("partition"))
+                for g in data["groups"]
+            ),
+            nodes=tuple(LocalNode.from_json(n) for n in data["nodes"]),
+            requested={str(k): int(v) for k, v in data["requested"].items()},
+        )
+
+
+def plan_layout(
+    config: ClusterConfig,
+    *,
+    max_per_group: int = DEFAULT_MAX_PER_GROUP,
+    max_workers: int = DEFAULT_MAX_WORKERS,
+    subnet: str = DEFAULT_SUBNET,
+) -> LocalLayout:
+    """The local nodes of ``config``: 1 controller, 1 login node if the config has a login group, and per
+    compute group ``min(count, max_per_group)`` nodes while the cluster has at most ``max_workers`` workers
+    (groups in config order). Addresses are consecutive from the subnet's 10th host."""
+    problems: list[str] = []
+    if max_per_group < 1:
+        problems.append(f"max_per_group: got {max_per_group}; expected 1 or more")
+    if max_workers < 1:
+        problems.append(f"max_workers: got {max_workers}; expected 1 or more")
+    network = _network(subnet, problems)
+    if problems:
+        raise LayoutError("local cluster", problems)
+    specs = tuple(g.spec() for g in config.instance_groups)
+    counts = {g.name: g.count for g in config.instance_groups}
+    planned: list[tuple[GroupSpec, int]] = []
+    for role in (CONTROLLER, LOGIN):
+        planned += [(g, min(counts[g.name], 1)) for g in specs if g.role == role]
+    workers_left = max_workers
+    for spec in (g for g in specs if g.role == COMPUTE):
+        take = min(counts[spec.name], max_per_group, workers_left)
+        workers_left -= take
+        planned.append((spec, take))
+    names = [(spec, f"{spec.name}-{n}") for spec, take in planned for n in range(1, take + 1)]
+    for spec, name in names:
+        if len(name) > 63 or not HOSTNAME_LABEL.match(name):
+            problems.append(
+                f"instance_groups[{spec.name}]: node name {name!r} is not a valid hostname (at most 63 letters, "
+                "digits and hyphens). Fix: shorten the group name"
+            )
+    assert network is not None
+    hosts = network.num_addresses - 2 if network.prefixlen < 31 else 0
+    if FIRST_HOST_INDEX + len(names) > hosts:
+        problems.append(
+            f"subnet: {subnet} has {hosts} host addresses; {len(names)} nodes need {FIRST_HOST_INDEX + len(names)} "
+            "(addresses start at the 10th host). Fix: use a larger subnet, e.g. a /24"
+        )
+    if problems:
+        raise LayoutError("local cluster", problems)
+    first = int(network.network_address) + 1 + FIRST_HOST_INDEX
+    nodes = tuple(
+        LocalNode(
+            name=name,
+            group=spec.name,
+            role=spec.role,
+            instance_type=spec.instance_type,
+            ip=str(ipaddress.IPv4Address(first + index)),
+        )
+        for index, (spec, name) in enumerate(names)
+    )
+    return LocalLayout(
+        cluster_name=config.cluster_name,
+        subnet=str(network),
+        groups=specs,
+        nodes=nodes,
+        requested=counts,
+    )
+
+
+def _network(subnet: str, problems: list[str]) -> ipaddress.IPv4Network | None:
+    try:
+        network = ipaddress.IPv4Network(subnet, strict=True)
+    except ValueError as error:
+        problems.append(f"subnet: got {subnet!r}; expected an IPv4 network such as {DEFAULT_SUBNET} ({error})")
+        return None
+    if not network.is_private:
+        problems.append(f"subnet: got {subnet}; use a private range (RFC 1918), e.g. {DEFAULT_SUBNET}")
+    return network
+
+
+def cluster_arn(cluster_name: str) -> str:
+    """A fake, stable HyperPod cluster ARN (its 12-character ID derives from the name)."""
+    cluster_id = hashlib.sha256(cluster_name.encode()).hexdigest()[:12]
+    return f"arn:aws:sagemaker:{LOCAL_REGION}:{LOCAL_ACCOUNT}:cluster/{cluster_id}"
+
+
+def instance_id(cluster_name: str, node_name: str) -> str:
+    return "i-" + hashlib.sha256(f"{cluster_name}/{node_name}".encode()).hexdigest()[:17]
+
+
+def resource_config(layout: LocalLayout) -> dict[str, Any]:
+    """HyperPod's ``/opt/ml/config/resource_config.json`` for this cluster (the same on every node).
+
+    Every group of the config is listed; a group without local nodes has an empty ``Instances`` list, as
+    HyperPod shows a compute group of count 0.
+    """
+    return {
+        "ClusterConfig": {"ClusterArn": cluster_arn(layout.cluster_name), "ClusterName": layout.cluster_name},
+        "InstanceGroups": [
+            {
+                "Name": group.name,
+                "InstanceType": group.instance_type,
+                "Instances": [
+                    {
+                        "InstanceName": node.name,
+                        "AgentIpAddress": node.ip,
+                        "CustomerIpAddress": node.ip,
+                        "InstanceId": instance_id(layout.cluster_name, node.name),
+                    }
+                    for node in layout.nodes
+                    if node.group == group.name
+                ],
+            }
+            for group in layout.groups
+        ],
+    }
+
+
+def host_hardware(cpus: int | None = None) -> dict[str, int]:
+    """This machine as one emulated node: what ``slurmd -C`` reports here, with a fixed, small memory."""
+    count = cpus if cpus is not None else (os.cpu_count() or 1)
+    return {
+        "cpus": count,
+        "sockets": 1,
+        "cores_per_socket": count,
+        "threads_per_core": 1,
+        "memory_mib": EMULATED_MEMORY_MIB,
+    }
+
+
+def local_options(
+    runtime: Mapping[str, Any], instance_types: Sequence[str], *, cpus: int | None = None
+) -> dict[str, Any]:
+    """The config's runtime options with the emulation's values on top: fast Slurm failure detection,
+    every instance type sized as this machine, no accelerator software."""
+    options = copy.deepcopy(dict(runtime))
+    slurm = options.get("slurm")
+    options["slurm"] = {**(dict(slurm) if isinstance(slurm, Mapping) else {}), **EMULATION_SLURM_OPTIONS}
+    hardware = options.get("node_hardware")
+    merged_hardware = dict(hardware) if isinstance(hardware, Mapping) else {}
+    figures = host_hardware(cpus)
+    for instance_type in instance_types:
+        merged_hardware[instance_type] = dict(figures)
+    options["node_hardware"] = merged_hardware
+    options["install_accelerator_software"] = False
+    return options
+
+
+def parameters(config: ClusterConfig, *, cpus: int | None = None) -> ProvisioningParameters:
+    """The parameters file of the local cluster: the config's groups, no Lustre (the shared directory is
+    bind-mounted at ``fsx_mount_path`` instead), and :func:`local_options`."""
+    groups = tuple(g.spec() for g in config.instance_groups)
+    options = local_options(config.runtime, sorted({g.instance_type for g in groups}), cpus=cpus)
+    problems = options_problems(options, "runtime")
+    if problems:
+        raise LayoutError("local cluster runtime options", problems)
+    return ProvisioningParameters(
+        cluster_name=config.cluster_name,
+        mode=str(config.mode),
+        groups=groups,
+        fsx_dns_name=None,
+        fsx_mountname=None,
+        fsx_mount_path=config.fsx_mount_path,
+        options=options,
+    )
+
+
+def hosts_file(layout: LocalLayout) -> str:
+    """``/etc/hosts`` of every node: what the VPC's DNS would answer, by instance name and ``ip-a-b-c-d``."""
+    lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
+    lines += [f"{n.ip}\t{n.name} ip-{n.ip.replace('.', '-')}" for n in layout.nodes]
+    return "\n".join(lines) + "\n"

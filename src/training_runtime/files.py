@@ -1,0 +1,123 @@
+"""Writing files the converging way: compare first, write atomically, set mode and owner, report change."""
+
+from __future__ import annotations
+
+import grp
+import os
+import pwd
+import tempfile
+from typing import Optional, Tuple, Union
+
+from training_runtime.node import Node
+
+Content = Union[str, bytes]
+BEGIN = "# BEGIN hyperpod-cdk {}"
+END = "# END hyperpod-cdk {}"
+
+
+def read_text(node: Node, path: str) -> Optional[str]:
+    try:
+        return node.path(path).read_text()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def _ids(node: Node, owner: str, group: Optional[str]) -> Optional[Tuple[int, int]]:
+    """uid/gid to apply, or None on a fake root (names there need not exist on the test machine)."""
+    if not node.is_real_root:
+        return None
+    entry = pwd.getpwnam(owner)
+    gid = grp.getgrnam(group).gr_gid if group else entry.pw_gid
+    return entry.pw_uid, gid
+
+
+def file_matches(
+    node: Node, path: str, content: Content, mode: int = 0o644, owner: str = "root", group: Optional[str] = None
+) -> bool:
+    target = node.path(path)
+    try:
+        current = target.read_bytes()
+        info = target.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    data = content.encode() if isinstance(content, str) else content
+    if current != data or (info.st_mode & 0o7777) != mode:
+        return False
+    ids = _ids(node, owner, group)
+    return ids is None or (info.st_uid, info.st_gid) == ids
+
+
+def write_file(
+    node: Node, path: str, content: Content, mode: int = 0o644, owner: str = "root", group: Optional[str] = None
+) -> bool:
+    """Make ``path`` hold ``content`` with ``mode`` and owner; True when anything changed.
+
+    The new content is written to a temporary file in the same directory with its final mode and owner
+    and renamed over the old one, so readers never see a partial file or a secret with loose permissions.
+    """
+    if file_matches(node, path, content, mode, owner, group):
+        return False
+    target = node.path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    data = content.encode() if isinstance(content, str) else content
+    fd, temporary = tempfile.mkstemp(dir=str(target.parent), prefix="." + target.name + ".")
+    try:
+        os.fchmod(fd, mode)
+        ids = _ids(node, owner, group)
+        if ids is not None:
+            os.fchown(fd, *ids)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, str(target))
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
+    return True
+
+
+def dir_matches(node: Node, path: str, mode: int = 0o755, owner: str = "root", group: Optional[str] = None) -> bool:
+    target = node.path(path)
+    if not target.is_dir():
+        return False
+    info = target.stat()
+    ids = _ids(node, owner, group)
+    return (info.st_mode & 0o7777) == mode and (ids is None or (info.st_uid, info.st_gid) == ids)
+
+
+def ensure_dir(node: Node, path: str, mode: int = 0o755, owner: str = "root", group: Optional[str] = None) -> bool:
+    if dir_matches(node, path, mode, owner, group):
+        return False
+    target = node.path(path)
+    target.mkdir(parents=True, exist_ok=True)
+    os.chmod(str(target), mode)
+    ids = _ids(node, owner, group)
+    if ids is not None:
+        os.chown(str(target), *ids)
+    return True
+
+
+def with_block(text: str, name: str, body: str) -> str:
+    """``text`` with the managed block ``name`` holding ``body``: replaced in place, or appended once.
+
+    Lines outside the block (other tools', HyperPod's, the user's) are never touched.
+    """
+    begin, end = BEGIN.format(name), END.format(name)
+    block = "{}\n{}{}\n".format(begin, body if body.endswith("\n") or not body else body + "\n", end)
+    lines = text.splitlines(keepends=True)
+    starts = [i for i, line in enumerate(lines) if line.rstrip("\n") == begin]
+    if starts:
+        start = starts[0]
+        stop = next((i for i in range(start, len(lines)) if lines[i].rstrip("\n") == end), len(lines) - 1)
+        return "".join(lines[:start]) + block + "".join(lines[stop + 1 :])
+    prefix = text if not text or text.endswith("\n") else text + "\n"
+    return prefix + block
+
+
+def is_mountpoint(node: Node, path: str) -> bool:
+    """Whether ``path`` is a mount point, read from the node's mount table."""
+    mounts = read_text(node, "/proc/self/mountinfo") or ""
+    wanted = path.rstrip("/") or "/"
+    return any(len(fields) > 4 and fields[4] == wanted for fields in (line.split() for line in mounts.splitlines()))

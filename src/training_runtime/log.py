@@ -1,0 +1,18 @@
+"""One JSON object per line on stdout for every event (HyperPod ships a node's stdout to CloudWatch).
+
+Never pass a secret as a field: nothing here redacts.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any, Dict
+
+
+def log(event: str, **fields: Any) -> None:
+    record: Dict[str, Any] = {"ts": round(time.time(), 3), "event": event}
+    record.update(fields)
+    sys.stdout.write(json.dumps(record, sort_keys=True, default=str) + "\n")
+    sys.stdout.flush()

@@ -1,0 +1,146 @@
+"""Everything a step knows about the node it runs on, passed explicitly (no global state).
+
+``root`` is ``/`` on a real node; unit tests point it at a fake root (fake sysfs, /dev, /etc) and give a
+runner that records commands, so every step's planning can be checked without touching the machine.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Optional, Sequence
+
+from training_runtime.options import RuntimeOptions, parse_options
+from training_runtime.params import COMPUTE, CONTROLLER, LOGIN, GroupSpec, ProvisioningParameters
+from training_runtime.resources import Instance, ResourceConfig
+from training_runtime.retry import RetryPolicy
+from training_runtime.run import DEFAULT_TIMEOUT_S, Result, Runner
+
+GENERIC = "generic"
+HYPERPOD = "hyperpod"
+HYPERPOD_MARKER = "/opt/sagemaker_cluster"
+"""Present on HyperPod's AMI; there HyperPod owns slurm.conf and Slurm lives under /opt/slurm."""
+
+STATE_DIR = "/var/lib/hyperpod-cdk"
+"""Per-node state: step results, the done marker, generated secrets (root only)."""
+RUNTIME_DIR_ON_SHARED = ".hyperpod-cdk"
+"""Directory on the shared file system for cluster-wide state (munge key, environments, locks)."""
+
+
+@dataclass(frozen=True)
+class SlurmLayout:
+    conf_dir: str
+    bin_dir: Optional[str]
+    """Where Slurm's commands live; None means they are on PATH."""
+    sbin_dir: Optional[str]
+
+    def command(self, name: str, daemon: bool = False) -> str:
+        directory = self.sbin_dir if daemon else self.bin_dir
+        return "{}/{}".format(directory, name) if directory else name
+
+
+GENERIC_SLURM = SlurmLayout(conf_dir="/etc/slurm", bin_dir=None, sbin_dir=None)
+HYPERPOD_SLURM = SlurmLayout(conf_dir="/opt/slurm/etc", bin_dir="/opt/slurm/bin", sbin_dir="/opt/slurm/sbin")
+
+
+@dataclass
+class Node:
+    params: ProvisioningParameters
+    resources: ResourceConfig
+    group: GroupSpec
+    instance: Instance
+    assets_dir: Path
+    root: Path = Path("/")
+    runner: Runner = field(default_factory=Runner)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    options: RuntimeOptions = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.options = parse_options(self.params.options)
+
+    # --- identity --------------------------------------------------------------------------
+    @property
+    def role(self) -> str:
+        return self.group.role
+
+    @property
+    def is_controller(self) -> bool:
+        return self.role == CONTROLLER
+
+    @property
+    def is_login(self) -> bool:
+        return self.role == LOGIN
+
+    @property
+    def is_compute(self) -> bool:
+        return self.role == COMPUTE
+
+    @property
+    def controller(self) -> Instance:
+        """The controller instance (the first of the controller group)."""
+        instances = self.resources.instances(self.params.controller_group)
+        if not instances:
+            raise RuntimeError(
+                "resource config lists no instance in the controller group {!r}".format(self.params.controller_group)
+            )
+        return instances[0]
+
+    # --- platform ---------------------------------------------------------------------------
+    @property
+    def platform(self) -> str:
+        return HYPERPOD if self.path(HYPERPOD_MARKER).exists() else GENERIC
+
+    @property
+    def slurm(self) -> SlurmLayout:
+        return HYPERPOD_SLURM if self.platform == HYPERPOD else GENERIC_SLURM
+
+    @property
+    def has_systemd(self) -> bool:
+        return self.path("/run/systemd/system").is_dir()
+
+    @property
+    def hostname(self) -> str:
+        """This machine's host name (the instance name when running against a fake root)."""
+        if not self.is_real_root:
+            return self.instance.name
+        import socket
+
+        return socket.gethostname().split(".")[0]
+
+    # --- paths ------------------------------------------------------------------------------
+    def path(self, absolute: str) -> Path:
+        """``absolute`` under this node's root."""
+        return self.root / absolute.lstrip("/")
+
+    @property
+    def shared_dir(self) -> str:
+        """Absolute path (on the node) of the cluster-wide runtime directory on shared storage."""
+        return "{}/{}".format(self.params.fsx_mount_path.rstrip("/"), RUNTIME_DIR_ON_SHARED)
+
+    @property
+    def is_real_root(self) -> bool:
+        return self.root == Path("/")
+
+    # --- commands ---------------------------------------------------------------------------
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        check: bool = True,
+        env: Optional[Mapping[str, str]] = None,
+        input: Optional[str] = None,
+        secret_output: bool = False,
+    ) -> Result:
+        return self.runner.run(argv, timeout=timeout, check=check, env=env, input=input, secret_output=secret_output)
+
+    def which(self, name: str, extra_dirs: Sequence[str] = ()) -> Optional[str]:
+        """Absolute path (on the node) of a command, searching PATH under the node's root."""
+        dirs = list(extra_dirs) + os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin").split(":")
+        for directory in [*dirs, "/usr/sbin", "/sbin"]:
+            candidate = "{}/{}".format(directory.rstrip("/"), name)
+            host = self.path(candidate)
+            if host.is_file() and os.access(str(host), os.X_OK):
+                return candidate
+        return None

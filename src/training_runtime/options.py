@@ -1,0 +1,238 @@
+"""Runtime options: the ``hyperpod_cdk.options`` section of the parameters file.
+
+This module is the one definition of what each option means, its default and its allowed values.
+The CDK side validates a config's ``runtime:`` section with :func:`options_problems` at synth time;
+the node parses the same section with :func:`parse_options` at boot.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from training_runtime.errors import InputError
+
+ACCOUNTING_DATABASES = ("local", "external")
+SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[A-Za-z0-9/_+=.@-]+$")
+PIP_REQUIREMENT = re.compile(
+    r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?(==|~=|>=|<=|<|>|!=)?[A-Za-z0-9.*+!_-]*$"
+)
+VERSION = re.compile(r"^\d+\.\d+(\.\d+)?([a-z0-9.+]*)$")
+
+
+class OptionsError(InputError):
+    subject = "runtime options"
+
+
+@dataclass(frozen=True)
+class SlurmOptions:
+    """Failure-detection and requeue settings (Slurm's defaults unless noted)."""
+
+    requeue: bool = True
+    """``JobRequeue=1``: batch jobs on a failed node are requeued."""
+    slurmd_timeout: int = 300
+    message_timeout: int = 10
+    cred_expire: int = 120
+    """Also the delay before a requeued job may start; never below 70 (see docs/local-cluster.md)."""
+    return_to_service: int = 2
+    sched_interval: int = 60
+    health_check_interval: int = 300
+
+
+@dataclass(frozen=True)
+class AccountingOptions:
+    enabled: bool = False
+    database: str = "local"
+    """``local``: MariaDB on the controller. ``external``: a MySQL-compatible database elsewhere (e.g. RDS)."""
+    host: Optional[str] = None
+    port: int = 3306
+    user: str = "slurm"
+    password_secret_arn: Optional[str] = None
+    """External databases only: a Secrets Manager secret whose string (or its ``password`` key) is the password."""
+
+
+@dataclass(frozen=True)
+class PytorchOptions:
+    version: str
+    index_url: Optional[str] = None
+    packages: Tuple[str, ...] = ()
+    smp: bool = False
+    """SageMaker model parallelism v2 (``torch.sagemaker``)."""
+    smddp: bool = False
+    """SageMaker distributed data parallelism (the ``smddp`` process-group backend)."""
+
+
+@dataclass(frozen=True)
+class RuntimeOptions:
+    slurm: SlurmOptions = field(default_factory=SlurmOptions)
+    accounting: AccountingOptions = field(default_factory=AccountingOptions)
+    pytorch: Optional[PytorchOptions] = None
+    install_accelerator_software: bool = True
+    """Install missing EFA / NVIDIA / Neuron software on nodes that have the hardware."""
+    node_hardware: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+    """Per instance type: replaces figures of the runtime's hardware table (see ``hardware.py``)."""
+
+
+_SECTIONS: Dict[str, Any] = {
+    "slurm": SlurmOptions,
+    "accounting": AccountingOptions,
+    "pytorch": PytorchOptions,
+}
+
+
+def options_problems(raw: Any, path: str = "options") -> List[str]:
+    problems: List[str] = []
+    _parse(raw, path, problems)
+    return problems
+
+
+def parse_options(raw: Any, path: str = "options") -> RuntimeOptions:
+    problems: List[str] = []
+    options = _parse(raw, path, problems)
+    if problems:
+        raise OptionsError(problems)
+    return options
+
+
+def _parse(raw: Any, path: str, problems: List[str]) -> RuntimeOptions:
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        problems.append("{}: got {!r}; expected a mapping".format(path, raw))
+        return RuntimeOptions()
+    known = ("slurm", "accounting", "pytorch", "install_accelerator_software", "node_hardware")
+    _unknown_keys(raw, known, path, problems)
+    slurm = _section(raw.get("slurm"), SlurmOptions, path + ".slurm", problems) or SlurmOptions()
+    if slurm.cred_expire < 70:
+        problems.append(
+            "{}.slurm.cred_expire: got {}; must be at least 70 s, because a requeued job restarted sooner "
+            "can be killed by a stale signal for its previous incarnation. Fix: use 70 or more".format(
+                path, slurm.cred_expire
+            )
+        )
+    if slurm.return_to_service not in (0, 1, 2):
+        problems.append("{}.slurm.return_to_service: got {}; allowed: 0, 1, 2".format(path, slurm.return_to_service))
+    accounting = _section(raw.get("accounting"), AccountingOptions, path + ".accounting", problems)
+    accounting = accounting or AccountingOptions()
+    _check_accounting(accounting, path + ".accounting", problems)
+    pytorch = None
+    if raw.get("pytorch") is not None:
+        pytorch = _section(raw.get("pytorch"), PytorchOptions, path + ".pytorch", problems)
+        if pytorch is not None:
+            _check_pytorch(pytorch, path + ".pytorch", problems)
+    install = raw.get("install_accelerator_software", True)
+    if not isinstance(install, bool):
+        problems.append("{}.install_accelerator_software: got {!r}; expected true or false".format(path, install))
+        install = True
+    hardware = raw.get("node_hardware") or {}
+    if not isinstance(hardware, Mapping) or not all(isinstance(v, Mapping) for v in hardware.values()):
+        problems.append(
+            "{}.node_hardware: got {!r}; expected a mapping of instance type to figures".format(path, hardware)
+        )
+        hardware = {}
+    return RuntimeOptions(
+        slurm=slurm,
+        accounting=accounting,
+        pytorch=pytorch,
+        install_accelerator_software=install,
+        node_hardware={str(k): dict(v) for k, v in hardware.items()},
+    )
+
+
+def _check_accounting(accounting: AccountingOptions, path: str, problems: List[str]) -> None:
+    if accounting.database not in ACCOUNTING_DATABASES:
+        problems.append(
+            "{}.database: got {!r}; allowed: {}".format(path, accounting.database, ", ".join(ACCOUNTING_DATABASES))
+        )
+    if accounting.database == "external" and accounting.enabled:
+        if not accounting.host:
+            problems.append("{}.host: required when database is 'external'; give the database endpoint".format(path))
+        arn = accounting.password_secret_arn
+        if not arn or not SECRET_ARN.match(arn):
+            problems.append(
+                "{}.password_secret_arn: got {!r}; an external database needs the ARN of a Secrets Manager "
+                "secret holding its password (arn:aws:secretsmanager:<region>:<account>:secret:<name>). Never "
+                "put the password itself in the config".format(path, arn)
+            )
+    if accounting.database == "local" and (accounting.host or accounting.password_secret_arn):
+        problems.append(
+            "{}: host and password_secret_arn apply only to database 'external'; the local database lives on "
+            "the controller and its password is generated there".format(path)
+        )
+    if not 0 < accounting.port < 65536:
+        problems.append("{}.port: got {}; expected 1-65535".format(path, accounting.port))
+
+
+def _check_pytorch(pytorch: PytorchOptions, path: str, problems: List[str]) -> None:
+    if not VERSION.match(pytorch.version):
+        problems.append(
+            "{}.version: got {!r}; pin an exact release such as '2.13.0' so every node gets the same build".format(
+                path, pytorch.version
+            )
+        )
+    for index, requirement in enumerate(pytorch.packages):
+        if not PIP_REQUIREMENT.match(requirement):
+            problems.append(
+                "{}.packages[{}]: got {!r}; expected a pip requirement such as 'numpy==2.1.0'".format(
+                    path, index, requirement
+                )
+            )
+
+
+def _section(raw: Any, cls: Any, path: str, problems: List[str]) -> Any:
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        problems.append("{}: got {!r}; expected a mapping".format(path, raw))
+        return None
+    defaults = cls.__dataclass_fields__
+    _unknown_keys(raw, tuple(defaults), path, problems)
+    values: Dict[str, Any] = {}
+    for name, spec in defaults.items():
+        if name not in raw:
+            continue
+        value = raw[name]
+        expected = _expected_type(spec.type)
+        if expected is tuple and isinstance(value, list) and all(isinstance(v, str) for v in value):
+            value = tuple(value)
+        ok = isinstance(value, expected) and not (expected is int and isinstance(value, bool))
+        if value is None and "Optional" in str(spec.type):
+            ok = True
+        if not ok:
+            problems.append("{}.{}: got {!r}; expected {}".format(path, name, value, _type_words(expected)))
+            continue
+        values[name] = value
+    missing = [n for n, s in defaults.items() if _required(s) and n not in values]
+    if missing:
+        if not any(p.startswith("{}.{}".format(path, m)) for m in missing for p in problems):
+            problems.append("{}: missing {}".format(path, ", ".join(missing)))
+        return None
+    return cls(**values)
+
+
+def _required(spec: Any) -> bool:
+    from dataclasses import MISSING
+
+    return bool(spec.default is MISSING and spec.default_factory is MISSING)
+
+
+def _expected_type(annotation: Any) -> type:
+    text = str(annotation)
+    if "bool" in text:
+        return bool
+    if "int" in text:
+        return int
+    if "Tuple" in text:
+        return tuple
+    return str
+
+
+def _type_words(expected: type) -> str:
+    return {bool: "true or false", int: "an integer", tuple: "a list of strings", str: "a string"}[expected]
+
+
+def _unknown_keys(raw: Mapping[str, Any], known: Tuple[str, ...], path: str, problems: List[str]) -> None:
+    for key in raw:
+        if key not in known:
+            problems.append("{}.{}: unknown option; allowed: {}".format(path, key, ", ".join(known)))

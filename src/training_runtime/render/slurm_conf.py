@@ -1,0 +1,541 @@
+"""slurm.conf from the cluster's nodes and partitions: a pure function, the same output on every node.
+
+The settings' defaults are Slurm's own (production values); :meth:`SlurmSettings.with_fast_recovery`
+gives the values verified in the local emulation (docs: local Slurm emulation research, sections 3.1
+and 6), under which a crashed node is declared DOWN in about 15 s and its job restarts about 70 s later.
+The file is valid for Slurm 22.05 (Debian, the emulation) and 24.11/25.11 (HyperPod): the ``*/none``
+plugin names that 23.11 removed are still accepted there and mean "no plugin".
+
+Runs on the node's system Python (3.8 and newer), so: stdlib only, ``typing`` generics.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
+
+from training_runtime.hardware import NodeHardware
+from training_runtime.render.hostlist import compress
+
+MIN_CRED_EXPIRE = 70
+"""Seconds. Below this a requeued job can be killed by a stale RPC meant for its previous incarnation."""
+
+FAST_RECOVERY: Dict[str, int] = {
+    "slurmd_timeout": 10,
+    "message_timeout": 5,
+    "slurmctld_timeout": 30,
+    "cred_expire": MIN_CRED_EXPIRE,
+    "sched_interval": 2,
+    "bf_interval": 1,
+    "kill_wait": 5,
+}
+"""The emulation's failure-detection values (research section 6.6): DOWN after ~15 s, restart ~72 s later."""
+
+NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+ADDRESS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:_-]{0,252}$")
+PARTITION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
+CLUSTER_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+USER_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+PLUGIN_WORD = re.compile(r"^[A-Za-z0-9_]+$")
+
+PROCTRACK_PLUGINS = ("proctrack/linuxproc", "proctrack/cgroup", "proctrack/pgid")
+TASK_PLUGINS = ("task/none", "task/affinity", "task/cgroup")
+LOG_LEVELS = ("quiet", "fatal", "error", "info", "verbose", "debug", "debug2", "debug3", "debug4", "debug5")
+HEALTH_CHECK_NODE_STATES = ("ALLOC", "ANY", "CYCLE", "IDLE", "MIXED", "NONDRAINED_IDLE")
+"""NONDRAINED_IDLE needs Slurm 23.02 or newer."""
+PROLOG_FLAGS = ("Alloc", "Contain", "DeferBatch", "ForceRequeueOnFail", "NoHold", "RunInJob", "Serial", "X11")
+"""ForceRequeueOnFail and RunInJob need Slurm 23.x or newer."""
+REPEATABLE_KEYS = ("nodename", "partitionname", "nodeset", "downnodes", "slurmctldhost", "include")
+"""Keys an extra line may repeat (they describe one entity per line, or add a backup controller)."""
+
+
+class RenderError(ValueError):
+    """The inputs cannot make a valid file; ``problems`` lists every one of them."""
+
+    def __init__(self, what: str, problems: List[str]) -> None:
+        self.problems = list(problems)
+        super().__init__(
+            "cannot render {} ({} problem{}):\n{}".format(
+                what,
+                len(self.problems),
+                "" if len(self.problems) == 1 else "s",
+                "\n".join("  - " + p for p in self.problems),
+            )
+        )
+
+
+@dataclass(frozen=True)
+class SlurmNode:
+    """A compute node: its Slurm name (the host name slurmd runs as), its address and its hardware."""
+
+    name: str
+    address: str
+    hardware: Optional[NodeHardware]
+    """None: only NodeName/NodeAddr are written and Slurm's defaults apply (1 CPU, RealMemory=1)."""
+
+
+@dataclass(frozen=True)
+class Partition:
+    name: str
+    nodes: Tuple[str, ...]
+    default: bool = False
+    """At most one partition may be marked; when none is, the first one is the default."""
+
+
+@dataclass(frozen=True)
+class SlurmSettings:
+    """Everything in slurm.conf apart from nodes and partitions. Defaults are Slurm's unless noted."""
+
+    cluster_name: str
+    """Written lower-cased, as Slurm and sacctmgr use it."""
+    controller_name: str
+    controller_address: str
+    accounting_host: Optional[str] = None
+    """slurmdbd's host. None: no accounting (no slurmdbd, ``sacct`` says accounting is disabled)."""
+    state_save_location: str = "/var/spool/slurmctld"
+    slurmd_spool_dir: str = "/var/spool/slurmd"
+    log_dir: str = "/var/log/slurm"
+    run_dir: str = "/run"
+    """Where slurmctld.pid and slurmd.pid go."""
+    slurm_user: str = "slurm"
+    proctrack: str = "proctrack/linuxproc"
+    """linuxproc works everywhere, including hosts without a usable cgroup tree (the emulation)."""
+    task_plugin: str = "task/none"
+    """HyperPod's own slurm.conf uses task/none ("required for auto-resume")."""
+    select_type_parameters: str = "CR_Core"
+    mpi_default: str = "none"
+    mail_prog: str = "/bin/true"
+    """Not Slurm's default (/bin/mail, absent on the nodes: slurmctld logs "MailProg is invalid")."""
+    log_level: str = "info"
+    return_to_service: int = 2
+    """2: a DOWN node that registers again becomes available. 1 also detects unexpected reboots, but
+    rebooted nodes then stay DOWN until something resumes them (research section 6.4)."""
+    slurmd_timeout: int = 300
+    slurmctld_timeout: int = 120
+    message_timeout: int = 10
+    cred_expire: int = 120
+    """Also the delay before a requeued job may start again; at least 70 (research section 6.3)."""
+    job_requeue: bool = True
+    kill_wait: int = 30
+    sched_interval: int = 60
+    bf_interval: int = 30
+    health_check_program: Optional[str] = None
+    health_check_interval: int = 300
+    health_check_node_state: str = "ANY"
+    prolog: Optional[str] = None
+    epilog: Optional[str] = None
+    prolog_flags: Optional[str] = None
+    configless: bool = False
+    """``SlurmctldParameters=enable_configless``: nodes may fetch this file with ``slurmd --conf-server``."""
+    extra_lines: Tuple[str, ...] = ()
+    """Appended verbatim; may not set a key this file already sets (use the field instead)."""
+
+    def with_fast_recovery(self) -> "SlurmSettings":
+        """These settings with :data:`FAST_RECOVERY`'s timeouts (for tests and the local emulation)."""
+        f = FAST_RECOVERY
+        return dataclasses.replace(
+            self,
+            slurmd_timeout=f["slurmd_timeout"],
+            message_timeout=f["message_timeout"],
+            slurmctld_timeout=f["slurmctld_timeout"],
+            cred_expire=f["cred_expire"],
+            sched_interval=f["sched_interval"],
+            bf_interval=f["bf_interval"],
+            kill_wait=f["kill_wait"],
+        )
+
+    @property
+    def uses_cgroup(self) -> bool:
+        """Whether a plugin here needs cgroup.conf's constraints (``render_cgroup_conf(constrain=...)``)."""
+        return "cgroup" in self.proctrack or "cgroup" in self.task_plugin
+
+
+def render_slurm_conf(settings: SlurmSettings, nodes: Sequence[SlurmNode], partitions: Sequence[Partition]) -> str:
+    """The complete slurm.conf. Raises :class:`RenderError` listing every problem in the inputs."""
+    problems = slurm_conf_problems(settings, nodes, partitions)
+    if problems:
+        raise RenderError("slurm.conf", problems)
+    gpu_nodes = [n for n in nodes if n.hardware is not None and n.hardware.gpus > 0]
+    lines, _ = _global_lines(settings, bool(gpu_nodes))
+    lines.append("")
+    lines.append("# --- nodes")
+    unknown = sum(1 for n in nodes if n.hardware is None)
+    if unknown:
+        lines.append("# {} node(s) below have no hardware figures (instance type not in hyperpod-cdk's".format(unknown))
+        lines.append("# table, no node_hardware option): Slurm gives them CPUs=1 RealMemory=1 until one is set.")
+    lines.extend(_node_lines(nodes))
+    lines.append("")
+    lines.append("# --- partitions")
+    default_index = next((i for i, p in enumerate(partitions) if p.default), 0)
+    for index, partition in enumerate(partitions):
+        members = " Nodes=" + compress(partition.nodes) if partition.nodes else ""
+        lines.append(
+            "PartitionName={}{} Default={} MaxTime=INFINITE State=UP".format(
+                partition.name, members, "YES" if index == default_index else "NO"
+            )
+        )
+    if settings.extra_lines:
+        lines.append("")
+        lines.append("# --- extra lines (SlurmSettings.extra_lines)")
+        lines.extend(settings.extra_lines)
+    return "\n".join(lines) + "\n"
+
+
+def _node_lines(nodes: Sequence[SlurmNode]) -> List[str]:
+    described: Dict[int, str] = {}  # id(hardware) -> the line's hardware part; nodes of a group share one object
+    lines = []
+    for node in nodes:
+        hw = node.hardware
+        if hw is None:
+            lines.append("NodeName={} NodeAddr={}".format(node.name, node.address))
+            continue
+        figures = described.get(id(hw))
+        if figures is None:
+            gres = ""
+            if hw.gpus:
+                gres = " Gres=gpu:{}:{}".format(hw.gpu_type, hw.gpus) if hw.gpu_type else " Gres=gpu:{}".format(hw.gpus)
+            figures = described[id(hw)] = (
+                "CPUs={} Sockets={} CoresPerSocket={} ThreadsPerCore={} RealMemory={}{}".format(
+                    hw.cpus, hw.sockets, hw.cores_per_socket, hw.threads_per_core, hw.slurm_memory_mib, gres
+                )
+            )
+        lines.append("NodeName={} NodeAddr={} {} State=UNKNOWN".format(node.name, node.address, figures))
+    return lines
+
+
+def _global_lines(settings: SlurmSettings, any_gpu: bool) -> Tuple[List[str], Dict[str, str]]:
+    """The settings part of the file, and which SlurmSettings field sets each key (lower-cased key)."""
+    s = settings
+    lines = [
+        "# slurm.conf for cluster {}, generated by hyperpod-cdk (training_runtime.render.slurm_conf).".format(
+            s.cluster_name.lower()
+        ),
+        "# Every node renders this same file and rewrites it whenever the cluster's nodes change, so edits",
+        "# made here are lost: change hyperpod-cdk's runtime options instead.",
+    ]
+    fields: Dict[str, str] = {}
+
+    def put(key: str, value: object, field: str, *comment: str) -> None:
+        lines.extend("# " + c for c in comment)
+        lines.append("{}={}".format(key, value))
+        fields[key.lower()] = field
+
+    def section(title: str) -> None:
+        lines.append("")
+        lines.append("# --- " + title)
+
+    section("identity and authentication")
+    put("ClusterName", s.cluster_name.lower(), "cluster_name")
+    put("SlurmctldHost", "{}({})".format(s.controller_name, s.controller_address), "controller_name")
+    put("SlurmUser", s.slurm_user, "slurm_user")
+    put("AuthType", "auth/munge", "")
+    put("CredType", "cred/munge", "")
+    put(
+        "AuthInfo",
+        "cred_expire={}".format(s.cred_expire),
+        "cred_expire",
+        "A requeued job waits cred_expire + 1 s before it may start again. Keep it >= {}: slurmctld re-sends".format(
+            MIN_CRED_EXPIRE
+        ),
+        "RPCs that failed against a dead node about 60 s later, and a stale signal kills the restarted job.",
+    )
+    if s.configless:
+        put("SlurmctldParameters", "enable_configless", "configless", "Nodes may run slurmd --conf-server.")
+
+    section("paths")
+    put("StateSaveLocation", s.state_save_location, "state_save_location")
+    put("SlurmdSpoolDir", s.slurmd_spool_dir, "slurmd_spool_dir")
+    put("SlurmctldPidFile", s.run_dir + "/slurmctld.pid", "run_dir")
+    put("SlurmdPidFile", s.run_dir + "/slurmd.pid", "run_dir")
+    put("SlurmctldLogFile", s.log_dir + "/slurmctld.log", "log_dir")
+    put("SlurmdLogFile", s.log_dir + "/slurmd.log", "log_dir")
+    put("SlurmctldDebug", s.log_level, "log_level")
+    put("SlurmdDebug", s.log_level, "log_level")
+
+    section("plugins and scheduling")
+    put(
+        "MailProg", s.mail_prog, "mail_prog", "No mail server on the nodes; Slurm's default, /bin/mail, does not exist."
+    )
+    put("MpiDefault", s.mpi_default, "mpi_default")
+    put("ProctrackType", s.proctrack, "proctrack")
+    put("TaskPlugin", s.task_plugin, "task_plugin")
+    put("SelectType", "select/cons_tres", "")
+    put("SelectTypeParameters", s.select_type_parameters, "select_type_parameters")
+    put("SchedulerType", "sched/backfill", "")
+    put(
+        "SchedulerParameters",
+        "sched_interval={},bf_interval={}".format(s.sched_interval, s.bf_interval),
+        "sched_interval",
+        "How often (s) the main and backfill schedulers run; a requeued job whose begin time has passed",
+        "waits up to sched_interval to start.",
+    )
+    if any_gpu:
+        put("GresTypes", "gpu", "", "GPUs are declared per node below and in gres.conf.")
+
+    section("accounting")
+    if s.accounting_host is None:
+        put("AccountingStorageType", "accounting_storage/none", "accounting_host", "No slurmdbd: sacct is disabled.")
+        put("JobAcctGatherType", "jobacct_gather/none", "accounting_host")
+    else:
+        put("AccountingStorageType", "accounting_storage/slurmdbd", "accounting_host")
+        put("AccountingStorageHost", s.accounting_host, "accounting_host")
+        if any_gpu:
+            put("AccountingStorageTRES", "gres/gpu", "", "Record GPU use per job (cpu, mem, node are always recorded).")
+        put("JobAcctGatherType", "jobacct_gather/linux", "accounting_host")
+        put("JobAcctGatherFrequency", 30, "", "Seconds between samples of each job step's CPU and memory use.")
+    put("JobCompType", "jobcomp/none", "")
+
+    section("failure detection and recovery")
+    put(
+        "SlurmdTimeout",
+        s.slurmd_timeout,
+        "slurmd_timeout",
+        "A node that has not answered for this many seconds is set DOWN and its jobs are requeued.",
+    )
+    put("SlurmctldTimeout", s.slurmctld_timeout, "slurmctld_timeout")
+    put("MessageTimeout", s.message_timeout, "message_timeout", "Seconds to wait for an RPC's reply.")
+    put(
+        "ReturnToService",
+        s.return_to_service,
+        "return_to_service",
+        "2: any DOWN node becomes available when it registers again with a valid configuration.",
+        "1: only nodes set DOWN for not responding do; unexpected reboots are detected and the node stays",
+        "DOWN until resumed (scontrol update nodename=... state=resume). 0: DOWN nodes stay DOWN.",
+    )
+    put(
+        "JobRequeue",
+        1 if s.job_requeue else 0,
+        "job_requeue",
+        "1: batch jobs on a failed node are requeued (sbatch --no-requeue opts out).",
+    )
+    put("KillWait", s.kill_wait, "kill_wait", "Seconds between SIGTERM and SIGKILL when a job ends or is cancelled.")
+    put("InactiveLimit", 0, "")
+    put("MinJobAge", 300, "")
+    if s.health_check_program is not None:
+        put("HealthCheckProgram", s.health_check_program, "health_check_program")
+        put("HealthCheckInterval", s.health_check_interval, "health_check_interval")
+        put("HealthCheckNodeState", s.health_check_node_state, "health_check_node_state")
+    if s.prolog is not None:
+        put("Prolog", s.prolog, "prolog")
+    if s.epilog is not None:
+        put("Epilog", s.epilog, "epilog")
+    if s.prolog_flags is not None:
+        put("PrologFlags", s.prolog_flags, "prolog_flags")
+    return lines, fields
+
+
+def slurm_conf_problems(
+    settings: SlurmSettings, nodes: Sequence[SlurmNode], partitions: Sequence[Partition]
+) -> List[str]:
+    """Every problem :func:`render_slurm_conf` would refuse, in one list."""
+    problems = _settings_problems(settings)
+    names: Dict[str, int] = {}
+    checked: Set[int] = set()
+    for index, node in enumerate(nodes):
+        where = "nodes[{}]".format(index)
+        if not isinstance(node.name, str) or not NODE_NAME.match(node.name) or node.name.lower() == "default":
+            problems.append(
+                "{}.name: got {!r}; use 1-63 letters, digits, '.', '_' and '-', starting with a letter or digit "
+                "('DEFAULT' is reserved)".format(where, node.name)
+            )
+        elif node.name in names:
+            problems.append(
+                "{}.name: {!r} is already used by nodes[{}]; node names must be unique".format(
+                    where, node.name, names[node.name]
+                )
+            )
+        else:
+            names[node.name] = index
+        if not isinstance(node.address, str) or not ADDRESS.match(node.address):
+            problems.append("{}.address: got {!r}; expected an IP address or host name".format(where, node.address))
+        if node.hardware is not None and id(node.hardware) not in checked:  # each distinct object once
+            checked.add(id(node.hardware))
+            problems.extend(node.hardware.problems("{}.hardware ({})".format(where, node.name)))
+    problems.extend(_partition_problems(partitions, names))
+    problems.extend(_extra_line_problems(settings.extra_lines))
+    return problems
+
+
+@lru_cache(maxsize=1)
+def managed_keys() -> Dict[str, str]:
+    """Every key this renderer can write (lower-cased), with the SlurmSettings field that sets it ('' if fixed)."""
+    everything = SlurmSettings(
+        cluster_name="c",
+        controller_name="c",
+        controller_address="c",
+        accounting_host="c",
+        health_check_program="/c",
+        prolog="/c",
+        epilog="/c",
+        prolog_flags="Alloc",
+        configless=True,
+    )
+    return _global_lines(everything, any_gpu=True)[1]
+
+
+def _settings_problems(s: SlurmSettings) -> List[str]:
+    problems: List[str] = []
+
+    def bad(field: str, value: object, allowed: str) -> None:
+        problems.append("settings.{}: got {!r}; {}".format(field, value, allowed))
+
+    if not isinstance(s.cluster_name, str) or not CLUSTER_NAME.match(s.cluster_name.lower()):
+        bad("cluster_name", s.cluster_name, "use 1-64 letters, digits, '_' and '-', starting with a letter or digit")
+    if not isinstance(s.controller_name, str) or not NODE_NAME.match(s.controller_name):
+        bad("controller_name", s.controller_name, "expected a host name (letters, digits, '.', '_', '-')")
+    for field in ("controller_address", "accounting_host"):
+        value = getattr(s, field)
+        if (value is not None or field == "controller_address") and (
+            not isinstance(value, str) or not ADDRESS.match(value)
+        ):
+            bad(field, value, "expected an IP address or host name")
+    for field in ("state_save_location", "slurmd_spool_dir", "log_dir", "run_dir", "mail_prog"):
+        _check_path(s, field, False, bad)
+    for field in ("health_check_program", "prolog", "epilog"):
+        _check_path(s, field, True, bad)
+    if not isinstance(s.slurm_user, str) or not USER_NAME.match(s.slurm_user):
+        bad("slurm_user", s.slurm_user, "expected a Linux user name")
+    if s.proctrack not in PROCTRACK_PLUGINS:
+        bad("proctrack", s.proctrack, "allowed: " + ", ".join(PROCTRACK_PLUGINS))
+    tasks = s.task_plugin.split(",") if isinstance(s.task_plugin, str) else [None]
+    if any(t not in TASK_PLUGINS for t in tasks) or ("task/none" in tasks and len(tasks) > 1):
+        bad("task_plugin", s.task_plugin, "allowed: task/none, or a comma-separated list of task/affinity, task/cgroup")
+    if not isinstance(s.select_type_parameters, str) or not all(
+        PLUGIN_WORD.match(t) for t in s.select_type_parameters.split(",")
+    ):
+        bad("select_type_parameters", s.select_type_parameters, "expected comma-separated words such as CR_Core_Memory")
+    if not isinstance(s.mpi_default, str) or not PLUGIN_WORD.match(s.mpi_default):
+        bad("mpi_default", s.mpi_default, "expected a plugin name such as none, pmi2 or pmix")
+    if s.log_level not in LOG_LEVELS:
+        bad("log_level", s.log_level, "allowed: " + ", ".join(LOG_LEVELS))
+    if s.return_to_service not in (0, 1, 2) or isinstance(s.return_to_service, bool):
+        bad("return_to_service", s.return_to_service, "allowed: 0, 1, 2")
+    for field in (
+        "slurmd_timeout",
+        "slurmctld_timeout",
+        "message_timeout",
+        "kill_wait",
+        "sched_interval",
+        "bf_interval",
+        "health_check_interval",
+    ):
+        value = getattr(s, field)
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
+            bad(field, value, "expected whole seconds from 1 to 65535")
+    cred = s.cred_expire
+    if isinstance(cred, bool) or not isinstance(cred, int) or cred < MIN_CRED_EXPIRE:
+        bad(
+            "cred_expire",
+            cred,
+            "must be at least {} s. When a node fails, slurmctld retries the RPCs that failed against it "
+            "about 60 s later; a requeued job (same job and step ids) that already restarted sooner is killed "
+            "by that stale signal. cred_expire + 1 s is the requeue delay, so >= {} makes the retry arrive "
+            "first (local Slurm emulation research, section 6.3)".format(MIN_CRED_EXPIRE, MIN_CRED_EXPIRE),
+        )
+    if not isinstance(s.job_requeue, bool):
+        bad("job_requeue", s.job_requeue, "expected true or false")
+    if not isinstance(s.configless, bool):
+        bad("configless", s.configless, "expected true or false")
+    states = s.health_check_node_state.split(",") if isinstance(s.health_check_node_state, str) else [None]
+    if any(not isinstance(t, str) or t.upper() not in HEALTH_CHECK_NODE_STATES for t in states):
+        bad(
+            "health_check_node_state",
+            s.health_check_node_state,
+            "comma-separated, from: " + ", ".join(HEALTH_CHECK_NODE_STATES),
+        )
+    if s.prolog_flags is not None:
+        flags = s.prolog_flags.split(",") if isinstance(s.prolog_flags, str) else [None]
+        known = {f.lower() for f in PROLOG_FLAGS}
+        if any(not isinstance(f, str) or f.lower() not in known for f in flags):
+            bad("prolog_flags", s.prolog_flags, "comma-separated, from: " + ", ".join(PROLOG_FLAGS))
+        elif {f.lower() for f in flags if f} & {"contain", "runinjob", "x11"} and s.proctrack != "proctrack/cgroup":
+            bad(
+                "prolog_flags",
+                s.prolog_flags,
+                "Contain (also implied by RunInJob and X11) needs proctrack/cgroup to hold the job's processes; "
+                "set proctrack or drop the flag",
+            )
+    if not isinstance(s.extra_lines, tuple):
+        bad("extra_lines", s.extra_lines, "expected a tuple of lines")
+    return problems
+
+
+_Bad = Callable[[str, object, str], None]
+
+
+def _check_path(s: SlurmSettings, field: str, optional: bool, bad: _Bad) -> None:
+    value = getattr(s, field)
+    if value is None and optional:
+        return
+    if (
+        not isinstance(value, str)
+        or not value.startswith("/")
+        or re.search(r"[\s#]", value)
+        or (len(value) > 1 and value.endswith("/"))
+    ):
+        bad(field, value, "expected an absolute path without whitespace, '#' or a trailing '/'")
+
+
+def _partition_problems(partitions: Sequence[Partition], nodes: Dict[str, int]) -> List[str]:
+    problems: List[str] = []
+    if not partitions:
+        problems.append("partitions: none given; Slurm needs at least one partition for jobs to run in")
+    seen: Set[str] = set()
+    defaults = []
+    for index, partition in enumerate(partitions):
+        where = "partitions[{}]".format(index)
+        name = partition.name
+        if not isinstance(name, str) or not PARTITION_NAME.match(name) or name.lower() == "default":
+            problems.append(
+                "{}.name: got {!r}; use 1-128 letters, digits, '_' and '-', starting with a letter or digit "
+                "('DEFAULT' is reserved)".format(where, name)
+            )
+        elif name in seen:
+            problems.append("{}.name: {!r} is used twice; partition names must be unique".format(where, name))
+        if isinstance(name, str):
+            seen.add(name)
+        if partition.default:
+            defaults.append("{} ({})".format(where, name))
+        unknown = sorted({n for n in partition.nodes if n not in nodes})
+        if unknown:
+            shown = ", ".join(repr(n) for n in unknown[:5])
+            more = " and {} more".format(len(unknown) - 5) if len(unknown) > 5 else ""
+            problems.append(
+                "{}.nodes: {}{} not among the nodes; a partition can only hold declared nodes".format(
+                    where, shown, more
+                )
+            )
+    if len(defaults) > 1:
+        problems.append(
+            "partitions: {} are all marked default; at most one may be (none: the first is)".format(", ".join(defaults))
+        )
+    return problems
+
+
+def _extra_line_problems(lines: Tuple[str, ...]) -> List[str]:
+    problems: List[str] = []
+    if not isinstance(lines, tuple):
+        return problems
+    keys = managed_keys()
+    for index, line in enumerate(lines):
+        where = "settings.extra_lines[{}]".format(index)
+        if not isinstance(line, str) or "\n" in line or "\r" in line:
+            problems.append("{}: got {!r}; expected one line of text".format(where, line))
+            continue
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        if "=" not in text and not text.lower().startswith("include "):
+            problems.append("{}: got {!r}; expected Key=Value (or a comment)".format(where, line))
+            continue
+        key = text.split("=", 1)[0].strip().lower()
+        if key in keys and key not in REPEATABLE_KEYS:
+            field = keys[key]
+            fix = "set SlurmSettings.{} instead".format(field) if field else "it is fixed by hyperpod-cdk"
+            problems.append(
+                "{}: {!r} sets {}, which this file already sets; {}".format(where, line, text.split("=", 1)[0], fix)
+            )
+    return problems

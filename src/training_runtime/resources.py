@@ -1,0 +1,129 @@
+"""HyperPod's ``/opt/ml/config/resource_config.json``: the cluster's instance groups and their instances.
+
+Parsed defensively: a group may have no instances (``Instances`` missing or null), unknown keys are
+ignored, and every problem is reported at once.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from training_runtime.errors import InputError
+
+DEFAULT_PATH = "/opt/ml/config/resource_config.json"
+"""Where HyperPod writes the file; ``SAGEMAKER_RESOURCE_CONFIG_PATH`` overrides it."""
+
+
+class ResourceConfigError(InputError):
+    subject = "resource config"
+
+
+@dataclass(frozen=True)
+class Instance:
+    name: str
+    """HyperPod's ``InstanceName`` (``<group>-<n>``); the Slurm node name on the generic platform."""
+    address: str
+    """``CustomerIpAddress``: the node's primary address in the cluster's VPC."""
+    group: str
+
+
+@dataclass(frozen=True)
+class ResourceConfig:
+    cluster_name: Optional[str]
+    groups: Dict[str, Tuple[Instance, ...]]
+    """Instances per group name, in the file's order (possibly empty)."""
+
+    def instances(self, group: str) -> Tuple[Instance, ...]:
+        return self.groups.get(group, ())
+
+    def all_instances(self) -> List[Instance]:
+        return [i for instances in self.groups.values() for i in instances]
+
+    def find(self, addresses: List[str]) -> Optional[Instance]:
+        """The instance whose address is one of ``addresses`` (this node's own)."""
+        return next((i for i in self.all_instances() if i.address in addresses), None)
+
+    @classmethod
+    def from_json(cls, data: Any) -> "ResourceConfig":
+        if not isinstance(data, Mapping):
+            raise ResourceConfigError(["top level: expected a JSON object, got {}".format(type(data).__name__)])
+        problems: List[str] = []
+        cluster = data.get("ClusterConfig")
+        cluster_name = cluster.get("ClusterName") if isinstance(cluster, Mapping) else None
+        raw_groups = data.get("InstanceGroups")
+        if not isinstance(raw_groups, list) or not raw_groups:
+            raise ResourceConfigError(
+                ["InstanceGroups: got {!r}; expected a non-empty list of instance groups".format(raw_groups)]
+            )
+        groups: Dict[str, Tuple[Instance, ...]] = {}
+        names: Dict[str, str] = {}
+        addresses: Dict[str, str] = {}
+        for gi, group in enumerate(raw_groups):
+            where = "InstanceGroups[{}]".format(gi)
+            if not isinstance(group, Mapping):
+                problems.append("{}: got {!r}; expected an object".format(where, group))
+                continue
+            group_name = group.get("Name")
+            if not isinstance(group_name, str) or not group_name:
+                problems.append("{}.Name: got {!r}; expected the instance group's name".format(where, group_name))
+                continue
+            if group_name in groups:
+                problems.append("{}.Name: {!r} appears twice".format(where, group_name))
+            raw_instances = group.get("Instances") or []
+            if not isinstance(raw_instances, list):
+                problems.append("{}.Instances: got {!r}; expected a list or null".format(where, raw_instances))
+                raw_instances = []
+            instances: List[Instance] = []
+            for ii, raw in enumerate(raw_instances):
+                at = "{}.Instances[{}]".format(where, ii)
+                instance = _instance(raw, at, group_name, problems)
+                if instance is None:
+                    continue
+                for index, key, value in (
+                    (names, "InstanceName", instance.name),
+                    (addresses, "CustomerIpAddress", instance.address),
+                ):
+                    if value in index:
+                        problems.append("{}.{}: {!r} is already used by {}".format(at, key, value, index[value]))
+                    index.setdefault(value, at)
+                instances.append(instance)
+            groups[group_name] = tuple(instances)
+        if problems:
+            raise ResourceConfigError(problems)
+        return cls(cluster_name=cluster_name if isinstance(cluster_name, str) else None, groups=groups)
+
+    @classmethod
+    def load(cls, path: Path) -> "ResourceConfig":
+        try:
+            text = path.read_text()
+        except OSError as error:
+            raise ResourceConfigError(
+                [
+                    "{}: cannot be read ({}). HyperPod writes it before running lifecycle scripts; set "
+                    "SAGEMAKER_RESOURCE_CONFIG_PATH when it lives elsewhere".format(path, error.strerror)
+                ]
+            ) from None
+        try:
+            data = json.loads(text)
+        except ValueError as error:
+            raise ResourceConfigError(["{}: not valid JSON: {}".format(path, error)]) from None
+        return cls.from_json(data)
+
+
+def _instance(raw: Any, at: str, group: str, problems: List[str]) -> Optional[Instance]:
+    if not isinstance(raw, Mapping):
+        problems.append("{}: got {!r}; expected an object".format(at, raw))
+        return None
+    fields: Dict[str, str] = {}
+    for key in ("InstanceName", "CustomerIpAddress"):
+        value = raw.get(key)
+        if not isinstance(value, str) or not value:
+            problems.append("{}.{}: got {!r}; expected a non-empty string".format(at, key, value))
+        else:
+            fields[key] = value
+    if len(fields) < 2:
+        return None
+    return Instance(name=fields["InstanceName"], address=fields["CustomerIpAddress"], group=group)

@@ -1,0 +1,82 @@
+"""Which steps a node runs, in order, for its role and platform."""
+
+from __future__ import annotations
+
+from typing import List
+
+from training_runtime.node import GENERIC, Node
+from training_runtime.params import LIFECYCLE_DRIVEN
+from training_runtime.steps import Step
+from training_runtime.steps.accelerators import accelerator_steps
+from training_runtime.steps.daemon import RunningDaemon
+from training_runtime.steps.munge import MUNGED, NODE_KEY, MungeKey
+from training_runtime.steps.pytorch_env import pytorch_steps
+from training_runtime.steps.slurm import (
+    ACCOUNTING_INCLUDE,
+    AccountingCluster,
+    HyperPodAccounting,
+    HyperPodSlurmConfig,
+    LocalDatabase,
+    SlurmConfig,
+    SlurmdbdConfig,
+    SlurmdOptions,
+    conf_path,
+    slurm_config_files,
+    slurmctld,
+    slurmd,
+    slurmdbd,
+)
+from training_runtime.steps.storage import LustreMount, SharedStorage
+from training_runtime.steps.system import ClusterHosts, Packages
+from training_runtime.steps.users import SshBetweenNodes, Users
+from training_runtime.users import load_users
+
+
+def packages_for(node: Node) -> List[str]:
+    packages = ["munge", "slurm-client"]
+    if node.is_controller:
+        packages.append("slurmctld")
+        if node.options.accounting.enabled:
+            packages.append("slurmdbd")
+            if node.options.accounting.database == "local":
+                packages += ["mariadb-server", "mariadb-client"]
+    if node.is_compute:
+        packages.append("slurmd")
+    return packages
+
+
+def steps_for(node: Node) -> List[Step]:
+    generic = node.platform == GENERIC
+    users = load_users(node.assets_dir)
+    steps: List[Step] = []
+    if generic:
+        steps += [ClusterHosts(), Packages(packages_for(node) + (["openssh-client"] if users else []), "slurm")]
+    if node.params.fsx_dns_name and node.params.mode == LIFECYCLE_DRIVEN:
+        steps.append(LustreMount())
+    steps.append(SharedStorage())
+    if generic:
+        steps += [MungeKey(), RunningDaemon(MUNGED, [NODE_KEY])]
+    if users:
+        steps += [Users(users), SshBetweenNodes(users)]
+    steps += accelerator_steps(node)
+    steps.append(SlurmConfig() if generic else HyperPodSlurmConfig())
+    if node.is_controller:
+        accounting = node.options.accounting
+        if accounting.enabled:
+            if accounting.database == "local":
+                steps.append(LocalDatabase())
+            steps += [
+                SlurmdbdConfig(),
+                RunningDaemon(slurmdbd(node), [conf_path(node, "slurmdbd.conf")]),
+                AccountingCluster(),
+            ]
+            if not generic:
+                steps.append(HyperPodAccounting())
+        controller_files = slurm_config_files(node) if generic else [conf_path(node, ACCOUNTING_INCLUDE)]
+        steps.append(RunningDaemon(slurmctld(node), controller_files if generic or accounting.enabled else []))
+    if node.is_compute or (node.is_login and not generic):
+        if generic and node.has_systemd:
+            steps.append(SlurmdOptions())
+        steps.append(RunningDaemon(slurmd(node), slurm_config_files(node) if generic else []))
+    steps += pytorch_steps(node)
+    return steps

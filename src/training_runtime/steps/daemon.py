@@ -1,0 +1,53 @@
+"""A step that keeps one daemon running with its current configuration.
+
+It records a digest of the daemon's configuration files when it (re)starts the daemon; a later run
+restarts it only when that digest changed, so a re-run leaves a healthy daemon (and its PID) alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import List, Sequence
+
+from training_runtime import services
+from training_runtime.files import read_text, write_file
+from training_runtime.node import STATE_DIR, Node
+from training_runtime.services import Daemon
+from training_runtime.steps import Step
+
+
+class RunningDaemon(Step):
+    def __init__(self, daemon: Daemon, config_files: Sequence[str] = ()) -> None:
+        self.daemon = daemon
+        self.config_files = tuple(config_files)
+        self.name = "daemon:" + daemon.unit
+
+    @property
+    def _digest_file(self) -> str:
+        return "{}/daemons/{}.digest".format(STATE_DIR, self.daemon.unit)
+
+    def _digest(self, node: Node) -> str:
+        digest = hashlib.sha256()
+        for path in self.config_files:
+            digest.update(path.encode() + b"\0" + (read_text(node, path) or "").encode() + b"\0")
+        return digest.hexdigest()
+
+    def _config_changed(self, node: Node) -> bool:
+        return (read_text(node, self._digest_file) or "").strip() != self._digest(node)
+
+    def needed(self, node: Node) -> bool:
+        return not services.is_running(node, self.daemon) or self._config_changed(node)
+
+    def apply(self, node: Node) -> None:
+        digest = self._digest(node)
+        if services.is_running(node, self.daemon):
+            services.restart(node, self.daemon)
+        else:
+            services.start(node, self.daemon)
+        write_file(node, self._digest_file, digest + "\n", mode=0o600)
+
+    def describe(self, node: Node) -> List[str]:
+        if not services.is_running(node, self.daemon):
+            how = "systemctl enable --now " + self.daemon.unit if node.has_systemd else " ".join(self.daemon.argv)
+            return ["start {}: {}".format(self.daemon.unit, how)]
+        return ["restart {}: its configuration changed".format(self.daemon.unit)]

@@ -1,0 +1,423 @@
+"""Slurm: configuration files, accounting and daemons.
+
+Generic platform: every node renders the same slurm.conf from the resource config (pure generators,
+so all nodes agree without copying files around); the controller runs slurmctld (after slurmdbd when
+accounting is on), compute nodes run slurmd, login nodes only need munge and the clients.
+
+HyperPod platform (``/opt/sagemaker_cluster``): HyperPod writes /opt/slurm/etc/slurm.conf and owns its
+node and partition lines; the runtime waits for the file, never rewrites it, and makes sure the role's
+daemon runs.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import List, Optional, Tuple
+
+from training_runtime import services
+from training_runtime.errors import StepFailed
+from training_runtime.files import ensure_dir, file_matches, read_text, write_file
+from training_runtime.hardware import hardware_for
+from training_runtime.node import STATE_DIR, Node
+from training_runtime.render.cgroup_conf import render_cgroup_conf
+from training_runtime.render.gres_conf import render_gres_conf
+from training_runtime.render.slurm_conf import Partition, SlurmNode, SlurmSettings, render_slurm_conf
+from training_runtime.render.slurmdbd_conf import render_slurmdbd_conf
+from training_runtime.retry import NotReady, RetryPolicy
+from training_runtime.run import CommandError
+from training_runtime.services import Daemon
+from training_runtime.steps import Step
+
+SLURM_USER = "slurm"
+DB_PASSWORD_FILE = STATE_DIR + "/secrets/slurmdbd-password"
+DB_NAME = "slurm_acct_db"
+DB_SOCKET = "/run/mysqld/mysqld.sock"
+
+
+def slurm_cluster_name(node: Node) -> str:
+    """Slurm lower-cases ClusterName; use that form everywhere (sacctmgr compares it)."""
+    return node.params.cluster_name.lower()
+
+
+def conf_path(node: Node, name: str) -> str:
+    return "{}/{}".format(node.slurm.conf_dir, name)
+
+
+def slurm_nodes(node: Node) -> List[SlurmNode]:
+    nodes = []
+    for group in node.params.groups:
+        if group.role != "compute":
+            continue
+        hardware = hardware_for(group.instance_type, node.options.node_hardware)
+        for instance in node.resources.instances(group.name):
+            nodes.append(SlurmNode(name=instance.name, address=instance.address, hardware=hardware))
+    return nodes
+
+
+def partitions(node: Node) -> List[Partition]:
+    result: List[Partition] = []
+    for worker in node.params.worker_groups:
+        names = tuple(i.name for i in node.resources.instances(worker.instance_group_name))
+        if names:
+            result.append(Partition(name=worker.partition_name, nodes=names, default=not result))
+    return result
+
+
+def settings(node: Node) -> SlurmSettings:
+    slurm = node.options.slurm
+    controller = node.controller
+    return SlurmSettings(
+        cluster_name=slurm_cluster_name(node),
+        controller_name=controller.name,
+        controller_address=controller.address,
+        accounting_host=controller.address if node.options.accounting.enabled else None,
+        return_to_service=slurm.return_to_service,
+        slurmd_timeout=slurm.slurmd_timeout,
+        message_timeout=slurm.message_timeout,
+        cred_expire=slurm.cred_expire,
+        job_requeue=slurm.requeue,
+        sched_interval=slurm.sched_interval,
+        health_check_interval=slurm.health_check_interval,
+    )
+
+
+def rendered_files(node: Node) -> List[Tuple[str, str, int, str]]:
+    """(path, content, mode, owner) of every Slurm file this node should have (generic platform)."""
+    nodes = slurm_nodes(node)
+    parts = partitions(node)
+    if not parts:
+        raise StepFailed(
+            "no compute group has instances in the resource config, so Slurm would have no partition. "
+            "Fix: give at least one compute group an instance count above zero"
+        )
+    files = [
+        (conf_path(node, "slurm.conf"), render_slurm_conf(settings(node), nodes, parts), 0o644, "root"),
+        (conf_path(node, "cgroup.conf"), render_cgroup_conf(constrain=False), 0o644, "root"),
+        (conf_path(node, "gres.conf"), render_gres_conf(nodes), 0o644, "root"),
+    ]
+    return files
+
+
+ACCOUNTING_INCLUDE = "accounting.conf"
+
+
+def accounting_lines(node: Node) -> str:
+    """HyperPod's slurm.conf includes accounting.conf; the runtime owns that file when accounting is on."""
+    return (
+        "# Managed by hyperpod-cdk (runtime option accounting); edits are overwritten.\n"
+        "AccountingStorageType=accounting_storage/slurmdbd\nAccountingStorageHost={}\n"
+        "AccountingStoragePort=6819\nJobAcctGatherType=jobacct_gather/linux\nJobAcctGatherFrequency=30\n"
+    ).format(node.hostname)
+
+
+class HyperPodAccounting(Step):
+    name = "slurm-accounting-include"
+
+    def needed(self, node: Node) -> bool:
+        return read_text(node, conf_path(node, ACCOUNTING_INCLUDE)) != accounting_lines(node)
+
+    def apply(self, node: Node) -> None:
+        write_file(node, conf_path(node, ACCOUNTING_INCLUDE), accounting_lines(node))
+
+    def describe(self, node: Node) -> List[str]:
+        return ["write " + conf_path(node, ACCOUNTING_INCLUDE)]
+
+
+class SlurmConfig(Step):
+    name = "slurm-config"
+
+    def needed(self, node: Node) -> bool:
+        return any(not file_matches(node, p, c, mode, owner) for p, c, mode, owner in rendered_files(node))
+
+    def apply(self, node: Node) -> None:
+        for path, content, mode, owner in rendered_files(node):
+            write_file(node, path, content, mode=mode, owner=owner)
+        for directory in ("/var/log/slurm", "/var/spool/slurmctld" if node.is_controller else None):
+            if directory:
+                ensure_dir(node, directory, mode=0o755, owner=SLURM_USER, group=SLURM_USER)
+        if node.is_compute:
+            ensure_dir(node, "/var/spool/slurmd", mode=0o755)
+
+    def describe(self, node: Node) -> List[str]:
+        return [
+            "write {} ({} nodes, {} partitions)".format(p, len(slurm_nodes(node)), len(partitions(node)))
+            if p.endswith("slurm.conf")
+            else "write " + p
+            for p, c, mode, owner in rendered_files(node)
+            if not file_matches(node, p, c, mode, owner)
+        ]
+
+
+HYPERPOD_CONF_WAIT = RetryPolicy(attempts=60, base_s=2.0, cap_s=10.0, deadline_s=600.0)
+
+
+class HyperPodSlurmConfig(Step):
+    """Waits for the slurm.conf HyperPod writes; never edits it."""
+
+    name = "slurm-config"
+
+    def _ready(self, node: Node) -> bool:
+        text = read_text(node, conf_path(node, "slurm.conf")) or ""
+        return "SlurmctldHost" in text or "ControlMachine" in text
+
+    def needed(self, node: Node) -> bool:
+        return not self._ready(node) and node.is_controller
+
+    def apply(self, node: Node) -> None:
+        def ready() -> None:
+            if not self._ready(node):
+                raise NotReady("HyperPod has not written {} yet".format(conf_path(node, "slurm.conf")))
+
+        try:
+            HYPERPOD_CONF_WAIT.call(ready, what="HyperPod's slurm.conf")
+        except NotReady:
+            raise StepFailed(
+                "HyperPod did not write {} within {} s; the cluster's Slurm configuration may be invalid "
+                "(check the cluster events in the SageMaker console)".format(
+                    conf_path(node, "slurm.conf"), int(HYPERPOD_CONF_WAIT.deadline_s)
+                )
+            ) from None
+
+    def describe(self, node: Node) -> List[str]:
+        return ["wait for HyperPod to write " + conf_path(node, "slurm.conf")]
+
+
+# --- accounting -------------------------------------------------------------------------------------
+
+MARIADB = Daemon(
+    name="mariadbd",
+    unit="mariadb",
+    argv=(
+        "start-stop-daemon",
+        "--start",
+        "--background",
+        "--quiet",
+        "--exec",
+        "/usr/sbin/mariadbd",
+        "--",
+        "--user=mysql",
+        "--datadir=/var/lib/mysql",
+        "--socket=" + DB_SOCKET,
+        "--pid-file=/run/mysqld/mysqld.pid",
+        "--log-error=/var/log/mysql/error.log",
+        "--bind-address=127.0.0.1",
+    ),
+    pid_file="/run/mysqld/mysqld.pid",
+    run_dir=("/run/mysqld", "mysql", 0o755),
+)
+
+
+class LocalDatabase(Step):
+    """MariaDB on the controller with the accounting database and its user; the password is generated on
+    the node, kept in a root-only file and passed to clients on stdin, never on a command line."""
+
+    name = "accounting-database"
+
+    def _initialised(self, node: Node) -> bool:
+        return node.path("/var/lib/mysql/mysql").is_dir()
+
+    def _grant_marker(self) -> str:
+        return STATE_DIR + "/accounting-database.done"
+
+    def needed(self, node: Node) -> bool:
+        return (
+            not self._initialised(node)
+            or not services.is_running(node, MARIADB)
+            or not node.path(DB_PASSWORD_FILE).exists()
+            or not node.path(self._grant_marker()).exists()
+        )
+
+    def apply(self, node: Node) -> None:
+        if not self._initialised(node):
+            ensure_dir(node, "/var/log/mysql", mode=0o750, owner="mysql", group="adm")
+            node.run(["mariadb-install-db", "--user=mysql", "--datadir=/var/lib/mysql", "--skip-test-db"], timeout=300)
+        if not services.is_running(node, MARIADB):
+            services.start(node, MARIADB)
+
+        def ping() -> None:
+            if not node.run(["mariadb-admin", "--socket=" + DB_SOCKET, "ping"], check=False, timeout=30).ok:
+                raise NotReady("MariaDB is not answering yet")
+
+        node.retry.call(ping, what="MariaDB")
+        password = database_password(node)
+        statements = (
+            "CREATE DATABASE IF NOT EXISTS {db};\n"
+            "CREATE USER IF NOT EXISTS '{user}'@'localhost' IDENTIFIED BY '{pw}';\n"
+            "ALTER USER '{user}'@'localhost' IDENTIFIED BY '{pw}';\n"
+            "GRANT ALL ON {db}.* TO '{user}'@'localhost';\n"
+        ).format(db=DB_NAME, user=node.options.accounting.user, pw=password)
+        node.run(["mariadb", "--socket=" + DB_SOCKET], input=statements, timeout=60)
+        write_file(node, self._grant_marker(), "ok\n", mode=0o600)
+
+    def describe(self, node: Node) -> List[str]:
+        return [
+            "initialise MariaDB in /var/lib/mysql",
+            "start MariaDB on 127.0.0.1",
+            "create {} and its user (password generated on the node)".format(DB_NAME),
+        ]
+
+
+def database_password(node: Node) -> str:
+    """The local database's password: generated once, stored root-only on the controller."""
+    target = node.path(DB_PASSWORD_FILE)
+    if target.exists():
+        return target.read_text().strip()
+    ensure_dir(node, STATE_DIR + "/secrets", mode=0o700)
+    password = secrets.token_urlsafe(24)
+    write_file(node, DB_PASSWORD_FILE, password + "\n", mode=0o600)
+    return password
+
+
+def external_password(node: Node) -> str:
+    """Reads the external database's password from Secrets Manager (AWS CLI on the node; the execution
+    role grants read on that one secret). The value never reaches a log."""
+    import json
+
+    arn = node.options.accounting.password_secret_arn or ""
+    region = arn.split(":")[3] if arn.count(":") >= 6 else ""
+    result = node.retry.call(
+        lambda: node.run(
+            [
+                "aws",
+                "secretsmanager",
+                "get-secret-value",
+                "--secret-id",
+                arn,
+                "--region",
+                region,
+                "--query",
+                "SecretString",
+                "--output",
+                "text",
+            ],
+            secret_output=True,
+            timeout=60,
+        ),
+        what="read the accounting database secret",
+        retry_on=(CommandError,),
+    )
+    value = result.stdout.strip()
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return value
+    if isinstance(parsed, dict) and isinstance(parsed.get("password"), str):
+        return str(parsed["password"])
+    raise StepFailed(
+        "secret {} is JSON without a 'password' string; store the password or {{\"password\": ...}}".format(arn)
+    )
+
+
+def slurmdbd_conf(node: Node, password: str) -> str:
+    accounting = node.options.accounting
+    external = accounting.database == "external"
+    return render_slurmdbd_conf(
+        dbd_host=node.hostname,
+        storage_host=(accounting.host or "") if external else "localhost",
+        storage_port=accounting.port,
+        storage_user=accounting.user,
+        storage_pass=password,
+        storage_loc=DB_NAME,
+    )
+
+
+class SlurmdbdConfig(Step):
+    name = "slurmdbd-config"
+
+    def _password(self, node: Node) -> Optional[str]:
+        if node.options.accounting.database == "external":
+            return None
+        target = node.path(DB_PASSWORD_FILE)
+        return target.read_text().strip() if target.exists() else None
+
+    def needed(self, node: Node) -> bool:
+        password = self._password(node)
+        path = conf_path(node, "slurmdbd.conf")
+        if password is None:
+            return not node.path(path).exists()
+        return not file_matches(node, path, slurmdbd_conf(node, password), 0o600, SLURM_USER, SLURM_USER)
+
+    def apply(self, node: Node) -> None:
+        password = self._password(node)
+        if password is None:
+            password = (
+                external_password(node) if node.options.accounting.database == "external" else database_password(node)
+            )
+        write_file(
+            node,
+            conf_path(node, "slurmdbd.conf"),
+            slurmdbd_conf(node, password),
+            mode=0o600,
+            owner=SLURM_USER,
+            group=SLURM_USER,
+        )
+
+    def describe(self, node: Node) -> List[str]:
+        return ["write {} (slurm, 0600; holds the database password)".format(conf_path(node, "slurmdbd.conf"))]
+
+
+class AccountingCluster(Step):
+    """The cluster is registered in slurmdbd before slurmctld starts."""
+
+    name = "accounting-cluster"
+
+    def _registered(self, node: Node) -> Optional[bool]:
+        result = node.run(
+            [node.slurm.command("sacctmgr"), "-n", "-P", "list", "cluster", "format=cluster"], check=False, timeout=30
+        )
+        if not result.ok:
+            return None
+        return slurm_cluster_name(node) in result.stdout.split()
+
+    def needed(self, node: Node) -> bool:
+        return self._registered(node) is not True
+
+    def apply(self, node: Node) -> None:
+        def answering() -> bool:
+            registered = self._registered(node)
+            if registered is None:
+                raise NotReady("slurmdbd is not answering yet")
+            return registered
+
+        if not node.retry.call(answering, what="slurmdbd"):
+            node.run([node.slurm.command("sacctmgr"), "-i", "add", "cluster", slurm_cluster_name(node)], timeout=60)
+
+    def describe(self, node: Node) -> List[str]:
+        return ["sacctmgr add cluster " + slurm_cluster_name(node)]
+
+
+# --- daemons ----------------------------------------------------------------------------------------
+
+
+def slurmctld(node: Node) -> Daemon:
+    return Daemon("slurmctld", "slurmctld", (node.slurm.command("slurmctld", daemon=True),), "/run/slurmctld.pid")
+
+
+def slurmd(node: Node) -> Daemon:
+    argv = [node.slurm.command("slurmd", daemon=True)]
+    if node.platform == "generic":
+        argv += ["-N", node.instance.name]
+    return Daemon("slurmd", "slurmd", tuple(argv), "/run/slurmd.pid")
+
+
+def slurmdbd(node: Node) -> Daemon:
+    return Daemon("slurmdbd", "slurmdbd", (node.slurm.command("slurmdbd", daemon=True),), "/run/slurmdbd.pid")
+
+
+def slurm_config_files(node: Node) -> List[str]:
+    return [conf_path(node, n) for n in ("slurm.conf", "cgroup.conf", "gres.conf")]
+
+
+class SlurmdOptions(Step):
+    """With systemd on the generic platform, slurmd gets its node name through /etc/default/slurmd."""
+
+    name = "slurmd-options"
+
+    def _content(self, node: Node) -> str:
+        return 'SLURMD_OPTIONS="-N {}"\n'.format(node.instance.name)
+
+    def needed(self, node: Node) -> bool:
+        return read_text(node, "/etc/default/slurmd") != self._content(node)
+
+    def apply(self, node: Node) -> None:
+        write_file(node, "/etc/default/slurmd", self._content(node))

@@ -1,0 +1,120 @@
+"""Shared storage: the FSx for Lustre mount (lifecycle-driven mode) and the runtime's directory on it."""
+
+from __future__ import annotations
+
+import socket
+from typing import List, Optional
+
+from training_runtime.errors import StepFailed
+from training_runtime.files import ensure_dir, is_mountpoint, read_text, with_block, write_file
+from training_runtime.node import Node
+from training_runtime.params import API_DRIVEN
+from training_runtime.retry import NotReady
+from training_runtime.run import CommandError
+from training_runtime.steps import Step
+from training_runtime.steps.system import APT_ENV, APT_LOCK
+
+LUSTRE_OPTIONS = "defaults,noatime,flock,_netdev,x-systemd.automount,x-systemd.requires=network-online.target"
+LUSTRE_CLIENT_PACKAGE = "lustre-client-modules-aws"
+
+
+def fstab_line(dns_name: str, mount_name: str, mount_path: str) -> str:
+    return "{}@tcp:/{} {} lustre {} 0 0".format(dns_name, mount_name, mount_path, LUSTRE_OPTIONS)
+
+
+class LustreMount(Step):
+    """Mounts FSx for Lustre at the configured path, with an fstab entry so it comes back after a reboot."""
+
+    name = "fsx-mount"
+
+    def _fstab(self, node: Node) -> str:
+        params = node.params
+        assert params.fsx_dns_name and params.fsx_mountname
+        line = fstab_line(params.fsx_dns_name, params.fsx_mountname, params.fsx_mount_path)
+        return with_block(read_text(node, "/etc/fstab") or "", "fsx", line)
+
+    def _client_missing(self, node: Node) -> bool:
+        return node.which("mount.lustre") is None
+
+    def needed(self, node: Node) -> bool:
+        return (
+            self._client_missing(node)
+            or read_text(node, "/etc/fstab") != self._fstab(node)
+            or not is_mountpoint(node, node.params.fsx_mount_path)
+        )
+
+    def apply(self, node: Node) -> None:
+        path = node.params.fsx_mount_path
+        if self._client_missing(node):
+            node.retry.call(
+                lambda: node.run(
+                    ["apt-get", *APT_LOCK, "install", "-y", LUSTRE_CLIENT_PACKAGE], env=APT_ENV, timeout=1200
+                ),
+                what="install the Lustre client",
+                retry_on=(CommandError,),
+            )
+        write_file(node, "/etc/fstab", self._fstab(node), mode=0o644)
+        node.path(path).mkdir(parents=True, exist_ok=True)
+        if not is_mountpoint(node, path):
+            node.retry.call(
+                lambda: node.run(["mount", path], timeout=120), what="mount " + path, retry_on=(CommandError,)
+            )
+
+    def describe(self, node: Node) -> List[str]:
+        actions = []
+        if self._client_missing(node):
+            actions.append("apt-get install " + LUSTRE_CLIENT_PACKAGE)
+        actions.append(
+            "fstab: "
+            + fstab_line(node.params.fsx_dns_name or "", node.params.fsx_mountname or "", node.params.fsx_mount_path)
+        )
+        actions.append("mount " + node.params.fsx_mount_path)
+        return actions
+
+
+class SharedStorage(Step):
+    """The shared file system is mounted and writable, and holds the runtime's cluster-wide directory.
+
+    In API-driven mode HyperPod mounts FSx itself before our script runs; this step only waits for that
+    mount and never touches it.
+    """
+
+    name = "shared-storage"
+
+    def _probe_problem(self, node: Node) -> Optional[str]:
+        path = node.params.fsx_mount_path
+        if node.params.fsx_dns_name and not is_mountpoint(node, path):
+            return "{} is not mounted".format(path)
+        if not node.path(path).is_dir():
+            return "{} does not exist".format(path)
+        probe = node.path("{}/.write-check-{}".format(path, socket.gethostname()))
+        try:
+            probe.write_text("ok")
+            probe.unlink()
+        except OSError as error:
+            return "{} is not writable: {}".format(path, error.strerror)
+        return None
+
+    def needed(self, node: Node) -> bool:
+        shared = node.path(node.shared_dir)
+        return not shared.is_dir() or (shared.stat().st_mode & 0o7777) != 0o755
+
+    def apply(self, node: Node) -> None:
+        def ready() -> None:
+            problem = self._probe_problem(node)
+            if problem:
+                raise NotReady(problem)
+
+        try:
+            node.retry.call(ready, what="shared storage at " + node.params.fsx_mount_path)
+        except NotReady as error:
+            hint = (
+                "HyperPod mounts FSx before OnInitComplete; check the cluster's InstanceStorageConfigs"
+                if node.params.mode == API_DRIVEN
+                else "check the fsx-mount step's log and the file system's security group"
+            )
+            raise StepFailed("shared storage is not usable: {}. {}".format(error, hint)) from None
+        ensure_dir(node, node.shared_dir, mode=0o755)
+
+    def describe(self, node: Node) -> List[str]:
+        return ["check {} is writable; create {}".format(node.params.fsx_mount_path, node.shared_dir)]

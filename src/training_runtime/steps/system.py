@@ -1,0 +1,72 @@
+"""Node basics on the generic platform: cluster names in /etc/hosts and the distro packages."""
+
+from __future__ import annotations
+
+from typing import List
+
+from training_runtime.errors import StepFailed
+from training_runtime.files import read_text, with_block, write_file
+from training_runtime.node import Node
+from training_runtime.run import CommandError
+from training_runtime.steps import Step
+
+APT_ENV = {"DEBIAN_FRONTEND": "noninteractive"}
+APT_LOCK = ["-o", "DPkg::Lock::Timeout=300"]
+
+
+class ClusterHosts(Step):
+    """Every instance's name resolves to its address (torchrun rendezvous and Slurm use the names)."""
+
+    name = "hosts"
+
+    def _wanted(self, node: Node) -> str:
+        current = read_text(node, "/etc/hosts") or "127.0.0.1 localhost\n"
+        lines = ["{} {}".format(i.address, i.name) for i in node.resources.all_instances()]
+        return with_block(current, "cluster", "\n".join(lines))
+
+    def needed(self, node: Node) -> bool:
+        return read_text(node, "/etc/hosts") != self._wanted(node)
+
+    def apply(self, node: Node) -> None:
+        write_file(node, "/etc/hosts", self._wanted(node), mode=0o644)
+
+    def describe(self, node: Node) -> List[str]:
+        return ["add {} cluster names to /etc/hosts".format(len(node.resources.all_instances()))]
+
+
+def installed(node: Node, package: str) -> bool:
+    result = node.run(["dpkg-query", "-W", "-f=${Status}", package], check=False, timeout=60)
+    return result.ok and result.stdout.strip().endswith("install ok installed")
+
+
+class Packages(Step):
+    """Distro packages this node's role needs, installed only when missing (no upgrades at boot)."""
+
+    def __init__(self, packages: List[str], purpose: str) -> None:
+        self.packages = list(packages)
+        self.name = "packages:" + purpose
+
+    def missing(self, node: Node) -> List[str]:
+        return [p for p in self.packages if not installed(node, p)]
+
+    def needed(self, node: Node) -> bool:
+        return bool(self.missing(node))
+
+    def apply(self, node: Node) -> None:
+        missing = self.missing(node)
+        if node.which("apt-get") is None:
+            raise StepFailed(
+                "packages {} are missing and this node has no apt-get; the generic platform supports Debian "
+                "and Ubuntu. Fix: use a Debian or Ubuntu image, or preinstall the packages".format(", ".join(missing))
+            )
+
+        def install() -> None:
+            node.run(["apt-get", *APT_LOCK, "update"], env=APT_ENV, timeout=600)
+            node.run(
+                ["apt-get", *APT_LOCK, "install", "-y", "--no-install-recommends", *missing], env=APT_ENV, timeout=1800
+            )
+
+        node.retry.call(install, what="apt-get install " + " ".join(missing), retry_on=(CommandError,))
+
+    def describe(self, node: Node) -> List[str]:
+        return ["apt-get install " + " ".join(self.missing(node))]

@@ -1,0 +1,121 @@
+"""Fakes for the node runtime's unit tests: a recording runner and a node on a fake root."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from training_runtime.node import Node
+from training_runtime.params import GroupSpec, ProvisioningParameters
+from training_runtime.resources import ResourceConfig
+from training_runtime.retry import RetryPolicy
+from training_runtime.run import CommandError, Result, Runner
+
+Responder = Callable[[list[str]], Result | None]
+
+
+class RecordingRunner(Runner):
+    """Records every command instead of running it.
+
+    ``respond`` maps an argv prefix (a tuple of leading words) to a return code and stdout; commands with
+    no matching prefix succeed with empty output. The longest matching prefix wins.
+    """
+
+    def __init__(self, respond: Mapping[tuple[str, ...], tuple[int, str]] | None = None) -> None:
+        self.commands: list[list[str]] = []
+        self.respond = dict(respond or {})
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float = 300.0,
+        check: bool = True,
+        env: Any = None,
+        input: str | None = None,
+        secret_output: bool = False,
+    ) -> Result:
+        argv = list(argv)
+        self.commands.append(argv)
+        matches = [p for p in self.respond if tuple(argv[: len(p)]) == p]
+        code, out = self.respond[max(matches, key=len)] if matches else (0, "")
+        result = Result(argv, code, out, "")
+        if check and code != 0:
+            raise CommandError(argv, code, out)
+        return result
+
+    def ran(self, *prefix: str) -> list[list[str]]:
+        """The recorded commands that start with ``prefix``."""
+        return [c for c in self.commands if tuple(c[: len(prefix)]) == prefix]
+
+
+CLUSTER_GROUPS = (
+    GroupSpec("controller", "controller", "ml.m5.xlarge"),
+    GroupSpec("login", "login", "ml.m5.large"),
+    GroupSpec("workers", "compute", "ml.trn1.32xlarge", "trn"),
+)
+
+
+def resource_config(groups: Mapping[str, Sequence[tuple[str, str]]]) -> dict[str, Any]:
+    """HyperPod's resource_config.json shape: group name -> [(InstanceName, CustomerIpAddress)]."""
+    return {
+        "ClusterConfig": {"ClusterName": "test", "ClusterArn": "arn:aws:sagemaker:us-east-1:111122223333:cluster/x"},
+        "InstanceGroups": [
+            {"Name": name, "Instances": [{"InstanceName": n, "CustomerIpAddress": ip} for n, ip in instances]}
+            for name, instances in groups.items()
+        ],
+    }
+
+
+DEFAULT_INSTANCES = {
+    "controller": [("controller-1", "10.1.0.10")],
+    "login": [("login-1", "10.1.0.5")],
+    "workers": [("workers-1", "10.1.0.11"), ("workers-2", "10.1.0.12")],
+}
+
+
+def fake_node(
+    root: Path,
+    *,
+    instance: str = "workers-1",
+    options: Mapping[str, Any] | None = None,
+    groups: Sequence[GroupSpec] = CLUSTER_GROUPS,
+    instances: Mapping[str, Sequence[tuple[str, str]]] = DEFAULT_INSTANCES,
+    fsx: bool = True,
+    mode: str = "lifecycle-driven",
+    runner: RecordingRunner | None = None,
+) -> Node:
+    """A node of a small cluster whose root is the directory ``root`` (created if needed)."""
+    root.mkdir(parents=True, exist_ok=True)
+    params = ProvisioningParameters(
+        cluster_name="test",
+        mode=mode,
+        groups=tuple(groups),
+        fsx_dns_name="fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com" if fsx else None,
+        fsx_mountname="abcdefgh" if fsx else None,
+        options=dict(options or {}),
+    )
+    resources = ResourceConfig.from_json(json.loads(json.dumps(resource_config(instances))))
+    me = next(i for i in resources.all_instances() if i.name == instance)
+    group = params.group(me.group)
+    assert group is not None
+    return Node(
+        params=params,
+        resources=resources,
+        group=group,
+        instance=me,
+        assets_dir=root / "assets",
+        root=root,
+        runner=runner or RecordingRunner(),
+        retry=RetryPolicy(attempts=2, base_s=0.0, cap_s=0.0, deadline_s=1.0),
+    )
+
+
+def touch(root: Path, path: str, content: str = "") -> Path:
+    """Create ``path`` (absolute, on the node) under ``root`` with ``content``."""
+    target = root / path.lstrip("/")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(content)
+    return target

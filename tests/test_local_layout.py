@@ -1,0 +1,202 @@
+"""The local cluster's layout: which nodes, their names and addresses, and what HyperPod would give them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hyperpod_cdk.config import ClusterConfig, load_config, parse_config
+from hyperpod_cdk.local.layout import (
+    EMULATION_SLURM_OPTIONS,
+    LayoutError,
+    LocalLayout,
+    cluster_arn,
+    host_hardware,
+    hosts_file,
+    local_options,
+    parameters,
+    plan_layout,
+    resource_config,
+)
+from training_runtime.options import parse_options
+from training_runtime.params import ProvisioningParameters
+from training_runtime.resources import ResourceConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def config(*groups: dict[str, Any], **top: Any) -> ClusterConfig:
+    data: dict[str, Any] = {
+        "cluster_name": "lab",
+        "storage": None,
+        "instance_groups": [{"name": "controller", "role": "controller", "instance_type": "ml.m5.xlarge", "count": 1}],
+    }
+    data["instance_groups"] += list(groups)
+    data.update(top)
+    return parse_config(data)
+
+
+def compute(name: str, count: int, instance_type: str = "ml.c5.4xlarge", **extra: Any) -> dict[str, Any]:
+    return {"name": name, "role": "compute", "instance_type": instance_type, "count": count, **extra}
+
+
+LOGIN = {"name": "login", "role": "login", "instance_type": "ml.m5.large", "count": 3}
+
+
+def test_controller_login_and_capped_workers_in_config_order() -> None:
+    layout = plan_layout(config(LOGIN, compute("gpu", 8, "ml.p5.48xlarge"), compute("cpu", 1)))
+    assert [(n.name, n.role, n.ip) for n in layout.nodes] == [
+        ("controller-1", "controller", "10.250.0.10"),
+        ("login-1", "login", "10.250.0.11"),
+        ("gpu-1", "compute", "10.250.0.12"),
+        ("gpu-2", "compute", "10.250.0.13"),
+        ("cpu-1", "compute", "10.250.0.14"),
+    ]
+    assert layout.controller.name == "controller-1"
+    assert layout.login is not None and layout.login.name == "login-1"
+    assert [n.name for n in layout.workers] == ["gpu-1", "gpu-2", "cpu-1"]
+    assert layout.node("gpu-2").instance_type == "ml.p5.48xlarge"
+    assert layout.capped() == {"login": (3, 1), "gpu": (8, 2)}
+
+
+def test_workers_are_capped_in_total_later_groups_get_fewer() -> None:
+    groups = [compute(f"g{i}", 5) for i in range(1, 5)]
+    layout = plan_layout(config(*groups))
+    assert [n.name for n in layout.workers] == ["g1-1", "g1-2", "g2-1", "g2-2"]
+    assert layout.capped() == {"g1": (5, 2), "g2": (5, 2), "g3": (5, 0), "g4": (5, 0)}
+    wide = plan_layout(config(*groups), max_per_group=3, max_workers=7)
+    assert [n.name for n in wide.workers] == ["g1-1", "g1-2", "g1-3", "g2-1", "g2-2", "g2-3", "g3-1"]
+
+
+def test_no_login_group_means_no_login_node_and_empty_groups_have_no_nodes() -> None:
+    layout = plan_layout(config(compute("spare", 0), compute("cpu", 1)))
+    assert layout.login is None
+    assert [n.name for n in layout.nodes] == ["controller-1", "cpu-1"]
+    assert layout.capped() == {}
+
+
+def test_subnet_is_configurable_and_checked() -> None:
+    layout = plan_layout(config(compute("cpu", 2)), subnet="192.168.7.0/24")
+    assert [n.ip for n in layout.nodes] == ["192.168.7.10", "192.168.7.11", "192.168.7.12"]
+    assert layout.prefixlen == 24
+    with pytest.raises(LayoutError, match="subnet: 10.0.0.0/29 has 6 host addresses"):
+        plan_layout(config(compute("cpu", 2)), subnet="10.0.0.0/29")
+    with pytest.raises(LayoutError, match="expected an IPv4 network"):
+        plan_layout(config(compute("cpu", 2)), subnet="10.0.0.1/24")
+    with pytest.raises(LayoutError, match="private range"):
+        plan_layout(config(compute("cpu", 2)), subnet="8.8.8.0/24")
+
+
+def test_caps_must_be_positive_and_every_problem_is_listed() -> None:
+    with pytest.raises(LayoutError) as error:
+        plan_layout(config(compute("cpu", 2)), max_per_group=0, max_workers=0)
+    assert len(error.value.problems) == 2
+
+
+def test_node_names_must_be_valid_hostnames() -> None:
+    long = "g" * 62
+    with pytest.raises(LayoutError, match="not a valid hostname"):
+        plan_layout(config(compute(long, 1)))
+    assert plan_layout(config(compute("g" * 61, 1))).workers[0].name == "g" * 61 + "-1"
+
+
+def test_unknown_node_is_named_with_the_known_ones() -> None:
+    with pytest.raises(LayoutError, match="no such node; this cluster has controller-1, cpu-1"):
+        plan_layout(config(compute("cpu", 1))).node("cpu-9")
+
+
+def test_layout_round_trips_through_json() -> None:
+    layout = plan_layout(config(LOGIN, compute("cpu", 2, partition="batch")))
+    assert LocalLayout.from_json(json.loads(json.dumps(layout.to_json()))) == layout
+
+
+def test_resource_config_has_hyperpods_shape_and_keeps_empty_and_capped_groups() -> None:
+    layout = plan_layout(config(compute("gpu", 3, "ml.p5.48xlarge"), compute("spare", 0)), max_workers=1)
+    data = resource_config(layout)
+    assert data["ClusterConfig"] == {"ClusterArn": cluster_arn("lab"), "ClusterName": "lab"}
+    assert data["ClusterConfig"]["ClusterArn"].startswith("arn:aws:sagemaker:local:000000000000:cluster/")
+    groups = {g["Name"]: g for g in data["InstanceGroups"]}
+    assert list(groups) == ["controller", "gpu", "spare"]
+    assert groups["gpu"]["InstanceType"] == "ml.p5.48xlarge"
+    (instance,) = groups["gpu"]["Instances"]
+    assert instance["InstanceName"] == "gpu-1"
+    assert instance["CustomerIpAddress"] == instance["AgentIpAddress"] == "10.250.0.11"
+    assert instance["InstanceId"].startswith("i-") and len(instance["InstanceId"]) == 19
+    assert groups["spare"]["Instances"] == []
+    # The runtime reads it as it reads HyperPod's file.
+    parsed = ResourceConfig.from_json(data)
+    assert parsed.cluster_name == "lab"
+    assert [i.name for i in parsed.all_instances()] == ["controller-1", "gpu-1"]
+    assert parsed.find(["10.250.0.11"]) is not None
+
+
+def test_parameters_use_the_constructs_group_specs_without_lustre() -> None:
+    cfg = config(LOGIN, compute("cpu", 2, partition="batch"), fsx_mount_path="/shared")
+    params = parameters(cfg, cpus=2)
+    assert params.groups == tuple(g.spec() for g in cfg.instance_groups)
+    assert params.fsx_dns_name is None and params.fsx_mountname is None
+    assert params.fsx_mount_path == "/shared"
+    assert params.cluster_name == "lab" and params.mode == "api-driven"
+    assert "fsx_dns_name" not in params.to_json()
+    assert ProvisioningParameters.loads(params.dumps()) == params
+
+
+def test_runtime_options_merge_emulation_values_over_the_config() -> None:
+    runtime = {
+        "slurm": {"slurmd_timeout": 300, "requeue": False},
+        "node_hardware": {"ml.other.xlarge": {"cpus": 96}, "ml.c5.4xlarge": {"cpus": 16}},
+        "accounting": {"enabled": True},
+        "install_accelerator_software": True,
+    }
+    cfg = config(compute("cpu", 2), compute("gpu", 1, "ml.p5.48xlarge"), runtime=runtime)
+    options = parameters(cfg, cpus=3).options
+    assert options["slurm"] == {"requeue": False, **EMULATION_SLURM_OPTIONS}
+    assert options["slurm"]["cred_expire"] >= 70
+    machine = {"cpus": 3, "sockets": 1, "cores_per_socket": 3, "threads_per_core": 1, "memory_mib": 2000}
+    assert options["node_hardware"] == {
+        "ml.other.xlarge": {"cpus": 96},
+        "ml.c5.4xlarge": machine,
+        "ml.m5.xlarge": machine,
+        "ml.p5.48xlarge": machine,
+    }
+    assert options["accounting"] == {"enabled": True}
+    assert options["install_accelerator_software"] is False
+    assert cfg.runtime["slurm"]["slurmd_timeout"] == 300, "the config itself is not changed"
+    parsed = parse_options(options)
+    assert parsed.slurm.slurmd_timeout == 10 and parsed.slurm.requeue is False
+
+
+def test_local_options_without_a_runtime_section() -> None:
+    options = local_options({}, ["ml.m5.xlarge"], cpus=2)
+    assert options == {
+        "slurm": EMULATION_SLURM_OPTIONS,
+        "node_hardware": {"ml.m5.xlarge": host_hardware(2)},
+        "install_accelerator_software": False,
+    }
+    assert host_hardware()["cpus"] >= 1
+
+
+def test_invalid_runtime_options_are_reported() -> None:
+    data = config(compute("cpu", 1)).model_dump()
+    data["runtime"] = {"slurm": {"bogus": 1}}
+    cfg = ClusterConfig.model_validate(data)  # the config's own check would refuse it first
+    with pytest.raises(LayoutError, match="runtime.slurm.bogus: unknown option"):
+        parameters(cfg)
+
+
+def test_hosts_file_resolves_instance_names_and_vpc_style_names() -> None:
+    text = hosts_file(plan_layout(config(compute("cpu", 1))))
+    assert "10.250.0.11\tcpu-1 ip-10-250-0-11\n" in text
+    assert text.startswith("127.0.0.1\tlocalhost\n")
+
+
+@pytest.mark.parametrize("example", sorted(ROOT.glob("examples/*.yaml")), ids=lambda p: p.name)
+def test_every_example_has_a_local_layout(example: Path) -> None:
+    cfg = load_config(example)
+    layout = plan_layout(cfg)
+    assert 2 <= len(layout.nodes) <= 6
+    assert len(layout.workers) <= 4
+    assert parameters(cfg).options["install_accelerator_software"] is False

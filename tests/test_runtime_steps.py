@@ -1,0 +1,394 @@
+"""The node runtime's steps, planned and applied against a fake root with a recording runner."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+import pytest
+
+from runtime_fakes import RecordingRunner, fake_node, touch
+from training_runtime.errors import StepFailed
+from training_runtime.files import with_block
+from training_runtime.plan import DONE_MARKER, STATE_FILE, StepError, apply_plan
+from training_runtime.steps import Step
+from training_runtime.steps.catalog import steps_for
+from training_runtime.steps.munge import NODE_KEY, MungeKey, shared_key
+from training_runtime.steps.slurm import (
+    DB_PASSWORD_FILE,
+    AccountingCluster,
+    LocalDatabase,
+    SlurmConfig,
+    SlurmdbdConfig,
+    conf_path,
+)
+from training_runtime.steps.storage import LustreMount, SharedStorage, fstab_line
+from training_runtime.steps.system import ClusterHosts, Packages
+from training_runtime.steps.users import SSH_CLIENT_CONFIG, SUDOERS, SshBetweenNodes, Users
+from training_runtime.users import User
+
+INSTALLED = (0, "install ok installed")
+ACCOUNTING = {"accounting": {"enabled": True}}
+
+
+def names(steps: list[Step]) -> list[str]:
+    return [s.name for s in steps]
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+# --- managed blocks -----------------------------------------------------------------------------
+
+
+def test_managed_block_is_replaced_in_place_and_other_lines_are_kept() -> None:
+    first = with_block("127.0.0.1 localhost\n", "cluster", "10.0.0.1 a")
+    second = with_block(first + "10.9.9.9 mine\n", "cluster", "10.0.0.2 b")
+    assert second.splitlines() == [
+        "127.0.0.1 localhost",
+        "# BEGIN hyperpod-cdk cluster",
+        "10.0.0.2 b",
+        "# END hyperpod-cdk cluster",
+        "10.9.9.9 mine",
+    ]
+    assert with_block(second, "cluster", "10.0.0.2 b") == second
+
+
+# --- system ------------------------------------------------------------------------------------
+
+
+def test_hosts_lists_every_instance_once_and_keeps_the_rest(tmp_path: Path) -> None:
+    node = fake_node(tmp_path)
+    touch(tmp_path, "/etc/hosts", "127.0.0.1 localhost\n192.0.2.9 printer\n")
+    step = ClusterHosts()
+    assert step.needed(node)
+    step.apply(node)
+    hosts = (tmp_path / "etc/hosts").read_text()
+    assert "10.1.0.11 workers-1" in hosts and "10.1.0.10 controller-1" in hosts and "192.0.2.9 printer" in hosts
+    assert not step.needed(node)
+
+
+def test_packages_installs_only_what_is_missing(tmp_path: Path) -> None:
+    runner = RecordingRunner({("dpkg-query", "-W", "-f=${Status}", "munge"): INSTALLED})
+    node = fake_node(tmp_path, runner=runner)
+    touch(tmp_path, "/usr/bin/apt-get").chmod(0o755)
+    step = Packages(["munge", "slurmd"], "slurm")
+    assert step.missing(node) == ["slurmd"]
+    step.apply(node)
+    install = runner.ran("apt-get", "-o", "DPkg::Lock::Timeout=300", "install")
+    assert install == [
+        ["apt-get", "-o", "DPkg::Lock::Timeout=300", "install", "-y", "--no-install-recommends", "slurmd"]
+    ]
+
+
+def test_packages_without_apt_fail_with_a_fix(tmp_path: Path) -> None:
+    node = fake_node(tmp_path, runner=RecordingRunner({("dpkg-query",): (1, "")}))
+    with pytest.raises(StepFailed, match="Debian and Ubuntu"):
+        Packages(["munge"], "slurm").apply(node)
+
+
+def test_role_packages(tmp_path: Path) -> None:
+    from training_runtime.steps.catalog import packages_for
+
+    assert packages_for(fake_node(tmp_path / "c", instance="controller-1", options=ACCOUNTING)) == [
+        "munge",
+        "slurm-client",
+        "slurmctld",
+        "slurmdbd",
+        "mariadb-server",
+        "mariadb-client",
+    ]
+    assert packages_for(fake_node(tmp_path / "w")) == ["munge", "slurm-client", "slurmd"]
+    assert packages_for(fake_node(tmp_path / "l", instance="login-1")) == ["munge", "slurm-client"]
+
+
+# --- storage -----------------------------------------------------------------------------------
+
+
+def mounted(root: Path, path: str) -> None:
+    touch(root, "/proc/self/mountinfo", f"36 35 98:0 / {path} rw,noatime - lustre 10.1.0.99@tcp:/abcdefgh rw\n")
+
+
+def test_lustre_mount_plans_client_fstab_and_mount(tmp_path: Path) -> None:
+    runner = RecordingRunner()
+    node = fake_node(tmp_path, runner=runner)
+    touch(tmp_path, "/etc/fstab", "UUID=x / ext4 defaults 0 1\n")
+    step = LustreMount()
+    assert step.needed(node)
+    assert step.describe(node)[0] == "apt-get install lustre-client-modules-aws"
+    step.apply(node)
+    assert runner.ran("mount") == [["mount", "/fsx"]]
+    fstab = (tmp_path / "etc/fstab").read_text()
+    line = fstab_line("fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", "abcdefgh", "/fsx")
+    assert line in fstab and "_netdev" in line and fstab.startswith("UUID=x / ext4")
+    touch(tmp_path, "/sbin/mount.lustre").chmod(0o755)
+    mounted(tmp_path, "/fsx")
+    assert not step.needed(node)
+
+
+def test_api_driven_mode_never_mounts_fsx_itself(tmp_path: Path) -> None:
+    node = fake_node(tmp_path, mode="api-driven")
+    assert "fsx-mount" not in names(steps_for(node))
+    assert "fsx-mount" in names(steps_for(fake_node(tmp_path / "l")))
+
+
+def test_shared_storage_creates_the_runtime_directory(tmp_path: Path) -> None:
+    node = fake_node(tmp_path, fsx=False)
+    (tmp_path / "fsx").mkdir()
+    step = SharedStorage()
+    step.apply(node)
+    assert mode(tmp_path / "fsx/.hyperpod-cdk") == 0o755
+    assert not step.needed(node)
+
+
+def test_unmounted_fsx_fails_with_the_reason(tmp_path: Path) -> None:
+    node = fake_node(tmp_path, mode="api-driven")
+    (tmp_path / "fsx").mkdir()
+    with pytest.raises(StepFailed, match=r"/fsx is not mounted.*InstanceStorageConfigs"):
+        SharedStorage().apply(node)
+
+
+# --- munge -------------------------------------------------------------------------------------
+
+
+def test_controller_creates_one_root_only_key_that_every_node_copies(tmp_path: Path, capsys) -> None:
+    controller = fake_node(tmp_path, instance="controller-1")
+    worker = fake_node(tmp_path, instance="workers-1")
+    (tmp_path / "fsx").mkdir()
+    step = MungeKey()
+    step.apply(controller)
+    key = tmp_path / shared_key(controller).lstrip("/")
+    assert len(key.read_bytes()) == 1024
+    assert mode(key) == 0o400 and mode(key.parent) == 0o700
+    assert (tmp_path / NODE_KEY.lstrip("/")).read_bytes() == key.read_bytes()
+    assert mode(tmp_path / NODE_KEY.lstrip("/")) == 0o400
+    before = key.read_bytes()
+    step.apply(worker)  # same root: the worker reuses the key, never makes another
+    assert key.read_bytes() == before and not step.needed(worker)
+    assert before.hex() not in capsys.readouterr().out
+
+
+def test_worker_without_published_key_fails_clearly(tmp_path: Path) -> None:
+    worker = fake_node(tmp_path)
+    (tmp_path / "fsx").mkdir()
+    with pytest.raises(StepFailed, match="controller creates it"):
+        MungeKey().apply(worker)
+    assert not (tmp_path / NODE_KEY.lstrip("/")).exists()
+
+
+# --- users -------------------------------------------------------------------------------------
+
+ALICE = User("alice", 2001, 2001, sudo=True, ssh_public_keys=("ssh-ed25519 AAAAC3Nza alice@laptop",))
+
+
+def test_users_get_fixed_ids_and_shared_homes(tmp_path: Path) -> None:
+    runner = RecordingRunner()
+    node = fake_node(tmp_path, runner=runner)
+    touch(tmp_path, "/etc/passwd", "root:x:0:0:root:/root:/bin/bash\n")
+    touch(tmp_path, "/etc/group", "root:x:0:\n")
+    step = Users([ALICE])
+    step.apply(node)
+    assert runner.ran("groupadd") == [["groupadd", "--gid", "2001", "alice"]]
+    assert runner.ran("useradd") == [
+        [
+            "useradd",
+            "--uid",
+            "2001",
+            "--gid",
+            "2001",
+            "--home-dir",
+            "/fsx/home/alice",
+            "--no-create-home",
+            "--shell",
+            "/bin/bash",
+            "alice",
+        ]
+    ]
+    assert (tmp_path / "fsx/home/alice").is_dir()
+    assert "alice ALL=(ALL) NOPASSWD:ALL" in (tmp_path / SUDOERS.lstrip("/")).read_text()
+    touch(tmp_path, "/etc/passwd", "alice:x:2001:2001::/fsx/home/alice:/bin/bash\n")
+    assert not step.needed(node)
+
+
+def test_users_never_renumber_an_existing_account(tmp_path: Path) -> None:
+    node = fake_node(tmp_path)
+    touch(tmp_path, "/etc/passwd", "alice:x:1500:1500::/home/alice:/bin/bash\nbob:x:2001:2001::/x:/bin/sh\n")
+    touch(tmp_path, "/etc/group", "")
+    with pytest.raises(StepFailed, match=r"uid 2001 of alice is taken by bob.*never renumbers"):
+        Users([ALICE]).apply(node)
+
+
+def test_ssh_keys_are_made_once_and_authorised(tmp_path: Path) -> None:
+    runner = RecordingRunner()
+    node = fake_node(tmp_path, runner=runner)
+    step = SshBetweenNodes([ALICE])
+    step.apply(node)
+    keygen = runner.ran("runuser", "-u", "alice", "--", "ssh-keygen")
+    assert len(keygen) == 1 and keygen[0][-1] == "/fsx/home/alice/.ssh/id_ed25519"
+    assert "workers-2" in (tmp_path / SSH_CLIENT_CONFIG.lstrip("/")).read_text()
+    # The recording runner made no key; pretend ssh-keygen did, then authorised_keys follows.
+    touch(tmp_path, "/fsx/home/alice/.ssh/id_ed25519", "private")
+    touch(tmp_path, "/fsx/home/alice/.ssh/id_ed25519.pub", "ssh-ed25519 AAAAgenerated alice@test\n")
+    step.apply(node)
+    assert len(runner.ran("runuser", "-u", "alice", "--", "ssh-keygen")) == 1
+    authorized = (tmp_path / "fsx/home/alice/.ssh/authorized_keys").read_text()
+    assert "AAAAgenerated" in authorized and "alice@laptop" in authorized
+    assert not step.needed(node)
+
+
+# --- slurm -------------------------------------------------------------------------------------
+
+
+def test_every_node_renders_the_same_slurm_conf(tmp_path: Path) -> None:
+    confs = []
+    for instance in ("controller-1", "workers-2", "login-1"):
+        node = fake_node(tmp_path / instance, instance=instance)
+        SlurmConfig().apply(node)
+        assert not SlurmConfig().needed(node)
+        confs.append((tmp_path / instance / "etc/slurm/slurm.conf").read_text())
+    assert confs[0] == confs[1] == confs[2]
+    text = confs[0]
+    assert "SlurmctldHost=controller-1(10.1.0.10)" in text
+    assert "NodeName=workers-1 NodeAddr=10.1.0.11" in text and "PartitionName=trn" in text
+    assert "login-1" not in text.split("SlurmctldHost")[1]
+
+
+def test_slurm_conf_follows_the_resource_config(tmp_path: Path) -> None:
+    node = fake_node(tmp_path)
+    SlurmConfig().apply(node)
+    grown = fake_node(
+        tmp_path,
+        instances={
+            "controller": [("controller-1", "10.1.0.10")],
+            "login": [],
+            "workers": [("workers-1", "10.1.0.11"), ("workers-2", "10.1.0.12"), ("workers-3", "10.1.0.13")],
+        },
+    )
+    assert SlurmConfig().needed(grown)
+    SlurmConfig().apply(grown)
+    assert "NodeName=workers-3 NodeAddr=10.1.0.13" in (tmp_path / "etc/slurm/slurm.conf").read_text()
+
+
+def test_no_compute_instances_is_a_clear_failure(tmp_path: Path) -> None:
+    node = fake_node(tmp_path, instance="controller-1", instances={"controller": [("controller-1", "10.1.0.10")]})
+    with pytest.raises(StepFailed, match="no compute group has instances"):
+        SlurmConfig().needed(node)
+
+
+def test_local_accounting_database_password_never_on_a_command_line(tmp_path: Path) -> None:
+    runner = RecordingRunner()
+    node = fake_node(tmp_path, instance="controller-1", options=ACCOUNTING, runner=runner)
+    LocalDatabase().apply(node)
+    password = (tmp_path / DB_PASSWORD_FILE.lstrip("/")).read_text().strip()
+    assert len(password) >= 24 and mode(tmp_path / DB_PASSWORD_FILE.lstrip("/")) == 0o600
+    assert runner.ran("mariadb-install-db")
+    assert all(password not in " ".join(c) for c in runner.commands)
+    SlurmdbdConfig().apply(node)
+    dbd = tmp_path / conf_path(node, "slurmdbd.conf").lstrip("/")
+    assert f"StoragePass={password}" in dbd.read_text() and mode(dbd) == 0o600
+    assert not SlurmdbdConfig().needed(node)
+
+
+def test_external_database_password_comes_from_secrets_manager(tmp_path: Path) -> None:
+    arn = "arn:aws:secretsmanager:eu-west-1:111122223333:secret:slurmdb-AbCdEf"
+    runner = RecordingRunner({("aws", "secretsmanager"): (0, json.dumps({"password": "s3cr3t-value"}))})
+    options = {
+        "accounting": {"enabled": True, "database": "external", "host": "db.example", "password_secret_arn": arn}
+    }
+    node = fake_node(tmp_path, instance="controller-1", options=options, runner=runner)
+    assert "accounting-database" not in names(steps_for(node))
+    SlurmdbdConfig().apply(node)
+    [call] = runner.ran("aws", "secretsmanager")
+    assert call[call.index("--secret-id") + 1] == arn and call[call.index("--region") + 1] == "eu-west-1"
+    text = (tmp_path / "etc/slurm/slurmdbd.conf").read_text()
+    assert "StorageHost=db.example" in text and "StoragePass=s3cr3t-value" in text
+
+
+def test_cluster_is_registered_in_accounting_once(tmp_path: Path) -> None:
+    runner = RecordingRunner({("sacctmgr", "-n", "-P", "list"): (0, "othercluster\n")})
+    node = fake_node(tmp_path, instance="controller-1", options=ACCOUNTING, runner=runner)
+    AccountingCluster().apply(node)
+    assert runner.ran("sacctmgr", "-i", "add", "cluster") == [["sacctmgr", "-i", "add", "cluster", "test"]]
+    registered = fake_node(
+        tmp_path,
+        instance="controller-1",
+        options=ACCOUNTING,
+        runner=RecordingRunner({("sacctmgr", "-n", "-P", "list"): (0, "test\n")}),
+    )
+    assert not AccountingCluster().needed(registered)
+
+
+# --- plans per role and platform -------------------------------------------------------------
+
+
+def test_generic_plans_by_role(tmp_path: Path) -> None:
+    controller = names(steps_for(fake_node(tmp_path / "c", instance="controller-1", options=ACCOUNTING)))
+    assert (
+        controller.index("daemon:slurmdbd")
+        < controller.index("accounting-cluster")
+        < controller.index("daemon:slurmctld")
+    )
+    assert controller.index("munge-key") < controller.index("daemon:munge") < controller.index("daemon:slurmdbd")
+    assert "daemon:slurmd" not in controller
+    worker = names(steps_for(fake_node(tmp_path / "w")))
+    assert worker[-1] == "daemon:slurmd" and "daemon:slurmctld" not in worker
+    login = names(steps_for(fake_node(tmp_path / "l", instance="login-1")))
+    assert not any(n.startswith("daemon:slurm") for n in login) and "daemon:munge" in login
+
+
+def test_hyperpod_platform_leaves_slurm_conf_and_munge_to_hyperpod(tmp_path: Path) -> None:
+    node = fake_node(tmp_path, mode="api-driven")
+    (tmp_path / "opt/sagemaker_cluster").mkdir(parents=True)
+    plan = names(steps_for(node))
+    assert plan[:2] == ["shared-storage", "slurm-config"]
+    assert not any(n.startswith(("packages", "munge", "hosts")) for n in plan)
+    assert conf_path(node, "slurm.conf") == "/opt/slurm/etc/slurm.conf"
+    assert not any(isinstance(s, SlurmConfig) for s in steps_for(node))
+
+
+# --- applying a plan -------------------------------------------------------------------------
+
+
+class Flag(Step):
+    def __init__(self, name: str, fail: bool = False) -> None:
+        self.name, self.fail, self.applied = name, fail, 0
+
+    def needed(self, node) -> bool:  # type: ignore[no-untyped-def]
+        return self.applied == 0
+
+    def apply(self, node) -> None:  # type: ignore[no-untyped-def]
+        if self.fail:
+            raise StepFailed("broken on purpose")
+        self.applied += 1
+
+
+def test_done_marker_is_written_last_and_only_on_success(tmp_path: Path) -> None:
+    node = fake_node(tmp_path)
+    with pytest.raises(StepError, match="broken on purpose") as failure:
+        apply_plan(node, [Flag("a"), Flag("b", fail=True), Flag("c")])
+    assert failure.value.step == "b"
+    assert not (tmp_path / DONE_MARKER.lstrip("/")).exists()
+    state = json.loads((tmp_path / STATE_FILE.lstrip("/")).read_text())["steps"]
+    assert state["a"]["result"] == "changed" and state["b"]["result"] == "failed" and "c" not in state
+    steps = [Flag("a"), Flag("b"), Flag("c")]
+    assert apply_plan(node, steps) == 3
+    marker = tmp_path / DONE_MARKER.lstrip("/")
+    assert json.loads(marker.read_text())["steps"] == ["a", "b", "c"]
+    before = marker.read_text()
+    assert apply_plan(node, steps) == 0 and marker.read_text() == before
+
+
+def test_a_step_that_does_not_converge_fails(tmp_path: Path) -> None:
+    class Stubborn(Step):
+        name = "stubborn"
+
+        def needed(self, node) -> bool:  # type: ignore[no-untyped-def]
+            return True
+
+        def apply(self, node) -> None:  # type: ignore[no-untyped-def]
+            pass
+
+    with pytest.raises(StepError, match="still needs changes"):
+        apply_plan(fake_node(tmp_path), [Stubborn()])
