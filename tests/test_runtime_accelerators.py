@@ -12,12 +12,12 @@ import pytest
 
 from runtime_fakes import RecordingRunner, fake_node, touch
 from training_runtime.accelerators import Accelerators, detect, detection_warnings
+from training_runtime.apt import APT_OPTIONS
 from training_runtime.errors import StepFailed
 from training_runtime.node import Node
 from training_runtime.params import GroupSpec
 from training_runtime.run import Result
 from training_runtime.steps.accelerators import (
-    APT_OPTIONS,
     EFA_KEY_FINGERPRINT,
     FI_INFO,
     NEURON_KEYRING,
@@ -224,7 +224,10 @@ def test_steps_per_profile(tmp_path: Path) -> None:
 FI_INFO_OK = (
     "provider: efa\n    fabric: efa\n    domain: rdmap16s27-rdm\n    type: FI_EP_RDM\n    protocol: FI_PROTO_EFA\n"
 )
-VALIDSIG = f"[GNUPG:] GOODSIG A05480B1DD2D3CCC ec2-efa\n[GNUPG:] VALIDSIG {EFA_KEY_FINGERPRINT} 2025-01-01 0 4 0 1 8 00 {EFA_KEY_FINGERPRINT}\n"
+VALIDSIG = (
+    "[GNUPG:] GOODSIG A05480B1DD2D3CCC ec2-efa\n"
+    f"[GNUPG:] VALIDSIG {EFA_KEY_FINGERPRINT} 2025-01-01 0 4 0 1 8 00 {EFA_KEY_FINGERPRINT}\n"
+)
 TARBALL = "aws-efa-installer-1.47.0.tar.gz"
 CURL = ["curl", "--fail", "--silent", "--show-error", "--location", "--proto", "=https", "--max-time", "600"]
 

@@ -16,6 +16,7 @@ import pytest
 from runtime_fakes import RecordingRunner, fake_node, touch
 from training_runtime.errors import StepFailed
 from training_runtime.node import Node
+from training_runtime.options import options_problems
 from training_runtime.retry import NotReady, RetryPolicy
 from training_runtime.run import Result
 from training_runtime.steps.pytorch_env import (
@@ -328,11 +329,9 @@ def test_trainium_refuses_pytorch_past_the_xla_cliff(tmp_path: Path, shared: Pat
     assert runner_of(node).commands == []
 
 
-def test_smp_is_refused_with_the_alternatives(tmp_path: Path, shared: Path) -> None:
-    node = make_node(tmp_path, shared, pytorch={"version": "2.5.1", "smp": True})
-    with pytest.raises(StepFailed, match=r"SMP v2 .* conda build of PyTorch .*smp: false"):
-        PytorchEnvironment(wait=FAST).apply(node)
-    assert runner_of(node).commands == []
+def test_smp_is_refused_before_deployment_with_the_alternative() -> None:
+    [problem] = options_problems({"pytorch": {"version": "2.5.1", "smp": True}})
+    assert re.search(r"options\.pytorch\.smp: .*conda build of PyTorch.*SMP container", problem)
 
 
 def test_smddp_installs_the_published_wheel(tmp_path: Path, shared: Path) -> None:

@@ -68,7 +68,11 @@ def _add_local_commands(commands: Any) -> None:
     boot = with_workdir(sub.add_parser("boot", help="power NODE on again and re-run its lifecycle script"))
     boot.add_argument("node")
     boot.add_argument("--no-bootstrap", action="store_true", help="do not re-run the lifecycle script")
-    with_workdir(sub.add_parser("bootstrap", help="re-run the lifecycle script on NODE")).add_argument("node")
+    rerun = with_workdir(sub.add_parser("bootstrap", help="re-run the lifecycle script on NODE"))
+    rerun.add_argument("node")
+    rerun.add_argument(
+        "--restage", action="store_true", help="first copy the lifecycle scripts and runtime from this checkout"
+    )
     status = with_workdir(sub.add_parser("status", help="nodes, addresses, alive, sinfo"))
     status.add_argument("--json", action="store_true", help="print JSON")
     down = with_workdir(sub.add_parser("down", help="remove every node; delete the work directory's content"))
@@ -117,6 +121,8 @@ def _run_local(args: argparse.Namespace) -> int:
                 result = cluster.boot(args.node, bootstrap=False if args.no_bootstrap else None)
                 say(f"node {args.node} booted")
             else:
+                if args.restage:
+                    cluster.restage()
                 result = cluster.bootstrap(args.node)
             if result is None:
                 return 0

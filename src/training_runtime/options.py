@@ -165,6 +165,12 @@ def _check_accounting(accounting: AccountingOptions, path: str, problems: List[s
 
 
 def _check_pytorch(pytorch: PytorchOptions, path: str, problems: List[str]) -> None:
+    if pytorch.smp:
+        problems.append(
+            "{}.smp: SageMaker model parallelism v2 ships only as a conda build of PyTorch and in the SMP "
+            "container images (smdistributed-modelparallel), not as pip packages for a shared venv. Fix: set "
+            "smp to false and run SMP jobs in the SMP container (e.g. with enroot/pyxis)".format(path)
+        )
     if not VERSION.match(pytorch.version):
         problems.append(
             "{}.version: got {!r}; pin an exact release such as '2.13.0' so every node gets the same build".format(

@@ -278,6 +278,22 @@ class LocalCluster:
         return self.bootstrap(name) if run else None
 
     # --- HyperPod emulation -----------------------------------------------------------------
+    def restage(self) -> None:
+        """Refresh the local prefix's scripts and runtime from this checkout (the parameters stay): the
+        edit-and-retry loop for lifecycle code, followed by :meth:`bootstrap`."""
+        from hyperpod_cdk.constructs.lifecycle import staged_assets
+
+        bucket = self.workdir / "bucket"
+        params_name = PARAMETERS_FILE_BY_MODE[self.state.mode]
+        for entry in bucket.iterdir():
+            if entry.name == params_name:
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        shutil.copytree(staged_assets(), bucket, dirs_exist_ok=True)
+
     def _provision(self, node: LocalNode) -> None:
         """What HyperPod puts on a node before the lifecycle script: resource_config.json, the prefix."""
         archive = io.BytesIO()

@@ -22,9 +22,10 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from training_runtime.accelerators import Accelerators, detect, detection_warnings
+from training_runtime.apt import apt_install, apt_install_argv, apt_update_argv
 from training_runtime.errors import StepFailed
 from training_runtime.files import file_matches, read_text, write_file
 from training_runtime.log import log
@@ -32,44 +33,9 @@ from training_runtime.node import Node
 from training_runtime.run import CommandError, Result
 from training_runtime.steps import Step
 
-# --- shared helpers ------------------------------------------------------------------------------
-
-APT_ENV = {"DEBIAN_FRONTEND": "noninteractive"}
-APT_OPTIONS = [
-    "-o",
-    "DPkg::Lock::Timeout=300",
-    "-o",
-    "Dpkg::Options::=--force-confdef",
-    "-o",
-    "Dpkg::Options::=--force-confold",
-]
-APT_INSTALL_TIMEOUT_S = 1800.0
 DOWNLOAD_TIMEOUT_S = 900.0
 
-
-def apt_update_argv() -> List[str]:
-    return ["apt-get", *APT_OPTIONS, "update"]
-
-
-def apt_install_argv(packages: Sequence[str], allow_downgrades: bool = False) -> List[str]:
-    extra = ["--allow-downgrades"] if allow_downgrades else []
-    return ["apt-get", *APT_OPTIONS, "install", "-y", "--no-install-recommends", *extra, *packages]
-
-
-def apt_install(node: Node, packages: Sequence[str], allow_downgrades: bool = False) -> None:
-    """``apt-get update`` then install ``packages``, retried as a whole (mirrors and the dpkg lock flap)."""
-
-    def install() -> None:
-        node.run(apt_update_argv(), env=APT_ENV, timeout=600)
-        node.run(apt_install_argv(packages, allow_downgrades), env=APT_ENV, timeout=APT_INSTALL_TIMEOUT_S)
-
-    try:
-        node.retry.call(install, what="apt-get install " + " ".join(packages), retry_on=(CommandError,))
-    except CommandError as error:
-        raise StepFailed(
-            "apt-get could not install {}: {}. Fix: check the node reaches its apt repositories (NAT or VPC "
-            "endpoints) and that the versions exist there".format(", ".join(packages), error)
-        ) from None
+# --- shared helpers ------------------------------------------------------------------------------
 
 
 def curl_argv(url: str, output: Optional[str] = None) -> List[str]:
@@ -86,6 +52,8 @@ def download(node: Node, url: str, output: Optional[str] = None) -> Result:
             retry_on=(CommandError,),
         )
     except CommandError as error:
+        if error.returncode == 127:
+            raise StepFailed("curl is not installed; it is needed to download {}".format(url)) from None
         raise StepFailed(
             "could not download {}: {}. Fix: the node needs outbound HTTPS (NAT gateway) to fetch it".format(url, error)
         ) from None

@@ -78,5 +78,6 @@ def steps_for(node: Node) -> List[Step]:
         if generic and node.has_systemd:
             steps.append(SlurmdOptions())
         steps.append(RunningDaemon(slurmd(node), slurm_config_files(node) if generic else []))
-    steps += pytorch_steps(node)
+    if not node.is_controller:
+        steps += pytorch_steps(node)
     return steps

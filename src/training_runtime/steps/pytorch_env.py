@@ -74,8 +74,6 @@ NEURON_PYTHONS = ("3.10", "3.11", "3.12")
 """Python versions the pinned torch-neuronx and neuronx-cc wheels exist for (Neuron 2.28.1 manifest)."""
 
 # --- SMP v2 / SMDDP ------------------------------------------------------------------------------------
-SMP_CONDA_CHANNEL = "https://sagemaker-distributed-model-parallel.s3.us-west-2.amazonaws.com/smp-v2/"
-SMP_IMAGE = "658645717510.dkr.ecr.<region>.amazonaws.com/smdistributed-modelparallel:<tag>"
 
 
 @dataclass(frozen=True)
@@ -247,14 +245,6 @@ def _problems(
         problems.append("python3 is not installed on this node; the PyTorch environment needs it")
     elif python.version is None:
         problems.append("cannot tell the version of {} (the environment is keyed by it)".format(python.command))
-    if options.smp:
-        problems.append(
-            "pytorch.smp: SMP v2 (torch.sagemaker) is published only as a conda build of PyTorch ({}) and in the "
-            "SMP container images ({}); a pip environment cannot hold it. Fix: set smp: false and run SMP jobs "
-            "in the SMP image (e.g. with enroot/pyxis), or build a conda environment yourself".format(
-                SMP_CONDA_CHANNEL, SMP_IMAGE
-            )
-        )
     if flavor == NEURON:
         series = ".".join(options.version.split(".")[:2])
         if series != NEURON_TORCH_SERIES:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 from typing import List, Optional
 
+from training_runtime.apt import apt_install
 from training_runtime.errors import StepFailed
 from training_runtime.files import ensure_dir, is_mountpoint, read_text, with_block, write_file
 from training_runtime.node import Node
@@ -12,7 +13,6 @@ from training_runtime.params import API_DRIVEN
 from training_runtime.retry import NotReady
 from training_runtime.run import CommandError
 from training_runtime.steps import Step
-from training_runtime.steps.system import APT_ENV, APT_LOCK
 
 LUSTRE_OPTIONS = "defaults,noatime,flock,_netdev,x-systemd.automount,x-systemd.requires=network-online.target"
 LUSTRE_CLIENT_PACKAGE = "lustre-client-modules-aws"
@@ -46,13 +46,7 @@ class LustreMount(Step):
     def apply(self, node: Node) -> None:
         path = node.params.fsx_mount_path
         if self._client_missing(node):
-            node.retry.call(
-                lambda: node.run(
-                    ["apt-get", *APT_LOCK, "install", "-y", LUSTRE_CLIENT_PACKAGE], env=APT_ENV, timeout=1200
-                ),
-                what="install the Lustre client",
-                retry_on=(CommandError,),
-            )
+            apt_install(node, [LUSTRE_CLIENT_PACKAGE])
         write_file(node, "/etc/fstab", self._fstab(node), mode=0o644)
         node.path(path).mkdir(parents=True, exist_ok=True)
         if not is_mountpoint(node, path):

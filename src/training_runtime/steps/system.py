@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from typing import List
 
+from training_runtime.apt import apt_install, installed
 from training_runtime.errors import StepFailed
 from training_runtime.files import read_text, with_block, write_file
 from training_runtime.node import Node
-from training_runtime.run import CommandError
 from training_runtime.steps import Step
-
-APT_ENV = {"DEBIAN_FRONTEND": "noninteractive"}
-APT_LOCK = ["-o", "DPkg::Lock::Timeout=300"]
 
 
 class ClusterHosts(Step):
@@ -34,11 +31,6 @@ class ClusterHosts(Step):
         return ["add {} cluster names to /etc/hosts".format(len(node.resources.all_instances()))]
 
 
-def installed(node: Node, package: str) -> bool:
-    result = node.run(["dpkg-query", "-W", "-f=${Status}", package], check=False, timeout=60)
-    return result.ok and result.stdout.strip().endswith("install ok installed")
-
-
 class Packages(Step):
     """Distro packages this node's role needs, installed only when missing (no upgrades at boot)."""
 
@@ -59,14 +51,7 @@ class Packages(Step):
                 "packages {} are missing and this node has no apt-get; the generic platform supports Debian "
                 "and Ubuntu. Fix: use a Debian or Ubuntu image, or preinstall the packages".format(", ".join(missing))
             )
-
-        def install() -> None:
-            node.run(["apt-get", *APT_LOCK, "update"], env=APT_ENV, timeout=600)
-            node.run(
-                ["apt-get", *APT_LOCK, "install", "-y", "--no-install-recommends", *missing], env=APT_ENV, timeout=1800
-            )
-
-        node.retry.call(install, what="apt-get install " + " ".join(missing), retry_on=(CommandError,))
+        apt_install(node, missing)
 
     def describe(self, node: Node) -> List[str]:
         return ["apt-get install " + " ".join(self.missing(node))]
