@@ -12,21 +12,9 @@ import pytest
 
 from hyperpod_cdk.local import LocalCluster, LocalClusterError
 from hyperpod_cdk.local.namespaces import InitRecord, list_netns
+from local_support import requires_local_cluster
 
-
-def _skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "the local cluster needs root (namespaces, mounts, veth)"
-    try:
-        probe = subprocess.run(["unshare", "--net", "--time", "true"], capture_output=True, timeout=10, check=False)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        return f"cannot run unshare: {error}"
-    if probe.returncode != 0:
-        return f"`unshare --net --time true` failed: {probe.stderr.decode().strip()}"
-    return None
-
-
-pytestmark = pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_reason()))
+pytestmark = requires_local_cluster
 
 CONFIG = """\
 cluster_name: harness

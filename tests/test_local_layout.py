@@ -201,3 +201,12 @@ def test_every_example_has_a_local_layout(example: Path) -> None:
     assert 2 <= len(layout.nodes) <= 6
     assert len(layout.workers) <= 4
     assert parameters(cfg).options["install_accelerator_software"] is False
+
+
+def test_up_needs_root_and_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from hyperpod_cdk.local import LocalCluster, NamespaceError
+
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    with pytest.raises(NamespaceError, match="needs root"):
+        LocalCluster.up(ROOT / "examples" / "cpu-cluster.yaml", tmp_path / "work")
+    assert not (tmp_path / "work").exists()

@@ -6,9 +6,11 @@ set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 log_file=/var/log/hyperpod-cdk/bootstrap.log
 mkdir -p "$(dirname "$log_file")"
+lines_before=$(wc -l < "$log_file" 2>/dev/null || echo 0)
 PYTHONPATH="$here" python3 -m training_runtime bootstrap --assets-dir "$here" 2>&1 | tee -a "$log_file"
 status=${PIPESTATUS[0]}
 if [ "$status" -ne 0 ]; then
-  echo "hyperpod-cdk: node bootstrap failed (exit $status); the FAILED line above names the step; full log: $log_file" >&2
+  reason=$(tail -n "+$((lines_before + 1))" "$log_file" | grep -a '^hyperpod-cdk: FAILED' | tail -n 1)
+  echo "${reason:-hyperpod-cdk: FAILED: the runtime exited $status}; full log: $log_file" >&2
 fi
 exit "$status"

@@ -46,6 +46,8 @@ from hyperpod_cdk.local.namespaces import (
     require_root,
 )
 from training_runtime.params import ENTRYPOINT_BY_MODE, LIFECYCLE_DRIVEN, PARAMETERS_FILE_BY_MODE
+from training_runtime.users import USERS_FILE
+from training_runtime.users import dumps as users_file
 
 STATE_VERSION = 1
 DEFAULT_WORKDIR = "/var/tmp/hyperpod-cdk-local"
@@ -174,14 +176,14 @@ class LocalCluster:
         config = load_config(config_path)
         layout = plan_layout(config, max_per_group=max_per_group, max_workers=max_workers, subnet=subnet)
         params = parameters(config)
+        if f"{prefix}-sw" in list_netns() and not _runs_here(directory, prefix):
+            raise LocalClusterError(
+                f"another local cluster uses the prefix {prefix!r} (netns {prefix}-sw exists). Fix: pass a "
+                "different --prefix, or take that cluster down with `hyperpod-cdk local down --workdir ...`"
+            )
         directory.mkdir(parents=True, exist_ok=True)
         with _locked(directory):
             _clear_previous(directory)
-            if f"{prefix}-sw" in list_netns():
-                raise LocalClusterError(
-                    f"another local cluster uses the prefix {prefix!r} (netns {prefix}-sw exists). Fix: pass a "
-                    "different --prefix, or take that cluster down with `hyperpod-cdk local down --workdir ...`"
-                )
             state = ClusterState(
                 config_path=str(Path(config_path).absolute()),
                 mode=params.mode,
@@ -192,7 +194,10 @@ class LocalCluster:
                 host_had_run_netns=Path("/run/netns").exists(),
                 host_had_run_mount=Path("/run/mount").exists(),
             )
-            _stage(directory, layout, params.file_name, params.dumps())
+            generated = {params.file_name: params.dumps() + "\n"}
+            if config.users:
+                generated[USERS_FILE] = users_file(config.cluster_users())
+            _stage(directory, layout, generated)
             (directory / "state.json").write_text(json.dumps(state.to_json(), indent=2) + "\n")
             cluster = cls(directory, state)
             for name, (want, got) in layout.capped().items():
@@ -203,7 +208,7 @@ class LocalCluster:
                     t0 = time.monotonic()
                     cluster.namespaces.start(_net(node))
                     if not bootstrap:  # bootstrap() provisions the node itself
-                        cluster._provision(node)
+                        cluster.provision(node)
                     say(f"node {node.name} ({node.role}, {node.ip}) up in {time.monotonic() - t0:.2f} s")
             except BaseException:
                 cluster._destroy()
@@ -284,9 +289,9 @@ class LocalCluster:
         from hyperpod_cdk.constructs.lifecycle import staged_assets
 
         bucket = self.workdir / "bucket"
-        params_name = PARAMETERS_FILE_BY_MODE[self.state.mode]
+        generated = (PARAMETERS_FILE_BY_MODE[self.state.mode], USERS_FILE)
         for entry in bucket.iterdir():
-            if entry.name == params_name:
+            if entry.name in generated:
                 continue
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry)
@@ -294,7 +299,7 @@ class LocalCluster:
                 entry.unlink()
         shutil.copytree(staged_assets(), bucket, dirs_exist_ok=True)
 
-    def _provision(self, node: LocalNode) -> None:
+    def provision(self, node: LocalNode) -> None:
         """What HyperPod puts on a node before the lifecycle script: resource_config.json, the prefix."""
         archive = io.BytesIO()
         with tarfile.open(fileobj=archive, mode="w") as tar:
@@ -314,7 +319,7 @@ class LocalCluster:
         """(Re-)run the mode's lifecycle entry script on one node, as HyperPod does; returns (exit code,
         output). The output is also in ``<workdir>/logs/<node>-bootstrap.log``."""
         node = self.node(name)
-        self._provision(node)
+        self.provision(node)
         entry = ENTRYPOINT_BY_MODE[self.state.mode]
         logs = self.workdir / "logs"
         logs.mkdir(exist_ok=True)
@@ -449,18 +454,28 @@ def _as_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
     return info
 
 
-def _stage(directory: Path, layout: LocalLayout, params_name: str, params_text: str) -> None:
-    """The local "S3 prefix" (``bucket/``), the cluster-wide files and the shared directory."""
+def _stage(directory: Path, layout: LocalLayout, generated: dict[str, str]) -> None:
+    """The local "S3 prefix" (``bucket/``: the assets plus the files the constructs generate: parameters,
+    users), the cluster-wide files and the shared directory."""
     from hyperpod_cdk.constructs.lifecycle import staged_assets
 
     bucket = directory / "bucket"
     shutil.copytree(staged_assets(), bucket)
-    (bucket / params_name).write_text(params_text + "\n")
+    for name, text in generated.items():
+        (bucket / name).write_text(text)
     cluster = directory / "cluster"
     cluster.mkdir()
     (cluster / "hosts").write_text(hosts_file(layout))
     (cluster / "resource_config.json").write_text(json.dumps(resource_config(layout), indent=2) + "\n")
     (directory / "shared").mkdir(exist_ok=True)
+
+
+def _runs_here(directory: Path, prefix: str) -> bool:
+    """Whether the cluster with this prefix is the one recorded in ``directory`` (``up`` then reports it)."""
+    try:
+        return LocalCluster.open(directory).state.prefix == prefix
+    except LocalClusterError:
+        return False
 
 
 def _clear_previous(directory: Path) -> None:

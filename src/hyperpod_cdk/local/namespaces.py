@@ -59,10 +59,9 @@ class InitRecord:
     """The ``unshare`` process whose child PID 1 is."""
 
 
-def node_init_script() -> Path:
-    """The packaged ``node_init.sh`` as a file path."""
-    with resources.as_file(resources.files("hyperpod_cdk.local") / "node_init.sh") as path:
-        return Path(path)
+def node_init_text() -> str:
+    """The packaged ``node_init.sh``."""
+    return (resources.files("hyperpod_cdk.local") / "node_init.sh").read_text()
 
 
 def require_root() -> None:
@@ -140,6 +139,7 @@ class Namespaces:
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "init.json").unlink(missing_ok=True)
         log_path = directory / "init.log"
+        script = self._install_init_script()
         # Time namespace: the node's uptime starts near 1 s, so every boot reports a fresh BootTime to
         # slurmctld (research §6.4, P11).
         uptime = int(float(Path("/proc/uptime").read_text().split()[0]))
@@ -153,10 +153,11 @@ class Namespaces:
             "--time",
             f"--boottime={-(uptime - 1)}",
             "--fork",
+            "--kill-child",  # if the launcher dies first, PID 1 (and so the whole node) dies with it
             "--propagation",
             "private",
             "bash",
-            str(node_init_script()),
+            str(script),
             node.name,
             str(directory),
             str(self.shared_dir),
@@ -177,9 +178,22 @@ class Namespaces:
             record = self._await_init(node.name, launcher, log_path)
             self._plug(node, record.pid)
         except BaseException:
+            if launcher.poll() is None:
+                launcher.kill()
             self.crash(node)
             raise
         return record
+
+    def _install_init_script(self) -> Path:
+        """``node_init.sh`` as a file of its own in the work directory (the package may be a zip). Replaced
+        by rename only when it changed: a running PID 1 keeps reading its own copy."""
+        path = self.workdir / "nodes" / "node_init.sh"
+        text = node_init_text()
+        if not path.exists() or path.read_text() != text:
+            temporary = path.with_name(f".node_init.{os.getpid()}.sh")
+            temporary.write_text(text)
+            os.replace(temporary, path)
+        return path
 
     def _await_init(self, name: str, launcher: subprocess.Popen[bytes], log_path: Path) -> InitRecord:
         deadline = time.monotonic() + START_TIMEOUT_S

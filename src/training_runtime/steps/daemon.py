@@ -29,7 +29,11 @@ class RunningDaemon(Step):
     def _digest(self, node: Node) -> str:
         digest = hashlib.sha256()
         for path in self.config_files:
-            digest.update(path.encode() + b"\0" + (read_text(node, path) or "").encode() + b"\0")
+            try:
+                content = node.path(path).read_bytes()
+            except FileNotFoundError:
+                content = b""
+            digest.update(path.encode() + b"\0" + content + b"\0")
         return digest.hexdigest()
 
     def _config_changed(self, node: Node) -> bool:

@@ -1,0 +1,30 @@
+"""Shared by the tests that run a local cluster: when they can run here, and why not."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+NEEDED_COMMANDS = ("slurmctld", "slurmd", "munged", "mariadbd", "unshare", "nsenter", "ip")
+
+
+def skip_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "the local cluster needs root (namespaces, mounts, veth)"
+    missing = [c for c in NEEDED_COMMANDS if shutil.which(c, path="/usr/sbin:/usr/bin:/sbin:/bin") is None]
+    if missing:
+        return f"missing {', '.join(missing)}; run ./scripts/install-system-packages.sh (make setup does)"
+    try:
+        probe = subprocess.run(["unshare", "--net", "--time", "true"], capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"cannot run unshare: {error}"
+    if probe.returncode != 0:
+        return f"`unshare --net --time true` failed: {probe.stderr.decode().strip()}"
+    return None
+
+
+REASON = skip_reason()
+requires_local_cluster = pytest.mark.skipif(REASON is not None, reason=str(REASON))
