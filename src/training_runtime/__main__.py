@@ -16,7 +16,6 @@ import argparse
 import fcntl
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any, List, Optional
@@ -27,7 +26,7 @@ from training_runtime.node import STATE_DIR, Node
 from training_runtime.params import PARAMETERS_FILE_BY_MODE, ParametersError, ProvisioningParameters
 from training_runtime.plan import StepError, apply_plan, build_plan, describe_plan, step_status
 from training_runtime.resources import DEFAULT_PATH, ResourceConfig, ResourceConfigError
-from training_runtime.run import CommandError
+from training_runtime.run import CommandError, Runner
 from training_runtime.users import load_users
 
 FAILED = 2
@@ -50,10 +49,9 @@ def find_parameters(directory: Path) -> Path:
 def own_ips() -> List[str]:
     """This node's addresses (``hostname -I``); empty when they cannot be read."""
     try:
-        result = subprocess.run(["hostname", "-I"], capture_output=True, text=True, timeout=10, check=False)
-    except (OSError, subprocess.TimeoutExpired):
+        return Runner().run(["hostname", "-I"], timeout=10, check=False).stdout.split()
+    except CommandError:
         return []
-    return result.stdout.split()
 
 
 def load_node(args: argparse.Namespace) -> Node:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from training_runtime.errors import InputError
+from training_runtime.hardware import overrides_problems
 
 ACCOUNTING_DATABASES = ("local", "external")
 SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[A-Za-z0-9/_+=.@-]+$")
@@ -126,10 +127,9 @@ def _parse(raw: Any, path: str, problems: List[str]) -> RuntimeOptions:
         problems.append("{}.install_accelerator_software: got {!r}; expected true or false".format(path, install))
         install = True
     hardware = raw.get("node_hardware") or {}
-    if not isinstance(hardware, Mapping) or not all(isinstance(v, Mapping) for v in hardware.values()):
-        problems.append(
-            "{}.node_hardware: got {!r}; expected a mapping of instance type to figures".format(path, hardware)
-        )
+    hardware_problems = overrides_problems(hardware, path + ".node_hardware")
+    problems.extend(hardware_problems)
+    if hardware_problems:
         hardware = {}
     return RuntimeOptions(
         slurm=slurm,

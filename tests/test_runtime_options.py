@@ -1,0 +1,70 @@
+"""Runtime options: one set of rules, used by the config at synth time and by the node at boot."""
+
+from __future__ import annotations
+
+import pytest
+
+from hyperpod_cdk.config import parse_config
+from hyperpod_cdk.errors import ConfigurationError
+from training_runtime.options import OptionsError, RuntimeOptions, options_problems, parse_options
+
+
+def test_defaults_are_slurms_and_accounting_is_off() -> None:
+    options = parse_options({})
+    assert options == RuntimeOptions()
+    assert (options.slurm.slurmd_timeout, options.slurm.cred_expire, options.slurm.return_to_service) == (300, 120, 2)
+    assert not options.accounting.enabled and options.pytorch is None
+
+
+def test_every_problem_is_reported_with_its_path() -> None:
+    problems = options_problems(
+        {
+            "slurm": {"cred_expire": 10, "bogus": 1, "slurmd_timeout": "fast"},
+            "accounting": {"enabled": True, "database": "external"},
+            "pytorch": {"version": "latest", "packages": ["numpy==2.1", "not a requirement"]},
+            "node_hardware": {"ml.m5.large": {"cpus": 0}},
+        }
+    )
+    joined = "\n".join(problems)
+    for expected in (
+        "options.slurm.bogus: unknown option",
+        "options.slurm.slurmd_timeout: got 'fast'; expected an integer",
+        "options.slurm.cred_expire: got 10; must be at least 70",
+        "options.accounting.host: required when database is 'external'",
+        "options.accounting.password_secret_arn: got None",
+        "options.pytorch.version: got 'latest'",
+        "options.pytorch.packages[1]: got 'not a requirement'",
+        "options.node_hardware.ml.m5.large.cpus: got 0",
+    ):
+        assert expected in joined
+    assert len(problems) == 8
+
+
+def test_a_password_never_goes_in_the_config() -> None:
+    problems = options_problems({"accounting": {"enabled": True, "database": "local", "password_secret_arn": "x"}})
+    assert problems == [
+        "options.accounting: host and password_secret_arn apply only to database 'external'; the local database "
+        "lives on the controller and its password is generated there"
+    ]
+    with pytest.raises(OptionsError, match="unknown option"):
+        parse_options({"accounting": {"password": "hunter2"}})
+
+
+def test_the_config_checks_runtime_and_users_before_synth() -> None:
+    with pytest.raises(ConfigurationError) as error:
+        parse_config(
+            {
+                "runtime": {"slurm": {"cred_expire": 5}},
+                "users": [{"name": "Bad Name", "uid": 5}, {"name": "ok", "uid": 2001}, {"name": "ok", "uid": 2002}],
+            }
+        )
+    text = str(error.value)
+    assert "runtime.slurm.cred_expire: got 5" in text
+    assert "users[0].name: got 'Bad Name'" in text and "users[0].uid: got 5" in text
+    assert "users[2].name: 'ok' is already used by users[1]" in text
+
+
+def test_no_shared_storage_means_no_lifecycle_driven_runtime() -> None:
+    with pytest.raises(ConfigurationError, match="storage: null, but the node runtime needs a shared file system"):
+        parse_config({"storage": None, "mode": "lifecycle-driven"})
+    parse_config({"storage": None})
