@@ -392,3 +392,36 @@ def test_a_step_that_does_not_converge_fails(tmp_path: Path) -> None:
 
     with pytest.raises(StepError, match="still needs changes"):
         apply_plan(fake_node(tmp_path), [Stubborn()])
+
+
+def test_hyperpod_slurm_conf_is_awaited_never_written(tmp_path: Path) -> None:
+    node = fake_node(tmp_path, instance="controller-1", mode="api-driven")
+    (tmp_path / "opt/sagemaker_cluster").mkdir(parents=True)
+    [step] = [s for s in steps_for(node) if s.name == "slurm-config"]
+    assert step.needed(node)
+    conf = touch(tmp_path, "/opt/slurm/etc/slurm.conf", "SlurmctldHost=ip-10-1-0-10\nNodeName=ip-10-1-0-11\n")
+    assert not step.needed(node)
+    step.apply(node)
+    assert conf.read_text() == "SlurmctldHost=ip-10-1-0-10\nNodeName=ip-10-1-0-11\n"
+
+
+def test_daemons_go_through_systemd_where_the_node_has_it(tmp_path: Path) -> None:
+    from training_runtime.steps.daemon import RunningDaemon
+    from training_runtime.steps.slurm import slurm_config_files, slurmd
+
+    inactive = RecordingRunner({("systemctl", "is-active"): (3, "")})
+    node = fake_node(tmp_path, runner=inactive)
+    (tmp_path / "run/systemd/system").mkdir(parents=True)
+    assert "slurmd-options" in names(steps_for(node))
+    SlurmConfig().apply(node)
+    step = RunningDaemon(slurmd(node), slurm_config_files(node))
+    assert step.needed(node)
+    step.apply(node)
+    assert inactive.ran("systemctl", "enable") == [["systemctl", "enable", "--now", "slurmd"]]
+    active = RecordingRunner({("systemctl", "is-active"): (0, "")})
+    running = fake_node(tmp_path, runner=active)
+    assert not step.needed(running)
+    touch(tmp_path, "/etc/slurm/gres.conf", "# changed by hand\n")
+    assert step.needed(running)
+    step.apply(running)
+    assert active.ran("systemctl", "restart") == [["systemctl", "restart", "slurmd"]]
