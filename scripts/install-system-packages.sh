@@ -3,7 +3,7 @@
 # and the shell linter. Installs only what is missing. Package scripts must not start daemons on this machine, so a
 # policy-rc.d that denies them is put in place for the install when the machine has none.
 set -euo pipefail
-packages=(slurm-wlm slurmdbd munge mariadb-server mariadb-client shellcheck iproute2 util-linux procps)
+packages=(slurm-wlm slurmdbd munge mariadb-server mariadb-client shellcheck openssh-client iproute2 util-linux procps)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -228,3 +228,24 @@ def test_deep_health_checks_are_unique() -> None:
     )
     with pytest.raises(ConfigurationError, match="list each check once"):
         cluster_stack(storage=False, groups=(CONTROLLER, twice))
+
+
+def test_external_accounting_secret_is_readable_by_the_nodes_and_nothing_else() -> None:
+    arn = "arn:aws:secretsmanager:us-east-1:111122223333:secret:slurmdb-AbCdEf"
+    options = {
+        "accounting": {"enabled": True, "database": "external", "host": "db.internal", "password_secret_arn": arn}
+    }
+    stack, _ = cluster_stack(runtime_options=options)
+    template = Template.from_stack(stack)
+    statements = [
+        s
+        for policy in template.find_resources("AWS::IAM::Policy").values()
+        for s in policy["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    reads = [s for s in statements if "secretsmanager:GetSecretValue" in s["Action"]]
+    assert len(reads) == 1 and reads[0]["Resource"] == arn
+
+
+def test_runtime_options_are_checked_at_synth() -> None:
+    with pytest.raises(ConfigurationError, match=r"runtime_options\.slurm\.cred_expire: got 5"):
+        cluster_stack(runtime_options={"slurm": {"cred_expire": 5}})

@@ -148,7 +148,7 @@ def test_parameters_use_the_constructs_group_specs_without_lustre() -> None:
 def test_runtime_options_merge_emulation_values_over_the_config() -> None:
     runtime = {
         "slurm": {"slurmd_timeout": 300, "requeue": False},
-        "node_hardware": {"ml.other.xlarge": {"cpus": 96}, "ml.c5.4xlarge": {"cpus": 16}},
+        "node_hardware": {"ml.other.xlarge": {"cpus": 96, "memory_mib": 8192}, "ml.c5.4xlarge": {"cpus": 16}},
         "accounting": {"enabled": True},
         "install_accelerator_software": True,
     }
@@ -158,7 +158,7 @@ def test_runtime_options_merge_emulation_values_over_the_config() -> None:
     assert options["slurm"]["cred_expire"] >= 70
     machine = {"cpus": 3, "sockets": 1, "cores_per_socket": 3, "threads_per_core": 1, "memory_mib": 2000}
     assert options["node_hardware"] == {
-        "ml.other.xlarge": {"cpus": 96},
+        "ml.other.xlarge": {"cpus": 96, "memory_mib": 8192},
         "ml.c5.4xlarge": machine,
         "ml.m5.xlarge": machine,
         "ml.p5.48xlarge": machine,

@@ -115,7 +115,8 @@ def test_malformed_inputs_fail_with_one_line_and_leave_the_node_untouched(prefix
     assert result.returncode == 2
     failure = events(result)[-1]
     assert failure["event"] == "failed" and failure["step"] == "inputs" and expected in failure["error"]
-    assert result.stderr.startswith("hyperpod-cdk: FAILED at inputs:")
+    assert result.stderr.startswith("hyperpod-cdk: FAILED at inputs: ")
+    assert expected in result.stderr.splitlines()[0]  # the one line says what is wrong
     assert untouched(prefix)
 
 

@@ -425,3 +425,43 @@ def test_daemons_go_through_systemd_where_the_node_has_it(tmp_path: Path) -> Non
     assert step.needed(running)
     step.apply(running)
     assert active.ran("systemctl", "restart") == [["systemctl", "restart", "slurmd"]]
+
+
+def test_taking_sudo_away_rewrites_the_sudoers_file(tmp_path: Path) -> None:
+    node = fake_node(tmp_path)
+    touch(tmp_path, "/etc/passwd", "alice:x:2001:2001::/fsx/home/alice:/bin/bash\n")
+    touch(tmp_path, "/etc/group", "alice:x:2001:\n")
+    Users([ALICE]).apply(node)
+    demoted = Users([User("alice", 2001, 2001)])
+    assert demoted.needed(node)
+    demoted.apply(node)
+    assert "alice" not in (tmp_path / SUDOERS.lstrip("/")).read_text().split("\n", 1)[1]
+
+
+def test_a_renumbered_account_is_noticed_even_when_nothing_else_changed(tmp_path: Path) -> None:
+    node = fake_node(tmp_path)
+    touch(tmp_path, "/etc/passwd", "alice:x:1500:1500::/fsx/home/alice:/bin/bash\n")
+    (tmp_path / "fsx/home/alice").mkdir(parents=True)
+    touch(tmp_path, SUDOERS, Users([ALICE])._sudoers())
+    assert Users([ALICE]).needed(node)
+    with pytest.raises(StepFailed, match="exists with uid 1500"):
+        Users([ALICE]).apply(node)
+
+
+def test_hyperpod_without_fsx_has_no_shared_storage_step(tmp_path: Path) -> None:
+    node = fake_node(tmp_path, mode="api-driven", fsx=False)
+    (tmp_path / "opt/sagemaker_cluster").mkdir(parents=True)
+    assert "shared-storage" not in names(steps_for(node))
+
+
+def test_a_daemon_we_do_not_configure_is_only_kept_running(tmp_path: Path) -> None:
+    from training_runtime.steps.daemon import RunningDaemon
+    from training_runtime.steps.slurm import slurmctld
+
+    runner = RecordingRunner({("systemctl", "is-active"): (0, "")})
+    node = fake_node(tmp_path, instance="controller-1", mode="api-driven", runner=runner)
+    (tmp_path / "opt/sagemaker_cluster").mkdir(parents=True)
+    (tmp_path / "run/systemd/system").mkdir(parents=True)
+    [step] = [s for s in steps_for(node) if s.name == "daemon:slurmctld"]
+    assert isinstance(step, RunningDaemon) and step.daemon == slurmctld(node)
+    assert not step.needed(node)

@@ -144,6 +144,9 @@ class bootstrap_lock:
 def fail(name: str, error: BaseException) -> int:
     log("failed", step=name, error=str(error))
     first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    if isinstance(error, InputError) and error.problems:
+        more = len(error.problems) - 1
+        first = "{}: {}{}".format(error.subject, error.problems[0], " (and {} more)".format(more) if more else "")
     sys.stderr.write("hyperpod-cdk: FAILED at {}: {}\n".format(name, first))
     if isinstance(error, InputError):
         for problem in error.problems[:20]:

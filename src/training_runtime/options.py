@@ -19,6 +19,7 @@ SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secre
 PIP_REQUIREMENT = re.compile(
     r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?(==|~=|>=|<=|<|>|!=)?[A-Za-z0-9.*+!_-]*$"
 )
+DB_USER = re.compile(r"^[A-Za-z0-9_]{1,32}$")
 VERSION = re.compile(r"^\d+\.\d+(\.\d+)?([a-z0-9.+]*)$")
 
 
@@ -112,6 +113,11 @@ def _parse(raw: Any, path: str, problems: List[str]) -> RuntimeOptions:
                 path, slurm.cred_expire
             )
         )
+    for name in ("slurmd_timeout", "message_timeout", "sched_interval", "health_check_interval"):
+        if getattr(slurm, name) < 1:
+            problems.append(
+                "{}.slurm.{}: got {}; expected a positive number of seconds".format(path, name, getattr(slurm, name))
+            )
     if slurm.return_to_service not in (0, 1, 2):
         problems.append("{}.slurm.return_to_service: got {}; allowed: 0, 1, 2".format(path, slurm.return_to_service))
     accounting = _section(raw.get("accounting"), AccountingOptions, path + ".accounting", problems)
@@ -160,6 +166,8 @@ def _check_accounting(accounting: AccountingOptions, path: str, problems: List[s
             "{}: host and password_secret_arn apply only to database 'external'; the local database lives on "
             "the controller and its password is generated there".format(path)
         )
+    if not DB_USER.match(accounting.user):
+        problems.append("{}.user: got {!r}; use 1-32 letters, digits and underscores".format(path, accounting.user))
     if not 0 < accounting.port < 65536:
         problems.append("{}.port: got {}; expected 1-65535".format(path, accounting.port))
 

@@ -78,6 +78,7 @@ def _parse(raw: Any, path: str, problems: List[str]) -> List[User]:
     users: List[User] = []
     names: Dict[Any, str] = {}
     uids: Dict[Any, str] = {}
+    gids: Dict[Any, str] = {}
     for index, item in enumerate(raw):
         where = "{}[{}]".format(path, index)
         if not isinstance(item, Mapping):
@@ -119,7 +120,7 @@ def _parse(raw: Any, path: str, problems: List[str]) -> List[User]:
             )
         if len(problems) > before:
             continue
-        for index_map, key, value in ((names, "name", name), (uids, "uid", uid)):
+        for index_map, key, value in ((names, "name", name), (uids, "uid", uid), (gids, "gid", gid)):
             if value in index_map:
                 problems.append("{}.{}: {!r} is already used by {}".format(where, key, value, index_map[value]))
             index_map.setdefault(value, where)

@@ -11,6 +11,7 @@ from aws_cdk import Fn, Stack, Tags, Token
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
+from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from hyperpod_cdk.constructs.instance_group import InstanceGroup, instance_group_problems
@@ -19,6 +20,7 @@ from hyperpod_cdk.constructs.nag import acknowledge
 from hyperpod_cdk.constructs.network import ClusterNetwork
 from hyperpod_cdk.constructs.storage import LustreStorage
 from hyperpod_cdk.errors import raise_if_any
+from training_runtime.options import RuntimeOptions, options_problems, parse_options
 from training_runtime.params import API_DRIVEN, ENTRYPOINT_BY_MODE, LIFECYCLE_DRIVEN, ProvisioningParameters
 
 CLUSTER_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
@@ -95,7 +97,8 @@ class HyperPodCluster(Construct):
         super().__init__(scope, id)
         raise_if_any(
             f"HyperPodCluster {self.node.path}",
-            cluster_problems(cluster_name, instance_groups, fsx_mount_path, tags or {}),
+            cluster_problems(cluster_name, instance_groups, fsx_mount_path, tags or {})
+            + options_problems(dict(runtime_options or {}), "runtime_options"),
         )
         self.cluster_name = cluster_name
         self.mode = SlurmMode(mode)
@@ -107,6 +110,7 @@ class HyperPodCluster(Construct):
 
         self.execution_role: iam.IRole = role or self._execution_role(network)
         lifecycle.grant_read(self.execution_role)
+        self._grant_runtime_secrets(parse_options(dict(runtime_options or {})))
         lifecycle.add_parameters(
             ProvisioningParameters(
                 cluster_name=cluster_name,
@@ -214,6 +218,13 @@ class HyperPodCluster(Construct):
             on_start_deep_health_checks=[str(c) for c in group.deep_health_checks] or None,
             training_plan_arn=group.training_plan_arn,
         )
+
+    def _grant_runtime_secrets(self, options: RuntimeOptions) -> None:
+        """The controller reads an external accounting database's password at boot: read on that secret."""
+        arn = options.accounting.password_secret_arn
+        if options.accounting.enabled and options.accounting.database == "external" and arn:
+            secret = secretsmanager.Secret.from_secret_complete_arn(self, "AccountingDatabaseSecret", arn)
+            secret.grant_read(self.execution_role)
 
     def _execution_role(self, network: ClusterNetwork) -> iam.Role:
         role = iam.Role(

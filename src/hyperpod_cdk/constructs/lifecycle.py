@@ -89,6 +89,7 @@ class LifecycleScripts(Construct):
         )
         self._acknowledge_upload_handler()
         self.parameters: ProvisioningParameters | None = None
+        self.users: list[User] | None = None
         self.node.add_validation(_ParametersAdded(self))
 
     @property
@@ -114,8 +115,9 @@ class LifecycleScripts(Construct):
 
     def add_users(self, users: Sequence[User]) -> None:
         """Upload the cluster's users file (names, fixed UIDs/GIDs, public keys; no secrets) for the runtime."""
-        if self.has_script(USERS_FILE):
+        if self.users is not None:
             raise_if_any(f"LifecycleScripts {self.node.path}", ["users: the users file was already added"])
+        self.users = list(users)
         if users:
             self.deployment.add_source(s3deploy.Source.data(USERS_FILE, dumps(list(users))))
 

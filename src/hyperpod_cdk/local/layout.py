@@ -38,7 +38,7 @@ EMULATION_SLURM_OPTIONS: dict[str, int] = {
     "sched_interval": 2,
     "cred_expire": 70,
 }
-"""Fast failure detection for fault tests (research/local-slurm-emulation.md §6): a crashed node is DOWN
+"""Fast failure detection for fault tests (local-Slurm research notes, fault tests): a crashed node is DOWN
 within ~15 s, a requeued job may restart after cred_expire + 1 s; cred_expire below 70 lets a stale signal
 kill the restarted job (§6.3)."""
 EMULATED_MEMORY_MIB = 2000

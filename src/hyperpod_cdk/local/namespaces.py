@@ -6,7 +6,7 @@ lives in a dedicated "switch" network namespace, so the host's own network names
 bridge, no address, no route. Nodes have no default route, so no traffic leaves the cluster.
 
 Names are prefixed (switch ``<prefix>-sw``, node netns ``<prefix>-<node>``), so clusters with different
-prefixes can run side by side. research/local-slurm-emulation.md is the verified recipe this follows; its
+prefixes can run side by side. The team's local-Slurm research notes are the verified recipe this follows; its
 pitfalls are cited as P<n>.
 """
 

@@ -37,6 +37,8 @@ class RunningDaemon(Step):
         return digest.hexdigest()
 
     def _config_changed(self, node: Node) -> bool:
+        if not self.config_files:
+            return False  # nothing of ours configures it (e.g. HyperPod's daemons): only keep it running
         return (read_text(node, self._digest_file) or "").strip() != self._digest(node)
 
     def needed(self, node: Node) -> bool:

@@ -73,8 +73,12 @@ class Users(Step):
         return [u for u in self.users if not node.path(home(node, u)).is_dir()]
 
     def needed(self, node: Node) -> bool:
-        sudo_ok = read_text(node, SUDOERS) == self._sudoers() if any(u.sudo for u in self.users) else True
-        return bool(self._missing(node) or self._homes_missing(node) or not sudo_ok)
+        return bool(
+            self._conflicts(node)
+            or self._missing(node)
+            or self._homes_missing(node)
+            or read_text(node, SUDOERS) != self._sudoers()
+        )
 
     def apply(self, node: Node) -> None:
         conflicts = self._conflicts(node)
@@ -107,8 +111,7 @@ class Users(Step):
             )
         for user in self.users:
             ensure_dir(node, home(node, user), mode=0o750, owner=user.name, group=user.name)
-        if any(u.sudo for u in self.users):
-            write_file(node, SUDOERS, self._sudoers(), mode=0o440)
+        write_file(node, SUDOERS, self._sudoers(), mode=0o440)
 
     def describe(self, node: Node) -> List[str]:
         actions = ["useradd {} (uid {}, gid {})".format(u.name, u.uid, u.gid) for u in self._missing(node)]
