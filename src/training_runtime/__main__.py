@@ -24,9 +24,10 @@ from training_runtime.errors import InputError, StepFailed
 from training_runtime.log import log
 from training_runtime.node import STATE_DIR, Node
 from training_runtime.params import PARAMETERS_FILE_BY_MODE, ParametersError, ProvisioningParameters
-from training_runtime.plan import StepError, apply_plan, build_plan, describe_plan, step_status
+from training_runtime.plan import StepError, apply_plan, describe_plan, step_status
 from training_runtime.resources import DEFAULT_PATH, ResourceConfig, ResourceConfigError
 from training_runtime.run import CommandError, Runner
+from training_runtime.steps.catalog import steps_for
 from training_runtime.users import load_users
 
 FAILED = 2
@@ -109,14 +110,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.command == "validate":
         return 0
     try:
-        steps = build_plan(node)
+        steps = steps_for(node)
         if args.command == "plan":
             show(describe_plan(node, steps), args.json)
             return 0
         if args.command == "status":
             show(step_status(node, steps), args.json)
             return 0
-        with bootstrap_lock(node):
+        with BootstrapLock(node):
             changed = apply_plan(node, steps)
     except StepError as error:
         return fail(error.step, error)
@@ -126,7 +127,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     return 0
 
 
-class bootstrap_lock:
+class BootstrapLock:
     """One bootstrap at a time on a node (HyperPod may re-run a script while an old run hangs)."""
 
     def __init__(self, node: Node) -> None:

@@ -7,6 +7,7 @@ runner that records commands, so every step's planning can be checked without to
 from __future__ import annotations
 
 import os
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
@@ -104,8 +105,6 @@ class Node:
         """This machine's host name (the instance name when running against a fake root)."""
         if not self.is_real_root:
             return self.instance.name
-        import socket
-
         return socket.gethostname().split(".")[0]
 
     # --- paths ------------------------------------------------------------------------------

@@ -17,13 +17,6 @@ STATE_FILE = STATE_DIR + "/state.json"
 DONE_MARKER = STATE_DIR + "/bootstrap.done"
 
 
-def build_plan(node: Node) -> List[Step]:
-    """Steps for this node's role and platform, in the order they must run."""
-    from training_runtime.steps.catalog import steps_for
-
-    return steps_for(node)
-
-
 def inputs_digest(node: Node) -> str:
     """Identifies the inputs a bootstrap ran with (the done marker records it)."""
     text = node.params.dumps() + json.dumps(
@@ -111,9 +104,11 @@ class StepError(RuntimeError):
 
 def describe_plan(node: Node, steps: List[Step]) -> List[Dict[str, Any]]:
     """For ``plan``: every step, whether it is needed now, and what it would do. No side effects."""
-    return [
-        {"step": s.name, "needed": s.needed(node), "actions": s.describe(node) if s.needed(node) else []} for s in steps
-    ]
+    rows = []
+    for step in steps:
+        needed = step.needed(node)  # may run read-only commands (dpkg-query, sacctmgr): ask once
+        rows.append({"step": step.name, "needed": needed, "actions": step.describe(node) if needed else []})
+    return rows
 
 
 def step_status(node: Node, steps: List[Step]) -> List[Dict[str, Any]]:

@@ -11,6 +11,7 @@ daemon runs.
 
 from __future__ import annotations
 
+import json
 import secrets
 from typing import List, Optional, Tuple
 
@@ -271,8 +272,6 @@ def database_password(node: Node) -> str:
 def external_password(node: Node) -> str:
     """Reads the external database's password from Secrets Manager (AWS CLI on the node; the execution
     role grants read on that one secret). The value never reaches a log."""
-    import json
-
     arn = node.options.accounting.password_secret_arn or ""
     region = arn.split(":")[3] if arn.count(":") >= 6 else ""
     result = node.retry.call(
@@ -327,8 +326,8 @@ class SlurmdbdConfig(Step):
     def _password(self, node: Node) -> Optional[str]:
         if node.options.accounting.database == "external":
             return None
-        target = node.path(DB_PASSWORD_FILE)
-        return target.read_text().strip() if target.exists() else None
+        stored = read_text(node, DB_PASSWORD_FILE)
+        return stored.strip() if stored is not None else None
 
     def needed(self, node: Node) -> bool:
         password = self._password(node)
