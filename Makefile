@@ -9,7 +9,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export AWS_EC2_METADATA_DISABLED := true
 CONFIG ?=
 
-SHELL_SCRIPTS := $(wildcard src/hyperpod_cdk/lifecycle_assets/*.sh src/hyperpod_cdk/local/*.sh scripts/*.sh .ci/run)
+SHELL_SCRIPTS := $(wildcard src/hyperpod_cdk/lifecycle_assets/*.sh src/hyperpod_cdk/local/*.sh scripts/*.sh examples/jobs/*.sbatch .ci/run)
 
 .PHONY: setup system-packages synth test lint typecheck unit bench schema clean
 

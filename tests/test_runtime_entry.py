@@ -86,7 +86,13 @@ def test_plan_lists_the_steps_and_changes_nothing(prefix: Path) -> None:
     result = run(prefix, "plan", "10.1.0.6", "--json")
     assert result.returncode == 0, result.stdout + result.stderr
     rows = [e for e in events(result) if "step" in e and "needed" in e]
-    assert [r["step"] for r in rows][:3] == ["hosts", "packages:slurm", "shared-storage"]
+    assert [r["step"] for r in rows][:5] == [
+        "installed-runtime",
+        "health-checks",
+        "hosts",
+        "packages:slurm",
+        "shared-storage",
+    ]
     assert rows[-1]["step"] == "daemon:slurmd" and rows[-1]["needed"]
     assert untouched(prefix)
 

@@ -342,7 +342,7 @@ def test_hyperpod_platform_leaves_slurm_conf_and_munge_to_hyperpod(tmp_path: Pat
     node = fake_node(tmp_path, mode="api-driven")
     (tmp_path / "opt/sagemaker_cluster").mkdir(parents=True)
     plan = names(steps_for(node))
-    assert plan[:2] == ["shared-storage", "slurm-config"]
+    assert plan[:4] == ["installed-runtime", "health-checks", "shared-storage", "slurm-config"]
     assert not any(n.startswith(("packages", "munge", "hosts")) for n in plan)
     assert conf_path(node, "slurm.conf") == "/opt/slurm/etc/slurm.conf"
     assert not any(isinstance(s, SlurmConfig) for s in steps_for(node))

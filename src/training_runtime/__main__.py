@@ -18,9 +18,11 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from training_runtime.errors import InputError, StepFailed
+from training_runtime.health import main as health_main
+from training_runtime.launch import main as launch_main
 from training_runtime.log import log
 from training_runtime.node import STATE_DIR, Node
 from training_runtime.params import PARAMETERS_FILE_BY_MODE, ParametersError, ProvisioningParameters
@@ -31,6 +33,10 @@ from training_runtime.steps.catalog import steps_for
 from training_runtime.users import load_users
 
 FAILED = 2
+
+TOOLS: Dict[str, Callable[[List[str]], int]] = {"launch": launch_main, "health": health_main}
+"""Commands for after the boot, each with its own options: ``launch`` (the training launcher) and
+``health`` (the checks Slurm runs as HealthCheckProgram and Prolog)."""
 
 
 def find_parameters(directory: Path) -> Path:
@@ -82,6 +88,9 @@ def load_node(args: argparse.Namespace) -> Node:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in TOOLS:
+        return TOOLS[argv[0]](argv[1:])
     parser = argparse.ArgumentParser(prog="python3 -m training_runtime")
     parser.add_argument("command", choices=["bootstrap", "plan", "status", "validate"])
     parser.add_argument("--assets-dir", type=Path, default=Path(__file__).resolve().parent.parent)

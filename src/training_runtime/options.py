@@ -15,6 +15,8 @@ from training_runtime.errors import InputError
 from training_runtime.hardware import overrides_problems
 
 ACCOUNTING_DATABASES = ("local", "external")
+HYPERPOD_HEALTH_ACTIONS = ("recover", "drain")
+DCGM_LEVELS = (0, 1)
 SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[A-Za-z0-9/_+=.@-]+$")
 PIP_REQUIREMENT = re.compile(
     r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?(==|~=|>=|<=|<|>|!=)?[A-Za-z0-9.*+!_-]*$"
@@ -66,10 +68,26 @@ class PytorchOptions:
 
 
 @dataclass(frozen=True)
+class HealthOptions:
+    """The node health checks (``training_runtime.health``): Slurm's HealthCheckProgram and Prolog."""
+
+    enabled: bool = True
+    """Install the checks on compute nodes and name them in the slurm.conf the runtime renders."""
+    min_free_disk_gib: int = 10
+    """A node needs this much free space on ``/``, ``/tmp`` and Slurm's spool directory (or 5 % of the
+    file system, whichever is smaller); 0 turns the disk check off."""
+    dcgm_level: int = 1
+    """``dcgmi diag -r 1`` in the prolog on GPU nodes; 0 turns it off. Higher levels take minutes."""
+    on_hyperpod: str = "recover"
+    """``recover``: hardware faults ask HyperPod to reboot or replace the node. ``drain``: only drain."""
+
+
+@dataclass(frozen=True)
 class RuntimeOptions:
     slurm: SlurmOptions = field(default_factory=SlurmOptions)
     accounting: AccountingOptions = field(default_factory=AccountingOptions)
     pytorch: Optional[PytorchOptions] = None
+    health: HealthOptions = field(default_factory=HealthOptions)
     install_accelerator_software: bool = True
     """Install missing EFA / NVIDIA / Neuron software on nodes that have the hardware."""
     node_hardware: Dict[str, Dict[str, Any]] = field(default_factory=dict)
@@ -80,6 +98,7 @@ _SECTIONS: Dict[str, Any] = {
     "slurm": SlurmOptions,
     "accounting": AccountingOptions,
     "pytorch": PytorchOptions,
+    "health": HealthOptions,
 }
 
 
@@ -103,7 +122,7 @@ def _parse(raw: Any, path: str, problems: List[str]) -> RuntimeOptions:
     if not isinstance(raw, Mapping):
         problems.append("{}: got {!r}; expected a mapping".format(path, raw))
         return RuntimeOptions()
-    known = ("slurm", "accounting", "pytorch", "install_accelerator_software", "node_hardware")
+    known = ("slurm", "accounting", "pytorch", "health", "install_accelerator_software", "node_hardware")
     _unknown_keys(raw, known, path, problems)
     slurm = _section(raw.get("slurm"), SlurmOptions, path + ".slurm", problems) or SlurmOptions()
     if slurm.cred_expire < 70:
@@ -128,6 +147,8 @@ def _parse(raw: Any, path: str, problems: List[str]) -> RuntimeOptions:
         pytorch = _section(raw.get("pytorch"), PytorchOptions, path + ".pytorch", problems)
         if pytorch is not None:
             _check_pytorch(pytorch, path + ".pytorch", problems)
+    health = _section(raw.get("health"), HealthOptions, path + ".health", problems) or HealthOptions()
+    _check_health(health, path + ".health", problems)
     install = raw.get("install_accelerator_software", True)
     if not isinstance(install, bool):
         problems.append("{}.install_accelerator_software: got {!r}; expected true or false".format(path, install))
@@ -141,6 +162,7 @@ def _parse(raw: Any, path: str, problems: List[str]) -> RuntimeOptions:
         slurm=slurm,
         accounting=accounting,
         pytorch=pytorch,
+        health=health,
         install_accelerator_software=install,
         node_hardware={str(k): dict(v) for k, v in hardware.items()},
     )
@@ -170,6 +192,26 @@ def _check_accounting(accounting: AccountingOptions, path: str, problems: List[s
         problems.append("{}.user: got {!r}; use 1-32 letters, digits and underscores".format(path, accounting.user))
     if not 0 < accounting.port < 65536:
         problems.append("{}.port: got {}; expected 1-65535".format(path, accounting.port))
+
+
+def _check_health(health: HealthOptions, path: str, problems: List[str]) -> None:
+    if health.min_free_disk_gib < 0:
+        problems.append(
+            "{}.min_free_disk_gib: got {}; expected 0 (no disk check) or more GiB".format(
+                path, health.min_free_disk_gib
+            )
+        )
+    if health.dcgm_level not in DCGM_LEVELS:
+        problems.append(
+            "{}.dcgm_level: got {}; allowed: 0 (off), 1. Levels 2 and up run for minutes, longer than a prolog "
+            "should take. Fix: use 1, and run deeper diagnostics on a drained node (dcgmi diag -r 3)".format(
+                path, health.dcgm_level
+            )
+        )
+    if health.on_hyperpod not in HYPERPOD_HEALTH_ACTIONS:
+        problems.append(
+            "{}.on_hyperpod: got {!r}; allowed: {}".format(path, health.on_hyperpod, ", ".join(HYPERPOD_HEALTH_ACTIONS))
+        )
 
 
 def _check_pytorch(pytorch: PytorchOptions, path: str, problems: List[str]) -> None:

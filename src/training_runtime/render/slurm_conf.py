@@ -128,6 +128,9 @@ class SlurmSettings:
     prolog: Optional[str] = None
     epilog: Optional[str] = None
     prolog_flags: Optional[str] = None
+    nohold_on_prolog_fail: bool = False
+    """``SchedulerParameters=...,nohold_on_prolog_fail``: a batch job requeued because the prolog failed on
+    a node runs elsewhere at once instead of being held (Slurm's default holds it)."""
     configless: bool = False
     """``SlurmctldParameters=enable_configless``: nodes may fetch this file with ``slurmd --conf-server``."""
     extra_lines: Tuple[str, ...] = ()
@@ -265,13 +268,15 @@ def _global_lines(settings: SlurmSettings, any_gpu: bool) -> Tuple[List[str], Di
     put("SelectType", "select/cons_tres", "")
     put("SelectTypeParameters", s.select_type_parameters, "select_type_parameters")
     put("SchedulerType", "sched/backfill", "")
-    put(
-        "SchedulerParameters",
-        "sched_interval={},bf_interval={}".format(s.sched_interval, s.bf_interval),
-        "sched_interval",
+    scheduler = "sched_interval={},bf_interval={}".format(s.sched_interval, s.bf_interval)
+    notes = [
         "How often (s) the main and backfill schedulers run; a requeued job whose begin time has passed",
         "waits up to sched_interval to start.",
-    )
+    ]
+    if s.nohold_on_prolog_fail:
+        scheduler += ",nohold_on_prolog_fail"
+        notes.append("nohold_on_prolog_fail: a batch job requeued because a prolog failed is not held.")
+    put("SchedulerParameters", scheduler, "sched_interval", *notes)
     if any_gpu:
         put("GresTypes", "gpu", "", "GPUs are declared per node below and in gres.conf.")
 
@@ -439,6 +444,8 @@ def _settings_problems(s: SlurmSettings) -> List[str]:
         bad("job_requeue", s.job_requeue, "expected true or false")
     if not isinstance(s.configless, bool):
         bad("configless", s.configless, "expected true or false")
+    if not isinstance(s.nohold_on_prolog_fail, bool):
+        bad("nohold_on_prolog_fail", s.nohold_on_prolog_fail, "expected true or false")
     states = s.health_check_node_state.split(",") if isinstance(s.health_check_node_state, str) else [None]
     if any(not isinstance(t, str) or t.upper() not in HEALTH_CHECK_NODE_STATES for t in states):
         bad(

@@ -9,6 +9,8 @@ from training_runtime.params import LIFECYCLE_DRIVEN
 from training_runtime.steps import Step
 from training_runtime.steps.accelerators import accelerator_steps
 from training_runtime.steps.daemon import RunningDaemon
+from training_runtime.steps.health import health_steps
+from training_runtime.steps.installed import InstalledRuntime
 from training_runtime.steps.munge import MUNGED, NODE_KEY, MungeKey
 from training_runtime.steps.pytorch_env import pytorch_steps
 from training_runtime.steps.slurm import (
@@ -48,7 +50,8 @@ def packages_for(node: Node) -> List[str]:
 def steps_for(node: Node) -> List[Step]:
     generic = node.platform == GENERIC
     users = load_users(node.assets_dir)
-    steps: List[Step] = []
+    steps: List[Step] = [InstalledRuntime()]
+    steps += health_steps(node)
     if generic:
         steps += [ClusterHosts(), Packages(packages_for(node) + (["openssh-client"] if users else []), "slurm")]
     if node.params.fsx_dns_name and node.params.mode == LIFECYCLE_DRIVEN:

@@ -28,6 +28,7 @@ from training_runtime.retry import NotReady, RetryPolicy
 from training_runtime.run import CommandError
 from training_runtime.services import Daemon
 from training_runtime.steps import Step
+from training_runtime.steps.health import HEALTH_CHECK, PROLOG_PROGRAM
 
 SLURM_USER = "slurm"
 DB_PASSWORD_FILE = STATE_DIR + "/secrets/slurmdbd-password"
@@ -64,9 +65,15 @@ def partitions(node: Node) -> List[Partition]:
     return result
 
 
+HEALTH_CHECK_NODE_STATE = "ANY,CYCLE"
+"""Check nodes in every state (a busy node can lose a GPU too), spread over the interval rather than all
+at once (the shared file system sees one probe write at a time, not one per node at the same moment)."""
+
+
 def settings(node: Node) -> SlurmSettings:
     slurm = node.options.slurm
     controller = node.controller
+    health = node.options.health.enabled
     return SlurmSettings(
         cluster_name=slurm_cluster_name(node),
         controller_name=controller.name,
@@ -79,6 +86,11 @@ def settings(node: Node) -> SlurmSettings:
         job_requeue=slurm.requeue,
         sched_interval=slurm.sched_interval,
         health_check_interval=slurm.health_check_interval,
+        health_check_program=HEALTH_CHECK if health else None,
+        health_check_node_state=HEALTH_CHECK_NODE_STATE,
+        prolog=PROLOG_PROGRAM if health else None,
+        prolog_flags="Alloc" if health else None,
+        nohold_on_prolog_fail=health,
     )
 
 

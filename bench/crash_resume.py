@@ -1,0 +1,63 @@
+"""Crash-to-resume time of a 2-node DDP job on the local cluster (root only), next to Slurm's floor.
+
+Run in the repo root as root: ``.venv/bin/python bench/crash_resume.py``. It brings up
+``examples/cpu-cluster.yaml``, submits ``examples/jobs/ddp.sbatch`` through the launcher (2 workers x 2
+processes, gloo, a checkpoint every 5 steps), crashes the second worker once a checkpoint exists, boots it
+again once Slurm has declared it DOWN, and prints when each phase ended, in seconds after the crash. The
+floor is what the cluster's settings allow at best: the node is declared DOWN after ``SlurmdTimeout``
+(checked every ``SlurmdTimeout/3`` s), and a requeued job may start ``cred_expire + 1`` s after the requeue,
+at the next scheduling pass. Timings are reported, never asserted.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import tempfile
+from pathlib import Path
+
+from hyperpod_cdk.local import LocalCluster
+from hyperpod_cdk.local.drill import DdpJob, crash_and_resume
+from hyperpod_cdk.local.layout import EMULATION_SLURM_OPTIONS
+
+CONFIG = Path(__file__).resolve().parent.parent / "examples" / "cpu-cluster.yaml"
+
+
+def main() -> None:
+    if os.geteuid() != 0:
+        sys.exit("the local cluster needs root")
+    options = EMULATION_SLURM_OPTIONS
+    with tempfile.TemporaryDirectory(prefix="hpcdk-bench-") as workdir:
+        cluster = LocalCluster.up(CONFIG, workdir, prefix="hpbcrash", subnet="10.253.0.0/24")
+        try:
+            job = DdpJob(name="bench", steps=60, checkpoint_every=5, step_seconds=0.4)
+            drill = crash_and_resume(
+                cluster, job, submit_from="login-group-1", crash="worker-group-1-2", crash_after_step=7
+            )
+        finally:
+            cluster.down()
+    first, second = drill.runs
+    lost = first.steps[-1] + 1 - (second.resumed_at or 0)
+    floor_down = options["slurmd_timeout"]
+    floor_restart = options["cred_expire"] + 1
+    print(f"Host: {platform.node()}, {os.cpu_count()} CPUs. Job {drill.state}, restarts {drill.restarts}.")
+    print(
+        f"Settings: SlurmdTimeout={options['slurmd_timeout']} MessageTimeout={options['message_timeout']} "
+        f"cred_expire={options['cred_expire']} sched_interval={options['sched_interval']}\n"
+    )
+    print("| Phase (seconds after the crash) | Measured | Slurm's floor |")
+    print("| --- | --: | --: |")
+    print(f"| Node declared DOWN | {drill.node_down_s:.1f} | {floor_down} |")
+    print(f"| Job requeued | {drill.requeued_s:.1f} | {floor_down} |")
+    print(f"| Job running again | {drill.running_again_s:.1f} | {floor_down + floor_restart} |")
+    print(f"| Training resumed from the checkpoint | {drill.resumed_s:.1f} | - |")
+    print(f"| Job completed | {drill.completed_s:.1f} | - |")
+    print(
+        f"\nResumed at step {second.resumed_at} (checkpoint at the crash: step {drill.checkpoint_before_crash}, "
+        f"last step logged before it: {first.steps[-1]}; {lost} step(s) redone, interval {job.checkpoint_every})."
+    )
+
+
+if __name__ == "__main__":
+    main()

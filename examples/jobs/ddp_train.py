@@ -1,0 +1,98 @@
+"""PyTorch DDP training that survives node failures: resumes from the newest complete checkpoint.
+
+The shape of the HyperPod CPU DDP workshop (a linear model on synthetic data, a checkpoint every few
+steps), written so that a requeued or auto-resumed job continues where the last complete checkpoint left
+off:
+
+* checkpoints go through ``training_runtime.checkpoint`` (temporary directory, manifest, atomic rename,
+  ``latest`` pointer, the newest ``--keep`` kept), so a crash in the middle of a save never leaves a
+  partial checkpoint to load;
+* every batch is a function of the step number, so a resumed run sees the same data it would have seen;
+* rank 0 prints one ``step N loss X`` line per step, which is what the fault tests read.
+
+Runs under torchrun (``python3 -m training_runtime launch -- ddp_train.py ...``): CPU with gloo, or one
+GPU per process with NCCL when CUDA is available.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import time
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+from training_runtime import checkpoint
+
+
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=1000, help="train until this many steps are done")
+    parser.add_argument("--checkpoint-dir", required=True, help="on shared storage, e.g. /fsx/checkpoints/<run>")
+    parser.add_argument("--checkpoint-every", type=int, default=10, help="steps between checkpoints")
+    parser.add_argument("--keep", type=int, default=3, help="complete checkpoints to keep")
+    parser.add_argument("--batch-size", type=int, default=64, help="per process")
+    parser.add_argument("--features", type=int, default=20)
+    parser.add_argument("--step-seconds", type=float, default=0.0, help="sleep per step (slows the tiny model down)")
+    return parser.parse_args()
+
+
+def batch(step: int, rank: int, size: int, features: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The same batch for the same (step, rank) in every incarnation of the job."""
+    generator = torch.Generator().manual_seed(step * 1_000_003 + rank)
+    x = torch.rand(size, features, generator=generator)
+    y = x.sum(dim=1, keepdim=True) * 0.5 + 0.1
+    return x.to(device), y.to(device)
+
+
+def main() -> None:
+    args = arguments()
+    use_cuda = torch.cuda.is_available()
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    device = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
+    if use_cuda:
+        torch.cuda.set_device(device)
+    dist.init_process_group(backend="nccl" if use_cuda else "gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    restart = os.environ.get("SLURM_RESTART_COUNT", "0")
+    print(f"[{socket.gethostname()}] rank {rank}/{world} device {device} slurm_restart={restart}", flush=True)
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(args.features, 1).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    start = 0
+    found = checkpoint.latest(args.checkpoint_dir)
+    if found is not None:
+        state = checkpoint.load(found)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        start = found.step + 1
+        if rank == 0:
+            print(f"resumed from {found.path} at step {start}", flush=True)
+    ddp = DistributedDataParallel(model, device_ids=[local_rank] if use_cuda else None)
+
+    began = time.monotonic()
+    for step in range(start, args.steps):
+        x, y = batch(step, rank, args.batch_size, args.features, device)
+        loss = torch.nn.functional.mse_loss(ddp(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if rank == 0:
+            print(f"step {step} loss {loss.item():.4f}", flush=True)
+            if (step + 1) % args.checkpoint_every == 0 or step + 1 == args.steps:
+                state = {"model": model.state_dict(), "optimizer": optimizer.state_dict()}
+                checkpoint.save(args.checkpoint_dir, step, state, keep=args.keep, extra={"world_size": world})
+        if args.step_seconds:
+            time.sleep(args.step_seconds)
+    dist.barrier()
+    if rank == 0:
+        print(f"done {args.steps} steps world={world} in {time.monotonic() - began:.1f}s", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,225 @@
+"""Fault drills on a local cluster: a training job through the launcher, a node crash, the resume.
+
+Used by the fault tests (which assert on the outcome) and by ``bench/crash_resume.py`` (which reports the
+timings). The job is ``examples/jobs/ddp.sbatch``: DDP over two workers, a checkpoint to the shared
+directory every few steps, one ``step N loss X`` line per step in the job's log.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hyperpod_cdk.local.cluster import LocalCluster, LocalClusterError
+from training_runtime import checkpoint
+
+JOBS_DIR = Path(__file__).resolve().parents[3] / "examples" / "jobs"
+"""The example job scripts of this checkout (the nodes see the host's files through their overlay)."""
+POLL_S = 0.25
+
+STEP = re.compile(r"^step (\d+) loss ")
+RESUMED = re.compile(r"^resumed from (\S+) at step (\d+)$")
+INCARNATION = re.compile(r"^job (\d+) restart (\d+) on ")
+DONE = re.compile(r"^done (\d+) steps world=(\d+)")
+
+
+class DrillError(LocalClusterError):
+    """The drill could not run or its job did not behave (the message has the job's log tail)."""
+
+
+@dataclass
+class Incarnation:
+    """One run of the batch script: the first start, or a start after a requeue."""
+
+    restart: int
+    steps: list[int] = field(default_factory=list)
+    resumed_at: int | None = None
+    done_world: int | None = None
+
+
+def parse_job_log(text: str) -> list[Incarnation]:
+    runs: list[Incarnation] = []
+    for line in text.splitlines():
+        line = line.strip()
+        if m := INCARNATION.match(line):
+            runs.append(Incarnation(restart=int(m.group(2))))
+        elif not runs:
+            continue
+        elif m := STEP.match(line):
+            runs[-1].steps.append(int(m.group(1)))
+        elif m := RESUMED.match(line):
+            runs[-1].resumed_at = int(m.group(2))
+        elif m := DONE.match(line):
+            runs[-1].done_world = int(m.group(2))
+    return runs
+
+
+def job_fields(cluster: LocalCluster, node: str, job_id: str) -> dict[str, str]:
+    """``scontrol show job -o`` as a dict ({} when slurmctld does not answer)."""
+    result = cluster.exec(node, ["scontrol", "show", "job", "-o", job_id], timeout=30)
+    if result.returncode != 0:
+        return {}
+    return dict(re.findall(r"(\w+)=(\S*)", result.stdout))
+
+
+def node_state(cluster: LocalCluster, node: str, name: str) -> str:
+    result = cluster.exec(node, ["sinfo", "-h", "-n", name, "-o", "%T"], timeout=30)
+    return result.stdout.strip()
+
+
+def wait_until(what: str, predicate: Callable[[], bool], timeout: float, log: Path | None = None) -> float:
+    """Poll until ``predicate`` holds; returns the monotonic time it did."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return time.monotonic()
+        time.sleep(POLL_S)
+    tail = "" if log is None or not log.exists() else "\n".join(log.read_text().splitlines()[-30:])
+    suffix = f"; job log tail:\n{tail}" if tail else ""
+    raise DrillError(f"timed out after {timeout:.0f} s waiting for {what}{suffix}")
+
+
+@dataclass(frozen=True)
+class DdpJob:
+    """How to submit the example DDP job on the local cluster."""
+
+    name: str
+    steps: int
+    checkpoint_every: int
+    step_seconds: float
+    nodes: int = 2
+
+    def sbatch(self, cluster: LocalCluster) -> list[str]:
+        torchrun = Path(sys.executable).parent / "torchrun"
+        if not torchrun.exists():
+            raise DrillError(f"{torchrun} does not exist: install torch==2.13.0 in this environment (make setup does)")
+        env = f"ALL,TORCHRUN={torchrun},JOBS_DIR={JOBS_DIR},CHECKPOINT_DIR={self.checkpoint_dir(cluster)}"
+        return [
+            "sbatch",
+            "--parsable",
+            f"--job-name={self.name}",
+            f"--nodes={self.nodes}",
+            f"--output={cluster.state.fsx_mount_path}/jobs/%x-%j.out",
+            f"--export={env}",
+            str(JOBS_DIR / "ddp.sbatch"),
+            f"--steps={self.steps}",
+            f"--checkpoint-every={self.checkpoint_every}",
+            f"--step-seconds={self.step_seconds}",
+        ]
+
+    def checkpoint_dir(self, cluster: LocalCluster) -> str:
+        return f"{cluster.state.fsx_mount_path}/checkpoints/{self.name}"
+
+    def host_path(self, cluster: LocalCluster, on_node: str) -> Path:
+        """A path under the shared directory, as the host sees it."""
+        return cluster.workdir / "shared" / Path(on_node).relative_to(cluster.state.fsx_mount_path)
+
+    def log(self, cluster: LocalCluster, job_id: str) -> Path:
+        return self.host_path(cluster, f"{cluster.state.fsx_mount_path}/jobs/{self.name}-{job_id}.out")
+
+    def submit(self, cluster: LocalCluster, node: str) -> str:
+        self.host_path(cluster, f"{cluster.state.fsx_mount_path}/jobs").mkdir(parents=True, exist_ok=True)
+        result = cluster.exec(node, self.sbatch(cluster), timeout=30)
+        if result.returncode != 0:
+            raise DrillError(f"sbatch failed: {result.stdout}{result.stderr}")
+        return result.stdout.strip().split(";")[0]
+
+
+@dataclass
+class CrashResume:
+    """What happened in one crash-to-resume drill. Times are seconds after the crash."""
+
+    job_id: str
+    crashed: str
+    checkpoint_before_crash: int
+    """The newest complete checkpoint's step when the node was crashed."""
+    node_down_s: float
+    requeued_s: float
+    running_again_s: float
+    resumed_s: float
+    completed_s: float
+    state: str
+    restarts: int
+    runs: list[Incarnation]
+    log: str
+
+
+def crash_and_resume(
+    cluster: LocalCluster,
+    job: DdpJob,
+    *,
+    submit_from: str,
+    crash: str,
+    crash_after_step: int = 0,
+    timeout: float = 300.0,
+) -> CrashResume:
+    """Run ``job``; once a checkpoint exists and the job has logged ``crash_after_step``, crash node ``crash``;
+    boot it again once Slurm has declared it DOWN (as a replacement would come back); wait for the job to end.
+
+    A ``crash_after_step`` between two checkpoints makes the resumed job redo the steps since the last one."""
+    job_id = job.submit(cluster, submit_from)
+    log = job.log(cluster, job_id)
+    checkpoints = job.host_path(cluster, job.checkpoint_dir(cluster))
+
+    def training_with_a_checkpoint() -> bool:
+        return (
+            checkpoint.latest(checkpoints) is not None
+            and job_fields(cluster, submit_from, job_id).get("JobState") == "RUNNING"
+        )
+
+    wait_until("the job's first complete checkpoint", training_with_a_checkpoint, timeout, log)
+    before = checkpoint.latest(checkpoints)
+    assert before is not None
+    crashed_at = time.monotonic()
+    cluster.crash(crash)
+
+    def since(moment: float) -> float:
+        return round(moment - crashed_at, 1)
+
+    node_down = wait_until(
+        f"{crash} to be declared DOWN", lambda: node_state(cluster, submit_from, crash).startswith("down"), timeout, log
+    )
+    requeued = wait_until(
+        "the job to be requeued", lambda: job_fields(cluster, submit_from, job_id).get("Restarts", "0") != "0", timeout
+    )
+    code, output = cluster.boot(crash, bootstrap=True) or (0, "")
+    if code != 0:
+        raise DrillError(f"bootstrap of the rebooted {crash} failed:\n{output}")
+
+    def running_again() -> bool:
+        info = job_fields(cluster, submit_from, job_id)
+        return info.get("JobState") in ("RUNNING", "COMPLETED") and info.get("Restarts", "0") != "0"
+
+    running = wait_until("the requeued job to start", running_again, timeout, log)
+
+    def resumed_line() -> bool:
+        runs = parse_job_log(log.read_text()) if log.exists() else []
+        return len(runs) > 1 and runs[-1].resumed_at is not None
+
+    resumed = wait_until("the resumed job to load its checkpoint", resumed_line, timeout, log)
+    finished = wait_until(
+        "the job to finish",
+        lambda: job_fields(cluster, submit_from, job_id).get("JobState") in ("COMPLETED", "FAILED", "CANCELLED"),
+        timeout,
+        log,
+    )
+    info = job_fields(cluster, submit_from, job_id)
+    text = log.read_text()
+    return CrashResume(
+        job_id=job_id,
+        crashed=crash,
+        checkpoint_before_crash=before.step,
+        node_down_s=since(node_down),
+        requeued_s=since(requeued),
+        running_again_s=since(running),
+        resumed_s=since(resumed),
+        completed_s=since(finished),
+        state=info.get("JobState", "?"),
+        restarts=int(info.get("Restarts", "0") or 0),
+        runs=parse_job_log(text),
+        log=text,
+    )

@@ -1,0 +1,69 @@
+"""What a booted node is, written once by ``bootstrap`` for the programs that run after it.
+
+The launcher and the health checks run long after the lifecycle scripts, as any user, and without the
+parameters file or HyperPod's resource config (both are root-only or gone by then). Bootstrap therefore
+writes the facts they need to :data:`FACTS_PATH` (world-readable, nothing secret), and installs a copy of
+this package under :data:`INSTALL_DIR` so they can run as ``PYTHONPATH=/opt/hyperpod-cdk/lib python3 -m
+training_runtime ...``.
+
+Runs on the node's system Python (3.8 and newer), so: stdlib only, ``typing`` generics.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+HOME = "/opt/hyperpod-cdk"
+INSTALL_DIR = HOME + "/lib"
+"""Holds the ``training_runtime`` package as installed on the node (not the lifecycle prefix's copy)."""
+BIN_DIR = HOME + "/bin"
+"""Programs Slurm runs (health check, prolog) and the ``hyperpod-launch`` wrapper."""
+FACTS_PATH = "/etc/hyperpod-cdk/node.json"
+
+
+class FactsError(RuntimeError):
+    """The facts file is missing or unreadable (the node was not bootstrapped by hyperpod-cdk)."""
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    cluster: str
+    instance_name: str
+    """HyperPod's InstanceName (the Slurm node name on the generic platform)."""
+    instance_type: str
+    """``ml.p5.48xlarge`` and so on."""
+    group: str
+    role: str
+    platform: str
+    """``generic`` or ``hyperpod``."""
+    shared_mount: Optional[str]
+    """Where the shared file system is mounted (``/fsx``); None when the cluster has none."""
+    cpus: int
+    gpus: int = 0
+    neuron_devices: int = 0
+    neuron_cores: int = 0
+    efa_interfaces: int = 0
+
+    def dumps(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "NodeFacts":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def load_facts(root: Path = Path("/")) -> NodeFacts:
+    path = root / FACTS_PATH.lstrip("/")
+    try:
+        return NodeFacts.from_json(json.loads(path.read_text()))
+    except FileNotFoundError:
+        raise FactsError(
+            "{} does not exist: this node was not bootstrapped by hyperpod-cdk. Fix: pass the instance type "
+            "explicitly (--instance-type), or run the lifecycle scripts on this node".format(FACTS_PATH)
+        ) from None
+    except (OSError, ValueError, TypeError) as error:
+        raise FactsError("{} is unreadable ({}). Fix: re-run the node's bootstrap".format(FACTS_PATH, error)) from None

@@ -1,0 +1,714 @@
+"""Node health checks: what Slurm runs as ``HealthCheckProgram`` and ``Prolog`` on compute nodes.
+
+``python3 -m training_runtime health --periodic | --prolog | --report``
+
+Each check compares the node with what its facts (:mod:`training_runtime.facts`, written at bootstrap)
+say it should have, and returns ``ok``, ``skipped`` (the node is not expected to have that hardware, or
+the check cannot run and fails open) or ``failed``. Hardware the instance type does not have is skipped,
+never failed; expected hardware that is missing fails.
+
+A failure in ``--periodic`` or ``--prolog`` mode takes the node out of service itself (Slurm ignores the
+health program's exit status): on the generic platform a drain whose reason names the check
+(``hyperpod-cdk:<check>: <detail>``); on HyperPod, hardware faults ask HyperPod to reboot, and on a
+repeat replace, the node (``state=fail reason=Action:Reboot`` / ``Action:Replace``), other faults drain.
+A node drained by these checks is resumed when they pass again; a node drained or failed by anyone else
+is never touched. ``--report`` runs every check, prints the results and changes nothing.
+
+Everything has a deadline: Slurm kills a HealthCheckProgram after 60 s, and a hung GPU or file system
+must not hang the check, so the checks run in parallel threads and a check still running at the
+deadline counts as failed.
+
+Runs on the node's system Python (3.8 and newer), so: stdlib only, ``typing`` generics.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import socket
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from training_runtime.errors import InputError
+from training_runtime.facts import FactsError, NodeFacts, load_facts
+from training_runtime.log import log
+from training_runtime.node import GENERIC_SLURM, HYPERPOD, HYPERPOD_SLURM, STATE_DIR, SlurmLayout
+from training_runtime.options import HealthOptions, parse_options
+from training_runtime.plan import DONE_MARKER
+from training_runtime.run import CommandError, Result, Runner
+from training_runtime.steps.accelerators import DCGM_BINARY, FI_INFO, NEURON_LS
+
+# --- vocabulary ------------------------------------------------------------------------------------
+
+GPU, DCGM, NEURON, EFA, SHARED_STORAGE, DISK = "gpu", "dcgm", "neuron", "efa", "shared-storage", "disk"
+CHECK_NAMES = (GPU, DCGM, NEURON, EFA, SHARED_STORAGE, DISK)
+"""The names drain reasons use (``hyperpod-cdk:<name>: ...``); a fixed vocabulary other tools may match."""
+
+OK, SKIPPED, FAILED = "ok", "skipped", "failed"
+
+DRAIN, REBOOT, REPLACE = "drain", "reboot", "replace"
+"""What a failure asks for on HyperPod (with ``on_hyperpod: recover``); the generic platform always drains."""
+SEVERITY = {DRAIN: 0, REBOOT: 1, REPLACE: 2}
+REMEDY = {GPU: REBOOT, DCGM: REBOOT, NEURON: REBOOT, EFA: REBOOT, SHARED_STORAGE: DRAIN, DISK: DRAIN}
+"""Count mismatches and DCGM failures are hardware faults a reboot often clears (HyperPod's own agent
+reboots on a GPU or Neuron count mismatch); one that comes back after our reboot is escalated to a
+replacement (:data:`ESCALATE_WITHIN_S`). Storage and disk faults are not the instance's: rebooting would
+not fix them and replacing would destroy the root volume, so they only drain."""
+HYPERPOD_REASONS = {REBOOT: "Action:Reboot", REPLACE: "Action:Replace"}
+"""The exact, case-sensitive reasons HyperPod acts on (AWS: "Manually replace or reboot a node using Slurm")."""
+ESCALATE_WITHIN_S = 24 * 3600
+"""A check that asked for a reboot fails again within this time: ask for a replacement instead."""
+
+PERIODIC, PROLOG, REPORT = "periodic", "prolog", "report"
+REASON_PREFIX = "hyperpod-cdk:"
+REASON_MAX = 200
+
+HEALTH_CONFIG = "/etc/hyperpod-cdk/health.json"
+"""The ``health`` runtime options as bootstrap wrote them (defaults when absent)."""
+LOG_FILE = "/var/log/hyperpod-cdk/health.log"
+RECOVERY_FILE = STATE_DIR + "/health-recovery.json"
+"""When each check last asked HyperPod for a reboot (survives the reboot; a replacement starts afresh)."""
+SLURMD_SPOOL = "/var/spool/slurmd"
+GIB = 1024**3
+DISK_SHARE = 0.05
+"""A file system passes with :attr:`HealthOptions.min_free_disk_gib` free, or 5 % of its size if smaller."""
+
+CHECKS_DEADLINE_S = 30.0
+"""All checks together; what is left of Slurm's 60 s goes to scontrol (3 calls at most)."""
+TOOL_TIMEOUT_S = 15.0
+DCGM_TIMEOUT_S = 25.0
+PROBE_TIMEOUT_S = 10.0
+SCONTROL_TIMEOUT_S = 8.0
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+"""Slurm starts the prolog with an almost empty environment."""
+
+PROBE = """import os, sys
+directory, name = sys.argv[1], sys.argv[2]
+os.makedirs(directory, mode=0o755, exist_ok=True)
+path = os.path.join(directory, name)
+fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+try:
+    os.write(fd, b"hyperpod-cdk health probe\\n")
+    os.fsync(fd)
+finally:
+    os.close(fd)
+os.unlink(path)
+"""
+"""Run in a child process: a write to a hung Lustre mount blocks in the kernel, and only a child can be
+abandoned at the deadline without keeping this program from exiting."""
+
+
+# --- results ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    status: str
+    detail: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.status == FAILED
+
+    @property
+    def remedy(self) -> str:
+        return REMEDY[self.name]
+
+
+def ok(name: str, detail: str = "") -> CheckResult:
+    return CheckResult(name, OK, detail)
+
+
+def skipped(name: str, why: str) -> CheckResult:
+    return CheckResult(name, SKIPPED, why)
+
+
+def failed(name: str, detail: str) -> CheckResult:
+    return CheckResult(name, FAILED, detail)
+
+
+# --- context ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Context:
+    """What the checks know: the node's facts and options, its root, and how to run commands.
+
+    Tests give a fake root, a recording runner and a fake ``statvfs``; on a node they are ``/``, the real
+    runner and :func:`os.statvfs`.
+    """
+
+    facts: NodeFacts
+    options: HealthOptions = field(default_factory=HealthOptions)
+    mode: str = PERIODIC
+    root: Path = Path("/")
+    runner: Runner = field(default_factory=Runner)
+    node_name: str = ""
+    statvfs: Callable[[str], Any] = os.statvfs
+    clock: Callable[[], float] = time.time
+
+    def __post_init__(self) -> None:
+        if not self.node_name:
+            self.node_name = slurm_node_name(self.facts)
+
+    @property
+    def hyperpod(self) -> bool:
+        return self.facts.platform == HYPERPOD
+
+    @property
+    def slurm(self) -> SlurmLayout:
+        return HYPERPOD_SLURM if self.hyperpod else GENERIC_SLURM
+
+    def path(self, absolute: str) -> Path:
+        return self.root / absolute.lstrip("/")
+
+    def run(self, argv: Sequence[str], timeout: float) -> Result:
+        return self.runner.run(argv, timeout=timeout, check=False)
+
+    def which(self, name: str, *extra_dirs: str) -> Optional[str]:
+        """Absolute path (on the node) of an executable, searching ``extra_dirs`` and then PATH."""
+        dirs = list(extra_dirs) + os.environ.get("PATH", DEFAULT_PATH).split(":") + DEFAULT_PATH.split(":")
+        for directory in dirs:
+            if not directory:
+                continue
+            candidate = "{}/{}".format(directory.rstrip("/"), name)
+            host = self.path(candidate)
+            if host.is_file() and os.access(str(host), os.X_OK):
+                return candidate
+        return None
+
+
+def slurm_node_name(facts: NodeFacts) -> str:
+    """``SLURMD_NODENAME`` (set for prologs and health check programs), else the node's name in Slurm:
+    the instance name on the generic platform, the host name (``ip-10-1-2-3``) on HyperPod."""
+    from_slurm = os.environ.get("SLURMD_NODENAME", "").strip()
+    if from_slurm:
+        return from_slurm
+    if facts.platform == HYPERPOD:
+        return socket.gethostname().split(".")[0]
+    return facts.instance_name
+
+
+def _tail(result: Result, limit: int = 160) -> str:
+    lines = [line.strip() for line in (result.stdout + "\n" + result.stderr).splitlines() if line.strip()]
+    return (lines[-1] if lines else "no output")[-limit:]
+
+
+def _ran(
+    ctx: Context, argv: Sequence[str], timeout: float, label: Optional[str] = None
+) -> Tuple[Optional[Result], str]:
+    """(result, "") when the command ran to an exit status, (None, why) when it did not."""
+    label = label or os.path.basename(argv[0])
+    try:
+        return ctx.run(argv, timeout), ""
+    except CommandError as error:
+        if error.returncode is None:
+            return None, "{} did not answer within {:.0f} s".format(label, timeout)
+        return None, "{} could not run: {}".format(label, error.output.strip()[-160:])
+
+
+# --- the checks ------------------------------------------------------------------------------------
+
+
+def check_gpu(ctx: Context) -> CheckResult:
+    """``nvidia-smi`` lists at least the GPUs the instance type has."""
+    expected = ctx.facts.gpus
+    if expected <= 0:
+        return skipped(GPU, "no GPUs expected on {}".format(ctx.facts.instance_type))
+    tool = ctx.which("nvidia-smi")
+    if tool is None:
+        return failed(GPU, "nvidia-smi not found; {} GPUs expected".format(expected))
+    result, why = _ran(ctx, [tool, "--query-gpu=index", "--format=csv,noheader"], TOOL_TIMEOUT_S)
+    if result is None:
+        return failed(GPU, why)
+    if not result.ok:
+        return failed(GPU, "nvidia-smi exited {}: {}".format(result.returncode, _tail(result)))
+    found = sum(1 for line in result.stdout.splitlines() if line.strip())
+    if found < expected:
+        return failed(GPU, "nvidia-smi lists {} of {} GPUs".format(found, expected))
+    return ok(GPU, "{} GPUs".format(found))
+
+
+DCGM_NO_ENGINE = re.compile(r"host ?engine|unable to (connect|establish a connection)", re.IGNORECASE)
+
+
+def check_dcgm(ctx: Context) -> CheckResult:
+    """``dcgmi diag -r 1`` passes (prolog and report only).
+
+    Fails open: without ``dcgmi`` or a running host engine (``nvidia-dcgm``) the check is skipped, because
+    that is missing software, not a GPU fault, and draining or replacing nodes for it would take a whole
+    cluster out of service. The periodic check never runs it: the GPUs may be busy with a job then.
+    """
+    if ctx.facts.gpus <= 0:
+        return skipped(DCGM, "no GPUs expected on {}".format(ctx.facts.instance_type))
+    if ctx.options.dcgm_level == 0:
+        return skipped(DCGM, "turned off (health.dcgm_level: 0)")
+    if ctx.mode == PERIODIC:
+        return skipped(DCGM, "runs in the prolog only; the GPUs may be in use now")
+    tool = ctx.which(DCGM_BINARY)
+    if tool is None:
+        return skipped(DCGM, "dcgmi not installed (fails open)")
+    argv = [tool, "diag", "-r", str(ctx.options.dcgm_level)]
+    result, why = _ran(ctx, argv, DCGM_TIMEOUT_S)
+    if result is None:
+        return failed(DCGM, why)
+    if result.ok:
+        return ok(DCGM, "dcgmi diag -r {} passed".format(ctx.options.dcgm_level))
+    output = result.stdout + result.stderr
+    if DCGM_NO_ENGINE.search(output) and "Fail" not in output:
+        return skipped(DCGM, "DCGM host engine not answering (fails open): {}".format(_tail(result)))
+    failing = [line.strip(" |") for line in output.splitlines() if "Fail" in line]
+    return failed(DCGM, "dcgmi diag -r {}: {}".format(ctx.options.dcgm_level, (failing or [_tail(result)])[0][:160]))
+
+
+def neuron_device_count(data: Any) -> Optional[int]:
+    """Devices in ``neuron-ls`` JSON: entries with a ``neuron_device`` key (a list of them up to Neuron
+    2.33), or a ``neuron_devices`` list; None when neither shape is found."""
+    found = 0
+    stack = [data]
+    listed: Optional[int] = None
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if "neuron_device" in item:
+                found += 1
+            if listed is None and isinstance(item.get("neuron_devices"), list):
+                listed = len(item["neuron_devices"])
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    if found:
+        return found
+    return listed
+
+
+def check_neuron(ctx: Context) -> CheckResult:
+    """``neuron-ls`` runs and lists at least the Neuron devices the instance type has."""
+    expected = ctx.facts.neuron_devices
+    if expected <= 0:
+        return skipped(NEURON, "no Neuron devices expected on {}".format(ctx.facts.instance_type))
+    tool = ctx.which("neuron-ls", os.path.dirname(NEURON_LS))
+    if tool is None:
+        return failed(NEURON, "neuron-ls not found; {} Neuron devices expected".format(expected))
+    result, why = _ran(ctx, [tool, "--json-output"], TOOL_TIMEOUT_S)
+    if result is not None and not result.ok:
+        # Neuron 2.34 replaced --json-output with --output-format json.
+        result, why = _ran(ctx, [tool, "--output-format", "json"], TOOL_TIMEOUT_S)
+    if result is None:
+        return failed(NEURON, why)
+    if not result.ok:
+        return failed(NEURON, "neuron-ls exited {}: {}".format(result.returncode, _tail(result)))
+    try:
+        found = neuron_device_count(json.loads(result.stdout))
+    except ValueError:
+        found = None
+    source = "neuron-ls"
+    if found is None:
+        found, source = _device_nodes(ctx, re.compile(r"^neuron\d+$")), "/dev/neuron*"
+    if found < expected:
+        return failed(NEURON, "{} shows {} of {} Neuron devices".format(source, found, expected))
+    return ok(NEURON, "{} Neuron devices".format(found))
+
+
+def _device_nodes(ctx: Context, pattern: "re.Pattern[str]") -> int:
+    try:
+        return sum(1 for entry in ctx.path("/dev").iterdir() if pattern.match(entry.name))
+    except OSError:
+        return 0
+
+
+def efa_domains(fi_info_output: str) -> List[str]:
+    """The distinct domains (one per EFA device) of the ``efa`` provider in ``fi_info`` output."""
+    domains: List[str] = []
+    provider = ""
+    for line in fi_info_output.splitlines():
+        key, _, value = line.strip().partition(":")
+        value = value.strip()
+        if key == "provider":
+            provider = value
+        elif key == "domain" and provider == "efa" and value not in domains:
+            domains.append(value)
+    return domains
+
+
+def check_efa(ctx: Context) -> CheckResult:
+    """``fi_info -p efa -t FI_EP_RDM`` lists at least the EFA devices the instance type has."""
+    expected = ctx.facts.efa_interfaces
+    if expected <= 0:
+        return skipped(EFA, "no EFA interfaces expected on {}".format(ctx.facts.instance_type))
+    tool = ctx.which("fi_info", os.path.dirname(FI_INFO))
+    if tool is None:
+        return failed(EFA, "fi_info not found; {} EFA interfaces expected".format(expected))
+    result, why = _ran(ctx, [tool, "-p", "efa", "-t", "FI_EP_RDM"], TOOL_TIMEOUT_S)
+    if result is None:
+        return failed(EFA, why)
+    if not result.ok:
+        return failed(EFA, "fi_info -p efa exited {}: {}".format(result.returncode, _tail(result)))
+    found = len(efa_domains(result.stdout))
+    if found < expected:
+        return failed(EFA, "fi_info lists {} of {} EFA devices".format(found, expected))
+    return ok(EFA, "{} EFA devices".format(found))
+
+
+def _mount_points(ctx: Context) -> List[str]:
+    try:
+        text = ctx.path("/proc/self/mountinfo").read_text()
+    except OSError:
+        return []
+    return [
+        fields[4].replace("\\040", " ") for fields in (line.split() for line in text.splitlines()) if len(fields) > 4
+    ]
+
+
+def _in_fstab(ctx: Context, mount: str) -> bool:
+    try:
+        text = ctx.path("/etc/fstab").read_text()
+    except OSError:
+        return False
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) > 1 and not fields[0].startswith("#") and fields[1].rstrip("/") == mount:
+            return True
+    return False
+
+
+def python_executable() -> str:
+    """This interpreter, for the probe. ``sys.executable`` is empty when Python was started through a
+    PATH lookup with no PATH in its environment, which is how slurmd starts the programs."""
+    return sys.executable or shutil.which("python3", path=DEFAULT_PATH) or "/usr/bin/python3"
+
+
+def check_shared_storage(ctx: Context) -> CheckResult:
+    """The shared file system is mounted and takes a write (create, fsync, remove) within 10 s.
+
+    It must be a mount point on HyperPod (the facts name a mount only when FSx is configured) and on the
+    generic platform when ``/etc/fstab`` lists it; a cluster without a file system only needs the
+    directory to be writable, as at bootstrap.
+    """
+    mount = (ctx.facts.shared_mount or "").rstrip("/")
+    if not mount:
+        return skipped(SHARED_STORAGE, "no shared file system configured")
+    must_be_mounted = ctx.hyperpod or _in_fstab(ctx, mount)
+    if must_be_mounted and mount not in _mount_points(ctx):
+        return failed(SHARED_STORAGE, "{} is not mounted".format(mount))
+    if not ctx.path(mount).is_dir():
+        return failed(SHARED_STORAGE, "{} does not exist".format(mount))
+    directory = str(ctx.path("{}/.hyperpod-cdk/health".format(mount)))
+    name = "{}.{}".format(ctx.node_name or "node", os.getpid())
+    probe = [python_executable(), "-c", PROBE, directory, name]
+    result, why = _ran(ctx, probe, PROBE_TIMEOUT_S, label="a write to " + mount)
+    if result is None:
+        return failed(SHARED_STORAGE, why)
+    if not result.ok:
+        return failed(SHARED_STORAGE, "cannot write to {}: {}".format(mount, _tail(result)))
+    return ok(SHARED_STORAGE, "{} mounted and writable".format(mount) if must_be_mounted else mount + " writable")
+
+
+def check_disk(ctx: Context) -> CheckResult:
+    """``/``, ``/tmp`` and Slurm's spool directory each have ``min_free_disk_gib`` free, or 5 % of their
+    file system when that is less (a small test disk is not always "full")."""
+    floor_gib = ctx.options.min_free_disk_gib
+    if floor_gib <= 0:
+        return skipped(DISK, "turned off (health.min_free_disk_gib: 0)")
+    seen: List[Any] = []
+    notes: List[str] = []
+    for path in ("/", "/tmp", SLURMD_SPOOL):
+        if not ctx.path(path).is_dir():
+            continue
+        try:
+            info = ctx.statvfs(str(ctx.path(path)))
+        except OSError as error:
+            return failed(DISK, "cannot stat {}: {}".format(path, error))
+        fsid = getattr(info, "f_fsid", None)
+        if fsid is not None and fsid != 0 and fsid in seen:
+            continue
+        seen.append(fsid)
+        total = info.f_blocks * info.f_frsize
+        free = info.f_bavail * info.f_frsize
+        need = min(floor_gib * GIB, DISK_SHARE * total)
+        if free < need:
+            return failed(
+                DISK,
+                "{} has {:.1f} GiB free of {:.1f} GiB, needs {:.1f}".format(path, free / GIB, total / GIB, need / GIB),
+            )
+        notes.append("{} {:.0f} GiB free".format(path, free / GIB))
+    return ok(DISK, ", ".join(notes))
+
+
+CHECKS: Tuple[Tuple[str, Callable[[Context], CheckResult]], ...] = (
+    (GPU, check_gpu),
+    (DCGM, check_dcgm),
+    (NEURON, check_neuron),
+    (EFA, check_efa),
+    (SHARED_STORAGE, check_shared_storage),
+    (DISK, check_disk),
+)
+
+
+def run_checks(ctx: Context, deadline_s: float = CHECKS_DEADLINE_S) -> List[CheckResult]:
+    """Every check, in parallel threads; one still running after ``deadline_s`` counts as failed.
+
+    The threads are daemons: a check stuck in the kernel (a hung GPU or file system) is abandoned, and the
+    program still exits.
+    """
+    results: Dict[str, CheckResult] = {}
+
+    def run(name: str, check: Callable[[Context], CheckResult]) -> None:
+        try:
+            results[name] = check(ctx)
+        except Exception as error:  # a bug in one check must not hide the others
+            results[name] = failed(name, "check crashed: {}: {}".format(type(error).__name__, error))
+
+    threads = [threading.Thread(target=run, args=check, name="health-" + check[0], daemon=True) for check in CHECKS]
+    end = time.monotonic() + deadline_s
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(max(0.0, end - time.monotonic()))
+    return [results.get(name) or failed(name, "no result within {:.0f} s".format(deadline_s)) for name, _ in CHECKS]
+
+
+# --- Slurm: the node's state and what to change ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """The parts of ``scontrol show node`` the checks act on."""
+
+    state: str
+    reason: str = ""
+    comment: str = ""
+
+    @property
+    def flags(self) -> List[str]:
+        return self.state.upper().split("+")
+
+    @property
+    def drained(self) -> bool:
+        return "DRAIN" in self.flags
+
+    @property
+    def failing(self) -> bool:
+        return "FAIL" in self.flags
+
+    @property
+    def ours(self) -> bool:
+        return self.reason.startswith(REASON_PREFIX)
+
+
+def parse_node_state(text: str) -> Optional[NodeState]:
+    """From ``scontrol show node NAME`` (one key per line group, Reason and Comment on lines of their own)."""
+    state = re.search(r"(?:^|\s)State=(\S+)", text)
+    if state is None:
+        return None
+    reason = re.search(r"^\s*Reason=(.*?)(?:\s+\[[^\]]*\])?\s*$", text, re.MULTILINE)
+    comment = re.search(r"^\s*Comment=(.*?)\s*$", text, re.MULTILINE)
+    comment_text = comment.group(1) if comment else ""
+    return NodeState(
+        state=state.group(1),
+        reason=reason.group(1) if reason else "",
+        comment="" if comment_text == "(null)" else comment_text,
+    )
+
+
+def node_state(ctx: Context) -> Optional[NodeState]:
+    argv = [ctx.slurm.command("scontrol"), "show", "node", ctx.node_name]
+    result, why = _ran(ctx, argv, SCONTROL_TIMEOUT_S)
+    if result is None or not result.ok:
+        _event(ctx, "health_slurm_unreachable", node=ctx.node_name, error=why if result is None else _tail(result))
+        return None
+    return parse_node_state(result.stdout)
+
+
+def reason_for(failures: Sequence[CheckResult]) -> str:
+    """``hyperpod-cdk:<check>: <detail>`` for the first failure, naming any others; one line, short."""
+    first = failures[0]
+    others = [f.name for f in failures[1:]]
+    text = "{}{}: {}{}".format(
+        REASON_PREFIX, first.name, first.detail, " (also {})".format(",".join(others)) if others else ""
+    )
+    return " ".join(text.split())[:REASON_MAX]
+
+
+def worst(failures: Sequence[CheckResult]) -> List[CheckResult]:
+    """The failures, most severe remedy first (check order within a remedy)."""
+    return sorted(failures, key=lambda f: -SEVERITY[f.remedy])
+
+
+def _recoveries(ctx: Context) -> Dict[str, float]:
+    try:
+        data = json.loads(ctx.path(RECOVERY_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {str(k): float(v) for k, v in data.items() if isinstance(v, (int, float))} if isinstance(data, dict) else {}
+
+
+def _remember_reboot(ctx: Context, check: str) -> None:
+    history = _recoveries(ctx)
+    history[check] = ctx.clock()
+    target = ctx.path(RECOVERY_FILE)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(history, sort_keys=True) + "\n")
+    except OSError as error:
+        _event(ctx, "health_state_unwritable", path=RECOVERY_FILE, error=str(error))
+
+
+def hyperpod_action(ctx: Context, check: CheckResult) -> Optional[str]:
+    """REBOOT or REPLACE when HyperPod should recover the node for this failure, else None (drain)."""
+    if not ctx.hyperpod or ctx.options.on_hyperpod != "recover" or check.remedy == DRAIN:
+        return None
+    if check.remedy == REBOOT:
+        last = _recoveries(ctx).get(check.name)
+        if last is not None and ctx.clock() - last < ESCALATE_WITHIN_S:
+            return REPLACE
+    return check.remedy
+
+
+def plan_actions(ctx: Context, results: Sequence[CheckResult], current: NodeState) -> List[List[str]]:
+    """The scontrol commands that bring the node's Slurm state in line with ``results``.
+
+    Never touches a node that is failing (HyperPod's recovery is under way: AWS says not to change its
+    state then), or one drained for a reason that is not ours.
+    """
+    scontrol = ctx.slurm.command("scontrol")
+    node = "nodename=" + ctx.node_name
+    failures = worst([r for r in results if r.failed])
+    if current.failing or current.reason.startswith("Action:"):
+        return []
+    if not failures:
+        commands = []
+        if ctx.mode == PERIODIC and current.drained and current.ours:
+            commands.append([scontrol, "update", node, "state=resume"])
+        if current.comment.startswith(REASON_PREFIX):
+            commands.append([scontrol, "update", node, "comment="])
+        return commands
+    if current.drained and not current.ours:
+        return []
+    reason = reason_for(failures)
+    action = hyperpod_action(ctx, failures[0])
+    if action is not None:
+        return [
+            [scontrol, "update", node, "comment=" + reason],
+            [scontrol, "update", node, "state=fail", "reason=" + HYPERPOD_REASONS[action]],
+        ]
+    same_check = current.reason.split(":")[:2] == reason.split(":")[:2]
+    if current.drained and same_check:
+        return []
+    return [[scontrol, "update", node, "state=drain", "reason=" + reason]]
+
+
+def apply_actions(ctx: Context, results: Sequence[CheckResult]) -> None:
+    """Query the node's state and change it where :func:`plan_actions` says; logs every command."""
+    current = node_state(ctx)
+    if current is None:
+        return
+    for argv in plan_actions(ctx, results, current):
+        if "reason=" + HYPERPOD_REASONS[REBOOT] in argv:
+            _remember_reboot(ctx, worst([r for r in results if r.failed])[0].name)
+        result, why = _ran(ctx, argv, SCONTROL_TIMEOUT_S)
+        _event(
+            ctx,
+            "health_action",
+            node=ctx.node_name,
+            argv=argv,
+            ok=bool(result and result.ok),
+            error=why or ("" if result is None or result.ok else _tail(result)),
+        )
+
+
+# --- logging and the command line ------------------------------------------------------------------
+
+
+def _event(ctx: Context, event: str, **fields: Any) -> None:
+    """One JSON line on stdout (not in report mode) and in :data:`LOG_FILE` (best effort: the disk may
+    be the thing that is full)."""
+    record: Dict[str, Any] = {"ts": round(time.time(), 3), "event": event}
+    record.update(fields)
+    line = json.dumps(record, sort_keys=True, default=str) + "\n"
+    if ctx.mode != REPORT:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+    try:
+        target = ctx.path(LOG_FILE)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(str(target), "a") as handle:
+            handle.write(line)
+    except OSError:
+        pass
+
+
+def load_health_options(root: Path) -> HealthOptions:
+    """The options bootstrap wrote to :data:`HEALTH_CONFIG`; the defaults when there is none."""
+    try:
+        raw = json.loads((root / HEALTH_CONFIG.lstrip("/")).read_text())
+    except (OSError, ValueError):
+        return HealthOptions()
+    try:
+        return parse_options({"health": raw}).health
+    except InputError:
+        return HealthOptions()
+
+
+def check(ctx: Context) -> Tuple[List[CheckResult], int]:
+    """Run the checks for ``ctx.mode`` and act on them; returns the results and the exit status."""
+    if ctx.mode == PERIODIC and not ctx.path(DONE_MARKER).exists():
+        _event(ctx, "health_skipped", node=ctx.node_name, why="bootstrap has not finished on this node")
+        return [], 0
+    results = run_checks(ctx)
+    failures = [r for r in results if r.failed]
+    _event(
+        ctx,
+        "health",
+        mode=ctx.mode,
+        node=ctx.node_name,
+        failed=[r.name for r in failures],
+        results={r.name: {"status": r.status, "detail": r.detail} for r in results},
+    )
+    if ctx.mode == PERIODIC or (ctx.mode == PROLOG and failures):
+        apply_actions(ctx, results)
+    if ctx.mode == PERIODIC:
+        return results, 0
+    return results, 1 if failures else 0
+
+
+def main(argv: List[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python3 -m training_runtime health")
+    modes = parser.add_mutually_exclusive_group(required=True)
+    modes.add_argument("--periodic", dest="mode", action="store_const", const=PERIODIC, help="HealthCheckProgram")
+    modes.add_argument("--prolog", dest="mode", action="store_const", const=PROLOG, help="Slurm Prolog")
+    modes.add_argument("--report", dest="mode", action="store_const", const=REPORT, help="print; change nothing")
+    parser.add_argument("--json", action="store_true", help="--report: one JSON object per check")
+    parser.add_argument("--root", type=Path, default=Path("/"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    os.environ.setdefault("PATH", DEFAULT_PATH)
+    try:
+        facts = load_facts(args.root)
+    except FactsError as error:
+        if args.mode == REPORT:
+            sys.stderr.write("hyperpod-cdk health: {}\n".format(error))
+            return 2
+        # Not a node this runtime bootstrapped: never fail its jobs or drain it.
+        log("health_skipped", why=str(error))
+        return 0
+    ctx = Context(facts=facts, options=load_health_options(args.root), mode=args.mode, root=args.root)
+    results, status = check(ctx)
+    if args.mode == REPORT:
+        for result in results:
+            if args.json:
+                print(json.dumps(asdict(result), sort_keys=True))
+            else:
+                print("{:<16} {:<8} {}".format(result.name, result.status, result.detail))
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

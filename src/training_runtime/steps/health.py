@@ -1,0 +1,141 @@
+"""The health checks on a compute node: the programs Slurm runs, their options, and (HyperPod) a timer.
+
+On the generic platform the runtime renders slurm.conf, which names :data:`HEALTH_CHECK` as
+``HealthCheckProgram`` and :data:`PROLOG` as ``Prolog`` (``steps/slurm.py``); slurmd runs them. On
+HyperPod, HyperPod owns slurm.conf and the runtime must not edit it, so a systemd timer runs the periodic
+check instead, every ``slurm.health_check_interval`` seconds; there is no prolog there.
+
+The programs run ``python3 -m training_runtime.health`` from the installed copy of the runtime (not the
+``training_runtime`` command line, whose other tools it need not import: a prolog gates every job).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import List, Tuple
+
+from training_runtime.facts import BIN_DIR
+from training_runtime.files import file_matches, write_file
+from training_runtime.health import HEALTH_CONFIG, PERIODIC, PROLOG
+from training_runtime.node import HYPERPOD, Node
+from training_runtime.steps import Step
+from training_runtime.steps.installed import PACKAGE_NAME, program
+
+HEALTH_CHECK = BIN_DIR + "/health-check"
+PROLOG_PROGRAM = BIN_DIR + "/prolog"
+UNIT_DIR = "/etc/systemd/system"
+SERVICE = "hyperpod-cdk-health.service"
+TIMER = "hyperpod-cdk-health.timer"
+
+
+def health_program(mode: str) -> str:
+    """A wrapper that runs the health checks in ``mode`` from the installed copy of the runtime."""
+    return program("--" + mode, module=PACKAGE_NAME + ".health")
+
+
+def service_unit() -> str:
+    return (
+        "# Installed by hyperpod-cdk: the periodic node health check (HyperPod owns slurm.conf, so no\n"
+        "# HealthCheckProgram there).\n"
+        "[Unit]\nDescription=hyperpod-cdk node health check\nAfter=slurmd.service\n\n"
+        "[Service]\nType=oneshot\nExecStart={}\nTimeoutStartSec=120\n".format(HEALTH_CHECK)
+    )
+
+
+def timer_unit(interval_s: int) -> str:
+    return (
+        "# Installed by hyperpod-cdk: runs {service} every runtime.slurm.health_check_interval seconds.\n"
+        "[Unit]\nDescription=hyperpod-cdk node health check every {interval} s\n\n"
+        "[Timer]\nOnBootSec={interval}s\nOnUnitActiveSec={interval}s\nRandomizedDelaySec={spread}s\n\n"
+        "[Install]\nWantedBy=timers.target\n".format(service=SERVICE, interval=interval_s, spread=min(60, interval_s))
+    )
+
+
+def health_config(node: Node) -> str:
+    return json.dumps(asdict(node.options.health), indent=2, sort_keys=True) + "\n"
+
+
+class HealthPrograms(Step):
+    """Writes the health check and prolog programs and their options; on HyperPod, runs the timer."""
+
+    name = "health-checks"
+
+    def uses_timer(self, node: Node) -> bool:
+        return node.platform == HYPERPOD and node.has_systemd
+
+    def files(self, node: Node) -> List[Tuple[str, str, int]]:
+        """(path, content, mode) of every file this step owns on this node."""
+        files = [
+            (HEALTH_CHECK, health_program(PERIODIC), 0o755),
+            (PROLOG_PROGRAM, health_program(PROLOG), 0o755),
+            (HEALTH_CONFIG, health_config(node), 0o644),
+        ]
+        if node.platform == HYPERPOD:
+            files += [
+                ("{}/{}".format(UNIT_DIR, SERVICE), service_unit(), 0o644),
+                ("{}/{}".format(UNIT_DIR, TIMER), timer_unit(node.options.slurm.health_check_interval), 0o644),
+            ]
+        return files
+
+    def stale(self, node: Node) -> List[str]:
+        return [path for path, content, mode in self.files(node) if not file_matches(node, path, content, mode)]
+
+    def timer_running(self, node: Node) -> bool:
+        enabled = node.run(["systemctl", "is-enabled", "--quiet", TIMER], check=False, timeout=60).ok
+        return enabled and node.run(["systemctl", "is-active", "--quiet", TIMER], check=False, timeout=60).ok
+
+    def needed(self, node: Node) -> bool:
+        return bool(self.stale(node)) or (self.uses_timer(node) and not self.timer_running(node))
+
+    def apply(self, node: Node) -> None:
+        changed = False
+        for path, content, mode in self.files(node):
+            changed = write_file(node, path, content, mode=mode) or changed
+        if not self.uses_timer(node):
+            return
+        if changed:
+            node.run(["systemctl", "daemon-reload"], timeout=120)
+        if not self.timer_running(node):
+            node.run(["systemctl", "enable", "--now", TIMER], timeout=120)
+        elif changed:
+            node.run(["systemctl", "restart", TIMER], timeout=120)
+
+    def describe(self, node: Node) -> List[str]:
+        actions = ["write " + path for path in self.stale(node)]
+        if self.uses_timer(node):
+            actions.append(
+                "systemctl enable --now {} (every {} s)".format(TIMER, node.options.slurm.health_check_interval)
+            )
+        return actions
+
+
+class HealthTimerRemoved(Step):
+    """On HyperPod with ``health.enabled: false``: the timer an earlier bootstrap installed is stopped."""
+
+    name = "health-checks"
+
+    def needed(self, node: Node) -> bool:
+        return node.path("{}/{}".format(UNIT_DIR, TIMER)).exists()
+
+    def apply(self, node: Node) -> None:
+        if node.has_systemd:
+            node.run(["systemctl", "disable", "--now", TIMER], check=False, timeout=120)
+        for unit in (TIMER, SERVICE):
+            node.path("{}/{}".format(UNIT_DIR, unit)).unlink(missing_ok=True)
+        if node.has_systemd:
+            node.run(["systemctl", "daemon-reload"], timeout=120)
+
+    def describe(self, node: Node) -> List[str]:
+        return ["systemctl disable --now {}; remove its units (health.enabled is false)".format(TIMER)]
+
+
+def health_steps(node: Node) -> List[Step]:
+    """The health step for this node: compute nodes only (they run slurmd and jobs)."""
+    if not node.is_compute:
+        return []
+    if node.options.health.enabled:
+        return [HealthPrograms()]
+    if node.platform == HYPERPOD and node.path("{}/{}".format(UNIT_DIR, TIMER)).exists():
+        return [HealthTimerRemoved()]
+    return []
