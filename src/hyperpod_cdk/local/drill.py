@@ -166,12 +166,13 @@ def crash_and_resume(
     checkpoints = job.host_path(cluster, job.checkpoint_dir(cluster))
 
     def training_with_a_checkpoint() -> bool:
-        return (
-            checkpoint.latest(checkpoints) is not None
-            and job_fields(cluster, submit_from, job_id).get("JobState") == "RUNNING"
-        )
+        runs = parse_job_log(log.read_text()) if log.exists() else []
+        logged = bool(runs and runs[-1].steps and runs[-1].steps[-1] >= crash_after_step)
+        return logged and checkpoint.latest(checkpoints) is not None
 
-    wait_until("the job's first complete checkpoint", training_with_a_checkpoint, timeout, log)
+    wait_until(
+        f"a complete checkpoint and step {crash_after_step} in the log", training_with_a_checkpoint, timeout, log
+    )
     before = checkpoint.latest(checkpoints)
     assert before is not None
     crashed_at = time.monotonic()
