@@ -5,8 +5,16 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
+
+from hyperpod_cdk.local import LocalCluster
+
+CPU_CLUSTER = Path(__file__).resolve().parent.parent / "examples" / "cpu-cluster.yaml"
+"""The config the local-cluster tests bring up: controller (accounting), login node, two workers, a user."""
 
 NEEDED_COMMANDS = ("slurmctld", "slurmd", "munged", "mariadbd", "unshare", "nsenter", "ip")
 
@@ -28,3 +36,13 @@ def skip_reason() -> str | None:
 
 REASON = skip_reason()
 requires_local_cluster = pytest.mark.skipif(REASON is not None, reason=str(REASON))
+
+
+@contextmanager
+def cpu_cluster(workdir: Path, prefix: str, subnet: str) -> Iterator[LocalCluster]:
+    """:data:`CPU_CLUSTER` up in ``workdir`` (the prefix gets this process's id), taken down afterwards."""
+    cluster = LocalCluster.up(CPU_CLUSTER, workdir, prefix=f"{prefix}{os.getpid() % 10000}", subnet=subnet)
+    try:
+        yield cluster
+    finally:
+        cluster.down()

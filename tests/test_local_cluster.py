@@ -16,13 +16,11 @@ import pytest
 from hyperpod_cdk.local import LocalCluster
 from hyperpod_cdk.local.cluster import LIFECYCLE_DIR, RESOURCE_CONFIG_PATH
 from hyperpod_cdk.local.namespaces import node_environment
-from local_support import requires_local_cluster
-from support import ROOT
+from local_support import cpu_cluster, requires_local_cluster
 from training_runtime.params import ENTRYPOINT_BY_MODE
 
 pytestmark = requires_local_cluster
 
-CONFIG = ROOT / "examples" / "cpu-cluster.yaml"
 CONTROLLER, LOGIN = "controller-machine-1", "login-group-1"
 WORKERS = ("worker-group-1-1", "worker-group-1-2")
 NODES = (CONTROLLER, LOGIN, *WORKERS)
@@ -36,12 +34,8 @@ PID_FILES = "/run/munge/munged.pid /run/slurmctld.pid /run/slurmd.pid /run/slurm
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    workdir = tmp_path_factory.mktemp("local-cluster")
-    cluster = LocalCluster.up(CONFIG, workdir, prefix=f"hpit{os.getpid() % 10000}", subnet="10.252.0.0/24")
-    try:
+    with cpu_cluster(tmp_path_factory.mktemp("local-cluster"), "hpit", "10.252.0.0/24") as cluster:
         yield cluster
-    finally:
-        cluster.down()
 
 
 def run(cluster: LocalCluster, node: str, *argv: str, check: bool = True) -> str:

@@ -7,7 +7,6 @@ so a crash costs about 15 s to detect plus the 71 s requeue delay; the module ta
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 
@@ -15,25 +14,19 @@ import pytest
 
 from hyperpod_cdk.local import LocalCluster
 from hyperpod_cdk.local.drill import DdpJob, crash_and_resume, job_fields, parse_job_log, wait_until
-from local_support import requires_local_cluster
-from support import ROOT
+from local_support import cpu_cluster, requires_local_cluster
 from training_runtime import checkpoint
 
 pytestmark = requires_local_cluster
 
-CONFIG = ROOT / "examples" / "cpu-cluster.yaml"
 CONTROLLER, LOGIN = "controller-machine-1", "login-group-1"
 WORKERS = ("worker-group-1-1", "worker-group-1-2")
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    workdir = tmp_path_factory.mktemp("fault-cluster")
-    cluster = LocalCluster.up(CONFIG, workdir, prefix=f"hpft{os.getpid() % 10000}", subnet="10.249.0.0/24")
-    try:
+    with cpu_cluster(tmp_path_factory.mktemp("fault-cluster"), "hpft", "10.249.0.0/24") as cluster:
         yield cluster
-    finally:
-        cluster.down()
 
 
 def test_worker_crash_requeues_the_job_and_it_resumes_from_the_newest_complete_checkpoint(

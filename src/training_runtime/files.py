@@ -6,7 +6,8 @@ import grp
 import os
 import pwd
 import tempfile
-from typing import Optional, Tuple, Union
+from pathlib import Path
+from typing import List, Optional, Tuple, Union
 
 from training_runtime.node import Node
 
@@ -116,8 +117,16 @@ def with_block(text: str, name: str, body: str) -> str:
     return prefix + block
 
 
+def mount_points(root: Path) -> List[str]:
+    """The mount points in the mount table under ``root`` (``/proc/self/mountinfo``); [] when unreadable."""
+    try:
+        text = (root / "proc/self/mountinfo").read_text()
+    except OSError:
+        return []
+    rows = (line.split() for line in text.splitlines())
+    return [fields[4].replace("\\040", " ") for fields in rows if len(fields) > 4]
+
+
 def is_mountpoint(node: Node, path: str) -> bool:
     """Whether ``path`` is a mount point, read from the node's mount table."""
-    mounts = read_text(node, "/proc/self/mountinfo") or ""
-    wanted = path.rstrip("/") or "/"
-    return any(len(fields) > 4 and fields[4] == wanted for fields in (line.split() for line in mounts.splitlines()))
+    return (path.rstrip("/") or "/") in mount_points(node.root)

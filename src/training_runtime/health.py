@@ -38,8 +38,17 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from training_runtime.errors import InputError
 from training_runtime.facts import FactsError, NodeFacts, load_facts
+from training_runtime.files import mount_points
 from training_runtime.log import log
-from training_runtime.node import GENERIC_SLURM, HYPERPOD, HYPERPOD_SLURM, STATE_DIR, SlurmLayout
+from training_runtime.node import (
+    HYPERPOD,
+    RUNTIME_DIR_ON_SHARED,
+    SLURM_LAYOUTS,
+    STATE_DIR,
+    SYSTEM_PATH,
+    SlurmLayout,
+    which_under,
+)
 from training_runtime.options import HealthOptions, parse_options
 from training_runtime.plan import DONE_MARKER
 from training_runtime.run import CommandError, Result, Runner
@@ -86,8 +95,6 @@ TOOL_TIMEOUT_S = 15.0
 DCGM_TIMEOUT_S = 25.0
 PROBE_TIMEOUT_S = 10.0
 SCONTROL_TIMEOUT_S = 8.0
-DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-"""Slurm starts the prolog with an almost empty environment."""
 
 PROBE = """import os, sys
 directory, name = sys.argv[1], sys.argv[2]
@@ -165,7 +172,7 @@ class Context:
 
     @property
     def slurm(self) -> SlurmLayout:
-        return HYPERPOD_SLURM if self.hyperpod else GENERIC_SLURM
+        return SLURM_LAYOUTS[self.facts.platform]
 
     def path(self, absolute: str) -> Path:
         return self.root / absolute.lstrip("/")
@@ -175,15 +182,7 @@ class Context:
 
     def which(self, name: str, *extra_dirs: str) -> Optional[str]:
         """Absolute path (on the node) of an executable, searching ``extra_dirs`` and then PATH."""
-        dirs = list(extra_dirs) + os.environ.get("PATH", DEFAULT_PATH).split(":") + DEFAULT_PATH.split(":")
-        for directory in dirs:
-            if not directory:
-                continue
-            candidate = "{}/{}".format(directory.rstrip("/"), name)
-            host = self.path(candidate)
-            if host.is_file() and os.access(str(host), os.X_OK):
-                return candidate
-        return None
+        return which_under(self.root, name, extra_dirs)
 
 
 def slurm_node_name(facts: NodeFacts) -> str:
@@ -358,16 +357,6 @@ def check_efa(ctx: Context) -> CheckResult:
     return ok(EFA, "{} EFA devices".format(found))
 
 
-def _mount_points(ctx: Context) -> List[str]:
-    try:
-        text = ctx.path("/proc/self/mountinfo").read_text()
-    except OSError:
-        return []
-    return [
-        fields[4].replace("\\040", " ") for fields in (line.split() for line in text.splitlines()) if len(fields) > 4
-    ]
-
-
 def _in_fstab(ctx: Context, mount: str) -> bool:
     try:
         text = ctx.path("/etc/fstab").read_text()
@@ -383,7 +372,7 @@ def _in_fstab(ctx: Context, mount: str) -> bool:
 def python_executable() -> str:
     """This interpreter, for the probe. ``sys.executable`` is empty when Python was started through a
     PATH lookup with no PATH in its environment, which is how slurmd starts the programs."""
-    return sys.executable or shutil.which("python3", path=DEFAULT_PATH) or "/usr/bin/python3"
+    return sys.executable or shutil.which("python3", path=SYSTEM_PATH) or "/usr/bin/python3"
 
 
 def check_shared_storage(ctx: Context) -> CheckResult:
@@ -397,11 +386,11 @@ def check_shared_storage(ctx: Context) -> CheckResult:
     if not mount:
         return skipped(SHARED_STORAGE, "no shared file system configured")
     must_be_mounted = ctx.hyperpod or _in_fstab(ctx, mount)
-    if must_be_mounted and mount not in _mount_points(ctx):
+    if must_be_mounted and mount not in mount_points(ctx.root):
         return failed(SHARED_STORAGE, "{} is not mounted".format(mount))
     if not ctx.path(mount).is_dir():
         return failed(SHARED_STORAGE, "{} does not exist".format(mount))
-    directory = str(ctx.path("{}/.hyperpod-cdk/health".format(mount)))
+    directory = str(ctx.path("{}/{}/health".format(mount, RUNTIME_DIR_ON_SHARED)))
     name = "{}.{}".format(ctx.node_name or "node", os.getpid())
     probe = [python_executable(), "-c", PROBE, directory, name]
     result, why = _ran(ctx, probe, PROBE_TIMEOUT_S, label="a write to " + mount)
@@ -689,7 +678,7 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--json", action="store_true", help="--report: one JSON object per check")
     parser.add_argument("--root", type=Path, default=Path("/"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    os.environ.setdefault("PATH", DEFAULT_PATH)
+    os.environ.setdefault("PATH", SYSTEM_PATH)
     try:
         facts = load_facts(args.root)
     except FactsError as error:

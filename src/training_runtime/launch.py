@@ -31,8 +31,9 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from training_runtime.facts import FactsError, NodeFacts, load_facts
 from training_runtime.hardware import hardware_for
-from training_runtime.node import GENERIC, HYPERPOD, HYPERPOD_MARKER, RUNTIME_DIR_ON_SHARED
+from training_runtime.node import HYPERPOD, RUNTIME_DIR_ON_SHARED, platform_at
 from training_runtime.render.hostlist import expand
+from training_runtime.steps.pytorch_env import ENV_VARIABLE as PYTORCH_ENV_VARIABLE
 
 RDZV_PORT = 29400
 """torchrun's default c10d port."""
@@ -168,7 +169,7 @@ def torchrun_command(
 def find_torchrun(explicit: Optional[str], env: Mapping[str, str]) -> str:
     if explicit:
         return explicit
-    managed = env.get("HYPERPOD_CDK_PYTORCH_ENV")
+    managed = env.get(PYTORCH_ENV_VARIABLE)
     if managed and Path(managed, "bin", "torchrun").exists():
         return str(Path(managed, "bin", "torchrun"))
     found = shutil.which("torchrun", path=env.get("PATH"))
@@ -178,10 +179,6 @@ def find_torchrun(explicit: Optional[str], env: Mapping[str, str]) -> str:
         "torchrun is not on PATH. Fix: activate the environment that has PyTorch (the cluster's shared one is "
         "set up by /etc/profile.d/hyperpod-cdk-pytorch.sh), or pass --torchrun PATH"
     )
-
-
-def platform_of(root: Path) -> str:
-    return HYPERPOD if (root / HYPERPOD_MARKER.lstrip("/")).exists() else GENERIC
 
 
 def build(args: argparse.Namespace, env: Mapping[str, str], facts: NodeFacts, root: Path = Path("/")) -> Launch:
@@ -329,7 +326,7 @@ def facts_for(args: argparse.Namespace) -> NodeFacts:
         instance_type=args.instance_type,
         group="",
         role="compute",
-        platform=platform_of(args.root),
+        platform=platform_at(args.root),
         shared_mount=None,
         cpus=hardware.cpus,
         gpus=hardware.gpus,

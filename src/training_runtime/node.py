@@ -43,6 +43,27 @@ class SlurmLayout:
 
 GENERIC_SLURM = SlurmLayout(conf_dir="/etc/slurm", bin_dir=None, sbin_dir=None)
 HYPERPOD_SLURM = SlurmLayout(conf_dir="/opt/slurm/etc", bin_dir="/opt/slurm/bin", sbin_dir="/opt/slurm/sbin")
+SLURM_LAYOUTS = {GENERIC: GENERIC_SLURM, HYPERPOD: HYPERPOD_SLURM}
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+"""Searched after PATH: Slurm starts prologs and health checks with an almost empty environment."""
+
+
+def platform_at(root: Path) -> str:
+    """``hyperpod`` when HyperPod's marker is under ``root``, else ``generic``."""
+    return HYPERPOD if (root / HYPERPOD_MARKER.lstrip("/")).exists() else GENERIC
+
+
+def which_under(root: Path, name: str, extra_dirs: Sequence[str] = ()) -> Optional[str]:
+    """Absolute path (on the node) of an executable under ``root``: ``extra_dirs``, PATH, then the system dirs."""
+    dirs = [*extra_dirs, *os.environ.get("PATH", "").split(":"), *SYSTEM_PATH.split(":")]
+    for directory in dirs:
+        if not directory:
+            continue
+        candidate = "{}/{}".format(directory.rstrip("/"), name)
+        host = root / candidate.lstrip("/")
+        if host.is_file() and os.access(str(host), os.X_OK):
+            return candidate
+    return None
 
 
 @dataclass
@@ -90,11 +111,16 @@ class Node:
     # --- platform ---------------------------------------------------------------------------
     @property
     def platform(self) -> str:
-        return HYPERPOD if self.path(HYPERPOD_MARKER).exists() else GENERIC
+        return platform_at(self.root)
 
     @property
     def slurm(self) -> SlurmLayout:
-        return HYPERPOD_SLURM if self.platform == HYPERPOD else GENERIC_SLURM
+        return SLURM_LAYOUTS[self.platform]
+
+    @property
+    def has_shared_storage(self) -> bool:
+        """The generic platform always needs one (the munge key is shared there); HyperPod only with FSx."""
+        return self.platform == GENERIC or bool(self.params.fsx_dns_name)
 
     @property
     def has_systemd(self) -> bool:
@@ -136,10 +162,4 @@ class Node:
 
     def which(self, name: str, extra_dirs: Sequence[str] = ()) -> Optional[str]:
         """Absolute path (on the node) of a command, searching PATH under the node's root."""
-        dirs = list(extra_dirs) + os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin").split(":")
-        for directory in [*dirs, "/usr/sbin", "/sbin"]:
-            candidate = "{}/{}".format(directory.rstrip("/"), name)
-            host = self.path(candidate)
-            if host.is_file() and os.access(str(host), os.X_OK):
-                return candidate
-        return None
+        return which_under(self.root, name, extra_dirs)

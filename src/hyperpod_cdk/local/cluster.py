@@ -45,6 +45,7 @@ from hyperpod_cdk.local.namespaces import (
     node_environment,
     require_root,
 )
+from training_runtime.files import mount_points
 from training_runtime.params import ENTRYPOINT_BY_MODE, LIFECYCLE_DRIVEN, PARAMETERS_FILE_BY_MODE
 from training_runtime.users import USERS_FILE
 from training_runtime.users import dumps as users_file
@@ -510,7 +511,7 @@ def _restore_host(had_run_netns: bool, had_run_mount: bool) -> None:
     if not had_run_netns and netns_dir.is_dir() and not any(netns_dir.iterdir()):
         # ip netns makes /run/netns a (shared) mount point, sometimes more than once.
         for _ in range(10):
-            if str(netns_dir) not in _mount_points():
+            if str(netns_dir) not in mount_points(Path("/")):  # ismount misses a bind onto itself
                 break
             subprocess.run(["umount", "-n", str(netns_dir)], capture_output=True, timeout=30, check=False)
         with contextlib.suppress(OSError):
@@ -519,12 +520,6 @@ def _restore_host(had_run_netns: bool, had_run_mount: bool) -> None:
     if not had_run_mount and mount_dir.is_dir():
         with contextlib.suppress(OSError):
             mount_dir.rmdir()
-
-
-def _mount_points() -> list[str]:
-    """Mount points of this process's mount namespace (os.path.ismount misses a bind mount onto itself)."""
-    with open("/proc/self/mountinfo") as mountinfo:
-        return [line.split()[4] for line in mountinfo]
 
 
 def _check_tools() -> None:

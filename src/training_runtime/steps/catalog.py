@@ -56,8 +56,7 @@ def steps_for(node: Node) -> List[Step]:
         steps += [ClusterHosts(), Packages(packages_for(node) + (["openssh-client"] if users else []), "slurm")]
     if node.params.fsx_dns_name and node.params.mode == LIFECYCLE_DRIVEN:
         steps.append(LustreMount())
-    if generic or node.params.fsx_dns_name:
-        # The generic platform always needs one (munge key); on HyperPod only when FSx is configured.
+    if node.has_shared_storage:
         steps.append(SharedStorage())
     if generic:
         steps += [MungeKey(), RunningDaemon(MUNGED, [NODE_KEY])]

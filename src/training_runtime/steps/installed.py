@@ -14,8 +14,8 @@ from typing import Dict, List
 
 from training_runtime.facts import BIN_DIR, FACTS_PATH, INSTALL_DIR, NodeFacts
 from training_runtime.files import read_text, write_file
-from training_runtime.hardware import hardware_for
-from training_runtime.node import GENERIC, Node
+from training_runtime.hardware import NodeHardware, hardware_for
+from training_runtime.node import Node
 from training_runtime.steps import Step
 
 PACKAGE_SOURCE = Path(__file__).resolve().parent.parent
@@ -47,7 +47,9 @@ def program(arguments: str, module: str = PACKAGE_NAME) -> str:
 
 
 def node_facts(node: Node) -> NodeFacts:
-    hardware = hardware_for(node.group.instance_type, node.options.node_hardware)
+    hardware = hardware_for(node.group.instance_type, node.options.node_hardware) or NodeHardware(
+        cpus=0, sockets=1, cores_per_socket=0, threads_per_core=1, memory_mib=0
+    )
     return NodeFacts(
         cluster=node.params.cluster_name,
         instance_name=node.instance.name,
@@ -55,12 +57,12 @@ def node_facts(node: Node) -> NodeFacts:
         group=node.group.name,
         role=node.role,
         platform=node.platform,
-        shared_mount=node.params.fsx_mount_path if node.platform == GENERIC or node.params.fsx_dns_name else None,
-        cpus=hardware.cpus if hardware else 0,
-        gpus=hardware.gpus if hardware else 0,
-        neuron_devices=hardware.neuron_devices if hardware else 0,
-        neuron_cores=hardware.neuron_cores if hardware else 0,
-        efa_interfaces=hardware.efa_interfaces if hardware else 0,
+        shared_mount=node.params.fsx_mount_path if node.has_shared_storage else None,
+        cpus=hardware.cpus,
+        gpus=hardware.gpus,
+        neuron_devices=hardware.neuron_devices,
+        neuron_cores=hardware.neuron_cores,
+        efa_interfaces=hardware.efa_interfaces,
     )
 
 
