@@ -53,7 +53,7 @@ def test_rule_errors_are_reported_together() -> None:
                     {"name": "c", "role": "controller", "instance_type": "m5.xlarge", "count": 1},
                     {"name": "w", "instance_type": "ml.c5.large", "count": 1, "threads_per_core": 4},
                 ],
-                "network": {"subnet_id": "subnet-1"},
+                "network": {"subnet_id": "subnet-0123456789abcdef0"},
                 "storage": {"storage_capacity_gib": 1000, "throughput_mb_per_tib": 200},
             }
         )
@@ -102,5 +102,5 @@ def test_unquoted_lustre_versions_are_read_as_written(tmp_path: Path) -> None:
     config = load_config(path)
     assert config.storage is not None and config.storage.file_system_type_version == "2.15"
     path.write_text("storage:\n  file_system_type_version: 2.10\n")
-    with pytest.raises(ConfigurationError, match=r"file_system_type_version: got 2\.10; PERSISTENT_2"):
+    with pytest.raises(ConfigurationError, match=r"file_system_type_version: got '2\.10'; PERSISTENT_2"):
         load_config(path)

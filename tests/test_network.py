@@ -57,23 +57,31 @@ def test_internet_egress_can_be_closed() -> None:
 def test_existing_vpc_creates_no_network_resources() -> None:
     stack = new_stack()
     vpc = ec2.Vpc.from_vpc_attributes(
-        stack, "Vpc", vpc_id="vpc-1", availability_zones=["us-east-1a"], private_subnet_ids=["subnet-1"]
+        stack, "Vpc", vpc_id="vpc-0123456789abcdef0", availability_zones=["us-east-1a"], private_subnet_ids=["subnet-0123456789abcdef0"]
     )
     network = ClusterNetwork(stack, "Network", vpc=vpc, subnet=vpc.private_subnets[0])
     template = Template.from_stack(stack)
     template.resource_count_is("AWS::EC2::VPC", 0)
     template.resource_count_is("AWS::EC2::Subnet", 0)
-    template.has_resource_properties("AWS::EC2::SecurityGroup", {"VpcId": "vpc-1"})
-    assert network.subnet_id == "subnet-1"
+    template.has_resource_properties("AWS::EC2::SecurityGroup", {"VpcId": "vpc-0123456789abcdef0"})
+    assert network.subnet_id == "subnet-0123456789abcdef0"
 
 
 def test_conflicting_inputs_are_reported_together() -> None:
     stack = new_stack()
-    vpc = ec2.Vpc.from_vpc_attributes(stack, "Vpc", vpc_id="vpc-1", availability_zones=["us-east-1a"])
+    vpc = ec2.Vpc.from_vpc_attributes(stack, "Vpc", vpc_id="vpc-0123456789abcdef0", availability_zones=["us-east-1a"])
     with pytest.raises(ConfigurationError) as error:
         ClusterNetwork(stack, "Network", vpc=vpc, availability_zone="us-east-1b", private_subnet_cidr_mask=8)
-    assert [p.split(":")[0] for p in error.value.problems] == [
-        "subnet",
-        "availability_zone",
-        "private_subnet_cidr_mask",
+    assert [p.split(":")[0] for p in error.value.problems] == ["subnet", "availability_zone"]
+
+
+def test_props_go_through_the_network_rules() -> None:
+    stack = new_stack()
+    with pytest.raises(ConfigurationError) as error:
+        ClusterNetwork(stack, "Network", cidr="10.0.0.1/16", private_subnet_cidr_mask=29)
+    problems = error.value.problems
+    assert [(p.path, p.rule) for p in problems] == [  # type: ignore[attr-defined]
+        ("cidr", "NET-CIDR"),
+        ("private_subnet_cidr_mask", "NET-SUBNET-MASK"),
     ]
+    assert "Fix: use 10.0.0.0/16" in problems[0]

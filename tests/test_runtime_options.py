@@ -44,7 +44,7 @@ def test_a_password_never_goes_in_the_config() -> None:
     problems = options_problems({"accounting": {"enabled": True, "database": "local", "password_secret_arn": "x"}})
     assert problems == [
         "options.accounting: host and password_secret_arn apply only to database 'external'; the local database "
-        "lives on the controller and its password is generated there"
+        "lives on the controller and its password is generated there. Fix: remove them, or set database: external"
     ]
     with pytest.raises(OptionsError, match="unknown option"):
         parse_options({"accounting": {"password": "hunter2"}})

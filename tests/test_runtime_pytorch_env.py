@@ -317,21 +317,16 @@ def test_trainium_nodes_get_the_pinned_torch_neuronx_stack(tmp_path: Path, share
     assert env_of(cpu) != env  # CPU/GPU nodes get the default flavour, in its own environment
 
 
-def test_trainium_refuses_pytorch_past_the_xla_cliff(tmp_path: Path, shared: Path) -> None:
+def test_the_pytorch_line_on_trainium_is_left_to_the_config_rules(tmp_path: Path, shared: Path) -> None:
+    """The config decides it (RT-PYTORCH-NEURON, checked before deploy); the node only checks its Python."""
     node = make_node(tmp_path, shared, pytorch={"version": "2.10.0"}, neuron=True)
-    step = PytorchEnvironment(wait=FAST)
-    assert step.needed(node)
-    assert step.describe(node)[0].startswith("FAIL: pytorch.version 2.10.0 on a Trainium node")
-    with pytest.raises(
-        StepFailed, match=r"last PyTorch/XLA line Neuron supports for training.*set pytorch.version to 2\.9\.0"
-    ):
-        step.apply(node)
-    assert runner_of(node).commands == []
+    assert plan_env(node, node.options.pytorch).problems == []  # type: ignore[arg-type]
 
 
 def test_smp_is_refused_before_deployment_with_the_alternative() -> None:
     [problem] = options_problems({"pytorch": {"version": "2.5.1", "smp": True}})
     assert re.search(r"options\.pytorch\.smp: .*conda build of PyTorch.*SMP container", problem)
+    assert problem.rule == "RT-PYTORCH-SMP"
 
 
 def test_smddp_installs_the_published_wheel(tmp_path: Path, shared: Path) -> None:
@@ -363,7 +358,6 @@ def test_smddp_installs_the_published_wheel(tmp_path: Path, shared: Path) -> Non
             False,
             r"built for cu121 but index_url .* serves cu118",
         ),
-        ({"version": "2.9.0", "smddp": True}, "3.10", True, r"SMDDP is a CUDA library"),
         (
             {"version": "2.9.0"},
             "3.8",

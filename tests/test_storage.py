@@ -193,7 +193,7 @@ def test_efa_needs_persistent_2() -> None:
 
 def test_persistent_2_needs_lustre_2_15() -> None:
     stack = new_stack()
-    with pytest.raises(ConfigurationError, match=r"file_system_type_version: got 2\.12"):
+    with pytest.raises(ConfigurationError, match=r"file_system_type_version: got '2\.12'"):
         LustreStorage(
             stack,
             "Storage",

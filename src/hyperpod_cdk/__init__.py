@@ -1,23 +1,34 @@
-"""hyperpod-cdk: AWS CDK constructs for SageMaker HyperPod Slurm training clusters."""
+"""hyperpod-cdk: AWS CDK constructs for SageMaker HyperPod Slurm training clusters.
 
-from hyperpod_cdk.config import ClusterConfig, load_config, parse_config
-from hyperpod_cdk.constructs import (
-    ClusterNetwork,
-    DataRepositoryEvent,
-    DeepHealthCheck,
-    ExistingLustreFileSystem,
-    HyperPodCluster,
-    InstanceGroup,
-    LifecycleScripts,
-    LustreStorage,
-    NodeRecovery,
-    NodeRole,
-    S3DataRepository,
-    SlurmConfigStrategy,
-    SlurmMode,
-)
-from hyperpod_cdk.errors import ConfigurationError
-from hyperpod_cdk.stacks import TrainingClusterStack
+The names below load on first use (PEP 562), so ``hyperpod_cdk.config``, ``hyperpod_cdk.rules`` and the
+command line work without importing aws_cdk or starting Node.js.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_HOMES = {
+    "ClusterConfig": "hyperpod_cdk.config",
+    "load_config": "hyperpod_cdk.config",
+    "parse_config": "hyperpod_cdk.config",
+    "ConfigurationError": "hyperpod_cdk.errors",
+    "DataRepositoryEvent": "hyperpod_cdk.model",
+    "DeepHealthCheck": "hyperpod_cdk.model",
+    "InstanceGroup": "hyperpod_cdk.model",
+    "NodeRecovery": "hyperpod_cdk.model",
+    "NodeRole": "hyperpod_cdk.model",
+    "SlurmConfigStrategy": "hyperpod_cdk.model",
+    "SlurmMode": "hyperpod_cdk.model",
+    "ClusterNetwork": "hyperpod_cdk.constructs",
+    "ExistingLustreFileSystem": "hyperpod_cdk.constructs",
+    "HyperPodCluster": "hyperpod_cdk.constructs",
+    "LifecycleScripts": "hyperpod_cdk.constructs",
+    "LustreStorage": "hyperpod_cdk.constructs",
+    "S3DataRepository": "hyperpod_cdk.constructs",
+    "TrainingClusterStack": "hyperpod_cdk.stacks",
+}
 
 __all__ = [
     "ClusterConfig",
@@ -39,3 +50,38 @@ __all__ = [
     "load_config",
     "parse_config",
 ]
+
+if TYPE_CHECKING:
+    from hyperpod_cdk.config import ClusterConfig, load_config, parse_config
+    from hyperpod_cdk.constructs import (
+        ClusterNetwork,
+        ExistingLustreFileSystem,
+        HyperPodCluster,
+        LifecycleScripts,
+        LustreStorage,
+        S3DataRepository,
+    )
+    from hyperpod_cdk.errors import ConfigurationError
+    from hyperpod_cdk.model import (
+        DataRepositoryEvent,
+        DeepHealthCheck,
+        InstanceGroup,
+        NodeRecovery,
+        NodeRole,
+        SlurmConfigStrategy,
+        SlurmMode,
+    )
+    from hyperpod_cdk.stacks import TrainingClusterStack
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'hyperpod_cdk' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_HOMES])

@@ -12,17 +12,20 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from hyperpod_cdk.constructs.cluster import NodeRecovery, SlurmConfigStrategy, SlurmMode, cluster_problems
-from hyperpod_cdk.constructs.instance_group import InstanceGroup, NodeRole
-from hyperpod_cdk.constructs.storage import (
-    ALL_EVENTS,
-    DataRepositoryEvent,
-    data_repository_problems,
-    lustre_problems,
-)
 from hyperpod_cdk.errors import ConfigurationError, raise_if_any
-from training_runtime.options import options_problems
-from training_runtime.users import User, parse_users, users_problems
+from hyperpod_cdk.model import (
+    ALL_EVENTS,
+    DEFAULT_FSX_MOUNT_PATH,
+    DEFAULT_LIFECYCLE_PREFIX,
+    DataRepositoryEvent,
+    InstanceGroup,
+    NodeRecovery,
+    NodeRole,
+    SlurmConfigStrategy,
+    SlurmMode,
+)
+from training_runtime.problems import Problem, errors, warnings
+from training_runtime.users import User, parse_users
 
 
 class _Model(BaseModel):
@@ -85,8 +88,9 @@ class StorageConfig(_Model):
 
     storage_capacity_gib: int = 1200
     deployment_type: Literal["SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2"] = "PERSISTENT_2"
-    throughput_mb_per_tib: int | None = 250
-    """Per-unit storage throughput (PERSISTENT types): 125, 250, 500 or 1000 for PERSISTENT_2."""
+    throughput_mb_per_tib: int | None = None
+    """Per-unit storage throughput of PERSISTENT types: 125, 250, 500 or 1000 for PERSISTENT_2 (default 250);
+    none for SCRATCH types."""
     data_compression: Literal["NONE", "LZ4"] = "LZ4"
     file_system_type_version: Literal["2.10", "2.12", "2.15"] = "2.15"
 
@@ -110,7 +114,7 @@ class StorageConfig(_Model):
 class LifecycleConfig(_Model):
     bucket_name: str | None = None
     """Existing bucket for the lifecycle scripts. Default: a new private bucket."""
-    prefix: str = "lifecycle/"
+    prefix: str = DEFAULT_LIFECYCLE_PREFIX
     """Key prefix of the scripts (replaced on every deploy)."""
 
 
@@ -133,7 +137,7 @@ class ClusterConfig(_Model):
     """api-driven (HyperPod configures Slurm; recommended by AWS) or lifecycle-driven (our runtime does)."""
     node_recovery: NodeRecovery = NodeRecovery.AUTOMATIC
     slurm_config_strategy: SlurmConfigStrategy = SlurmConfigStrategy.MANAGED
-    fsx_mount_path: str = "/fsx"
+    fsx_mount_path: str = DEFAULT_FSX_MOUNT_PATH
     instance_groups: list[InstanceGroup] = Field(default_factory=_default_groups)
     """One controller group, at most one login group, one or more compute groups."""
     network: NetworkConfig = Field(default_factory=NetworkConfig)
@@ -151,46 +155,17 @@ class ClusterConfig(_Model):
     def cluster_users(self) -> list[User]:
         return parse_users(self.users)
 
-    def problems(self) -> list[str]:
-        """Every rule across fields, with field paths; empty when the configuration is sound."""
-        problems = cluster_problems(self.cluster_name, self.instance_groups, self.fsx_mount_path, self.tags)
-        net = self.network
-        if net.subnet_id and not net.vpc_id:
-            problems.append("network.subnet_id: needs network.vpc_id (the subnet's VPC)")
-        if net.vpc_id and not net.subnet_id:
-            problems.append("network.vpc_id: needs network.subnet_id (the subnet the nodes use)")
-        if net.vpc_id and not net.availability_zone:
-            problems.append("network.availability_zone: required with an existing subnet (the subnet's AZ)")
-        if net.security_group_id and not net.vpc_id:
-            problems.append("network.security_group_id: only with an existing VPC (network.vpc_id)")
-        problems += options_problems(self.runtime, "runtime")
-        problems += users_problems(self.users, "users")
-        if self.storage is None and (
-            self.mode == SlurmMode.LIFECYCLE_DRIVEN or self.users or self.runtime.get("pytorch")
-        ):
-            problems.append(
-                "storage: null, but the node runtime needs a shared file system for lifecycle-driven mode "
-                "(munge key), users' homes and the PyTorch environment. Fix: configure storage or drop them"
-            )
-        if self.storage is not None:
-            storage = self.storage
-            repositories = storage.data_repositories
-            problems += data_repository_problems(repositories, "storage.data_repositories")
-            if storage.existing is None:
-                problems += lustre_problems(
-                    storage_capacity_gib=storage.storage_capacity_gib,
-                    deployment_type=storage.deployment_type,
-                    throughput_mb_per_tib=storage.throughput_mb_per_tib,
-                    file_system_type_version=storage.file_system_type_version,
-                    efa_enabled=storage.efa_enabled,
-                    metadata_iops=storage.metadata_iops,
-                    has_data_repositories=bool(repositories),
-                    path="storage.",
-                )
-        return problems
+    def problems(self, region: str | None = None, previous: ClusterConfig | None = None) -> list[Problem]:
+        """Every rule's findings (errors and warnings), each with its field path and rule id."""
+        from hyperpod_cdk.rules import ClusterView, check
 
-    def check(self, source: str = "cluster configuration") -> None:
-        raise_if_any(source, self.problems())
+        return check(ClusterView.of_config(self, region=region, previous=previous))
+
+    def check(self, source: str = "cluster configuration", region: str | None = None) -> list[Problem]:
+        """Raise :class:`ConfigurationError` listing every error; return the warnings."""
+        found = self.problems(region)
+        raise_if_any(source, errors(found))
+        return warnings(found)
 
 
 def load_config(path: str | Path) -> ClusterConfig:
@@ -212,17 +187,24 @@ def parse_config(data: Any, source: str = "cluster configuration") -> ClusterCon
     return config
 
 
-def _describe(error: Any) -> str:
+SHAPE_RULE = "CFG-SHAPE"
+"""The id of the file's shape check: the JSON Schema's types, allowed values and known keys."""
+
+
+def _describe(error: Any) -> Problem:
     path = ""
     for part in error["loc"]:
         path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
     value = error.get("input")
-    shown = "" if isinstance(value, dict) else f"got {value!r}; "
-    return f"{path or '(top level)'}: {shown}{error['msg']}"
+    if isinstance(value, dict):
+        return Problem(path, error["msg"], rule=SHAPE_RULE)
+    return Problem(path, error["msg"], got=value, rule=SHAPE_RULE)
 
 
 def json_schema() -> dict[str, Any]:
-    schema = ClusterConfig.model_json_schema()
+    from hyperpod_cdk.schema_fragments import add_to
+
+    schema = add_to(ClusterConfig.model_json_schema())
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "hyperpod-cdk cluster configuration"
     return schema

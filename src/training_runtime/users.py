@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Tuple
 
 from training_runtime.errors import InputError
+from training_runtime.problems import Problem, RuleBook
 
 USERS_FILE = "users.json"
 USER_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
@@ -37,14 +38,14 @@ class User:
     ssh_public_keys: Tuple[str, ...] = ()
 
 
-def users_problems(raw: Any, path: str = "users") -> List[str]:
-    problems: List[str] = []
+def users_problems(raw: Any, path: str = "users") -> List[Problem]:
+    problems: List[Problem] = []
     _parse(raw, path, problems)
     return problems
 
 
 def parse_users(raw: Any, path: str = "users") -> List[User]:
-    problems: List[str] = []
+    problems: List[Problem] = []
     users = _parse(raw, path, problems)
     if problems:
         raise UsersError(problems)
@@ -69,11 +70,11 @@ def dumps(users: List[User]) -> str:
     )
 
 
-def _parse(raw: Any, path: str, problems: List[str]) -> List[User]:
+def _parse(raw: Any, path: str, problems: List[Problem]) -> List[User]:
     if raw is None:
         return []
     if not isinstance(raw, list):
-        problems.append("{}: got {!r}; expected a list of users".format(path, raw))
+        problems.append(_p("{}: got {!r}; expected a list of users".format(path, raw), "USR-SHAPE"))
         return []
     users: List[User] = []
     names: Dict[Any, str] = {}
@@ -82,19 +83,25 @@ def _parse(raw: Any, path: str, problems: List[str]) -> List[User]:
     for index, item in enumerate(raw):
         where = "{}[{}]".format(path, index)
         if not isinstance(item, Mapping):
-            problems.append("{}: got {!r}; expected a mapping with name and uid".format(where, item))
+            problems.append(_p("{}: got {!r}; expected a mapping with name and uid".format(where, item), "USR-SHAPE"))
             continue
         unknown = sorted(set(item) - {"name", "uid", "gid", "shell", "sudo", "ssh_public_keys"})
         for key in unknown:
             problems.append(
-                "{}.{}: unknown field; allowed: name, uid, gid, shell, sudo, ssh_public_keys".format(where, key)
+                _p(
+                    "{}.{}: unknown field; allowed: name, uid, gid, shell, sudo, ssh_public_keys".format(where, key),
+                    "USR-SHAPE",
+                )
             )
         before = len(problems)
         name = item.get("name")
         if not isinstance(name, str) or not USER_NAME.match(name):
             problems.append(
-                "{}.name: got {!r}; use a lowercase POSIX name (letters, digits, _ and -, at most 32)".format(
-                    where, name
+                _p(
+                    "{}.name: got {!r}; use a lowercase POSIX name (letters, digits, _ and -, at most 32)".format(
+                        where, name
+                    ),
+                    "USR-NAME",
                 )
             )
         uid = item.get("uid")
@@ -102,27 +109,51 @@ def _parse(raw: Any, path: str, problems: List[str]) -> List[User]:
         for key, value in (("uid", uid), ("gid", gid)):
             if not isinstance(value, int) or isinstance(value, bool) or not MIN_ID <= value <= MAX_ID:
                 problems.append(
-                    "{}.{}: got {!r}; give a fixed number from {} to {} so files on shared storage keep "
-                    "their owner on every node".format(where, key, value, MIN_ID, MAX_ID)
+                    _p(
+                        "{}.{}: got {!r}; give a fixed number from {} to {} so files on shared storage keep "
+                        "their owner on every node".format(where, key, value, MIN_ID, MAX_ID),
+                        "USR-ID",
+                    )
                 )
         shell = item.get("shell", "/bin/bash")
         if not isinstance(shell, str) or not shell.startswith("/"):
-            problems.append("{}.shell: got {!r}; expected an absolute path".format(where, shell))
+            problems.append(_p("{}.shell: got {!r}; expected an absolute path".format(where, shell), "USR-SHELL"))
         sudo = item.get("sudo", False)
         if not isinstance(sudo, bool):
-            problems.append("{}.sudo: got {!r}; expected true or false".format(where, sudo))
+            problems.append(_p("{}.sudo: got {!r}; expected true or false".format(where, sudo), "USR-SHAPE"))
         keys = item.get("ssh_public_keys", [])
         if not isinstance(keys, list) or not all(isinstance(k, str) and SSH_KEY.match(k) for k in keys):
             problems.append(
-                "{}.ssh_public_keys: got {!r}; expected a list of OpenSSH public keys ('ssh-ed25519 AAAA...')".format(
-                    where, keys
+                _p(
+                    "{}.ssh_public_keys: got {!r}; expected a list of OpenSSH public keys "
+                    "('ssh-ed25519 AAAA...')".format(where, keys),
+                    "USR-SSH-KEY",
                 )
             )
         if len(problems) > before:
             continue
         for index_map, key, value in ((names, "name", name), (uids, "uid", uid), (gids, "gid", gid)):
             if value in index_map:
-                problems.append("{}.{}: {!r} is already used by {}".format(where, key, value, index_map[value]))
+                problems.append(
+                    _p("{}.{}: {!r} is already used by {}".format(where, key, value, index_map[value]), "USR-UNIQUE")
+                )
             index_map.setdefault(value, where)
         users.append(User(str(name), int(str(uid)), int(str(gid)), str(shell), bool(sudo), tuple(keys)))
     return users
+
+
+def _p(text: str, rule: str) -> Problem:
+    return Problem.from_text(text, rule=rule)
+
+
+USER_RULES = RuleBook("users")
+"""The users rules; one parsing pass checks them all (:func:`users_problems`)."""
+for _id, _field, _doc in (
+    ("USR-SHAPE", "users[*]", "users is a list of mappings with the known fields and value types."),
+    ("USR-NAME", "users[*].name", "A user name is a lowercase POSIX name of at most 32 characters."),
+    ("USR-ID", "users[*].{uid,gid}", "uid and gid are fixed numbers from 2000 to 60000, the same on every node."),
+    ("USR-SHELL", "users[*].shell", "The login shell is an absolute path."),
+    ("USR-SSH-KEY", "users[*].ssh_public_keys", "Each SSH key is an OpenSSH public key line."),
+    ("USR-UNIQUE", "users[*].{name,uid,gid}", "Names, uids and gids are unique across the users."),
+):
+    USER_RULES.declare(_id, "users", _field, _doc, users_problems, source="hyperpod-cdk; useradd(8)")

@@ -2,56 +2,33 @@
 
 from __future__ import annotations
 
-import enum
-import re
 from collections.abc import Mapping, Sequence
 
 import jsii
-from aws_cdk import Fn, Stack, Tags, Token
+from aws_cdk import Fn, Stack, Tags
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from hyperpod_cdk.constructs.instance_group import InstanceGroup, instance_group_problems
+from hyperpod_cdk.constructs.checks import check_props
 from hyperpod_cdk.constructs.lifecycle import LifecycleScripts
 from hyperpod_cdk.constructs.nag import acknowledge
 from hyperpod_cdk.constructs.network import ClusterNetwork
 from hyperpod_cdk.constructs.storage import LustreStorage
 from hyperpod_cdk.errors import raise_if_any
-from training_runtime.options import RuntimeOptions, options_problems, parse_options
-from training_runtime.params import API_DRIVEN, ENTRYPOINT_BY_MODE, LIFECYCLE_DRIVEN, ProvisioningParameters
+from hyperpod_cdk.model import (
+    DEFAULT_FSX_MOUNT_PATH,
+    InstanceGroup,
+    NodeRecovery,
+    SlurmConfigStrategy,
+    SlurmMode,
+)
+from training_runtime.options import RuntimeOptions, parse_options
+from training_runtime.params import ENTRYPOINT_BY_MODE, ProvisioningParameters
 
-CLUSTER_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
-MOUNT_PATH_PATTERN = re.compile(r"^/(?!/)(?!.*/$)[a-zA-Z0-9._-]+(/[a-zA-Z0-9._-]+)*$")
 MANAGED_INSTANCE_POLICY = "AmazonSageMakerClusterInstanceRolePolicy"
-MAX_TAGS = 50
-
-
-class SlurmMode(enum.StrEnum):
-    """Who configures Slurm on the nodes."""
-
-    API_DRIVEN = API_DRIVEN
-    """HyperPod configures Slurm from each group's SlurmConfig and mounts FSx; our runtime runs after it
-    (OnInitComplete). AWS's recommended model."""
-    LIFECYCLE_DRIVEN = LIFECYCLE_DRIVEN
-    """HyperPod runs our OnCreate script with provisioning_parameters.json; our runtime owns the node."""
-
-
-class NodeRecovery(enum.StrEnum):
-    AUTOMATIC = "Automatic"
-    """Faulty nodes are rebooted or replaced automatically."""
-    NONE = "None"
-    """Faulty nodes are only labelled."""
-
-
-class SlurmConfigStrategy(enum.StrEnum):
-    """How UpdateCluster treats slurm.conf changes made on the controller (API-driven mode)."""
-
-    MANAGED = "Managed"
-    OVERWRITE = "Overwrite"
-    MERGE = "Merge"
 
 
 @jsii.implements(ec2.IConnectable)
@@ -87,7 +64,7 @@ class HyperPodCluster(Construct):
         instance_groups: Sequence[InstanceGroup],
         storage: LustreStorage | None = None,
         mode: SlurmMode = SlurmMode.API_DRIVEN,
-        fsx_mount_path: str = "/fsx",
+        fsx_mount_path: str = DEFAULT_FSX_MOUNT_PATH,
         node_recovery: NodeRecovery = NodeRecovery.AUTOMATIC,
         slurm_config_strategy: SlurmConfigStrategy = SlurmConfigStrategy.MANAGED,
         role: iam.IRole | None = None,
@@ -95,10 +72,17 @@ class HyperPodCluster(Construct):
         tags: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(scope, id)
-        raise_if_any(
-            f"HyperPodCluster {self.node.path}",
-            cluster_problems(cluster_name, instance_groups, fsx_mount_path, tags or {})
-            + options_problems(dict(runtime_options or {}), "runtime_options"),
+        check_props(
+            self,
+            "HyperPodCluster",
+            {"cluster", "instance_groups", "runtime"},
+            cluster_name=cluster_name,
+            mode=str(mode),
+            fsx_mount_path=fsx_mount_path,
+            tags=dict(tags or {}),
+            groups=tuple(instance_groups),
+            runtime=dict(runtime_options or {}),
+            paths={"cluster": "", "runtime": "runtime_options"},
         )
         self.cluster_name = cluster_name
         self.mode = SlurmMode(mode)
@@ -296,31 +280,3 @@ class HyperPodCluster(Construct):
         for finding, reason in reasons.items():
             acknowledge(role, finding, reason)
         return role
-
-
-def cluster_problems(
-    cluster_name: str,
-    instance_groups: Sequence[InstanceGroup],
-    fsx_mount_path: str,
-    tags: Mapping[str, str],
-    path: str = "",
-) -> list[str]:
-    """Every rule on a cluster's own props (field paths relative to ``path``)."""
-    problems: list[str] = []
-    if not Token.is_unresolved(cluster_name) and not CLUSTER_NAME_PATTERN.match(cluster_name):
-        problems.append(
-            f"{path}cluster_name: got {cluster_name!r}; use 1-63 letters, digits and hyphens, starting and "
-            "ending with a letter or digit"
-        )
-    problems += instance_group_problems(instance_groups, f"{path}instance_groups")
-    if not MOUNT_PATH_PATTERN.match(fsx_mount_path):
-        problems.append(
-            f"{path}fsx_mount_path: got {fsx_mount_path!r}; expected an absolute path without a trailing slash, "
-            "e.g. /fsx"
-        )
-    if len(tags) > MAX_TAGS - 5:
-        problems.append(f"{path}tags: got {len(tags)}; at most {MAX_TAGS - 5} (CloudFormation adds its own)")
-    for key in tags:
-        if key.lower().startswith("aws:") or not 1 <= len(key) <= 128:
-            problems.append(f"{path}tags: key {key!r} must be 1-128 characters and not start with 'aws:'")
-    return problems

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import atexit
 import functools
-import re
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -18,13 +17,14 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
 from constructs import Construct, IValidation
 
+from hyperpod_cdk.config import LifecycleConfig
 from hyperpod_cdk.constructs.buckets import secure_bucket
+from hyperpod_cdk.constructs.checks import check_props
 from hyperpod_cdk.constructs.nag import acknowledge, acknowledge_wildcard_resource
 from hyperpod_cdk.errors import raise_if_any
+from hyperpod_cdk.model import DEFAULT_LIFECYCLE_PREFIX
 from training_runtime.params import ProvisioningParameters
 from training_runtime.users import USERS_FILE, User, dumps
-
-_PREFIX = re.compile(r"^[a-zA-Z0-9!_.*'()-]+(/[a-zA-Z0-9!_.*'()-]+)*/?$")
 
 
 @functools.cache
@@ -61,19 +61,20 @@ class LifecycleScripts(Construct):
         id: str,
         *,
         bucket: s3.IBucket | None = None,
-        prefix: str = "lifecycle/",
+        prefix: str = DEFAULT_LIFECYCLE_PREFIX,
         extra_assets: Sequence[s3deploy.ISource] = (),
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
         super().__init__(scope, id)
-        if not _PREFIX.match(prefix):
-            raise_if_any(
-                f"LifecycleScripts {self.node.path}",
-                [
-                    f"prefix: got {prefix!r}; expected a non-empty key prefix such as 'lifecycle/' (no leading "
-                    "slash; S3-safe characters). It must not be empty: the upload replaces everything under it"
-                ],
-            )
+        check_props(
+            self,
+            "LifecycleScripts",
+            {"lifecycle"},
+            lifecycle=LifecycleConfig.model_construct(
+                prefix=prefix, bucket_name=bucket.bucket_name if bucket is not None else None
+            ),
+            paths={"lifecycle": ""},
+        )
         self.prefix = prefix if prefix.endswith("/") else prefix + "/"
         self.bucket: s3.IBucket = bucket or secure_bucket(self, "Bucket", removal_policy=removal_policy)
         self.assets_dir = staged_assets()

@@ -8,7 +8,8 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from hyperpod_cdk.errors import raise_if_any
+from hyperpod_cdk.config import NetworkConfig
+from hyperpod_cdk.constructs.checks import check_props
 
 
 @jsii.implements(ec2.IConnectable)
@@ -59,9 +60,24 @@ class ClusterNetwork(Construct):
             problems.append(
                 "availability_zone: only applies to a new VPC; an existing subnet fixes the AZ. Fix: remove it"
             )
-        if not 16 <= private_subnet_cidr_mask <= 24:
-            problems.append(f"private_subnet_cidr_mask: got {private_subnet_cidr_mask}; allowed: 16 to 24")
-        raise_if_any(f"ClusterNetwork {self.node.path}", problems)
+        check_props(
+            self,
+            "ClusterNetwork",
+            {"network"},
+            also=problems,
+            instead_of=["NET-EXISTING"],  # the props are objects here: the checks above say it in their terms
+            network=NetworkConfig.model_construct(
+                cidr=cidr,
+                availability_zone=subnet.availability_zone if subnet is not None else availability_zone,
+                private_subnet_cidr_mask=private_subnet_cidr_mask,
+                vpc_id=vpc.vpc_id if vpc is not None else None,
+                subnet_id=subnet.subnet_id if subnet is not None else None,
+                security_group_id=security_group.security_group_id if security_group is not None else None,
+                flow_logs=flow_logs,
+                allow_internet_egress=allow_internet_egress,
+            ),
+            paths={"network": ""},
+        )
 
         if vpc is None:
             vpc = self._new_vpc(cidr, availability_zone, private_subnet_cidr_mask, flow_logs, flow_log_retention)

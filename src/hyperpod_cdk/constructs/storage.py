@@ -2,42 +2,26 @@
 
 from __future__ import annotations
 
-import enum
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 import jsii
-from aws_cdk import Aws, RemovalPolicy, Token
+from aws_cdk import Aws, RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from hyperpod_cdk.config import DataRepositoryConfig, ExistingFileSystemConfig, StorageConfig
+from hyperpod_cdk.constructs.checks import check_props
 from hyperpod_cdk.constructs.network import ClusterNetwork
-from hyperpod_cdk.errors import raise_if_any
-
-LUSTRE_PORTS = (ec2.Port.tcp(988), ec2.Port.tcp_range(1018, 1023))
-"""LNet's ports: clients and servers need both (988 alone lets creation succeed and mounts hang)."""
-
-MAX_DATA_REPOSITORIES = 8
-PERSISTENT_2_THROUGHPUTS = (125, 250, 500, 1000)
-PERSISTENT_1_THROUGHPUTS = (50, 100, 200)
-METADATA_IOPS = (1500, 3000, 6000, 12000, *range(24000, 192001, 12000))
-_FS_PATH = re.compile(r"^/[^\x00\r\n]*$")
-_PREFIX = re.compile(r"^[a-zA-Z0-9!_.*'()/-]*$")
+from hyperpod_cdk.model import ALL_EVENTS, DataRepositoryEvent, pascal_case
+from hyperpod_cdk.rules.storage import DEFAULT_THROUGHPUT
 
 
-class DataRepositoryEvent(enum.StrEnum):
-    """Changes that a data repository association imports from or exports to S3 automatically."""
-
-    NEW = "NEW"
-    CHANGED = "CHANGED"
-    DELETED = "DELETED"
-
-
-ALL_EVENTS: tuple[DataRepositoryEvent, ...] = tuple(DataRepositoryEvent)
+def lustre_ports() -> tuple[ec2.Port, ec2.Port]:
+    """LNet's ports: clients and servers need both (988 alone lets creation succeed and mounts hang)."""
+    return (ec2.Port.tcp(988), ec2.Port.tcp_range(1018, 1023))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,7 +80,8 @@ class LustreStorage(Construct):
     :param network: where the file system lives and whose nodes mount it.
     :param storage_capacity_gib: Default: 1200.
     :param deployment_type: Default: PERSISTENT_2.
-    :param throughput_mb_per_tib: per-unit storage throughput (persistent types). Default: 250.
+    :param throughput_mb_per_tib: per-unit storage throughput (persistent types only). Default: 250 on
+        persistent types.
     :param data_compression: Default: LZ4.
     :param file_system_type_version: Lustre version. Default: 2.15.
     :param efa_enabled: serve clients over EFA (PERSISTENT_2 only; all-traffic security-group rules).
@@ -115,7 +100,7 @@ class LustreStorage(Construct):
         network: ClusterNetwork,
         storage_capacity_gib: int = 1200,
         deployment_type: fsx.LustreDeploymentType = fsx.LustreDeploymentType.PERSISTENT_2,
-        throughput_mb_per_tib: int | None = 250,
+        throughput_mb_per_tib: int | None = None,
         data_compression: fsx.LustreDataCompressionType = fsx.LustreDataCompressionType.LZ4,
         file_system_type_version: fsx.FileSystemTypeVersion = fsx.FileSystemTypeVersion.V_2_15,
         efa_enabled: bool = False,
@@ -125,19 +110,34 @@ class LustreStorage(Construct):
         existing: ExistingLustreFileSystem | None = None,
     ) -> None:
         super().__init__(scope, id)
-        subject = f"LustreStorage {self.node.path}"
-        problems = data_repository_problems(data_repositories, "data_repositories")
+        given: dict[str, object] = {"data_repositories": [_repository_fields(r) for r in data_repositories]}
         if existing is None:
-            problems += lustre_problems(
+            given.update(
                 storage_capacity_gib=storage_capacity_gib,
                 deployment_type=deployment_type.name,
                 throughput_mb_per_tib=throughput_mb_per_tib,
+                data_compression=data_compression.name,
                 file_system_type_version=lustre_version(file_system_type_version),
                 efa_enabled=efa_enabled,
                 metadata_iops=metadata_iops,
-                has_data_repositories=bool(data_repositories),
             )
-        raise_if_any(subject, problems)
+        else:
+            given["existing"] = ExistingFileSystemConfig.model_construct(
+                file_system_id=existing.file_system_id,
+                mount_name=existing.mount_name,
+                security_group_id=existing.security_group.security_group_id,
+                dns_name=existing.dns_name,
+            )
+        removal = "retain" if removal_policy == RemovalPolicy.RETAIN else "destroy"
+        check_props(
+            self,
+            "LustreStorage",
+            {"storage"},
+            storage=StorageConfig.model_construct(_fields_set=set(given), removal_policy=removal, **given),
+            paths={"storage": ""},
+        )
+        if existing is None and throughput_mb_per_tib is None and deployment_type.name.startswith("PERSISTENT"):
+            throughput_mb_per_tib = DEFAULT_THROUGHPUT
 
         self._efa_enabled = efa_enabled and existing is None
         self.file_system: fsx.IFileSystem
@@ -168,7 +168,7 @@ class LustreStorage(Construct):
                 security_group=existing.security_group,
             )
             self.mount_name = existing.mount_name
-        self._connections = ec2.Connections(security_groups=[self.security_group], default_port=LUSTRE_PORTS[0])
+        self._connections = ec2.Connections(security_groups=[self.security_group], default_port=lustre_ports()[0])
         self.allow_clients(network)
         self.data_repository_associations = [self._associate(r) for r in data_repositories]
 
@@ -209,7 +209,7 @@ class LustreStorage(Construct):
 
     def allow_clients(self, clients: ec2.IConnectable) -> None:
         """Let ``clients`` mount the file system (Lustre ports, or all traffic when EFA is on)."""
-        ports = [ec2.Port.all_traffic()] if self._efa_enabled else list(LUSTRE_PORTS)
+        ports = [ec2.Port.all_traffic()] if self._efa_enabled else list(lustre_ports())
         for port in ports:
             self.connections.allow_from(clients, port, "Lustre clients")
             if self._efa_enabled:
@@ -305,107 +305,20 @@ def lustre_version(version: fsx.FileSystemTypeVersion) -> str:
     return version.name.removeprefix("V_").replace("_", ".")
 
 
-def pascal_case(name: str) -> str:
-    """A user-given name as a construct-ID fragment: ``training-data`` -> ``TrainingData``."""
-    return "".join(part[:1].upper() + part[1:] for part in re.split(r"[^a-zA-Z0-9]+", name) if part)
+def fsx_version(version: str) -> fsx.FileSystemTypeVersion:
+    """``2.15`` as CDK's enum: the inverse of :func:`lustre_version`."""
+    return fsx.FileSystemTypeVersion["V_" + version.replace(".", "_")]
 
 
-def lustre_problems(
-    *,
-    storage_capacity_gib: int,
-    deployment_type: str,
-    throughput_mb_per_tib: int | None,
-    file_system_type_version: str,
-    efa_enabled: bool,
-    metadata_iops: int | None,
-    has_data_repositories: bool,
-    path: str = "",
-) -> list[str]:
-    """Rules for a new FSx for Lustre file system that neither CDK nor cfn-lint checks completely."""
-    problems: list[str] = []
-    if Token.is_unresolved(storage_capacity_gib):
-        return problems
-    step = 3600 if deployment_type == "SCRATCH_1" else 2400
-    if storage_capacity_gib not in (1200, 2400) and (storage_capacity_gib <= 0 or storage_capacity_gib % step):
-        problems.append(
-            f"{path}storage_capacity_gib: got {storage_capacity_gib}; {deployment_type} takes 1200, 2400 or a "
-            f"multiple of {step} GiB"
-        )
-    persistent = deployment_type.startswith("PERSISTENT")
-    allowed = {"PERSISTENT_2": PERSISTENT_2_THROUGHPUTS, "PERSISTENT_1": PERSISTENT_1_THROUGHPUTS}.get(
-        deployment_type, ()
+def _repository_fields(repository: S3DataRepository) -> DataRepositoryConfig:
+    """An S3DataRepository as the rules read it (the config file's shape)."""
+    return DataRepositoryConfig.model_construct(
+        name=repository.name,
+        file_system_path=repository.file_system_path,
+        bucket_name=repository.bucket.bucket_name,
+        bucket_prefix=repository.bucket_prefix,
+        auto_import_events=list(repository.auto_import_events),
+        auto_export_events=list(repository.auto_export_events),
+        batch_import_metadata_on_create=repository.batch_import_metadata_on_create,
+        imported_file_chunk_size_mib=repository.imported_file_chunk_size_mib,
     )
-    if persistent and throughput_mb_per_tib not in allowed:
-        problems.append(
-            f"{path}throughput_mb_per_tib: got {throughput_mb_per_tib}; {deployment_type} takes one of "
-            f"{', '.join(map(str, allowed))} MB/s/TiB"
-        )
-    if deployment_type == "PERSISTENT_2" and file_system_type_version != "2.15":
-        problems.append(
-            f"{path}file_system_type_version: got {file_system_type_version}; PERSISTENT_2 with a metadata "
-            "configuration (always set here) needs Lustre 2.15"
-        )
-    if efa_enabled and deployment_type != "PERSISTENT_2":
-        problems.append(f"{path}efa_enabled: needs deployment_type PERSISTENT_2, got {deployment_type}")
-    if metadata_iops is not None and deployment_type != "PERSISTENT_2":
-        problems.append(f"{path}metadata_iops: only PERSISTENT_2 has a metadata configuration. Fix: remove it")
-    elif metadata_iops is not None and metadata_iops not in METADATA_IOPS:
-        problems.append(
-            f"{path}metadata_iops: got {metadata_iops}; allowed: 1500, 3000, 6000, 12000 or a multiple of "
-            "12000 up to 192000"
-        )
-    if has_data_repositories and (deployment_type == "SCRATCH_1" or file_system_type_version == "2.10"):
-        problems.append(
-            f"{path}data_repositories: data repository associations need Lustre 2.12 or 2.15 and not "
-            f"SCRATCH_1 (got {deployment_type}, {file_system_type_version})"
-        )
-    return problems
-
-
-class DataRepositoryFields(Protocol):
-    """What the association rules read; S3DataRepository and the config's entries both have it."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def file_system_path(self) -> str: ...
-    @property
-    def bucket_prefix(self) -> str: ...
-    @property
-    def imported_file_chunk_size_mib(self) -> int | None: ...
-
-
-def data_repository_problems(repositories: Sequence[DataRepositoryFields], path: str) -> list[str]:
-    """Rules for data repository associations, each problem with its field path."""
-    problems: list[str] = []
-    if len(repositories) > MAX_DATA_REPOSITORIES:
-        problems.append(f"{path}: got {len(repositories)}; a file system has at most {MAX_DATA_REPOSITORIES}")
-    names: dict[str, int] = {}
-    paths: list[tuple[int, str]] = []
-    for index, repository in enumerate(repositories):
-        where = f"{path}[{index}]"
-        name, fs_path, prefix = repository.name, repository.file_system_path, repository.bucket_prefix
-        chunk = repository.imported_file_chunk_size_mib
-        if not re.fullmatch(r"[a-zA-Z][a-zA-Z0-9-]{0,62}", name):
-            problems.append(f"{where}.name: got {name!r}; use a letter then letters, digits or hyphens")
-        elif pascal_case(name) in names:
-            problems.append(f"{where}.name: {name!r} repeats {path}[{names[pascal_case(name)]}].name")
-        names.setdefault(pascal_case(name), index)
-        if not Token.is_unresolved(fs_path):
-            if not _FS_PATH.match(fs_path):
-                problems.append(f"{where}.file_system_path: got {fs_path!r}; expected an absolute path like /datasets")
-            else:
-                paths.append((index, fs_path.rstrip("/") + "/"))
-        if not Token.is_unresolved(prefix) and not _PREFIX.match(prefix):
-            problems.append(f"{where}.bucket_prefix: got {prefix!r}; use S3-safe characters")
-        if chunk is not None and not 1 <= chunk <= 512000:
-            problems.append(f"{where}.imported_file_chunk_size_mib: got {chunk}; allowed: 1 to 512000")
-    for i, (a_index, a) in enumerate(paths):
-        for b_index, b in paths[i + 1 :]:
-            if a.startswith(b) or b.startswith(a):
-                problems.append(
-                    f"{path}[{b_index}].file_system_path: {b.rstrip('/') or '/'} overlaps "
-                    f"{path}[{a_index}].file_system_path {a.rstrip('/') or '/'}; associations need disjoint "
-                    "directories"
-                )
-    return problems

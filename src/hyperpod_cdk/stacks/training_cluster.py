@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import CfnOutput, RemovalPolicy, Stack, Tags
+from aws_cdk import Annotations, CfnOutput, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_s3 as s3
@@ -19,7 +19,9 @@ from hyperpod_cdk.constructs import (
     S3DataRepository,
     secure_bucket,
 )
-from hyperpod_cdk.constructs.storage import ExistingLustreFileSystem, pascal_case
+from hyperpod_cdk.constructs.checks import stack_region
+from hyperpod_cdk.constructs.storage import ExistingLustreFileSystem, fsx_version
+from hyperpod_cdk.model import pascal_case
 
 
 class TrainingClusterStack(Stack):
@@ -31,7 +33,8 @@ class TrainingClusterStack(Stack):
     def __init__(self, scope: Construct, id: str, *, config: ClusterConfig, **kwargs: Any) -> None:
         kwargs.setdefault("description", f"SageMaker HyperPod Slurm cluster {config.cluster_name} (hyperpod-cdk)")
         super().__init__(scope, id, **kwargs)
-        config.check()
+        for warning in config.check(f"cluster configuration of stack {id}", region=stack_region(self)):
+            Annotations.of(self).add_warning_v2(f"hyperpod-cdk:{warning.rule}", str(warning))
         self.config = config
         self.network = self._network(config.network)
         self.data_buckets: dict[str, s3.IBucket] = {}
@@ -128,9 +131,7 @@ class TrainingClusterStack(Stack):
             deployment_type=fsx.LustreDeploymentType[storage.deployment_type],
             throughput_mb_per_tib=storage.throughput_mb_per_tib,
             data_compression=fsx.LustreDataCompressionType[storage.data_compression],
-            file_system_type_version=fsx.FileSystemTypeVersion[
-                "V_" + storage.file_system_type_version.replace(".", "_")
-            ],
+            file_system_type_version=fsx_version(storage.file_system_type_version),
             efa_enabled=storage.efa_enabled,
             metadata_iops=storage.metadata_iops,
             data_repositories=repositories,

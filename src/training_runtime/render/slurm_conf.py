@@ -18,10 +18,13 @@ from functools import lru_cache
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from training_runtime.hardware import NodeHardware
+from training_runtime.options import MAX_SLURM_SECONDS, MIN_CRED_EXPIRE, RETURN_TO_SERVICE
+from training_runtime.params import MAX_PARTITION_LENGTH
 from training_runtime.render.hostlist import compress
+from training_runtime.users import USER_NAME
 
-MIN_CRED_EXPIRE = 70
-"""Seconds. Below this a requeued job can be killed by a stale RPC meant for its previous incarnation."""
+# The value rules (timeouts, cred_expire, return_to_service, names) are checked before deploy by the
+# options and group rules; the renderer re-asserts them on its inputs with the same constants.
 
 FAST_RECOVERY: Dict[str, int] = {
     "slurmd_timeout": 10,
@@ -36,9 +39,8 @@ FAST_RECOVERY: Dict[str, int] = {
 
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 ADDRESS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:_-]{0,252}$")
-PARTITION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
+PARTITION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,%d}$" % (MAX_PARTITION_LENGTH - 1))
 CLUSTER_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
-USER_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 PLUGIN_WORD = re.compile(r"^[A-Za-z0-9_]+$")
 
 PROCTRACK_PLUGINS = ("proctrack/linuxproc", "proctrack/cgroup", "proctrack/pgid")
@@ -416,7 +418,7 @@ def _settings_problems(s: SlurmSettings) -> List[str]:
         bad("mpi_default", s.mpi_default, "expected a plugin name such as none, pmi2 or pmix")
     if s.log_level not in LOG_LEVELS:
         bad("log_level", s.log_level, "allowed: " + ", ".join(LOG_LEVELS))
-    if s.return_to_service not in (0, 1, 2) or isinstance(s.return_to_service, bool):
+    if s.return_to_service not in RETURN_TO_SERVICE or isinstance(s.return_to_service, bool):
         bad("return_to_service", s.return_to_service, "allowed: 0, 1, 2")
     for field in (
         "slurmd_timeout",
@@ -428,8 +430,8 @@ def _settings_problems(s: SlurmSettings) -> List[str]:
         "health_check_interval",
     ):
         value = getattr(s, field)
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
-            bad(field, value, "expected whole seconds from 1 to 65535")
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SLURM_SECONDS:
+            bad(field, value, "expected whole seconds from 1 to {}".format(MAX_SLURM_SECONDS))
     cred = s.cred_expire
     if isinstance(cred, bool) or not isinstance(cred, int) or cred < MIN_CRED_EXPIRE:
         bad(

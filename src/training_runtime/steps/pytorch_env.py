@@ -87,6 +87,8 @@ class SmddpWheel:
     """Whether PyPI's own torch wheel of this version is that CUDA build (so no index_url is needed)."""
 
 
+SMDDP_INSTANCE_TYPES = ("ml.p4d.24xlarge", "ml.p4de.24xlarge")
+"""SMDDP's AllGather/AllReduce run only on these; 2.3.0 and later refuse to load elsewhere."""
 _SMDDP = "https://smdataparallel.s3.amazonaws.com/binary/pytorch"
 SMDDP_WHEELS: Tuple[SmddpWheel, ...] = (
     # From the SageMaker developer guide, "Supported frameworks, AWS Regions, and instances types" (SMDDP)
@@ -246,15 +248,8 @@ def _problems(
     elif python.version is None:
         problems.append("cannot tell the version of {} (the environment is keyed by it)".format(python.command))
     if flavor == NEURON:
-        series = ".".join(options.version.split(".")[:2])
-        if series != NEURON_TORCH_SERIES:
-            problems.append(
-                "pytorch.version {} on a Trainium node: the pinned torch-neuronx ({}) runs on PyTorch {}.x, the "
-                "last PyTorch/XLA line Neuron supports for training (Neuron 2.30 dropped PyTorch/XLA training; "
-                "its native-PyTorch successor targets Trn2/Trn3 only). Fix: set pytorch.version to 2.9.0".format(
-                    options.version, TORCH_NEURONX, NEURON_TORCH_SERIES
-                )
-            )
+        # The PyTorch line and SMDDP against Trainium are decided by the config and checked before deploy
+        # (hyperpod_cdk.rules.runtime); only the node knows its Python.
         if python.version is not None and python.version not in NEURON_PYTHONS:
             problems.append(
                 "{} is Python {}; the pinned torch-neuronx exists for Python {} only. Fix: use an AMI with one of "
@@ -262,8 +257,6 @@ def _problems(
                     python.command, python.version, ", ".join(NEURON_PYTHONS)
                 )
             )
-        if options.smddp:
-            problems.append("pytorch.smddp: SMDDP is a CUDA library (p4d/p4de); it cannot run on Trainium nodes")
     elif options.smddp:
         problems.extend(_smddp_problems(options, python, wheel))
     return problems

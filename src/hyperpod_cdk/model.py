@@ -1,0 +1,115 @@
+"""The cluster's value objects and choices, shared by the config file and the constructs (no aws_cdk here).
+
+``hyperpod-cdk validate`` and ``schema`` import this and the rules without importing CDK or starting Node.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Sequence
+
+from pydantic import ConfigDict
+from pydantic.dataclasses import dataclass
+
+from training_runtime.params import API_DRIVEN, COMPUTE, CONTROLLER, LIFECYCLE_DRIVEN, LOGIN, GroupSpec
+
+DEFAULT_FSX_MOUNT_PATH = "/fsx"
+DEFAULT_LIFECYCLE_PREFIX = "lifecycle/"
+
+
+class SlurmMode(enum.StrEnum):
+    """Who configures Slurm on the nodes."""
+
+    API_DRIVEN = API_DRIVEN
+    """HyperPod configures Slurm from each group's SlurmConfig and mounts FSx; our runtime runs after it
+    (OnInitComplete). AWS's recommended model."""
+    LIFECYCLE_DRIVEN = LIFECYCLE_DRIVEN
+    """HyperPod runs our OnCreate script with provisioning_parameters.json; our runtime owns the node."""
+
+
+class NodeRecovery(enum.StrEnum):
+    AUTOMATIC = "Automatic"
+    """Faulty nodes are rebooted or replaced automatically."""
+    NONE = "None"
+    """Faulty nodes are only labelled."""
+
+
+class SlurmConfigStrategy(enum.StrEnum):
+    """How UpdateCluster treats slurm.conf changes made on the controller (API-driven mode)."""
+
+    MANAGED = "Managed"
+    OVERWRITE = "Overwrite"
+    MERGE = "Merge"
+
+
+class NodeRole(enum.StrEnum):
+    """The Slurm role of every node in a group."""
+
+    CONTROLLER = CONTROLLER
+    """Runs slurmctld (exactly one group)."""
+    LOGIN = LOGIN
+    """Where users log in and submit jobs (at most one group)."""
+    COMPUTE = COMPUTE
+    """Runs slurmd and training jobs; belongs to one partition."""
+
+
+class DeepHealthCheck(enum.StrEnum):
+    """HyperPod's deep health checks, run when nodes start (OnStartDeepHealthChecks)."""
+
+    INSTANCE_STRESS = "InstanceStress"
+    INSTANCE_CONNECTIVITY = "InstanceConnectivity"
+
+
+class DataRepositoryEvent(enum.StrEnum):
+    """Changes that a data repository association imports from or exports to S3 automatically."""
+
+    NEW = "NEW"
+    CHANGED = "CHANGED"
+    DELETED = "DELETED"
+
+
+ALL_EVENTS: tuple[DataRepositoryEvent, ...] = tuple(DataRepositoryEvent)
+
+
+@dataclass(frozen=True, kw_only=True, config=ConfigDict(extra="forbid"))
+class InstanceGroup:
+    """One instance group.
+
+    :param name: instance-group name; also the Slurm partition of a compute group unless ``partition``
+        is given. Letters, digits and hyphens, 1-63 characters.
+    :param instance_type: SageMaker instance type, e.g. ``ml.p5.48xlarge``.
+    :param count: number of instances (0-6758; at least 1 for controller and login groups).
+    :param role: Slurm role. Default: ``NodeRole.COMPUTE``.
+    :param partition: Slurm partition of a compute group. Default: the group's name.
+    :param threads_per_core: 1 disables SMT (recommended for training), 2 enables it. Default: 1.
+    :param ebs_volume_gib: size of an extra EBS volume mounted at /opt/sagemaker. Default: none.
+    :param deep_health_checks: deep health checks to run when nodes start. Default: none.
+    :param training_plan_arn: SageMaker training plan that reserves this group's capacity. Default: none.
+    """
+
+    name: str
+    instance_type: str
+    count: int
+    role: NodeRole = NodeRole.COMPUTE
+    partition: str | None = None
+    threads_per_core: int = 1
+    ebs_volume_gib: int | None = None
+    deep_health_checks: Sequence[DeepHealthCheck] = ()
+    training_plan_arn: str | None = None
+
+    @property
+    def partition_name(self) -> str | None:
+        """The Slurm partition this group's nodes join (compute groups only)."""
+        if self.role != NodeRole.COMPUTE:
+            return None
+        return self.partition or self.name
+
+    def spec(self) -> GroupSpec:
+        """This group as the node runtime sees it (the parameters contract)."""
+        return GroupSpec(self.name, str(self.role), self.instance_type, self.partition_name)
+
+
+def pascal_case(name: str) -> str:
+    """A user-given name as a construct-ID fragment: ``training-data`` -> ``TrainingData``."""
+    return "".join(part[:1].upper() + part[1:] for part in re.split(r"[^a-zA-Z0-9]+", name) if part)

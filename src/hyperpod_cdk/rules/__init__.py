@@ -1,0 +1,47 @@
+"""Every rule the configuration decides, in one registry (no aws_cdk import).
+
+``hyperpod-cdk validate``, ``ClusterConfig.check()`` and the constructs run the same rules: the config
+through a :class:`ClusterView` of the whole file, each construct through a view of its own props, with
+CDK tokens skipped (the construct injects ``Token.is_unresolved``; a YAML file never holds tokens).
+``docs/rules.md`` is generated from this registry (``python -m hyperpod_cdk.rules``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+# Importing the rule modules registers their rules, in this order (the order problems are reported in).
+from hyperpod_cdk.rules import cluster as _cluster  # noqa: F401
+from hyperpod_cdk.rules import groups as _groups  # noqa: F401
+from hyperpod_cdk.rules import lifecycle as _lifecycle  # noqa: F401
+from hyperpod_cdk.rules import network as _network  # noqa: F401
+from hyperpod_cdk.rules import runtime as _runtime  # noqa: F401
+from hyperpod_cdk.rules import storage as _storage  # noqa: F401
+from hyperpod_cdk.rules.registry import REGISTRY, SECTIONS, all_rules, run
+from hyperpod_cdk.rules.view import ClusterView
+from training_runtime.problems import ERROR, WARNING, Problem, Rule, errors, warnings
+
+
+def check(view: ClusterView) -> list[Problem]:
+    """Every problem the rules find in ``view``: errors and warnings, in registry order."""
+    return run(view)
+
+
+def problems_text(problems: Iterable[str]) -> list[str]:
+    return [str(p) for p in problems]
+
+
+__all__ = [
+    "ERROR",
+    "REGISTRY",
+    "SECTIONS",
+    "WARNING",
+    "ClusterView",
+    "Problem",
+    "Rule",
+    "all_rules",
+    "check",
+    "errors",
+    "problems_text",
+    "warnings",
+]

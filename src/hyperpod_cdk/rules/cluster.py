@@ -1,0 +1,118 @@
+"""Rules on the cluster's own fields: its name, the mount path, tags, and storage it cannot do without."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from hyperpod_cdk.rules.registry import REGISTRY
+from hyperpod_cdk.rules.view import ClusterView
+from training_runtime.params import LIFECYCLE_DRIVEN, MAX_NAME_LENGTH, NAME_PATTERN
+from training_runtime.problems import WARNING, Problem
+
+MOUNT_PATH_PATTERN = re.compile(r"^/(?!/)(?!.*/$)[a-zA-Z0-9._-]+(/[a-zA-Z0-9._-]+)*$")
+MAX_TAGS = 50
+RESERVED_TAGS = 5
+"""CloudFormation adds its own stack tags to every resource."""
+RESERVED_MOUNT_PATHS = ("/opt/ml", "/opt/sagemaker", "/opt/slurm", "/etc", "/usr", "/var", "/proc", "/sys", "/dev")
+
+rule = REGISTRY.rule
+
+
+@rule("CL-NAME", "cluster", "cluster_name", source="AWS::SageMaker::Cluster ClusterName")
+def cluster_name(view: ClusterView) -> Iterator[Problem]:
+    """The cluster name is 1-63 letters, digits and hyphens, starting and ending with a letter or digit."""
+    name = view.cluster_name
+    if view.concrete(name) and not (NAME_PATTERN.match(name) and len(name) <= MAX_NAME_LENGTH):
+        yield Problem(
+            view.path("cluster", "cluster_name"),
+            "use 1-63 letters, digits and hyphens, starting and ending with a letter or digit",
+            got=name,
+        )
+
+
+@rule("CL-MOUNT-PATH", "cluster", "fsx_mount_path", source="AWS::SageMaker::Cluster ClusterFsxLustreConfig")
+def mount_path(view: ClusterView) -> Iterator[Problem]:
+    """The file system's mount path is absolute, without a trailing slash, outside system directories."""
+    path = view.fsx_mount_path
+    if not view.concrete(path):
+        return
+    if not MOUNT_PATH_PATTERN.match(path):
+        yield Problem(
+            view.path("cluster", "fsx_mount_path"),
+            "expected an absolute path without a trailing slash, e.g. /fsx",
+            got=path,
+        )
+    elif path == "/" or any(path == r or path.startswith(r + "/") for r in RESERVED_MOUNT_PATHS):
+        yield Problem(
+            view.path("cluster", "fsx_mount_path"),
+            "this directory belongs to the system or to HyperPod; mounting over it breaks the node",
+            got=path,
+            fix="use a directory of its own such as /fsx",
+        )
+
+
+@rule("CL-TAG-COUNT", "cluster", "tags", source="AWS tagging limits (50 per resource)")
+def tag_count(view: ClusterView) -> Iterator[Problem]:
+    """At most 45 tags: a resource holds 50 and CloudFormation adds its own."""
+    if len(view.tags) > MAX_TAGS - RESERVED_TAGS:
+        yield Problem(
+            view.path("cluster", "tags"),
+            f"at most {MAX_TAGS - RESERVED_TAGS} tags (CloudFormation adds its own)",
+            got=len(view.tags),
+        )
+
+
+@rule("CL-TAG-KEY", "cluster", "tags.<key>", source="AWS tagging limits")
+def tag_keys(view: ClusterView) -> Iterator[Problem]:
+    """A tag key is 1-128 characters and does not start with 'aws:'; a value is at most 256 characters."""
+    for key, value in view.tags.items():
+        if not view.concrete(key):
+            continue
+        if key.lower().startswith("aws:") or not 1 <= len(key) <= 128:
+            yield Problem(
+                view.path("cluster", f"tags.{key}"),
+                "a tag key is 1-128 characters and must not start with 'aws:'",
+                got=key,
+            )
+        if view.concrete(value) and len(str(value)) > 256:
+            yield Problem(view.path("cluster", f"tags.{key}"), "a tag value is at most 256 characters", got=value)
+
+
+@rule("CL-NAME-REPLACES", "cluster", "cluster_name", level=WARNING, source="AWS::SageMaker::Cluster (createOnly)")
+def cluster_name_replaces(view: ClusterView) -> Iterator[Problem]:
+    """Changing cluster_name later replaces the cluster (every node is created anew)."""
+    previous = view.previous
+    if previous is not None and previous.cluster_name != view.cluster_name:
+        yield Problem(
+            view.path("cluster", "cluster_name"),
+            f"changed from {previous.cluster_name!r}: CloudFormation replaces the cluster and every node",
+            got=view.cluster_name,
+            fix="keep the old name unless you mean to rebuild the cluster",
+        )
+
+
+@rule(
+    "CL-STORAGE-NEEDED",
+    "storage",
+    "storage",
+    needs=("cluster", "users", "runtime"),
+    source="hyperpod-cdk (docs/node-runtime.md)",
+)
+def storage_needed(view: ClusterView) -> Iterator[Problem]:
+    """Lifecycle-driven mode, users and the PyTorch environment need the shared file system."""
+    if view.storage is not None:
+        return
+    needs = []
+    if view.mode == LIFECYCLE_DRIVEN:
+        needs.append("lifecycle-driven mode (the munge key)")
+    if view.users:
+        needs.append("users (their homes)")
+    if view.runtime.get("pytorch"):
+        needs.append("runtime.pytorch (the shared environment)")
+    if needs:
+        yield Problem(
+            view.path("storage"),
+            "null, but the node runtime needs a shared file system for " + ", ".join(needs),
+            fix="configure storage or drop them",
+        )

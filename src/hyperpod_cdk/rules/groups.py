@@ -1,0 +1,266 @@
+"""Rules on the instance groups: each group's fields, the groups together, and the catalogue of types."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from hyperpod_cdk import instance_catalog
+from hyperpod_cdk.model import DeepHealthCheck, NodeRole
+from hyperpod_cdk.rules.registry import REGISTRY
+from hyperpod_cdk.rules.view import ClusterView
+from training_runtime.params import GROUP_RULES, GroupSpec, group_problems
+from training_runtime.problems import WARNING, Problem
+
+MAX_INSTANCE_GROUPS = 100
+MAX_INSTANCE_COUNT = 6758
+MAX_EBS_VOLUME_GIB = 16384
+INSTANCE_TYPE_PATTERN = re.compile(r"^ml\.[a-z0-9-]+\.[a-z0-9]+$")
+TRAINING_PLAN_ARN_PATTERN = re.compile(r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:training-plan/.+$")
+
+rule = REGISTRY.rule
+
+
+def _where(view: ClusterView, index: int, field: str = "") -> str:
+    return view.path("instance_groups", f"[{index}]" + (f".{field}" if field else ""))
+
+
+@rule("GRP-COUNT", "instance_groups", "instance_groups", source="AWS::SageMaker::Cluster InstanceGroups (1-100)")
+def group_count(view: ClusterView) -> Iterator[Problem]:
+    """A cluster has 1 to 100 instance groups."""
+    if not 1 <= len(view.groups) <= MAX_INSTANCE_GROUPS:
+        yield Problem(
+            view.path("instance_groups"),
+            f"got {len(view.groups)} groups; a cluster has 1 to {MAX_INSTANCE_GROUPS}",
+        )
+
+
+def _specs(view: ClusterView) -> list[GroupSpec]:
+    return [GroupSpec(g.name, str(g.role), g.instance_type, g.partition) for g in view.groups]
+
+
+def _register_group_rules() -> None:
+    """The runtime's group rules (the node checks its parameters file with the same code)."""
+    for book_rule in GROUP_RULES.rules:
+
+        def check(view: ClusterView, _id: str = book_rule.id) -> list[Problem]:
+            found = group_problems(_specs(view), view.path("instance_groups"))
+            return [p for p in found if p.rule == _id]
+
+        check.__doc__ = book_rule.doc
+        rule(book_rule.id, "instance_groups", book_rule.field, source=book_rule.source)(check)
+
+
+_register_group_rules()
+
+
+@rule(
+    "GRP-INSTANCE-TYPE",
+    "instance_groups",
+    "instance_groups[*].instance_type",
+    needs=("region",),
+    source="AWS::SageMaker::Cluster InstanceType enum, per Region (cfn-lint schema bundle)",
+)
+def instance_type(view: ClusterView) -> Iterator[Problem]:
+    """The instance type is one HyperPod offers: in the stack's Region when known, else in some Region."""
+    offered = instance_catalog.types_in(view.region) if view.region else None
+    for index, group in enumerate(view.groups):
+        value = group.instance_type
+        if not view.concrete(value):
+            continue
+        where = _where(view, index, "instance_type")
+        if not INSTANCE_TYPE_PATTERN.match(value):
+            yield Problem(
+                where,
+                "expected a SageMaker instance type such as 'ml.p5.48xlarge' (note the 'ml.' prefix)",
+                got=value,
+            )
+        elif value not in instance_catalog.known_types():
+            near = _near(value)
+            yield Problem(
+                where,
+                "HyperPod offers no such instance type in any Region",
+                got=value,
+                fix=f"did you mean {near}?" if near else "see the InstanceType list in the SageMaker API reference",
+            )
+        elif offered is not None and value not in offered:
+            elsewhere = instance_catalog.regions_of(value)
+            yield Problem(
+                where,
+                f"HyperPod does not offer it in {view.region}",
+                got=value,
+                fix="choose another type or one of its Regions: " + ", ".join(elsewhere[:8]),
+            )
+
+
+def _near(value: str) -> str:
+    import difflib
+
+    match = difflib.get_close_matches(value, sorted(instance_catalog.known_types()), n=1, cutoff=0.8)
+    return repr(match[0]) if match else ""
+
+
+@rule(
+    "GRP-REGION",
+    "instance_groups",
+    "(region)",
+    needs=("region",),
+    level=WARNING,
+    source="AWS::SageMaker::Cluster InstanceType enum, per Region",
+)
+def known_region(view: ClusterView) -> Iterator[Problem]:
+    """The Region is one whose HyperPod instance types we know (else types are checked against all Regions)."""
+    if view.region and instance_catalog.types_in(view.region) is None:
+        yield Problem(
+            "region",
+            "no HyperPod instance-type list for this Region; types were checked against every Region's",
+            got=view.region,
+        )
+
+
+@rule(
+    "GRP-INSTANCE-COUNT", "instance_groups", "instance_groups[*].count", source="AWS::SageMaker::Cluster InstanceCount"
+)
+def instance_count(view: ClusterView) -> Iterator[Problem]:
+    """A group has 0 to 6758 instances; controller and login groups at least 1."""
+    for index, group in enumerate(view.groups):
+        if not view.concrete(group.count):
+            continue
+        minimum = 0 if group.role == NodeRole.COMPUTE else 1
+        if isinstance(group.count, bool) or not minimum <= group.count <= MAX_INSTANCE_COUNT:
+            yield Problem(
+                _where(view, index, "count"),
+                f"a {group.role} group has {minimum} to {MAX_INSTANCE_COUNT} instances",
+                got=group.count,
+            )
+
+
+@rule(
+    "GRP-THREADS-PER-CORE",
+    "instance_groups",
+    "instance_groups[*].threads_per_core",
+    needs=("hardware",),
+    source="SageMaker ClusterInstanceGroupSpecification.ThreadsPerCore",
+)
+def threads_per_core(view: ClusterView) -> Iterator[Problem]:
+    """threads_per_core is 1 (SMT off) or 2 (SMT on), and 1 on types without SMT (Graviton)."""
+    for index, group in enumerate(view.groups):
+        where = _where(view, index, "threads_per_core")
+        if group.threads_per_core not in (1, 2):
+            yield Problem(where, "allowed: 1 (SMT off) or 2 (SMT on)", got=group.threads_per_core)
+        elif (
+            group.threads_per_core == 2
+            and view.concrete(group.instance_type)
+            and not instance_catalog.has_smt(group.instance_type)
+        ):
+            yield Problem(
+                where,
+                f"{group.instance_type} has one thread per core (Graviton); only 1 is allowed",
+                got=2,
+                fix="use 1",
+            )
+
+
+@rule(
+    "GRP-EBS-VOLUME",
+    "instance_groups",
+    "instance_groups[*].ebs_volume_gib",
+    source="SageMaker ClusterEbsVolumeConfig.VolumeSizeInGB",
+)
+def ebs_volume(view: ClusterView) -> Iterator[Problem]:
+    """The extra EBS volume is 1 to 16384 GiB."""
+    for index, group in enumerate(view.groups):
+        size = group.ebs_volume_gib
+        if view.concrete(size) and not 1 <= size <= MAX_EBS_VOLUME_GIB:  # type: ignore[operator]
+            yield Problem(_where(view, index, "ebs_volume_gib"), f"allowed: 1 to {MAX_EBS_VOLUME_GIB} GiB", got=size)
+
+
+@rule(
+    "GRP-DEEP-HEALTH-CHECKS",
+    "instance_groups",
+    "instance_groups[*].deep_health_checks",
+    source="AWS::SageMaker::Cluster OnStartDeepHealthChecks",
+)
+def deep_health_checks(view: ClusterView) -> Iterator[Problem]:
+    """Deep health checks are InstanceStress and/or InstanceConnectivity, each at most once."""
+    allowed = [str(c) for c in DeepHealthCheck]
+    for index, group in enumerate(view.groups):
+        checks = [str(c) for c in group.deep_health_checks]
+        where = _where(view, index, "deep_health_checks")
+        for check in checks:
+            if check not in allowed:
+                yield Problem(where, "allowed: " + ", ".join(allowed), got=check)
+        if len(set(checks)) != len(checks):
+            yield Problem(where, "list each check once", got=checks)
+
+
+@rule(
+    "GRP-DEEP-HEALTH-ACCELERATED",
+    "instance_groups",
+    "instance_groups[*].deep_health_checks",
+    needs=("hardware",),
+    level=WARNING,
+    source="HyperPod deep health checks (GPU and Trainium instances)",
+)
+def deep_health_checks_accelerated(view: ClusterView) -> Iterator[Problem]:
+    """Deep health checks test GPUs, Trainium chips and EFA; on other types they only add boot time."""
+    for index, group in enumerate(view.groups):
+        if not group.deep_health_checks or not view.concrete(group.instance_type):
+            continue
+        hardware = view.hardware(group.instance_type)
+        if hardware is not None and not (hardware.gpus or hardware.neuron_devices):
+            yield Problem(
+                _where(view, index, "deep_health_checks"),
+                f"{group.instance_type} has no GPU or Trainium chip for the deep health checks to test",
+                got=[str(c) for c in group.deep_health_checks],
+                fix="remove them from this group",
+            )
+
+
+@rule(
+    "GRP-TRAINING-PLAN",
+    "instance_groups",
+    "instance_groups[*].training_plan_arn",
+    source="AWS::SageMaker::Cluster TrainingPlanArn",
+)
+def training_plan(view: ClusterView) -> Iterator[Problem]:
+    """A training plan is given by its ARN."""
+    for index, group in enumerate(view.groups):
+        arn = group.training_plan_arn
+        if view.concrete(arn) and not TRAINING_PLAN_ARN_PATTERN.match(arn):  # type: ignore[arg-type]
+            yield Problem(
+                _where(view, index, "training_plan_arn"),
+                "expected 'arn:aws:sagemaker:<region>:<account>:training-plan/<name>'",
+                got=arn,
+            )
+
+
+@rule(
+    "GRP-ROLE-REPLACES",
+    "instance_groups",
+    "instance_groups[*].role",
+    level=WARNING,
+    source="HyperPod Slurm configuration (NodeType is immutable)",
+)
+def role_changes(view: ClusterView) -> Iterator[Problem]:
+    """A group's Slurm role (NodeType) cannot change once the cluster exists; removing a group deletes its nodes."""
+    previous = view.previous
+    if previous is None:
+        return
+    before = {g.name: g for g in previous.groups}
+    names = {g.name for g in view.groups}
+    for index, group in enumerate(view.groups):
+        old = before.get(group.name)
+        if old is not None and old.role != group.role:
+            yield Problem(
+                _where(view, index, "role"),
+                f"changed from {old.role}: HyperPod cannot change a group's node type; the update fails",
+                got=str(group.role),
+                fix="add a new group with the new role instead",
+            )
+    for name in sorted(set(before) - names):
+        yield Problem(
+            view.path("instance_groups"),
+            f"group {name!r} is gone: UpdateCluster deletes its nodes and their local disks",
+            fix="keep it with count 0 if you may need it again",
+        )

@@ -1,0 +1,211 @@
+"""Rules on the network: CIDRs that parse and fit, AWS ID formats, AZs, and room for every node's addresses."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Iterator
+
+from hyperpod_cdk.rules.registry import REGISTRY
+from hyperpod_cdk.rules.view import ClusterView
+from training_runtime.problems import WARNING, Problem
+
+VPC_PREFIX = (16, 28)
+"""A VPC's IPv4 block is /16 to /28 (Amazon VPC user guide)."""
+SUBNET_PREFIX = (16, 28)
+PUBLIC_SUBNET_PREFIX = 24
+"""The new VPC's public subnet (NAT gateway) is a /24."""
+AWS_RESERVED_ADDRESSES = 5
+"""AWS reserves the first four addresses and the last one of every subnet."""
+ID_PATTERNS = {
+    "vpc_id": re.compile(r"^vpc-([0-9a-f]{8}|[0-9a-f]{17})$"),
+    "subnet_id": re.compile(r"^subnet-([0-9a-f]{8}|[0-9a-f]{17})$"),
+    "security_group_id": re.compile(r"^sg-([0-9a-f]{8}|[0-9a-f]{17})$"),
+}
+AZ_NAME = re.compile(r"^([a-z]{2}(-[a-z]+)+-\d+)[a-z]$")
+AZ_ID = re.compile(r"^[a-z]{3,4}\d+-az\d+$")
+
+rule = REGISTRY.rule
+
+
+def _vpc_network(view: ClusterView) -> ipaddress.IPv4Network | None:
+    net = view.network
+    if net is None or net.vpc_id is not None or not view.concrete(net.cidr):
+        return None
+    try:
+        return ipaddress.IPv4Network(net.cidr)
+    except ValueError:
+        return None
+
+
+@rule("NET-CIDR", "network", "network.cidr", source="Amazon VPC user guide: VPC CIDR blocks")
+def cidr(view: ClusterView) -> Iterator[Problem]:
+    """A new VPC's CIDR is an IPv4 network (no host bits set) from /16 to /28."""
+    net = view.network
+    if net is None or net.vpc_id is not None or not view.concrete(net.cidr):
+        return
+    where = view.path("network", "cidr")
+    try:
+        network = ipaddress.IPv4Network(net.cidr)
+    except ValueError as error:
+        fix = ""
+        try:
+            fix = f"use {ipaddress.IPv4Network(net.cidr, strict=False)}"
+        except ValueError:
+            fix = "use a block such as 10.0.0.0/16"
+        yield Problem(where, f"not an IPv4 network ({error})", got=net.cidr, fix=fix)
+        return
+    low, high = VPC_PREFIX
+    if not low <= network.prefixlen <= high:
+        yield Problem(where, f"a VPC's block is /{low} to /{high}", got=net.cidr)
+
+
+@rule("NET-SUBNET-MASK", "network", "network.private_subnet_cidr_mask", source="Amazon VPC user guide: subnet sizing")
+def subnet_mask(view: ClusterView) -> Iterator[Problem]:
+    """The nodes' subnet is /16 to /28 and fits in the VPC next to the /24 public subnet."""
+    net = view.network
+    if net is None or net.vpc_id is not None or not view.concrete(net.private_subnet_cidr_mask):
+        return
+    mask = net.private_subnet_cidr_mask
+    where = view.path("network", "private_subnet_cidr_mask")
+    low, high = SUBNET_PREFIX
+    if not low <= mask <= high:
+        yield Problem(where, f"allowed: {low} to {high}", got=mask)
+        return
+    network = _vpc_network(view)
+    if network is None:
+        return
+    needed = 2 ** (32 - mask) + 2 ** (32 - PUBLIC_SUBNET_PREFIX)
+    if needed > network.num_addresses:
+        smallest = max(mask, network.prefixlen + 1, 24 if network.prefixlen < 24 else mask)
+        yield Problem(
+            where,
+            f"a /{mask} nodes' subnet and the /{PUBLIC_SUBNET_PREFIX} public subnet need {needed} addresses; "
+            f"the VPC {network} has {network.num_addresses}",
+            got=mask,
+            fix=f"use a larger network.cidr, or a mask of {smallest} or more",
+        )
+
+
+@rule(
+    "NET-EXISTING",
+    "network",
+    "network.{vpc_id,subnet_id,security_group_id,availability_zone}",
+    source="hyperpod-cdk (an existing subnet fixes the VPC and the AZ)",
+)
+def existing_network(view: ClusterView) -> Iterator[Problem]:
+    """An existing VPC comes with its subnet and AZ; a security group only with an existing VPC."""
+    net = view.network
+    if net is None:
+        return
+    if net.subnet_id and not net.vpc_id:
+        yield Problem(view.path("network", "subnet_id"), "needs network.vpc_id (the subnet's VPC)")
+    if net.vpc_id and not net.subnet_id:
+        yield Problem(view.path("network", "vpc_id"), "needs network.subnet_id (the subnet the nodes use)")
+    if net.vpc_id and not net.availability_zone:
+        yield Problem(view.path("network", "availability_zone"), "required with an existing subnet (the subnet's AZ)")
+    if net.security_group_id and not net.vpc_id:
+        yield Problem(view.path("network", "security_group_id"), "only with an existing VPC (network.vpc_id)")
+
+
+@rule("NET-ID-FORMAT", "network", "network.{vpc_id,subnet_id,security_group_id}", source="Amazon EC2 resource IDs")
+def id_formats(view: ClusterView) -> Iterator[Problem]:
+    """VPC, subnet and security group IDs look like vpc-, subnet- and sg- followed by 8 or 17 hex digits."""
+    net = view.network
+    if net is None:
+        return
+    for field, pattern in ID_PATTERNS.items():
+        value = getattr(net, field)
+        if view.concrete(value) and not pattern.match(value):
+            prefix = pattern.pattern[1:].split("-")[0]
+            yield Problem(
+                view.path("network", field),
+                f"expected {prefix}- followed by 8 or 17 lower-case hex digits",
+                got=value,
+            )
+
+
+@rule(
+    "NET-AZ",
+    "network",
+    "network.availability_zone",
+    needs=("region",),
+    source="Amazon EC2: Regions and Availability Zones",
+)
+def availability_zone(view: ClusterView) -> Iterator[Problem]:
+    """The AZ is a zone name such as us-west-2a (not a zone ID), in the stack's Region when it is known."""
+    net = view.network
+    if net is None or not view.concrete(net.availability_zone):
+        return
+    az = net.availability_zone
+    where = view.path("network", "availability_zone")
+    match = AZ_NAME.match(az)  # type: ignore[arg-type]
+    if AZ_ID.match(az):  # type: ignore[arg-type]
+        yield Problem(
+            where,
+            "this is an AZ ID; give the AZ name (IDs map to different names in each account)",
+            got=az,
+            fix="aws ec2 describe-availability-zones --zone-ids " + str(az),
+        )
+    elif not match:
+        yield Problem(where, "expected an AZ name such as us-west-2a", got=az)
+    elif view.region and match.group(1) != view.region:
+        yield Problem(where, f"not in the stack's Region {view.region}", got=az)
+
+
+def addresses_per_instance(efa_interfaces: int) -> int:
+    """IPv4 addresses one node takes in the subnet: its primary interface, plus one per EFA interface
+    (HyperPod attaches EFA interfaces with an IP address; conservative for efa-only cards)."""
+    return 1 + efa_interfaces
+
+
+@rule(
+    "NET-SUBNET-CAPACITY",
+    "network",
+    "network.private_subnet_cidr_mask",
+    needs=("instance_groups", "hardware"),
+    source="Amazon VPC subnet sizing; EFA interfaces per instance (hardware catalogue)",
+)
+def subnet_capacity(view: ClusterView) -> Iterator[Problem]:
+    """The new nodes' subnet has an address for every interface of every instance (EFA types take many)."""
+    net = view.network
+    if net is None or net.vpc_id is not None or not view.concrete(net.private_subnet_cidr_mask):
+        return
+    mask = net.private_subnet_cidr_mask
+    if not SUBNET_PREFIX[0] <= mask <= SUBNET_PREFIX[1]:
+        return
+    usable = 2 ** (32 - mask) - AWS_RESERVED_ADDRESSES
+    needed = 0
+    parts = []
+    for group in view.groups:
+        if not (view.concrete(group.count) and view.concrete(group.instance_type)):
+            return
+        hardware = view.hardware(group.instance_type)
+        each = addresses_per_instance(hardware.efa_interfaces if hardware else 0)
+        needed += group.count * each
+        parts.append(f"{group.name}: {group.count} x {each}")
+    if needed > usable:
+        fits = next((m for m in range(mask, SUBNET_PREFIX[0] - 1, -1) if 2 ** (32 - m) - 5 >= needed), None)
+        yield Problem(
+            view.path("network", "private_subnet_cidr_mask"),
+            f"a /{mask} subnet has {usable} usable addresses; the groups take {needed} ({'; '.join(parts)})",
+            got=mask,
+            fix=f"use {fits} or smaller (and a VPC large enough)" if fits else "split the cluster",
+        )
+
+
+@rule("NET-REPLACES", "network", "network", level=WARNING, source="AWS::SageMaker::Cluster VpcConfig (createOnly)")
+def network_replaces(view: ClusterView) -> Iterator[Problem]:
+    """Moving the cluster to another VPC, subnet or security group replaces the cluster."""
+    previous = view.previous
+    if previous is None or previous.network is None or view.network is None:
+        return
+    fields = ("vpc_id", "subnet_id", "security_group_id", "cidr", "availability_zone", "private_subnet_cidr_mask")
+    changed = [f for f in fields if getattr(previous.network, f) != getattr(view.network, f)]
+    if changed:
+        yield Problem(
+            view.path("network"),
+            f"{', '.join(changed)} changed: the nodes' subnet or security group changes, which replaces the "
+            "cluster and every node",
+            fix="keep the network as deployed unless you mean to rebuild the cluster",
+        )

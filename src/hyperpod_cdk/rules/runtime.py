@@ -1,0 +1,124 @@
+"""Rules on the node runtime's options and users, and on what they need from the instance groups.
+
+The runtime's own rules (``training_runtime.options.OPTION_RULES``, ``training_runtime.users.USER_RULES``)
+are registered here, so the config is checked with the code the node uses. The rules that join options
+with instance types (PyTorch on Trainium, SMDDP) live here: the config decides them, so they run at
+synth and not on every node at boot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from hyperpod_cdk.rules.registry import REGISTRY
+from hyperpod_cdk.rules.view import ClusterView
+from training_runtime import options as runtime_options
+from training_runtime.problems import Problem
+from training_runtime.steps import pytorch_env
+from training_runtime.users import USER_RULES, users_problems
+
+rule = REGISTRY.rule
+
+
+@rule("RT-SHAPE", "runtime", "runtime", source="hyperpod-cdk (training_runtime.options)")
+def shape(view: ClusterView) -> list[Problem]:
+    """runtime holds known sections and keys with values of the right type."""
+    return [
+        p
+        for p in runtime_options.options_problems(dict(view.runtime), view.path("runtime"))
+        if p.rule == runtime_options.SHAPE_RULE
+    ]
+
+
+def _register_runtime_books() -> None:
+    for book_rule in runtime_options.OPTION_RULES.rules:
+
+        def check(view: ClusterView, _check=book_rule.check) -> list[Problem]:  # type: ignore[no-untyped-def]
+            options = view.runtime_options
+            return [] if options is None else list(_check(options, view.path("runtime")))
+
+        check.__doc__ = book_rule.doc
+        rule(book_rule.id, "runtime", book_rule.field, source=book_rule.source)(check)
+    for book_rule in USER_RULES.rules:
+
+        def check_users(view: ClusterView, _id: str = book_rule.id) -> list[Problem]:
+            return [p for p in users_problems(list(view.users), view.path("users")) if p.rule == _id]
+
+        check_users.__doc__ = book_rule.doc
+        rule(book_rule.id, "users", book_rule.field, source=book_rule.source)(check_users)
+
+
+_register_runtime_books()
+
+
+def _trainium_groups(view: ClusterView) -> list[str]:
+    found = []
+    for group in view.compute_groups:
+        hardware = view.hardware(group.instance_type) if view.concrete(group.instance_type) else None
+        if hardware is not None and hardware.neuron_devices:
+            found.append(f"{group.name} ({group.instance_type})")
+    return found
+
+
+@rule(
+    "RT-PYTORCH-NEURON",
+    "runtime",
+    "runtime.pytorch.version",
+    needs=("instance_groups", "hardware"),
+    source="AWS Neuron release notes (torch-neuronx support matrix)",
+)
+def pytorch_on_trainium(view: ClusterView) -> Iterator[Problem]:
+    """On Trainium groups the PyTorch version is the line the pinned torch-neuronx supports."""
+    options = view.runtime_options
+    if options is None or options.pytorch is None:
+        return
+    series = ".".join(options.pytorch.version.split(".")[:2])
+    trainium = _trainium_groups(view)
+    if trainium and series != pytorch_env.NEURON_TORCH_SERIES:
+        yield Problem(
+            view.path("runtime", "pytorch.version"),
+            f"Trainium groups {', '.join(trainium)} need PyTorch {pytorch_env.NEURON_TORCH_SERIES}.x: the pinned "
+            f"torch-neuronx ({pytorch_env.TORCH_NEURONX}) runs on it, the last PyTorch/XLA line Neuron supports "
+            "for training",
+            got=options.pytorch.version,
+            fix=f"set runtime.pytorch.version to {pytorch_env.NEURON_TORCH_SERIES}.0",
+        )
+
+
+@rule(
+    "RT-PYTORCH-SMDDP",
+    "runtime",
+    "runtime.pytorch.smddp",
+    needs=("instance_groups", "hardware"),
+    source="SageMaker developer guide: SMDDP supported frameworks and instance types",
+)
+def smddp(view: ClusterView) -> Iterator[Problem]:
+    """SMDDP runs only on p4d/p4de, never on Trainium, and exists for a listed set of torch versions."""
+    options = view.runtime_options
+    if options is None or options.pytorch is None or not options.pytorch.smddp:
+        return
+    where = view.path("runtime", "pytorch.smddp")
+    trainium = _trainium_groups(view)
+    if trainium:
+        yield Problem(
+            where,
+            f"SMDDP is a CUDA library; it cannot run on the Trainium groups {', '.join(trainium)}",
+            got=True,
+            fix="set smddp: false",
+        )
+    compute_types = {g.instance_type for g in view.compute_groups}
+    if compute_types and not compute_types & set(pytorch_env.SMDDP_INSTANCE_TYPES):
+        yield Problem(
+            where,
+            f"SMDDP's collectives run only on {', '.join(pytorch_env.SMDDP_INSTANCE_TYPES)}; no compute group has one",
+            got=True,
+            fix="use p4d/p4de compute groups, or set smddp: false",
+        )
+    versions = sorted({w.torch for w in pytorch_env.SMDDP_WHEELS})
+    if options.pytorch.version not in versions:
+        yield Problem(
+            where,
+            f"no SMDDP wheel is published for torch {options.pytorch.version} (published for: {', '.join(versions)})",
+            got=True,
+            fix="choose a listed torch version, or set smddp: false",
+        )

@@ -1,0 +1,109 @@
+"""ClusterView: what the rules see — the whole config, or the part a construct was given."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from hyperpod_cdk.model import DEFAULT_FSX_MOUNT_PATH, InstanceGroup, SlurmMode
+from training_runtime.hardware import NodeHardware, hardware_for
+from training_runtime.options import RuntimeOptions, parse_options
+from training_runtime.problems import Problem
+
+if TYPE_CHECKING:
+    from hyperpod_cdk.config import ClusterConfig, LifecycleConfig, NetworkConfig, StorageConfig
+
+
+def never_unresolved(value: Any) -> bool:
+    """A config file's values are always concrete (YAML cannot hold a CDK token)."""
+    return False
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """The input of every rule. ``sections`` says which parts are present; a rule runs only when its
+    section and the sections it needs are. Field paths are the config file's, unless ``paths`` renames
+    a section's root (a construct reports ``runtime_options`` where the file says ``runtime``)."""
+
+    sections: frozenset[str]
+    cluster_name: str = "ml-cluster"
+    mode: str = SlurmMode.API_DRIVEN
+    fsx_mount_path: str = DEFAULT_FSX_MOUNT_PATH
+    tags: Mapping[str, str] = field(default_factory=dict)
+    groups: Sequence[InstanceGroup] = ()
+    network: NetworkConfig | None = None
+    storage: StorageConfig | None = None
+    lifecycle: LifecycleConfig | None = None
+    runtime: Mapping[str, Any] = field(default_factory=dict)
+    users: Sequence[Any] = ()
+    region: str | None = None
+    """The AWS Region when known (``validate --region``, or a stack's concrete Region)."""
+    is_unresolved: Callable[[Any], bool] = never_unresolved
+    paths: Mapping[str, str] = field(default_factory=dict)
+    previous: ClusterView | None = None
+    """The deployed config (``validate --previous``): rules warn about changes that replace resources."""
+
+    @classmethod
+    def of_config(
+        cls, config: ClusterConfig, region: str | None = None, previous: ClusterConfig | None = None
+    ) -> ClusterView:
+        from hyperpod_cdk.rules.registry import SECTIONS
+
+        return cls(
+            sections=frozenset(SECTIONS),
+            cluster_name=config.cluster_name,
+            mode=config.mode,
+            fsx_mount_path=config.fsx_mount_path,
+            tags=config.tags,
+            groups=tuple(config.instance_groups),
+            network=config.network,
+            storage=config.storage,
+            lifecycle=config.lifecycle,
+            runtime=config.runtime,
+            users=config.users,
+            region=region,
+            previous=cls.of_config(previous, region) if previous is not None else None,
+        )
+
+    def path(self, section: str, rest: str = "") -> str:
+        """The field path of ``rest`` in ``section`` as this view's reader knows it."""
+        root = self.paths.get(section, "" if section == "cluster" else section)
+        if not rest:
+            return root
+        if not root:
+            return rest
+        return root + ("" if rest.startswith("[") else ".") + rest
+
+    def concrete(self, value: Any) -> bool:
+        """Whether ``value`` is known now (not a CDK token), so a rule can judge it."""
+        return value is not None and not self.is_unresolved(value)
+
+    @cached_property
+    def runtime_options(self) -> RuntimeOptions | None:
+        """The parsed ``runtime`` section; None when its shape is wrong (the shape rule reports why)."""
+        try:
+            return parse_options(dict(self.runtime), "runtime", check_values=False)
+        except ValueError:
+            return None
+
+    def hardware(self, instance_type: str, threads_per_core: int = 1) -> NodeHardware | None:
+        """The catalogue's figures for a type, with the config's ``runtime.node_hardware`` applied."""
+        options = self.runtime_options
+        overrides = options.node_hardware if options is not None else {}
+        try:
+            return hardware_for(instance_type, overrides, threads_per_core if threads_per_core in (1, 2) else 1)
+        except ValueError:
+            return None
+
+    @property
+    def compute_groups(self) -> list[InstanceGroup]:
+        return [g for g in self.groups if g.role == "compute"]
+
+
+def problem(path: str, expected: str, *, got: Any = None, fix: str = "", has_value: bool = True) -> Problem:
+    """A problem; ``got`` is shown unless ``has_value`` is False."""
+    if has_value:
+        return Problem(path, expected, got=got, fix=fix)
+    return Problem(path, expected, fix=fix)

@@ -1,0 +1,93 @@
+"""JSON Schema fragments for the sections the node runtime defines (``runtime:``, ``users:``).
+
+They are derived from the runtime's own dataclasses, so editors complete and check the same names,
+types and defaults the node reads; the rules themselves run in ``hyperpod-cdk validate``.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import itertools
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from training_runtime import options as runtime_options
+from training_runtime.users import MAX_ID, MIN_ID, USER_NAME, User
+
+
+def _field_docs(cls: type) -> dict[str, str]:
+    """The docstrings written under each field of a dataclass (read from its source)."""
+    tree = ast.parse(inspect.getsource(cls))
+    body = tree.body[0].body  # type: ignore[attr-defined]
+    docs: dict[str, str] = {}
+    for before, after in itertools.pairwise(body):
+        if (
+            isinstance(before, ast.AnnAssign)
+            and isinstance(before.target, ast.Name)
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+        ):
+            docs[before.target.id] = " ".join(after.value.value.split())
+    return docs
+
+
+def _dataclass_schema(cls: type) -> dict[str, Any]:
+    schema: dict[str, Any] = TypeAdapter(cls).json_schema(ref_template="#/$defs/{model}")
+    _describe(cls, schema)
+    for name, definition in schema.get("$defs", {}).items():
+        nested = getattr(runtime_options, name, None)
+        if nested is not None and dataclasses.is_dataclass(nested):
+            _describe(nested, definition)
+    for definition in [schema, *schema.get("$defs", {}).values()]:
+        if definition.get("type") == "object" and "properties" in definition:
+            definition["additionalProperties"] = False
+            definition.pop("title", None)
+    return schema
+
+
+def _describe(cls: type, schema: dict[str, Any]) -> None:
+    if cls.__doc__ and not cls.__doc__.startswith(cls.__name__ + "("):
+        schema["description"] = " ".join(cls.__doc__.split())
+    for name, text in _field_docs(cls).items():
+        schema.get("properties", {}).get(name, {})["description"] = text
+
+
+def runtime_schema() -> dict[str, Any]:
+    schema = _dataclass_schema(runtime_options.RuntimeOptions)
+    schema.pop("title", None)
+    schema["description"] = "Options for the node runtime, passed to every node in the parameters file."
+    schema["default"] = {}
+    return schema
+
+
+def users_schema() -> dict[str, Any]:
+    user = _dataclass_schema(User)
+    user.pop("title", None)
+    properties = user["properties"]
+    properties["name"]["pattern"] = USER_NAME.pattern
+    properties["uid"].update(minimum=MIN_ID, maximum=MAX_ID, description="Fixed on every node (files on FSx).")
+    properties["gid"].update(minimum=MIN_ID, maximum=MAX_ID, description="Default: the uid.")
+    user["required"] = ["name", "uid"]
+    return {
+        "type": "array",
+        "items": user,
+        "default": [],
+        "description": "Cluster users: fixed IDs, homes on the shared file system, optional sudo and SSH keys.",
+    }
+
+
+def add_to(schema: dict[str, Any]) -> dict[str, Any]:
+    """The config file's schema with ``runtime`` and ``users`` described in full."""
+    runtime, users = runtime_schema(), users_schema()
+    definitions = schema.setdefault("$defs", {})
+    for fragment in (runtime, users["items"]):
+        definitions.update(fragment.pop("$defs", {}))
+    properties = schema["properties"]
+    for name, fragment in (("runtime", runtime), ("users", users)):
+        fragment["description"] = properties[name].get("description", fragment.get("description", ""))
+        properties[name] = fragment
+    return schema
