@@ -1,13 +1,20 @@
 """The deployable app: ``cdk synth``/``cdk deploy`` [-c config=PATH] [-c stack_name=NAME].
 
-Without ``-c config`` it synthesizes the default cluster (ClusterConfig's defaults).
+Without ``-c config`` it synthesizes the default cluster (ClusterConfig's defaults). Synth fails, naming
+the config field, on any problem: our rules before any construct is built, and every finding of CDK's
+built-in template validator afterwards.
 """
 
+import os
 import sys
 
-import aws_cdk as cdk
+# jsii prints a Node end-of-life banner with Node 20 on every run; the pinned CDK works with it.
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
-from hyperpod_cdk import ClusterConfig, ConfigurationError, TrainingClusterStack, load_config
+import aws_cdk as cdk  # noqa: E402
+
+from hyperpod_cdk import ClusterConfig, ConfigurationError, TrainingClusterStack, load_config  # noqa: E402
+from hyperpod_cdk.template_findings import findings_in  # noqa: E402
 
 
 def main() -> None:
@@ -20,7 +27,14 @@ def main() -> None:
     except ConfigurationError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(1)
-    app.synth()
+    assembly = app.synth()
+    problems = findings_in(assembly.directory)
+    if problems:
+        source = config_path or "the default configuration"
+        print(f"error: {source}: CDK's template validator found {len(problems)} problem(s):", file=sys.stderr)
+        for problem in problems:
+            print(f"  - {problem} [{problem.rule}]", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

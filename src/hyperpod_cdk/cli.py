@@ -8,15 +8,27 @@ import os
 import sys
 from typing import Any
 
-from hyperpod_cdk.config import json_schema, load_config
+from hyperpod_cdk.config import json_schema
 from hyperpod_cdk.errors import ConfigurationError
+from hyperpod_cdk.validate import validate_command
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="hyperpod-cdk")
     commands = parser.add_subparsers(dest="command", required=True)
-    validate = commands.add_parser("validate", help="check a cluster config file; every problem is listed")
+    validate = commands.add_parser(
+        "validate",
+        help="check a cluster config file offline; every problem is listed",
+        description="Runs every rule the config decides (docs/rules.md) without AWS credentials, CDK or Node.js. "
+        "Exit status: 0 valid, 1 errors (or warnings with --strict), 2 usage.",
+    )
     validate.add_argument("config")
+    validate.add_argument("--region", help="check instance types and the AZ against this Region (default: any)")
+    validate.add_argument(
+        "--previous", metavar="FILE", help="the deployed config: warn about changes that replace resources"
+    )
+    validate.add_argument("--strict", action="store_true", help="warnings fail too")
+    validate.add_argument("--json", action="store_true", help="print the problems as JSON")
     commands.add_parser("schema", help="print the config file's JSON Schema")
     _add_local_commands(commands)
     args = parser.parse_args(argv)
@@ -26,13 +38,9 @@ def main(argv: list[str] | None = None) -> int:
         json.dump(json_schema(), sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")
         return 0
-    try:
-        config = load_config(args.config)
-    except ConfigurationError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    print(f"{args.config}: cluster {config.cluster_name!r} is valid ({len(config.instance_groups)} instance groups)")
-    return 0
+    return validate_command(
+        args.config, region=args.region, previous=args.previous, strict=args.strict, as_json=args.json
+    )
 
 
 # --- hyperpod-cdk local ... ------------------------------------------------------------------------

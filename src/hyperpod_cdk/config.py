@@ -168,23 +168,35 @@ class ClusterConfig(_Model):
         return warnings(found)
 
 
-def load_config(path: str | Path) -> ClusterConfig:
-    """Read a YAML or JSON file; raises ConfigurationError listing every problem with its field path."""
+def load_config(path: str | Path, region: str | None = None) -> ClusterConfig:
+    """Read a YAML or JSON file; raises ConfigurationError listing every error with its field path."""
+    config = parse_model(load_file(path), str(path))
+    config.check(str(path), region=region)
+    return config
+
+
+def load_file(path: str | Path) -> Any:
+    """A config file's data (YAML or JSON); ConfigurationError when it cannot be read."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        return yaml.safe_load(path.read_text()) or {}
     except (OSError, yaml.YAMLError) as error:
         raise ConfigurationError(str(path), [f"cannot read the file: {error}"]) from None
-    return parse_config(data, str(path))
 
 
-def parse_config(data: Any, source: str = "cluster configuration") -> ClusterConfig:
+def parse_config(data: Any, source: str = "cluster configuration", region: str | None = None) -> ClusterConfig:
+    """The config from parsed data, checked by every rule; ConfigurationError lists every error."""
+    config = parse_model(data, source)
+    config.check(source, region=region)
+    return config
+
+
+def parse_model(data: Any, source: str = "cluster configuration") -> ClusterConfig:
+    """The config's shape only (types, allowed values, known keys): the JSON Schema's checks."""
     try:
-        config = ClusterConfig.model_validate(data)
+        return ClusterConfig.model_validate(data)
     except ValidationError as error:
         raise ConfigurationError(source, [_describe(e) for e in error.errors()]) from None
-    config.check(source)
-    return config
 
 
 SHAPE_RULE = "CFG-SHAPE"

@@ -64,11 +64,16 @@ class Problem(str):
 
     @classmethod
     def from_text(cls, text: str, rule: str = "", level: str = ERROR) -> "Problem":
-        """A problem from a finished message ``path: rest`` (the path is what precedes the first ': ')."""
+        """A problem from a finished message ``path: [got X; ]expected[. Fix: how]``, split into its parts
+        (the value is kept as the text it was shown as)."""
         path, _, rest = text.partition(": ")
         if not rest:
             path, rest = "", text
-        return cls(path, rest, rule=rule, level=level)
+        rest, _, fix = rest.partition(". Fix: ")
+        if rest.startswith("got ") and "; " in rest:
+            shown, _, expected = rest[4:].partition("; ")
+            return cls(path, expected, got=_Shown(shown), fix=fix, rule=rule, level=level)
+        return cls(path, rest, fix=fix, rule=rule, level=level)
 
     def tagged(self, rule: str, level: Optional[str] = None) -> "Problem":
         """This problem attributed to ``rule`` (kept when it already has one)."""
@@ -125,6 +130,13 @@ def errors(problems: Iterable[str]) -> List[str]:
 
 def warnings(problems: Iterable[str]) -> List[str]:
     return [p for p in problems if getattr(p, "level", ERROR) == WARNING]
+
+
+class _Shown(str):
+    """A value known only by how a message showed it: ``repr`` gives the text back unchanged."""
+
+    def __repr__(self) -> str:
+        return str(self)
 
 
 Check = Callable[..., Iterable[Problem]]
