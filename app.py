@@ -11,10 +11,10 @@ import sys
 # jsii prints a Node end-of-life banner with Node 20 on every run; the pinned CDK works with it.
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
-import aws_cdk as cdk  # noqa: E402
+import aws_cdk as cdk
 
-from hyperpod_cdk import ClusterConfig, ConfigurationError, TrainingClusterStack, load_config  # noqa: E402
-from hyperpod_cdk.template_findings import findings_in  # noqa: E402
+from hyperpod_cdk import ClusterConfig, ConfigurationError, TrainingClusterStack, load_config
+from hyperpod_cdk.template_findings import findings_in
 
 
 def main() -> None:

@@ -57,7 +57,11 @@ def test_internet_egress_can_be_closed() -> None:
 def test_existing_vpc_creates_no_network_resources() -> None:
     stack = new_stack()
     vpc = ec2.Vpc.from_vpc_attributes(
-        stack, "Vpc", vpc_id="vpc-0123456789abcdef0", availability_zones=["us-east-1a"], private_subnet_ids=["subnet-0123456789abcdef0"]
+        stack,
+        "Vpc",
+        vpc_id="vpc-0123456789abcdef0",
+        availability_zones=["us-east-1a"],
+        private_subnet_ids=["subnet-0123456789abcdef0"],
     )
     network = ClusterNetwork(stack, "Network", vpc=vpc, subnet=vpc.private_subnets[0])
     template = Template.from_stack(stack)

@@ -11,6 +11,7 @@ import json
 import re
 from functools import cache
 from importlib import resources
+from typing import Any
 
 GRAVITON = re.compile(r"^ml\.[a-z]+\d+g[a-z]*\.")
 """Graviton (Arm) families: one thread per core, so ThreadsPerCore must be 1."""
@@ -19,10 +20,20 @@ GPU_DIRECT_STORAGE_FAMILIES = ("ml.p5.", "ml.p5e.", "ml.p5en.", "ml.p6-b200.")
 
 
 @cache
-def _data() -> dict[str, list[str]]:
+def _document() -> dict[str, Any]:
     text = (resources.files("hyperpod_cdk") / "data" / "instance_types_by_region.json").read_text()
-    regions: dict[str, list[str]] = json.loads(text)["regions"]
+    document: dict[str, Any] = json.loads(text)
+    return document
+
+
+def _data() -> dict[str, list[str]]:
+    regions: dict[str, list[str]] = _document()["regions"]
     return regions
+
+
+def api_only() -> frozenset[str]:
+    """Types SageMaker's API accepts that the Region lists do not name yet (their Regions are unknown)."""
+    return frozenset(_document()["api_only"])
 
 
 def regions() -> list[str]:
@@ -37,8 +48,8 @@ def types_in(region: str) -> frozenset[str] | None:
 
 @cache
 def known_types() -> frozenset[str]:
-    """Every type HyperPod offers in some Region."""
-    return frozenset(t for types in _data().values() for t in types)
+    """Every type HyperPod offers in some Region, or that its API accepts."""
+    return frozenset(t for types in _data().values() for t in types) | api_only()
 
 
 def regions_of(instance_type: str) -> list[str]:

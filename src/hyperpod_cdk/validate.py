@@ -34,9 +34,11 @@ def validate_command(
     previous: str | None = None,
     strict: bool = False,
     as_json: bool = False,
-    out: TextIO = sys.stdout,
-    err: TextIO = sys.stderr,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
 ) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
     config, found = validate_file(path, region, previous)
     failing = errors(found) + (warnings(found) if strict else [])
     if as_json:

@@ -129,7 +129,7 @@ def parse_options(raw: Any, path: str = "options", check_values: bool = True) ->
 def _parse(raw: Any, path: str, problems: List[Problem], check_values: bool) -> RuntimeOptions:
     shape: List[str] = []
     options = _parse_shape(raw, path, shape)
-    problems.extend(Problem.from_text(p, rule=SHAPE_RULE) for p in shape)
+    problems.extend(p.tagged(SHAPE_RULE) if isinstance(p, Problem) else Problem.from_text(p, SHAPE_RULE) for p in shape)
     if check_values:
         problems.extend(OPTION_RULES.run(options, path))
     return options
@@ -155,7 +155,7 @@ def _parse_shape(raw: Any, path: str, problems: List[str]) -> RuntimeOptions:
         install = True
     hardware = raw.get("node_hardware") or {}
     hardware_problems = overrides_problems(hardware, path + ".node_hardware")
-    problems.extend(hardware_problems)
+    problems.extend(Problem.from_text(p, rule=HARDWARE_RULE) for p in hardware_problems)
     if hardware_problems:
         hardware = {}
     return RuntimeOptions(
@@ -168,6 +168,8 @@ def _parse_shape(raw: Any, path: str, problems: List[str]) -> RuntimeOptions:
     )
 
 
+HARDWARE_RULE = "RT-NODE-HARDWARE"
+"""The id of the node_hardware check (figures that replace the hardware table's)."""
 SHAPE_RULE = "RT-SHAPE"
 """The id of the shape check (types, unknown keys, required keys, node_hardware figures)."""
 

@@ -47,7 +47,7 @@ class HyperPodCluster(Construct):
     :param mode: who configures Slurm. Default: ``SlurmMode.API_DRIVEN`` (AWS's recommended model).
     :param fsx_mount_path: where the file system is mounted. Default: ``/fsx``.
     :param node_recovery: Default: ``NodeRecovery.AUTOMATIC``.
-    :param slurm_config_strategy: API-driven mode only. Default: ``SlurmConfigStrategy.MANAGED``.
+    :param slurm_config_strategy: API-driven mode only. Default: ``SlurmConfigStrategy.MANAGED`` there.
     :param role: the nodes' execution role. Default: a new role with least privilege.
     :param runtime_options: options passed to the node runtime through the parameters. Default: none.
     :param tags: tags for the cluster and its role. Default: none.
@@ -66,7 +66,7 @@ class HyperPodCluster(Construct):
         mode: SlurmMode = SlurmMode.API_DRIVEN,
         fsx_mount_path: str = DEFAULT_FSX_MOUNT_PATH,
         node_recovery: NodeRecovery = NodeRecovery.AUTOMATIC,
-        slurm_config_strategy: SlurmConfigStrategy = SlurmConfigStrategy.MANAGED,
+        slurm_config_strategy: SlurmConfigStrategy | None = None,
         role: iam.IRole | None = None,
         runtime_options: Mapping[str, object] | None = None,
         tags: Mapping[str, str] | None = None,
@@ -78,6 +78,8 @@ class HyperPodCluster(Construct):
             {"cluster", "instance_groups", "runtime"},
             cluster_name=cluster_name,
             mode=str(mode),
+            slurm_config_strategy=str(slurm_config_strategy or SlurmConfigStrategy.MANAGED),
+            given=frozenset({"slurm_config_strategy"} if slurm_config_strategy is not None else ()),
             fsx_mount_path=fsx_mount_path,
             tags=dict(tags or {}),
             groups=tuple(instance_groups),
@@ -118,7 +120,7 @@ class HyperPodCluster(Construct):
             node_recovery=str(node_recovery),
             orchestrator=sagemaker.CfnCluster.OrchestratorProperty(
                 slurm=sagemaker.CfnCluster.ClusterOrchestratorSlurmConfigProperty(
-                    slurm_config_strategy=str(slurm_config_strategy)
+                    slurm_config_strategy=str(slurm_config_strategy or SlurmConfigStrategy.MANAGED)
                 )
             )
             if self.mode == SlurmMode.API_DRIVEN

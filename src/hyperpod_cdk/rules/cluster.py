@@ -79,6 +79,18 @@ def tag_keys(view: ClusterView) -> Iterator[Problem]:
             yield Problem(view.path("cluster", f"tags.{key}"), "a tag value is at most 256 characters", got=value)
 
 
+@rule("CL-STRATEGY-MODE", "cluster", "slurm_config_strategy", source="SageMaker ClusterOrchestratorSlurmConfig")
+def strategy_needs_api_mode(view: ClusterView) -> Iterator[Problem]:
+    """slurm_config_strategy applies only to api-driven mode (HyperPod owns slurm.conf there)."""
+    if "slurm_config_strategy" in view.given and view.mode == LIFECYCLE_DRIVEN:
+        yield Problem(
+            view.path("cluster", "slurm_config_strategy"),
+            "applies only to mode api-driven; in lifecycle-driven mode the node runtime writes slurm.conf",
+            got=str(view.slurm_config_strategy),
+            fix="remove it, or use mode: api-driven",
+        )
+
+
 @rule("CL-NAME-REPLACES", "cluster", "cluster_name", level=WARNING, source="AWS::SageMaker::Cluster (createOnly)")
 def cluster_name_replaces(view: ClusterView) -> Iterator[Problem]:
     """Changing cluster_name later replaces the cluster (every node is created anew)."""

@@ -83,7 +83,7 @@ def instance_type(view: ClusterView) -> Iterator[Problem]:
                 got=value,
                 fix=f"did you mean {near}?" if near else "see the InstanceType list in the SageMaker API reference",
             )
-        elif offered is not None and value not in offered:
+        elif offered is not None and value not in offered and value not in instance_catalog.api_only():
             elsewhere = instance_catalog.regions_of(value)
             yield Problem(
                 where,

@@ -30,6 +30,16 @@ def shape(view: ClusterView) -> list[Problem]:
     ]
 
 
+@rule("RT-NODE-HARDWARE", "runtime", "runtime.node_hardware.<type>.<field>", source="hyperpod-cdk (hardware.py)")
+def node_hardware(view: ClusterView) -> list[Problem]:
+    """node_hardware gives consistent figures (cpus = sockets x cores x threads) for known fields only."""
+    return [
+        p
+        for p in runtime_options.options_problems(dict(view.runtime), view.path("runtime"))
+        if p.rule == runtime_options.HARDWARE_RULE
+    ]
+
+
 def _register_runtime_books() -> None:
     for book_rule in runtime_options.OPTION_RULES.rules:
 

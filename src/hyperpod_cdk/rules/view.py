@@ -30,6 +30,7 @@ class ClusterView:
     sections: frozenset[str]
     cluster_name: str = "ml-cluster"
     mode: str = SlurmMode.API_DRIVEN
+    slurm_config_strategy: str = "Managed"
     fsx_mount_path: str = DEFAULT_FSX_MOUNT_PATH
     tags: Mapping[str, str] = field(default_factory=dict)
     groups: Sequence[InstanceGroup] = ()
@@ -42,6 +43,8 @@ class ClusterView:
     """The AWS Region when known (``validate --region``, or a stack's concrete Region)."""
     is_unresolved: Callable[[Any], bool] = never_unresolved
     paths: Mapping[str, str] = field(default_factory=dict)
+    given: frozenset[str] = frozenset()
+    """The top-level fields the file sets (a field left out takes its default)."""
     previous: ClusterView | None = None
     """The deployed config (``validate --previous``): rules warn about changes that replace resources."""
 
@@ -55,6 +58,7 @@ class ClusterView:
             sections=frozenset(SECTIONS),
             cluster_name=config.cluster_name,
             mode=config.mode,
+            slurm_config_strategy=config.slurm_config_strategy,
             fsx_mount_path=config.fsx_mount_path,
             tags=config.tags,
             groups=tuple(config.instance_groups),
@@ -64,6 +68,7 @@ class ClusterView:
             runtime=config.runtime,
             users=config.users,
             region=region,
+            given=frozenset(config.model_fields_set),
             previous=cls.of_config(previous, region) if previous is not None else None,
         )
 

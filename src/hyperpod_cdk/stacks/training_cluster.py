@@ -59,7 +59,9 @@ class TrainingClusterStack(Stack):
             mode=config.mode,
             fsx_mount_path=config.fsx_mount_path,
             node_recovery=config.node_recovery,
-            slurm_config_strategy=config.slurm_config_strategy,
+            slurm_config_strategy=config.slurm_config_strategy
+            if "slurm_config_strategy" in config.model_fields_set
+            else None,
             runtime_options=config.runtime,
         )
         for key, value in config.tags.items():

@@ -1,0 +1,525 @@
+"""The rules table: for every registered rule, the smallest config that breaks it, the field it names and
+the words it uses; each row gives the same verdict through `hyperpod-cdk validate` and through synth."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+import yaml
+
+from hyperpod_cdk import ConfigurationError, TrainingClusterStack, parse_config
+from hyperpod_cdk.config import parse_model
+from hyperpod_cdk.rules import all_rules
+from hyperpod_cdk.validate import validate_command, validate_file
+from support import fast_app
+
+CONTROLLER = {"name": "controller", "role": "controller", "instance_type": "ml.m5.xlarge", "count": 1}
+CPU_WORKERS = {"name": "workers", "instance_type": "ml.c5.xlarge", "count": 2}
+TRN_WORKERS = {"name": "workers", "instance_type": "ml.trn1.32xlarge", "count": 2}
+P4D_WORKERS = {"name": "workers", "instance_type": "ml.p4d.24xlarge", "count": 2}
+P5_WORKERS = {"name": "workers", "instance_type": "ml.p5.48xlarge", "count": 2}
+LOGIN = {"name": "login", "role": "login", "instance_type": "ml.m5.large", "count": 1}
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ0kXkqj7y1o0n8v2k8yHqRzY2yq8f1m3mJ2b9c3d4e5 alice@laptop"
+EXISTING_NET = {
+    "vpc_id": "vpc-0123456789abcdef0",
+    "subnet_id": "subnet-0123456789abcdef0",
+    "availability_zone": "us-west-2a",
+}
+EXISTING_FS = {
+    "file_system_id": "fs-0123456789abcdef0",
+    "mount_name": "abcdefgh",
+    "security_group_id": "sg-0123456789abcdef0",
+}
+
+
+def groups(*items: dict[str, Any]) -> dict[str, Any]:
+    return {"instance_groups": [CONTROLLER, *items]}
+
+
+def repo(**fields: Any) -> dict[str, Any]:
+    return {"name": "data", "file_system_path": "/data", **fields}
+
+
+@dataclass(frozen=True)
+class Row:
+    rule: str
+    config: dict[str, Any]
+    path: str
+    words: str
+    region: str | None = None
+    previous: dict[str, Any] = field(default_factory=dict)
+    has_previous: bool = False
+
+
+def row(rule: str, config: dict[str, Any], path: str, words: str, **kw: Any) -> Row:
+    return Row(rule, config, path, words, **kw)
+
+
+ROWS = [
+    # --- cluster
+    row("CL-NAME", {"cluster_name": "-bad-"}, "cluster_name", "1-63 letters"),
+    row("CL-MOUNT-PATH", {"fsx_mount_path": "/opt/ml/fsx"}, "fsx_mount_path", "belongs to the system"),
+    row("CL-TAG-COUNT", {"tags": {f"k{i}": "v" for i in range(46)}}, "tags", "at most 45 tags"),
+    row("CL-TAG-KEY", {"tags": {"aws:owner": "me"}}, "tags.aws:owner", "must not start with 'aws:'"),
+    row(
+        "CL-STRATEGY-MODE",
+        {"mode": "lifecycle-driven", "slurm_config_strategy": "Merge"},
+        "slurm_config_strategy",
+        "only to mode api-driven",
+    ),
+    row(
+        "CL-NAME-REPLACES",
+        {"cluster_name": "new-name"},
+        "cluster_name",
+        "replaces the cluster",
+        previous={"cluster_name": "old-name"},
+        has_previous=True,
+    ),
+    row(
+        "CL-STORAGE-NEEDED",
+        {"storage": None, "users": [{"name": "alice", "uid": 2001}]},
+        "storage",
+        "users (their homes)",
+    ),
+    # --- instance groups
+    row("GRP-COUNT", groups(*({**CPU_WORKERS, "name": f"w{i}"} for i in range(100))), "instance_groups", "1 to 100"),
+    row("GRP-NAME", groups({**CPU_WORKERS, "name": "bad_name"}), "instance_groups[1].name", "1-63 letters"),
+    row("GRP-UNIQUE", groups(CPU_WORKERS, CPU_WORKERS), "instance_groups[2].name", "must be unique"),
+    row(
+        "GRP-ROLE",
+        {"instance_groups": []},
+        "",
+        "",
+    ),  # placeholder, replaced below (role is an enum)
+    row(
+        "GRP-PARTITION-ROLE",
+        groups(CPU_WORKERS, {**LOGIN, "partition": "p"}),
+        "instance_groups[2].partition",
+        "only compute groups",
+    ),
+    row(
+        "GRP-PARTITION-NAME",
+        groups({**CPU_WORKERS, "partition": "p" * 129}),
+        "instance_groups[1].partition",
+        "1-128 letters",
+    ),
+    row("GRP-CONTROLLER", {"instance_groups": [CPU_WORKERS]}, "instance_groups", "exactly one"),
+    row("GRP-LOGIN", groups(CPU_WORKERS, LOGIN, {**LOGIN, "name": "login2"}), "instance_groups", "at most one"),
+    row("GRP-COMPUTE", {"instance_groups": [CONTROLLER]}, "instance_groups", "no compute group"),
+    row(
+        "GRP-INSTANCE-TYPE",
+        groups({**CPU_WORKERS, "instance_type": "ml.p5.48xlarg"}),
+        "instance_groups[1].instance_type",
+        "did you mean 'ml.p5.48xlarge'",
+    ),
+    row("GRP-REGION", {}, "region", "no HyperPod instance-type list", region="xx-nowhere-1"),
+    row("GRP-INSTANCE-COUNT", groups({**CPU_WORKERS, "count": 6759}), "instance_groups[1].count", "0 to 6758"),
+    row(
+        "GRP-THREADS-PER-CORE",
+        groups({**CPU_WORKERS, "instance_type": "ml.c6g.xlarge", "threads_per_core": 2}),
+        "instance_groups[1].threads_per_core",
+        "one thread per core",
+    ),
+    row(
+        "GRP-EBS-VOLUME",
+        groups({**CPU_WORKERS, "ebs_volume_gib": 20000}),
+        "instance_groups[1].ebs_volume_gib",
+        "1 to 16384",
+    ),
+    row(
+        "GRP-DEEP-HEALTH-CHECKS",
+        groups({**TRN_WORKERS, "deep_health_checks": ["InstanceStress", "InstanceStress"]}),
+        "instance_groups[1].deep_health_checks",
+        "each check once",
+    ),
+    row(
+        "GRP-DEEP-HEALTH-ACCELERATED",
+        groups({**CPU_WORKERS, "deep_health_checks": ["InstanceStress"]}),
+        "instance_groups[1].deep_health_checks",
+        "no GPU or Trainium",
+    ),
+    row(
+        "GRP-TRAINING-PLAN",
+        groups({**CPU_WORKERS, "training_plan_arn": "my-plan"}),
+        "instance_groups[1].training_plan_arn",
+        "training-plan/<name>",
+    ),
+    row(
+        "GRP-ROLE-REPLACES",
+        groups({**CPU_WORKERS, "name": "other"}),
+        "instance_groups",
+        "'workers' is gone",
+        previous=groups(CPU_WORKERS),
+        has_previous=True,
+    ),
+    # --- network
+    row("NET-CIDR", {"network": {"cidr": "10.0.0.1/16"}}, "network.cidr", "use 10.0.0.0/16"),
+    row(
+        "NET-SUBNET-MASK",
+        {"network": {"cidr": "10.0.0.0/24", "private_subnet_cidr_mask": 25}},
+        "network.private_subnet_cidr_mask",
+        "the VPC 10.0.0.0/24 has 256",
+    ),
+    row(
+        "NET-EXISTING",
+        {"network": {"subnet_id": "subnet-0123456789abcdef0"}},
+        "network.subnet_id",
+        "needs network.vpc_id",
+    ),
+    row("NET-ID-FORMAT", {"network": {**EXISTING_NET, "vpc_id": "vpc-1"}}, "network.vpc_id", "8 or 17"),
+    row(
+        "NET-AZ",
+        {"network": {"availability_zone": "us-east-1a"}},
+        "network.availability_zone",
+        "not in the stack's Region us-west-2",
+        region="us-west-2",
+    ),
+    row(
+        "NET-SUBNET-CAPACITY",
+        {**groups({**TRN_WORKERS, "count": 200}), "network": {"private_subnet_cidr_mask": 22}},
+        "network.private_subnet_cidr_mask",
+        "the groups take 1801 (controller: 1 x 1; workers: 200 x 9)",
+    ),
+    row(
+        "NET-REPLACES",
+        {"network": EXISTING_NET},
+        "network",
+        "replaces the cluster",
+        previous={"network": {**EXISTING_NET, "subnet_id": "subnet-0123456789abcdef1"}},
+        has_previous=True,
+    ),
+    # --- storage
+    row(
+        "FSX-CAPACITY", {"storage": {"storage_capacity_gib": 3000}}, "storage.storage_capacity_gib", "multiple of 2400"
+    ),
+    row(
+        "FSX-THROUGHPUT",
+        {"storage": {"deployment_type": "SCRATCH_2", "throughput_mb_per_tib": 250}},
+        "storage.throughput_mb_per_tib",
+        "no per-unit throughput",
+    ),
+    row(
+        "FSX-VERSION",
+        {"storage": {"file_system_type_version": "2.12"}},
+        "storage.file_system_type_version",
+        "needs Lustre 2.15",
+    ),
+    row(
+        "FSX-EFA",
+        {"storage": {"deployment_type": "PERSISTENT_1", "throughput_mb_per_tib": 200, "efa_enabled": True}},
+        "storage.efa_enabled",
+        "needs deployment_type PERSISTENT_2",
+    ),
+    row("FSX-METADATA-IOPS", {"storage": {"metadata_iops": 5000}}, "storage.metadata_iops", "multiple of 12000"),
+    row(
+        "FSX-EXISTING-ONLY",
+        {"storage": {"existing": EXISTING_FS, "storage_capacity_gib": 2400}},
+        "storage.storage_capacity_gib",
+        "only to a new file system",
+    ),
+    row(
+        "FSX-EXISTING-IDS",
+        {"storage": {"existing": {**EXISTING_FS, "mount_name": "far-too-long"}}},
+        "storage.existing.mount_name",
+        "1-8 character",
+    ),
+    row("FSX-REMOVAL", {"storage": {"removal_policy": "destroy"}}, "storage.removal_policy", "deleted with the stack"),
+    row("FSX-EFA-CLIENTS", groups(P5_WORKERS), "storage.efa_enabled", "GPUDirect Storage"),
+    row(
+        "FSX-REPLACES",
+        {
+            "storage": {
+                "deployment_type": "PERSISTENT_1",
+                "throughput_mb_per_tib": 200,
+                "file_system_type_version": "2.15",
+            }
+        },
+        "storage",
+        "deployment_type changed",
+        previous={},
+        has_previous=True,
+    ),
+    row(
+        "DRA-SUPPORTED",
+        {"storage": {"deployment_type": "SCRATCH_1", "storage_capacity_gib": 3600, "data_repositories": [repo()]}},
+        "storage.data_repositories",
+        "not SCRATCH_1",
+    ),
+    row(
+        "DRA-NAME",
+        {"storage": {"data_repositories": [repo(name="data"), repo(name="Data", file_system_path="/b")]}},
+        "storage.data_repositories[1].name",
+        "repeats data_repositories[0].name",
+    ),
+    row(
+        "DRA-PATH",
+        {"storage": {"data_repositories": [repo(), repo(name="b", file_system_path="/data/b")]}},
+        "storage.data_repositories[1].file_system_path",
+        "overlaps",
+    ),
+    row(
+        "DRA-BUCKET",
+        {"storage": {"data_repositories": [repo(bucket_name="My_Bucket")]}},
+        "storage.data_repositories[0].bucket_name",
+        "3-63 lower-case",
+    ),
+    row(
+        "DRA-EVENTS",
+        {"storage": {"data_repositories": [repo(auto_import_events=["NEW", "NEW"])]}},
+        "storage.data_repositories[0].auto_import_events",
+        "each event once",
+    ),
+    row(
+        "DRA-CHUNK",
+        {"storage": {"data_repositories": [repo(imported_file_chunk_size_mib=600000)]}},
+        "storage.data_repositories[0].imported_file_chunk_size_mib",
+        "1 to 512000",
+    ),
+    row(
+        "DRA-REPLACES",
+        {"storage": {"data_repositories": [repo(file_system_path="/datasets")]}},
+        "storage.data_repositories[0]",
+        "replaces the association",
+        previous={},
+        has_previous=True,
+    ),
+    # --- lifecycle
+    row("LC-PREFIX", {"lifecycle": {"prefix": "/bad"}}, "lifecycle.prefix", "no leading slash"),
+    row(
+        "LC-BUCKET", {"lifecycle": {"bucket_name": "sagemaker-Bad_Bucket"}}, "lifecycle.bucket_name", "3-63 lower-case"
+    ),
+    row("LC-BUCKET-ACCESS", {"lifecycle": {"bucket_name": "team-scripts"}}, "lifecycle.bucket_name", "KMS key"),
+    # --- runtime
+    row(
+        "RT-SHAPE",
+        {"runtime": {"slurm": {"slurmd_timeout": "soon"}}},
+        "runtime.slurm.slurmd_timeout",
+        "expected an integer",
+    ),
+    row(
+        "RT-NODE-HARDWARE",
+        {"runtime": {"node_hardware": {"ml.m5.xlarge": {"cpus": -1}}}},
+        "runtime.node_hardware.ml.m5.xlarge.cpus",
+        "a positive integer",
+    ),
+    row(
+        "RT-SLURM-SECONDS",
+        {"runtime": {"slurm": {"slurmd_timeout": 100000}}},
+        "runtime.slurm.slurmd_timeout",
+        "1 to 65535",
+    ),
+    row(
+        "RT-SLURM-CRED-EXPIRE", {"runtime": {"slurm": {"cred_expire": 60}}}, "runtime.slurm.cred_expire", "at least 70"
+    ),
+    row(
+        "RT-SLURM-RETURN-TO-SERVICE",
+        {"runtime": {"slurm": {"return_to_service": 3}}},
+        "runtime.slurm.return_to_service",
+        "0, 1, 2",
+    ),
+    row(
+        "RT-ACCOUNTING-DATABASE",
+        {"runtime": {"accounting": {"database": "sqlite"}}},
+        "runtime.accounting.database",
+        "local, external",
+    ),
+    row(
+        "RT-ACCOUNTING-EXTERNAL",
+        {"runtime": {"accounting": {"enabled": True, "database": "external", "host": "db.example.com"}}},
+        "runtime.accounting.password_secret_arn",
+        "Secrets Manager",
+    ),
+    row(
+        "RT-ACCOUNTING-LOCAL",
+        {"runtime": {"accounting": {"host": "db.example.com"}}},
+        "runtime.accounting",
+        "only to database 'external'",
+    ),
+    row(
+        "RT-ACCOUNTING-USER",
+        {"runtime": {"accounting": {"user": "slurm.user"}}},
+        "runtime.accounting.user",
+        "1-32 letters",
+    ),
+    row("RT-ACCOUNTING-PORT", {"runtime": {"accounting": {"port": 70000}}}, "runtime.accounting.port", "1-65535"),
+    row(
+        "RT-HEALTH-DISK",
+        {"runtime": {"health": {"min_free_disk_gib": -1}}},
+        "runtime.health.min_free_disk_gib",
+        "0 (no disk check)",
+    ),
+    row("RT-HEALTH-DCGM", {"runtime": {"health": {"dcgm_level": 3}}}, "runtime.health.dcgm_level", "0 (off), 1"),
+    row(
+        "RT-HEALTH-ON-HYPERPOD",
+        {"runtime": {"health": {"on_hyperpod": "ignore"}}},
+        "runtime.health.on_hyperpod",
+        "recover, drain",
+    ),
+    row(
+        "RT-PYTORCH-VERSION",
+        {**groups(CPU_WORKERS), "runtime": {"pytorch": {"version": "latest"}}},
+        "runtime.pytorch.version",
+        "exact release",
+    ),
+    row(
+        "RT-PYTORCH-SMP",
+        {**groups(CPU_WORKERS), "runtime": {"pytorch": {"version": "2.5.1", "smp": True}}},
+        "runtime.pytorch.smp",
+        "conda build",
+    ),
+    row(
+        "RT-PYTORCH-PACKAGES",
+        {**groups(CPU_WORKERS), "runtime": {"pytorch": {"version": "2.5.1", "packages": ["numpy; rm -rf /"]}}},
+        "runtime.pytorch.packages[0]",
+        "pip requirement",
+    ),
+    row(
+        "RT-PYTORCH-NEURON",
+        {**groups(TRN_WORKERS), "runtime": {"pytorch": {"version": "2.13.0"}}},
+        "runtime.pytorch.version",
+        "need PyTorch 2.9.x",
+    ),
+    row(
+        "RT-PYTORCH-SMDDP",
+        {**groups(TRN_WORKERS), "runtime": {"pytorch": {"version": "2.9.0", "smddp": True}}},
+        "runtime.pytorch.smddp",
+        "cannot run on the Trainium groups",
+    ),
+    # --- users
+    row("USR-SHAPE", {"users": [{"name": "alice", "uid": 2001, "sudo": "yes"}]}, "users[0].sudo", "true or false"),
+    row("USR-NAME", {"users": [{"name": "Alice", "uid": 2001}]}, "users[0].name", "lowercase POSIX"),
+    row("USR-ID", {"users": [{"name": "alice", "uid": 1000}]}, "users[0].uid", "2000 to 60000"),
+    row("USR-SHELL", {"users": [{"name": "alice", "uid": 2001, "shell": "bash"}]}, "users[0].shell", "absolute path"),
+    row(
+        "USR-SSH-KEY",
+        {"users": [{"name": "alice", "uid": 2001, "ssh_public_keys": ["AAAA"]}]},
+        "users[0].ssh_public_keys",
+        "OpenSSH public keys",
+    ),
+    row(
+        "USR-UNIQUE",
+        {"users": [{"name": "alice", "uid": 2001}, {"name": "bob", "uid": 2001}]},
+        "users[1].uid",
+        "already used",
+    ),
+]
+# A role outside controller/login/compute never gets past the config's schema or InstanceGroup's type; the
+# rule guards the parameters file the node reads (test_node_checks_group_roles_in_its_parameters_file).
+ROWS = [r for r in ROWS if r.rule != "GRP-ROLE"]
+NODE_ONLY = {"GRP-ROLE"}
+
+
+def test_every_registered_rule_has_a_row() -> None:
+    registered = {r.id for r in all_rules()}
+    covered = {r.rule for r in ROWS} | NODE_ONLY
+    assert registered - covered == set(), "add a row to ROWS for each new rule"
+    assert covered - registered == set()
+
+
+def _write(tmp_path: Path, name: str, data: dict[str, Any]) -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.mark.parametrize("case", ROWS, ids=[r.rule for r in ROWS])
+def test_validate_names_the_rule_field_and_words(case: Row, tmp_path: Path) -> None:
+    previous = _write(tmp_path, "old.yaml", case.previous) if case.has_previous else None
+    _, found = validate_file(_write(tmp_path, "c.yaml", case.config), case.region, previous)
+    mine = [p for p in found if p.rule == case.rule]
+    assert mine, f"{case.rule} found nothing; got {[str(p) for p in found]}"
+    assert any(p.path == case.path and case.words in str(p) for p in mine), [str(p) for p in mine]
+    level = next(r.level for r in all_rules() if r.id == case.rule)
+    assert all(p.level == level for p in mine)
+    # The smallest breaking config breaks only this rule (so each row tests what it names).
+    assert {p.rule for p in found} == {case.rule}, [str(p) for p in found]
+
+
+@pytest.mark.parametrize("case", [r for r in ROWS if not r.has_previous], ids=lambda r: r.rule)
+def test_synth_gives_the_same_verdict(case: Row) -> None:
+    config = parse_model(case.config)
+    level = next(r.level for r in all_rules() if r.id == case.rule)
+    env = cdk.Environment(region=case.region) if case.region else None
+    app = fast_app()
+    if level == "error":
+        with pytest.raises(ConfigurationError) as error:
+            TrainingClusterStack(app, "s", config=config, env=env)
+        assert any(getattr(p, "rule", "") == case.rule for p in error.value.problems)
+        return
+    stack = TrainingClusterStack(app, "s", config=config, env=env)
+    warnings = cdk.assertions.Annotations.from_stack(stack).find_warning(
+        "*", cdk.assertions.Match.string_like_regexp(".*")
+    )
+    assert any(case.rule in json.dumps(w.entry.data) or case.words in str(w.entry.data) for w in warnings), warnings
+
+
+def test_the_base_configs_of_the_rows_are_valid() -> None:
+    for config in ({}, groups(CPU_WORKERS), groups(TRN_WORKERS), groups(P4D_WORKERS), {"network": EXISTING_NET}):
+        parse_config(config)
+
+
+def test_validate_exit_codes_and_strict(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = _write(tmp_path, "good.yaml", {})
+    risky = _write(tmp_path, "risky.yaml", {"storage": {"removal_policy": "destroy"}})
+    bad = _write(tmp_path, "bad.yaml", {"cluster_name": "-bad-"})
+    assert validate_command(str(good)) == 0
+    assert validate_command(str(risky)) == 0
+    assert "warning: storage.removal_policy" in capsys.readouterr().err
+    assert validate_command(str(risky), strict=True) == 1
+    assert validate_command(str(bad)) == 1
+    assert "error: cluster_name: got '-bad-'" in capsys.readouterr().err
+    assert validate_command(str(bad), as_json=True) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["valid"] is False
+    assert report["problems"][0]["rule"] == "CL-NAME" and report["problems"][0]["path"] == "cluster_name"
+
+
+def test_node_checks_group_roles_in_its_parameters_file() -> None:
+    from training_runtime.params import GroupSpec, group_problems
+
+    found = group_problems(
+        [GroupSpec("c", "controller", "ml.m5.xlarge"), GroupSpec("w", "boss", "ml.c5.xlarge")], "groups"
+    )
+    assert [(p.rule, p.path) for p in found] == [("GRP-ROLE", "groups[1].role"), ("GRP-COMPUTE", "groups")]
+
+
+def test_constructs_run_the_same_rules_on_their_props() -> None:
+    """Embedding a construct gives the same rule ids, with the props' own names as paths."""
+    from hyperpod_cdk import ClusterNetwork, HyperPodCluster, InstanceGroup, LifecycleScripts, LustreStorage, NodeRole
+
+    stack = cdk.Stack(fast_app(), "s", env=cdk.Environment(region="eu-west-1"))
+    network = ClusterNetwork(stack, "Network")
+
+    def rules_of(build: Any) -> list[tuple[str, str]]:
+        with pytest.raises(ConfigurationError) as error:
+            build()
+        return [(p.rule, p.path) for p in error.value.problems]  # type: ignore[attr-defined]
+
+    assert rules_of(lambda: LustreStorage(stack, "Fs", network=network, storage_capacity_gib=1000)) == [
+        ("FSX-CAPACITY", "storage_capacity_gib")
+    ]
+    assert rules_of(lambda: LifecycleScripts(stack, "Lc", prefix="")) == [("LC-PREFIX", "prefix")]
+    lifecycle = LifecycleScripts(stack, "Scripts")
+    groups = [
+        InstanceGroup(name="c", role=NodeRole.CONTROLLER, instance_type="ml.m5.xlarge", count=1),
+        InstanceGroup(name="w", instance_type="ml.p5en.48xlarge", count=1),  # not offered in eu-west-1
+    ]
+    assert rules_of(
+        lambda: HyperPodCluster(
+            stack,
+            "Cluster",
+            cluster_name="ok",
+            network=network,
+            lifecycle=lifecycle,
+            instance_groups=groups,
+            runtime_options={"slurm": {"cred_expire": 5}},
+        )
+    ) == [
+        ("GRP-INSTANCE-TYPE", "instance_groups[1].instance_type"),
+        ("RT-SLURM-CRED-EXPIRE", "runtime_options.slurm.cred_expire"),
+    ]
