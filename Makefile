@@ -11,7 +11,7 @@ CONFIG ?=
 
 SHELL_SCRIPTS := $(wildcard src/hyperpod_cdk/lifecycle_assets/*.sh src/hyperpod_cdk/local/*.sh scripts/*.sh examples/jobs/*.sbatch .ci/run)
 
-.PHONY: setup system-packages synth test lint typecheck unit bench schema clean
+.PHONY: setup system-packages synth test lint typecheck unit bench schema docs clean
 
 setup: $(VENV)/.installed node_modules/.installed system-packages
 
@@ -48,6 +48,10 @@ unit: setup
 
 schema: setup
 	$(VENV)/bin/hyperpod-cdk schema > schema/cluster-config.schema.json
+
+# Regenerate what the docs repeat from the code (tests fail when a committed copy is stale)
+docs: schema
+	$(PYTHON) -m hyperpod_cdk.rules > docs/rules.md
 
 bench: setup
 	$(PYTHON) bench/synth.py

@@ -62,13 +62,20 @@ def capacity(view: ClusterView) -> Iterator[Problem]:
     size, kind = storage.storage_capacity_gib, storage.deployment_type
     step = capacity_step(kind)
     if size not in (1200, 2400) and (size <= 0 or size % step):
-        below = max(2400, size // step * step)
         yield Problem(
             _at(view, "storage_capacity_gib"),
             f"{kind} takes 1200, 2400 or a multiple of {step} GiB",
             got=size,
-            fix=f"use {below} or {below + step}",
+            fix="use " + " or ".join(str(v) for v in _nearest_capacities(size, step)),
         )
+
+
+def _nearest_capacities(size: int, step: int) -> list[int]:
+    """The allowed capacities just below and just above ``size``."""
+    allowed = sorted({1200, 2400, *range(step, max(size, 0) + 2 * step, step)})
+    below = [v for v in allowed if v < size][-1:]
+    above = [v for v in allowed if v > size][:1]
+    return below + above
 
 
 @rule(

@@ -1,0 +1,10 @@
+"""``python -m hyperpod_cdk.rules``: print docs/rules.md, the rules reference, from the registry."""
+
+from __future__ import annotations
+
+import sys
+
+from hyperpod_cdk.rules.reference import reference
+
+if __name__ == "__main__":
+    sys.stdout.write(reference())
