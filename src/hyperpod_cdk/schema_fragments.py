@@ -18,7 +18,7 @@ from training_runtime import options as runtime_options
 from training_runtime.users import MAX_ID, MIN_ID, USER_NAME, User
 
 
-def _field_docs(cls: type) -> dict[str, str]:
+def _field_docs(cls: Any) -> dict[str, str]:
     """The docstrings written under each field of a dataclass (read from its source)."""
     tree = ast.parse(inspect.getsource(cls))
     body = tree.body[0].body  # type: ignore[attr-defined]
@@ -49,7 +49,7 @@ def _dataclass_schema(cls: type) -> dict[str, Any]:
     return schema
 
 
-def _describe(cls: type, schema: dict[str, Any]) -> None:
+def _describe(cls: Any, schema: dict[str, Any]) -> None:
     if cls.__doc__ and not cls.__doc__.startswith(cls.__name__ + "("):
         schema["description"] = " ".join(cls.__doc__.split())
     for name, text in _field_docs(cls).items():

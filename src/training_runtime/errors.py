@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import List
+from typing import Sequence
 
 
 class InputError(ValueError):
@@ -10,7 +10,7 @@ class InputError(ValueError):
 
     subject = "input"
 
-    def __init__(self, problems: List[str]) -> None:
+    def __init__(self, problems: Sequence[str]) -> None:
         self.problems = list(problems)
         lines = "\n".join("  - " + p for p in self.problems)
         super().__init__(

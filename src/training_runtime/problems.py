@@ -16,7 +16,7 @@ Runs on the node's system Python (3.8 and newer), so: stdlib only, ``typing`` ge
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, TypeVar
 
 ERROR = "error"
 WARNING = "warning"
@@ -123,12 +123,15 @@ def _rebuild(text: str, parts: Dict[str, Any]) -> Problem:
     return problem
 
 
-def errors(problems: Iterable[str]) -> List[str]:
+_P = TypeVar("_P", bound=str)
+
+
+def errors(problems: Iterable[_P]) -> List[_P]:
     """The problems that are errors (a plain string counts as an error)."""
     return [p for p in problems if getattr(p, "level", ERROR) == ERROR]
 
 
-def warnings(problems: Iterable[str]) -> List[str]:
+def warnings(problems: Iterable[_P]) -> List[_P]:
     return [p for p in problems if getattr(p, "level", ERROR) == WARNING]
 
 

@@ -34,13 +34,25 @@ Two more checks come from elsewhere:
 
 | id | level | what | source |
 |---|---|---|---|
-| `CFG-SHAPE` | error | Types, allowed values and known keys of the config file: its JSON Schema (`hyperpod-cdk schema`). | schema/cluster-config.schema.json |
-| `CFN-<rule>` | error | A finding of CDK's built-in CloudFormation validator on the synthesized template fails `cdk synth` (app.py), named by config field where the resource maps to one. | aws-cdk-lib template validation |
+{extra}
 """
+EXTRA = (
+    (
+        "CFG-SHAPE",
+        "Types, allowed values and known keys of the config file: its JSON Schema (`hyperpod-cdk schema`).",
+        "schema/cluster-config.schema.json",
+    ),
+    (
+        "CFN-<rule>",
+        "A finding of CDK's built-in CloudFormation validator on the synthesized template fails `cdk synth` "
+        "(app.py), named by config field where the resource maps to one.",
+        "aws-cdk-lib template validation",
+    ),
+)
 
 
 def reference() -> str:
-    lines = [HEADER]
+    lines = [HEADER.format(extra="\n".join(f"| `{i}` | error | {what} | {src} |" for i, what, src in EXTRA))]
     rules = all_rules()
     for section in SECTIONS:
         listed = [r for r in rules if r.section == section]
@@ -53,8 +65,7 @@ def reference() -> str:
             needs = ", ".join(rule.needs) or ""
             node = "yes" if rule.id in NODE_RULES else ""
             doc = rule.doc.replace("|", "\\|")
-            lines.append(
-                f"| `{rule.id}` | {rule.level} | `{rule.field}` | {doc} | {needs} | {node} | {rule.source} |"
-            )
+            row = (rule.id, rule.level, rule.field, doc, needs, node, rule.source)
+            lines.append("| `{}` | {} | `{}` | {} | {} | {} | {} |".format(*row))
     lines.append(f"\n{len(rules)} rules.\n")
     return "\n".join(lines)
