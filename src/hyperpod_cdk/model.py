@@ -12,9 +12,16 @@ from collections.abc import Sequence
 from pydantic import ConfigDict
 from pydantic.dataclasses import dataclass
 
-from training_runtime.params import API_DRIVEN, COMPUTE, CONTROLLER, LIFECYCLE_DRIVEN, LOGIN, GroupSpec
+from training_runtime.params import (
+    API_DRIVEN,
+    COMPUTE,
+    CONTROLLER,
+    LIFECYCLE_DRIVEN,
+    LOGIN,
+    GroupSpec,
+)
+from training_runtime.params import DEFAULT_FSX_MOUNT_PATH as DEFAULT_FSX_MOUNT_PATH
 
-DEFAULT_FSX_MOUNT_PATH = "/fsx"
 DEFAULT_LIFECYCLE_PREFIX = "lifecycle/"
 
 

@@ -29,6 +29,8 @@ OS_RESERVE_FLOOR_MIB = 1024
 OS_RESERVE_FLOOR_SHARE = 0.25
 """... but never more than this share of their memory, so a 2000 MiB test node keeps 1500 MiB."""
 
+THREADS_PER_CORE = (1, 2)
+"""HyperPod's ThreadsPerCore: 1 (SMT off) or 2 (SMT on)."""
 GPU_TYPE_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 
 _POSITIVE = ("cpus", "sockets", "cores_per_socket", "threads_per_core", "memory_mib")
@@ -73,7 +75,7 @@ class NodeHardware:
 
     def with_threads_per_core(self, threads_per_core: int) -> "NodeHardware":
         """The same instance with SMT set as given (HyperPod's ``ThreadsPerCore``: 1 or 2)."""
-        if threads_per_core not in (1, 2):
+        if threads_per_core not in THREADS_PER_CORE:
             raise ValueError("threads_per_core: got {!r}; allowed: 1 (SMT off) or 2 (SMT on)".format(threads_per_core))
         return dataclasses.replace(
             self,

@@ -8,7 +8,7 @@ the node parses the same section with :func:`parse_options` at boot.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from training_runtime.errors import InputError
@@ -29,7 +29,6 @@ MAX_SLURM_SECONDS = 65535
 MIN_CRED_EXPIRE = 70
 """Seconds. Below this a requeued job can be killed by a stale RPC meant for its previous incarnation."""
 RETURN_TO_SERVICE = (0, 1, 2)
-KNOWN_SECTIONS = ("slurm", "accounting", "pytorch", "health", "install_accelerator_software", "node_hardware")
 
 
 class OptionsError(InputError):
@@ -100,6 +99,9 @@ class RuntimeOptions:
     node_hardware: Dict[str, Dict[str, Any]] = field(default_factory=dict)
     """Per instance type: replaces figures of the runtime's hardware table (see ``hardware.py``)."""
 
+
+KNOWN_SECTIONS = tuple(f.name for f in fields(RuntimeOptions))
+"""The keys of the ``runtime`` section: RuntimeOptions' fields."""
 
 _SECTIONS: Dict[str, Any] = {
     "slurm": SlurmOptions,

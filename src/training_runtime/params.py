@@ -36,6 +36,9 @@ PARAMETERS_FILE_BY_MODE = {
     API_DRIVEN: "hyperpod_cdk_parameters.json",
 }
 
+DEFAULT_FSX_MOUNT_PATH = "/fsx"
+"""Where the shared file system is mounted unless the config says otherwise."""
+
 ENTRYPOINT_BY_MODE = {LIFECYCLE_DRIVEN: "on_create.sh", API_DRIVEN: "on_init_complete.sh"}
 
 CONTROLLER = "controller"
@@ -84,7 +87,7 @@ class ProvisioningParameters:
     groups: Tuple[GroupSpec, ...]
     fsx_dns_name: Optional[str] = None
     fsx_mountname: Optional[str] = None
-    fsx_mount_path: str = "/fsx"
+    fsx_mount_path: str = DEFAULT_FSX_MOUNT_PATH
     options: Dict[str, Any] = field(default_factory=dict)
     """Runtime options that later contract versions give meaning to; kept as given."""
 
@@ -167,7 +170,7 @@ class ProvisioningParameters:
         if mode not in MODES:
             problems.append("{}.mode: got {!r}; allowed: {}".format(OUR_KEY, mode, ", ".join(MODES)))
         groups = _parse_groups(ours.get("groups"), OUR_KEY + ".groups", problems)
-        mount_path = ours.get("fsx_mount_path", "/fsx")
+        mount_path = ours.get("fsx_mount_path", DEFAULT_FSX_MOUNT_PATH)
         if not isinstance(mount_path, str) or not mount_path.startswith("/"):
             problems.append("{}.fsx_mount_path: got {!r}; expected an absolute path".format(OUR_KEY, mount_path))
         options = ours.get("options", {})

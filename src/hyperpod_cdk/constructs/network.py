@@ -11,6 +11,9 @@ from constructs import Construct
 from hyperpod_cdk.config import NetworkConfig
 from hyperpod_cdk.constructs.checks import check_props
 
+_DEFAULTS = NetworkConfig()
+"""The config file's defaults are the props' defaults (one definition)."""
+
 
 @jsii.implements(ec2.IConnectable)
 class ClusterNetwork(Construct):
@@ -44,11 +47,11 @@ class ClusterNetwork(Construct):
         subnet: ec2.ISubnet | None = None,
         security_group: ec2.ISecurityGroup | None = None,
         availability_zone: str | None = None,
-        cidr: str = "10.0.0.0/16",
-        private_subnet_cidr_mask: int = 17,
-        flow_logs: bool = True,
+        cidr: str = _DEFAULTS.cidr,
+        private_subnet_cidr_mask: int = _DEFAULTS.private_subnet_cidr_mask,
+        flow_logs: bool = _DEFAULTS.flow_logs,
         flow_log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
-        allow_internet_egress: bool = True,
+        allow_internet_egress: bool = _DEFAULTS.allow_internet_egress,
     ) -> None:
         super().__init__(scope, id)
         problems: list[str] = []

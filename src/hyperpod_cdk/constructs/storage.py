@@ -18,6 +18,22 @@ from hyperpod_cdk.constructs.network import ClusterNetwork
 from hyperpod_cdk.model import ALL_EVENTS, DataRepositoryEvent, pascal_case
 from hyperpod_cdk.rules.storage import DEFAULT_THROUGHPUT
 
+_DEFAULTS = StorageConfig()
+"""The config file's defaults are the props' defaults (one definition)."""
+
+
+def lustre_version(version: fsx.FileSystemTypeVersion) -> str:
+    """``FileSystemTypeVersion.V_2_15`` as FSx spells it: ``2.15``."""
+    return version.name.removeprefix("V_").replace("_", ".")
+
+
+def fsx_version(version: str) -> fsx.FileSystemTypeVersion:
+    """``2.15`` as CDK's enum: the inverse of :func:`lustre_version`."""
+    return fsx.FileSystemTypeVersion["V_" + version.replace(".", "_")]
+
+
+_DEFAULT_VERSION = fsx_version(_DEFAULTS.file_system_type_version)
+
 
 def lustre_ports() -> tuple[ec2.Port, ec2.Port]:
     """LNet's ports: clients and servers need both (988 alone lets creation succeed and mounts hang)."""
@@ -98,13 +114,13 @@ class LustreStorage(Construct):
         id: str,
         *,
         network: ClusterNetwork,
-        storage_capacity_gib: int = 1200,
-        deployment_type: fsx.LustreDeploymentType = fsx.LustreDeploymentType.PERSISTENT_2,
-        throughput_mb_per_tib: int | None = None,
-        data_compression: fsx.LustreDataCompressionType = fsx.LustreDataCompressionType.LZ4,
-        file_system_type_version: fsx.FileSystemTypeVersion = fsx.FileSystemTypeVersion.V_2_15,
-        efa_enabled: bool = False,
-        metadata_iops: int | None = None,
+        storage_capacity_gib: int = _DEFAULTS.storage_capacity_gib,
+        deployment_type: fsx.LustreDeploymentType = fsx.LustreDeploymentType[_DEFAULTS.deployment_type],
+        throughput_mb_per_tib: int | None = _DEFAULTS.throughput_mb_per_tib,
+        data_compression: fsx.LustreDataCompressionType = fsx.LustreDataCompressionType[_DEFAULTS.data_compression],
+        file_system_type_version: fsx.FileSystemTypeVersion = _DEFAULT_VERSION,
+        efa_enabled: bool = _DEFAULTS.efa_enabled,
+        metadata_iops: int | None = _DEFAULTS.metadata_iops,
         data_repositories: Sequence[S3DataRepository] = (),
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
         existing: ExistingLustreFileSystem | None = None,
@@ -298,16 +314,6 @@ class LustreStorage(Construct):
             imported_file_chunk_size=repository.imported_file_chunk_size_mib,
             s3=s3_policy,
         )
-
-
-def lustre_version(version: fsx.FileSystemTypeVersion) -> str:
-    """``FileSystemTypeVersion.V_2_15`` as FSx spells it: ``2.15``."""
-    return version.name.removeprefix("V_").replace("_", ".")
-
-
-def fsx_version(version: str) -> fsx.FileSystemTypeVersion:
-    """``2.15`` as CDK's enum: the inverse of :func:`lustre_version`."""
-    return fsx.FileSystemTypeVersion["V_" + version.replace(".", "_")]
 
 
 def _repository_fields(repository: S3DataRepository) -> DataRepositoryConfig:

@@ -9,6 +9,7 @@ from hyperpod_cdk import instance_catalog
 from hyperpod_cdk.model import DeepHealthCheck, NodeRole
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.view import ClusterView
+from training_runtime.hardware import THREADS_PER_CORE
 from training_runtime.params import GROUP_RULES, GroupSpec, group_problems
 from training_runtime.problems import WARNING, Problem
 
@@ -146,7 +147,7 @@ def threads_per_core(view: ClusterView) -> Iterator[Problem]:
     """threads_per_core is 1 (SMT off) or 2 (SMT on), and 1 on types without SMT (Graviton)."""
     for index, group in enumerate(view.groups):
         where = _where(view, index, "threads_per_core")
-        if group.threads_per_core not in (1, 2):
+        if group.threads_per_core not in THREADS_PER_CORE:
             yield Problem(where, "allowed: 1 (SMT off) or 2 (SMT on)", got=group.threads_per_core)
         elif (
             group.threads_per_core == 2

@@ -18,10 +18,13 @@ from functools import lru_cache
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from training_runtime.hardware import NodeHardware
-from training_runtime.options import MAX_SLURM_SECONDS, MIN_CRED_EXPIRE, RETURN_TO_SERVICE
+from training_runtime.options import MAX_SLURM_SECONDS, MIN_CRED_EXPIRE, RETURN_TO_SERVICE, SlurmOptions
 from training_runtime.params import MAX_PARTITION_LENGTH
 from training_runtime.render.hostlist import compress
 from training_runtime.users import USER_NAME
+
+_OPTIONS = SlurmOptions()
+"""The runtime options' defaults are the renderer's (one definition)."""
 
 # The value rules (timeouts, cred_expire, return_to_service, names) are checked before deploy by the
 # options and group rules; the renderer re-asserts them on its inputs with the same constants.
@@ -112,20 +115,20 @@ class SlurmSettings:
     mail_prog: str = "/bin/true"
     """Not Slurm's default (/bin/mail, absent on the nodes: slurmctld logs "MailProg is invalid")."""
     log_level: str = "info"
-    return_to_service: int = 2
+    return_to_service: int = _OPTIONS.return_to_service
     """2: a DOWN node that registers again becomes available. 1 also detects unexpected reboots, but
     rebooted nodes then stay DOWN until something resumes them (research section 6.4)."""
-    slurmd_timeout: int = 300
+    slurmd_timeout: int = _OPTIONS.slurmd_timeout
     slurmctld_timeout: int = 120
-    message_timeout: int = 10
-    cred_expire: int = 120
+    message_timeout: int = _OPTIONS.message_timeout
+    cred_expire: int = _OPTIONS.cred_expire
     """Also the delay before a requeued job may start again; at least 70 (research section 6.3)."""
     job_requeue: bool = True
     kill_wait: int = 30
-    sched_interval: int = 60
+    sched_interval: int = _OPTIONS.sched_interval
     bf_interval: int = 30
     health_check_program: Optional[str] = None
-    health_check_interval: int = 300
+    health_check_interval: int = _OPTIONS.health_check_interval
     health_check_node_state: str = "ANY"
     prolog: Optional[str] = None
     epilog: Optional[str] = None
