@@ -50,3 +50,18 @@ def test_strict_validator_catches_a_schema_error(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="ValidationFailed"):
         app.synth()
     assert any("3031" in line for line in validation_report(tmp_path))
+
+
+def test_a_template_validator_finding_is_a_problem_by_config_field(tmp_path: Path) -> None:
+    """CDK's built-in validator runs on every synth; app.py fails on any finding, named by config field."""
+    from hyperpod_cdk import ClusterConfig, TrainingClusterStack
+    from hyperpod_cdk.template_findings import findings_in
+
+    app = cdk.App(outdir=str(tmp_path))
+    stack = TrainingClusterStack(app, "s", config=ClusterConfig())
+    # An escape hatch can put into the template what the rules would refuse in the config.
+    stack.cluster.resource.add_property_override("InstanceGroups.0.InstanceCount", -3)
+    assembly = app.synth()
+    problems = findings_in(assembly.directory)
+    assert [(p.path, p.rule) for p in problems] == [("instance_groups[0].count", "CFN-F3034")]
+    assert "-3 is less than the minimum of 0" in problems[0]

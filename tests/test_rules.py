@@ -523,3 +523,17 @@ def test_constructs_run_the_same_rules_on_their_props() -> None:
         ("GRP-INSTANCE-TYPE", "instance_groups[1].instance_type"),
         ("RT-SLURM-CRED-EXPIRE", "runtime_options.slurm.cred_expire"),
     ]
+
+
+def test_constructs_skip_cdk_tokens() -> None:
+    """A prop that is a CDK token (a parameter, an attribute) is judged by CloudFormation, not by the rules."""
+    from hyperpod_cdk import ClusterNetwork, LifecycleScripts, LustreStorage
+
+    stack = cdk.Stack(fast_app(), "s")
+    capacity = cdk.CfnParameter(stack, "Capacity", type="Number").value_as_number
+    prefix = cdk.CfnParameter(stack, "Prefix").value_as_string
+    network = ClusterNetwork(stack, "Network")
+    LustreStorage(stack, "Fs", network=network, storage_capacity_gib=capacity)  # type: ignore[arg-type]
+    LifecycleScripts(stack, "Lc", prefix=prefix)
+    with pytest.raises(ConfigurationError, match="FSX-CAPACITY"):
+        LustreStorage(stack, "Fs2", network=network, storage_capacity_gib=1000)
