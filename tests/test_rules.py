@@ -527,13 +527,36 @@ def test_constructs_run_the_same_rules_on_their_props() -> None:
 
 def test_constructs_skip_cdk_tokens() -> None:
     """A prop that is a CDK token (a parameter, an attribute) is judged by CloudFormation, not by the rules."""
-    from hyperpod_cdk import ClusterNetwork, LifecycleScripts, LustreStorage
+    from aws_cdk import aws_s3 as s3
+
+    from hyperpod_cdk import (
+        ClusterNetwork,
+        HyperPodCluster,
+        InstanceGroup,
+        LifecycleScripts,
+        LustreStorage,
+        NodeRole,
+        S3DataRepository,
+    )
 
     stack = cdk.Stack(fast_app(), "s")
-    capacity = cdk.CfnParameter(stack, "Capacity", type="Number").value_as_number
-    prefix = cdk.CfnParameter(stack, "Prefix").value_as_string
+
+    def parameter(name: str) -> str:
+        return cdk.CfnParameter(stack, name).value_as_string
+
     network = ClusterNetwork(stack, "Network")
-    LustreStorage(stack, "Fs", network=network, storage_capacity_gib=capacity)  # type: ignore[arg-type]
-    LifecycleScripts(stack, "Lc", prefix=prefix)
-    with pytest.raises(ConfigurationError, match="FSX-CAPACITY"):
-        LustreStorage(stack, "Fs2", network=network, storage_capacity_gib=1000)
+    bucket = s3.Bucket.from_bucket_name(stack, "Data", parameter("Bucket"))
+    repository = S3DataRepository(name="d", bucket=bucket, file_system_path=parameter("Path"))
+    LustreStorage(stack, "Fs", network=network, data_repositories=[repository])
+    lifecycle = LifecycleScripts(stack, "Lc", prefix=parameter("Prefix"))
+    groups = [
+        InstanceGroup(name="c", role=NodeRole.CONTROLLER, instance_type=parameter("ControllerType"), count=1),
+        InstanceGroup(name="w", instance_type="ml.c5.xlarge", count=1),
+    ]
+    HyperPodCluster(
+        stack, "Cluster", cluster_name=parameter("Name"), network=network, lifecycle=lifecycle, instance_groups=groups
+    )
+    with pytest.raises(ConfigurationError, match="CL-NAME"):
+        HyperPodCluster(
+            stack, "Bad", cluster_name="-bad-", network=network, lifecycle=lifecycle, instance_groups=groups
+        )
