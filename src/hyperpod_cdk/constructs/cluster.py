@@ -20,8 +20,9 @@ from hyperpod_cdk.constructs.nag import acknowledge
 from hyperpod_cdk.constructs.network import ClusterNetwork
 from hyperpod_cdk.constructs.storage import LustreStorage
 from hyperpod_cdk.errors import raise_if_any
+from hyperpod_cdk.parameters import cluster_parameters
 from training_runtime.options import RuntimeOptions, options_problems, parse_options
-from training_runtime.params import API_DRIVEN, ENTRYPOINT_BY_MODE, LIFECYCLE_DRIVEN, ProvisioningParameters
+from training_runtime.params import API_DRIVEN, ENTRYPOINT_BY_MODE, LIFECYCLE_DRIVEN
 
 CLUSTER_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 MOUNT_PATH_PATTERN = re.compile(r"^/(?!/)(?!.*/$)[a-zA-Z0-9._-]+(/[a-zA-Z0-9._-]+)*$")
@@ -112,14 +113,14 @@ class HyperPodCluster(Construct):
         lifecycle.grant_read(self.execution_role)
         self._grant_runtime_secrets(parse_options(dict(runtime_options or {})))
         lifecycle.add_parameters(
-            ProvisioningParameters(
+            cluster_parameters(
                 cluster_name=cluster_name,
-                mode=str(self.mode),
-                groups=tuple(g.spec() for g in self.instance_groups),
+                mode=self.mode,
+                instance_groups=self.instance_groups,
                 fsx_dns_name=storage.dns_name if storage else None,
                 fsx_mountname=storage.mount_name if storage else None,
                 fsx_mount_path=fsx_mount_path,
-                options=dict(runtime_options or {}),
+                runtime_options=runtime_options,
             )
         )
         life_cycle_config = sagemaker.CfnCluster.ClusterLifeCycleConfigProperty(
