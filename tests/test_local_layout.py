@@ -16,6 +16,7 @@ from hyperpod_cdk.local.layout import (
     LayoutError,
     LocalLayout,
     cluster_arn,
+    emulated,
     host_hardware,
     hosts_file,
     local_options,
@@ -169,6 +170,8 @@ def test_local_parameters_are_the_uploaded_ones_with_only_the_emulation_overlays
     }
     options["install_accelerator_software"] = False
     assert _without_nulls(local.to_json()) == expected
+    # And the local cluster's file is the emulation applied to exactly what the stack uploads.
+    assert emulated(ProvisioningParameters.from_json(upload["parameters"]), cpus=3) == local
 
 
 def test_runtime_options_merge_emulation_values_over_the_config() -> None:
