@@ -40,9 +40,9 @@ EMULATION_SLURM_OPTIONS: dict[str, int] = {
     "sched_interval": 2,
     "cred_expire": 70,
 }
-"""Fast failure detection for fault tests (local-Slurm research notes, fault tests): a crashed node is DOWN
+"""Fast failure detection for fault tests (docs/research/local-slurm.md §6.6): a crashed node is DOWN
 within ~15 s, a requeued job may restart after cred_expire + 1 s; cred_expire below 70 lets a stale signal
-kill the restarted job (§6.3)."""
+kill the restarted job (§6.3 there)."""
 EMULATED_MEMORY_MIB = 2000
 """RealMemory every node registers with; below the machine's memory so slurmd never reports less."""
 
