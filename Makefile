@@ -52,6 +52,7 @@ schema: setup
 # Regenerate what the docs repeat from the code (tests fail when a committed copy is stale)
 docs: schema
 	$(PYTHON) -m hyperpod_cdk.rules > docs/rules.md
+	$(PYTHON) scripts/gen_runtime_options_doc.py
 
 bench: setup
 	$(PYTHON) bench/synth.py

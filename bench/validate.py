@@ -41,13 +41,13 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=15)
     args = parser.parse_args()
     times: dict[str, list[float]] = {name: [] for name in COMMANDS}
-    for name, command in COMMANDS.items():
+    for command in COMMANDS.values():
         wall(command)  # warm the page cache and .pyc files
     for _ in range(args.runs):
         for name, command in COMMANDS.items():
             times[name].append(wall(command))
     bare = statistics.median(times["python -c pass"])
-    print(f"| command | median (s) | min (s) | ratio to `python -c pass` |")
+    print("| command | median (s) | min (s) | ratio to `python -c pass` |")
     print("|---|---:|---:|---:|")
     for name, samples in times.items():
         median = statistics.median(samples)

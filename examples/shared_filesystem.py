@@ -1,5 +1,5 @@
-"""Two clusters sharing one FSx for Lustre file system (seed 001: a research environment where teams share
-datasets and results). One stack holds the network and storage; each cluster has its own lifecycle prefix.
+"""Two clusters sharing one FSx for Lustre file system (a research environment where teams share datasets
+and results). One stack holds the network and storage; each cluster has its own lifecycle prefix.
 
 Synthesize: ``npx --no-install cdk synth --app "python examples/shared_filesystem.py"``
 """

@@ -86,17 +86,22 @@ def fake_node(
     fsx: bool = True,
     mode: str = "lifecycle-driven",
     runner: RecordingRunner | None = None,
+    params: ProvisioningParameters | None = None,
 ) -> Node:
-    """A node of a small cluster whose root is the directory ``root`` (created if needed)."""
+    """A node of a small cluster whose root is the directory ``root`` (created if needed).
+
+    ``params`` replaces the parameters built from ``options``, ``groups``, ``fsx`` and ``mode`` (for a
+    parameters file the constructs wrote)."""
     root.mkdir(parents=True, exist_ok=True)
-    params = ProvisioningParameters(
-        cluster_name="test",
-        mode=mode,
-        groups=tuple(groups),
-        fsx_dns_name="fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com" if fsx else None,
-        fsx_mountname="abcdefgh" if fsx else None,
-        options=dict(options or {}),
-    )
+    if params is None:
+        params = ProvisioningParameters(
+            cluster_name="test",
+            mode=mode,
+            groups=tuple(groups),
+            fsx_dns_name="fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com" if fsx else None,
+            fsx_mountname="abcdefgh" if fsx else None,
+            options=dict(options or {}),
+        )
     resources = ResourceConfig.from_json(json.loads(json.dumps(resource_config(instances))))
     me = next(i for i in resources.all_instances() if i.name == instance)
     group = params.group(me.group)

@@ -12,6 +12,8 @@ from typing import Any
 import aws_cdk as cdk
 
 from hyperpod_cdk import TrainingClusterStack, load_config
+from training_runtime.params import PARAMETERS_FILE_BY_MODE
+from training_runtime.users import USERS_FILE
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted([*ROOT.glob("examples/*.yaml"), *ROOT.glob("examples/*.py")])
@@ -58,6 +60,7 @@ def cfn_lint(template: dict[str, Any]) -> list[str]:
 
 
 _ASSET_HASH = re.compile(r"[0-9a-f]{64}")
+_MARKER = re.compile(r"<<marker:0x[0-9a-f]+:[0-9]+>>")
 
 
 def normalised(template: dict[str, Any]) -> dict[str, Any]:
@@ -81,3 +84,36 @@ def validation_report(outdir: Path) -> list[str]:
         for v in plugin.get("violations", [])
         for c in v.get("violatingConstructs", [])
     ]
+
+
+def uploaded_files(outdir: Path, template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """What each lifecycle upload of a synthesized template puts next to the scripts, per cluster name:
+    ``{"file_name": ..., "parameters": <parameters file>, "users": <users.json or None>}``.
+
+    Read from the cloud assembly in ``outdir`` (the assets each ``BucketDeployment`` names in its
+    ``SourceObjectKeys``), so it is what would be uploaded. A CloudFormation value stands in the file as
+    CDK's placeholder ``<<marker:0xbaba:N>>`` (deterministic), which the upload replaces with the quoted
+    value; here it is read as the string ``"<<marker:0xbaba:N>>"``.
+    """
+    uploads: dict[str, dict[str, Any]] = {}
+    for resource in template["Resources"].values():
+        if resource["Type"] != "Custom::CDKBucketDeployment":
+            continue
+        files: dict[str, str] = {}
+        for key in resource["Properties"]["SourceObjectKeys"]:
+            directory = outdir / f"asset.{key.removesuffix('.zip')}"
+            for path in directory.iterdir() if directory.is_dir() else ():
+                if path.is_file():
+                    files[path.name] = path.read_text()
+        names = [n for n in files if n in PARAMETERS_FILE_BY_MODE.values()]
+        if not names:
+            continue
+        (file_name,) = names
+        parameters = json.loads(_MARKER.sub(r'"\g<0>"', files[file_name]))
+        users = files.get(USERS_FILE)
+        uploads[parameters["hyperpod_cdk"]["cluster_name"]] = {
+            "file_name": file_name,
+            "parameters": parameters,
+            "users": json.loads(users) if users is not None else None,
+        }
+    return uploads

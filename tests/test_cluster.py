@@ -164,6 +164,33 @@ def test_parameters_file_content(tmp_path: Path) -> None:
     assert "fsx_dns_name" not in document
 
 
+def test_runtime_options_and_smt_reach_the_parameters_file(tmp_path: Path) -> None:
+    options = {
+        "slurm": {"slurmd_timeout": 600, "requeue": False},
+        "accounting": {"enabled": True},
+        "health": {"dcgm_level": 0},
+        "pytorch": {"version": "2.9.0", "packages": ["numpy==2.1.0"]},
+    }
+    app = cdk.App(builtin_cloud_formation_validation=False, outdir=str(tmp_path))
+    stack = cdk.Stack(app, "Test")
+    smt = InstanceGroup(name="smt", instance_type="ml.c5.4xlarge", count=2, threads_per_core=2)
+    HyperPodCluster(
+        stack,
+        "Cluster",
+        cluster_name="c1",
+        network=ClusterNetwork(stack, "Network"),
+        lifecycle=LifecycleScripts(stack, "Scripts"),
+        instance_groups=[CONTROLLER, smt],
+        runtime_options=options,
+    )
+    app.synth()
+    (path,) = tmp_path.glob("asset.*/hyperpod_cdk_parameters.json")
+    document = json.loads(path.read_text())
+    assert document["hyperpod_cdk"]["options"] == options
+    groups = {g["name"]: g for g in document["hyperpod_cdk"]["groups"]}
+    assert groups["smt"]["threads_per_core"] == 2 and groups[CONTROLLER.name]["threads_per_core"] == 1
+
+
 def test_ssm_target_prefix_derives_from_the_arn() -> None:
     stack, cluster = cluster_stack(storage=False)
     arn = {"Fn::GetAtt": [stack.resolve(stack.get_logical_id(cluster.resource)), "ClusterArn"]}

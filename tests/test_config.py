@@ -11,13 +11,33 @@ from hyperpod_cdk.config import json_schema
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_default_is_seed_000_shape_with_a_data_repository() -> None:
+def test_default_is_a_trainium_cluster_with_a_data_repository() -> None:
     config = ClusterConfig()
     config.check()
     groups = [(g.role, g.instance_type, g.count) for g in config.instance_groups]
     assert groups == [(NodeRole.CONTROLLER, "ml.m5.xlarge", 1), (NodeRole.COMPUTE, "ml.trn1.32xlarge", 4)]
     assert config.storage is not None
     assert [r.bucket_name for r in config.storage.data_repositories] == [None]  # a new bucket
+
+
+USER = {"name": "researcher", "uid": 2001}
+
+
+@pytest.mark.parametrize(
+    "needs_storage",
+    [{"mode": "lifecycle-driven"}, {"users": [USER]}, {"runtime": {"pytorch": {"version": "2.9.0"}}}],
+    ids=["lifecycle-driven", "users", "pytorch"],
+)
+def test_what_needs_a_shared_file_system_refuses_storage_null(needs_storage: dict, tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError) as error:
+        parse_config({"storage": None, **needs_storage})
+    assert [p for p in error.value.problems if p.startswith("storage")], error.value.problems
+    path = tmp_path / "c.yaml"
+    path.write_text(json.dumps({"storage": None, **needs_storage}))
+    with pytest.raises(ConfigurationError) as from_file:
+        load_config(path)
+    assert [p for p in from_file.value.problems if p.startswith("storage")], from_file.value.problems
+    parse_config({"storage": {}, **needs_storage})  # with a file system it is fine
 
 
 def test_empty_file_is_the_default(tmp_path: Path) -> None:

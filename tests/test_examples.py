@@ -1,48 +1,130 @@
-"""Every example synthesizes, lints clean with cfn-lint and matches its reviewed snapshot.
+"""Every example synthesizes, lints clean with cfn-lint and matches its reviewed snapshots.
 
-Snapshots are normalised (asset hashes, bootstrap checks) and live in tests/snapshots/. After a reviewed
-change, regenerate them with ``UPDATE_SNAPSHOTS=1 make unit``.
+Per example, in tests/snapshots/:
+
+* ``<example>.<stack>.json``: the template, normalised (asset hashes, bootstrap checks);
+* ``<example>.parameters.json`` and ``<example>.users.json``: the parameters file and ``users.json`` each
+  cluster's lifecycle upload carries, read from the cloud assembly (CloudFormation values appear as CDK's
+  ``<<marker:…>>`` placeholders). The template snapshot cannot see these: the upload names them by hash.
+
+And in tests/golden/, ``<example>.slurm.conf`` (``<example>.<cluster>.slurm.conf`` for an example with
+several clusters): the slurm.conf the runtime renders on the generic platform from that parameters file,
+through the real step (``steps.slurm.rendered_files``) on a fake node, with every instance of every group
+in the resource config.
+
+After a reviewed change, regenerate them with ``UPDATE_SNAPSHOTS=1`` (snapshots) or ``UPDATE_GOLDEN=1``
+(golden files), e.g. ``UPDATE_SNAPSHOTS=1 UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_examples.py``,
+and review the diff.
 """
+
+from __future__ import annotations
 
 import json
 import os
 from pathlib import Path
+from typing import Any
 
-import aws_cdk as cdk
 import pytest
 
-from support import CFN_LINT_IGNORED, EXAMPLES, build_example, cfn_lint, fast_app, normalised, template_of
+from runtime_fakes import fake_node
+from support import CFN_LINT_IGNORED, EXAMPLES, build_example, cfn_lint, fast_app, normalised, uploaded_files
+from training_runtime.params import ProvisioningParameters
+from training_runtime.steps.slurm import conf_path, rendered_files
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
+GOLDEN = Path(__file__).parent / "golden"
 
 
-def _templates(example: Path) -> dict[str, dict]:
-    stacks: list[cdk.Stack] = build_example(example, fast_app())
-    return {stack.stack_name: template_of(stack) for stack in stacks}
+class Example:
+    """One example, synthesized once into a cloud assembly."""
+
+    def __init__(self, path: Path, outdir: Path) -> None:
+        self.path = path
+        app = fast_app(outdir=str(outdir))
+        stacks = build_example(path, app)
+        assembly = app.synth()
+        self.templates: dict[str, dict[str, Any]] = {
+            s.stack_name: assembly.get_stack_by_name(s.stack_name).template for s in stacks
+        }
+        self.uploads: dict[str, dict[str, Any]] = {}
+        for template in self.templates.values():
+            self.uploads.update(uploaded_files(outdir, template))
+
+    def instance_groups(self, cluster_name: str) -> list[dict[str, Any]]:
+        """The cluster's ``InstanceGroups`` as the template gives them to HyperPod."""
+        for template in self.templates.values():
+            for resource in template["Resources"].values():
+                properties = resource.get("Properties", {})
+                if resource["Type"] == "AWS::SageMaker::Cluster" and properties["ClusterName"] == cluster_name:
+                    groups: list[dict[str, Any]] = properties["InstanceGroups"]
+                    return groups
+        raise AssertionError(f"no AWS::SageMaker::Cluster named {cluster_name}")
 
 
 @pytest.fixture(scope="module", params=EXAMPLES, ids=[e.name for e in EXAMPLES])
-def example(request: pytest.FixtureRequest) -> tuple[Path, dict[str, dict]]:
-    return request.param, _templates(request.param)
+def example(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Example:
+    return Example(request.param, tmp_path_factory.mktemp(request.param.stem))
 
 
-def test_cfn_lint_finds_nothing(example: tuple[Path, dict[str, dict]]) -> None:
-    _, templates = example
-    for name, template in templates.items():
+def _check(path: Path, current: str, variable: str) -> None:
+    """``current`` equals the committed ``path``; ``variable=1`` (or a missing file) rewrites it."""
+    if os.environ.get(variable) == "1" or not path.exists():
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(current)
+        if os.environ.get("CI"):
+            pytest.fail(f"{path.name} was missing; commit it")
+    assert current == path.read_text(), f"{path.name} changed; review it and regenerate with {variable}=1"
+
+
+def _dump(data: Any) -> str:
+    return json.dumps(data, indent=1, sort_keys=True) + "\n"
+
+
+def test_cfn_lint_finds_nothing(example: Example) -> None:
+    for name, template in example.templates.items():
         assert cfn_lint(template) == [], name
 
 
-def test_snapshot(example: tuple[Path, dict[str, dict]]) -> None:
-    path, templates = example
-    for name, template in templates.items():
-        snapshot = SNAPSHOTS / f"{path.stem}.{name}.json"
-        current = normalised(template)
-        if os.environ.get("UPDATE_SNAPSHOTS") == "1" or not snapshot.exists():
-            snapshot.parent.mkdir(exist_ok=True)
-            snapshot.write_text(json.dumps(current, indent=1, sort_keys=True) + "\n")
-            if os.environ.get("CI"):
-                pytest.fail(f"snapshot {snapshot.name} was missing; commit it")
-        assert current == json.loads(snapshot.read_text()), f"{snapshot.name} changed; review and update it"
+def test_snapshot(example: Example) -> None:
+    for name, template in example.templates.items():
+        _check(SNAPSHOTS / f"{example.path.stem}.{name}.json", _dump(normalised(template)), "UPDATE_SNAPSHOTS")
+
+
+def test_parameters_and_users_files_snapshot(example: Example) -> None:
+    if not example.uploads:
+        pytest.skip("this example has no cluster, so no lifecycle upload")
+    parameters = {c: {"file_name": u["file_name"], "content": u["parameters"]} for c, u in example.uploads.items()}
+    users = {c: u["users"] for c, u in example.uploads.items()}
+    _check(SNAPSHOTS / f"{example.path.stem}.parameters.json", _dump(parameters), "UPDATE_SNAPSHOTS")
+    _check(SNAPSHOTS / f"{example.path.stem}.users.json", _dump(users), "UPDATE_SNAPSHOTS")
+
+
+def test_uploaded_parameters_are_what_the_node_reads(example: Example) -> None:
+    for cluster, upload in example.uploads.items():
+        params = ProvisioningParameters.from_json(upload["parameters"])
+        assert params.cluster_name == cluster
+        assert params.file_name == upload["file_name"]
+
+
+def test_golden_slurm_conf(example: Example, tmp_path: Path) -> None:
+    if not example.uploads:
+        pytest.skip("this example has no cluster, so no lifecycle upload")
+    for cluster, upload in sorted(example.uploads.items()):
+        params = ProvisioningParameters.from_json(upload["parameters"])
+        instances = {
+            group["InstanceGroupName"]: [
+                (f"{group['InstanceGroupName']}-{n}", f"10.1.{index}.{10 + n}")
+                for n in range(1, group["InstanceCount"] + 1)
+            ]
+            for index, group in enumerate(example.instance_groups(cluster))
+        }
+        controller = next(g.name for g in params.groups if g.role == "controller")
+        node = fake_node(tmp_path / cluster, instance=f"{controller}-1", instances=instances, params=params)
+        files = {path: content for path, content, _, _ in rendered_files(node)}
+        suffix = "" if len(example.uploads) == 1 else f".{cluster}"
+        _check(
+            GOLDEN / f"{example.path.stem}{suffix}.slurm.conf", files[conf_path(node, "slurm.conf")], "UPDATE_GOLDEN"
+        )
 
 
 def test_ignored_lint_checks_carry_reasons() -> None:

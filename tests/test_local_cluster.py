@@ -120,7 +120,7 @@ def test_malformed_inputs_fail_clearly_and_leave_the_node_untouched(
         run(cluster, node, "sh", "-c", f'echo \'{{"InstanceGroups": [{{"Name": 7}}]}}\' > {copy}/resource_config.json')
     else:
         run(
-            cluster, node, "sh", "-c", f'sed -i \'s/"contract_version": 1/"contract_version": 99/\' {copy}/*param*.json'
+            cluster, node, "sh", "-c", f'sed -i \'s/"contract_version": 2/"contract_version": 99/\' {copy}/*param*.json'
         )
     entry = ENTRYPOINT_BY_MODE[cluster.state.mode]
     result = cluster.exec(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from pathlib import Path
@@ -15,6 +16,7 @@ from hyperpod_cdk.local.layout import (
     LayoutError,
     LocalLayout,
     cluster_arn,
+    emulated,
     host_hardware,
     hosts_file,
     local_options,
@@ -22,6 +24,7 @@ from hyperpod_cdk.local.layout import (
     plan_layout,
     resource_config,
 )
+from support import build_example, fast_app, uploaded_files
 from training_runtime.options import parse_options
 from training_runtime.params import ProvisioningParameters
 from training_runtime.resources import ResourceConfig
@@ -134,15 +137,41 @@ def test_resource_config_has_hyperpods_shape_and_keeps_empty_and_capped_groups()
     assert parsed.find(["10.250.0.11"]) is not None
 
 
-def test_parameters_use_the_constructs_group_specs_without_lustre() -> None:
-    cfg = config(LOGIN, compute("cpu", 2, partition="batch"), fsx_mount_path="/shared")
-    params = parameters(cfg, cpus=2)
-    assert params.groups == tuple(g.spec() for g in cfg.instance_groups)
-    assert params.fsx_dns_name is None and params.fsx_mountname is None
-    assert params.fsx_mount_path == "/shared"
-    assert params.cluster_name == "lab" and params.mode == "api-driven"
-    assert "fsx_dns_name" not in params.to_json()
-    assert ProvisioningParameters.loads(params.dumps()) == params
+def _without_nulls(data: Any) -> Any:
+    """As CDK writes JSON into an upload: keys whose value is null are left out."""
+    if isinstance(data, dict):
+        return {k: _without_nulls(v) for k, v in data.items() if v is not None}
+    if isinstance(data, list):
+        return [_without_nulls(v) for v in data]
+    return data
+
+
+@pytest.mark.parametrize("example", ["cpu-cluster.yaml", "existing-vpc-fsx.yaml"])
+def test_local_parameters_are_the_uploaded_ones_with_only_the_emulation_overlays(example: str, tmp_path: Path) -> None:
+    path = ROOT / "examples" / example
+    app = fast_app(outdir=str(tmp_path))
+    (stack,) = build_example(path, app)
+    (upload,) = uploaded_files(tmp_path, app.synth().get_stack_by_name(stack.stack_name).template).values()
+    local = parameters(load_config(path), cpus=3)
+    assert local.file_name == upload["file_name"]
+    assert ProvisioningParameters.loads(local.dumps()) == local
+    # The overlays, stated here independently of layout.emulated(): no Lustre, fast Slurm failure
+    # detection, every instance type sized as this machine, no accelerator software.
+    expected = copy.deepcopy(upload["parameters"])
+    assert "fsx_dns_name" in expected, "both examples have a file system"
+    del expected["fsx_dns_name"], expected["fsx_mountname"]
+    ours = expected["hyperpod_cdk"]
+    options = ours["options"]
+    options["slurm"] = {**options.get("slurm", {}), **EMULATION_SLURM_OPTIONS}
+    machine = {"cpus": 3, "sockets": 1, "cores_per_socket": 3, "threads_per_core": 1, "memory_mib": 2000}
+    options["node_hardware"] = {
+        **options.get("node_hardware", {}),
+        **{g["instance_type"]: machine for g in ours["groups"]},
+    }
+    options["install_accelerator_software"] = False
+    assert _without_nulls(local.to_json()) == expected
+    # And the local cluster's file is the emulation applied to exactly what the stack uploads.
+    assert emulated(ProvisioningParameters.from_json(upload["parameters"]), cpus=3) == local
 
 
 def test_runtime_options_merge_emulation_values_over_the_config() -> None:

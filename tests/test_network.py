@@ -2,7 +2,7 @@
 
 import pytest
 from aws_cdk import aws_ec2 as ec2
-from aws_cdk.assertions import Match, Template
+from aws_cdk.assertions import Template
 
 from builders import new_stack, only
 from hyperpod_cdk import ClusterNetwork, ConfigurationError
@@ -23,10 +23,11 @@ def test_new_vpc_has_one_private_and_one_public_subnet(template: Template) -> No
 
 
 def test_s3_gateway_endpoint_and_flow_logs(template: Template) -> None:
-    template.has_resource_properties(
-        "AWS::EC2::VPCEndpoint",
-        {"VpcEndpointType": "Gateway", "ServiceName": Match.object_like({"Fn::Join": Match.any_value()})},
-    )
+    _, endpoint = only(template, "AWS::EC2::VPCEndpoint")
+    assert endpoint["Properties"]["VpcEndpointType"] == "Gateway"
+    assert endpoint["Properties"]["ServiceName"] == {
+        "Fn::Join": ["", ["com.amazonaws.", {"Ref": "AWS::Region"}, ".s3"]]
+    }, "the gateway endpoint is S3's"
     template.has_resource_properties("AWS::EC2::FlowLog", {"TrafficType": "ALL"})
     template.has_resource("AWS::Logs::LogGroup", {"DeletionPolicy": "Retain"})
 

@@ -102,3 +102,19 @@ def test_newer_contract_version_is_refused() -> None:
     data["hyperpod_cdk"]["contract_version"] = 99
     with pytest.raises(ParametersError, match="contract_version: got 99"):
         ProvisioningParameters.from_json(data)
+
+
+def test_threads_per_core_is_carried_and_checked() -> None:
+    smt = params(
+        groups=(
+            GroupSpec("controller", "controller", "ml.m5.xlarge"),
+            GroupSpec("cpu", "compute", "ml.c5.4xlarge", threads_per_core=2),
+        )
+    )
+    data = smt.to_json()
+    assert [g["threads_per_core"] for g in data["hyperpod_cdk"]["groups"]] == [1, 2]
+    assert ProvisioningParameters.loads(smt.dumps()) == smt
+    for bad in (3, True, "2"):
+        data["hyperpod_cdk"]["groups"][1]["threads_per_core"] = bad
+        with pytest.raises(ParametersError, match=r"groups\[1\]\.threads_per_core: got"):
+            ProvisioningParameters.from_json(data)

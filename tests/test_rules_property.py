@@ -11,12 +11,12 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import cfn_lint, fast_app, template_of
 
 from hyperpod_cdk import TrainingClusterStack
 from hyperpod_cdk.config import parse_model
 from hyperpod_cdk.instance_catalog import has_smt, types_in
 from hyperpod_cdk.rules import errors
+from support import cfn_lint, fast_app, template_of
 from training_runtime.hardware import INSTANCE_HARDWARE
 
 LINT_REGIONS = ("us-east-1", "us-west-2")
@@ -73,16 +73,23 @@ def storage(draw: Any) -> dict[str, Any]:
 @st.composite
 def configs(draw: Any) -> dict[str, Any]:
     mode = draw(st.sampled_from(["api-driven", "lifecycle-driven"]))
-    groups = [{"name": "controller", "role": "controller", "instance_type": draw(st.sampled_from(CONTROLLERS)), "count": 1}]
+    groups = [
+        {"name": "controller", "role": "controller", "instance_type": draw(st.sampled_from(CONTROLLERS)), "count": 1}
+    ]
     if draw(st.booleans()):
-        groups.append({"name": "login", "role": "login", "instance_type": draw(st.sampled_from(CONTROLLERS)), "count": 1})
+        groups.append(
+            {"name": "login", "role": "login", "instance_type": draw(st.sampled_from(CONTROLLERS)), "count": 1}
+        )
     for index in range(draw(st.integers(1, 3))):
         groups.append(draw(compute_group(f"compute{index}")))
     config: dict[str, Any] = {
         "cluster_name": draw(NAME),
         "mode": mode,
         "instance_groups": groups,
-        "network": {"cidr": f"10.{draw(st.integers(0, 255))}.0.0/16", "private_subnet_cidr_mask": draw(st.integers(17, 22))},
+        "network": {
+            "cidr": f"10.{draw(st.integers(0, 255))}.0.0/16",
+            "private_subnet_cidr_mask": draw(st.integers(17, 22)),
+        },
         "runtime": {
             "slurm": {
                 "slurmd_timeout": draw(st.integers(1, 65535)),

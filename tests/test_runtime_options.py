@@ -9,10 +9,14 @@ from hyperpod_cdk.errors import ConfigurationError
 from training_runtime.options import OptionsError, RuntimeOptions, options_problems, parse_options
 
 
-def test_defaults_are_slurms_and_accounting_is_off() -> None:
+def test_defaults_are_slurms_except_return_to_service_and_health_checks_and_accounting_is_off() -> None:
     options = parse_options({})
     assert options == RuntimeOptions()
-    assert (options.slurm.slurmd_timeout, options.slurm.cred_expire, options.slurm.return_to_service) == (300, 120, 2)
+    slurm = options.slurm
+    # Slurm's own defaults ...
+    assert (slurm.slurmd_timeout, slurm.message_timeout, slurm.cred_expire, slurm.sched_interval) == (300, 10, 120, 60)
+    # ... except these two (Slurm: ReturnToService=0, HealthCheckInterval=0).
+    assert (slurm.return_to_service, slurm.health_check_interval) == (2, 300)
     assert not options.accounting.enabled and options.pytorch is None
 
 

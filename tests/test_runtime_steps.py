@@ -271,6 +271,29 @@ def test_slurm_conf_follows_the_resource_config(tmp_path: Path) -> None:
     assert "NodeName=workers-3 NodeAddr=10.1.0.13" in (tmp_path / "etc/slurm/slurm.conf").read_text()
 
 
+def test_a_group_with_smt_on_declares_its_hardware_threads(tmp_path: Path) -> None:
+    from training_runtime.params import GroupSpec
+    from training_runtime.steps.installed import node_facts
+
+    groups = (
+        GroupSpec("controller", "controller", "ml.m5.xlarge"),
+        GroupSpec("smt", "compute", "ml.c5.4xlarge", threads_per_core=2),
+        GroupSpec("workers", "compute", "ml.c5.4xlarge"),
+    )
+    instances = {
+        "controller": [("controller-1", "10.1.0.10")],
+        "smt": [("smt-1", "10.1.0.20")],
+        "workers": [("workers-1", "10.1.0.11")],
+    }
+    node = fake_node(tmp_path, instance="smt-1", groups=groups, instances=instances)
+    SlurmConfig().apply(node)
+    text = (tmp_path / "etc/slurm/slurm.conf").read_text()
+    # ml.c5.4xlarge: 8 cores, 16 vCPUs with SMT on.
+    assert "NodeName=smt-1 NodeAddr=10.1.0.20 CPUs=16 Sockets=1 CoresPerSocket=8 ThreadsPerCore=2 " in text
+    assert "NodeName=workers-1 NodeAddr=10.1.0.11 CPUs=8 Sockets=1 CoresPerSocket=8 ThreadsPerCore=1 " in text
+    assert node_facts(node).cpus == 16
+
+
 def test_no_compute_instances_is_a_clear_failure(tmp_path: Path) -> None:
     node = fake_node(tmp_path, instance="controller-1", instances={"controller": [("controller-1", "10.1.0.10")]})
     with pytest.raises(StepFailed, match="no compute group has instances"):
@@ -378,6 +401,17 @@ def test_done_marker_is_written_last_and_only_on_success(tmp_path: Path) -> None
     assert json.loads(marker.read_text())["steps"] == ["a", "b", "c"]
     before = marker.read_text()
     assert apply_plan(node, steps) == 0 and marker.read_text() == before
+
+
+def test_a_rerun_that_fails_leaves_no_stale_done_marker(tmp_path: Path) -> None:
+    node = fake_node(tmp_path)
+    marker = tmp_path / DONE_MARKER.lstrip("/")
+    apply_plan(node, [Flag("a"), Flag("b")])
+    assert marker.exists()
+    # A re-run (new inputs, say) changes "a" and then fails at "b": the node is half-configured again.
+    with pytest.raises(StepError, match="broken on purpose"):
+        apply_plan(node, [Flag("a"), Flag("b", fail=True)])
+    assert not marker.exists(), "the marker of the earlier run must not claim this node"
 
 
 def test_a_step_that_does_not_converge_fails(tmp_path: Path) -> None:

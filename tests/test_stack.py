@@ -5,6 +5,7 @@ from aws_cdk.assertions import Template
 
 from builders import only
 from hyperpod_cdk import ClusterConfig, ConfigurationError, TrainingClusterStack, parse_config
+from hyperpod_cdk.config import NetworkConfig
 from support import fast_app
 
 GROUPS = [
@@ -62,11 +63,24 @@ def test_reordering_groups_and_repositories_changes_no_logical_id() -> None:
     assert set(forward.to_json()["Resources"]) == set(backward.to_json()["Resources"])
 
 
+def _unchecked(**fields: object) -> ClusterConfig:
+    """A config that skipped its own check (as a caller who builds one with model_construct can)."""
+    return ClusterConfig.model_construct(**{**ClusterConfig().__dict__, **fields})
+
+
 def test_bad_config_fails_before_any_construct_is_built() -> None:
     app = fast_app()
-    config = ClusterConfig.model_construct(**{**ClusterConfig().__dict__, "cluster_name": "bad name"})
     with pytest.raises(ConfigurationError, match="cluster_name: got 'bad name'"):
-        TrainingClusterStack(app, "Cluster", config=config)
+        TrainingClusterStack(app, "Cluster", config=_unchecked(cluster_name="bad name"))
+    (stack,) = app.node.children
+    assert stack.node.children == [], "the config is checked before the first construct"
+
+
+def test_a_rule_only_the_config_knows_stops_the_stack() -> None:
+    # No construct would notice: without vpc_id the stack would build a new VPC and ignore the subnet.
+    network = NetworkConfig.model_construct(**{**NetworkConfig().__dict__, "subnet_id": "subnet-0123456789abcdef0"})
+    with pytest.raises(ConfigurationError, match=r"network\.subnet_id: needs network\.vpc_id"):
+        TrainingClusterStack(fast_app(), "Cluster", config=_unchecked(network=network))
 
 
 def test_without_storage_there_is_no_file_system() -> None:

@@ -114,7 +114,9 @@ class InstanceGroup:
 
     def spec(self) -> GroupSpec:
         """This group as the node runtime sees it (the parameters contract)."""
-        return GroupSpec(self.name, str(self.role), self.instance_type, self.partition_name)
+        return GroupSpec(
+            self.name, str(self.role), self.instance_type, self.partition_name, threads_per_core=self.threads_per_core
+        )
 
 
 def pascal_case(name: str) -> str:

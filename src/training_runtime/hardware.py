@@ -4,9 +4,11 @@ The Slurm renderers need these figures for every node *before* the node boots (s
 on every node), so they come from a table rather than from ``slurmd -C`` on the node. A deployment can
 correct or extend the table through the ``node_hardware`` runtime option (see :func:`hardware_for`).
 
-CPU topology follows this project's default ``ThreadsPerCore=1`` (SMT off, the instance-group default
-in ``hyperpod_cdk``): ``cpus`` is the number of physical cores, which is what ``slurmd -C`` reports on
-such an instance. Pass ``threads_per_core=2`` to :func:`hardware_for` for groups that keep SMT on.
+The table stores this project's default ``ThreadsPerCore=1`` (SMT off, the instance-group default in
+``hyperpod_cdk``): ``cpus`` is the number of physical cores, which is what ``slurmd -C`` reports on such
+an instance. A group's ``threads_per_core`` reaches the node in the parameters file
+(``GroupSpec.threads_per_core``), and the Slurm step passes it to :func:`hardware_for`, so a group with
+SMT on (2) declares twice the CPUs and ``ThreadsPerCore=2``.
 Declaring fewer CPUs than a node has is harmless (Slurm schedules what slurm.conf says); declaring more
 makes slurmctld drain the node ("Low socket*core*thread count"), so the table errs low.
 

@@ -37,40 +37,72 @@ class OptionsError(InputError):
 
 @dataclass(frozen=True)
 class SlurmOptions:
-    """Failure-detection and requeue settings (Slurm's defaults unless noted)."""
+    """Failure detection and requeue, written into the slurm.conf the runtime renders (generic platform
+    only: on HyperPod's AMI HyperPod writes slurm.conf, and only ``health_check_interval`` applies). The
+    defaults are Slurm's except ``return_to_service`` (2; Slurm's is 0) and ``health_check_interval``
+    (300 s; Slurm's 0 runs no health check)."""
 
     requeue: bool = True
-    """``JobRequeue=1``: batch jobs on a failed node are requeued."""
+    """``JobRequeue``: batch jobs on a failed node are requeued (``sbatch --no-requeue`` opts out)."""
     slurmd_timeout: int = 300
+    """Seconds. ``SlurmdTimeout``: a node silent this long is set DOWN and its jobs are requeued."""
     message_timeout: int = 10
+    """Seconds. ``MessageTimeout``: how long to wait for an RPC's reply."""
     cred_expire: int = 120
-    """Also the delay before a requeued job may start; never below 70 (see docs/local-cluster.md)."""
+    """Seconds. ``AuthInfo=cred_expire=``: also the delay before a requeued job may start again. At least
+    70: a job restarted sooner can be killed by a stale signal for its previous incarnation
+    (docs/research/local-slurm.md)."""
     return_to_service: int = 2
+    """``ReturnToService``: 0, 1 or 2 (Slurm's default is 0). 2: a DOWN node that registers again becomes
+    available. 1: only nodes set DOWN for not responding do, and unexpected reboots are detected. 0: DOWN
+    nodes stay DOWN."""
     sched_interval: int = 60
+    """Seconds. ``SchedulerParameters=sched_interval=``: how often the main scheduler runs."""
     health_check_interval: int = 300
+    """Seconds (Slurm's default, 0, runs no health check). How often the health checks run:
+    ``HealthCheckInterval`` in the rendered slurm.conf, and the interval of the health-check timer on
+    HyperPod (the one option of this section that applies there). No effect with ``health.enabled: false``."""
 
 
 @dataclass(frozen=True)
 class AccountingOptions:
+    """Slurm accounting: slurmdbd on the controller and its database."""
+
     enabled: bool = False
+    """Run slurmdbd on the controller and record jobs (``sacct``)."""
     database: str = "local"
-    """``local``: MariaDB on the controller. ``external``: a MySQL-compatible database elsewhere (e.g. RDS)."""
+    """``local``: MariaDB on the controller, with a password generated there. ``external``: a
+    MySQL-compatible database elsewhere (e.g. RDS)."""
     host: Optional[str] = None
+    """The external database's endpoint (required with ``external``)."""
     port: int = 3306
+    """The database's port, 1-65535."""
     user: str = "slurm"
+    """The database user slurmdbd connects as (created on the controller for ``local``): 1-32 letters,
+    digits and underscores."""
     password_secret_arn: Optional[str] = None
-    """External databases only: a Secrets Manager secret whose string (or its ``password`` key) is the password."""
+    """External databases only: a Secrets Manager secret whose string (or its ``password`` key) is the
+    password. The controller reads it with the AWS CLI; ``HyperPodCluster`` grants the execution role
+    ``secretsmanager:GetSecretValue`` on this secret."""
 
 
 @dataclass(frozen=True)
 class PytorchOptions:
+    """A PyTorch virtual environment on the shared file system, for login and compute nodes."""
+
     version: str
+    """The exact PyTorch release, e.g. ``2.9.0``; every node gets ``torch==<version>``."""
     index_url: Optional[str] = None
+    """The pip index for torch, e.g. ``https://download.pytorch.org/whl/cu121`` (null: PyPI); also an
+    extra index for ``packages``. Not used on Trainium nodes."""
     packages: Tuple[str, ...] = ()
+    """More pip requirements (e.g. ``numpy==2.1.0``), installed with torch pinned."""
     smp: bool = False
-    """SageMaker model parallelism v2: refused with the alternative (it ships only as a conda build)."""
+    """SageMaker model parallelism v2 (``torch.sagemaker``). ``true`` is rejected: it ships only as a conda
+    build and in the SMP container images, which a shared pip environment cannot host."""
     smddp: bool = False
-    """SageMaker distributed data parallelism (the ``smddp`` process-group backend)."""
+    """SageMaker distributed data parallelism (the ``smddp`` process-group backend): install its wheel for
+    this torch and Python."""
 
 
 @dataclass(frozen=True)
@@ -78,26 +110,39 @@ class HealthOptions:
     """The node health checks (``training_runtime.health``): Slurm's HealthCheckProgram and Prolog."""
 
     enabled: bool = True
-    """Install the checks on compute nodes and name them in the slurm.conf the runtime renders."""
+    """Install the checks on compute nodes. Generic platform: slurm.conf gets ``HealthCheckProgram``,
+    ``HealthCheckNodeState=ANY,CYCLE``, ``Prolog``, ``PrologFlags=Alloc`` and ``nohold_on_prolog_fail``.
+    HyperPod: a systemd timer runs the periodic check. ``false``: none of this (an existing HyperPod timer
+    is removed)."""
     min_free_disk_gib: int = 10
-    """A node needs this much free space on ``/``, ``/tmp`` and Slurm's spool directory (or 5 % of the
+    """GiB. A node needs this much free space on ``/``, ``/tmp`` and Slurm's spool directory (or 5 % of the
     file system, whichever is smaller); 0 turns the disk check off."""
     dcgm_level: int = 1
     """``dcgmi diag -r 1`` in the prolog on GPU nodes; 0 turns it off. Higher levels take minutes."""
     on_hyperpod: str = "recover"
-    """``recover``: hardware faults ask HyperPod to reboot or replace the node. ``drain``: only drain."""
+    """HyperPod only. ``recover``: GPU, DCGM, Neuron and EFA failures ask HyperPod to reboot the node, and
+    to replace it when the same check fails again within 24 h of that reboot; storage and disk failures
+    only drain. ``drain``: every failure only drains."""
 
 
 @dataclass(frozen=True)
 class RuntimeOptions:
+    """The parameters file's ``hyperpod_cdk.options``: the config's ``runtime:`` section."""
+
     slurm: SlurmOptions = field(default_factory=SlurmOptions)
+    """Failure detection and requeue settings written to slurm.conf."""
     accounting: AccountingOptions = field(default_factory=AccountingOptions)
+    """Slurm accounting (slurmdbd) on the controller; off by default."""
     pytorch: Optional[PytorchOptions] = None
+    """A PyTorch virtual environment on shared storage for login and compute nodes (null: none)."""
     health: HealthOptions = field(default_factory=HealthOptions)
+    """Node health checks on compute nodes; on by default."""
     install_accelerator_software: bool = True
-    """Install missing EFA / NVIDIA / Neuron software on nodes that have the hardware."""
+    """Install missing EFA / NVIDIA (fabric manager, DCGM) / Neuron software on nodes that have the
+    hardware. ``false`` leaves it all to the AMI. NVIDIA drivers are never installed."""
     node_hardware: Dict[str, Dict[str, Any]] = field(default_factory=dict)
-    """Per instance type: replaces figures of the runtime's hardware table (see ``hardware.py``)."""
+    """Per instance type: replaces figures of the runtime's hardware table (``hardware.py``), or adds a type
+    the table lacks."""
 
 
 KNOWN_SECTIONS = tuple(f.name for f in fields(RuntimeOptions))

@@ -18,8 +18,10 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from training_runtime.errors import InputError
 from training_runtime.problems import Problem, RuleBook
 
-CONTRACT_VERSION = 1
-"""Version of the ``hyperpod_cdk`` section; bump it when a key changes meaning."""
+CONTRACT_VERSION = 2
+"""Version of the ``hyperpod_cdk`` section; bump it when a key changes meaning.
+
+Version 2 added ``groups[].threads_per_core``."""
 
 HYPERPOD_PARAMETERS_VERSION = "1.0.0"
 OUR_KEY = "hyperpod_cdk"
@@ -68,6 +70,8 @@ class GroupSpec:
     role: str
     instance_type: str
     partition: Optional[str] = None
+    threads_per_core: int = 1
+    """HyperPod's ``ThreadsPerCore`` for the group: 1 (SMT off) or 2 (SMT on); sizes the node in slurm.conf."""
 
 
 @dataclass(frozen=True)
@@ -89,7 +93,8 @@ class ProvisioningParameters:
     fsx_mountname: Optional[str] = None
     fsx_mount_path: str = DEFAULT_FSX_MOUNT_PATH
     options: Dict[str, Any] = field(default_factory=dict)
-    """Runtime options that later contract versions give meaning to; kept as given."""
+    """The runtime options (the config's ``runtime:`` section), kept as given; the node reads them with
+    :func:`training_runtime.options.parse_options` (``Node.options``)."""
 
     # --- derived views, HyperPod's vocabulary -------------------------------------------------
     @property
@@ -135,7 +140,13 @@ class ProvisioningParameters:
             "mode": self.mode,
             "fsx_mount_path": self.fsx_mount_path,
             "groups": [
-                {"name": g.name, "role": g.role, "instance_type": g.instance_type, "partition": g.partition}
+                {
+                    "name": g.name,
+                    "role": g.role,
+                    "instance_type": g.instance_type,
+                    "partition": g.partition,
+                    "threads_per_core": g.threads_per_core,
+                }
                 for g in self.groups
             ],
             "options": dict(self.options),
@@ -343,8 +354,13 @@ def _parse_groups(raw: Any, path: str, problems: List[str]) -> List[GroupSpec]:
         partition = item.get("partition")
         if partition is not None and not isinstance(partition, str):
             problems.append("{}.partition: got {!r}; expected a string or null".format(where, partition))
+        threads_per_core = item.get("threads_per_core", 1)
+        if isinstance(threads_per_core, bool) or threads_per_core not in (1, 2):
+            problems.append(
+                "{}.threads_per_core: got {!r}; allowed: 1 (SMT off) or 2 (SMT on)".format(where, threads_per_core)
+            )
         if len(problems) == before:
-            groups.append(GroupSpec(str(name), str(role), str(instance_type), partition))
+            groups.append(GroupSpec(str(name), str(role), str(instance_type), partition, int(threads_per_core)))
     if len(groups) == len(raw):
         problems.extend(group_problems(groups, path))
     return groups

@@ -25,8 +25,9 @@ from hyperpod_cdk.model import (
     SlurmConfigStrategy,
     SlurmMode,
 )
+from hyperpod_cdk.parameters import cluster_parameters
 from training_runtime.options import RuntimeOptions, parse_options
-from training_runtime.params import ENTRYPOINT_BY_MODE, ProvisioningParameters
+from training_runtime.params import ENTRYPOINT_BY_MODE
 
 MANAGED_INSTANCE_POLICY = "AmazonSageMakerClusterInstanceRolePolicy"
 
@@ -98,14 +99,14 @@ class HyperPodCluster(Construct):
         lifecycle.grant_read(self.execution_role)
         self._grant_runtime_secrets(parse_options(dict(runtime_options or {})))
         lifecycle.add_parameters(
-            ProvisioningParameters(
+            cluster_parameters(
                 cluster_name=cluster_name,
-                mode=str(self.mode),
-                groups=tuple(g.spec() for g in self.instance_groups),
+                mode=self.mode,
+                instance_groups=self.instance_groups,
                 fsx_dns_name=storage.dns_name if storage else None,
                 fsx_mountname=storage.mount_name if storage else None,
                 fsx_mount_path=fsx_mount_path,
-                options=dict(runtime_options or {}),
+                runtime_options=runtime_options,
             )
         )
         life_cycle_config = sagemaker.CfnCluster.ClusterLifeCycleConfigProperty(

@@ -153,7 +153,8 @@ class LifecycleScripts(Construct):
         )
 
     def grant_read(self, grantee: iam.IGrantable) -> iam.Grant:
-        """Read access to the scripts' prefix only."""
+        """Read of the objects under the scripts' prefix (CDK's ``grant_read`` also allows listing the
+        whole bucket: ``s3:List*`` and ``s3:GetBucket*`` carry no prefix condition)."""
         grant = self.bucket.grant_read(grantee, f"{self.prefix}*")
         if isinstance(grantee, Construct):
             reason = "CDK's grant_read, limited to the lifecycle prefix"

@@ -10,6 +10,7 @@ in the lifecycle prefix.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import ipaddress
 import os
@@ -20,6 +21,7 @@ from typing import Any
 
 from hyperpod_cdk.config import ClusterConfig
 from hyperpod_cdk.errors import ConfigurationError
+from hyperpod_cdk.parameters import cluster_parameters
 from training_runtime.options import options_problems
 from training_runtime.params import COMPUTE, CONTROLLER, LOGIN, GroupSpec, ProvisioningParameters
 
@@ -38,9 +40,9 @@ EMULATION_SLURM_OPTIONS: dict[str, int] = {
     "sched_interval": 2,
     "cred_expire": 70,
 }
-"""Fast failure detection for fault tests (local-Slurm research notes, fault tests): a crashed node is DOWN
+"""Fast failure detection for fault tests (docs/research/local-slurm.md §6.6): a crashed node is DOWN
 within ~15 s, a requeued job may restart after cred_expire + 1 s; cred_expire below 70 lets a stale signal
-kill the restarted job (§6.3)."""
+kill the restarted job (§6.3 there)."""
 EMULATED_MEMORY_MIB = 2000
 """RealMemory every node registers with; below the machine's memory so slurmd never reports less."""
 
@@ -289,22 +291,37 @@ def local_options(
 
 
 def parameters(config: ClusterConfig, *, cpus: int | None = None) -> ProvisioningParameters:
-    """The parameters file of the local cluster: the config's groups, no Lustre (the shared directory is
-    bind-mounted at ``fsx_mount_path`` instead), and :func:`local_options`."""
-    groups = tuple(g.spec() for g in config.instance_groups)
-    options = local_options(config.runtime, sorted({g.instance_type for g in groups}), cpus=cpus)
-    problems = options_problems(options, "runtime")
-    if problems:
-        raise LayoutError("local cluster runtime options", problems)
-    return ProvisioningParameters(
+    """The parameters file of the local cluster: what ``TrainingClusterStack`` uploads for ``config``
+    (built by the same :func:`~hyperpod_cdk.parameters.cluster_parameters`), with :func:`emulated`'s
+    overlays."""
+    deployed = cluster_parameters(
         cluster_name=config.cluster_name,
-        mode=str(config.mode),
-        groups=groups,
+        mode=config.mode,
+        instance_groups=config.instance_groups,
+        # The stack's values are the file system's CloudFormation attributes; emulated() drops them.
         fsx_dns_name=None,
         fsx_mountname=None,
         fsx_mount_path=config.fsx_mount_path,
-        options=options,
+        runtime_options=config.runtime,
     )
+    return emulated(deployed, cpus=cpus)
+
+
+def emulated(deployed: ProvisioningParameters, *, cpus: int | None = None) -> ProvisioningParameters:
+    """``deployed`` as the local cluster runs it. The overlays, and nothing else:
+
+    * ``fsx_dns_name`` and ``fsx_mountname`` become null: no Lustre, the shared directory is bind-mounted
+      at ``fsx_mount_path`` instead;
+    * ``options.slurm``: the keys of :data:`EMULATION_SLURM_OPTIONS` (fast failure detection);
+    * ``options.node_hardware``: every instance type of the groups sized as this machine
+      (:func:`host_hardware`);
+    * ``options.install_accelerator_software``: false.
+    """
+    options = local_options(deployed.options, sorted({g.instance_type for g in deployed.groups}), cpus=cpus)
+    problems = options_problems(options, "runtime")
+    if problems:
+        raise LayoutError("local cluster runtime options", problems)
+    return dataclasses.replace(deployed, fsx_dns_name=None, fsx_mountname=None, options=options)
 
 
 def hosts_file(layout: LocalLayout) -> str:

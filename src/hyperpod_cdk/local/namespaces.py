@@ -6,7 +6,7 @@ lives in a dedicated "switch" network namespace, so the host's own network names
 bridge, no address, no route. Nodes have no default route, so no traffic leaves the cluster.
 
 Names are prefixed (switch ``<prefix>-sw``, node netns ``<prefix>-<node>``), so clusters with different
-prefixes can run side by side. The team's local-Slurm research notes are the verified recipe this follows; its
+prefixes can run side by side. docs/research/local-slurm.md is the verified recipe this follows; its
 pitfalls are cited as P<n>.
 """
 
@@ -141,7 +141,7 @@ class Namespaces:
         log_path = directory / "init.log"
         script = self._install_init_script()
         # Time namespace: the node's uptime starts near 1 s, so every boot reports a fresh BootTime to
-        # slurmctld (research §6.4, P11).
+        # slurmctld (docs/research/local-slurm.md §6.4, P11).
         uptime = int(float(Path("/proc/uptime").read_text().split()[0]))
         argv = [
             "unshare",

@@ -6,7 +6,7 @@
 # disk, kept across crash and boot), so the lifecycle scripts can change anything a real node's scripts
 # change while the host stays untouched. SHARED_DIR is bind-mounted at FSX_MOUNT_PATH (the "FSx" every
 # node shares). /run and /dev/shm are private tmpfs, as after a real boot. Prints "hpcdk-node-ready" once
-# the node is up, then reaps orphans forever (daemons double-fork; research pitfall P3).
+# the node is up, then reaps orphans forever (daemons double-fork; P3 in docs/research/local-slurm.md).
 set -euo pipefail
 
 name=$1 dir=$2 shared=$3 fsx=$4 hosts=$5

@@ -1,8 +1,9 @@
 """slurm.conf from the cluster's nodes and partitions: a pure function, the same output on every node.
 
 The settings' defaults are Slurm's own (production values); :meth:`SlurmSettings.with_fast_recovery`
-gives the values verified in the local emulation (docs: local Slurm emulation research, sections 3.1
-and 6), under which a crashed node is declared DOWN in about 15 s and its job restarts about 70 s later.
+gives the fast failure-detection values of docs/research/local-slurm.md (sections 3 and 6.6; the local
+cluster sets its own through the runtime options instead, ``local/layout.py``), under which a crashed
+node is declared DOWN in about 15 s and its job restarts about 70 s later.
 The file is valid for Slurm 22.05 (Debian, the emulation) and 24.11/25.11 (HyperPod): the ``*/none``
 plugin names that 23.11 removed are still accepted there and mean "no plugin".
 
@@ -38,7 +39,8 @@ FAST_RECOVERY: Dict[str, int] = {
     "bf_interval": 1,
     "kill_wait": 5,
 }
-"""The emulation's failure-detection values (research section 6.6): DOWN after ~15 s, restart ~72 s later."""
+"""The emulation's failure-detection values (docs/research/local-slurm.md §6.6): DOWN after ~15 s, restart
+~72 s later."""
 
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 ADDRESS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:_-]{0,252}$")
@@ -117,12 +119,12 @@ class SlurmSettings:
     log_level: str = "info"
     return_to_service: int = _OPTIONS.return_to_service
     """2: a DOWN node that registers again becomes available. 1 also detects unexpected reboots, but
-    rebooted nodes then stay DOWN until something resumes them (research section 6.4)."""
+    rebooted nodes then stay DOWN until something resumes them (docs/research/local-slurm.md §6.4)."""
     slurmd_timeout: int = _OPTIONS.slurmd_timeout
     slurmctld_timeout: int = 120
     message_timeout: int = _OPTIONS.message_timeout
     cred_expire: int = _OPTIONS.cred_expire
-    """Also the delay before a requeued job may start again; at least 70 (research section 6.3)."""
+    """Also the delay before a requeued job may start again; at least 70 (docs/research/local-slurm.md §6.3)."""
     job_requeue: bool = True
     kill_wait: int = 30
     sched_interval: int = _OPTIONS.sched_interval

@@ -47,7 +47,8 @@ def program(arguments: str, module: str = PACKAGE_NAME) -> str:
 
 
 def node_facts(node: Node) -> NodeFacts:
-    hardware = hardware_for(node.group.instance_type, node.options.node_hardware) or NodeHardware(
+    group = node.group
+    hardware = hardware_for(group.instance_type, node.options.node_hardware, group.threads_per_core) or NodeHardware(
         cpus=0, sockets=1, cores_per_socket=0, threads_per_core=1, memory_mib=0
     )
     return NodeFacts(

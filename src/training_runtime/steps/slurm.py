@@ -50,7 +50,7 @@ def slurm_nodes(node: Node) -> List[SlurmNode]:
     for group in node.params.groups:
         if group.role != "compute":
             continue
-        hardware = hardware_for(group.instance_type, node.options.node_hardware)
+        hardware = hardware_for(group.instance_type, node.options.node_hardware, group.threads_per_core)
         for instance in node.resources.instances(group.name):
             nodes.append(SlurmNode(name=instance.name, address=instance.address, hardware=hardware))
     return nodes

@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""Apply known breaking changes to a scratch copy of the repository and show that the tests catch each.
+
+Each mutation is one small edit that breaks a behaviour the project relies on (most of them once went
+unnoticed by the whole suite). For each, this script copies the repository (the files ``git ls-files``
+names, tracked or new but not ignored) to a scratch directory, checks that the named tests pass there
+unchanged, applies the edit, runs the same tests again and reports:
+
+* ``caught``: at least one test failed with the edit in place;
+* ``SURVIVED``: every test still passed, so nothing guards that behaviour;
+* ``MISSING``: the edit's old text is no longer in the file (the code moved: update the mutation).
+
+The exit status is 0 only when every mutation is caught. Run it from the repository root with the
+project's virtual environment::
+
+    .venv/bin/python scripts/mutants.py            # all mutations
+    .venv/bin/python scripts/mutants.py M2 M4      # some of them, by name
+
+To add a mutation, append a :class:`Mutation` to :data:`MUTATIONS`: the file, the exact text to replace
+(unique in that file), its replacement and the test files (or node ids) that must catch it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    what: str
+    file: str
+    old: str
+    new: str
+    tests: tuple[str, ...]
+
+
+MUTATIONS: tuple[Mutation, ...] = (
+    Mutation(
+        "M1",
+        "TrainingClusterStack does not check its config",
+        "src/hyperpod_cdk/stacks/training_cluster.py",
+        'config.check(f"cluster configuration of stack {id}", region=stack_region(self))',
+        "[]",
+        ("tests/test_stack.py",),
+    ),
+    Mutation(
+        "M2",
+        "a re-run keeps the stale done marker",
+        "src/training_runtime/plan.py",
+        "        if changed == 0:\n            node.path(DONE_MARKER).unlink(missing_ok=True)\n",
+        "",
+        ("tests/test_runtime_steps.py",),
+    ),
+    Mutation(
+        "M3",
+        "the S3 gateway endpoint becomes a DynamoDB one",
+        "src/hyperpod_cdk/constructs/network.py",
+        "ec2.GatewayVpcEndpointAwsService.S3",
+        "ec2.GatewayVpcEndpointAwsService.DYNAMODB",
+        ("tests/test_network.py",),
+    ),
+    Mutation(
+        "M4",
+        "HyperPodCluster writes the parameters file without the runtime options",
+        "src/hyperpod_cdk/constructs/cluster.py",
+        "                runtime_options=runtime_options,\n",
+        "                runtime_options={},\n",
+        ("tests/test_cluster.py", "tests/test_examples.py", "tests/test_local_layout.py"),
+    ),
+    Mutation(
+        "M4b",
+        "the parameters builder drops the runtime options",
+        "src/hyperpod_cdk/parameters.py",
+        "options=dict(runtime_options or {}),",
+        "options={},",
+        ("tests/test_cluster.py", "tests/test_examples.py"),
+    ),
+    Mutation(
+        "M5",
+        "storage: null is refused only in lifecycle-driven mode",
+        "src/hyperpod_cdk/rules/cluster.py",
+        '    if view.users:\n        needs.append("users (their homes)")\n    if view.runtime.get("pytorch"):\n'
+        '        needs.append("runtime.pytorch (the shared environment)")\n',
+        "",
+        ("tests/test_config.py",),
+    ),
+    Mutation(
+        "M6",
+        "the Slurm step ignores a group's threads_per_core",
+        "src/training_runtime/steps/slurm.py",
+        "hardware_for(group.instance_type, node.options.node_hardware, group.threads_per_core)",
+        "hardware_for(group.instance_type, node.options.node_hardware)",
+        ("tests/test_runtime_steps.py",),
+    ),
+    Mutation(
+        "M7",
+        "InstanceGroup.spec() loses threads_per_core",
+        "src/hyperpod_cdk/constructs/instance_group.py",
+        "threads_per_core=self.threads_per_core",
+        "threads_per_core=1",
+        ("tests/test_cluster.py",),
+    ),
+    Mutation(
+        "M8",
+        "the local cluster keeps the stack's Lustre names",
+        "src/hyperpod_cdk/local/layout.py",
+        "dataclasses.replace(deployed, fsx_dns_name=None, fsx_mountname=None, options=options)",
+        "dataclasses.replace(deployed, options=options)",
+        ("tests/test_local_layout.py",),
+    ),
+    Mutation(
+        "M9",
+        "the parameters file loses a group's partition",
+        "src/training_runtime/params.py",
+        '"partition": g.partition,\n',
+        '"partition": None,\n',
+        ("tests/test_examples.py", "tests/test_params.py"),
+    ),
+)
+
+
+def repository_files(root: Path) -> list[str]:
+    """Tracked files and new files that git does not ignore."""
+    out = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=root,
+        check=True,
+        capture_output=True,
+    ).stdout
+    return [name for name in out.decode().split("\0") if name and (root / name).is_file()]
+
+
+def copy_repository(root: Path, target: Path) -> None:
+    for name in repository_files(root):
+        destination = target / name
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(root / name, destination)
+
+
+def tests_pass(copy: Path, tests: tuple[str, ...]) -> tuple[bool, str]:
+    """Run ``tests`` in ``copy`` with its own sources first on the path; (passed, last lines)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(copy / "src"), str(copy / "tests")])
+    env.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "not compliance", *tests],
+        cwd=copy,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    lines = [line for line in result.stdout.splitlines() if line.strip()]
+    return result.returncode == 0, lines[-1] if lines else result.stderr.strip()[-300:]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("names", nargs="*", help="mutations to run (default: all)")
+    args = parser.parse_args(argv)
+    chosen = [m for m in MUTATIONS if not args.names or m.name in args.names]
+    unknown = set(args.names) - {m.name for m in MUTATIONS}
+    if unknown:
+        parser.error(f"unknown mutations {sorted(unknown)}; known: {', '.join(m.name for m in MUTATIONS)}")
+    failures = 0
+    baseline: dict[tuple[str, ...], tuple[bool, str]] = {}
+    with tempfile.TemporaryDirectory(prefix="mutants-") as scratch:
+        copy = Path(scratch)
+        copy_repository(ROOT, copy)
+        for mutation in chosen:
+            path = copy / mutation.file
+            original = path.read_text() if path.exists() else ""
+            count = original.count(mutation.old)
+            if count != 1:
+                failures += 1
+                where = "not found" if count == 0 else f"found {count} times"
+                print(f"{mutation.name:4} MISSING   {mutation.what}: the old text is {where} in {mutation.file}")
+                continue
+            if mutation.tests not in baseline:
+                baseline[mutation.tests] = tests_pass(copy, mutation.tests)
+            passed, summary = baseline[mutation.tests]
+            if not passed:
+                failures += 1
+                print(f"{mutation.name:4} BROKEN    {mutation.what}: the tests fail without the mutation ({summary})")
+                continue
+            path.write_text(original.replace(mutation.old, mutation.new))
+            try:
+                passed, summary = tests_pass(copy, mutation.tests)
+            finally:
+                path.write_text(original)
+            if passed:
+                failures += 1
+                print(f"{mutation.name:4} SURVIVED  {mutation.what}: {' '.join(mutation.tests)} ({summary})")
+            else:
+                print(f"{mutation.name:4} caught    {mutation.what}: {summary}")
+    print(f"{len(chosen) - failures} of {len(chosen)} mutations caught")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

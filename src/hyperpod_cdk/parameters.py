@@ -1,0 +1,49 @@
+"""The one builder of the parameters file: what a cluster's nodes read at boot.
+
+``HyperPodCluster`` uploads what :func:`cluster_parameters` returns, and the local cluster
+(``hyperpod_cdk.local.layout.parameters``) starts from the same call and then overlays only what the
+emulation must change. A field added to the contract is therefore added here once, for both.
+
+No ``aws_cdk`` import: the values may be CDK tokens (the file system's DNS and mount names), but building
+the parameters needs no construct.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Protocol
+
+from training_runtime.params import GroupSpec, ProvisioningParameters
+
+
+class HasGroupSpec(Protocol):
+    """An instance group as the constructs and the config model hold it (``InstanceGroup``)."""
+
+    def spec(self) -> GroupSpec: ...
+
+
+def cluster_parameters(
+    *,
+    cluster_name: str,
+    mode: str,
+    instance_groups: Iterable[HasGroupSpec],
+    fsx_dns_name: str | None,
+    fsx_mountname: str | None,
+    fsx_mount_path: str,
+    runtime_options: Mapping[str, object] | None,
+) -> ProvisioningParameters:
+    """The parameters file of a cluster with these props.
+
+    Every argument is required, so a caller cannot leave one out by accident. ``runtime_options`` are
+    copied as given (the node parses them with ``training_runtime.options.parse_options``); the caller's
+    mapping is never shared with the result.
+    """
+    return ProvisioningParameters(
+        cluster_name=cluster_name,
+        mode=str(mode),
+        groups=tuple(g.spec() for g in instance_groups),
+        fsx_dns_name=fsx_dns_name,
+        fsx_mountname=fsx_mountname,
+        fsx_mount_path=fsx_mount_path,
+        options=dict(runtime_options or {}),
+    )
