@@ -5,6 +5,7 @@ the config field, on any problem: our rules before any construct is built, and e
 built-in template validator afterwards.
 """
 
+# ruff: noqa: E402
 import gc
 import os
 import sys
