@@ -560,3 +560,10 @@ def test_constructs_skip_cdk_tokens() -> None:
         HyperPodCluster(
             stack, "Bad", cluster_name="-bad-", network=network, lifecycle=lifecycle, instance_groups=groups
         )
+
+
+def test_persistent_1_has_no_default_throughput(tmp_path: Path) -> None:
+    """Only PERSISTENT_2 has a default tier (250); PERSISTENT_1's tiers are 50, 100 and 200."""
+    _, found = validate_file(_write(tmp_path, "c.yaml", {"storage": {"deployment_type": "PERSISTENT_1"}}))
+    assert [(p.rule, p.path) for p in found] == [("FSX-THROUGHPUT", "storage.throughput_mb_per_tib")]
+    assert "one of 50, 100, 200" in found[0]

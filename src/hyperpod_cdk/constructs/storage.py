@@ -152,7 +152,7 @@ class LustreStorage(Construct):
             storage=StorageConfig.model_construct(_fields_set=set(given), removal_policy=removal, **given),
             paths={"storage": ""},
         )
-        if existing is None and throughput_mb_per_tib is None and deployment_type.name.startswith("PERSISTENT"):
+        if existing is None and throughput_mb_per_tib is None and deployment_type.name == "PERSISTENT_2":
             throughput_mb_per_tib = DEFAULT_THROUGHPUT
 
         self._efa_enabled = efa_enabled and existing is None

@@ -85,7 +85,7 @@ def _nearest_capacities(size: int, step: int) -> list[int]:
     source="FSx CreateFileSystem: PerUnitStorageThroughput",
 )
 def throughput(view: ClusterView) -> Iterator[Problem]:
-    """Persistent types take one of their throughput tiers; scratch types take none."""
+    """Persistent types take one of their throughput tiers (PERSISTENT_2 defaults to 250); scratch types none."""
     storage = view.storage
     if not _new(view):
         return
@@ -98,6 +98,13 @@ def throughput(view: ClusterView) -> Iterator[Problem]:
             f"{kind} has no per-unit throughput setting (scratch throughput follows capacity)",
             got=value,
             fix="remove it",
+        )
+    elif allowed is not None and value is None and kind != "PERSISTENT_2":
+        yield Problem(
+            _at(view, "throughput_mb_per_tib"),
+            f"{kind} needs a per-unit throughput: one of {', '.join(map(str, allowed))} MB/s/TiB (only "
+            f"PERSISTENT_2 has a default, {DEFAULT_THROUGHPUT})",
+            fix=f"set throughput_mb_per_tib to one of {', '.join(map(str, allowed))}",
         )
     elif allowed is not None and value is not None and view.concrete(value) and value not in allowed:
         yield Problem(
