@@ -171,6 +171,7 @@ ROWS = [
         "network.subnet_id",
         "needs network.vpc_id",
     ),
+    row("NET-NEW-VPC-ONLY", {"network": {**EXISTING_NET, "cidr": "10.1.0.0/16"}}, "network.cidr", "only to a new VPC"),
     row("NET-ID-FORMAT", {"network": {**EXISTING_NET, "vpc_id": "vpc-1"}}, "network.vpc_id", "8 or 17"),
     row(
         "NET-AZ",

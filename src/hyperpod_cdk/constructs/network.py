@@ -70,6 +70,9 @@ class ClusterNetwork(Construct):
             also=problems,
             instead_of=["NET-EXISTING"],  # the props are objects here: the checks above say it in their terms
             network=NetworkConfig.model_construct(
+                # The props always carry values (their defaults): only what a construct of this shape uses
+                # counts as given, so the "new VPC only" rule has nothing to say here.
+                _fields_set={"availability_zone"},
                 cidr=cidr,
                 availability_zone=subnet.availability_zone if subnet is not None else availability_zone,
                 private_subnet_cidr_mask=private_subnet_cidr_mask,

@@ -108,6 +108,38 @@ def existing_network(view: ClusterView) -> Iterator[Problem]:
         yield Problem(view.path("network", "security_group_id"), "only with an existing VPC (network.vpc_id)")
 
 
+NEW_VPC_FIELDS = ("cidr", "private_subnet_cidr_mask", "flow_logs")
+"""What only a new VPC takes; an existing VPC keeps its own."""
+
+
+@rule(
+    "NET-NEW-VPC-ONLY",
+    "network",
+    "network.{cidr,private_subnet_cidr_mask,flow_logs,allow_internet_egress}",
+    source="hyperpod-cdk (what an existing VPC or security group keeps)",
+)
+def new_vpc_only(view: ClusterView) -> Iterator[Problem]:
+    """A new VPC's settings cannot be given with an existing VPC, nor egress with an existing security group."""
+    net = view.network
+    if net is None:
+        return
+    given = set(net.model_fields_set)
+    if net.vpc_id:
+        for field in NEW_VPC_FIELDS:
+            if field in given:
+                yield Problem(
+                    view.path("network", field),
+                    "applies only to a new VPC; network.vpc_id adopts one with its own settings",
+                    fix="remove it",
+                )
+    if net.security_group_id and "allow_internet_egress" in given:
+        yield Problem(
+            view.path("network", "allow_internet_egress"),
+            "applies only to the security group the stack creates; network.security_group_id brings its own rules",
+            fix="remove it, or set the rule on your security group",
+        )
+
+
 @rule("NET-ID-FORMAT", "network", "network.{vpc_id,subnet_id,security_group_id}", source="Amazon EC2 resource IDs")
 def id_formats(view: ClusterView) -> Iterator[Problem]:
     """VPC, subnet and security group IDs look like vpc-, subnet- and sg- followed by 8 or 17 hex digits."""
