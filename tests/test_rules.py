@@ -568,3 +568,11 @@ def test_persistent_1_has_no_default_throughput(tmp_path: Path) -> None:
     _, found = validate_file(_write(tmp_path, "c.yaml", {"storage": {"deployment_type": "PERSISTENT_1"}}))
     assert [(p.rule, p.path) for p in found] == [("FSX-THROUGHPUT", "storage.throughput_mb_per_tib")]
     assert "one of 50, 100, 200" in found[0]
+
+
+@pytest.mark.parametrize(
+    "example", sorted((Path(__file__).resolve().parent.parent / "examples").glob("*.yaml")), ids=lambda p: p.name
+)
+def test_the_examples_pass_validate_strict(example: Path) -> None:
+    """The examples are what users copy: no error and no warning."""
+    assert validate_command(str(example), strict=True) == 0
