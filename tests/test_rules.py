@@ -126,6 +126,18 @@ ROWS = [
         "one thread per core",
     ),
     row(
+        "GRP-HARDWARE-KNOWN",
+        {"mode": "lifecycle-driven", **groups({**CPU_WORKERS, "instance_type": "ml.g6.xlarge"})},
+        "instance_groups[1].instance_type",
+        "runtime.node_hardware.ml.g6.xlarge",
+    ),
+    row(
+        "GRP-COMPUTE-INSTANCES",
+        {"mode": "lifecycle-driven", **groups({**CPU_WORKERS, "count": 0})},
+        "instance_groups",
+        "every compute group has count 0",
+    ),
+    row(
         "GRP-EBS-VOLUME",
         groups({**CPU_WORKERS, "ebs_volume_gib": 20000}),
         "instance_groups[1].ebs_volume_gib",

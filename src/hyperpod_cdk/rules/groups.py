@@ -10,7 +10,7 @@ from hyperpod_cdk.model import DeepHealthCheck, NodeRole
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime.hardware import THREADS_PER_CORE
-from training_runtime.params import GROUP_RULES, GroupSpec, group_problems
+from training_runtime.params import GROUP_RULES, LIFECYCLE_DRIVEN, GroupSpec, group_problems
 from training_runtime.problems import WARNING, Problem
 
 MAX_INSTANCE_GROUPS = 100
@@ -160,6 +160,52 @@ def threads_per_core(view: ClusterView) -> Iterator[Problem]:
                 got=2,
                 fix="use 1",
             )
+
+
+@rule(
+    "GRP-HARDWARE-KNOWN",
+    "instance_groups",
+    "instance_groups[*].instance_type",
+    needs=("cluster", "runtime", "hardware"),
+    level=WARNING,
+    source="hyperpod-cdk (training_runtime.hardware; slurm.conf(5) NodeName defaults)",
+)
+def hardware_known(view: ClusterView) -> Iterator[Problem]:
+    """In lifecycle-driven mode every compute type needs figures (table or runtime.node_hardware) for slurm.conf."""
+    if view.mode != LIFECYCLE_DRIVEN:
+        return
+    for index, group in enumerate(view.groups):
+        if group.role != NodeRole.COMPUTE or not view.concrete(group.instance_type):
+            continue
+        if view.hardware(group.instance_type) is None:
+            yield Problem(
+                _where(view, index, "instance_type"),
+                "no CPU, memory or GPU figures for this type in the runtime's hardware table: the slurm.conf the "
+                "runtime renders gives its nodes Slurm's defaults (1 CPU, no GPUs)",
+                got=group.instance_type,
+                fix=f"add runtime.node_hardware.{group.instance_type} with at least cpus and memory_mib",
+            )
+
+
+@rule(
+    "GRP-COMPUTE-INSTANCES",
+    "instance_groups",
+    "instance_groups[*].count",
+    needs=("cluster",),
+    source="hyperpod-cdk (steps/slurm.py: a partition needs nodes)",
+)
+def compute_instances(view: ClusterView) -> Iterator[Problem]:
+    """In lifecycle-driven mode at least one compute group has instances: slurm.conf needs a partition with nodes."""
+    if view.mode != LIFECYCLE_DRIVEN:
+        return
+    computes = [g for g in view.groups if g.role == NodeRole.COMPUTE]
+    if computes and all(view.concrete(g.count) and g.count == 0 for g in computes):
+        yield Problem(
+            view.path("instance_groups"),
+            "every compute group has count 0: the runtime renders slurm.conf with no partition, and every node's "
+            "bootstrap stops there",
+            fix="give at least one compute group an instance count above zero",
+        )
 
 
 @rule(
