@@ -56,6 +56,7 @@ docs: schema
 
 bench: setup
 	$(PYTHON) bench/synth.py
+	$(PYTHON) bench/validate.py
 
 clean:
 	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache
