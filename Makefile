@@ -8,10 +8,13 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_VERSION_CHECK := 1
 export AWS_EC2_METADATA_DISABLED := true
 CONFIG ?=
+# Python 3.8 (HyperPod's older AMIs): the runtime's stdlib tests run on it too when this machine has one.
+PY38 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.8.*/bin/python3.8) $(shell command -v python3.8 2>/dev/null))
+VENV38 := .venv38
 
 SHELL_SCRIPTS := $(wildcard src/hyperpod_cdk/lifecycle_assets/*.sh src/hyperpod_cdk/local/*.sh scripts/*.sh examples/jobs/*.sbatch .ci/run)
 
-.PHONY: setup system-packages synth test lint typecheck unit bench schema docs clean
+.PHONY: setup system-packages synth test lint typecheck unit unit38 bench schema docs clean
 
 setup: $(VENV)/.installed node_modules/.installed system-packages
 
@@ -33,11 +36,12 @@ synth: setup
 	npx --no-install cdk synth --quiet $(if $(CONFIG),--context config=$(CONFIG))
 	@echo "Templates in cdk.out/: $$(ls cdk.out/*.template.json)"
 
-test: lint typecheck unit
+test: lint typecheck unit unit38
 
 lint: setup
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
+	$(PYTHON) -m ruff check --target-version py38 src/training_runtime
 	shellcheck -x $(SHELL_SCRIPTS)
 
 typecheck: setup
@@ -45,6 +49,14 @@ typecheck: setup
 
 unit: setup
 	$(PYTHON) -m pytest
+
+# The node runtime's stdlib-only tests (scripts/runtime_tests.py lists them) on Python 3.8.
+unit38: setup
+	@if [ -z "$(PY38)" ]; then echo "unit38: skipped: no Python 3.8 on this machine (set PY38=/path/to/python3.8)"; \
+	else \
+	  [ -x $(VENV38)/bin/pytest ] || { $(PY38) -m venv $(VENV38) && $(VENV38)/bin/pip install --quiet "pytest==8.3.5"; }; \
+	  PYTHONPATH=src:tests $(VENV38)/bin/python -m pytest -q -p no:cacheprovider $$($(PYTHON) scripts/runtime_tests.py); \
+	fi
 
 schema: setup
 	$(VENV)/bin/hyperpod-cdk schema > schema/cluster-config.schema.json
@@ -59,4 +71,4 @@ bench: setup
 	$(PYTHON) bench/validate.py
 
 clean:
-	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache
+	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache $(VENV38)

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 import platform
+import random
 import statistics
 import time
 
 from training_runtime.hardware import INSTANCE_HARDWARE
+from training_runtime.render.hostlist import compress, expand
 from training_runtime.render.slurm_conf import Partition, SlurmNode, SlurmSettings, render_slurm_conf
 
 SIZES = (10, 100, 1_000, 10_000)
@@ -51,6 +53,18 @@ def measure(count: int, repeats: int) -> tuple[float, float, int]:
     return statistics.median(samples), min(samples), len(text.encode())
 
 
+def measure_hostlist(count: int, repeats: int) -> tuple[float, float]:
+    """(median ms, min ms) of compressing ``count`` shuffled host names and expanding the expression again."""
+    names = [f"ip-10-1-{1 + i // 250}-{1 + i % 250}" for i in range(count)]
+    random.Random(7).shuffle(names)
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        expand(compress(names))
+        samples.append((time.perf_counter() - start) * 1000)
+    return statistics.median(samples), min(samples)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=15, help="timed renders per size (default 15)")
@@ -59,11 +73,13 @@ def main() -> None:
         f"render_slurm_conf, median of {args.repeats} runs after one warm-up; Python {platform.python_version()}, "
         f"{platform.machine()}, {PARTITIONS} partitions, ml.p5.48xlarge nodes\n"
     )
-    print("| nodes | median ms | min ms | output KB |")
-    print("|------:|----------:|-------:|----------:|")
+    print("| nodes | median ms | min ms | output KB | hostlist round trip: median ms | min ms |")
+    print("|------:|----------:|-------:|----------:|------:|------:|")
     for count in SIZES:
         median, fastest, size = measure(count, args.repeats)
-        print(f"| {count:,} | {median:.2f} | {fastest:.2f} | {size / 1024:.1f} |")
+        round_trip, round_trip_min = measure_hostlist(count, args.repeats)
+        cells = (f"{count:,}", f"{median:.2f}", f"{fastest:.2f}", f"{size / 1024:.1f}")
+        print("| " + " | ".join(cells) + f" | {round_trip:.2f} | {round_trip_min:.2f} |")
 
 
 if __name__ == "__main__":

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, List, Optional
 
 from training_runtime.node import Node
 from training_runtime.params import GroupSpec, ProvisioningParameters
@@ -13,7 +13,7 @@ from training_runtime.resources import ResourceConfig
 from training_runtime.retry import RetryPolicy
 from training_runtime.run import CommandError, Result, Runner
 
-Responder = Callable[[list[str]], Result | None]
+Responder = Callable[[List[str]], Optional[Result]]  # evaluated at import: typing generics for Python 3.8
 
 
 class RecordingRunner(Runner):

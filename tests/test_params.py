@@ -1,5 +1,7 @@
 """The parameters contract: one definition, read back exactly, malformed files rejected with every problem."""
 
+from __future__ import annotations
+
 import json
 
 import pytest

@@ -1,5 +1,7 @@
 """The instance hardware table and the node_hardware overrides the renderers rely on."""
 
+from __future__ import annotations
+
 import dataclasses
 
 import pytest

@@ -4,10 +4,11 @@ Golden files live in tests/golden/. After an intended change, regenerate them wi
 ``UPDATE_GOLDEN=1 .venv/bin/pytest tests/test_runtime_render.py`` and review the diff.
 """
 
+from __future__ import annotations
+
 import os
 import random
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -403,16 +404,14 @@ def big_cluster(count: int) -> tuple[list[SlurmNode], list[Partition]]:
     return nodes, partitions
 
 
-def test_ten_thousand_nodes_render_fast_and_completely() -> None:
+def test_ten_thousand_nodes_render_completely() -> None:
+    """How long it takes is measured in bench/render.py, not asserted here."""
     nodes, partitions = big_cluster(10_000)
-    start = time.perf_counter()
     text = render_slurm_conf(GPU_SETTINGS, nodes, partitions)
-    elapsed = time.perf_counter() - start
-    assert elapsed < 1.0, f"rendering 10,000 nodes took {elapsed:.2f} s"
     conf = settings_of(text)
     assert len(conf["NodeName"]) == 10_000
     declared = {line.split()[0] for line in conf["NodeName"]}
-    in_partitions = [name for line in conf["PartitionName"] for name in expand(line.split()[1].removeprefix("Nodes="))]
+    in_partitions = [name for line in conf["PartitionName"] for name in expand(line.split()[1][len("Nodes=") :])]
     assert sorted(in_partitions) == sorted(declared)
     assert len(conf["PartitionName"][0]) < 1000, "partition hostlists should be compressed"
 
@@ -579,15 +578,13 @@ def test_compress_then_expand_round_trips(seed: int) -> None:
     assert compress(shuffled) == expression, "output must not depend on input order"
 
 
-def test_ten_thousand_names_round_trip_quickly() -> None:
+def test_ten_thousand_names_round_trip() -> None:
+    """How long it takes is measured in bench/render.py, not asserted here."""
     names = [f"ip-10-1-{i // 250}-{i % 250 + 1}" for i in range(10_000)]
     random.Random(7).shuffle(names)
-    start = time.perf_counter()
     expression = compress(names)
     expanded = expand(expression)
-    elapsed = time.perf_counter() - start
     assert sorted(expanded) == sorted(names)
     assert expression.startswith("ip-10-1-0-[1-250],ip-10-1-1-[1-250],")
-    assert elapsed < 1.0, f"compress + expand of 10,000 names took {elapsed:.2f} s"
     padded = [f"n{i:05d}" for i in range(10_000) if i % 7]
     assert sorted(expand(compress(padded))) == sorted(padded)
