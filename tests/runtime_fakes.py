@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Callable, List, Optional
 
-from training_runtime.node import Node
+from training_runtime.node import Host, Node
 from training_runtime.params import GroupSpec, ProvisioningParameters
 from training_runtime.resources import ResourceConfig
 from training_runtime.retry import RetryPolicy
 from training_runtime.run import CommandError, Result, Runner
+from training_runtime.services import Daemon
 
 Responder = Callable[[List[str]], Optional[Result]]  # evaluated at import: typing generics for Python 3.8
 
@@ -26,6 +28,8 @@ class RecordingRunner(Runner):
     def __init__(self, respond: Mapping[tuple[str, ...], tuple[int, str]] | None = None) -> None:
         self.commands: list[list[str]] = []
         self.respond = dict(respond or {})
+        self.hooks: list[Callable[[List[str]], None]] = []
+        """Called with every command after it is recorded (e.g. a daemon writing its pid file)."""
 
     def run(
         self,
@@ -39,6 +43,8 @@ class RecordingRunner(Runner):
     ) -> Result:
         argv = list(argv)
         self.commands.append(argv)
+        for hook in self.hooks:
+            hook(argv)
         matches = [p for p in self.respond if tuple(argv[: len(p)]) == p]
         code, out = self.respond[max(matches, key=len)] if matches else (0, "")
         result = Result(argv, code, out, "")
@@ -76,6 +82,29 @@ DEFAULT_INSTANCES = {
 }
 
 
+class FakeHost(Host):
+    """The machine as a fake-root test sees it: the instance's host name; accounts resolve to the IDs given,
+    else to the test process's own (so ownership is applied and checked without real users); daemons get
+    one look at their pid file (a test that starts one writes it, see :func:`running_daemon`)."""
+
+    daemon_wait = RetryPolicy(attempts=1, base_s=0.0, cap_s=0.0, deadline_s=0.0)
+
+    def __init__(self, hostname: str, accounts: Mapping[str, tuple[int, int]] | None = None) -> None:
+        self.name = hostname
+        self.accounts = dict(accounts or {})
+        self.looked_up: List[str] = []
+
+    def ids(self, owner: str, group: Optional[str]) -> tuple[int, int]:
+        self.looked_up.append(owner)
+        uid, gid = self.accounts.get(owner, (os.getuid(), os.getgid()))
+        if group is not None:
+            gid = self.accounts.get(group, (uid, os.getgid()))[1]
+        return uid, gid
+
+    def hostname(self) -> str:
+        return self.name
+
+
 def fake_node(
     root: Path,
     *,
@@ -87,6 +116,7 @@ def fake_node(
     mode: str = "lifecycle-driven",
     runner: RecordingRunner | None = None,
     params: ProvisioningParameters | None = None,
+    host: Host | None = None,
 ) -> Node:
     """A node of a small cluster whose root is the directory ``root`` (created if needed).
 
@@ -115,7 +145,22 @@ def fake_node(
         root=root,
         runner=runner or RecordingRunner(),
         retry=RetryPolicy(attempts=2, base_s=0.0, cap_s=0.0, deadline_s=1.0),
+        host=host or FakeHost(me.name),
     )
+
+
+def running_daemon(node: Node, daemon: Daemon, pid: int = 4242) -> None:
+    """When ``daemon``'s start command runs on ``node``, it writes its pid file and its /proc entry (as the
+    forking daemon would), so services.start's wait sees it come up."""
+    runner = node.runner
+    assert isinstance(runner, RecordingRunner)
+
+    def start(argv: List[str]) -> None:
+        if argv == list(daemon.argv):
+            touch(node.root, daemon.pid_file, f"{pid}\n")
+            touch(node.root, f"/proc/{pid}/comm", daemon.name[:15] + "\n")
+
+    runner.hooks.append(start)
 
 
 def touch(root: Path, path: str, content: str = "") -> Path:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import stat
 from pathlib import Path
 
 import pytest
 
-from runtime_fakes import RecordingRunner, fake_node, touch
+from runtime_fakes import FakeHost, RecordingRunner, fake_node, running_daemon, touch
 from training_runtime.apt import apt_install_argv
 from training_runtime.errors import StepFailed
 from training_runtime.files import with_block
@@ -18,6 +19,7 @@ from training_runtime.steps.catalog import steps_for
 from training_runtime.steps.munge import NODE_KEY, MungeKey, shared_key
 from training_runtime.steps.slurm import (
     DB_PASSWORD_FILE,
+    MARIADB,
     AccountingCluster,
     LocalDatabase,
     SlurmConfig,
@@ -303,6 +305,7 @@ def test_no_compute_instances_is_a_clear_failure(tmp_path: Path) -> None:
 def test_local_accounting_database_password_never_on_a_command_line(tmp_path: Path) -> None:
     runner = RecordingRunner()
     node = fake_node(tmp_path, instance="controller-1", options=ACCOUNTING, runner=runner)
+    running_daemon(node, MARIADB)
     LocalDatabase().apply(node)
     password = (tmp_path / DB_PASSWORD_FILE.lstrip("/")).read_text().strip()
     assert len(password) >= 24 and mode(tmp_path / DB_PASSWORD_FILE.lstrip("/")) == 0o600
@@ -499,3 +502,49 @@ def test_a_daemon_we_do_not_configure_is_only_kept_running(tmp_path: Path) -> No
     [step] = [s for s in steps_for(node) if s.name == "daemon:slurmctld"]
     assert isinstance(step, RunningDaemon) and step.daemon == slurmctld(node)
     assert not step.needed(node)
+
+
+# --- the host seam: accounts, host name and daemon start-up come from Node.host, also on a fake root ----
+
+
+def test_owners_are_looked_up_and_applied(tmp_path: Path) -> None:
+    from training_runtime.files import ensure_dir, file_matches, write_file
+
+    accounts = {"slurm": (os.getuid(), os.getgid()), "alice": (os.getuid(), os.getgid())}
+    host = FakeHost("controller-1", accounts)
+    node = fake_node(tmp_path, instance="controller-1", host=host)
+    assert write_file(node, "/etc/x.conf", "a\n", 0o600, owner="slurm")
+    assert host.looked_up == ["slurm"]  # applied to the new file
+    assert ensure_dir(node, "/home/alice", 0o700, owner="alice")
+    info = (tmp_path / "etc/x.conf").stat()
+    assert (info.st_uid, info.st_gid) == accounts["slurm"]
+    # An owner that differs from the file's makes the file not match, so a re-run fixes it.
+    host.accounts["slurm"] = (os.getuid() + 1, os.getgid())
+    assert not file_matches(node, "/etc/x.conf", "a\n", 0o600, owner="slurm")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="changing a file's owner needs root")
+def test_ownership_is_changed_to_the_looked_up_ids(tmp_path: Path) -> None:
+    from training_runtime.files import write_file
+
+    node = fake_node(tmp_path, instance="controller-1", host=FakeHost("controller-1", {"slurm": (64030, 64031)}))
+    write_file(node, "/etc/slurm/slurmdbd.conf", "x\n", 0o600, owner="slurm")
+    info = (tmp_path / "etc/slurm/slurmdbd.conf").stat()
+    assert (info.st_uid, info.st_gid) == (64030, 64031)
+
+
+def test_a_daemon_started_without_systemd_is_waited_for(tmp_path: Path) -> None:
+    from training_runtime import services
+    from training_runtime.retry import NotReady
+
+    node = fake_node(tmp_path, instance="controller-1")
+    with pytest.raises(NotReady, match="mariadbd is not running yet"):
+        services.start(node, MARIADB)  # its pid file never appears
+    running_daemon(node, MARIADB)
+    services.start(node, MARIADB)
+    assert services.is_running(node, MARIADB)
+
+
+def test_the_host_name_comes_from_the_host(tmp_path: Path) -> None:
+    node = fake_node(tmp_path, instance="controller-1", host=FakeHost("ip-10-1-0-7"))
+    assert node.hostname == "ip-10-1-0-7"

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import grp
 import os
-import pwd
 import tempfile
 from pathlib import Path
 from typing import List, Optional, Tuple, Union
@@ -23,13 +21,9 @@ def read_text(node: Node, path: str) -> Optional[str]:
         return None
 
 
-def _ids(node: Node, owner: str, group: Optional[str]) -> Optional[Tuple[int, int]]:
-    """uid/gid to apply, or None on a fake root (names there need not exist on the test machine)."""
-    if not node.is_real_root:
-        return None
-    entry = pwd.getpwnam(owner)
-    gid = grp.getgrnam(group).gr_gid if group else entry.pw_gid
-    return entry.pw_uid, gid
+def _ids(node: Node, owner: str, group: Optional[str]) -> Tuple[int, int]:
+    """uid/gid to apply (the node's host looks the names up)."""
+    return node.host.ids(owner, group)
 
 
 def file_matches(
@@ -44,8 +38,7 @@ def file_matches(
     data = content.encode() if isinstance(content, str) else content
     if current != data or (info.st_mode & 0o7777) != mode:
         return False
-    ids = _ids(node, owner, group)
-    return ids is None or (info.st_uid, info.st_gid) == ids
+    return (info.st_uid, info.st_gid) == _ids(node, owner, group)
 
 
 def write_file(
@@ -64,9 +57,7 @@ def write_file(
     fd, temporary = tempfile.mkstemp(dir=str(target.parent), prefix="." + target.name + ".")
     try:
         os.fchmod(fd, mode)
-        ids = _ids(node, owner, group)
-        if ids is not None:
-            os.fchown(fd, *ids)
+        os.fchown(fd, *_ids(node, owner, group))
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -84,8 +75,7 @@ def dir_matches(node: Node, path: str, mode: int = 0o755, owner: str = "root", g
     if not target.is_dir():
         return False
     info = target.stat()
-    ids = _ids(node, owner, group)
-    return (info.st_mode & 0o7777) == mode and (ids is None or (info.st_uid, info.st_gid) == ids)
+    return (info.st_mode & 0o7777) == mode and (info.st_uid, info.st_gid) == _ids(node, owner, group)
 
 
 def ensure_dir(node: Node, path: str, mode: int = 0o755, owner: str = "root", group: Optional[str] = None) -> bool:
@@ -94,9 +84,7 @@ def ensure_dir(node: Node, path: str, mode: int = 0o755, owner: str = "root", gr
     target = node.path(path)
     target.mkdir(parents=True, exist_ok=True)
     os.chmod(str(target), mode)
-    ids = _ids(node, owner, group)
-    if ids is not None:
-        os.chown(str(target), *ids)
+    os.chown(str(target), *_ids(node, owner, group))
     return True
 
 

@@ -6,11 +6,13 @@ runner that records commands, so every step's planning can be checked without to
 
 from __future__ import annotations
 
+import grp
 import os
+import pwd
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
+from typing import Mapping, Optional, Sequence, Tuple
 
 from training_runtime.options import RuntimeOptions, parse_options
 from training_runtime.params import COMPUTE, CONTROLLER, LOGIN, GroupSpec, ProvisioningParameters
@@ -66,6 +68,28 @@ def which_under(root: Path, name: str, extra_dirs: Sequence[str] = ()) -> Option
     return None
 
 
+DAEMON_WAIT = RetryPolicy(attempts=60, base_s=0.05, cap_s=0.5, deadline_s=30.0)
+"""How long a daemon started without systemd may take to write its pid file (or to go away)."""
+
+
+class Host:
+    """What the runtime asks the machine itself: account IDs, its host name, how long daemons take.
+
+    Injected into :class:`Node` like the command runner; unit tests on a fake root pass a stand-in.
+    """
+
+    daemon_wait: RetryPolicy = DAEMON_WAIT
+
+    def ids(self, owner: str, group: Optional[str]) -> Tuple[int, int]:
+        """uid and gid of ``owner`` and ``group`` (default: the owner's primary group)."""
+        entry = pwd.getpwnam(owner)
+        gid = grp.getgrnam(group).gr_gid if group else entry.pw_gid
+        return entry.pw_uid, gid
+
+    def hostname(self) -> str:
+        return socket.gethostname().split(".")[0]
+
+
 @dataclass
 class Node:
     params: ProvisioningParameters
@@ -76,6 +100,7 @@ class Node:
     root: Path = Path("/")
     runner: Runner = field(default_factory=Runner)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    host: Host = field(default_factory=Host)
     options: RuntimeOptions = field(init=False)
 
     def __post_init__(self) -> None:
@@ -128,10 +153,8 @@ class Node:
 
     @property
     def hostname(self) -> str:
-        """This machine's host name (the instance name when running against a fake root)."""
-        if not self.is_real_root:
-            return self.instance.name
-        return socket.gethostname().split(".")[0]
+        """This machine's host name."""
+        return self.host.hostname()
 
     # --- paths ------------------------------------------------------------------------------
     def path(self, absolute: str) -> Path:
@@ -143,9 +166,6 @@ class Node:
         """Absolute path (on the node) of the cluster-wide runtime directory on shared storage."""
         return "{}/{}".format(self.params.fsx_mount_path.rstrip("/"), RUNTIME_DIR_ON_SHARED)
 
-    @property
-    def is_real_root(self) -> bool:
-        return self.root == Path("/")
 
     # --- commands ---------------------------------------------------------------------------
     def run(

@@ -9,7 +9,7 @@ from typing import Optional, Tuple
 
 from training_runtime.files import ensure_dir, read_text
 from training_runtime.node import Node
-from training_runtime.retry import NotReady, RetryPolicy
+from training_runtime.retry import NotReady
 
 
 @dataclass(frozen=True)
@@ -22,9 +22,6 @@ class Daemon:
     pid_file: str
     run_dir: Optional[Tuple[str, str, int]] = None
     """(path, owner, mode) of a runtime directory to create first (systemd's RuntimeDirectory)."""
-
-
-STARTUP = RetryPolicy(attempts=60, base_s=0.05, cap_s=0.5, deadline_s=30.0)
 
 
 def pid(node: Node, daemon: Daemon) -> Optional[int]:
@@ -81,5 +78,4 @@ def _wait(node: Node, daemon: Daemon, running: bool) -> None:
         if (pid(node, daemon) is not None) != running:
             raise NotReady("{} is {}".format(daemon.name, "not running yet" if running else "still running"))
 
-    if node.is_real_root:
-        STARTUP.call(check, what="{} {}".format(daemon.name, "start" if running else "stop"))
+    node.host.daemon_wait.call(check, what="{} {}".format(daemon.name, "start" if running else "stop"))
