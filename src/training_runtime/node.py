@@ -166,7 +166,6 @@ class Node:
         """Absolute path (on the node) of the cluster-wide runtime directory on shared storage."""
         return "{}/{}".format(self.params.fsx_mount_path.rstrip("/"), RUNTIME_DIR_ON_SHARED)
 
-
     # --- commands ---------------------------------------------------------------------------
     def run(
         self,
