@@ -26,7 +26,7 @@ from training_runtime.health import (
     CheckResult,
     Context,
     NodeState,
-    check,
+    check_and_act,
     check_dcgm,
     check_disk,
     check_efa,
@@ -39,9 +39,10 @@ from training_runtime.health import (
     parse_node_state,
     plan_actions,
     run_checks,
+    situation,
 )
 from training_runtime.options import HealthOptions, options_problems, parse_options
-from training_runtime.plan import DONE_MARKER
+from training_runtime.paths import DONE_MARKER
 from training_runtime.run import CommandError, Result, Runner
 from training_runtime.steps.catalog import steps_for
 from training_runtime.steps.health import (
@@ -364,7 +365,7 @@ def test_a_check_that_hangs_fails_at_the_deadline_and_the_rest_still_report(
 
     checks = dict(health.CHECKS)
     checks.update({"gpu": hangs, "efa": crashes})
-    monkeypatch.setattr(health, "CHECKS", tuple(checks.items()))
+    monkeypatch.setattr(health.checks, "CHECKS", tuple(checks.items()))
     started = time.monotonic()
     results = {r.name: r for r in run_checks(context(tmp_path, cpu_facts(shared_mount=None)), deadline_s=0.3)}
     assert time.monotonic() - started < 2
@@ -410,7 +411,7 @@ HEALTHY = [CheckResult(name, OK) for name in health.CHECK_NAMES]
 
 def test_generic_platform_drains_with_a_reason_naming_the_check(tmp_path: Path) -> None:
     ctx = context(tmp_path)
-    assert plan_actions(ctx, [GPU_DOWN], NodeState("IDLE")) == [
+    assert plan_actions(situation(ctx), [GPU_DOWN], NodeState("IDLE")) == [
         [
             "scontrol",
             "update",
@@ -419,7 +420,7 @@ def test_generic_platform_drains_with_a_reason_naming_the_check(tmp_path: Path) 
             "reason=hyperpod-cdk:gpu: nvidia-smi lists 7 of 8 GPUs",
         ]
     ]
-    assert plan_actions(ctx, [DISK_FULL, GPU_DOWN], NodeState("ALLOCATED")) == [
+    assert plan_actions(situation(ctx), [DISK_FULL, GPU_DOWN], NodeState("ALLOCATED")) == [
         [
             "scontrol",
             "update",
@@ -433,21 +434,23 @@ def test_generic_platform_drains_with_a_reason_naming_the_check(tmp_path: Path) 
 def test_drains_are_idempotent_and_never_override_someone_elses(tmp_path: Path) -> None:
     ctx = context(tmp_path)
     ours = NodeState("IDLE+DRAIN", "hyperpod-cdk:gpu: nvidia-smi lists 6 of 8 GPUs")
-    assert plan_actions(ctx, [GPU_DOWN], ours) == []
+    assert plan_actions(situation(ctx), [GPU_DOWN], ours) == []
     theirs = NodeState("IDLE+DRAIN", "bad DIMM, ticket 1234")
-    assert plan_actions(ctx, [GPU_DOWN], theirs) == []
-    assert plan_actions(ctx, HEALTHY, theirs) == []
+    assert plan_actions(situation(ctx), [GPU_DOWN], theirs) == []
+    assert plan_actions(situation(ctx), HEALTHY, theirs) == []
     other_check = NodeState("IDLE+DRAIN", "hyperpod-cdk:disk: / has 3.0 GiB free")
-    assert plan_actions(ctx, [GPU_DOWN], other_check)[0][-1].startswith("reason=hyperpod-cdk:gpu:")
+    assert plan_actions(situation(ctx), [GPU_DOWN], other_check)[0][-1].startswith("reason=hyperpod-cdk:gpu:")
 
 
 def test_our_own_drain_is_resumed_when_the_checks_pass_again(tmp_path: Path) -> None:
     ctx = context(tmp_path)
     drained = NodeState("IDLE+DRAIN", "hyperpod-cdk:disk: / has 3.0 GiB free")
-    assert plan_actions(ctx, HEALTHY, drained) == [["scontrol", "update", "nodename=workers-1", "state=resume"]]
-    assert plan_actions(ctx, HEALTHY, NodeState("IDLE")) == []
+    assert plan_actions(situation(ctx), HEALTHY, drained) == [
+        ["scontrol", "update", "nodename=workers-1", "state=resume"]
+    ]
+    assert plan_actions(situation(ctx), HEALTHY, NodeState("IDLE")) == []
     prolog = context(tmp_path, mode=health.PROLOG)
-    assert plan_actions(prolog, HEALTHY, drained) == []
+    assert plan_actions(situation(prolog), HEALTHY, drained) == []
 
 
 def test_hyperpod_reboots_then_replaces_for_hardware_faults(tmp_path: Path) -> None:
@@ -456,7 +459,7 @@ def test_hyperpod_reboots_then_replaces_for_hardware_faults(tmp_path: Path) -> N
     runner = RecordingRunner({("/opt/slurm/bin/scontrol", "show"): (0, show("IDLE")), (smi,): (0, lines(7))})
     ctx = context(tmp_path, p5_facts(platform="hyperpod", shared_mount=None), runner=runner, clock=lambda: now[0])
     touch(tmp_path, DONE_MARKER, "{}")
-    results, status = check(ctx)
+    results, status = check_and_act(ctx)
     assert status == 0 and [r.name for r in results if r.failed] == ["gpu", "efa"]
     node = "nodename=ip-10-1-0-11"
     assert runner.ran("/opt/slurm/bin/scontrol", "update") == [
@@ -470,16 +473,19 @@ def test_hyperpod_reboots_then_replaces_for_hardware_faults(tmp_path: Path) -> N
     ]
     assert json.loads((tmp_path / RECOVERY_FILE.lstrip("/")).read_text()) == {"gpu": 1_000_000.0}
     now[0] += 3600  # rebooted, and the GPU is still missing an hour later
-    assert plan_actions(ctx, [GPU_DOWN], NodeState("IDLE"))[-1][-2:] == ["state=fail", "reason=Action:Replace"]
+    assert plan_actions(situation(ctx), [GPU_DOWN], NodeState("IDLE"))[-1][-2:] == [
+        "state=fail",
+        "reason=Action:Replace",
+    ]
     now[0] += 2 * 86400  # a fault days later gets a reboot first again
-    assert plan_actions(ctx, [GPU_DOWN], NodeState("IDLE"))[-1][-1] == "reason=Action:Reboot"
+    assert plan_actions(situation(ctx), [GPU_DOWN], NodeState("IDLE"))[-1][-1] == "reason=Action:Reboot"
 
 
 def test_hyperpod_leaves_recovering_nodes_alone_and_drains_for_other_faults(tmp_path: Path) -> None:
     ctx = context(tmp_path, p5_facts(platform="hyperpod"))
-    assert plan_actions(ctx, [GPU_DOWN], NodeState("IDLE+FAIL", "Action:Reboot")) == []
-    assert plan_actions(ctx, [GPU_DOWN], NodeState("IDLE+DRAIN", "Action:Replace")) == []
-    assert plan_actions(ctx, [DISK_FULL], NodeState("IDLE")) == [
+    assert plan_actions(situation(ctx), [GPU_DOWN], NodeState("IDLE+FAIL", "Action:Reboot")) == []
+    assert plan_actions(situation(ctx), [GPU_DOWN], NodeState("IDLE+DRAIN", "Action:Replace")) == []
+    assert plan_actions(situation(ctx), [DISK_FULL], NodeState("IDLE")) == [
         [
             "/opt/slurm/bin/scontrol",
             "update",
@@ -488,16 +494,16 @@ def test_hyperpod_leaves_recovering_nodes_alone_and_drains_for_other_faults(tmp_
             "reason=hyperpod-cdk:disk: / has 3.0 GiB free of 200.0 GiB, needs 10.0",
         ]
     ]
-    assert plan_actions(ctx, [DCGM_FAILED], NodeState("IDLE"))[-1][-1] == "reason=Action:Reboot"
+    assert plan_actions(situation(ctx), [DCGM_FAILED], NodeState("IDLE"))[-1][-1] == "reason=Action:Reboot"
     healed = NodeState("IDLE", comment="hyperpod-cdk:gpu: nvidia-smi lists 7 of 8 GPUs")
-    assert plan_actions(ctx, HEALTHY, healed) == [
+    assert plan_actions(situation(ctx), HEALTHY, healed) == [
         ["/opt/slurm/bin/scontrol", "update", "nodename=ip-10-1-0-11", "comment="]
     ]
 
 
 def test_hyperpod_drain_only_option(tmp_path: Path) -> None:
     ctx = context(tmp_path, p5_facts(platform="hyperpod"), options=HealthOptions(on_hyperpod="drain"))
-    assert plan_actions(ctx, [GPU_DOWN], NodeState("IDLE")) == [
+    assert plan_actions(situation(ctx), [GPU_DOWN], NodeState("IDLE")) == [
         [
             "/opt/slurm/bin/scontrol",
             "update",
@@ -513,7 +519,9 @@ def test_hyperpod_drain_only_option(tmp_path: Path) -> None:
 
 def test_prolog_drains_and_fails_so_slurm_requeues_the_job(tmp_path: Path) -> None:
     runner = RecordingRunner({("scontrol", "show"): (0, show("ALLOCATED"))})
-    _, status = check(context(tmp_path, cpu_facts(gpus=8, shared_mount=None), runner=runner, mode=health.PROLOG))
+    _, status = check_and_act(
+        context(tmp_path, cpu_facts(gpus=8, shared_mount=None), runner=runner, mode=health.PROLOG)
+    )
     assert status == 1
     assert runner.ran("scontrol", "update") == [
         [
@@ -528,7 +536,7 @@ def test_prolog_drains_and_fails_so_slurm_requeues_the_job(tmp_path: Path) -> No
 
 def test_a_healthy_prolog_asks_slurm_nothing(tmp_path: Path) -> None:
     runner = RecordingRunner()
-    _, status = check(context(tmp_path, cpu_facts(shared_mount=None), runner=runner, mode=health.PROLOG))
+    _, status = check_and_act(context(tmp_path, cpu_facts(shared_mount=None), runner=runner, mode=health.PROLOG))
     assert status == 0 and runner.commands == []
     log = (tmp_path / "var/log/hyperpod-cdk/health.log").read_text().splitlines()
     assert json.loads(log[-1])["event"] == "health" and json.loads(log[-1])["failed"] == []
@@ -537,22 +545,24 @@ def test_a_healthy_prolog_asks_slurm_nothing(tmp_path: Path) -> None:
 def test_periodic_waits_for_bootstrap_then_drains_and_exits_0(tmp_path: Path) -> None:
     runner = RecordingRunner({("scontrol", "show"): (0, show("IDLE"))})
     ctx = context(tmp_path, cpu_facts(gpus=8, shared_mount=None), runner=runner)
-    assert check(ctx) == ([], 0) and runner.commands == []
+    assert check_and_act(ctx) == ([], 0) and runner.commands == []
     touch(tmp_path, DONE_MARKER, "{}")
-    _, status = check(ctx)
+    _, status = check_and_act(ctx)
     assert status == 0 and runner.ran("scontrol", "update")[0][3] == "state=drain"
 
 
 def test_periodic_does_nothing_when_slurm_cannot_be_reached(tmp_path: Path) -> None:
     runner = RecordingRunner({("scontrol", "show"): (1, "slurm_load_node: Unable to contact slurm controller\n")})
     touch(tmp_path, DONE_MARKER, "{}")
-    _, status = check(context(tmp_path, cpu_facts(gpus=8, shared_mount=None), runner=runner))
+    _, status = check_and_act(context(tmp_path, cpu_facts(gpus=8, shared_mount=None), runner=runner))
     assert status == 0 and runner.ran("scontrol", "update") == []
 
 
 def test_report_never_touches_slurm(tmp_path: Path) -> None:
     runner = RecordingRunner()
-    _, status = check(context(tmp_path, cpu_facts(gpus=8, shared_mount=None), runner=runner, mode=health.REPORT))
+    _, status = check_and_act(
+        context(tmp_path, cpu_facts(gpus=8, shared_mount=None), runner=runner, mode=health.REPORT)
+    )
     assert status == 1 and runner.commands == []
 
 
@@ -710,3 +720,19 @@ def test_slurm_conf_names_the_programs_on_the_generic_platform(tmp_path: Path) -
     off = conf_lines(tmp_path / "off", {"health": {"enabled": False}})
     assert not {"HealthCheckProgram", "Prolog", "PrologFlags"} & set(off)
     assert off["SchedulerParameters"] == "sched_interval=60,bf_interval=30"
+
+
+def test_remedy_is_a_pure_decision_on_the_history_it_is_given() -> None:
+    """No files, no commands: the recovery history goes in, the scontrol commands come out."""
+    from training_runtime.health import Situation
+
+    def decide(now: float, recoveries: dict[str, float]) -> list[list[str]]:
+        at = Situation("ip-10-1-0-11", "scontrol", health.PERIODIC, True, "recover", now, recoveries)
+        return plan_actions(at, [GPU_DOWN], NodeState("IDLE"))
+
+    assert decide(1000.0, {})[-1][-1] == "reason=Action:Reboot"
+    assert decide(1000.0 + 3600, {"gpu": 1000.0})[-1][-1] == "reason=Action:Replace"  # same fault within a day
+    assert decide(1000.0 + 90000, {"gpu": 1000.0})[-1][-1] == "reason=Action:Reboot"  # a day later: reboot first
+    assert decide(1000.0 + 3600, {"efa": 1000.0})[-1][-1] == "reason=Action:Reboot"  # another check's history
+    drain_only = Situation("n", "scontrol", health.PERIODIC, True, "drain", 0.0, {})
+    assert plan_actions(drain_only, [GPU_DOWN], NodeState("IDLE"))[0][3] == "state=drain"

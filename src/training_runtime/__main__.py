@@ -24,8 +24,9 @@ from training_runtime.errors import InputError, StepFailed
 from training_runtime.health import main as health_main
 from training_runtime.launch import main as launch_main
 from training_runtime.log import log
-from training_runtime.node import STATE_DIR, Node
+from training_runtime.node import Node
 from training_runtime.params import PARAMETERS_FILE_BY_MODE, ParametersError, ProvisioningParameters
+from training_runtime.paths import STATE_DIR
 from training_runtime.plan import StepError, apply_plan, describe_plan, step_status
 from training_runtime.resources import DEFAULT_PATH, ResourceConfig, ResourceConfigError
 from training_runtime.run import CommandError, Runner

@@ -31,9 +31,9 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from training_runtime.facts import FactsError, NodeFacts, load_facts
 from training_runtime.hardware import hardware_for
-from training_runtime.node import HYPERPOD, RUNTIME_DIR_ON_SHARED, platform_at
+from training_runtime.node import HYPERPOD, platform_at
+from training_runtime.paths import PYTORCH_ENV_VARIABLE, RUNTIME_DIR_ON_SHARED
 from training_runtime.render.hostlist import expand
-from training_runtime.steps.pytorch_env import ENV_VARIABLE as PYTORCH_ENV_VARIABLE
 
 RDZV_PORT = 29400
 """torchrun's default c10d port."""

@@ -16,6 +16,7 @@ from typing import Mapping, Optional, Sequence, Tuple
 
 from training_runtime.options import RuntimeOptions, parse_options
 from training_runtime.params import COMPUTE, CONTROLLER, LOGIN, GroupSpec, ProvisioningParameters
+from training_runtime.paths import RUNTIME_DIR_ON_SHARED
 from training_runtime.resources import Instance, ResourceConfig
 from training_runtime.retry import RetryPolicy
 from training_runtime.run import DEFAULT_TIMEOUT_S, Result, Runner
@@ -24,11 +25,6 @@ GENERIC = "generic"
 HYPERPOD = "hyperpod"
 HYPERPOD_MARKER = "/opt/sagemaker_cluster"
 """Present on HyperPod's AMI; there HyperPod owns slurm.conf and Slurm lives under /opt/slurm."""
-
-STATE_DIR = "/var/lib/hyperpod-cdk"
-"""Per-node state: step results, the done marker, generated secrets (root only)."""
-RUNTIME_DIR_ON_SHARED = ".hyperpod-cdk"
-"""Directory on the shared file system for cluster-wide state (munge key, environments, locks)."""
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,11 @@ from typing import Any, Dict, List
 
 from training_runtime.files import read_text, write_file
 from training_runtime.log import log
-from training_runtime.node import STATE_DIR, Node
+from training_runtime.node import Node
+from training_runtime.paths import DONE_MARKER, STATE_DIR
 from training_runtime.steps import Step
 
 STATE_FILE = STATE_DIR + "/state.json"
-
-DONE_MARKER = STATE_DIR + "/bootstrap.done"
 
 
 def inputs_digest(node: Node) -> str:

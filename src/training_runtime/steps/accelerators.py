@@ -30,6 +30,7 @@ from training_runtime.errors import StepFailed
 from training_runtime.files import file_matches, read_text, write_file
 from training_runtime.log import log
 from training_runtime.node import Node
+from training_runtime.paths import DCGM_BINARY, FI_INFO, NEURON_LS
 from training_runtime.run import CommandError, Result
 from training_runtime.steps import Step
 
@@ -112,7 +113,6 @@ against the ``VALIDSIG`` line gpg prints for the tarball's detached signature. A
 pinned per installer version (the EC2 guide lists them); the fingerprint holds across versions.
 """
 EFA_INSTALL_TIMEOUT_S = 3600.0
-FI_INFO = "/opt/amazon/efa/bin/fi_info"
 OFI_NCCL_DIRS = ("/opt/amazon/ofi-nccl", "/opt/aws-ofi-nccl")
 """Where the aws-ofi-nccl plugin lives: the EFA installer's location (1.39+), then older DLAMIs'."""
 PTRACE_SYSCTL_FILE = "/etc/sysctl.d/99-hyperpod-cdk-efa.conf"
@@ -296,7 +296,6 @@ FABRIC_MANAGER_SERVICE = "nvidia-fabricmanager"
 FABRIC_MANAGER_BINARY = "nv-fabricmanager"
 DCGM_PACKAGE = "datacenter-gpu-manager"
 DCGM_SERVICE = "nvidia-dcgm"
-DCGM_BINARY = "dcgmi"
 DRIVER_QUERY = ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]
 
 
@@ -431,7 +430,6 @@ NEURON_KEY_URL = NEURON_APT_URL + "/GPG-PUB-KEY-AMAZON-AWS-NEURON.PUB"
 NEURON_KEYRING = "/etc/apt/keyrings/neuron.asc"
 """ASCII-armoured, which apt reads directly when the file name ends in ``.asc`` (apt 1.4+): no gpg needed."""
 NEURON_SOURCES = "/etc/apt/sources.list.d/neuron.list"
-NEURON_LS = "/opt/aws/neuron/bin/neuron-ls"
 PGP_KEY_HEADER = "-----BEGIN PGP PUBLIC KEY BLOCK-----"
 
 

@@ -11,7 +11,8 @@ from typing import List, Sequence
 
 from training_runtime import services
 from training_runtime.files import read_text, write_file
-from training_runtime.node import STATE_DIR, Node
+from training_runtime.node import Node
+from training_runtime.paths import STATE_DIR
 from training_runtime.services import Daemon
 from training_runtime.steps import Step
 

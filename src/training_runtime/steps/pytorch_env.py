@@ -50,12 +50,12 @@ from training_runtime.files import ensure_dir, file_matches, read_text, write_fi
 from training_runtime.log import log
 from training_runtime.node import Node
 from training_runtime.options import PytorchOptions
+from training_runtime.paths import PYTORCH_ENV_VARIABLE as ENV_VARIABLE
 from training_runtime.retry import NotReady, RetryPolicy
 from training_runtime.run import CommandError
 from training_runtime.steps import Step
 
 PROFILE_SCRIPT = "/etc/profile.d/hyperpod-cdk-pytorch.sh"
-ENV_VARIABLE = "HYPERPOD_CDK_PYTORCH_ENV"
 MARKER = ".complete"
 PIP_TIMEOUT_S = 3600.0
 BUILD_WAIT = RetryPolicy(attempts=100000, base_s=5.0, cap_s=30.0, deadline_s=7200.0)

@@ -19,7 +19,8 @@ from training_runtime import services
 from training_runtime.errors import StepFailed
 from training_runtime.files import ensure_dir, file_matches, read_text, write_file
 from training_runtime.hardware import hardware_for
-from training_runtime.node import STATE_DIR, Node
+from training_runtime.node import Node
+from training_runtime.paths import STATE_DIR
 from training_runtime.render.cgroup_conf import render_cgroup_conf
 from training_runtime.render.gres_conf import render_gres_conf
 from training_runtime.render.slurm_conf import Partition, SlurmNode, SlurmSettings, render_slurm_conf

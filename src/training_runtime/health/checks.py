@@ -1,29 +1,10 @@
-"""Node health checks: what Slurm runs as ``HealthCheckProgram`` and ``Prolog`` on compute nodes.
-
-``python3 -m training_runtime health --periodic | --prolog | --report``
-
-Each check compares the node with what its facts (:mod:`training_runtime.facts`, written at bootstrap)
-say it should have, and returns ``ok``, ``skipped`` (the node is not expected to have that hardware, or
-the check cannot run and fails open) or ``failed``. Hardware the instance type does not have is skipped,
-never failed; expected hardware that is missing fails.
-
-A failure in ``--periodic`` or ``--prolog`` mode takes the node out of service itself (Slurm ignores the
-health program's exit status): on the generic platform a drain whose reason names the check
-(``hyperpod-cdk:<check>: <detail>``); on HyperPod, hardware faults ask HyperPod to reboot, and on a
-repeat replace, the node (``state=fail reason=Action:Reboot`` / ``Action:Replace``), other faults drain.
-A node drained by these checks is resumed when they pass again; a node drained or failed by anyone else
-is never touched. ``--report`` runs every check, prints the results and changes nothing.
-
-Everything has a deadline: Slurm kills a HealthCheckProgram after 60 s, and a hung GPU or file system
-must not hang the check, so the checks run in parallel threads and a check still running at the
-deadline counts as failed.
+"""The checks themselves: each compares the node with its facts and returns ok, skipped or failed.
 
 Runs on the node's system Python (3.8 and newer), so: stdlib only, ``typing`` generics.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -32,58 +13,30 @@ import socket
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from training_runtime.errors import InputError
-from training_runtime.facts import FactsError, NodeFacts, load_facts
+from training_runtime.facts import NodeFacts
 from training_runtime.files import mount_points
-from training_runtime.log import log
-from training_runtime.node import (
-    HYPERPOD,
-    RUNTIME_DIR_ON_SHARED,
-    SLURM_LAYOUTS,
-    STATE_DIR,
-    SYSTEM_PATH,
-    SlurmLayout,
-    which_under,
+from training_runtime.health.results import (
+    DCGM,
+    DISK,
+    EFA,
+    GPU,
+    NEURON,
+    PERIODIC,
+    SHARED_STORAGE,
+    CheckResult,
+    failed,
+    ok,
+    skipped,
 )
-from training_runtime.options import HealthOptions, parse_options
-from training_runtime.plan import DONE_MARKER
+from training_runtime.node import HYPERPOD, SLURM_LAYOUTS, SYSTEM_PATH, SlurmLayout, which_under
+from training_runtime.options import HealthOptions
+from training_runtime.paths import DCGM_BINARY, FI_INFO, NEURON_LS, RUNTIME_DIR_ON_SHARED
 from training_runtime.run import CommandError, Result, Runner
-from training_runtime.steps.accelerators import DCGM_BINARY, FI_INFO, NEURON_LS
 
-# --- vocabulary ------------------------------------------------------------------------------------
-
-GPU, DCGM, NEURON, EFA, SHARED_STORAGE, DISK = "gpu", "dcgm", "neuron", "efa", "shared-storage", "disk"
-CHECK_NAMES = (GPU, DCGM, NEURON, EFA, SHARED_STORAGE, DISK)
-"""The names drain reasons use (``hyperpod-cdk:<name>: ...``); a fixed vocabulary other tools may match."""
-
-OK, SKIPPED, FAILED = "ok", "skipped", "failed"
-
-DRAIN, REBOOT, REPLACE = "drain", "reboot", "replace"
-"""What a failure asks for on HyperPod (with ``on_hyperpod: recover``); the generic platform always drains."""
-SEVERITY = {DRAIN: 0, REBOOT: 1, REPLACE: 2}
-REMEDY = {GPU: REBOOT, DCGM: REBOOT, NEURON: REBOOT, EFA: REBOOT, SHARED_STORAGE: DRAIN, DISK: DRAIN}
-"""Count mismatches and DCGM failures are hardware faults a reboot often clears (HyperPod's own agent
-reboots on a GPU or Neuron count mismatch); one that comes back after our reboot is escalated to a
-replacement (:data:`ESCALATE_WITHIN_S`). Storage and disk faults are not the instance's: rebooting would
-not fix them and replacing would destroy the root volume, so they only drain."""
-HYPERPOD_REASONS = {REBOOT: "Action:Reboot", REPLACE: "Action:Replace"}
-"""The exact, case-sensitive reasons HyperPod acts on (AWS: "Manually replace or reboot a node using Slurm")."""
-ESCALATE_WITHIN_S = 24 * 3600
-"""A check that asked for a reboot fails again within this time: ask for a replacement instead."""
-
-PERIODIC, PROLOG, REPORT = "periodic", "prolog", "report"
-REASON_PREFIX = "hyperpod-cdk:"
-REASON_MAX = 200
-
-HEALTH_CONFIG = "/etc/hyperpod-cdk/health.json"
-"""The ``health`` runtime options as bootstrap wrote them (defaults when absent)."""
-LOG_FILE = "/var/log/hyperpod-cdk/health.log"
-RECOVERY_FILE = STATE_DIR + "/health-recovery.json"
-"""When each check last asked HyperPod for a reboot (survives the reboot; a replacement starts afresh)."""
 SLURMD_SPOOL = "/var/spool/slurmd"
 GIB = 1024**3
 DISK_SHARE = 0.05
@@ -110,39 +63,6 @@ os.unlink(path)
 """
 """Run in a child process: a write to a hung Lustre mount blocks in the kernel, and only a child can be
 abandoned at the deadline without keeping this program from exiting."""
-
-
-# --- results ---------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    name: str
-    status: str
-    detail: str = ""
-
-    @property
-    def failed(self) -> bool:
-        return self.status == FAILED
-
-    @property
-    def remedy(self) -> str:
-        return REMEDY[self.name]
-
-
-def ok(name: str, detail: str = "") -> CheckResult:
-    return CheckResult(name, OK, detail)
-
-
-def skipped(name: str, why: str) -> CheckResult:
-    return CheckResult(name, SKIPPED, why)
-
-
-def failed(name: str, detail: str) -> CheckResult:
-    return CheckResult(name, FAILED, detail)
-
-
-# --- context ---------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -463,241 +383,3 @@ def run_checks(ctx: Context, deadline_s: float = CHECKS_DEADLINE_S) -> List[Chec
     for thread in threads:
         thread.join(max(0.0, end - time.monotonic()))
     return [results.get(name) or failed(name, "no result within {:.0f} s".format(deadline_s)) for name, _ in CHECKS]
-
-
-# --- Slurm: the node's state and what to change ----------------------------------------------------
-
-
-@dataclass(frozen=True)
-class NodeState:
-    """The parts of ``scontrol show node`` the checks act on."""
-
-    state: str
-    reason: str = ""
-    comment: str = ""
-
-    @property
-    def flags(self) -> List[str]:
-        return self.state.upper().split("+")
-
-    @property
-    def drained(self) -> bool:
-        return "DRAIN" in self.flags
-
-    @property
-    def failing(self) -> bool:
-        return "FAIL" in self.flags
-
-    @property
-    def ours(self) -> bool:
-        return self.reason.startswith(REASON_PREFIX)
-
-
-def parse_node_state(text: str) -> Optional[NodeState]:
-    """From ``scontrol show node NAME`` (one key per line group, Reason and Comment on lines of their own)."""
-    state = re.search(r"(?:^|\s)State=(\S+)", text)
-    if state is None:
-        return None
-    reason = re.search(r"^\s*Reason=(.*?)(?:\s+\[[^\]]*\])?\s*$", text, re.MULTILINE)
-    comment = re.search(r"^\s*Comment=(.*?)\s*$", text, re.MULTILINE)
-    comment_text = comment.group(1) if comment else ""
-    return NodeState(
-        state=state.group(1),
-        reason=reason.group(1) if reason else "",
-        comment="" if comment_text == "(null)" else comment_text,
-    )
-
-
-def node_state(ctx: Context) -> Optional[NodeState]:
-    argv = [ctx.slurm.command("scontrol"), "show", "node", ctx.node_name]
-    result, why = _ran(ctx, argv, SCONTROL_TIMEOUT_S)
-    if result is None or not result.ok:
-        _event(ctx, "health_slurm_unreachable", node=ctx.node_name, error=why if result is None else _tail(result))
-        return None
-    return parse_node_state(result.stdout)
-
-
-def reason_for(failures: Sequence[CheckResult]) -> str:
-    """``hyperpod-cdk:<check>: <detail>`` for the first failure, naming any others; one line, short."""
-    first = failures[0]
-    others = [f.name for f in failures[1:]]
-    text = "{}{}: {}{}".format(
-        REASON_PREFIX, first.name, first.detail, " (also {})".format(",".join(others)) if others else ""
-    )
-    return " ".join(text.split())[:REASON_MAX]
-
-
-def worst(failures: Sequence[CheckResult]) -> List[CheckResult]:
-    """The failures, most severe remedy first (check order within a remedy)."""
-    return sorted(failures, key=lambda f: -SEVERITY[f.remedy])
-
-
-def _recoveries(ctx: Context) -> Dict[str, float]:
-    try:
-        data = json.loads(ctx.path(RECOVERY_FILE).read_text())
-    except (OSError, ValueError):
-        return {}
-    return {str(k): float(v) for k, v in data.items() if isinstance(v, (int, float))} if isinstance(data, dict) else {}
-
-
-def _remember_reboot(ctx: Context, check: str) -> None:
-    history = _recoveries(ctx)
-    history[check] = ctx.clock()
-    target = ctx.path(RECOVERY_FILE)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(json.dumps(history, sort_keys=True) + "\n")
-    except OSError as error:
-        _event(ctx, "health_state_unwritable", path=RECOVERY_FILE, error=str(error))
-
-
-def hyperpod_action(ctx: Context, check: CheckResult) -> Optional[str]:
-    """REBOOT or REPLACE when HyperPod should recover the node for this failure, else None (drain)."""
-    if not ctx.hyperpod or ctx.options.on_hyperpod != "recover" or check.remedy == DRAIN:
-        return None
-    if check.remedy == REBOOT:
-        last = _recoveries(ctx).get(check.name)
-        if last is not None and ctx.clock() - last < ESCALATE_WITHIN_S:
-            return REPLACE
-    return check.remedy
-
-
-def plan_actions(ctx: Context, results: Sequence[CheckResult], current: NodeState) -> List[List[str]]:
-    """The scontrol commands that bring the node's Slurm state in line with ``results``.
-
-    Never touches a node that is failing (HyperPod's recovery is under way: AWS says not to change its
-    state then), or one drained for a reason that is not ours.
-    """
-    scontrol = ctx.slurm.command("scontrol")
-    node = "nodename=" + ctx.node_name
-    failures = worst([r for r in results if r.failed])
-    if current.failing or current.reason.startswith("Action:"):
-        return []
-    if not failures:
-        commands = []
-        if ctx.mode == PERIODIC and current.drained and current.ours:
-            commands.append([scontrol, "update", node, "state=resume"])
-        if current.comment.startswith(REASON_PREFIX):
-            commands.append([scontrol, "update", node, "comment="])
-        return commands
-    if current.drained and not current.ours:
-        return []
-    reason = reason_for(failures)
-    action = hyperpod_action(ctx, failures[0])
-    if action is not None:
-        return [
-            [scontrol, "update", node, "comment=" + reason],
-            [scontrol, "update", node, "state=fail", "reason=" + HYPERPOD_REASONS[action]],
-        ]
-    same_check = current.reason.split(":")[:2] == reason.split(":")[:2]
-    if current.drained and same_check:
-        return []
-    return [[scontrol, "update", node, "state=drain", "reason=" + reason]]
-
-
-def apply_actions(ctx: Context, results: Sequence[CheckResult]) -> None:
-    """Query the node's state and change it where :func:`plan_actions` says; logs every command."""
-    current = node_state(ctx)
-    if current is None:
-        return
-    for argv in plan_actions(ctx, results, current):
-        if "reason=" + HYPERPOD_REASONS[REBOOT] in argv:
-            _remember_reboot(ctx, worst([r for r in results if r.failed])[0].name)
-        result, why = _ran(ctx, argv, SCONTROL_TIMEOUT_S)
-        _event(
-            ctx,
-            "health_action",
-            node=ctx.node_name,
-            argv=argv,
-            ok=bool(result and result.ok),
-            error=why or ("" if result is None or result.ok else _tail(result)),
-        )
-
-
-# --- logging and the command line ------------------------------------------------------------------
-
-
-def _event(ctx: Context, event: str, **fields: Any) -> None:
-    """One JSON line on stdout (not in report mode) and in :data:`LOG_FILE` (best effort: the disk may
-    be the thing that is full)."""
-    record: Dict[str, Any] = {"ts": round(time.time(), 3), "event": event}
-    record.update(fields)
-    line = json.dumps(record, sort_keys=True, default=str) + "\n"
-    if ctx.mode != REPORT:
-        sys.stdout.write(line)
-        sys.stdout.flush()
-    try:
-        target = ctx.path(LOG_FILE)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with open(str(target), "a") as handle:
-            handle.write(line)
-    except OSError:
-        pass
-
-
-def load_health_options(root: Path) -> HealthOptions:
-    """The options bootstrap wrote to :data:`HEALTH_CONFIG`; the defaults when there is none."""
-    try:
-        raw = json.loads((root / HEALTH_CONFIG.lstrip("/")).read_text())
-    except (OSError, ValueError):
-        return HealthOptions()
-    try:
-        return parse_options({"health": raw}).health
-    except InputError:
-        return HealthOptions()
-
-
-def check(ctx: Context) -> Tuple[List[CheckResult], int]:
-    """Run the checks for ``ctx.mode`` and act on them; returns the results and the exit status."""
-    if ctx.mode == PERIODIC and not ctx.path(DONE_MARKER).exists():
-        _event(ctx, "health_skipped", node=ctx.node_name, why="bootstrap has not finished on this node")
-        return [], 0
-    results = run_checks(ctx)
-    failures = [r for r in results if r.failed]
-    _event(
-        ctx,
-        "health",
-        mode=ctx.mode,
-        node=ctx.node_name,
-        failed=[r.name for r in failures],
-        results={r.name: {"status": r.status, "detail": r.detail} for r in results},
-    )
-    if ctx.mode == PERIODIC or (ctx.mode == PROLOG and failures):
-        apply_actions(ctx, results)
-    if ctx.mode == PERIODIC:
-        return results, 0
-    return results, 1 if failures else 0
-
-
-def main(argv: List[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m training_runtime health")
-    modes = parser.add_mutually_exclusive_group(required=True)
-    modes.add_argument("--periodic", dest="mode", action="store_const", const=PERIODIC, help="HealthCheckProgram")
-    modes.add_argument("--prolog", dest="mode", action="store_const", const=PROLOG, help="Slurm Prolog")
-    modes.add_argument("--report", dest="mode", action="store_const", const=REPORT, help="print; change nothing")
-    parser.add_argument("--json", action="store_true", help="--report: one JSON object per check")
-    parser.add_argument("--root", type=Path, default=Path("/"), help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    os.environ.setdefault("PATH", SYSTEM_PATH)
-    try:
-        facts = load_facts(args.root)
-    except FactsError as error:
-        if args.mode == REPORT:
-            sys.stderr.write("hyperpod-cdk health: {}\n".format(error))
-            return 2
-        # Not a node this runtime bootstrapped: never fail its jobs or drain it.
-        log("health_skipped", why=str(error))
-        return 0
-    ctx = Context(facts=facts, options=load_health_options(args.root), mode=args.mode, root=args.root)
-    results, status = check(ctx)
-    if args.mode == REPORT:
-        for result in results:
-            if args.json:
-                print(json.dumps(asdict(result), sort_keys=True))
-            else:
-                print("{:<16} {:<8} {}".format(result.name, result.status, result.detail))
-    return status
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,58 @@
+"""What a health check found, and the fixed vocabulary of checks, statuses and remedies.
+
+Runs on the node's system Python (3.8 and newer), so: stdlib only, ``typing`` generics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GPU, DCGM, NEURON, EFA, SHARED_STORAGE, DISK = "gpu", "dcgm", "neuron", "efa", "shared-storage", "disk"
+CHECK_NAMES = (GPU, DCGM, NEURON, EFA, SHARED_STORAGE, DISK)
+"""The names drain reasons use (``hyperpod-cdk:<name>: ...``); a fixed vocabulary other tools may match."""
+
+OK, SKIPPED, FAILED = "ok", "skipped", "failed"
+
+DRAIN, REBOOT, REPLACE = "drain", "reboot", "replace"
+"""What a failure asks for on HyperPod (with ``on_hyperpod: recover``); the generic platform always drains."""
+SEVERITY = {DRAIN: 0, REBOOT: 1, REPLACE: 2}
+REMEDY = {GPU: REBOOT, DCGM: REBOOT, NEURON: REBOOT, EFA: REBOOT, SHARED_STORAGE: DRAIN, DISK: DRAIN}
+"""Count mismatches and DCGM failures are hardware faults a reboot often clears (HyperPod's own agent
+reboots on a GPU or Neuron count mismatch); one that comes back after our reboot is escalated to a
+replacement (:data:`ESCALATE_WITHIN_S`). Storage and disk faults are not the instance's: rebooting would
+not fix them and replacing would destroy the root volume, so they only drain."""
+HYPERPOD_REASONS = {REBOOT: "Action:Reboot", REPLACE: "Action:Replace"}
+"""The exact, case-sensitive reasons HyperPod acts on (AWS: "Manually replace or reboot a node using Slurm")."""
+ESCALATE_WITHIN_S = 24 * 3600
+"""A check that asked for a reboot fails again within this time: ask for a replacement instead."""
+
+PERIODIC, PROLOG, REPORT = "periodic", "prolog", "report"
+REASON_PREFIX = "hyperpod-cdk:"
+REASON_MAX = 200
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    status: str
+    detail: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.status == FAILED
+
+    @property
+    def remedy(self) -> str:
+        return REMEDY[self.name]
+
+
+def ok(name: str, detail: str = "") -> CheckResult:
+    return CheckResult(name, OK, detail)
+
+
+def skipped(name: str, why: str) -> CheckResult:
+    return CheckResult(name, SKIPPED, why)
+
+
+def failed(name: str, detail: str) -> CheckResult:
+    return CheckResult(name, FAILED, detail)

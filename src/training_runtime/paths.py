@@ -1,0 +1,23 @@
+"""Where things live on a node: the bottom layer that bootstrap steps and job-time tools both import.
+
+The launcher, the health checks and the checkpoint helpers run long after bootstrap, so they must not
+import bootstrap machinery (``plan``, ``steps``, ``apt``) for a path or a program name: those facts live
+here, once. Runs on the node's system Python (3.8 and newer): stdlib only.
+"""
+
+from __future__ import annotations
+
+STATE_DIR = "/var/lib/hyperpod-cdk"
+"""Per-node state: step results, the done marker, generated secrets (root only)."""
+DONE_MARKER = STATE_DIR + "/bootstrap.done"
+"""Written last by a bootstrap that converged; removed first by the next run."""
+RUNTIME_DIR_ON_SHARED = ".hyperpod-cdk"
+"""Directory on the shared file system for cluster-wide state (munge key, environments, locks)."""
+
+FI_INFO = "/opt/amazon/efa/bin/fi_info"
+"""libfabric's probe, as the EFA installer puts it."""
+NEURON_LS = "/opt/aws/neuron/bin/neuron-ls"
+DCGM_BINARY = "dcgmi"
+
+PYTORCH_ENV_VARIABLE = "HYPERPOD_CDK_PYTORCH_ENV"
+"""Names the cluster's PyTorch environment in login shells (set by the profile script bootstrap writes)."""

@@ -1,0 +1,28 @@
+"""Job-time tools (health checks, launcher, checkpoints) never import bootstrap machinery.
+
+They run in every job's prolog and launch, long after bootstrap; importing ``plan``, ``steps`` or ``apt``
+would slow every job and couple them to code that may change a node.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+BOOTSTRAP = ("training_runtime.plan", "training_runtime.steps", "training_runtime.apt")
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["training_runtime.health", "training_runtime.launch", "training_runtime.checkpoint", "training_runtime.paths"],
+)
+def test_job_time_tools_do_not_load_bootstrap_machinery(module: str) -> None:
+    probe = f"import sys, {module}\nprint('\\n'.join(m for m in sys.modules if m.startswith({BOOTSTRAP!r})))"
+    result = subprocess.run(
+        [sys.executable, "-c", probe], env={"PYTHONPATH": str(SRC)}, capture_output=True, text=True, check=True
+    )
+    assert result.stdout.split() == [], f"{module} imports bootstrap modules"
