@@ -12,27 +12,23 @@ import pytest
 
 from runtime_fakes import RecordingRunner, fake_node, touch
 from training_runtime.accelerators import Accelerators, detect, detection_warnings
-from training_runtime.apt import APT_OPTIONS
+from training_runtime.apt import APT_OPTIONS, version_matches
 from training_runtime.errors import StepFailed
 from training_runtime.node import Node
 from training_runtime.params import GroupSpec
+from training_runtime.paths import FI_INFO, NEURON_LS
 from training_runtime.run import Result
-from training_runtime.steps.accelerators import (
+from training_runtime.steps.accelerators import accelerator_steps
+from training_runtime.steps.efa import (
     EFA_KEY_FINGERPRINT,
-    FI_INFO,
-    NEURON_KEYRING,
-    NEURON_LS,
-    NEURON_SOURCES,
     PTRACE_PROC,
     PTRACE_SYSCTL,
     PTRACE_SYSCTL_FILE,
     EfaSoftware,
-    NeuronSoftware,
-    NvidiaSoftware,
-    accelerator_steps,
     signed_by,
-    version_matches,
 )
+from training_runtime.steps.neuron import NEURON_KEYRING, NEURON_SOURCES, NeuronSoftware
+from training_runtime.steps.nvidia import NvidiaSoftware
 
 # --- fakes -----------------------------------------------------------------------------------------
 

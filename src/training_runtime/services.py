@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
+from training_runtime.errors import StepFailed
 from training_runtime.files import ensure_dir, read_text
 from training_runtime.node import Node
 from training_runtime.retry import NotReady
@@ -36,7 +37,7 @@ def pid(node: Node, daemon: Daemon) -> Optional[int]:
 
 def is_running(node: Node, daemon: Daemon) -> bool:
     if node.has_systemd:
-        return node.run(["systemctl", "is-active", "--quiet", daemon.unit], check=False).ok
+        return unit_active(node, daemon.unit)
     return pid(node, daemon) is not None
 
 
@@ -79,3 +80,25 @@ def _wait(node: Node, daemon: Daemon, running: bool) -> None:
             raise NotReady("{} is {}".format(daemon.name, "not running yet" if running else "still running"))
 
     node.host.daemon_wait.call(check, what="{} {}".format(daemon.name, "start" if running else "stop"))
+
+
+# --- systemd units ------------------------------------------------------------------------------------
+
+
+def unit_active(node: Node, unit: str) -> bool:
+    """Whether systemd reports ``unit`` active (``systemctl is-active``); the node must have systemd."""
+    return node.run(["systemctl", "is-active", "--quiet", unit], check=False, timeout=60).ok
+
+
+def unit_enabled(node: Node, unit: str) -> bool:
+    return node.run(["systemctl", "is-enabled", "--quiet", unit], check=False, timeout=60).ok
+
+
+def start_unit(node: Node, unit: str) -> None:
+    """Enable and start ``unit``; StepFailed with systemd's status when it does not stay active."""
+    node.run(["systemctl", "enable", "--now", unit], timeout=300)
+    if not unit_active(node, unit):
+        status = node.run(["systemctl", "status", "--no-pager", unit], check=False, timeout=60)
+        raise StepFailed(
+            "{} did not stay active after systemctl enable --now: {}".format(unit, status.stdout.strip()[-1500:])
+        )

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime import options as runtime_options
+from training_runtime import pins
 from training_runtime.problems import Problem
-from training_runtime.steps import pytorch_env
 from training_runtime.users import USER_RULES, users_problems
 
 rule = REGISTRY.rule
@@ -84,14 +84,14 @@ def pytorch_on_trainium(view: ClusterView) -> Iterator[Problem]:
         return
     series = ".".join(options.pytorch.version.split(".")[:2])
     trainium = _trainium_groups(view)
-    if trainium and series != pytorch_env.NEURON_TORCH_SERIES:
+    if trainium and series != pins.NEURON_TORCH_SERIES:
         yield Problem(
             view.path("runtime", "pytorch.version"),
-            f"Trainium groups {', '.join(trainium)} need PyTorch {pytorch_env.NEURON_TORCH_SERIES}.x: the pinned "
-            f"torch-neuronx ({pytorch_env.TORCH_NEURONX}) runs on it, the last PyTorch/XLA line Neuron supports "
+            f"Trainium groups {', '.join(trainium)} need PyTorch {pins.NEURON_TORCH_SERIES}.x: the pinned "
+            f"torch-neuronx ({pins.TORCH_NEURONX}) runs on it, the last PyTorch/XLA line Neuron supports "
             "for training",
             got=options.pytorch.version,
-            fix=f"set runtime.pytorch.version to {pytorch_env.NEURON_TORCH_SERIES}.0",
+            fix=f"set runtime.pytorch.version to {pins.NEURON_TORCH_SERIES}.0",
         )
 
 
@@ -117,14 +117,14 @@ def smddp(view: ClusterView) -> Iterator[Problem]:
             fix="set smddp: false",
         )
     compute_types = {g.instance_type for g in view.compute_groups}
-    if compute_types and not compute_types & set(pytorch_env.SMDDP_INSTANCE_TYPES):
+    if compute_types and not compute_types & set(pins.SMDDP_INSTANCE_TYPES):
         yield Problem(
             where,
-            f"SMDDP's collectives run only on {', '.join(pytorch_env.SMDDP_INSTANCE_TYPES)}; no compute group has one",
+            f"SMDDP's collectives run only on {', '.join(pins.SMDDP_INSTANCE_TYPES)}; no compute group has one",
             got=True,
             fix="use p4d/p4de compute groups, or set smddp: false",
         )
-    versions = sorted({w.torch for w in pytorch_env.SMDDP_WHEELS})
+    versions = sorted({w.torch for w in pins.SMDDP_WHEELS})
     if options.pytorch.version not in versions:
         yield Problem(
             where,

@@ -15,6 +15,7 @@ import json
 from dataclasses import asdict
 from typing import List, Tuple
 
+from training_runtime import services
 from training_runtime.facts import BIN_DIR
 from training_runtime.files import file_matches, write_file
 from training_runtime.health import HEALTH_CONFIG, PERIODIC, PROLOG
@@ -82,8 +83,7 @@ class HealthPrograms(Step):
         return [path for path, content, mode in self.files(node) if not file_matches(node, path, content, mode)]
 
     def timer_running(self, node: Node) -> bool:
-        enabled = node.run(["systemctl", "is-enabled", "--quiet", TIMER], check=False, timeout=60).ok
-        return enabled and node.run(["systemctl", "is-active", "--quiet", TIMER], check=False, timeout=60).ok
+        return services.unit_enabled(node, TIMER) and services.unit_active(node, TIMER)
 
     def needed(self, node: Node) -> bool:
         return bool(self.stale(node)) or (self.uses_timer(node) and not self.timer_running(node))

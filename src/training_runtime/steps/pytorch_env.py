@@ -42,7 +42,7 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
 from training_runtime.accelerators import detect
 from training_runtime.errors import StepFailed
@@ -51,6 +51,14 @@ from training_runtime.log import log
 from training_runtime.node import Node
 from training_runtime.options import PytorchOptions
 from training_runtime.paths import PYTORCH_ENV_VARIABLE as ENV_VARIABLE
+from training_runtime.pins import (
+    NEURON_PIP_INDEX,
+    NEURON_PYTHONS,
+    NEURONX_CC,
+    SMDDP_WHEELS,
+    TORCH_NEURONX,
+    SmddpWheel,
+)
 from training_runtime.retry import NotReady, RetryPolicy
 from training_runtime.run import CommandError
 from training_runtime.steps import Step
@@ -63,73 +71,6 @@ BUILD_WAIT = RetryPolicy(attempts=100000, base_s=5.0, cap_s=30.0, deadline_s=720
 
 NEURON = "neuron"
 DEFAULT = "default"
-
-# --- Neuron (Trainium) stack: Neuron SDK 2.28.1, see steps/accelerators.py NEURON_RELEASE --------------
-NEURON_PIP_INDEX = "https://pip.repos.neuron.amazonaws.com"
-TORCH_NEURONX = "torch-neuronx==2.9.0.2.12.22436"
-NEURONX_CC = "neuronx-cc==2.23.6484.0"
-NEURON_TORCH_SERIES = "2.9"
-"""torch-neuronx 2.9.0.x runs on PyTorch 2.9; the last PyTorch/XLA line that Neuron supports for training."""
-NEURON_PYTHONS = ("3.10", "3.11", "3.12")
-"""Python versions the pinned torch-neuronx and neuronx-cc wheels exist for (Neuron 2.28.1 manifest)."""
-
-# --- SMP v2 / SMDDP ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SmddpWheel:
-    torch: str
-    cuda: str
-    """The CUDA build of torch the wheel is compiled against (``cu121``)."""
-    python: str
-    url: str
-    pypi_matches: bool
-    """Whether PyPI's own torch wheel of this version is that CUDA build (so no index_url is needed)."""
-
-
-SMDDP_INSTANCE_TYPES = ("ml.p4d.24xlarge", "ml.p4de.24xlarge")
-"""SMDDP's AllGather/AllReduce run only on these; 2.3.0 and later refuse to load elsewhere."""
-_SMDDP = "https://smdataparallel.s3.amazonaws.com/binary/pytorch"
-SMDDP_WHEELS: Tuple[SmddpWheel, ...] = (
-    # From the SageMaker developer guide, "Supported frameworks, AWS Regions, and instances types" (SMDDP)
-    # and the SMDDP release notes. SMDDP's AllGather/AllReduce run only on p4d/p4de (ml.p4d.24xlarge,
-    # ml.p4de.24xlarge); 2.3.0 and later refuse to load on other instance types.
-    SmddpWheel(
-        "2.4.1",
-        "cu121",
-        "3.11",
-        _SMDDP + "/2.4.1/cu121/2024-10-09/smdistributed_dataparallel-2.5.0-cp311-cp311-linux_x86_64.whl",
-        True,
-    ),
-    SmddpWheel(
-        "2.3.0",
-        "cu121",
-        "3.11",
-        _SMDDP + "/2.3.0/cu121/2024-05-23/smdistributed_dataparallel-2.3.0-cp311-cp311-linux_x86_64.whl",
-        True,
-    ),
-    SmddpWheel(
-        "2.2.0",
-        "cu121",
-        "3.10",
-        _SMDDP + "/2.2.0/cu121/2024-03-04/smdistributed_dataparallel-2.2.0-cp310-cp310-linux_x86_64.whl",
-        True,
-    ),
-    SmddpWheel(
-        "2.1.0",
-        "cu121",
-        "3.10",
-        _SMDDP + "/2.1.0/cu121/2024-02-04/smdistributed_dataparallel-2.1.0-cp310-cp310-linux_x86_64.whl",
-        True,
-    ),
-    SmddpWheel(
-        "2.0.1",
-        "cu118",
-        "3.10",
-        _SMDDP + "/2.0.1/cu118/2023-12-07/smdistributed_dataparallel-2.0.2-cp310-cp310-linux_x86_64.whl",
-        False,
-    ),
-)
 
 _PYTHON_NAME = re.compile(r"^python(\d+\.\d+)$")
 _CUDA_INDEX = re.compile(r"^(cu\d+|cpu|rocm[\d.]+)$")

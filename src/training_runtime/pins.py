@@ -1,0 +1,104 @@
+"""Every pinned version of outside software the runtime installs, in one place.
+
+Moving a cluster forward means changing a line here (and the tests that pin the same figures on purpose,
+as an independent transcription). Runs on the node's system Python (3.8 and newer): stdlib only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Tuple
+
+# --- EFA ---------------------------------------------------------------------------------------------
+EFA_INSTALLER_VERSION = "1.47.0"
+"""The EFA installer every node installs when its EFA software is missing or broken.
+
+1.47.0 is what awsome-distributed-training's nccl-tests image pinned at the time of writing (with NCCL
+2.29.3); it bundles aws-ofi-nccl (shipped inside the installer since 1.39, under /opt/amazon/ofi-nccl).
+Avoid 1.40.0 with debug packages (aws/aws-ofi-nccl#872); 1.50+ bundles the EFA-GDA plugin.
+"""
+
+# --- Neuron system packages (apt) ---------------------------------------------------------------------
+NEURON_RELEASE = "2.28.1"
+"""The Neuron SDK release whose system packages are pinned (versions from the SDK's own release manifest,
+``src/helperscripts/n2-manifest.json`` in aws-neuron/aws-neuron-sdk).
+
+Why not the newest: Neuron 2.30 dropped PyTorch/XLA *training* ("PyTorch 2.9 was the last version based
+on the PyTorch/XLA backend for training"), and the end-of-support notice for NxD Training names 2.28 as
+its last release - the two notices disagree by one release, so this takes the older. Trn1 has no
+successor stack (the native "TorchNeuron" backend targets Trn2/Trn3, and was a private beta), so trn1
+training stays on this last XLA-capable release. Its PyTorch stack is pinned below.
+"""
+NEURON_PACKAGES: Tuple[Tuple[str, str], ...] = (
+    ("aws-neuronx-dkms", "2.26.10.0"),
+    ("aws-neuronx-collectives", "2.30.59.0"),
+    ("aws-neuronx-runtime-lib", "2.30.51.0"),
+    ("aws-neuronx-tools", "2.28.23.0"),
+)
+
+# --- Neuron PyTorch stack (pip): Neuron SDK 2.28.1, the release above ----------------------------------
+NEURON_PIP_INDEX = "https://pip.repos.neuron.amazonaws.com"
+TORCH_NEURONX = "torch-neuronx==2.9.0.2.12.22436"
+NEURONX_CC = "neuronx-cc==2.23.6484.0"
+NEURON_TORCH_SERIES = "2.9"
+"""torch-neuronx 2.9.0.x runs on PyTorch 2.9; the last PyTorch/XLA line that Neuron supports for training."""
+NEURON_PYTHONS = ("3.10", "3.11", "3.12")
+"""Python versions the pinned torch-neuronx and neuronx-cc wheels exist for (Neuron 2.28.1 manifest)."""
+
+# --- SMDDP wheels (pip) -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SmddpWheel:
+    torch: str
+    cuda: str
+    """The CUDA build of torch the wheel is compiled against (``cu121``)."""
+    python: str
+    url: str
+    pypi_matches: bool
+    """Whether PyPI's own torch wheel of this version is that CUDA build (so no index_url is needed)."""
+
+
+SMDDP_INSTANCE_TYPES = ("ml.p4d.24xlarge", "ml.p4de.24xlarge")
+"""SMDDP's AllGather/AllReduce run only on these; 2.3.0 and later refuse to load elsewhere."""
+_SMDDP = "https://smdataparallel.s3.amazonaws.com/binary/pytorch"
+SMDDP_WHEELS: Tuple[SmddpWheel, ...] = (
+    # From the SageMaker developer guide, "Supported frameworks, AWS Regions, and instances types" (SMDDP)
+    # and the SMDDP release notes. SMDDP's AllGather/AllReduce run only on p4d/p4de (ml.p4d.24xlarge,
+    # ml.p4de.24xlarge); 2.3.0 and later refuse to load on other instance types.
+    SmddpWheel(
+        "2.4.1",
+        "cu121",
+        "3.11",
+        _SMDDP + "/2.4.1/cu121/2024-10-09/smdistributed_dataparallel-2.5.0-cp311-cp311-linux_x86_64.whl",
+        True,
+    ),
+    SmddpWheel(
+        "2.3.0",
+        "cu121",
+        "3.11",
+        _SMDDP + "/2.3.0/cu121/2024-05-23/smdistributed_dataparallel-2.3.0-cp311-cp311-linux_x86_64.whl",
+        True,
+    ),
+    SmddpWheel(
+        "2.2.0",
+        "cu121",
+        "3.10",
+        _SMDDP + "/2.2.0/cu121/2024-03-04/smdistributed_dataparallel-2.2.0-cp310-cp310-linux_x86_64.whl",
+        True,
+    ),
+    SmddpWheel(
+        "2.1.0",
+        "cu121",
+        "3.10",
+        _SMDDP + "/2.1.0/cu121/2024-02-04/smdistributed_dataparallel-2.1.0-cp310-cp310-linux_x86_64.whl",
+        True,
+    ),
+    SmddpWheel(
+        "2.0.1",
+        "cu118",
+        "3.10",
+        _SMDDP + "/2.0.1/cu118/2023-12-07/smdistributed_dataparallel-2.0.2-cp310-cp310-linux_x86_64.whl",
+        False,
+    ),
+)
