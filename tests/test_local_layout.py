@@ -239,3 +239,26 @@ def test_up_needs_root_and_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     with pytest.raises(NamespaceError, match="needs root"):
         LocalCluster.up(ROOT / "examples" / "cpu-cluster.yaml", tmp_path / "work")
     assert not (tmp_path / "work").exists()
+
+
+def test_the_local_cluster_renders_its_fast_failure_detection_through_the_real_step(tmp_path: Path) -> None:
+    """What the emulation's nodes get in slurm.conf: the overlay's timings, rendered by steps.slurm itself."""
+    from runtime_fakes import FakeHost
+    from training_runtime.node import Node
+    from training_runtime.steps.slurm import rendered_files
+
+    config = load_config(Path(__file__).resolve().parent.parent / "examples" / "cpu-cluster.yaml")
+    layout = plan_layout(config)
+    resources = ResourceConfig.from_json(resource_config(layout))
+    params = parameters(config, cpus=2)
+    controller = resources.instances(params.controller_group)[0]
+    group = params.group(params.controller_group)
+    assert group is not None
+    node = Node(params, resources, group, controller, tmp_path / "assets", root=tmp_path, host=FakeHost("c"))
+    [slurm_conf] = [text for path, text, _, _ in rendered_files(node) if path.endswith("/slurm.conf")]
+    lines = set(slurm_conf.splitlines())
+    options = EMULATION_SLURM_OPTIONS
+    assert f"SlurmdTimeout={options['slurmd_timeout']}" in lines
+    assert f"MessageTimeout={options['message_timeout']}" in lines
+    assert f"AuthInfo=cred_expire={options['cred_expire']}" in lines
+    assert any(line.startswith(f"SchedulerParameters=sched_interval={options['sched_interval']},") for line in lines)

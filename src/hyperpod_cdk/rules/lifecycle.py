@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterator
 
 from hyperpod_cdk.rules.registry import REGISTRY
-from hyperpod_cdk.rules.storage import bucket_name_problem
+from hyperpod_cdk.rules.repositories import bucket_name_problem
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime.problems import WARNING, Problem
 

@@ -6,7 +6,6 @@ import re
 from collections.abc import Iterator
 
 from hyperpod_cdk import instance_catalog
-from hyperpod_cdk.model import pascal_case
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime.problems import WARNING, Problem
@@ -15,8 +14,6 @@ PERSISTENT_THROUGHPUTS = {"PERSISTENT_2": (125, 250, 500, 1000), "PERSISTENT_1":
 """Per-unit storage throughput (MB/s/TiB) on SSD, by deployment type (FSx CreateFileSystem API)."""
 DEFAULT_THROUGHPUT = 250
 METADATA_IOPS = (1500, 3000, 6000, 12000, *range(24000, 192001, 12000))
-MAX_DATA_REPOSITORIES = 8
-MAX_CHUNK_MIB = 512000
 NEW_FILE_SYSTEM_FIELDS = (
     "storage_capacity_gib",
     "deployment_type",
@@ -27,10 +24,6 @@ NEW_FILE_SYSTEM_FIELDS = (
     "metadata_iops",
 )
 """What only a new file system takes; an adopted one keeps its own."""
-FS_PATH = re.compile(r"^/[^\x00\r\n]*$")
-S3_PREFIX = re.compile(r"^[a-zA-Z0-9!_.*'()/-]*$")
-BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
-REPOSITORY_NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9-]{0,62}$")
 FILE_SYSTEM_ID = re.compile(r"^fs-[0-9a-f]{8,}$")
 MOUNT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,8}$")
 SECURITY_GROUP_ID = re.compile(r"^sg-([0-9a-f]{8}|[0-9a-f]{17})$")
@@ -264,186 +257,3 @@ def storage_replaces(view: ClusterView) -> Iterator[Problem]:
             "retained or deleted by removal_policy)",
             fix="copy the data first, or keep the deployed settings",
         )
-
-
-# --- data repository associations -------------------------------------------------------------------
-def _repositories(view: ClusterView) -> list:  # type: ignore[type-arg]
-    return list(view.storage.data_repositories) if view.storage is not None else []
-
-
-def _dra(view: ClusterView, index: int, field: str = "") -> str:
-    return _at(view, f"data_repositories[{index}]" + (f".{field}" if field else ""))
-
-
-@rule("DRA-SUPPORTED", "storage", "storage.data_repositories", source="FSx CreateDataRepositoryAssociation")
-def dra_supported(view: ClusterView) -> Iterator[Problem]:
-    """Associations need Lustre 2.12 or 2.15, not SCRATCH_1, and a file system holds at most 8."""
-    storage = view.storage
-    repositories = _repositories(view)
-    if storage is None or not repositories:
-        return
-    if len(repositories) > MAX_DATA_REPOSITORIES:
-        yield Problem(
-            _at(view, "data_repositories"),
-            f"a file system has at most {MAX_DATA_REPOSITORIES} associations",
-            got=len(repositories),
-        )
-    if _new(view) and (storage.deployment_type == "SCRATCH_1" or storage.file_system_type_version == "2.10"):
-        yield Problem(
-            _at(view, "data_repositories"),
-            f"data repository associations need Lustre 2.12 or 2.15 and not SCRATCH_1 (got "
-            f"{storage.deployment_type}, {storage.file_system_type_version})",
-        )
-
-
-@rule("DRA-NAME", "storage", "storage.data_repositories[*].name", source="hyperpod-cdk (logical IDs)")
-def dra_names(view: ClusterView) -> Iterator[Problem]:
-    """An association's name is a letter then letters, digits or hyphens, unique (its logical ID derives from it)."""
-    seen: dict[str, int] = {}
-    for index, repository in enumerate(_repositories(view)):
-        name = repository.name
-        key = pascal_case(str(name))
-        if not REPOSITORY_NAME.match(str(name)):
-            yield Problem(_dra(view, index, "name"), "use a letter then letters, digits or hyphens", got=name)
-        elif key in seen:
-            yield Problem(
-                _dra(view, index, "name"),
-                f"repeats data_repositories[{seen[key]}].name (logical IDs would collide)",
-                got=name,
-            )
-        seen.setdefault(key, index)
-
-
-@rule(
-    "DRA-PATH",
-    "storage",
-    "storage.data_repositories[*].file_system_path",
-    source="FSx CreateDataRepositoryAssociation: FileSystemPath",
-)
-def dra_paths(view: ClusterView) -> Iterator[Problem]:
-    """File-system paths are absolute, disjoint, and '/' only when it is the sole association."""
-    repositories = _repositories(view)
-    paths: list[tuple[int, str]] = []
-    for index, repository in enumerate(repositories):
-        path = repository.file_system_path
-        if not view.concrete(path):
-            continue
-        if not FS_PATH.match(path):
-            yield Problem(_dra(view, index, "file_system_path"), "expected an absolute path like /datasets", got=path)
-        else:
-            paths.append((index, path.rstrip("/") + "/"))
-    for i, (a_index, a) in enumerate(paths):
-        for b_index, b in paths[i + 1 :]:
-            if a.startswith(b) or b.startswith(a):
-                yield Problem(
-                    _dra(view, b_index, "file_system_path"),
-                    f"{b.rstrip('/') or '/'} overlaps data_repositories[{a_index}].file_system_path "
-                    f"{a.rstrip('/') or '/'}; associations need disjoint directories",
-                )
-
-
-@rule(
-    "DRA-BUCKET",
-    "storage",
-    "storage.data_repositories[*].{bucket_name,bucket_prefix}",
-    source="Amazon S3 bucket naming rules; FSx DataRepositoryPath",
-)
-def dra_buckets(view: ClusterView) -> Iterator[Problem]:
-    """Bucket names follow S3's naming rules, prefixes use S3-safe characters, and each bucket/prefix is linked once."""
-    seen: dict[tuple[str, str], int] = {}
-    for index, repository in enumerate(_repositories(view)):
-        bucket, prefix = repository.bucket_name, repository.bucket_prefix
-        if view.concrete(bucket):
-            problem = bucket_name_problem(bucket)
-            if problem:
-                yield Problem(_dra(view, index, "bucket_name"), problem, got=bucket)
-        if view.concrete(prefix) and not S3_PREFIX.match(prefix):
-            yield Problem(
-                _dra(view, index, "bucket_prefix"),
-                "use S3-safe characters (letters, digits, ! _ . * ' ( ) / -)",
-                got=prefix,
-            )
-        if view.concrete(bucket) and view.concrete(prefix):
-            key = (bucket, prefix.strip("/"))
-            if key in seen:
-                yield Problem(
-                    _dra(view, index, "bucket_prefix"),
-                    f"s3://{bucket}/{key[1]} is already linked by data_repositories[{seen[key]}]; each association "
-                    "needs its own bucket or prefix",
-                )
-            seen.setdefault(key, index)
-
-
-def bucket_name_problem(name: str) -> str:
-    """What is wrong with an S3 bucket name, or ''."""
-    if not BUCKET_NAME.match(name):
-        return (
-            "a bucket name is 3-63 lower-case letters, digits, dots and hyphens, starting and ending with a letter "
-            "or digit"
-        )
-    if ".." in name or re.match(r"^\d+\.\d+\.\d+\.\d+$", name):
-        return "a bucket name has no two adjacent dots and is not an IP address"
-    if name.startswith(("xn--", "sthree-", "amzn-s3-demo-")) or name.endswith(("-s3alias", "--ol-s3", "--x-s3")):
-        return "a bucket name may not use S3's reserved prefixes (xn--, sthree-) or suffixes (-s3alias, --ol-s3)"
-    return ""
-
-
-@rule(
-    "DRA-EVENTS",
-    "storage",
-    "storage.data_repositories[*].{auto_import_events,auto_export_events}",
-    source="AWS::FSx::DataRepositoryAssociation AutoImportPolicy/AutoExportPolicy",
-)
-def dra_events(view: ClusterView) -> Iterator[Problem]:
-    """Each automatic import/export list names NEW, CHANGED or DELETED at most once."""
-    for index, repository in enumerate(_repositories(view)):
-        for field in ("auto_import_events", "auto_export_events"):
-            events = [str(e) for e in getattr(repository, field)]
-            if len(set(events)) != len(events):
-                yield Problem(_dra(view, index, field), "list each event once", got=events)
-
-
-@rule(
-    "DRA-CHUNK",
-    "storage",
-    "storage.data_repositories[*].imported_file_chunk_size_mib",
-    source="FSx CreateDataRepositoryAssociation: ImportedFileChunkSize",
-)
-def dra_chunk(view: ClusterView) -> Iterator[Problem]:
-    """The imported-file stripe size is 1 to 512000 MiB."""
-    for index, repository in enumerate(_repositories(view)):
-        chunk = repository.imported_file_chunk_size_mib
-        if view.concrete(chunk) and not 1 <= chunk <= MAX_CHUNK_MIB:
-            yield Problem(
-                _dra(view, index, "imported_file_chunk_size_mib"), f"allowed: 1 to {MAX_CHUNK_MIB}", got=chunk
-            )
-
-
-@rule(
-    "DRA-REPLACES",
-    "storage",
-    "storage.data_repositories[*]",
-    level=WARNING,
-    source="AWS::FSx::DataRepositoryAssociation (createOnly properties)",
-)
-def dra_replaces(view: ClusterView) -> Iterator[Problem]:
-    """Changing an association's directory, bucket or prefix replaces the association (and re-imports)."""
-    previous = view.previous
-    if previous is None or previous.storage is None or view.storage is None:
-        return
-    before = {r.name: r for r in previous.storage.data_repositories}
-    for index, repository in enumerate(_repositories(view)):
-        old = before.get(repository.name)
-        if old is None:
-            continue
-        changed = [
-            f
-            for f in ("file_system_path", "bucket_name", "bucket_prefix", "batch_import_metadata_on_create")
-            if getattr(old, f) != getattr(repository, f)
-        ]
-        if changed:
-            yield Problem(
-                _dra(view, index),
-                f"{', '.join(changed)} changed: CloudFormation replaces the association; the directory is "
-                "unlinked and imported again",
-            )

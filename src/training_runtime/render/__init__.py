@@ -9,7 +9,6 @@ from training_runtime.render.cgroup_conf import render_cgroup_conf
 from training_runtime.render.gres_conf import render_gres_conf
 from training_runtime.render.hostlist import compress, expand
 from training_runtime.render.slurm_conf import (
-    FAST_RECOVERY,
     Partition,
     RenderError,
     SlurmNode,
@@ -20,7 +19,6 @@ from training_runtime.render.slurm_conf import (
 from training_runtime.render.slurmdbd_conf import render_slurmdbd_conf
 
 __all__ = [
-    "FAST_RECOVERY",
     "Partition",
     "RenderError",
     "SlurmNode",

@@ -1,9 +1,8 @@
 """slurm.conf from the cluster's nodes and partitions: a pure function, the same output on every node.
 
-The settings' defaults are Slurm's own (production values); :meth:`SlurmSettings.with_fast_recovery`
-gives the fast failure-detection values of docs/research/local-slurm.md (sections 3 and 6.6; the local
-cluster sets its own through the runtime options instead, ``local/layout.py``), under which a crashed
-node is declared DOWN in about 15 s and its job restarts about 70 s later.
+The settings' defaults are the runtime options' (``training_runtime.options.SlurmOptions``: Slurm's own
+except where noted there); the local cluster sets fast failure detection through those options
+(``hyperpod_cdk/local/layout.py``, docs/research/local-slurm.md §6.6).
 The file is valid for Slurm 22.05 (Debian, the emulation) and 24.11/25.11 (HyperPod): the ``*/none``
 plugin names that 23.11 removed are still accepted there and mean "no plugin".
 
@@ -12,7 +11,6 @@ Runs on the node's system Python (3.8 and newer), so: stdlib only, ``typing`` ge
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -30,17 +28,6 @@ _OPTIONS = SlurmOptions()
 # The value rules (timeouts, cred_expire, return_to_service, names) are checked before deploy by the
 # options and group rules; the renderer re-asserts them on its inputs with the same constants.
 
-FAST_RECOVERY: Dict[str, int] = {
-    "slurmd_timeout": 10,
-    "message_timeout": 5,
-    "slurmctld_timeout": 30,
-    "cred_expire": MIN_CRED_EXPIRE,
-    "sched_interval": 2,
-    "bf_interval": 1,
-    "kill_wait": 5,
-}
-"""The emulation's failure-detection values (docs/research/local-slurm.md §6.6): DOWN after ~15 s, restart
-~72 s later."""
 
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 ADDRESS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:_-]{0,252}$")
@@ -142,20 +129,6 @@ class SlurmSettings:
     """``SlurmctldParameters=enable_configless``: nodes may fetch this file with ``slurmd --conf-server``."""
     extra_lines: Tuple[str, ...] = ()
     """Appended verbatim; may not set a key this file already sets (use the field instead)."""
-
-    def with_fast_recovery(self) -> "SlurmSettings":
-        """These settings with :data:`FAST_RECOVERY`'s timeouts (for tests and the local emulation)."""
-        f = FAST_RECOVERY
-        return dataclasses.replace(
-            self,
-            slurmd_timeout=f["slurmd_timeout"],
-            message_timeout=f["message_timeout"],
-            slurmctld_timeout=f["slurmctld_timeout"],
-            cred_expire=f["cred_expire"],
-            sched_interval=f["sched_interval"],
-            bf_interval=f["bf_interval"],
-            kill_wait=f["kill_wait"],
-        )
 
     @property
     def uses_cgroup(self) -> bool:
@@ -445,7 +418,7 @@ def _settings_problems(s: SlurmSettings) -> List[str]:
             "must be at least {} s. When a node fails, slurmctld retries the RPCs that failed against it "
             "about 60 s later; a requeued job (same job and step ids) that already restarted sooner is killed "
             "by that stale signal. cred_expire + 1 s is the requeue delay, so >= {} makes the retry arrive "
-            "first (local Slurm emulation research, section 6.3)".format(MIN_CRED_EXPIRE, MIN_CRED_EXPIRE),
+            "first (docs/research/local-slurm.md §6.3)".format(MIN_CRED_EXPIRE, MIN_CRED_EXPIRE),
         )
     if not isinstance(s.job_requeue, bool):
         bad("job_requeue", s.job_requeue, "expected true or false")
