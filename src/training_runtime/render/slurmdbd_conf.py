@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 from typing import List
 
-from training_runtime.render.slurm_conf import ADDRESS, NODE_NAME, RenderError
+from training_runtime.render.slurm_checks import ADDRESS, NODE_NAME
+from training_runtime.render.slurm_conf import RenderError
 from training_runtime.users import USER_NAME
 
 DB_NAME = re.compile(r"^[A-Za-z0-9_]{1,64}$")
