@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, fields
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from training_runtime.errors import InputError
 from training_runtime.hardware import overrides_problems
-from training_runtime.problems import Problem, RuleBook
+from training_runtime.problems import Problem
 
 ACCOUNTING_DATABASES = ("local", "external")
 HYPERPOD_HEALTH_ACTIONS = ("recover", "drain")
@@ -157,7 +157,7 @@ _SECTIONS: Dict[str, Any] = {
 
 
 def options_problems(raw: Any, path: str = "options") -> List[Problem]:
-    """Every problem in a ``runtime`` section: its shape, then every rule of :data:`OPTION_RULES`."""
+    """Every problem in a ``runtime`` section: its shape, then every value rule (:mod:`.option_rules`)."""
     problems: List[Problem] = []
     _parse(raw, path, problems, check_values=True)
     return problems
@@ -178,6 +178,9 @@ def _parse(raw: Any, path: str, problems: List[Problem], check_values: bool) -> 
     options = _parse_shape(raw, path, shape)
     problems.extend(p.tagged(SHAPE_RULE) if isinstance(p, Problem) else Problem.from_text(p, SHAPE_RULE) for p in shape)
     if check_values:
+        # The value rules import these dataclasses; importing them here keeps that dependency one-way.
+        from training_runtime.option_rules import OPTION_RULES
+
         problems.extend(OPTION_RULES.run(options, path))
     return options
 
@@ -219,200 +222,6 @@ HARDWARE_RULE = "RT-NODE-HARDWARE"
 """The id of the node_hardware check (figures that replace the hardware table's)."""
 SHAPE_RULE = "RT-SHAPE"
 """The id of the shape check (types, unknown keys, required keys, node_hardware figures)."""
-
-OPTION_RULES = RuleBook("runtime options")
-"""The value rules of the ``runtime`` section; each takes the parsed options and the section's path."""
-_rule = OPTION_RULES.rule
-
-
-def _seconds_problem(path: str, value: int, minimum: int = 1) -> Optional[Problem]:
-    if minimum <= value <= MAX_SLURM_SECONDS:
-        return None
-    return Problem(
-        path,
-        "expected whole seconds from {} to {} (Slurm keeps these in 16 bits)".format(minimum, MAX_SLURM_SECONDS),
-        got=value,
-    )
-
-
-@_rule(
-    "RT-SLURM-SECONDS",
-    "runtime",
-    "runtime.slurm.{slurmd_timeout,message_timeout,sched_interval,health_check_interval}",
-    source="slurm.conf(5)",
-)
-def slurm_seconds(options: RuntimeOptions, path: str) -> Iterable[Problem]:
-    """Slurm's timeouts and intervals are whole seconds from 1 to 65535."""
-    for name in ("slurmd_timeout", "message_timeout", "sched_interval", "health_check_interval"):
-        found = _seconds_problem("{}.slurm.{}".format(path, name), getattr(options.slurm, name))
-        if found:
-            yield found
-
-
-@_rule("RT-SLURM-CRED-EXPIRE", "runtime", "runtime.slurm.cred_expire", source="docs/research/local-slurm.md")
-def slurm_cred_expire(options: RuntimeOptions, path: str) -> Iterable[Problem]:
-    """cred_expire is at least 70 s, so a requeued job is never killed by a stale signal for its last run."""
-    value = options.slurm.cred_expire
-    if value < MIN_CRED_EXPIRE:
-        yield Problem(
-            path + ".slurm.cred_expire",
-            "must be at least {} s, because a requeued job restarted sooner can be killed by a stale signal for "
-            "its previous incarnation (slurmctld retries RPCs to a failed node about 60 s later)".format(
-                MIN_CRED_EXPIRE
-            ),
-            got=value,
-            fix="use {} or more".format(MIN_CRED_EXPIRE),
-        )
-    elif value > MAX_SLURM_SECONDS:
-        yield Problem(path + ".slurm.cred_expire", "expected at most {} s".format(MAX_SLURM_SECONDS), got=value)
-
-
-@_rule("RT-SLURM-RETURN-TO-SERVICE", "runtime", "runtime.slurm.return_to_service", source="slurm.conf(5)")
-def slurm_return_to_service(options: RuntimeOptions, path: str) -> Iterable[Problem]:
-    """ReturnToService is 0, 1 or 2."""
-    if options.slurm.return_to_service not in RETURN_TO_SERVICE:
-        yield Problem(
-            path + ".slurm.return_to_service",
-            "allowed: " + ", ".join(map(str, RETURN_TO_SERVICE)),
-            got=options.slurm.return_to_service,
-        )
-
-
-@_rule("RT-ACCOUNTING-DATABASE", "runtime", "runtime.accounting.database", source="hyperpod-cdk")
-def accounting_database(options: RuntimeOptions, path: str) -> Iterable[Problem]:
-    """The accounting database is local (MariaDB on the controller) or external."""
-    if options.accounting.database not in ACCOUNTING_DATABASES:
-        yield Problem(
-            path + ".accounting.database",
-            "allowed: " + ", ".join(ACCOUNTING_DATABASES),
-            got=options.accounting.database,
-        )
-
-
-@_rule(
-    "RT-ACCOUNTING-EXTERNAL",
-    "runtime",
-    "runtime.accounting.{host,password_secret_arn}",
-    source="slurmdbd.conf(5); AWS Secrets Manager ARN format",
-)
-def accounting_external(options: RuntimeOptions, path: str) -> Iterable[Problem]:
-    """An external database needs its host and the ARN of a Secrets Manager secret with its password."""
-    accounting = options.accounting
-    if accounting.database != "external" or not accounting.enabled:
-        return
-    if not accounting.host:
-        yield Problem(
-            path + ".accounting.host", "required when database is 'external'", fix="give the database endpoint"
-        )
-    arn = accounting.password_secret_arn
-    if not arn or not SECRET_ARN.match(arn):
-        yield Problem(
-            path + ".accounting.password_secret_arn",
-            "an external database needs the ARN of a Secrets Manager secret holding its password "
-            "(arn:aws:secretsmanager:<region>:<account>:secret:<name>)",
-            got=arn,
-            fix="never put the password itself in the config",
-        )
-
-
-@_rule("RT-ACCOUNTING-LOCAL", "runtime", "runtime.accounting", source="hyperpod-cdk")
-def accounting_local(options: RuntimeOptions, path: str) -> Iterable[Problem]:
-    """host and password_secret_arn apply only to an external database."""
-    accounting = options.accounting
-    if accounting.database == "local" and (accounting.host or accounting.password_secret_arn):
-        yield Problem(
-            path + ".accounting",
-            "host and password_secret_arn apply only to database 'external'; the local database lives on "
-            "the controller and its password is generated there",
-            fix="remove them, or set database: external",
-        )
-
-
-@_rule("RT-ACCOUNTING-USER", "runtime", "runtime.accounting.user", source="MySQL user names; hyperpod-cdk")
-def accounting_user(options: RuntimeOptions, path: str) -> Iterable[Problem]:
-    """The database user is 1-32 letters, digits and underscores."""
-    if not DB_USER.match(options.accounting.user):
-        yield Problem(
-            path + ".accounting.user", "use 1-32 letters, digits and underscores", got=options.accounting.user
-        )
-
-
-@_rule("RT-ACCOUNTING-PORT", "runtime", "runtime.accounting.port", source="TCP")
-def accounting_port(options: RuntimeOptions, path: str) -> Iterable[Problem]:
-    """The database port is 1-65535."""
-    if not 0 < options.accounting.port < 65536:
-        yield Problem(path + ".accounting.port", "expected 1-65535", got=options.accounting.port)
-
-
-@_rule("RT-HEALTH-DISK", "runtime", "runtime.health.min_free_disk_gib", source="hyperpod-cdk")
-def health_disk(options: RuntimeOptions, path: str) -> Iterable[Problem]:
-    """min_free_disk_gib is 0 (no disk check) or more."""
-    if options.health.min_free_disk_gib < 0:
-        yield Problem(
-            path + ".health.min_free_disk_gib",
-            "expected 0 (no disk check) or more GiB",
-            got=options.health.min_free_disk_gib,
-        )
-
-
-@_rule("RT-HEALTH-DCGM", "runtime", "runtime.health.dcgm_level", source="NVIDIA DCGM diagnostics guide")
-def health_dcgm(options: RuntimeOptions, path: str) -> Iterable[Problem]:
-    """dcgm_level is 0 (off) or 1: deeper levels run for minutes, longer than a prolog may take."""
-    if options.health.dcgm_level not in DCGM_LEVELS:
-        yield Problem(
-            path + ".health.dcgm_level",
-            "allowed: 0 (off), 1. Levels 2 and up run for minutes, longer than a prolog should take",
-            got=options.health.dcgm_level,
-            fix="use 1, and run deeper diagnostics on a drained node (dcgmi diag -r 3)",
-        )
-
-
-@_rule("RT-HEALTH-ON-HYPERPOD", "runtime", "runtime.health.on_hyperpod", source="hyperpod-cdk")
-def health_on_hyperpod(options: RuntimeOptions, path: str) -> Iterable[Problem]:
-    """on_hyperpod is recover (ask HyperPod to reboot or replace) or drain."""
-    if options.health.on_hyperpod not in HYPERPOD_HEALTH_ACTIONS:
-        yield Problem(
-            path + ".health.on_hyperpod",
-            "allowed: " + ", ".join(HYPERPOD_HEALTH_ACTIONS),
-            got=options.health.on_hyperpod,
-        )
-
-
-@_rule("RT-PYTORCH-VERSION", "runtime", "runtime.pytorch.version", source="hyperpod-cdk")
-def pytorch_version(options: RuntimeOptions, path: str) -> Iterable[Problem]:
-    """The PyTorch version is an exact release, so every node gets the same build."""
-    if options.pytorch is not None and not VERSION.match(options.pytorch.version):
-        yield Problem(
-            path + ".pytorch.version",
-            "pin an exact release such as '2.13.0' so every node gets the same build",
-            got=options.pytorch.version,
-        )
-
-
-@_rule("RT-PYTORCH-SMP", "runtime", "runtime.pytorch.smp", source="SageMaker model parallelism v2 install guide")
-def pytorch_smp(options: RuntimeOptions, path: str) -> Iterable[Problem]:
-    """SMP v2 cannot live in a pip environment: it ships as a conda build and in SMP containers."""
-    if options.pytorch is not None and options.pytorch.smp:
-        yield Problem(
-            path + ".pytorch.smp",
-            "SageMaker model parallelism v2 ships only as a conda build of PyTorch and in the SMP container "
-            "images (smdistributed-modelparallel), not as pip packages for a shared venv",
-            fix="set smp to false and run SMP jobs in the SMP container (e.g. with enroot/pyxis)",
-        )
-
-
-@_rule("RT-PYTORCH-PACKAGES", "runtime", "runtime.pytorch.packages[*]", source="PEP 508")
-def pytorch_packages(options: RuntimeOptions, path: str) -> Iterable[Problem]:
-    """Each extra package is a pip requirement such as 'numpy==2.1.0'."""
-    if options.pytorch is None:
-        return
-    for index, requirement in enumerate(options.pytorch.packages):
-        if not PIP_REQUIREMENT.match(requirement):
-            yield Problem(
-                "{}.pytorch.packages[{}]".format(path, index),
-                "expected a pip requirement such as 'numpy==2.1.0'",
-                got=requirement,
-            )
 
 
 def _section(raw: Any, cls: Any, path: str, problems: List[str]) -> Any:

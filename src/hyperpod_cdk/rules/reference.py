@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hyperpod_cdk.rules import all_rules
 from hyperpod_cdk.rules.registry import SECTIONS
-from training_runtime.options import OPTION_RULES
+from training_runtime.option_rules import OPTION_RULES
 from training_runtime.params import GROUP_RULES
 from training_runtime.users import USER_RULES
 

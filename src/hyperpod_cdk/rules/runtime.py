@@ -1,6 +1,6 @@
 """Rules on the node runtime's options and users, and on what they need from the instance groups.
 
-The runtime's own rules (``training_runtime.options.OPTION_RULES``, ``training_runtime.users.USER_RULES``)
+The runtime's own rules (``training_runtime.option_rules.OPTION_RULES``, ``training_runtime.users.USER_RULES``)
 are registered here, so the config is checked with the code the node uses. The rules that join options
 with instance types (PyTorch on Trainium, SMDDP) live here: the config decides them, so they run at
 synth and not on every node at boot.
@@ -14,6 +14,7 @@ from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime import options as runtime_options
 from training_runtime import pins
+from training_runtime.option_rules import OPTION_RULES
 from training_runtime.problems import Problem
 from training_runtime.users import USER_RULES, users_problems
 
@@ -41,7 +42,7 @@ def node_hardware(view: ClusterView) -> list[Problem]:
 
 
 def _register_runtime_books() -> None:
-    for book_rule in runtime_options.OPTION_RULES.rules:
+    for book_rule in OPTION_RULES.rules:
 
         def check(view: ClusterView, _check=book_rule.check) -> list[Problem]:  # type: ignore[no-untyped-def]
             options = view.runtime_options
