@@ -15,17 +15,16 @@ from training_runtime.errors import StepFailed
 from training_runtime.files import with_block
 from training_runtime.plan import DONE_MARKER, STATE_FILE, StepError, apply_plan
 from training_runtime.steps import Step
-from training_runtime.steps.catalog import steps_for
-from training_runtime.steps.munge import NODE_KEY, MungeKey, shared_key
-from training_runtime.steps.slurm import (
+from training_runtime.steps.accounting import (
     DB_PASSWORD_FILE,
     MARIADB,
     AccountingCluster,
     LocalDatabase,
-    SlurmConfig,
     SlurmdbdConfig,
-    conf_path,
 )
+from training_runtime.steps.catalog import steps_for
+from training_runtime.steps.munge import NODE_KEY, MungeKey, shared_key
+from training_runtime.steps.slurm import SlurmConfig, conf_path
 from training_runtime.steps.storage import LustreMount, SharedStorage, fstab_line
 from training_runtime.steps.system import ClusterHosts, Packages
 from training_runtime.steps.users import SSH_CLIENT_CONFIG, SUDOERS, SshBetweenNodes, Users
@@ -548,3 +547,49 @@ def test_a_daemon_started_without_systemd_is_waited_for(tmp_path: Path) -> None:
 def test_the_host_name_comes_from_the_host(tmp_path: Path) -> None:
     node = fake_node(tmp_path, instance="controller-1", host=FakeHost("ip-10-1-0-7"))
     assert node.hostname == "ip-10-1-0-7"
+
+
+def test_our_parameters_file_wins_whatever_the_names_sort_as(tmp_path: Path) -> None:
+    from training_runtime.__main__ import PARAMETERS_FILES, find_parameters
+
+    for name in PARAMETERS_FILES:
+        touch(tmp_path, name, "{}")
+    assert find_parameters(tmp_path).name == "hyperpod_cdk_parameters.json"
+    (tmp_path / "hyperpod_cdk_parameters.json").unlink()
+    assert find_parameters(tmp_path).name == "provisioning_parameters.json"
+
+
+def test_the_wait_for_hyperpods_slurm_conf_lasts_its_whole_deadline() -> None:
+    from training_runtime.retry import NotReady
+    from training_runtime.steps.slurm import HYPERPOD_CONF_WAIT
+
+    now = [0.0]
+
+    def never() -> None:
+        raise NotReady("no slurm.conf yet")
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    with pytest.raises(NotReady):
+        HYPERPOD_CONF_WAIT.call(never, what="slurm.conf", sleep=sleep, clock=lambda: now[0])
+    assert now[0] == HYPERPOD_CONF_WAIT.deadline_s  # the message says "within 600 s": that is how long it waited
+
+
+def test_a_written_file_is_durable_with_its_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from training_runtime.files import write_file
+
+    node = fake_node(tmp_path, instance="controller-1")
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.path.realpath(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    write_file(node, "/var/lib/hyperpod-cdk/bootstrap.done", "{}")
+    directory = tmp_path / "var/lib/hyperpod-cdk"
+    # The file's data (under its temporary name) and then, after the rename, the directory that holds it.
+    assert synced[0].startswith(str(directory / ".bootstrap.done."))
+    assert synced[-1] == str(directory)

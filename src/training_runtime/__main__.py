@@ -25,7 +25,13 @@ from training_runtime.health import main as health_main
 from training_runtime.launch import main as launch_main
 from training_runtime.log import log
 from training_runtime.node import Node
-from training_runtime.params import PARAMETERS_FILE_BY_MODE, ParametersError, ProvisioningParameters
+from training_runtime.params import (
+    API_DRIVEN,
+    LIFECYCLE_DRIVEN,
+    PARAMETERS_FILE_BY_MODE,
+    ParametersError,
+    ProvisioningParameters,
+)
 from training_runtime.paths import STATE_DIR
 from training_runtime.plan import StepError, apply_plan, describe_plan, step_status
 from training_runtime.resources import DEFAULT_PATH, ResourceConfig, ResourceConfigError
@@ -40,16 +46,20 @@ TOOLS: Dict[str, Callable[[List[str]], int]] = {"launch": launch_main, "health":
 ``health`` (the checks Slurm runs as HealthCheckProgram and Prolog)."""
 
 
+PARAMETERS_FILES = (PARAMETERS_FILE_BY_MODE[API_DRIVEN], PARAMETERS_FILE_BY_MODE[LIFECYCLE_DRIVEN])
+"""Where the parameters are, in order of precedence: ours first. In API-driven mode HyperPod's own
+provisioning_parameters.json may also be in the prefix (AWS's migration guide says to remove it); when both
+exist, the runtime reads hyperpod_cdk_parameters.json."""
+
+
 def find_parameters(directory: Path) -> Path:
-    for name in sorted(set(PARAMETERS_FILE_BY_MODE.values())):
+    for name in PARAMETERS_FILES:
         if (directory / name).is_file():
             return directory / name
     raise ParametersError(
         [
             "no parameters file in {} (looked for {}). Fix: deploy the lifecycle prefix with the "
-            "hyperpod-cdk LifecycleScripts construct".format(
-                directory, ", ".join(sorted(PARAMETERS_FILE_BY_MODE.values()))
-            )
+            "hyperpod-cdk LifecycleScripts construct".format(directory, ", ".join(PARAMETERS_FILES))
         ]
     )
 

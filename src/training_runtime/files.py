@@ -63,11 +63,20 @@ def write_file(
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, str(target))
+        _fsync_dir(target.parent)  # the rename itself survives a power loss (the done marker relies on it)
     except BaseException:
         if os.path.exists(temporary):
             os.unlink(temporary)
         raise
     return True
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(str(path), os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def dir_matches(node: Node, path: str, mode: int = 0o755, owner: str = "root", group: Optional[str] = None) -> bool:

@@ -37,7 +37,8 @@ class HyperPodCluster(Construct):
     """A SageMaker HyperPod cluster orchestrated by Slurm.
 
     Creates the nodes' execution role (AWS's managed instance policy, the ENI permissions HyperPod needs in
-    your VPC, read access to the lifecycle prefix) and the cluster, created only after the lifecycle
+    your VPC, read access to the lifecycle prefix's objects through ``LifecycleScripts.grant_read``, which
+    also lets the nodes list the bucket) and the cluster, created only after the lifecycle
     upload, the role's policy and the file system exist.
 
     :param cluster_name: HyperPod cluster name (changing it replaces the cluster).

@@ -1,7 +1,7 @@
 """A HyperPod Slurm cluster emulated on one Linux machine (root only): nodes are namespaces with an
 overlay root, the lifecycle scripts run on them as HyperPod runs them. See docs/local-cluster.md."""
 
-from hyperpod_cdk.local.cluster import LocalCluster, LocalClusterError, default_workdir
+from hyperpod_cdk.local.cluster import LocalCluster
 from hyperpod_cdk.local.layout import (
     LayoutError,
     LocalLayout,
@@ -12,6 +12,7 @@ from hyperpod_cdk.local.layout import (
     resource_config,
 )
 from hyperpod_cdk.local.namespaces import NamespaceError, Namespaces, NodeNet
+from hyperpod_cdk.local.state import LocalClusterError, default_workdir
 
 __all__ = [
     "LayoutError",

@@ -10,30 +10,31 @@ state file in the work directory remembers the cluster, so later commands need o
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import io
 import json
-import os
 import shutil
 import subprocess
 import tarfile
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hyperpod_cdk.local.host import (
+    _check_prefix,
+    _check_tools,
+    _check_workdir,
+    _restore_host,
+)
 from hyperpod_cdk.local.layout import (
     DEFAULT_MAX_PER_GROUP,
     DEFAULT_MAX_WORKERS,
     DEFAULT_SUBNET,
     LocalLayout,
     LocalNode,
-    hosts_file,
     parameters,
     plan_layout,
-    resource_config,
 )
 from hyperpod_cdk.local.namespaces import (
     DEFAULT_EXEC_TIMEOUT_S,
@@ -45,71 +46,31 @@ from hyperpod_cdk.local.namespaces import (
     node_environment,
     require_root,
 )
-from training_runtime.files import mount_points
+from hyperpod_cdk.local.staging import _as_root, _stage
+from hyperpod_cdk.local.state import (
+    OWN_ENTRIES,
+    ClusterState,
+    LocalClusterError,
+    _locked,
+    default_workdir,
+)
 from training_runtime.params import ENTRYPOINT_BY_MODE, LIFECYCLE_DRIVEN, PARAMETERS_FILE_BY_MODE
 from training_runtime.users import USERS_FILE
 from training_runtime.users import dumps as users_file
 
-STATE_VERSION = 1
-DEFAULT_WORKDIR = "/var/tmp/hyperpod-cdk-local"
-WORKDIR_ENV = "HYPERPOD_CDK_LOCAL_DIR"
 LIFECYCLE_DIR = "/opt/ml/lifecycle"
+
+
 """Where a node finds the lifecycle prefix (HyperPod downloads it to a directory of its own)."""
+
+
 RESOURCE_CONFIG_PATH = "/opt/ml/config/resource_config.json"
+
+
 DEFAULT_BOOTSTRAP_TIMEOUT_S = 1800.0
+
+
 DEFAULT_IDLE_TIMEOUT_S = 180.0
-OWN_ENTRIES = ("state.json", ".lock", "bucket", "cluster", "shared", "nodes", "logs")
-"""What a cluster creates in its work directory (``down`` removes exactly these)."""
-
-
-class LocalClusterError(RuntimeError):
-    """The local cluster cannot do what was asked; the message says why and what to do."""
-
-
-def default_workdir() -> Path:
-    return Path(os.environ.get(WORKDIR_ENV) or DEFAULT_WORKDIR)
-
-
-@dataclass(frozen=True)
-class ClusterState:
-    """What ``<workdir>/state.json`` remembers."""
-
-    config_path: str
-    mode: str
-    fsx_mount_path: str
-    prefix: str
-    layout: LocalLayout
-    bootstrap: bool
-    """Whether ``up`` ran the lifecycle scripts (``boot`` re-runs them only then)."""
-    host_had_run_netns: bool
-    host_had_run_mount: bool
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "version": STATE_VERSION,
-            "config_path": self.config_path,
-            "mode": self.mode,
-            "fsx_mount_path": self.fsx_mount_path,
-            "prefix": self.prefix,
-            "layout": self.layout.to_json(),
-            "bootstrap": self.bootstrap,
-            "host": {"run_netns_existed": self.host_had_run_netns, "run_mount_existed": self.host_had_run_mount},
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ClusterState:
-        if data.get("version") != STATE_VERSION:
-            raise LocalClusterError(f"state file version {data.get('version')!r} is not {STATE_VERSION}")
-        return cls(
-            config_path=str(data["config_path"]),
-            mode=str(data["mode"]),
-            fsx_mount_path=str(data["fsx_mount_path"]),
-            prefix=str(data["prefix"]),
-            layout=LocalLayout.from_json(data["layout"]),
-            bootstrap=bool(data["bootstrap"]),
-            host_had_run_netns=bool(data["host"]["run_netns_existed"]),
-            host_had_run_mount=bool(data["host"]["run_mount_existed"]),
-        )
 
 
 class LocalCluster:
@@ -449,28 +410,6 @@ def _net(node: LocalNode) -> NodeNet:
     return NodeNet(name=node.name, ip=node.ip)
 
 
-def _as_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
-    info.uid = info.gid = 0
-    info.uname = info.gname = "root"
-    return info
-
-
-def _stage(directory: Path, layout: LocalLayout, generated: dict[str, str]) -> None:
-    """The local "S3 prefix" (``bucket/``: the assets plus the files the constructs generate: parameters,
-    users), the cluster-wide files and the shared directory."""
-    from hyperpod_cdk.constructs.lifecycle import staged_assets
-
-    bucket = directory / "bucket"
-    shutil.copytree(staged_assets(), bucket)
-    for name, text in generated.items():
-        (bucket / name).write_text(text)
-    cluster = directory / "cluster"
-    cluster.mkdir()
-    (cluster / "hosts").write_text(hosts_file(layout))
-    (cluster / "resource_config.json").write_text(json.dumps(resource_config(layout), indent=2) + "\n")
-    (directory / "shared").mkdir(exist_ok=True)
-
-
 def _runs_here(directory: Path, prefix: str) -> bool:
     """Whether the cluster with this prefix is the one recorded in ``directory`` (``up`` then reports it)."""
     try:
@@ -502,58 +441,3 @@ def _clear_previous(directory: Path) -> None:
             shutil.rmtree(path)
         else:
             path.unlink(missing_ok=True)
-
-
-def _restore_host(had_run_netns: bool, had_run_mount: bool) -> None:
-    """Remove the /run/netns and /run/mount that ``ip netns`` and libmount created on the host (P14), when
-    they did not exist before and no other cluster uses them."""
-    netns_dir = Path("/run/netns")
-    if not had_run_netns and netns_dir.is_dir() and not any(netns_dir.iterdir()):
-        # ip netns makes /run/netns a (shared) mount point, sometimes more than once.
-        for _ in range(10):
-            if str(netns_dir) not in mount_points(Path("/")):  # ismount misses a bind onto itself
-                break
-            subprocess.run(["umount", "-n", str(netns_dir)], capture_output=True, timeout=30, check=False)
-        with contextlib.suppress(OSError):
-            netns_dir.rmdir()
-    mount_dir = Path("/run/mount")
-    if not had_run_mount and mount_dir.is_dir():
-        with contextlib.suppress(OSError):
-            mount_dir.rmdir()
-
-
-def _check_tools() -> None:
-    missing = [tool for tool in ("unshare", "nsenter", "ip", "mount", "tar") if shutil.which(tool) is None]
-    if missing:
-        raise LocalClusterError(f"missing commands: {', '.join(missing)}. Fix: apt-get install util-linux iproute2")
-    probe = subprocess.run(["unshare", "--net", "--time", "true"], capture_output=True, text=True, check=False)
-    if probe.returncode != 0:
-        raise LocalClusterError(
-            f"cannot create network and time namespaces here ({probe.stderr.strip()}); the local cluster needs "
-            "root with CAP_SYS_ADMIN and CAP_NET_ADMIN and a kernel with time namespaces (5.6+)"
-        )
-
-
-def _check_workdir(directory: Path) -> None:
-    resolved = directory.resolve()
-    if resolved == Path("/run") or Path("/run") in resolved.parents:
-        raise LocalClusterError(
-            f"work directory {directory} is under /run, which every node replaces with its own tmpfs. "
-            f"Fix: use a directory on disk, e.g. {DEFAULT_WORKDIR}"
-        )
-
-
-def _check_prefix(prefix: str) -> None:
-    if not prefix or len(prefix) > 32 or not all(c.isalnum() or c in "-_" for c in prefix):
-        raise LocalClusterError(f"prefix: got {prefix!r}; use 1-32 letters, digits, '-' or '_'")
-
-
-@contextlib.contextmanager
-def _locked(directory: Path) -> Iterator[None]:
-    """One changing command at a time per work directory."""
-    with (directory / ".lock").open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hyperpod_cdk.local.cluster import LocalCluster, LocalClusterError
+from hyperpod_cdk.local.cluster import LocalCluster
+from hyperpod_cdk.local.state import LocalClusterError
 from training_runtime import checkpoint
 
 JOBS_DIR = Path(__file__).resolve().parents[3] / "examples" / "jobs"

@@ -8,6 +8,7 @@ from training_runtime.node import GENERIC, Node
 from training_runtime.params import LIFECYCLE_DRIVEN
 from training_runtime.steps import Step
 from training_runtime.steps.accelerators import accelerator_steps
+from training_runtime.steps.accounting import AccountingCluster, LocalDatabase, SlurmdbdConfig
 from training_runtime.steps.daemon import RunningDaemon
 from training_runtime.steps.health import health_steps
 from training_runtime.steps.installed import InstalledRuntime
@@ -15,12 +16,9 @@ from training_runtime.steps.munge import MUNGED, NODE_KEY, MungeKey
 from training_runtime.steps.pytorch_env import pytorch_steps
 from training_runtime.steps.slurm import (
     ACCOUNTING_INCLUDE,
-    AccountingCluster,
     HyperPodAccounting,
     HyperPodSlurmConfig,
-    LocalDatabase,
     SlurmConfig,
-    SlurmdbdConfig,
     SlurmdOptions,
     conf_path,
     slurm_config_files,

@@ -1,0 +1,58 @@
+"""This machine as the local cluster's host: the tools it needs, and cleaning up after earlier runs."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+from pathlib import Path
+
+from hyperpod_cdk.local.state import (
+    DEFAULT_WORKDIR,
+    LocalClusterError,
+)
+from training_runtime.files import mount_points
+
+
+def _restore_host(had_run_netns: bool, had_run_mount: bool) -> None:
+    """Remove the /run/netns and /run/mount that ``ip netns`` and libmount created on the host (P14), when
+    they did not exist before and no other cluster uses them."""
+    netns_dir = Path("/run/netns")
+    if not had_run_netns and netns_dir.is_dir() and not any(netns_dir.iterdir()):
+        # ip netns makes /run/netns a (shared) mount point, sometimes more than once.
+        for _ in range(10):
+            if str(netns_dir) not in mount_points(Path("/")):  # ismount misses a bind onto itself
+                break
+            subprocess.run(["umount", "-n", str(netns_dir)], capture_output=True, timeout=30, check=False)
+        with contextlib.suppress(OSError):
+            netns_dir.rmdir()
+    mount_dir = Path("/run/mount")
+    if not had_run_mount and mount_dir.is_dir():
+        with contextlib.suppress(OSError):
+            mount_dir.rmdir()
+
+
+def _check_tools() -> None:
+    missing = [tool for tool in ("unshare", "nsenter", "ip", "mount", "tar") if shutil.which(tool) is None]
+    if missing:
+        raise LocalClusterError(f"missing commands: {', '.join(missing)}. Fix: apt-get install util-linux iproute2")
+    probe = subprocess.run(["unshare", "--net", "--time", "true"], capture_output=True, text=True, check=False)
+    if probe.returncode != 0:
+        raise LocalClusterError(
+            f"cannot create network and time namespaces here ({probe.stderr.strip()}); the local cluster needs "
+            "root with CAP_SYS_ADMIN and CAP_NET_ADMIN and a kernel with time namespaces (5.6+)"
+        )
+
+
+def _check_workdir(directory: Path) -> None:
+    resolved = directory.resolve()
+    if resolved == Path("/run") or Path("/run") in resolved.parents:
+        raise LocalClusterError(
+            f"work directory {directory} is under /run, which every node replaces with its own tmpfs. "
+            f"Fix: use a directory on disk, e.g. {DEFAULT_WORKDIR}"
+        )
+
+
+def _check_prefix(prefix: str) -> None:
+    if not prefix or len(prefix) > 32 or not all(c.isalnum() or c in "-_" for c in prefix):
+        raise LocalClusterError(f"prefix: got {prefix!r}; use 1-32 letters, digits, '-' or '_'")

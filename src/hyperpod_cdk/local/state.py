@@ -1,0 +1,90 @@
+"""The local cluster's memory: ``<workdir>/state.json`` and the lock that serializes commands on it."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hyperpod_cdk.local.layout import (
+    LocalLayout,
+)
+
+STATE_VERSION = 1
+
+
+DEFAULT_WORKDIR = "/var/tmp/hyperpod-cdk-local"
+
+
+WORKDIR_ENV = "HYPERPOD_CDK_LOCAL_DIR"
+
+
+OWN_ENTRIES = ("state.json", ".lock", "bucket", "cluster", "shared", "nodes", "logs")
+
+
+"""What a cluster creates in its work directory (``down`` removes exactly these)."""
+
+
+class LocalClusterError(RuntimeError):
+    """The local cluster cannot do what was asked; the message says why and what to do."""
+
+
+def default_workdir() -> Path:
+    return Path(os.environ.get(WORKDIR_ENV) or DEFAULT_WORKDIR)
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    """What ``<workdir>/state.json`` remembers."""
+
+    config_path: str
+    mode: str
+    fsx_mount_path: str
+    prefix: str
+    layout: LocalLayout
+    bootstrap: bool
+    """Whether ``up`` ran the lifecycle scripts (``boot`` re-runs them only then)."""
+    host_had_run_netns: bool
+    host_had_run_mount: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": STATE_VERSION,
+            "config_path": self.config_path,
+            "mode": self.mode,
+            "fsx_mount_path": self.fsx_mount_path,
+            "prefix": self.prefix,
+            "layout": self.layout.to_json(),
+            "bootstrap": self.bootstrap,
+            "host": {"run_netns_existed": self.host_had_run_netns, "run_mount_existed": self.host_had_run_mount},
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ClusterState:
+        if data.get("version") != STATE_VERSION:
+            raise LocalClusterError(f"state file version {data.get('version')!r} is not {STATE_VERSION}")
+        return cls(
+            config_path=str(data["config_path"]),
+            mode=str(data["mode"]),
+            fsx_mount_path=str(data["fsx_mount_path"]),
+            prefix=str(data["prefix"]),
+            layout=LocalLayout.from_json(data["layout"]),
+            bootstrap=bool(data["bootstrap"]),
+            host_had_run_netns=bool(data["host"]["run_netns_existed"]),
+            host_had_run_mount=bool(data["host"]["run_mount_existed"]),
+        )
+
+
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """One changing command at a time per work directory."""
+    with (directory / ".lock").open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -1,0 +1,224 @@
+"""Slurm accounting on the controller: the local MariaDB (or an external database's password from Secrets
+Manager), slurmdbd's configuration, and the cluster's registration in the accounting database."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from typing import List, Optional
+
+from training_runtime import services
+from training_runtime.errors import StepFailed
+from training_runtime.files import ensure_dir, file_matches, read_text, write_file
+from training_runtime.node import Node
+from training_runtime.paths import STATE_DIR
+from training_runtime.render.slurmdbd_conf import render_slurmdbd_conf
+from training_runtime.retry import NotReady
+from training_runtime.run import CommandError
+from training_runtime.services import Daemon
+from training_runtime.steps import Step
+from training_runtime.steps.slurm import SLURM_USER, conf_path, slurm_cluster_name
+
+DB_PASSWORD_FILE = STATE_DIR + "/secrets/slurmdbd-password"
+DB_NAME = "slurm_acct_db"
+DB_SOCKET = "/run/mysqld/mysqld.sock"
+
+
+MARIADB = Daemon(
+    name="mariadbd",
+    unit="mariadb",
+    argv=(
+        "start-stop-daemon",
+        "--start",
+        "--background",
+        "--quiet",
+        "--exec",
+        "/usr/sbin/mariadbd",
+        "--",
+        "--user=mysql",
+        "--datadir=/var/lib/mysql",
+        "--socket=" + DB_SOCKET,
+        "--pid-file=/run/mysqld/mysqld.pid",
+        "--log-error=/var/log/mysql/error.log",
+        "--bind-address=127.0.0.1",
+    ),
+    pid_file="/run/mysqld/mysqld.pid",
+    run_dir=("/run/mysqld", "mysql", 0o755),
+)
+
+
+class LocalDatabase(Step):
+    """MariaDB on the controller with the accounting database and its user; the password is generated on
+    the node, kept in a root-only file and passed to clients on stdin, never on a command line."""
+
+    name = "accounting-database"
+
+    def _initialised(self, node: Node) -> bool:
+        return node.path("/var/lib/mysql/mysql").is_dir()
+
+    def _grant_marker(self) -> str:
+        return STATE_DIR + "/accounting-database.done"
+
+    def needed(self, node: Node) -> bool:
+        return (
+            not self._initialised(node)
+            or not services.is_running(node, MARIADB)
+            or not node.path(DB_PASSWORD_FILE).exists()
+            or not node.path(self._grant_marker()).exists()
+        )
+
+    def apply(self, node: Node) -> None:
+        if not self._initialised(node):
+            ensure_dir(node, "/var/log/mysql", mode=0o750, owner="mysql", group="adm")
+            node.run(["mariadb-install-db", "--user=mysql", "--datadir=/var/lib/mysql", "--skip-test-db"], timeout=300)
+        if not services.is_running(node, MARIADB):
+            services.start(node, MARIADB)
+
+        def ping() -> None:
+            if not node.run(["mariadb-admin", "--socket=" + DB_SOCKET, "ping"], check=False, timeout=30).ok:
+                raise NotReady("MariaDB is not answering yet")
+
+        node.retry.call(ping, what="MariaDB")
+        password = database_password(node)
+        statements = (
+            "CREATE DATABASE IF NOT EXISTS {db};\n"
+            "CREATE USER IF NOT EXISTS '{user}'@'localhost' IDENTIFIED BY '{pw}';\n"
+            "ALTER USER '{user}'@'localhost' IDENTIFIED BY '{pw}';\n"
+            "GRANT ALL ON {db}.* TO '{user}'@'localhost';\n"
+        ).format(db=DB_NAME, user=node.options.accounting.user, pw=password)
+        node.run(["mariadb", "--socket=" + DB_SOCKET], input=statements, timeout=60)
+        write_file(node, self._grant_marker(), "ok\n", mode=0o600)
+
+    def describe(self, node: Node) -> List[str]:
+        return [
+            "initialise MariaDB in /var/lib/mysql",
+            "start MariaDB on 127.0.0.1",
+            "create {} and its user (password generated on the node)".format(DB_NAME),
+        ]
+
+
+def database_password(node: Node) -> str:
+    """The local database's password: generated once, stored root-only on the controller."""
+    target = node.path(DB_PASSWORD_FILE)
+    if target.exists():
+        return target.read_text().strip()
+    ensure_dir(node, STATE_DIR + "/secrets", mode=0o700)
+    password = secrets.token_urlsafe(24)
+    write_file(node, DB_PASSWORD_FILE, password + "\n", mode=0o600)
+    return password
+
+
+def external_password(node: Node) -> str:
+    """Reads the external database's password from Secrets Manager (AWS CLI on the node; the execution
+    role grants read on that one secret). The value never reaches a log."""
+    arn = node.options.accounting.password_secret_arn or ""
+    region = arn.split(":")[3] if arn.count(":") >= 6 else ""
+    result = node.retry.call(
+        lambda: node.run(
+            [
+                "aws",
+                "secretsmanager",
+                "get-secret-value",
+                "--secret-id",
+                arn,
+                "--region",
+                region,
+                "--query",
+                "SecretString",
+                "--output",
+                "text",
+            ],
+            secret_output=True,
+            timeout=60,
+        ),
+        what="read the accounting database secret",
+        retry_on=(CommandError,),
+    )
+    value = result.stdout.strip()
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return value
+    if isinstance(parsed, dict) and isinstance(parsed.get("password"), str):
+        return str(parsed["password"])
+    raise StepFailed(
+        "secret {} is JSON without a 'password' string; store the password or {{\"password\": ...}}".format(arn)
+    )
+
+
+def slurmdbd_conf(node: Node, password: str) -> str:
+    accounting = node.options.accounting
+    external = accounting.database == "external"
+    return render_slurmdbd_conf(
+        dbd_host=node.hostname,
+        storage_host=(accounting.host or "") if external else "localhost",
+        storage_port=accounting.port,
+        storage_user=accounting.user,
+        storage_pass=password,
+        storage_loc=DB_NAME,
+    )
+
+
+class SlurmdbdConfig(Step):
+    name = "slurmdbd-config"
+
+    def _password(self, node: Node) -> Optional[str]:
+        if node.options.accounting.database == "external":
+            return None
+        stored = read_text(node, DB_PASSWORD_FILE)
+        return stored.strip() if stored is not None else None
+
+    def needed(self, node: Node) -> bool:
+        password = self._password(node)
+        path = conf_path(node, "slurmdbd.conf")
+        if password is None:
+            return not node.path(path).exists()
+        return not file_matches(node, path, slurmdbd_conf(node, password), 0o600, SLURM_USER, SLURM_USER)
+
+    def apply(self, node: Node) -> None:
+        password = self._password(node)
+        if password is None:
+            password = (
+                external_password(node) if node.options.accounting.database == "external" else database_password(node)
+            )
+        write_file(
+            node,
+            conf_path(node, "slurmdbd.conf"),
+            slurmdbd_conf(node, password),
+            mode=0o600,
+            owner=SLURM_USER,
+            group=SLURM_USER,
+        )
+
+    def describe(self, node: Node) -> List[str]:
+        return ["write {} (slurm, 0600; holds the database password)".format(conf_path(node, "slurmdbd.conf"))]
+
+
+class AccountingCluster(Step):
+    """The cluster is registered in slurmdbd before slurmctld starts."""
+
+    name = "accounting-cluster"
+
+    def _registered(self, node: Node) -> Optional[bool]:
+        result = node.run(
+            [node.slurm.command("sacctmgr"), "-n", "-P", "list", "cluster", "format=cluster"], check=False, timeout=30
+        )
+        if not result.ok:
+            return None
+        return slurm_cluster_name(node) in result.stdout.split()
+
+    def needed(self, node: Node) -> bool:
+        return self._registered(node) is not True
+
+    def apply(self, node: Node) -> None:
+        def answering() -> bool:
+            registered = self._registered(node)
+            if registered is None:
+                raise NotReady("slurmdbd is not answering yet")
+            return registered
+
+        if not node.retry.call(answering, what="slurmdbd"):
+            node.run([node.slurm.command("sacctmgr"), "-i", "add", "cluster", slurm_cluster_name(node)], timeout=60)
+
+    def describe(self, node: Node) -> List[str]:
+        return ["sacctmgr add cluster " + slurm_cluster_name(node)]
