@@ -16,10 +16,7 @@ No CDK import: it needs only the node runtime's stdlib code.
 from __future__ import annotations
 
 import argparse
-import ast
 import dataclasses
-import inspect
-import itertools
 import re
 import sys
 from pathlib import Path
@@ -28,6 +25,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
+from hyperpod_cdk.docstrings import field_docstrings  # noqa: E402
 from training_runtime import options  # noqa: E402
 
 DOC = ROOT / "docs" / "configuration.md"
@@ -57,23 +55,6 @@ TYPE_WORDS = {
     "Dict[str, Dict[str, Any]]": "map of instance type to figures",
 }
 """How each annotation in options.py reads in the document; a new kind of annotation must be added here."""
-
-
-def field_docstrings(cls: type) -> dict[str, str]:
-    """``{field: docstring}`` from the class source: the string literal right after each annotated field."""
-    tree = ast.parse(inspect.getsource(cls))
-    body = tree.body[0].body  # type: ignore[attr-defined]
-    docs: dict[str, str] = {}
-    for statement, following in itertools.pairwise(body):
-        if (
-            isinstance(statement, ast.AnnAssign)
-            and isinstance(statement.target, ast.Name)
-            and isinstance(following, ast.Expr)
-            and isinstance(following.value, ast.Constant)
-            and isinstance(following.value.value, str)
-        ):
-            docs[statement.target.id] = following.value.value
-    return docs
 
 
 def anchor(path: str) -> str:

@@ -6,33 +6,14 @@ types and defaults the node reads; the rules themselves run in ``hyperpod-cdk va
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-import inspect
-import itertools
 from typing import Any
 
 from pydantic import TypeAdapter
 
+from hyperpod_cdk.docstrings import field_docstrings
 from training_runtime import options as runtime_options
 from training_runtime.users import MAX_ID, MIN_ID, USER_NAME, User
-
-
-def _field_docs(cls: Any) -> dict[str, str]:
-    """The docstrings written under each field of a dataclass (read from its source)."""
-    tree = ast.parse(inspect.getsource(cls))
-    body = tree.body[0].body  # type: ignore[attr-defined]
-    docs: dict[str, str] = {}
-    for before, after in itertools.pairwise(body):
-        if (
-            isinstance(before, ast.AnnAssign)
-            and isinstance(before.target, ast.Name)
-            and isinstance(after, ast.Expr)
-            and isinstance(after.value, ast.Constant)
-            and isinstance(after.value.value, str)
-        ):
-            docs[before.target.id] = " ".join(after.value.value.split())
-    return docs
 
 
 def _dataclass_schema(cls: type) -> dict[str, Any]:
@@ -52,8 +33,8 @@ def _dataclass_schema(cls: type) -> dict[str, Any]:
 def _describe(cls: Any, schema: dict[str, Any]) -> None:
     if cls.__doc__ and not cls.__doc__.startswith(cls.__name__ + "("):
         schema["description"] = " ".join(cls.__doc__.split())
-    for name, text in _field_docs(cls).items():
-        schema.get("properties", {}).get(name, {})["description"] = text
+    for name, text in field_docstrings(cls).items():
+        schema.get("properties", {}).get(name, {})["description"] = " ".join(text.split())
 
 
 def runtime_schema() -> dict[str, Any]:
