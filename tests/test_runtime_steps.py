@@ -593,3 +593,24 @@ def test_a_written_file_is_durable_with_its_directory(tmp_path: Path, monkeypatc
     # The file's data (under its temporary name) and then, after the rename, the directory that holds it.
     assert synced[0].startswith(str(directory / ".bootstrap.done."))
     assert synced[-1] == str(directory)
+
+
+def test_a_second_bootstrap_waits_for_the_lock_then_fails_naming_the_holder(tmp_path: Path) -> None:
+    import fcntl
+
+    from training_runtime.__main__ import BootstrapLock
+    from training_runtime.retry import RetryPolicy
+
+    node = fake_node(tmp_path, instance="controller-1")
+    with BootstrapLock(node):  # the first run holds it and records its pid
+        held = (tmp_path / "var/lib/hyperpod-cdk/bootstrap.lock").read_text()
+        assert held == str(os.getpid())
+        # A separate open file description: flock conflicts with it even in the same process.
+        with open(tmp_path / "var/lib/hyperpod-cdk/bootstrap.lock") as other, pytest.raises(BlockingIOError):
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        quick = RetryPolicy(attempts=3, base_s=0.0, cap_s=0.0, deadline_s=0.5)
+        pattern = rf"another bootstrap \(pid {os.getpid()}\) has held"
+        with pytest.raises(StepFailed, match=pattern), BootstrapLock(node, wait=quick):
+            pass
+    with BootstrapLock(node, wait=RetryPolicy(attempts=1, base_s=0.0, cap_s=0.0, deadline_s=0.0)):
+        pass  # released: the next run takes it at once

@@ -35,6 +35,7 @@ from training_runtime.params import (
 from training_runtime.paths import STATE_DIR
 from training_runtime.plan import StepError, apply_plan, describe_plan, step_status
 from training_runtime.resources import DEFAULT_PATH, ResourceConfig, ResourceConfigError
+from training_runtime.retry import NotReady, RetryPolicy
 from training_runtime.run import CommandError, Runner
 from training_runtime.steps.catalog import steps_for
 from training_runtime.users import load_users
@@ -147,16 +148,45 @@ def main(argv: Optional[List[str]] = None) -> int:
     return 0
 
 
-class BootstrapLock:
-    """One bootstrap at a time on a node (HyperPod may re-run a script while an old run hangs)."""
+LOCK_WAIT = RetryPolicy(attempts=100000, base_s=1.0, cap_s=10.0, deadline_s=1800.0)
+"""How long a bootstrap waits for an earlier one on the same node: 30 minutes, then it fails clearly."""
 
-    def __init__(self, node: Node) -> None:
+
+class BootstrapLock:
+    """One bootstrap at a time on a node. HyperPod may re-run a script while an old run hangs: the new run
+    waits for the lock up to :data:`LOCK_WAIT`'s deadline, then fails naming the holder, instead of hanging
+    behind it forever."""
+
+    def __init__(self, node: Node, wait: RetryPolicy = LOCK_WAIT) -> None:
         self.path = node.path(STATE_DIR + "/bootstrap.lock")
+        self.wait = wait
 
     def __enter__(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.handle = open(str(self.path), "a")
-        fcntl.flock(self.handle, fcntl.LOCK_EX)
+        self.handle = open(str(self.path), "a+")
+
+        def take() -> None:
+            try:
+                fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise NotReady("another bootstrap holds {}".format(self.path)) from None
+
+        try:
+            self.wait.call(take, what="the bootstrap lock")
+        except NotReady:
+            self.handle.seek(0)
+            holder = self.handle.read().strip() or "unknown"
+            self.handle.close()
+            raise StepFailed(
+                "another bootstrap (pid {}) has held {} for {:.0f} s or more; it may hang. Fix: find it with "
+                "`ps -fp {}`, stop it if it is stuck, and re-run".format(
+                    holder, self.path, self.wait.deadline_s, holder
+                )
+            ) from None
+        self.handle.seek(0)
+        self.handle.truncate()
+        self.handle.write(str(os.getpid()))
+        self.handle.flush()
 
     def __exit__(self, *exc: Any) -> None:
         self.handle.close()
