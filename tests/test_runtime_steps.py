@@ -614,3 +614,27 @@ def test_a_second_bootstrap_waits_for_the_lock_then_fails_naming_the_holder(tmp_
             pass
     with BootstrapLock(node, wait=RetryPolicy(attempts=1, base_s=0.0, cap_s=0.0, deadline_s=0.0)):
         pass  # released: the next run takes it at once
+
+
+def test_the_shared_storage_probe_runs_in_a_child_with_a_deadline(tmp_path: Path) -> None:
+    """A write to a hung Lustre mount blocks in the kernel: bootstrap probes in a child it can abandon."""
+    from training_runtime.probe import PROBE, PROBE_TIMEOUT_S, python_executable
+    from training_runtime.run import CommandError
+
+    class HungWrite(RecordingRunner):
+        def run(self, argv, **kwargs):  # type: ignore[no-untyped-def, override]
+            if PROBE in argv:
+                self.commands.append(list(argv))
+                assert kwargs["timeout"] == PROBE_TIMEOUT_S
+                raise CommandError(argv, None, "")
+            return super().run(argv, **kwargs)
+
+    node = fake_node(tmp_path, fsx=False, runner=HungWrite())
+    (tmp_path / "fsx").mkdir()
+    with pytest.raises(StepFailed, match=r"a write to /fsx did not finish within 10 s"):
+        SharedStorage().apply(node)
+    responses = {(python_executable(), "-c", PROBE): (1, "OSError: [Errno 30] Read-only file system")}
+    refused = fake_node(tmp_path / "b", fsx=False, runner=RecordingRunner(responses))
+    (tmp_path / "b" / "fsx").mkdir()
+    with pytest.raises(StepFailed, match=r"/fsx is not writable: OSError: \[Errno 30\] Read-only file system"):
+        SharedStorage().apply(refused)

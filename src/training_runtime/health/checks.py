@@ -8,9 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import socket
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -32,9 +30,10 @@ from training_runtime.health.results import (
     ok,
     skipped,
 )
-from training_runtime.node import HYPERPOD, SLURM_LAYOUTS, SYSTEM_PATH, SlurmLayout, which_under
+from training_runtime.node import HYPERPOD, SLURM_LAYOUTS, SlurmLayout, which_under
 from training_runtime.options import HealthOptions
 from training_runtime.paths import DCGM_BINARY, FI_INFO, NEURON_LS, RUNTIME_DIR_ON_SHARED
+from training_runtime.probe import PROBE_TIMEOUT_S, probe_argv
 from training_runtime.run import CommandError, Result, Runner
 
 SLURMD_SPOOL = "/var/spool/slurmd"
@@ -46,23 +45,7 @@ CHECKS_DEADLINE_S = 30.0
 """All checks together; what is left of Slurm's 60 s goes to scontrol (3 calls at most)."""
 TOOL_TIMEOUT_S = 15.0
 DCGM_TIMEOUT_S = 25.0
-PROBE_TIMEOUT_S = 10.0
 SCONTROL_TIMEOUT_S = 8.0
-
-PROBE = """import os, sys
-directory, name = sys.argv[1], sys.argv[2]
-os.makedirs(directory, mode=0o755, exist_ok=True)
-path = os.path.join(directory, name)
-fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-try:
-    os.write(fd, b"hyperpod-cdk health probe\\n")
-    os.fsync(fd)
-finally:
-    os.close(fd)
-os.unlink(path)
-"""
-"""Run in a child process: a write to a hung Lustre mount blocks in the kernel, and only a child can be
-abandoned at the deadline without keeping this program from exiting."""
 
 
 @dataclass
@@ -289,12 +272,6 @@ def _in_fstab(ctx: Context, mount: str) -> bool:
     return False
 
 
-def python_executable() -> str:
-    """This interpreter, for the probe. ``sys.executable`` is empty when Python was started through a
-    PATH lookup with no PATH in its environment, which is how slurmd starts the programs."""
-    return sys.executable or shutil.which("python3", path=SYSTEM_PATH) or "/usr/bin/python3"
-
-
 def check_shared_storage(ctx: Context) -> CheckResult:
     """The shared file system is mounted and takes a write (create, fsync, remove) within 10 s.
 
@@ -312,7 +289,7 @@ def check_shared_storage(ctx: Context) -> CheckResult:
         return failed(SHARED_STORAGE, "{} does not exist".format(mount))
     directory = str(ctx.path("{}/{}/health".format(mount, RUNTIME_DIR_ON_SHARED)))
     name = "{}.{}".format(ctx.node_name or "node", os.getpid())
-    probe = [python_executable(), "-c", PROBE, directory, name]
+    probe = probe_argv(directory, name)
     result, why = _ran(ctx, probe, PROBE_TIMEOUT_S, label="a write to " + mount)
     if result is None:
         return failed(SHARED_STORAGE, why)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from typing import List, Optional
 
 from training_runtime.apt import apt_install
@@ -10,6 +9,8 @@ from training_runtime.errors import StepFailed
 from training_runtime.files import ensure_dir, is_mountpoint, read_text, with_block, write_file
 from training_runtime.node import Node
 from training_runtime.params import API_DRIVEN
+from training_runtime.paths import RUNTIME_DIR_ON_SHARED
+from training_runtime.probe import PROBE_TIMEOUT_S, probe_argv
 from training_runtime.retry import NotReady
 from training_runtime.run import CommandError
 from training_runtime.steps import Step
@@ -81,12 +82,16 @@ class SharedStorage(Step):
             return "{} is not mounted".format(path)
         if not node.path(path).is_dir():
             return "{} does not exist".format(path)
-        probe = node.path("{}/.write-check-{}".format(path, socket.gethostname()))
+        directory = "{}/{}/probe".format(path.rstrip("/"), RUNTIME_DIR_ON_SHARED)
         try:
-            probe.write_text("ok")
-            probe.unlink()
-        except OSError as error:
-            return "{} is not writable: {}".format(path, error.strerror)
+            result = node.run(probe_argv(directory, node.hostname), timeout=PROBE_TIMEOUT_S, check=False)
+        except CommandError as error:
+            if error.returncode is None:
+                return "a write to {} did not finish within {:.0f} s (a hung mount?)".format(path, PROBE_TIMEOUT_S)
+            raise
+        if not result.ok:
+            lines = (result.stdout + "\n" + result.stderr).strip().splitlines()
+            return "{} is not writable: {}".format(path, lines[-1] if lines else "exit {}".format(result.returncode))
         return None
 
     def needed(self, node: Node) -> bool:
