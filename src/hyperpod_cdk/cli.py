@@ -8,6 +8,7 @@ import os
 import sys
 from typing import Any
 
+from hyperpod_cdk import ops as operator_commands
 from hyperpod_cdk.config import json_schema
 from hyperpod_cdk.errors import ConfigurationError
 from hyperpod_cdk.validate import validate_command
@@ -31,7 +32,10 @@ def main(argv: list[str] | None = None) -> int:
     validate.add_argument("--json", action="store_true", help="print the problems as JSON")
     commands.add_parser("schema", help="print the config file's JSON Schema")
     _add_local_commands(commands)
+    operator_commands.register(commands)
     args = parser.parse_args(argv)
+    if getattr(args, "operator", None):
+        return operator_commands.run(args)
     if args.command == "local":
         return _run_local(args)
     if args.command == "schema":
