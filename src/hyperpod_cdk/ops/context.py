@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -13,6 +14,14 @@ from typing import TYPE_CHECKING, Any, TextIO
 if TYPE_CHECKING:
     import boto3
     from rich.console import Console
+
+
+def make_session(profile: str | None, region: str | None) -> boto3.session.Session:
+    """A boto3 Session: --profile / --region first, then AWS_PROFILE and AWS_REGION (which botocore alone does
+    not read; it reads AWS_DEFAULT_REGION), then the config files. AWS_ENDPOINT_URL is botocore's own."""
+    import boto3
+
+    return boto3.session.Session(profile_name=profile, region_name=region or os.environ.get("AWS_REGION") or None)
 
 
 def run_process(argv: Sequence[str]) -> int:
@@ -45,7 +54,7 @@ class OpsContext:
     """The session, the process runner, the clock, the terminal and the home directory of one command.
 
     :param session_factory: makes the boto3 Session; receives ``--profile`` and ``--region`` (None: the
-        standard AWS_PROFILE / AWS_REGION / config-file chain). Default: ``boto3.session.Session``.
+        standard AWS_PROFILE / AWS_REGION / config-file chain). Default: ``make_session``.
     :param execute: runs ``aws ssm start-session ...`` and returns its exit status. Default: ``run_process``.
     :param confirm: asks before reboot/replace. Default: ``ask`` (no terminal means no).
     """
@@ -64,9 +73,7 @@ class OpsContext:
     def session(self, profile: str | None, region: str | None) -> boto3.session.Session:
         if self.session_factory is not None:
             return self.session_factory(profile, region)
-        import boto3
-
-        return boto3.session.Session(profile_name=profile, region_name=region)
+        return make_session(profile, region)
 
     @property
     def out(self) -> Console:
@@ -81,7 +88,9 @@ class OpsContext:
         if key not in self._consoles:
             from rich.console import Console
 
-            self._consoles[key] = Console(file=stream, highlight=False, soft_wrap=True)
+            # A pipe or file gets full rows (COLUMNS, else 200 characters) rather than rich's 80.
+            width = None if stream.isatty() else int(os.environ.get("COLUMNS") or 200)
+            self._consoles[key] = Console(file=stream, highlight=False, width=width)
         console: Console = self._consoles[key]
         return console
 
