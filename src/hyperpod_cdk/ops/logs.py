@@ -26,8 +26,8 @@ def parse_since(text: str) -> float:
     return int(match.group(1)) * SECONDS[match.group(2)]
 
 
-def _filter(args: argparse.Namespace, aws: Aws, cluster: Cluster) -> dict[str, Any]:
-    """FilterLogEvents parameters for --node / --group / --source."""
+def _filter(args: argparse.Namespace, aws: Aws, cluster: Cluster) -> tuple[dict[str, Any], set[str]]:
+    """FilterLogEvents parameters for --node / --group / --source, and the stream prefixes to keep."""
     sources = list(LOG_STREAM_PREFIXES) if args.source == "all" else [args.source]
     params: dict[str, Any] = {"logGroupName": cluster.log_group}
     if args.node:
@@ -37,15 +37,16 @@ def _filter(args: argparse.Namespace, aws: Aws, cluster: Cluster) -> dict[str, A
         params["logStreamNamePrefix"] = f"{LOG_STREAM_PREFIXES[sources[0]]}/" + (f"{args.group}/" if args.group else "")
     if args.group:
         cluster.group(args.group)
-    return params
+    return params, {LOG_STREAM_PREFIXES[source] for source in sources}
 
 
-def _events(logs: Any, params: dict[str, Any], group: str | None) -> Iterator[dict[str, Any]]:
+def _events(logs: Any, params: dict[str, Any], prefixes: set[str], group: str | None) -> Iterator[dict[str, Any]]:
     try:
         for page in logs.get_paginator("filter_log_events").paginate(**params):
             for event in page.get("events", []):
+                # The API filters already; this keeps endpoints that ignore the prefix (moto) to the selection.
                 parts = str(event.get("logStreamName", "")).split("/")
-                if group and (len(parts) < 3 or parts[-2] != group):
+                if parts[0] not in prefixes or (group and (len(parts) < 3 or parts[-2] != group)):
                     continue
                 yield event
     except Exception as error:
@@ -82,7 +83,7 @@ def _line(event: dict[str, Any], as_json: bool) -> str:
 def logs(args: argparse.Namespace, ctx: OpsContext) -> int:
     aws = Aws(ctx.session(args.profile, args.region))
     cluster = get_cluster(aws.sagemaker, args.cluster)
-    params = _filter(args, aws, cluster)
+    params, prefixes = _filter(args, aws, cluster)
     if args.since:
         params["startTime"] = int((ctx.now() - parse_since(args.since)) * 1000)
     client = aws.client("logs")
@@ -91,7 +92,7 @@ def logs(args: argparse.Namespace, ctx: OpsContext) -> int:
     printed = 0
     try:
         while True:
-            for event in _events(client, params, args.group):
+            for event in _events(client, params, prefixes, args.group):
                 key = str(event.get("eventId") or (event.get("timestamp"), event.get("logStreamName")))
                 if key in seen:
                     continue
