@@ -160,8 +160,10 @@ class HyperPodFakes:
             session.events.register(f"before-call.sagemaker.{operation}", self._answer)
 
     def _answer(self, model: Any, params: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+        # ``params`` is the serialized request: SageMaker speaks JSON, so its body holds the call's parameters.
         name = model.name
-        self.calls.append((name, json.loads(json.dumps(params, default=str))))
+        params = json.loads(params["body"] or b"{}")
+        self.calls.append((name, params))
         if name in self.fail:
             code, message = self.fail[name]
             return _error(code, message)

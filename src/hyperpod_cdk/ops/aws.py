@@ -12,7 +12,7 @@ from typing import Any
 
 from hyperpod_cdk.ops.errors import Exit, OpsError
 
-RETRIES = {"mode": "adaptive", "max_attempts": 8}
+RETRIES = {"mode": "adaptive", "total_max_attempts": 8}
 """8 attempts: HyperPod's control-plane APIs throttle at a few calls per second per account."""
 
 ACCESS_DENIED = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "NotAuthorized"}
@@ -99,7 +99,7 @@ def aws_errors() -> Iterator[None]:
             ) from None
         if code in THROTTLED:
             raise OpsError(
-                f"{operation} was still throttled after {RETRIES['max_attempts']} attempts: try again in a minute",
+                f"{operation} was still throttled after {RETRIES['total_max_attempts']} attempts: try again in a minute",
                 Exit.FAILED,
             ) from None
         if code in ("ResourceNotFound", "ResourceNotFoundException"):
