@@ -142,6 +142,8 @@ def test_throttling_is_retried_until_the_call_goes_through(monkeypatch: pytest.M
 def test_throttling_that_never_ends_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     big_cluster()
     monkeypatch.setattr(botocore.endpoint, "time", _Clock())
+    # 3 attempts instead of 8: adaptive mode's client-side rate limiter really waits between throttled calls
+    monkeypatch.setattr("hyperpod_cdk.ops.aws.RETRIES", {"mode": "adaptive", "total_max_attempts": 3})
 
     def throttle(request: Any, **_: Any) -> AWSResponse:
         body = b'{"__type": "ThrottlingException", "message": "Rate exceeded"}'
@@ -151,7 +153,7 @@ def test_throttling_that_never_ends_is_one_line(monkeypatch: pytest.MonkeyPatch)
     operator.before_session = lambda session: session.events.register("before-send.sagemaker.ListClusterNodes", throttle)
     result = operator("status", "big")
     assert result.code == 1
-    assert result.err == "error: ListClusterNodes was still throttled after 8 attempts: try again in a minute\n"
+    assert result.err == "error: ListClusterNodes was still throttled after 3 attempts: try again in a minute\n"
 
 
 class _Raw:
