@@ -188,7 +188,7 @@ class HyperPodFakes:
     _BatchRebootClusterNodes = _batch
     _BatchReplaceClusterNodes = _batch
 
-    def _UpdateCluster(self, params: dict[str, Any]) -> tuple[AWSResponse, dict[str, Any]]:  # noqa: N802
+    def _UpdateCluster(self, params: dict[str, Any]) -> tuple[AWSResponse, dict[str, Any]]:
         cluster = sagemaker_backends[ACCOUNT][REGION].clusters[params["ClusterName"]]
         for spec in params["InstanceGroups"]:
             for group in cluster.instance_groups:
@@ -196,7 +196,7 @@ class HyperPodFakes:
                     group["TargetCount"] = spec["InstanceCount"]
         return _ok({"ClusterArn": cluster.arn})
 
-    def _ListClusterEvents(self, params: dict[str, Any]) -> tuple[AWSResponse, dict[str, Any]]:  # noqa: N802
+    def _ListClusterEvents(self, params: dict[str, Any]) -> tuple[AWSResponse, dict[str, Any]]:
         start = int(params.get("NextToken") or 0)
         size = int(params.get("MaxResults") or 2)
         page = {"Events": self.events[start : start + size]}

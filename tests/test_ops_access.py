@@ -7,9 +7,9 @@ import shlex
 from pathlib import Path
 
 import pytest
-from ops_support import MotoCluster, Operator, aws_env, moto_url  # noqa: F401
 
 from hyperpod_cdk.ops.context import run_process
+from ops_support import MotoCluster, Operator, aws_env, moto_url  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("aws_env")
 
@@ -28,7 +28,9 @@ def test_connect_starts_a_session_on_the_controller() -> None:
     result = operator("connect", "research")
     assert result.code == 0, result.err
     head = made.ids["head"][0]
-    assert operator.executed == [["aws", "ssm", "start-session", "--target", f"sagemaker-cluster:{made.id}_head-{head}"]]
+    assert operator.executed == [
+        ["aws", "ssm", "start-session", "--target", f"sagemaker-cluster:{made.id}_head-{head}"]
+    ]
 
 
 def test_connect_passes_the_session_exit_status_and_profile_region() -> None:

@@ -6,9 +6,9 @@ import json
 from typing import Any
 
 import pytest
-from ops_support import MotoCluster, Operator, aws_env, moto_url  # noqa: F401
 
 from hyperpod_cdk.ops.context import make_session
+from ops_support import MotoCluster, Operator, aws_env, moto_url  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("aws_env")
 T0 = 1_795_000_000_000  # ms

@@ -11,16 +11,18 @@ from typing import Any
 import botocore.endpoint
 import pytest
 from botocore.awsrequest import AWSResponse
-from ops_support import MotoCluster, Operator, aws_env, moto_url  # noqa: F401
 
 from hyperpod_cdk.ops.aws import RETRIES, Aws
 from hyperpod_cdk.ops.context import make_session
+from ops_support import MotoCluster, Operator, aws_env, moto_url  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("aws_env")
 
 
 def big_cluster() -> MotoCluster:
-    return MotoCluster("big", {"ctl": ("ml.m5.xlarge", 1, "Controller"), "c5": ("ml.c5.xlarge", 30, "Compute")}).create()
+    return MotoCluster(
+        "big", {"ctl": ("ml.m5.xlarge", 1, "Controller"), "c5": ("ml.c5.xlarge", 30, "Compute")}
+    ).create()
 
 
 def test_thirty_nodes_go_in_two_calls_of_at_most_25() -> None:
@@ -44,9 +46,7 @@ def test_partial_failure_reports_every_node_and_exits_1() -> None:
     # nodes named by Slurm hostname: the controller is ip-10-1-0-1, c5 nodes follow
     result = operator("replace", "big", "ip-10-1-0-2", "ip-10-1-0-3", made.ids["c5"][2], "--yes")
     assert result.code == 1
-    assert operator.fakes.calls == [
-        ("BatchReplaceClusterNodes", {"ClusterName": "big", "NodeIds": made.ids["c5"][:3]})
-    ]
+    assert operator.fakes.calls == [("BatchReplaceClusterNodes", {"ClusterName": "big", "NodeIds": made.ids["c5"][:3]})]
     assert "2 of 3 node(s) accepted; 1 failed" in result.out
     assert "InvalidInstanceStatus" in result.out
     row = next(line for line in result.out.splitlines() if busy in line)
@@ -131,7 +131,9 @@ def test_throttling_is_retried_until_the_call_goes_through(monkeypatch: pytest.M
         return None  # through to moto
 
     operator = Operator()
-    operator.before_session = lambda session: session.events.register("before-send.sagemaker.ListClusterNodes", throttle)
+    operator.before_session = lambda session: session.events.register(
+        "before-send.sagemaker.ListClusterNodes", throttle
+    )
     result = operator("status", "big", "--json")
     assert result.code == 0, result.err
     assert len(sent) == 5
@@ -150,10 +152,12 @@ def test_throttling_that_never_ends_is_one_line(monkeypatch: pytest.MonkeyPatch)
         return AWSResponse(request.url, 400, {"x-amzn-errortype": "ThrottlingException"}, _Raw(body))
 
     operator = Operator()
-    operator.before_session = lambda session: session.events.register("before-send.sagemaker.ListClusterNodes", throttle)
+    operator.before_session = lambda session: session.events.register(
+        "before-send.sagemaker.ListClusterNodes", throttle
+    )
     result = operator("status", "big")
     assert result.code == 1
-    assert result.err == "error: ListClusterNodes was still throttled after 3 attempts: try again in a minute\n"
+    assert result.err == "error: ListClusterNodes was still throttled after 3 attempts: try again later\n"
 
 
 class _Raw:

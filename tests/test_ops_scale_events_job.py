@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ops_support import MotoCluster, Operator, aws_env, moto_url  # noqa: F401
 
 from hyperpod_cdk.ops import training_job
 from hyperpod_cdk.ops.context import make_session
+from ops_support import MotoCluster, Operator, aws_env, moto_url  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("aws_env")
 ROOT = Path(__file__).resolve().parent.parent

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from ops_support import MotoCluster, aws_env, moto_url  # noqa: F401
 
 ROOT = Path(__file__).resolve().parent.parent

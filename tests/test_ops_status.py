@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from ops_support import MotoCluster, Operator, aws_env, moto_url  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("aws_env")

@@ -9,9 +9,7 @@ import sys
 from typing import Any
 
 from hyperpod_cdk import ops as operator_commands
-from hyperpod_cdk.config import json_schema
 from hyperpod_cdk.errors import ConfigurationError
-from hyperpod_cdk.validate import validate_command
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,9 +37,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "local":
         return _run_local(args)
     if args.command == "schema":
+        from hyperpod_cdk.config import json_schema  # pydantic loads only for the commands that use it
+
         json.dump(json_schema(), sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")
         return 0
+    from hyperpod_cdk.validate import validate_command
+
     return validate_command(
         args.config, region=args.region, previous=args.previous, strict=args.strict, as_json=args.json
     )

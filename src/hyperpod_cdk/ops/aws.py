@@ -99,7 +99,7 @@ def aws_errors() -> Iterator[None]:
             ) from None
         if code in THROTTLED:
             raise OpsError(
-                f"{operation} was still throttled after {RETRIES['total_max_attempts']} attempts: try again in a minute",
+                f"{operation} was still throttled after {RETRIES['total_max_attempts']} attempts: try again later",
                 Exit.FAILED,
             ) from None
         if code in ("ResourceNotFound", "ResourceNotFoundException"):
