@@ -160,3 +160,9 @@ def test_wait_times_out_with_exit_6() -> None:
     result = operator("wait", "gpu", "--timeout", "60", "--interval", "15")
     assert result.code == 6
     assert "timed out after 60 s: cluster gpu is still Creating" in result.err
+
+
+def test_unknown_profile() -> None:
+    result = Operator()("status", "gpu", "--profile", "nobody")
+    assert result.code == 4
+    assert "The config profile (nobody) could not be found" in result.err
