@@ -166,6 +166,46 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    if False:",
         ("tests/test_rules.py",),
     ),
+    Mutation(
+        "O1",
+        "reboot/replace send more than 25 node ids per call",
+        "src/hyperpod_cdk/ops/nodes.py",
+        "BATCH_LIMIT = 25\n",
+        "BATCH_LIMIT = 50\n",
+        ("tests/test_ops_nodes.py",),
+    ),
+    Mutation(
+        "O2",
+        "a partial batch failure exits 0",
+        "src/hyperpod_cdk/ops/nodes.py",
+        "    outcome = Exit.FAILED if failed else Exit.OK",
+        "    outcome = Exit.OK",
+        ("tests/test_ops_nodes.py",),
+    ),
+    Mutation(
+        "O3",
+        "ssh-config appends a second block instead of replacing its own",
+        "src/hyperpod_cdk/ops/access.py",
+        "    start = existing.find(begin)",
+        "    start = -1",
+        ("tests/test_ops_access.py",),
+    ),
+    Mutation(
+        "O4",
+        "wait treats a Failed cluster as still in progress",
+        "src/hyperpod_cdk/ops/status.py",
+        'SETTLED_BAD = {"Failed"}',
+        "SETTLED_BAD: set[str] = set()",
+        ("tests/test_ops_status.py",),
+    ),
+    Mutation(
+        "O5",
+        "scale updates a cluster the stack owns",
+        "src/hyperpod_cdk/ops/scale.py",
+        "    if managed and not args.allow_drift:",
+        "    if False:",
+        ("tests/test_ops_scale_events_job.py",),
+    ),
 )
 
 

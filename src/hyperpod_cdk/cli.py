@@ -8,9 +8,8 @@ import os
 import sys
 from typing import Any
 
-from hyperpod_cdk.config import json_schema
+from hyperpod_cdk import ops as operator_commands
 from hyperpod_cdk.errors import ConfigurationError
-from hyperpod_cdk.validate import validate_command
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,13 +30,20 @@ def main(argv: list[str] | None = None) -> int:
     validate.add_argument("--json", action="store_true", help="print the problems as JSON")
     commands.add_parser("schema", help="print the config file's JSON Schema")
     _add_local_commands(commands)
+    operator_commands.register(commands)
     args = parser.parse_args(argv)
+    if getattr(args, "operator", None):
+        return operator_commands.run(args)
     if args.command == "local":
         return _run_local(args)
     if args.command == "schema":
+        from hyperpod_cdk.config import json_schema  # pydantic loads only for the commands that use it
+
         json.dump(json_schema(), sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")
         return 0
+    from hyperpod_cdk.validate import validate_command
+
     return validate_command(
         args.config, region=args.region, previous=args.previous, strict=args.strict, as_json=args.json
     )

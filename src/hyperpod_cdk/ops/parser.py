@@ -1,0 +1,161 @@
+"""The operator commands' arguments, and the dispatch that loads a command's module only when it runs."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Any
+
+from hyperpod_cdk.ops.context import OpsContext
+from hyperpod_cdk.ops.errors import Exit, OpsError
+
+NODE_REF = "instance id (i-...) or Slurm hostname (ip-a-b-c-d)"
+EXIT_NOTE = "Exit status: see docs/operations.md (0 ok, 1 failed, 3 not found, 4 credentials/access, 5 unsupported)."
+
+
+def _command(commands: Any, name: str, handler: str, help_text: str, description: str = "") -> Any:
+    parser = commands.add_parser(name, help=help_text, description=f"{description or help_text}. {EXIT_NOTE}")
+    parser.set_defaults(operator=handler)
+    parser.add_argument("--region", help="AWS Region (default: AWS_REGION or the profile's)")
+    parser.add_argument("--profile", help="AWS profile (default: AWS_PROFILE)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    return parser
+
+
+def _cluster(parser: Any) -> Any:
+    parser.add_argument("cluster", help="HyperPod cluster name (the stack's ClusterName output)")
+    return parser
+
+
+def register(commands: Any) -> None:
+    """Adds the operator commands to ``hyperpod-cdk``'s sub-command parsers."""
+    status = _cluster(_command(commands, "status", "status:status", "cluster status, groups and nodes"))
+    status.add_argument("--group", help="only the nodes of this instance group")
+
+    wait = _cluster(
+        _command(commands, "wait", "status:wait", "wait until the cluster is InService or Failed, with progress")
+    )
+    wait.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait at most (default 3600)")
+    wait.add_argument("--interval", type=float, default=15.0, help="seconds between polls (default 15)")
+
+    connect = _cluster(
+        _command(
+            commands,
+            "connect",
+            "access:connect",
+            "open a shell on a node through SSM Session Manager (the controller by default)",
+        )
+    )
+    _node_choice(connect)
+    connect.add_argument("--print", action="store_true", help="print the aws ssm command instead of running it")
+
+    ssh = _cluster(
+        _command(
+            commands,
+            "ssh-config",
+            "access:ssh_config",
+            "write a ~/.ssh/config Host block that reaches a node through SSM (no open port)",
+        )
+    )
+    _node_choice(ssh)
+    ssh.add_argument("--host", help="the Host alias (default: the cluster name, plus -GROUP for --group)")
+    ssh.add_argument("--user", default="ubuntu", help="login user (default ubuntu)")
+    ssh.add_argument("--identity-file", help="IdentityFile for the block")
+    ssh.add_argument("--file", help="ssh config file to edit (default ~/.ssh/config)")
+    ssh.add_argument("--print", action="store_true", help="print the block instead of writing it")
+
+    forward = _cluster(
+        _command(
+            commands,
+            "port-forward",
+            "access:port_forward",
+            "forward a local port to a port on a node through SSM (Jupyter, TensorBoard)",
+        )
+    )
+    _node_choice(forward)
+    forward.add_argument("ports", metavar="LOCAL:REMOTE", help="e.g. 8888:8888")
+    forward.add_argument("--print", action="store_true", help="print the aws ssm command instead of running it")
+
+    logs = _cluster(
+        _command(commands, "logs", "logs:logs", "lifecycle-script or health-agent output from CloudWatch Logs")
+    )
+    logs.add_argument("--node", help=f"only this node: {NODE_REF}")
+    logs.add_argument("--group", help="only this instance group")
+    logs.add_argument(
+        "--source",
+        choices=["lifecycle", "health", "all"],
+        default="lifecycle",
+        help="lifecycle scripts (LifecycleConfig/...), the health agent (SagemakerHealthMonitoringAgent/...) or all",
+    )
+    logs.add_argument("--since", default=None, help="only events newer than this: 30m, 2h, 1d (default: all)")
+    logs.add_argument("--follow", "-f", action="store_true", help="keep printing new events until Ctrl-C")
+    logs.add_argument("--interval", type=float, default=5.0, help="seconds between polls with --follow")
+
+    for verb, what in (("reboot", "soft-reboot"), ("replace", "replace (new hardware, volumes lost)")):
+        batch = _cluster(_command(commands, verb, f"nodes:{verb}", f"{what} nodes: batches of at most 25"))
+        batch.add_argument("nodes", nargs="+", metavar="NODE", help=NODE_REF)
+        batch.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+        batch.add_argument("--dry-run", action="store_true", help="show the calls; change nothing")
+
+    scale = _cluster(_command(commands, "scale", "scale:scale", "set one instance group's count with UpdateCluster"))
+    scale.add_argument("group", help="instance group name")
+    scale.add_argument("count", type=int, help="the new instance count")
+    scale.add_argument("--config", help="the cluster's config file: the command names the line to change in it")
+    scale.add_argument(
+        "--allow-drift",
+        action="store_true",
+        help="scale a cluster that a CloudFormation stack owns anyway (the next deploy reverts it "
+        "unless the config changes too)",
+    )
+    scale.add_argument("--dry-run", action="store_true", help="show the call; change nothing")
+
+    events = _cluster(
+        _command(commands, "events", "events:events", "cluster events (clusters with Continuous provisioning)")
+    )
+    events.add_argument("--node", help=f"only this node: {NODE_REF}")
+    events.add_argument("--group", help="only this instance group")
+    events.add_argument("--since", help="only events newer than this: 30m, 2h, 1d")
+    events.add_argument("--limit", type=int, default=100, help="at most this many events (default 100)")
+
+    job = _command(
+        commands,
+        "training-job-config",
+        "training_job:training_job_config",
+        "a SageMaker training job's VpcConfig and FSx input from the stack's outputs",
+    )
+    job.add_argument("stack", help="the CloudFormation stack name of the TrainingClusterStack")
+    job.add_argument("--directory", default="/", help="directory on the file system for the channel (default /)")
+    job.add_argument("--channel", default="training", help="input channel name (default training)")
+    job.add_argument("--access-mode", choices=["ro", "rw"], default="ro", help="file system access (default ro)")
+    job.add_argument("--python", action="store_true", help="print only the Python snippet")
+
+
+def _node_choice(parser: Any) -> None:
+    parser.add_argument("--group", help="the first Running node of this group")
+    parser.add_argument("--node", help=NODE_REF)
+
+
+def run(args: argparse.Namespace, context: OpsContext | None = None) -> int:
+    """Runs the operator command ``args`` names; prints one line and returns its status on a known failure."""
+    from hyperpod_cdk.ops.aws import aws_errors
+
+    ctx = context or OpsContext()
+    module_name, function = str(args.operator).split(":")
+    module = importlib.import_module(f"hyperpod_cdk.ops.{module_name}")
+    try:
+        with aws_errors():
+            return int(getattr(module, function)(args, ctx))
+    except OpsError as error:
+        (ctx.stderr or sys.stderr).write(f"error: {error}\n")
+        return int(error.code)
+    except KeyboardInterrupt:
+        (ctx.stderr or sys.stderr).write("interrupted\n")
+        return int(Exit.INTERRUPTED)
+
+
+def main(argv: list[str] | None = None, context: OpsContext | None = None) -> int:
+    """The operator commands alone (what ``hyperpod-cdk`` runs for them); tests pass their own context."""
+    parser = argparse.ArgumentParser(prog="hyperpod-cdk")
+    register(parser.add_subparsers(dest="command", required=True))
+    return run(parser.parse_args(argv), context)

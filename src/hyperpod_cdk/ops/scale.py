@@ -1,0 +1,124 @@
+"""``scale``: one instance group's count through UpdateCluster, without drifting from the CDK stack.
+
+A cluster deployed by a CloudFormation stack (its tags include ``aws:cloudformation:stack-name``, or the
+caller names the config with ``--config``) has its counts in the stack: an UpdateCluster from here lasts only
+until the next deploy that touches the cluster, which sends the template's count again. So for such a
+cluster the command refuses, names the exact config change and validates it offline; ``--allow-drift``
+scales now anyway and names the same change, to make before the next deploy.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from hyperpod_cdk.ops.aws import Aws
+from hyperpod_cdk.ops.context import OpsContext
+from hyperpod_cdk.ops.errors import Exit, OpsError
+from hyperpod_cdk.ops.lookup import Cluster, get_cluster
+from hyperpod_cdk.ops.render import print_json
+
+STACK_TAG = "aws:cloudformation:stack-name"
+RENAMED = {"MinCount": "MinInstanceCount"}
+"""DescribeCluster's group fields whose UpdateCluster name differs."""
+
+
+def owning_stack(sagemaker: Any, cluster: Cluster) -> str | None:
+    for page in sagemaker.get_paginator("list_tags").paginate(ResourceArn=cluster.arn):
+        for tag in page.get("Tags", []):
+            if tag.get("Key") == STACK_TAG:
+                return str(tag.get("Value"))
+    return None
+
+
+def group_specification(sagemaker: Any, group: dict[str, Any], count: int) -> dict[str, Any]:
+    """The group as UpdateCluster takes it: DescribeCluster's fields that ClusterInstanceGroupSpecification has."""
+    members = sagemaker.meta.service_model.shape_for("ClusterInstanceGroupSpecification").members
+    spec = {RENAMED.get(k, k): v for k, v in group.items() if RENAMED.get(k, k) in members}
+    spec["InstanceCount"] = count
+    return spec
+
+
+def config_change(path: str | None, group: str, count: int) -> dict[str, Any]:
+    """Where the count lives in the cluster config, checked offline with the new count."""
+    if path is None:
+        return {
+            "file": None,
+            "path": f"instance_groups[name={group}].count",
+            "text": f"in the cluster config, set `count: {count}` on the instance group named {group}, then deploy",
+        }
+    from hyperpod_cdk.config import load_file, parse_config
+    from hyperpod_cdk.errors import ConfigurationError
+
+    data = load_file(path)
+    groups = data.get("instance_groups") if isinstance(data, dict) else None
+    if not isinstance(groups, list):
+        raise OpsError(
+            f"{path}: instance_groups is not in the file (a config that relies on the default groups): "
+            f"write them out before scaling group {group}",
+            Exit.USAGE,
+        )
+    index = next((i for i, g in enumerate(groups) if isinstance(g, dict) and g.get("name") == group), None)
+    if index is None:
+        names = ", ".join(str(g.get("name")) for g in groups if isinstance(g, dict))
+        raise OpsError(f"{path}: no instance group named {group} (groups: {names})", Exit.USAGE)
+    before = groups[index].get("count")
+    groups[index]["count"] = count
+    try:
+        parse_config(data, path)
+    except ConfigurationError as error:
+        raise OpsError(f"count {count} does not pass the config's rules: {error}", Exit.USAGE) from None
+    return {
+        "file": path,
+        "path": f"instance_groups[{index}].count",
+        "before": before,
+        "text": f"{path}: instance_groups[{index}] (name: {group}): count: {before} -> {count}, then deploy",
+    }
+
+
+def scale(args: argparse.Namespace, ctx: OpsContext) -> int:
+    if args.count < 0:
+        raise OpsError(f"count {args.count}: give 0 or more instances", Exit.USAGE)
+    aws = Aws(ctx.session(args.profile, args.region))
+    cluster = get_cluster(aws.sagemaker, args.cluster)
+    group = cluster.group(args.group)
+    stack = owning_stack(aws.sagemaker, cluster)
+    managed = stack is not None or args.config is not None
+    change = config_change(args.config, args.group, args.count)
+    spec = group_specification(aws.sagemaker, group, args.count)
+    report: dict[str, Any] = {
+        "cluster": cluster.name,
+        "group": args.group,
+        "from": group.get("TargetCount"),
+        "to": args.count,
+        "stack": stack,
+        "config_change": change,
+    }
+    if managed and not args.allow_drift:
+        owner = f"stack {stack}" if stack else f"the stack deployed from {args.config}"
+        if args.json:
+            print_json(ctx, {**report, "updated": False, "refused": True, "exit_status": int(Exit.UNSUPPORTED)})
+        else:
+            ctx.err.print(
+                f"not scaling: {owner} owns the count of group {args.group}; the next deploy would set it back.\n"
+                f"Change it there instead: {change['text']}.\n"
+                "(--allow-drift scales now anyway; make the same change before the next deploy.)"
+            )
+        return Exit.UNSUPPORTED
+    if args.dry_run:
+        if args.json:
+            print_json(ctx, {**report, "updated": False, "dry_run": True, "UpdateCluster": spec})
+        else:
+            ctx.out.print(f"Dry run: UpdateCluster {cluster.name} group {args.group} InstanceCount={args.count}")
+        return Exit.OK
+    aws.sagemaker.update_cluster(ClusterName=cluster.name, InstanceGroups=[spec])
+    if args.json:
+        print_json(ctx, {**report, "updated": True, "exit_status": 0})
+        return Exit.OK
+    ctx.out.print(
+        f"UpdateCluster accepted: group {args.group} of {cluster.name}: {group.get('TargetCount')} -> {args.count}; "
+        f"follow it with `hyperpod-cdk wait {cluster.name}`"
+    )
+    if managed:
+        ctx.out.print(f"[yellow]Keep the stack in step:[/yellow] {change['text']}")
+    return Exit.OK

@@ -1,0 +1,270 @@
+"""A moto server for the operator CLI's tests, and named fakes for the HyperPod calls moto lacks.
+
+moto 5.2.5 implements CreateCluster, DescribeCluster, ListClusterNodes, DescribeClusterNode and ListTags for
+HyperPod clusters, and CloudWatch Logs and CloudFormation; the tests reach them over real HTTP with real
+botocore through AWS_ENDPOINT_URL. moto's nodes lack what the service returns for Slurm clusters (i-...
+instance ids, PrivateDnsHostname) and its cluster never changes state, so ``MotoCluster`` edits moto's
+in-process backend the way the service would change; ``HyperPodFakes`` answers the calls moto does not
+implement at all (each named below with the reason) through botocore's before-call event, the hook botocore's
+own Stubber uses, after botocore has validated the parameters against the service model.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.awsrequest import AWSResponse
+from moto.sagemaker.models import Cluster as MotoClusterModel
+from moto.sagemaker.models import ClusterNode as MotoNodeModel
+from moto.sagemaker.models import sagemaker_backends
+from moto.server import ThreadedMotoServer
+
+from hyperpod_cdk.ops.context import OpsContext, make_session
+from hyperpod_cdk.ops.parser import main as ops_main
+
+ACCOUNT = "123456789012"  # moto's account
+REGION = "us-west-2"
+ROLE = f"arn:aws:iam::{ACCOUNT}:role/hyperpod-execution"
+LIFECYCLE = {"SourceS3Uri": "s3://sagemaker-lifecycle-bucket/lifecycle/", "OnCreate": "on_create.sh"}
+
+
+@pytest.fixture(scope="session")
+def moto_url() -> Iterator[str]:
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def aws_env(moto_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
+    """Dummy credentials, the Region and the moto endpoint in the standard variables; moto's state reset."""
+    urllib.request.urlopen(urllib.request.Request(f"{moto_url}/moto-api/reset", method="POST")).close()
+    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_REGION", REGION)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "aws-credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    _enrich_moto(monkeypatch)
+    return moto_url
+
+
+def _enrich_moto(monkeypatch: pytest.MonkeyPatch) -> None:
+    """moto's describe/summary plus the fields a test sets in ``extra`` (Orchestrator, hostnames, ...)."""
+    describe, summary = MotoClusterModel.describe, MotoNodeModel.summary
+    monkeypatch.setattr(MotoClusterModel, "describe", lambda self: {**describe(self), **getattr(self, "extra", {})})
+    monkeypatch.setattr(MotoNodeModel, "summary", lambda self: {**summary(self), **getattr(self, "extra", {})})
+
+
+@dataclass
+class MotoCluster:
+    """A cluster created in moto through CreateCluster, with Slurm-like node ids and hostnames."""
+
+    name: str
+    groups: dict[str, tuple[str, int, str | None]]  # name -> (instance type, count, Slurm NodeType)
+    tags: dict[str, str] = field(default_factory=dict)
+    ids: dict[str, list[str]] = field(default_factory=dict)
+
+    def create(self) -> MotoCluster:
+        client = make_session(None, None).client("sagemaker")
+        groups = []
+        for name, (instance_type, count, node_type) in self.groups.items():
+            group: dict[str, Any] = {
+                "InstanceGroupName": name,
+                "InstanceType": instance_type,
+                "InstanceCount": count,
+                "LifeCycleConfig": LIFECYCLE,
+                "ExecutionRole": ROLE,
+                "ThreadsPerCore": 1,
+            }
+            if node_type:
+                group["SlurmConfig"] = {"NodeType": node_type}
+            groups.append(group)
+        client.create_cluster(
+            ClusterName=self.name,
+            InstanceGroups=groups,
+            VpcConfig={"SecurityGroupIds": ["sg-0123456789abcdef0"], "Subnets": ["subnet-0123456789abcdef0"]},
+            Tags=[{"Key": k, "Value": v} for k, v in self.tags.items()],
+        )
+        # The service names nodes i-<17 hex> and gives them an EC2 private DNS name (the Slurm hostname).
+        model = self.model
+        renamed = {}
+        for number, node in enumerate(model.nodes.values(), start=1):
+            node.instance_id = f"i-{number:017x}"
+            node.extra = {"PrivateDnsHostname": f"ip-10-1-0-{number}.us-west-2.compute.internal"}
+            renamed[node.instance_id] = node
+            self.ids.setdefault(node.instance_group_name, []).append(node.instance_id)
+        model.nodes = renamed
+        model.extra = {"Orchestrator": {"Slurm": {"SlurmConfigStrategy": "Managed"}}}
+        return self
+
+    @property
+    def model(self) -> Any:
+        return sagemaker_backends[ACCOUNT][REGION].clusters[self.name]
+
+    @property
+    def id(self) -> str:
+        return str(self.model.arn).rsplit("/", 1)[-1]
+
+    def set(self, status: str | None = None, failure: str | None = None, **extra: Any) -> None:
+        if status is not None:
+            self.model.status = status
+        if failure is not None:
+            self.model.failure_message = failure
+        self.model.extra.update(extra)
+
+    def node(self, instance_id: str) -> Any:
+        return self.model.nodes[instance_id]
+
+    def group(self, name: str) -> dict[str, Any]:
+        return next(g for g in self.model.instance_groups if g["InstanceGroupName"] == name)
+
+
+class HyperPodFakes:
+    """Answers the HyperPod calls moto 5.2.5 does not implement, on moto's cluster state; records each call.
+
+    - BatchRebootClusterNodes / BatchReplaceClusterNodes: not in moto. The fake enforces the API's 25-id limit
+      (ValidationException above it), answers InstanceIdNotFound for ids the cluster lacks and
+      InvalidInstanceStatus for nodes in ``busy``, and Successful for the rest.
+    - UpdateCluster: not in moto. The fake sets the group's TargetCount in moto's state.
+    - ListClusterEvents: not in moto. The fake pages through ``events`` with the paginator's NextToken.
+    Any call can be made to fail with ``fail[operation] = (code, message)``.
+    """
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.busy: set[str] = set()
+        self.events: list[dict[str, Any]] = []
+        self.fail: dict[str, tuple[str, str]] = {}
+
+    def install(self, session: boto3.session.Session) -> None:
+        for operation in ("BatchRebootClusterNodes", "BatchReplaceClusterNodes", "UpdateCluster", "ListClusterEvents"):
+            session.events.register(f"before-call.sagemaker.{operation}", self._answer)
+        for operation in self.fail:
+            session.events.register(f"before-call.sagemaker.{operation}", self._answer)
+
+    def _answer(self, model: Any, params: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+        # ``params`` is the serialized request: SageMaker speaks JSON, so its body holds the call's parameters.
+        name = model.name
+        params = json.loads(params["body"] or b"{}")
+        self.calls.append((name, params))
+        if name in self.fail:
+            code, message = self.fail[name]
+            return _error(code, message)
+        handler: Callable[[dict[str, Any]], tuple[AWSResponse, dict[str, Any]]] = getattr(self, f"_{name}")
+        return handler(params)
+
+    def _batch(self, params: dict[str, Any]) -> tuple[AWSResponse, dict[str, Any]]:
+        ids = params.get("NodeIds", [])
+        if len(ids) > 25:
+            return _error("ValidationException", "NodeIds: member must have length less than or equal to 25")
+        nodes = sagemaker_backends[ACCOUNT][REGION].clusters[params["ClusterName"]].nodes
+        ok, failed = [], []
+        for node_id in ids:
+            if node_id not in nodes:
+                failed.append({"NodeId": node_id, "ErrorCode": "InstanceIdNotFound", "Message": "no such node"})
+            elif node_id in self.busy:
+                failed.append({"NodeId": node_id, "ErrorCode": "InvalidInstanceStatus", "Message": "node is busy"})
+            else:
+                ok.append(node_id)
+        return _ok({"Successful": ok, "Failed": failed})
+
+    _BatchRebootClusterNodes = _batch
+    _BatchReplaceClusterNodes = _batch
+
+    def _UpdateCluster(self, params: dict[str, Any]) -> tuple[AWSResponse, dict[str, Any]]:
+        cluster = sagemaker_backends[ACCOUNT][REGION].clusters[params["ClusterName"]]
+        for spec in params["InstanceGroups"]:
+            for group in cluster.instance_groups:
+                if group["InstanceGroupName"] == spec["InstanceGroupName"]:
+                    group["TargetCount"] = spec["InstanceCount"]
+        return _ok({"ClusterArn": cluster.arn})
+
+    def _ListClusterEvents(self, params: dict[str, Any]) -> tuple[AWSResponse, dict[str, Any]]:
+        start = int(params.get("NextToken") or 0)
+        size = int(params.get("MaxResults") or 2)
+        page = {"Events": self.events[start : start + size]}
+        if start + size < len(self.events):
+            page["NextToken"] = str(start + size)
+        return _ok(page)
+
+
+def _ok(parsed: dict[str, Any]) -> tuple[AWSResponse, dict[str, Any]]:
+    return AWSResponse("https://fake", 200, {}, None), {**parsed, "ResponseMetadata": {"HTTPStatusCode": 200}}
+
+
+def _error(code: str, message: str) -> tuple[AWSResponse, dict[str, Any]]:
+    parsed = {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": 400}}
+    return AWSResponse("https://fake", 400, {}, None), parsed
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+@dataclass
+class Operator:
+    """Runs operator commands in-process with an injected context; records what they would execute."""
+
+    fakes: HyperPodFakes = field(default_factory=HyperPodFakes)
+    executed: list[list[str]] = field(default_factory=list)
+    answers: list[bool] = field(default_factory=list)
+    questions: list[str] = field(default_factory=list)
+    home: Path = Path("/nonexistent")
+    sleep: Callable[[float], None] = lambda seconds: None
+    clock: list[float] = field(default_factory=lambda: [1_000.0])
+    exit_status: int = 0
+    before_session: Callable[[boto3.session.Session], None] | None = None
+
+    def session(self, profile: str | None, region: str | None) -> boto3.session.Session:
+        session = make_session(profile, region)
+        self.fakes.install(session)
+        if self.before_session:
+            self.before_session(session)
+        return session
+
+    def execute(self, argv: Any) -> int:
+        self.executed.append(list(argv))
+        return self.exit_status
+
+    def confirm(self, question: str) -> bool:
+        self.questions.append(question)
+        return self.answers.pop(0) if self.answers else False
+
+    def __call__(self, *argv: str) -> Run:
+        out, err = io.StringIO(), io.StringIO()
+        context = OpsContext(
+            session_factory=self.session,
+            execute=self.execute,
+            confirm=self.confirm,
+            sleep=self.sleep,
+            monotonic=lambda: self.clock[0],
+            now=lambda: datetime(2026, 11, 20, 12, 0, tzinfo=UTC).timestamp(),
+            home=self.home,
+            stdout=out,
+            stderr=err,
+        )
+        code = ops_main(list(argv), context)
+        return Run(code, out.getvalue(), err.getvalue())
