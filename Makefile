@@ -69,6 +69,7 @@ docs: schema
 bench: setup
 	$(PYTHON) bench/synth.py
 	$(PYTHON) bench/validate.py
+	$(PYTHON) bench/cli_startup.py
 
 clean:
 	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache $(VENV38)
