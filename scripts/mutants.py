@@ -162,7 +162,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "V5",
         "the PyTorch line on Trainium is left to the node again",
         "src/hyperpod_cdk/rules/runtime.py",
-        "    if trainium and series != pytorch_env.NEURON_TORCH_SERIES:",
+        "    if trainium and series != pins.NEURON_TORCH_SERIES:",
         "    if False:",
         ("tests/test_rules.py",),
     ),
