@@ -26,6 +26,8 @@ from hyperpod_cdk.local.host import (
     _check_tools,
     _check_workdir,
     _restore_host,
+    clear_previous,
+    runs_here,
 )
 from hyperpod_cdk.local.layout import (
     DEFAULT_MAX_PER_GROUP,
@@ -46,6 +48,7 @@ from hyperpod_cdk.local.namespaces import (
     node_environment,
     require_root,
 )
+from hyperpod_cdk.local.report import status_report
 from hyperpod_cdk.local.staging import _as_root, _stage
 from hyperpod_cdk.local.state import (
     OWN_ENTRIES,
@@ -138,14 +141,14 @@ class LocalCluster:
         config = load_config(config_path)
         layout = plan_layout(config, max_per_group=max_per_group, max_workers=max_workers, subnet=subnet)
         params = parameters(config)
-        if f"{prefix}-sw" in list_netns() and not _runs_here(directory, prefix):
+        if f"{prefix}-sw" in list_netns() and not runs_here(directory, prefix, LocalCluster.open):
             raise LocalClusterError(
                 f"another local cluster uses the prefix {prefix!r} (netns {prefix}-sw exists). Fix: pass a "
                 "different --prefix, or take that cluster down with `hyperpod-cdk local down --workdir ...`"
             )
         directory.mkdir(parents=True, exist_ok=True)
         with _locked(directory):
-            _clear_previous(directory)
+            clear_previous(directory, LocalCluster.open)
             state = ClusterState(
                 config_path=str(Path(config_path).absolute()),
                 mode=params.mode,
@@ -361,29 +364,8 @@ class LocalCluster:
 
     # --- overview and teardown --------------------------------------------------------------
     def status(self) -> dict[str, Any]:
-        nodes = []
-        for node in self.nodes:
-            record = self.namespaces.record(node.name)
-            nodes.append(
-                {
-                    **node.to_json(),
-                    "alive": record is not None,
-                    "pid": record.pid if record else None,
-                    "netns": self.namespaces.netns(node.name),
-                }
-            )
-        return {
-            "cluster": self.layout.cluster_name,
-            "workdir": str(self.workdir),
-            "config": self.state.config_path,
-            "mode": self.state.mode,
-            "prefix": self.state.prefix,
-            "subnet": self.layout.subnet,
-            "shared": f"{self.workdir / 'shared'} (at {self.state.fsx_mount_path} on every node)",
-            "capped": {name: {"config": want, "local": got} for name, (want, got) in self.layout.capped().items()},
-            "nodes": nodes,
-            "sinfo": self.sinfo(),
-        }
+        """Nodes, addresses, liveness and sinfo, as ``hyperpod-cdk local status`` prints them."""
+        return status_report(self)
 
     def down(self, *, keep: bool = False) -> None:
         """Remove every node, the switch and what they left on the host; unless ``keep``, also delete the
@@ -408,36 +390,3 @@ class LocalCluster:
 
 def _net(node: LocalNode) -> NodeNet:
     return NodeNet(name=node.name, ip=node.ip)
-
-
-def _runs_here(directory: Path, prefix: str) -> bool:
-    """Whether the cluster with this prefix is the one recorded in ``directory`` (``up`` then reports it)."""
-    try:
-        return LocalCluster.open(directory).state.prefix == prefix
-    except LocalClusterError:
-        return False
-
-
-def _clear_previous(directory: Path) -> None:
-    """Refuse to replace a running cluster; remove what a cluster taken down with --keep left."""
-    state_path = directory / "state.json"
-    if state_path.exists():
-        try:
-            previous = LocalCluster.open(directory)
-        except LocalClusterError:
-            previous = None
-        if previous is not None and any(previous.namespaces.alive(n.name) for n in previous.nodes):
-            raise LocalClusterError(
-                f"a local cluster is already running in {directory}. Fix: `hyperpod-cdk local down --workdir "
-                f"{directory}` first, or use another --workdir"
-            )
-        if previous is not None:
-            previous._destroy()
-    for entry in OWN_ENTRIES:
-        if entry == ".lock":
-            continue
-        path = directory / entry
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        else:
-            path.unlink(missing_ok=True)

@@ -5,12 +5,11 @@ from __future__ import annotations
 import contextlib
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from hyperpod_cdk.local.state import (
-    DEFAULT_WORKDIR,
-    LocalClusterError,
-)
+from hyperpod_cdk.local.state import DEFAULT_WORKDIR, OWN_ENTRIES, LocalClusterError
 from training_runtime.files import mount_points
 
 
@@ -56,3 +55,37 @@ def _check_workdir(directory: Path) -> None:
 def _check_prefix(prefix: str) -> None:
     if not prefix or len(prefix) > 32 or not all(c.isalnum() or c in "-_" for c in prefix):
         raise LocalClusterError(f"prefix: got {prefix!r}; use 1-32 letters, digits, '-' or '_'")
+
+
+def runs_here(directory: Path, prefix: str, open_cluster: Callable[[Path], Any]) -> bool:
+    """Whether the cluster with this prefix is the one recorded in ``directory`` (``up`` then reports it)."""
+    try:
+        return bool(open_cluster(directory).state.prefix == prefix)
+    except LocalClusterError:
+        return False
+
+
+def clear_previous(directory: Path, open_cluster: Callable[[Path], Any]) -> None:
+    """Refuse to replace a running cluster; remove what a cluster taken down with --keep left.
+    ``open_cluster`` opens the cluster a work directory records (``LocalCluster.open``)."""
+    state_path = directory / "state.json"
+    if state_path.exists():
+        try:
+            previous = open_cluster(directory)
+        except LocalClusterError:
+            previous = None
+        if previous is not None and any(previous.namespaces.alive(n.name) for n in previous.nodes):
+            raise LocalClusterError(
+                f"a local cluster is already running in {directory}. Fix: `hyperpod-cdk local down --workdir "
+                f"{directory}` first, or use another --workdir"
+            )
+        if previous is not None:
+            previous._destroy()
+    for entry in OWN_ENTRIES:
+        if entry == ".lock":
+            continue
+        path = directory / entry
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)

@@ -1,0 +1,34 @@
+"""What ``hyperpod-cdk local status`` reports about a cluster: its nodes, their liveness, and sinfo."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hyperpod_cdk.local.cluster import LocalCluster
+
+
+def status_report(cluster: LocalCluster) -> dict[str, Any]:
+    nodes = []
+    for node in cluster.nodes:
+        record = cluster.namespaces.record(node.name)
+        nodes.append(
+            {
+                **node.to_json(),
+                "alive": record is not None,
+                "pid": record.pid if record else None,
+                "netns": cluster.namespaces.netns(node.name),
+            }
+        )
+    return {
+        "cluster": cluster.layout.cluster_name,
+        "workdir": str(cluster.workdir),
+        "config": cluster.state.config_path,
+        "mode": cluster.state.mode,
+        "prefix": cluster.state.prefix,
+        "subnet": cluster.layout.subnet,
+        "shared": f"{cluster.workdir / 'shared'} (at {cluster.state.fsx_mount_path} on every node)",
+        "capped": {name: {"config": want, "local": got} for name, (want, got) in cluster.layout.capped().items()},
+        "nodes": nodes,
+        "sinfo": cluster.sinfo(),
+    }
