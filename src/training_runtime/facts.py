@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Dict, Optional
 
+from training_runtime.hardware import NodeHardware
+
 HOME = "/opt/hyperpod-cdk"
 INSTALL_DIR = HOME + "/lib"
 """Holds the ``training_runtime`` package as installed on the node (not the lifecycle prefix's copy)."""
@@ -67,3 +69,31 @@ def load_facts(root: Path = Path("/")) -> NodeFacts:
         ) from None
     except (OSError, ValueError, TypeError) as error:
         raise FactsError("{} is unreadable ({}). Fix: re-run the node's bootstrap".format(FACTS_PATH, error)) from None
+
+
+def facts_from(
+    hardware: NodeHardware,
+    *,
+    cluster: str,
+    instance_name: str,
+    instance_type: str,
+    group: str,
+    role: str,
+    platform: str,
+    shared_mount: Optional[str],
+) -> NodeFacts:
+    """A node's facts: who it is, and what its hardware has (the one place the figures are copied over)."""
+    return NodeFacts(
+        cluster=cluster,
+        instance_name=instance_name,
+        instance_type=instance_type,
+        group=group,
+        role=role,
+        platform=platform,
+        shared_mount=shared_mount,
+        cpus=hardware.cpus,
+        gpus=hardware.gpus,
+        neuron_devices=hardware.neuron_devices,
+        neuron_cores=hardware.neuron_cores,
+        efa_interfaces=hardware.efa_interfaces,
+    )

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from training_runtime.facts import FactsError, NodeFacts, load_facts
+from training_runtime.facts import FactsError, NodeFacts, facts_from, load_facts
 from training_runtime.hardware import hardware_for
 from training_runtime.node import HYPERPOD, platform_at
 from training_runtime.paths import PYTORCH_ENV_VARIABLE, RUNTIME_DIR_ON_SHARED
@@ -320,7 +320,8 @@ def facts_for(args: argparse.Namespace) -> NodeFacts:
             "--instance-type: {!r} is not in the hardware table. Fix: use a HyperPod type such as "
             "ml.p5.48xlarge, or run on a bootstrapped node without --instance-type".format(args.instance_type)
         )
-    return NodeFacts(
+    return facts_from(
+        hardware,
         cluster="",
         instance_name="",
         instance_type=args.instance_type,
@@ -328,11 +329,6 @@ def facts_for(args: argparse.Namespace) -> NodeFacts:
         role="compute",
         platform=platform_at(args.root),
         shared_mount=None,
-        cpus=hardware.cpus,
-        gpus=hardware.gpus,
-        neuron_devices=hardware.neuron_devices,
-        neuron_cores=hardware.neuron_cores,
-        efa_interfaces=hardware.efa_interfaces,
     )
 
 

@@ -12,7 +12,7 @@ import hashlib
 from pathlib import Path
 from typing import Dict, List
 
-from training_runtime.facts import BIN_DIR, FACTS_PATH, INSTALL_DIR, NodeFacts
+from training_runtime.facts import BIN_DIR, FACTS_PATH, INSTALL_DIR, NodeFacts, facts_from
 from training_runtime.files import read_text, write_file
 from training_runtime.hardware import NodeHardware, hardware_for
 from training_runtime.node import Node
@@ -51,7 +51,8 @@ def node_facts(node: Node) -> NodeFacts:
     hardware = hardware_for(group.instance_type, node.options.node_hardware, group.threads_per_core) or NodeHardware(
         cpus=0, sockets=1, cores_per_socket=0, threads_per_core=1, memory_mib=0
     )
-    return NodeFacts(
+    return facts_from(
+        hardware,
         cluster=node.params.cluster_name,
         instance_name=node.instance.name,
         instance_type=node.group.instance_type,
@@ -59,11 +60,6 @@ def node_facts(node: Node) -> NodeFacts:
         role=node.role,
         platform=node.platform,
         shared_mount=node.params.fsx_mount_path if node.has_shared_storage else None,
-        cpus=hardware.cpus,
-        gpus=hardware.gpus,
-        neuron_devices=hardware.neuron_devices,
-        neuron_cores=hardware.neuron_cores,
-        efa_interfaces=hardware.efa_interfaces,
     )
 
 
