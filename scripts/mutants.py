@@ -206,6 +206,30 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    if False:",
         ("tests/test_ops_scale_events_job.py",),
     ),
+    Mutation(
+        "V6",
+        "problems printed at synth lose their rule id",
+        "src/hyperpod_cdk/errors.py",
+        '    return f" [{rule}]" if rule else ""',
+        '    return ""',
+        ("tests/test_rules.py",),
+    ),
+    Mutation(
+        "V7",
+        "a template-validator finding is not named by its config field",
+        "src/hyperpod_cdk/template_findings.py",
+        '"instance_groups[{0}].count"),',
+        '"instance_groups"),',
+        ("tests/test_template_findings.py",),
+    ),
+    Mutation(
+        "V8",
+        "the runtime section's shape goes unchecked",
+        "src/hyperpod_cdk/rules/runtime.py",
+        "        if p.rule == runtime_options.SHAPE_RULE",
+        "        if False",
+        ("tests/test_rules.py",),
+    ),
 )
 
 

@@ -588,3 +588,10 @@ def test_persistent_1_has_no_default_throughput(tmp_path: Path) -> None:
 def test_the_examples_pass_validate_strict(example: Path) -> None:
     """The examples are what users copy: no error and no warning."""
     assert validate_command(str(example), strict=True) == 0
+
+
+def test_errors_name_their_rule_where_synth_prints_them() -> None:
+    """`cdk synth` prints ConfigurationError: each problem ends with its rule id, the key into docs/rules.md."""
+    with pytest.raises(ConfigurationError) as error:
+        parse_config({"cluster_name": "-bad-"})
+    assert str(error.value).splitlines()[-1].endswith(" [CL-NAME]")

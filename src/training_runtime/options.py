@@ -1,8 +1,9 @@
 """Runtime options: the ``hyperpod_cdk.options`` section of the parameters file.
 
-This module is the one definition of what each option means, its default and its allowed values.
-The CDK side validates a config's ``runtime:`` section with :func:`options_problems` at synth time;
-the node parses the same section with :func:`parse_options` at boot.
+This module is the one definition of what each option means, its default and its allowed values; the
+value rules are in :mod:`training_runtime.option_rules`. The CDK side checks a config's ``runtime:``
+section with both before deploy (``hyperpod_cdk.rules`` registers them); the node parses the same
+section with :func:`parse_options` at boot.
 """
 
 from __future__ import annotations
@@ -160,6 +161,13 @@ def options_problems(raw: Any, path: str = "options") -> List[Problem]:
     """Every problem in a ``runtime`` section: its shape, then every value rule (:mod:`.option_rules`)."""
     problems: List[Problem] = []
     _parse(raw, path, problems, check_values=True)
+    return problems
+
+
+def shape_problems(raw: Any, path: str = "options") -> List[Problem]:
+    """The problems of a ``runtime`` section's shape only (types, keys, node_hardware figures)."""
+    problems: List[Problem] = []
+    _parse(raw, path, problems, check_values=False)
     return problems
 
 

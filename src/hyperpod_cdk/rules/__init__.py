@@ -8,8 +8,6 @@ CDK tokens skipped (the construct injects ``Token.is_unresolved``; a YAML file n
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 # Importing the rule modules registers their rules, in this order (the order problems are reported in).
 from hyperpod_cdk.rules import cluster as _cluster  # noqa: F401
 from hyperpod_cdk.rules import groups as _groups  # noqa: F401
@@ -27,10 +25,6 @@ def check(view: ClusterView) -> list[Problem]:
     return run(view)
 
 
-def problems_text(problems: Iterable[str]) -> list[str]:
-    return [str(p) for p in problems]
-
-
 __all__ = [
     "ERROR",
     "REGISTRY",
@@ -42,6 +36,5 @@ __all__ = [
     "all_rules",
     "check",
     "errors",
-    "problems_text",
     "warnings",
 ]

@@ -26,7 +26,7 @@ def shape(view: ClusterView) -> list[Problem]:
     """runtime holds known sections and keys with values of the right type."""
     return [
         p
-        for p in runtime_options.options_problems(dict(view.runtime), view.path("runtime"))
+        for p in runtime_options.shape_problems(dict(view.runtime), view.path("runtime"))
         if p.rule == runtime_options.SHAPE_RULE
     ]
 
@@ -36,7 +36,7 @@ def node_hardware(view: ClusterView) -> list[Problem]:
     """node_hardware gives consistent figures (cpus = sockets x cores x threads) for known fields only."""
     return [
         p
-        for p in runtime_options.options_problems(dict(view.runtime), view.path("runtime"))
+        for p in runtime_options.shape_problems(dict(view.runtime), view.path("runtime"))
         if p.rule == runtime_options.HARDWARE_RULE
     ]
 

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 from hyperpod_cdk.model import DEFAULT_FSX_MOUNT_PATH, InstanceGroup, SlurmMode
 from training_runtime.hardware import NodeHardware, hardware_for
 from training_runtime.options import RuntimeOptions, parse_options
-from training_runtime.problems import Problem
 
 if TYPE_CHECKING:
     from hyperpod_cdk.config import ClusterConfig, LifecycleConfig, NetworkConfig, StorageConfig
@@ -105,10 +104,3 @@ class ClusterView:
     @property
     def compute_groups(self) -> list[InstanceGroup]:
         return [g for g in self.groups if g.role == "compute"]
-
-
-def problem(path: str, expected: str, *, got: Any = None, fix: str = "", has_value: bool = True) -> Problem:
-    """A problem; ``got`` is shown unless ``has_value`` is False."""
-    if has_value:
-        return Problem(path, expected, got=got, fix=fix)
-    return Problem(path, expected, fix=fix)
