@@ -27,6 +27,7 @@ _HOMES = {
     "LifecycleScripts": "hyperpod_cdk.constructs",
     "LustreStorage": "hyperpod_cdk.constructs",
     "S3DataRepository": "hyperpod_cdk.constructs",
+    "TrainingCluster": "hyperpod_cdk.stacks",
     "TrainingClusterStack": "hyperpod_cdk.stacks",
 }
 
@@ -46,6 +47,7 @@ __all__ = [
     "S3DataRepository",
     "SlurmConfigStrategy",
     "SlurmMode",
+    "TrainingCluster",
     "TrainingClusterStack",
     "load_config",
     "parse_config",
@@ -71,7 +73,7 @@ if TYPE_CHECKING:
         SlurmConfigStrategy,
         SlurmMode,
     )
-    from hyperpod_cdk.stacks import TrainingClusterStack
+    from hyperpod_cdk.stacks import TrainingCluster, TrainingClusterStack
 
 
 def __getattr__(name: str) -> Any:

@@ -1,5 +1,5 @@
 """Deployable compositions of the constructs."""
 
-from hyperpod_cdk.stacks.training_cluster import TrainingClusterStack
+from hyperpod_cdk.stacks.training_cluster import TrainingCluster, TrainingClusterStack
 
-__all__ = ["TrainingClusterStack"]
+__all__ = ["TrainingCluster", "TrainingClusterStack"]

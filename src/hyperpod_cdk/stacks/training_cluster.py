@@ -1,4 +1,9 @@
-"""TrainingClusterStack: the deployable composition of the constructs, built from one ClusterConfig."""
+"""The deployable composition of the constructs, built from one ClusterConfig.
+
+:class:`TrainingCluster` adds the resources to any stack-like scope (a ``Stack``, or a Service Catalog
+``ProductStack``) without a construct of its own in between, so logical IDs are the same wherever it is
+used; :class:`TrainingClusterStack` is that composition as a ``Stack``.
+"""
 
 from __future__ import annotations
 
@@ -24,32 +29,37 @@ from hyperpod_cdk.constructs.storage import ExistingLustreFileSystem, fsx_versio
 from hyperpod_cdk.model import pascal_case
 
 
-class TrainingClusterStack(Stack):
-    """VPC, FSx for Lustre linked to S3, the lifecycle prefix, IAM and the HyperPod cluster.
+class TrainingCluster:
+    """VPC, FSx for Lustre linked to S3, the lifecycle prefix, IAM and the HyperPod cluster, added to ``scope``.
 
+    Not a construct: the resources are ``scope``'s own children (``scope`` is normally a stack), which keeps
+    their logical IDs stable. Config warnings become CDK warning annotations on ``scope``.
+
+    :param scope: the stack (or ``ProductStack``) that holds the resources.
     :param config: the whole cluster; validated before any construct is built.
     """
 
-    def __init__(self, scope: Construct, id: str, *, config: ClusterConfig, **kwargs: Any) -> None:
-        kwargs.setdefault("description", f"SageMaker HyperPod Slurm cluster {config.cluster_name} (hyperpod-cdk)")
-        super().__init__(scope, id, **kwargs)
-        for warning in config.check(f"cluster configuration of stack {id}", region=stack_region(self)):
-            Annotations.of(self).add_warning_v2(f"hyperpod-cdk:{warning.rule}", str(warning))
+    def __init__(self, scope: Construct, *, config: ClusterConfig) -> None:
+        self.scope = scope
+        for warning in config.check(
+            f"cluster configuration of stack {scope.node.id}", region=stack_region(Stack.of(scope))
+        ):
+            Annotations.of(scope).add_warning_v2(f"hyperpod-cdk:{warning.rule}", str(warning))
         self.config = config
         self.network = self._network(config.network)
         self.data_buckets: dict[str, s3.IBucket] = {}
         self.storage = self._storage(config.storage) if config.storage else None
         self.lifecycle = LifecycleScripts(
-            self,
+            self.scope,
             "LifecycleScripts",
-            bucket=s3.Bucket.from_bucket_name(self, "ImportedLifecycleBucket", config.lifecycle.bucket_name)
+            bucket=s3.Bucket.from_bucket_name(self.scope, "ImportedLifecycleBucket", config.lifecycle.bucket_name)
             if config.lifecycle.bucket_name
             else None,
             prefix=config.lifecycle.prefix,
         )
         self.lifecycle.add_users(config.cluster_users())
         self.cluster = HyperPodCluster(
-            self,
+            self.scope,
             "Cluster",
             cluster_name=config.cluster_name,
             network=self.network,
@@ -65,13 +75,13 @@ class TrainingClusterStack(Stack):
             runtime_options=config.runtime,
         )
         for key, value in config.tags.items():
-            Tags.of(self).add(key, value)
+            Tags.of(self.scope).add(key, value)
         self._outputs()
 
     def _network(self, net: NetworkConfig) -> ClusterNetwork:
         if net.vpc_id is None:
             return ClusterNetwork(
-                self,
+                self.scope,
                 "Network",
                 availability_zone=net.availability_zone,
                 cidr=net.cidr,
@@ -81,21 +91,21 @@ class TrainingClusterStack(Stack):
             )
         assert net.subnet_id and net.availability_zone  # ClusterConfig.problems() guarantees it
         vpc = ec2.Vpc.from_vpc_attributes(
-            self,
+            self.scope,
             "ImportedVpc",
             vpc_id=net.vpc_id,
             availability_zones=[net.availability_zone],
             private_subnet_ids=[net.subnet_id],
         )
         return ClusterNetwork(
-            self,
+            self.scope,
             "Network",
             vpc=vpc,
             subnet=ec2.Subnet.from_subnet_attributes(
-                self, "ImportedSubnet", subnet_id=net.subnet_id, availability_zone=net.availability_zone
+                self.scope, "ImportedSubnet", subnet_id=net.subnet_id, availability_zone=net.availability_zone
             ),
             security_group=ec2.SecurityGroup.from_security_group_id(
-                self, "ImportedNodeSecurityGroup", net.security_group_id
+                self.scope, "ImportedNodeSecurityGroup", net.security_group_id
             )
             if net.security_group_id
             else None,
@@ -107,9 +117,9 @@ class TrainingClusterStack(Stack):
         repositories = []
         for repo in storage.data_repositories:
             bucket = (
-                s3.Bucket.from_bucket_name(self, f"ImportedDataBucket{pascal_case(repo.name)}", repo.bucket_name)
+                s3.Bucket.from_bucket_name(self.scope, f"ImportedDataBucket{pascal_case(repo.name)}", repo.bucket_name)
                 if repo.bucket_name
-                else secure_bucket(self, f"DataBucket{pascal_case(repo.name)}", removal_policy=removal)
+                else secure_bucket(self.scope, f"DataBucket{pascal_case(repo.name)}", removal_policy=removal)
             )
             self.data_buckets[repo.name] = bucket
             repositories.append(
@@ -126,7 +136,7 @@ class TrainingClusterStack(Stack):
             )
         existing = storage.existing
         return LustreStorage(
-            self,
+            self.scope,
             "Storage",
             network=self.network,
             storage_capacity_gib=storage.storage_capacity_gib,
@@ -143,7 +153,7 @@ class TrainingClusterStack(Stack):
                 mount_name=existing.mount_name,
                 dns_name=existing.dns_name,
                 security_group=ec2.SecurityGroup.from_security_group_id(
-                    self, "ImportedStorageSecurityGroup", existing.security_group_id
+                    self.scope, "ImportedStorageSecurityGroup", existing.security_group_id
                 ),
             )
             if existing
@@ -180,4 +190,22 @@ class TrainingClusterStack(Stack):
                 f"S3 bucket of data repository {name}",
             )
         for key, (value, description) in outputs.items():
-            CfnOutput(self, key, value=value, description=description)
+            CfnOutput(self.scope, key, value=value, description=description)
+
+
+class TrainingClusterStack(Stack):
+    """:class:`TrainingCluster` as a stack: the bundled app deploys one of these.
+
+    :param config: the whole cluster; validated before any construct is built.
+    """
+
+    def __init__(self, scope: Construct, id: str, *, config: ClusterConfig, **kwargs: Any) -> None:
+        kwargs.setdefault("description", f"SageMaker HyperPod Slurm cluster {config.cluster_name} (hyperpod-cdk)")
+        super().__init__(scope, id, **kwargs)
+        parts = TrainingCluster(self, config=config)
+        self.config = config
+        self.network = parts.network
+        self.data_buckets = parts.data_buckets
+        self.storage = parts.storage
+        self.lifecycle = parts.lifecycle
+        self.cluster = parts.cluster
