@@ -120,3 +120,40 @@ def test_threads_per_core_is_carried_and_checked() -> None:
         data["hyperpod_cdk"]["groups"][1]["threads_per_core"] = bad
         with pytest.raises(ParametersError, match=r"groups\[1\]\.threads_per_core: got"):
             ProvisioningParameters.from_json(data)
+
+
+# --- the explicit FSx flag (published templates: API-driven, names only known at deploy) -------------------
+
+
+def test_the_fsx_flag_says_fsx_without_its_names_and_round_trips() -> None:
+    flagged = params(mode=API_DRIVEN, fsx=True, fsx_dns_name=None, fsx_mountname=None)
+    data = flagged.to_json()
+    assert data["hyperpod_cdk"]["fsx"] is True
+    assert "fsx_dns_name" not in data
+    read = ProvisioningParameters.loads(flagged.dumps())
+    assert read == flagged
+    assert read.has_fsx
+
+
+def test_without_the_flag_fsx_follows_the_dns_name_as_before() -> None:
+    assert "fsx" not in params().to_json()["hyperpod_cdk"]
+    assert ProvisioningParameters.loads(params().dumps()).has_fsx
+    assert not ProvisioningParameters.loads(params(fsx_dns_name=None, fsx_mountname=None).dumps()).has_fsx
+
+
+def test_the_fsx_flag_false_wins_over_nothing_and_contradicting_names_are_refused() -> None:
+    assert not params(fsx=False, fsx_dns_name=None, fsx_mountname=None).has_fsx
+    data = params(mode=API_DRIVEN).to_json()
+    data["hyperpod_cdk"]["fsx"] = False
+    with pytest.raises(ParametersError, match=r"hyperpod_cdk\.fsx: false, but fsx_dns_name is"):
+        ProvisioningParameters.from_json(data)
+    data["hyperpod_cdk"]["fsx"] = "yes"
+    with pytest.raises(ParametersError, match=r"hyperpod_cdk\.fsx: got 'yes'"):
+        ProvisioningParameters.from_json(data)
+
+
+def test_lifecycle_driven_mode_with_the_flag_needs_the_names_to_mount() -> None:
+    flagged = params(mode=LIFECYCLE_DRIVEN, fsx=True, fsx_dns_name=None, fsx_mountname=None)
+    with pytest.raises(ParametersError, match="required when hyperpod_cdk.fsx is true in lifecycle-driven mode"):
+        ProvisioningParameters.loads(flagged.dumps())
+    ProvisioningParameters.loads(params(mode=LIFECYCLE_DRIVEN, fsx=True).dumps())  # with the names: fine

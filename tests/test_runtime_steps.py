@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import stat
@@ -488,6 +489,21 @@ def test_hyperpod_without_fsx_has_no_shared_storage_step(tmp_path: Path) -> None
     node = fake_node(tmp_path, mode="api-driven", fsx=False)
     (tmp_path / "opt/sagemaker_cluster").mkdir(parents=True)
     assert "shared-storage" not in names(steps_for(node))
+
+
+def test_hyperpod_with_the_fsx_flag_and_no_dns_name_waits_for_the_mount(tmp_path: Path) -> None:
+    """A published API-driven template says ``fsx: true`` with null names: HyperPod mounts FSx, the runtime
+    uses it (shared-storage step, no mount of its own) and waits until it is a mount point."""
+    base = fake_node(tmp_path, mode="api-driven", fsx=False).params
+    params = dataclasses.replace(base, fsx=True)
+    node = fake_node(tmp_path, mode="api-driven", params=params)
+    (tmp_path / "opt/sagemaker_cluster").mkdir(parents=True)
+    assert node.has_shared_storage
+    steps = names(steps_for(node))
+    assert "shared-storage" in steps and "fsx-mount" not in steps
+    (tmp_path / "fsx").mkdir()
+    with pytest.raises(StepFailed, match="/fsx is not mounted"):
+        SharedStorage().apply(node)
 
 
 def test_a_daemon_we_do_not_configure_is_only_kept_running(tmp_path: Path) -> None:

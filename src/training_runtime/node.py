@@ -141,7 +141,7 @@ class Node:
     @property
     def has_shared_storage(self) -> bool:
         """The generic platform always needs one (the munge key is shared there); HyperPod only with FSx."""
-        return self.platform == GENERIC or bool(self.params.fsx_dns_name)
+        return self.platform == GENERIC or self.params.has_fsx
 
     @property
     def has_systemd(self) -> bool:

@@ -92,6 +92,12 @@ class ProvisioningParameters:
     fsx_dns_name: Optional[str] = None
     fsx_mountname: Optional[str] = None
     fsx_mount_path: str = DEFAULT_FSX_MOUNT_PATH
+    fsx: Optional[bool] = None
+    """Whether the cluster has FSx mounted at ``fsx_mount_path``, said explicitly (``hyperpod_cdk.fsx``).
+
+    None (the key absent) means what files without the key always meant: FSx exactly when ``fsx_dns_name``
+    is given. A published template writes ``True`` with null names in API-driven mode, where HyperPod
+    mounts the file system itself and its DNS name is only known at deploy time."""
     options: Dict[str, Any] = field(default_factory=dict)
     """The runtime options (the config's ``runtime:`` section), kept as given; the node reads them with
     :func:`training_runtime.options.parse_options` (``Node.options``)."""
@@ -113,6 +119,11 @@ class ProvisioningParameters:
     def file_name(self) -> str:
         """Object name under the lifecycle prefix (depends on the Slurm mode)."""
         return PARAMETERS_FILE_BY_MODE[self.mode]
+
+    @property
+    def has_fsx(self) -> bool:
+        """FSx is mounted at ``fsx_mount_path`` on every node (the explicit flag, else a DNS name given)."""
+        return self.fsx if self.fsx is not None else self.fsx_dns_name is not None
 
     def group(self, name: str) -> Optional[GroupSpec]:
         return next((g for g in self.groups if g.name == name), None)
@@ -151,6 +162,8 @@ class ProvisioningParameters:
             ],
             "options": dict(self.options),
         }
+        if self.fsx is not None:
+            data[OUR_KEY]["fsx"] = self.fsx
         return data
 
     def dumps(self) -> str:
@@ -194,6 +207,20 @@ class ProvisioningParameters:
         for key, value in (("fsx_dns_name", dns), ("fsx_mountname", mount_name)):
             if value is not None and (not isinstance(value, str) or not value):
                 problems.append("{}: got {!r}; expected a non-empty string".format(key, value))
+        fsx = ours.get("fsx")
+        if fsx is not None and not isinstance(fsx, bool):
+            problems.append("{}.fsx: got {!r}; expected true, false or absent".format(OUR_KEY, fsx))
+        elif fsx is False and dns is not None:
+            problems.append(
+                "{}.fsx: false, but fsx_dns_name is {!r}. Fix: remove fsx_dns_name and fsx_mountname, or set "
+                "{}.fsx to true".format(OUR_KEY, dns, OUR_KEY)
+            )
+        elif fsx is True and dns is None and mode == LIFECYCLE_DRIVEN:
+            problems.append(
+                "fsx_dns_name and fsx_mountname: required when {}.fsx is true in lifecycle-driven mode (the "
+                "runtime mounts the file system itself). Fix: give the file system's DNS and mount names, or "
+                "use api-driven mode, where HyperPod mounts it".format(OUR_KEY)
+            )
         if problems:
             raise ParametersError(problems)
         params = cls(
@@ -203,6 +230,7 @@ class ProvisioningParameters:
             fsx_dns_name=dns,
             fsx_mountname=mount_name,
             fsx_mount_path=str(mount_path),
+            fsx=fsx,
             options=dict(options),
         )
         _check_hyperpod_keys_agree(data, params, problems)

@@ -78,7 +78,7 @@ class SharedStorage(Step):
 
     def _probe_problem(self, node: Node) -> Optional[str]:
         path = node.params.fsx_mount_path
-        if node.params.fsx_dns_name and not is_mountpoint(node, path):
+        if node.params.has_fsx and not is_mountpoint(node, path):
             return "{} is not mounted".format(path)
         if not node.path(path).is_dir():
             return "{} does not exist".format(path)
