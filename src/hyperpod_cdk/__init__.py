@@ -29,6 +29,9 @@ _HOMES = {
     "S3DataRepository": "hyperpod_cdk.constructs",
     "TrainingCluster": "hyperpod_cdk.stacks",
     "TrainingClusterStack": "hyperpod_cdk.stacks",
+    "PublishedTrainingClusterStack": "hyperpod_cdk.stacks",
+    "PublishedLifecycleScripts": "hyperpod_cdk.constructs",
+    "PublishTarget": "hyperpod_cdk.publishing.layout",
 }
 
 __all__ = [
@@ -44,6 +47,9 @@ __all__ = [
     "LustreStorage",
     "NodeRecovery",
     "NodeRole",
+    "PublishTarget",
+    "PublishedLifecycleScripts",
+    "PublishedTrainingClusterStack",
     "S3DataRepository",
     "SlurmConfigStrategy",
     "SlurmMode",
@@ -61,6 +67,7 @@ if TYPE_CHECKING:
         HyperPodCluster,
         LifecycleScripts,
         LustreStorage,
+        PublishedLifecycleScripts,
         S3DataRepository,
     )
     from hyperpod_cdk.errors import ConfigurationError
@@ -73,7 +80,8 @@ if TYPE_CHECKING:
         SlurmConfigStrategy,
         SlurmMode,
     )
-    from hyperpod_cdk.stacks import TrainingCluster, TrainingClusterStack
+    from hyperpod_cdk.publishing.layout import PublishTarget
+    from hyperpod_cdk.stacks import PublishedTrainingClusterStack, TrainingCluster, TrainingClusterStack
 
 
 def __getattr__(name: str) -> Any:

@@ -29,6 +29,7 @@ def cluster_parameters(
     instance_groups: Iterable[HasGroupSpec],
     fsx_dns_name: str | None,
     fsx_mountname: str | None,
+    fsx: bool | None,
     fsx_mount_path: str,
     runtime_options: Mapping[str, object] | None,
 ) -> ProvisioningParameters:
@@ -36,7 +37,8 @@ def cluster_parameters(
 
     Every argument is required, so a caller cannot leave one out by accident. ``runtime_options`` are
     copied as given (the node parses them with ``training_runtime.options.parse_options``); the caller's
-    mapping is never shared with the result.
+    mapping is never shared with the result. ``fsx`` is the explicit flag (None: FSx exactly when
+    ``fsx_dns_name`` is given).
     """
     return ProvisioningParameters(
         cluster_name=cluster_name,
@@ -44,6 +46,7 @@ def cluster_parameters(
         groups=tuple(g.spec() for g in instance_groups),
         fsx_dns_name=fsx_dns_name,
         fsx_mountname=fsx_mountname,
+        fsx=fsx,
         fsx_mount_path=fsx_mount_path,
         options=dict(runtime_options or {}),
     )

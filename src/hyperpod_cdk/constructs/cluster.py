@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import jsii
-from aws_cdk import Fn, Stack, Tags
+from aws_cdk import Fn, Stack, Tags, Token
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
@@ -13,7 +13,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from hyperpod_cdk.constructs.checks import check_props
-from hyperpod_cdk.constructs.lifecycle import LifecycleScripts
+from hyperpod_cdk.constructs.lifecycle import LifecycleSource
 from hyperpod_cdk.constructs.nag import acknowledge
 from hyperpod_cdk.constructs.network import ClusterNetwork
 from hyperpod_cdk.constructs.storage import LustreStorage
@@ -62,7 +62,7 @@ class HyperPodCluster(Construct):
         *,
         cluster_name: str,
         network: ClusterNetwork,
-        lifecycle: LifecycleScripts,
+        lifecycle: LifecycleSource,
         instance_groups: Sequence[InstanceGroup],
         storage: LustreStorage | None = None,
         mode: SlurmMode = SlurmMode.API_DRIVEN,
@@ -99,13 +99,15 @@ class HyperPodCluster(Construct):
         self.execution_role: iam.IRole = role or self._execution_role(network)
         lifecycle.grant_read(self.execution_role)
         self._grant_runtime_secrets(parse_options(dict(runtime_options or {})))
+        fsx_dns_name, fsx_mountname, fsx_flag = self._fsx_keys(lifecycle, storage)
         lifecycle.add_parameters(
             cluster_parameters(
                 cluster_name=cluster_name,
                 mode=self.mode,
                 instance_groups=self.instance_groups,
-                fsx_dns_name=storage.dns_name if storage else None,
-                fsx_mountname=storage.mount_name if storage else None,
+                fsx_dns_name=fsx_dns_name,
+                fsx_mountname=fsx_mountname,
+                fsx=fsx_flag,
                 fsx_mount_path=fsx_mount_path,
                 runtime_options=runtime_options,
             )
@@ -138,7 +140,7 @@ class HyperPodCluster(Construct):
         for key, value in (tags or {}).items():
             Tags.of(self).add(key, value)
         # Creation must not race what the nodes need at boot.
-        self.resource.node.add_dependency(lifecycle.deployment, self.execution_role)
+        self.resource.node.add_dependency(*lifecycle.upload_dependencies, self.execution_role)
         if storage is not None:
             # Includes the Lustre rules added to an adopted file system's security group.
             self.resource.node.add_dependency(storage, storage.security_group)
@@ -206,6 +208,34 @@ class HyperPodCluster(Construct):
             on_start_deep_health_checks=[str(c) for c in group.deep_health_checks] or None,
             training_plan_arn=group.training_plan_arn,
         )
+
+    def _fsx_keys(
+        self, lifecycle: LifecycleSource, storage: LustreStorage | None
+    ) -> tuple[str | None, str | None, bool | None]:
+        """The parameters file's FSx DNS name, mount name and explicit flag.
+
+        A prefix uploaded at deploy gets the names (CloudFormation values resolved then) and no flag, as
+        always. A published prefix is fixed at synth: it says whether FSx is there and carries the names only
+        when they are known at synth; lifecycle-driven mode cannot do without them (the runtime mounts FSx).
+        """
+        if lifecycle.resolves_at_deploy:
+            return (storage.dns_name, storage.mount_name, None) if storage else (None, None, None)
+        if storage is None:
+            return None, None, False
+        if not Token.is_unresolved(storage.dns_name) and not Token.is_unresolved(storage.mount_name):
+            return storage.dns_name, storage.mount_name, True
+        if self.mode == SlurmMode.LIFECYCLE_DRIVEN:
+            raise_if_any(
+                f"HyperPodCluster {self.node.path}",
+                [
+                    "storage: lifecycle-driven mode writes the file system's DNS and mount names into the "
+                    "lifecycle prefix, but a published prefix is fixed at synth and this file system's names "
+                    "are only known at deploy. Fix: adopt an existing file system with both names (config: "
+                    "storage.existing with dns_name and mount_name), or use API-driven mode (config: mode: "
+                    "api-driven), where HyperPod mounts the file system itself"
+                ],
+            )
+        return None, None, True
 
     def _grant_runtime_secrets(self, options: RuntimeOptions) -> None:
         """The controller reads an external accounting database's password at boot: read on that secret."""

@@ -9,13 +9,14 @@ import tempfile
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
+from typing import Protocol
 
 import jsii
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
-from constructs import Construct, IValidation
+from constructs import Construct, IDependable, IValidation
 
 from hyperpod_cdk.config import LifecycleConfig
 from hyperpod_cdk.constructs.buckets import secure_bucket
@@ -42,6 +43,38 @@ def staged_assets() -> Path:
         shutil.copytree(assets_dir, staging, dirs_exist_ok=True, ignore=ignore)
         shutil.copytree(runtime_dir, staging / "training_runtime", ignore=ignore)
     return staging
+
+
+class LifecycleSource(Protocol):
+    """What :class:`HyperPodCluster` needs of a lifecycle prefix: :class:`LifecycleScripts` (uploaded by the
+    stack at deploy) or ``PublishedLifecycleScripts`` (fixed at synth, uploaded by ``hyperpod-cdk publish``)."""
+
+    bucket: s3.IBucket
+    parameters: ProvisioningParameters | None
+
+    @property
+    def prefix(self) -> str: ...
+
+    @property
+    def s3_uri(self) -> str: ...
+
+    @property
+    def resolves_at_deploy(self) -> bool:
+        """Whether the parameters file may hold CloudFormation values (resolved when it is uploaded)."""
+        ...
+
+    @property
+    def upload_dependencies(self) -> Sequence[IDependable]:
+        """What must exist before nodes read the prefix (the stack's upload, if it does one)."""
+        ...
+
+    def has_script(self, name: str) -> bool: ...
+
+    def add_parameters(self, parameters: ProvisioningParameters) -> None: ...
+
+    def add_users(self, users: Sequence[User]) -> None: ...
+
+    def grant_read(self, grantee: iam.IGrantable) -> iam.Grant: ...
 
 
 class LifecycleScripts(Construct):
@@ -91,12 +124,21 @@ class LifecycleScripts(Construct):
         self._acknowledge_upload_handler()
         self.parameters: ProvisioningParameters | None = None
         self.users: list[User] | None = None
-        self.node.add_validation(_ParametersAdded(self))
+        self.node.add_validation(ParametersAdded(self))
 
     @property
     def s3_uri(self) -> str:
         """``s3://bucket/prefix/``: HyperPod's ``LifeCycleConfig.SourceS3Uri``."""
         return f"s3://{self.bucket.bucket_name}/{self.prefix}"
+
+    @property
+    def resolves_at_deploy(self) -> bool:
+        """The upload replaces CloudFormation values in the parameters file (e.g. the FSx DNS name)."""
+        return True
+
+    @property
+    def upload_dependencies(self) -> Sequence[IDependable]:
+        return [self.deployment]
 
     def has_script(self, name: str) -> bool:
         return (self.assets_dir / name).is_file()
@@ -156,17 +198,24 @@ class LifecycleScripts(Construct):
         """Read of the objects under the scripts' prefix (CDK's ``grant_read`` also allows listing the
         whole bucket: ``s3:List*`` and ``s3:GetBucket*`` carry no prefix condition)."""
         grant = self.bucket.grant_read(grantee, f"{self.prefix}*")
-        if isinstance(grantee, Construct):
-            reason = "CDK's grant_read, limited to the lifecycle prefix"
-            for action in ("s3:GetObject*", "s3:GetBucket*", "s3:List*"):
-                acknowledge(grantee, f"AwsSolutions-IAM5[Action::{action}]", reason)
-            acknowledge_wildcard_resource(grantee, f"{self.bucket.bucket_arn}/{self.prefix}*", reason)
+        acknowledge_prefix_read(grantee, self.bucket, self.prefix)
         return grant
 
 
+def acknowledge_prefix_read(grantee: iam.IGrantable, bucket: s3.IBucket, prefix: str) -> None:
+    """The cdk-nag findings of ``bucket.grant_read(grantee, prefix + "*")``, acknowledged with their reason."""
+    if isinstance(grantee, Construct):
+        reason = "CDK's grant_read, limited to the lifecycle prefix"
+        for action in ("s3:GetObject*", "s3:GetBucket*", "s3:List*"):
+            acknowledge(grantee, f"AwsSolutions-IAM5[Action::{action}]", reason)
+        acknowledge_wildcard_resource(grantee, f"{bucket.bucket_arn}/{prefix}*", reason)
+
+
 @jsii.implements(IValidation)
-class _ParametersAdded:
-    def __init__(self, scripts: LifecycleScripts) -> None:
+class ParametersAdded:
+    """Synth fails when nothing added the cluster parameters to a lifecycle prefix."""
+
+    def __init__(self, scripts: LifecycleSource) -> None:
         self._scripts = scripts
 
     def validate(self) -> list[str]:

@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 import jsii
-from aws_cdk import RemovalPolicy
+from aws_cdk import CfnResource, RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from hyperpod_cdk.config import NetworkConfig
 from hyperpod_cdk.constructs.checks import check_props
+from hyperpod_cdk.constructs.nag import explain
 
 _DEFAULTS = NetworkConfig()
 """The config file's defaults are the props' defaults (one definition)."""
+
+DEFAULT_SG_FINDING = "CKV2_AWS_12"
+"""The scanners' finding "the VPC's default security group does not restrict all traffic" (checkov's id)."""
+DEFAULT_SG_LEFT_OPEN = (
+    "Nothing in this stack uses the VPC's default security group (the nodes and the file system have their "
+    "own groups). Closing it needs a Lambda-backed custom resource, which published templates leave out "
+    "(no CDK assets or Lambda functions); the account baseline closes it (AWS Config rule "
+    "vpc-default-security-group-closed, Security Hub EC2.2)."
+)
 
 
 @jsii.implements(ec2.IConnectable)
@@ -36,6 +46,9 @@ class ClusterNetwork(Construct):
     :param flow_log_retention: how long flow logs are kept. Default: one year.
     :param allow_internet_egress: allow the nodes to reach the internet (package mirrors, AWS endpoints)
         through the NAT gateway. Default: True.
+    :param restrict_default_security_group: remove the new VPC's default security group's rules (CDK does
+        it with a Lambda-backed custom resource). When False, the VPC's template metadata says why it is
+        left to the account baseline (:data:`DEFAULT_SG_LEFT_OPEN`). Default: True.
     """
 
     def __init__(
@@ -52,6 +65,7 @@ class ClusterNetwork(Construct):
         flow_logs: bool = _DEFAULTS.flow_logs,
         flow_log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
         allow_internet_egress: bool = _DEFAULTS.allow_internet_egress,
+        restrict_default_security_group: bool = True,
     ) -> None:
         super().__init__(scope, id)
         problems: list[str] = []
@@ -86,7 +100,14 @@ class ClusterNetwork(Construct):
         )
 
         if vpc is None:
-            vpc = self._new_vpc(cidr, availability_zone, private_subnet_cidr_mask, flow_logs, flow_log_retention)
+            vpc = self._new_vpc(
+                cidr,
+                availability_zone,
+                private_subnet_cidr_mask,
+                flow_logs,
+                flow_log_retention,
+                restrict_default_security_group,
+            )
             subnet = vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS).subnets[0]
         assert subnet is not None
         self.vpc: ec2.IVpc = vpc
@@ -114,6 +135,7 @@ class ClusterNetwork(Construct):
         private_subnet_cidr_mask: int,
         flow_logs: bool,
         flow_log_retention: logs.RetentionDays,
+        restrict_default_security_group: bool,
     ) -> ec2.Vpc:
         flow_log_options: dict[str, ec2.FlowLogOptions] = {}
         if flow_logs:
@@ -124,7 +146,7 @@ class ClusterNetwork(Construct):
                 destination=ec2.FlowLogDestination.to_cloud_watch_logs(log_group),
                 traffic_type=ec2.FlowLogTrafficType.ALL,
             )
-        return ec2.Vpc(
+        vpc = ec2.Vpc(
             self,
             "Vpc",
             ip_addresses=ec2.IpAddresses.cidr(cidr),
@@ -143,8 +165,13 @@ class ClusterNetwork(Construct):
                 "S3": ec2.GatewayVpcEndpointOptions(service=ec2.GatewayVpcEndpointAwsService.S3),
             },
             flow_logs=flow_log_options,
-            restrict_default_security_group=True,
+            restrict_default_security_group=restrict_default_security_group,
         )
+        if not restrict_default_security_group:
+            resource = vpc.node.default_child
+            assert isinstance(resource, CfnResource)
+            explain(resource, DEFAULT_SG_FINDING, DEFAULT_SG_LEFT_OPEN)
+        return vpc
 
     def _efa_security_group(self, vpc: ec2.IVpc, allow_internet_egress: bool) -> ec2.SecurityGroup:
         group = ec2.SecurityGroup(

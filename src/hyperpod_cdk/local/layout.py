@@ -301,6 +301,7 @@ def parameters(config: ClusterConfig, *, cpus: int | None = None) -> Provisionin
         # The stack's values are the file system's CloudFormation attributes; emulated() drops them.
         fsx_dns_name=None,
         fsx_mountname=None,
+        fsx=None,
         fsx_mount_path=config.fsx_mount_path,
         runtime_options=config.runtime,
     )
@@ -310,8 +311,8 @@ def parameters(config: ClusterConfig, *, cpus: int | None = None) -> Provisionin
 def emulated(deployed: ProvisioningParameters, *, cpus: int | None = None) -> ProvisioningParameters:
     """``deployed`` as the local cluster runs it. The overlays, and nothing else:
 
-    * ``fsx_dns_name`` and ``fsx_mountname`` become null: no Lustre, the shared directory is bind-mounted
-      at ``fsx_mount_path`` instead;
+    * ``fsx_dns_name``, ``fsx_mountname`` and the ``fsx`` flag become null: no Lustre, the shared directory
+      is bind-mounted at ``fsx_mount_path`` instead;
     * ``options.slurm``: the keys of :data:`EMULATION_SLURM_OPTIONS` (fast failure detection);
     * ``options.node_hardware``: every instance type of the groups sized as this machine
       (:func:`host_hardware`);
@@ -321,7 +322,7 @@ def emulated(deployed: ProvisioningParameters, *, cpus: int | None = None) -> Pr
     problems = options_problems(options, "runtime")
     if problems:
         raise LayoutError("local cluster runtime options", problems)
-    return dataclasses.replace(deployed, fsx_dns_name=None, fsx_mountname=None, options=options)
+    return dataclasses.replace(deployed, fsx_dns_name=None, fsx_mountname=None, fsx=None, options=options)
 
 
 def hosts_file(layout: LocalLayout) -> str:

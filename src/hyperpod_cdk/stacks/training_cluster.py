@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Annotations, CfnOutput, RemovalPolicy, Stack, Tags
+from aws_cdk import Annotations, CfnOutput, CliCredentialsStackSynthesizer, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_s3 as s3
@@ -26,7 +26,10 @@ from hyperpod_cdk.constructs import (
 )
 from hyperpod_cdk.constructs.checks import stack_region
 from hyperpod_cdk.constructs.storage import ExistingLustreFileSystem, fsx_version
+from hyperpod_cdk.constructs.lifecycle import LifecycleSource
+from hyperpod_cdk.constructs.published_lifecycle import PublishedLifecycleScripts
 from hyperpod_cdk.model import pascal_case
+from hyperpod_cdk.publishing.layout import PublishTarget, assets_key_prefix
 
 
 class TrainingCluster:
@@ -37,26 +40,26 @@ class TrainingCluster:
 
     :param scope: the stack (or ``ProductStack``) that holds the resources.
     :param config: the whole cluster; validated before any construct is built.
+    :param published: build a template to publish (``hyperpod-cdk publish``) instead of one to deploy with
+        ``cdk deploy``: the lifecycle prefix is content-addressed in this bucket and prefix, uploaded by
+        ``publish`` rather than by a CDK BucketDeployment (``config.lifecycle`` is not used), and the new VPC's
+        default security group is left to the account baseline rather than closed by a CDK Lambda. Use it in
+        a stack whose synthesizer needs no bootstrap (``PublishedTrainingClusterStack`` does both).
+        Default: None (a deployable stack).
     """
 
-    def __init__(self, scope: Construct, *, config: ClusterConfig) -> None:
+    def __init__(self, scope: Construct, *, config: ClusterConfig, published: PublishTarget | None = None) -> None:
         self.scope = scope
         for warning in config.check(
             f"cluster configuration of stack {scope.node.id}", region=stack_region(Stack.of(scope))
         ):
             Annotations.of(scope).add_warning_v2(f"hyperpod-cdk:{warning.rule}", str(warning))
         self.config = config
+        self.published = published
         self.network = self._network(config.network)
         self.data_buckets: dict[str, s3.IBucket] = {}
         self.storage = self._storage(config.storage) if config.storage else None
-        self.lifecycle = LifecycleScripts(
-            self.scope,
-            "LifecycleScripts",
-            bucket=s3.Bucket.from_bucket_name(self.scope, "ImportedLifecycleBucket", config.lifecycle.bucket_name)
-            if config.lifecycle.bucket_name
-            else None,
-            prefix=config.lifecycle.prefix,
-        )
+        self.lifecycle = self._lifecycle()
         self.lifecycle.add_users(config.cluster_users())
         self.cluster = HyperPodCluster(
             self.scope,
@@ -78,6 +81,29 @@ class TrainingCluster:
             Tags.of(self.scope).add(key, value)
         self._outputs()
 
+    def _lifecycle(self) -> LifecycleSource:
+        config = self.config
+        if self.published is None:
+            return LifecycleScripts(
+                self.scope,
+                "LifecycleScripts",
+                bucket=s3.Bucket.from_bucket_name(
+                    self.scope, "ImportedLifecycleBucket", config.lifecycle.bucket_name
+                )
+                if config.lifecycle.bucket_name
+                else None,
+                prefix=config.lifecycle.prefix,
+            )
+        if config.lifecycle.model_fields_set:
+            Annotations.of(self.scope).add_warning_v2(
+                "hyperpod-cdk:published-lifecycle",
+                f"lifecycle: not used by a published template; its scripts live under s3://"
+                f"{self.published.bucket_name}/{self.published.prefix}lifecycle/<hash>/. Fix: remove the section",
+            )
+        return PublishedLifecycleScripts(
+            self.scope, "LifecycleScripts", bucket_name=self.published.bucket_name, prefix=self.published.prefix
+        )
+
     def _network(self, net: NetworkConfig) -> ClusterNetwork:
         if net.vpc_id is None:
             return ClusterNetwork(
@@ -88,6 +114,7 @@ class TrainingCluster:
                 private_subnet_cidr_mask=net.private_subnet_cidr_mask,
                 flow_logs=net.flow_logs,
                 allow_internet_egress=net.allow_internet_egress,
+                restrict_default_security_group=self.published is None,
             )
         assert net.subnet_id and net.availability_zone  # ClusterConfig.problems() guarantees it
         vpc = ec2.Vpc.from_vpc_attributes(
@@ -206,6 +233,37 @@ class TrainingClusterStack(Stack):
         self.config = config
         self.network = parts.network
         self.data_buckets = parts.data_buckets
+        self.storage = parts.storage
+        self.lifecycle = parts.lifecycle
+        self.cluster = parts.cluster
+
+
+def published_synthesizer(target: PublishTarget) -> CliCredentialsStackSynthesizer:
+    """A synthesizer that needs no CDK bootstrap: no bootstrap-version parameter or rule, no bootstrap roles
+    (the caller's credentials publish), file assets (e.g. a Service Catalog product's template) in the platform
+    bucket under ``<prefix>assets/``."""
+    return CliCredentialsStackSynthesizer(
+        file_assets_bucket_name=target.bucket_name, bucket_prefix=assets_key_prefix(target.prefix)
+    )
+
+
+class PublishedTrainingClusterStack(Stack):
+    """:class:`TrainingCluster` as a template to publish (``hyperpod-cdk publish``): no reference to CDK
+    bootstrap resources, no assets, no Lambda functions; the lifecycle prefix lives in ``target``'s bucket.
+
+    :param config: the whole cluster; validated before any construct is built.
+    :param target: the platform bucket and key prefix the template and its files are published to.
+    """
+
+    def __init__(
+        self, scope: Construct, id: str, *, config: ClusterConfig, target: PublishTarget, **kwargs: Any
+    ) -> None:
+        kwargs.setdefault("description", f"SageMaker HyperPod Slurm cluster {config.cluster_name} (hyperpod-cdk)")
+        kwargs.setdefault("synthesizer", published_synthesizer(target))
+        super().__init__(scope, id, **kwargs)
+        parts = TrainingCluster(self, config=config, published=target)
+        self.config = config
+        self.network = parts.network
         self.storage = parts.storage
         self.lifecycle = parts.lifecycle
         self.cluster = parts.cluster
