@@ -1,4 +1,4 @@
-"""``hyperpod-cdk``: offline commands (config validation, JSON Schema export) and the local cluster."""
+"""``hyperpod-cdk``: offline commands (config validation, JSON Schema export), publishing and the local cluster."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from hyperpod_cdk import ops as operator_commands
+from hyperpod_cdk.publishing import command as publishing
 from hyperpod_cdk.errors import ConfigurationError
 
 
@@ -29,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     validate.add_argument("--strict", action="store_true", help="warnings fail too")
     validate.add_argument("--json", action="store_true", help="print the problems as JSON")
     commands.add_parser("schema", help="print the config file's JSON Schema")
+    publishing.register(commands)
     _add_local_commands(commands)
     operator_commands.register(commands)
     args = parser.parse_args(argv)
@@ -36,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
         return operator_commands.run(args)
     if args.command == "local":
         return _run_local(args)
+    if args.command == "publish":
+        return publishing.run(args)
     if args.command == "schema":
         from hyperpod_cdk.config import json_schema  # pydantic loads only for the commands that use it
 
