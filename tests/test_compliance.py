@@ -65,3 +65,20 @@ def test_a_template_validator_finding_is_a_problem_by_config_field(tmp_path: Pat
     problems = findings_in(assembly.directory)
     assert [(p.path, p.rule) for p in problems] == [("instance_groups[0].count", "CFN-F3034")]
     assert "-3 is less than the minimum of 0" in problems[0]
+
+
+def test_a_published_template_passes_nag_and_the_strict_validator(tmp_path: Path) -> None:
+    """The published variant (its own lifecycle prefix, grants and VPC) is as clean as the deployable one; its
+    lifecycle read grant is acknowledged once the prefix's hash is known, at synth."""
+    from hyperpod_cdk import ClusterConfig, PublishedTrainingClusterStack, PublishTarget
+
+    app = cdk.App(outdir=str(tmp_path), context=STRICT_VALIDATION)
+    PublishedTrainingClusterStack(
+        app, "published", config=ClusterConfig(), target=PublishTarget("platform-templates", "teams/ml/")
+    )
+    Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    try:
+        app.synth()
+    except RuntimeError as error:
+        pytest.fail(f"{error}\n" + "\n".join(validation_report(tmp_path)))
+    assert validation_report(tmp_path) == []

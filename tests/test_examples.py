@@ -140,4 +140,5 @@ def test_examples_cover_the_required_shapes() -> None:
         "existing-vpc-fsx.yaml",
         "shared_filesystem.py",
         "embed_construct.py",
+        "service_catalog.py",
     } <= names

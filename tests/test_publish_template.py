@@ -15,7 +15,7 @@ import pytest
 from hyperpod_cdk import ClusterConfig, ConfigurationError, PublishedTrainingClusterStack, PublishTarget
 from hyperpod_cdk.constructs.network import DEFAULT_SG_FINDING
 from hyperpod_cdk.publishing.layout import LifecycleTree, tree_hash
-from support import fast_app
+from support import cfn_lint, fast_app
 from training_runtime.params import ProvisioningParameters
 
 TARGET = PublishTarget("platform-templates", "teams/ml")
@@ -55,6 +55,10 @@ def test_nothing_refers_to_cdk_bootstrap_and_nothing_needs_an_asset_or_a_lambda(
     assert destination["bucketName"] == TARGET.bucket_name
     assert destination["objectKey"].startswith("teams/ml/assets/")
     assert not published.assets.get("dockerImages")
+
+
+def test_cfn_lint_finds_nothing(published: Published) -> None:
+    assert cfn_lint(published.template) == []
 
 
 def test_the_lifecycle_prefix_is_the_hash_of_the_files_the_assembly_holds(published: Published) -> None:

@@ -1,0 +1,237 @@
+"""A platform team's Service Catalog product: the cluster as a ``ProductStack`` in a portfolio, launched
+through a launch-constraint role, published without CDK bootstrap (no bootstrap bucket, roles or version
+check; no assets or Lambda functions in the product).
+
+The product's template and the cluster's lifecycle files live in the platform team's bucket (context
+``publish_bucket`` and ``publish_prefix``); publish them and the portfolio stack's template with
+``hyperpod_cdk.publishing.command.publish(build, target, ...)``, then deploy the portfolio stack's template.
+
+Synthesize: ``npx --no-install cdk synth --app "python examples/service_catalog.py" -c publish_bucket=NAME``
+"""
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_servicecatalog as servicecatalog
+
+from hyperpod_cdk import ClusterConfig, PublishTarget, TrainingCluster
+from hyperpod_cdk.constructs.nag import acknowledge
+from hyperpod_cdk.stacks import published_synthesizer
+
+CLUSTER = ClusterConfig.model_validate(
+    {
+        "cluster_name": "team-training",
+        "instance_groups": [
+            {"name": "controller", "role": "controller", "instance_type": "ml.m5.xlarge", "count": 1},
+            {"name": "gpu", "role": "compute", "instance_type": "ml.g5.8xlarge", "count": 2, "partition": "gpu"},
+        ],
+        "tags": {"cost-center": "ml-platform"},
+    }
+)
+
+
+def target_of(app: cdk.App) -> PublishTarget:
+    """The platform bucket and prefix from the app's context (defaults for a look at the template)."""
+    return PublishTarget(
+        app.node.try_get_context("publish_bucket") or "platform-templates-example",
+        app.node.try_get_context("publish_prefix") or "hyperpod/",
+    )
+
+
+def build(app: cdk.App) -> list[cdk.Stack]:
+    target = target_of(app)
+    stack = cdk.Stack(
+        app,
+        "hyperpod-catalog",
+        synthesizer=published_synthesizer(target),
+        description="Service Catalog portfolio of the platform team's HyperPod training cluster (hyperpod-cdk)",
+    )
+    product_stack = servicecatalog.ProductStack(stack, "ClusterProduct")
+    TrainingCluster(product_stack, config=CLUSTER, published=target)
+    product = servicecatalog.CloudFormationProduct(
+        stack,
+        "Product",
+        product_name="HyperPod Slurm training cluster",
+        owner="ML platform team",
+        description="A SageMaker HyperPod Slurm cluster with FSx for Lustre, vetted by the platform team",
+        product_versions=[
+            servicecatalog.CloudFormationProductVersion(
+                product_version_name="v1",
+                cloud_formation_template=servicecatalog.CloudFormationTemplate.from_product_stack(product_stack),
+            )
+        ],
+    )
+    portfolio = servicecatalog.Portfolio(
+        stack, "Portfolio", display_name="ML training clusters", provider_name="ML platform team"
+    )
+    portfolio.add_product(product)
+    portfolio.set_launch_role(product, launch_role(stack, target))
+    return [stack]
+
+
+def launch_role(stack: cdk.Stack, target: PublishTarget) -> iam.Role:
+    """The role Service Catalog's CloudFormation stack runs as, so end users need no rights on these resources.
+
+    It must be able to create, tag, update and delete what the product's template holds: a VPC with its
+    subnets, route tables, internet and NAT gateways, an Elastic IP, security groups, an S3 gateway endpoint
+    and flow logs (to a log group, through a role); an FSx for Lustre file system with data repository
+    associations; an encrypted data bucket; the nodes' execution role; and the HyperPod cluster. IAM and
+    CloudFormation actions are limited to Service Catalog's stacks (``SC-*``) and the roles they name; EC2,
+    FSx, S3-bucket, Logs and SageMaker creation name resources that do not exist yet, so those are on ``*``.
+    """
+    role = iam.Role(
+        stack,
+        "LaunchRole",
+        assumed_by=iam.ServicePrincipal("servicecatalog.amazonaws.com"),
+        description="Service Catalog launch constraint of the HyperPod training cluster product",
+    )
+    account = f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Aws.ACCOUNT_ID}"
+    service_catalog_roles = f"{account}:role/SC-*"
+    statements = {
+        "Stacks": (
+            [
+                "cloudformation:CreateStack",
+                "cloudformation:DeleteStack",
+                "cloudformation:DescribeStackEvents",
+                "cloudformation:DescribeStacks",
+                "cloudformation:GetTemplateSummary",
+                "cloudformation:SetStackPolicy",
+                "cloudformation:UpdateStack",
+                "cloudformation:ValidateTemplate",
+            ],
+            [stack.format_arn(service="cloudformation", resource="stack", resource_name="SC-*")],
+        ),
+        "ReadPublishedObjects": (["s3:GetObject"], [f"arn:{cdk.Aws.PARTITION}:s3:::{target.bucket_name}/{target.prefix}*"]),
+        "NodeAndFlowLogRoles": (
+            [
+                "iam:AttachRolePolicy",
+                "iam:CreateRole",
+                "iam:DeleteRole",
+                "iam:DeleteRolePolicy",
+                "iam:DetachRolePolicy",
+                "iam:GetRole",
+                "iam:GetRolePolicy",
+                "iam:PutRolePolicy",
+                "iam:TagRole",
+                "iam:UntagRole",
+            ],
+            [service_catalog_roles],
+        ),
+        "Network": (
+            [
+                f"ec2:{action}"
+                for action in (
+                    "AllocateAddress",
+                    "AssociateRouteTable",
+                    "AttachInternetGateway",
+                    "AuthorizeSecurityGroupEgress",
+                    "AuthorizeSecurityGroupIngress",
+                    "CreateFlowLogs",
+                    "CreateInternetGateway",
+                    "CreateNatGateway",
+                    "CreateRoute",
+                    "CreateRouteTable",
+                    "CreateSecurityGroup",
+                    "CreateSubnet",
+                    "CreateTags",
+                    "CreateVpc",
+                    "CreateVpcEndpoint",
+                    "DeleteFlowLogs",
+                    "DeleteInternetGateway",
+                    "DeleteNatGateway",
+                    "DeleteRoute",
+                    "DeleteRouteTable",
+                    "DeleteSecurityGroup",
+                    "DeleteSubnet",
+                    "DeleteTags",
+                    "DeleteVpc",
+                    "DeleteVpcEndpoints",
+                    "Describe*",
+                    "DetachInternetGateway",
+                    "DisassociateRouteTable",
+                    "ModifySubnetAttribute",
+                    "ModifyVpcAttribute",
+                    "ReleaseAddress",
+                    "RevokeSecurityGroupEgress",
+                    "RevokeSecurityGroupIngress",
+                )
+            ],
+            ["*"],
+        ),
+        "StorageLogsAndCluster": (
+            [
+                "fsx:CreateDataRepositoryAssociation",
+                "fsx:CreateFileSystem",
+                "fsx:DeleteDataRepositoryAssociation",
+                "fsx:DeleteFileSystem",
+                "fsx:Describe*",
+                "fsx:TagResource",
+                "fsx:UpdateFileSystem",
+                "logs:CreateLogGroup",
+                "logs:DeleteLogGroup",
+                "logs:DescribeLogGroups",
+                "logs:PutRetentionPolicy",
+                "logs:TagResource",
+                "s3:CreateBucket",
+                "s3:DeleteBucketPolicy",
+                "s3:GetBucketPolicy",
+                "s3:PutBucketOwnershipControls",
+                "s3:PutBucketPolicy",
+                "s3:PutBucketPublicAccessBlock",
+                "s3:PutBucketTagging",
+                "s3:PutBucketVersioning",
+                "s3:PutEncryptionConfiguration",
+                "sagemaker:AddTags",
+                "sagemaker:CreateCluster",
+                "sagemaker:DeleteCluster",
+                "sagemaker:DescribeCluster",
+                "sagemaker:UpdateCluster",
+            ],
+            ["*"],
+        ),
+    }
+    for sid, (actions, resources) in statements.items():
+        role.add_to_policy(iam.PolicyStatement(sid=sid, actions=actions, resources=resources))
+    # The nodes' execution role goes to HyperPod and the flow-log role to VPC Flow Logs, and nowhere else.
+    role.add_to_policy(
+        iam.PolicyStatement(
+            sid="PassCreatedRoles",
+            actions=["iam:PassRole"],
+            resources=[service_catalog_roles],
+            conditions={"StringEquals": {"iam:PassedToService": ["sagemaker.amazonaws.com", "vpc-flow-logs.amazonaws.com"]}},
+        )
+    )
+    # FSx and its S3 links use service-linked roles the first time an account creates them.
+    role.add_to_policy(
+        iam.PolicyStatement(
+            sid="FsxServiceLinkedRoles",
+            actions=["iam:CreateServiceLinkedRole"],
+            resources=[f"{account}:role/aws-service-role/*fsx.amazonaws.com/*"],
+        )
+    )
+    reasons = {
+        "AwsSolutions-IAM5[Resource::*]": "the product creates EC2, FSx, S3, Logs and SageMaker resources whose "
+        "IDs and names do not exist before the launch",
+        "AwsSolutions-IAM5[Action::ec2:Describe*]": "CloudFormation reads back every EC2 resource it creates",
+        "AwsSolutions-IAM5[Action::fsx:Describe*]": "CloudFormation waits for the file system and its links",
+        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:cloudformation:<AWS::Region>:<AWS::AccountId>:stack/SC-*]": (
+            "Service Catalog names its provisioned products' stacks SC-<account>-pp-<id>"
+        ),
+        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:iam::<AWS::AccountId>:role/SC-*]": (
+            "the roles the product creates are named after Service Catalog's stack (SC-*)"
+        ),
+        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:iam::<AWS::AccountId>:role/aws-service-role/*fsx.amazonaws.com/*]": (
+            "FSx's service-linked roles (file system and S3 data repositories)"
+        ),
+        f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::{target.bucket_name}/{target.prefix}*]": (
+            "the published product templates and lifecycle files are content-addressed under this prefix"
+        ),
+    }
+    for finding, reason in reasons.items():
+        acknowledge(role, finding, reason)
+    return role
+
+
+if __name__ == "__main__":
+    application = cdk.App()
+    build(application)
+    application.synth()
