@@ -100,7 +100,10 @@ def launch_role(stack: cdk.Stack, target: PublishTarget) -> iam.Role:
             ],
             [stack.format_arn(service="cloudformation", resource="stack", resource_name="SC-*")],
         ),
-        "ReadPublishedObjects": (["s3:GetObject"], [f"arn:{cdk.Aws.PARTITION}:s3:::{target.bucket_name}/{target.prefix}*"]),
+        "ReadPublishedObjects": (
+            ["s3:GetObject"],
+            [f"arn:{cdk.Aws.PARTITION}:s3:::{target.bucket_name}/{target.prefix}*"],
+        ),
         "NodeAndFlowLogRoles": (
             [
                 "iam:AttachRolePolicy",
@@ -197,7 +200,9 @@ def launch_role(stack: cdk.Stack, target: PublishTarget) -> iam.Role:
             sid="PassCreatedRoles",
             actions=["iam:PassRole"],
             resources=[service_catalog_roles],
-            conditions={"StringEquals": {"iam:PassedToService": ["sagemaker.amazonaws.com", "vpc-flow-logs.amazonaws.com"]}},
+            conditions={
+                "StringEquals": {"iam:PassedToService": ["sagemaker.amazonaws.com", "vpc-flow-logs.amazonaws.com"]}
+            },
         )
     )
     # FSx and its S3 links use service-linked roles the first time an account creates them.
@@ -219,9 +224,8 @@ def launch_role(stack: cdk.Stack, target: PublishTarget) -> iam.Role:
         "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:iam::<AWS::AccountId>:role/SC-*]": (
             "the roles the product creates are named after Service Catalog's stack (SC-*)"
         ),
-        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:iam::<AWS::AccountId>:role/aws-service-role/*fsx.amazonaws.com/*]": (
-            "FSx's service-linked roles (file system and S3 data repositories)"
-        ),
+        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:iam::<AWS::AccountId>:role/aws-service-role/"
+        "*fsx.amazonaws.com/*]": ("FSx's service-linked roles (file system and S3 data repositories)"),
         f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::{target.bucket_name}/{target.prefix}*]": (
             "the published product templates and lifecycle files are content-addressed under this prefix"
         ),

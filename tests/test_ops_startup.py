@@ -38,7 +38,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_help_imports_neither_cdk_nor_boto3_nor_rich() -> None:
-    for args in (["--help"], ["status", "--help"], ["reboot", "--help"]):
+    for args in (["--help"], ["status", "--help"], ["reboot", "--help"], ["publish", "--help"]):
         result = run_cli(*args)
         assert result.returncode == 0, result.stderr
         assert result.stderr.strip().endswith("LOADED="), (args, result.stderr)

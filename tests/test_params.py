@@ -154,6 +154,6 @@ def test_the_fsx_flag_false_wins_over_nothing_and_contradicting_names_are_refuse
 
 def test_lifecycle_driven_mode_with_the_flag_needs_the_names_to_mount() -> None:
     flagged = params(mode=LIFECYCLE_DRIVEN, fsx=True, fsx_dns_name=None, fsx_mountname=None)
-    with pytest.raises(ParametersError, match="required when hyperpod_cdk.fsx is true in lifecycle-driven mode"):
+    with pytest.raises(ParametersError, match=r"required when hyperpod_cdk\.fsx is true in lifecycle-driven mode"):
         ProvisioningParameters.loads(flagged.dumps())
     ProvisioningParameters.loads(params(mode=LIFECYCLE_DRIVEN, fsx=True).dumps())  # with the names: fine

@@ -81,7 +81,12 @@ def test_publish_uploads_once_points_the_template_at_its_files_and_keeps_old_ver
     lifecycle = uri.removeprefix(f"s3://{bucket}/")
     assert re.fullmatch(r"teams/ml/lifecycle/[0-9a-f]{64}/", lifecycle)
     under = {k.removeprefix(lifecycle) for k in keys() if k.startswith(lifecycle)}
-    assert {"on_init_complete.sh", "training_runtime/__main__.py", "users.json", "hyperpod_cdk_parameters.json"} <= under
+    assert {
+        "on_init_complete.sh",
+        "training_runtime/__main__.py",
+        "users.json",
+        "hyperpod_cdk_parameters.json",
+    } <= under
     parameters = s3().get_object(Bucket=bucket, Key=lifecycle + "hyperpod_cdk_parameters.json")
     assert parameters["ServerSideEncryption"] == "AES256"
     params = ProvisioningParameters.loads(parameters["Body"].read().decode())
@@ -119,7 +124,9 @@ def test_the_text_report_names_what_was_uploaded_and_the_urls(
 def test_a_missing_bucket_is_one_line_and_exit_2(aws_env: str, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: F811
     run = cli("publish", str(ROOT / "examples" / "cpu-cluster.yaml"), "--bucket", "no-such-bucket", capsys=capsys)
     assert run.code == 2
-    assert run.err == "error: bucket no-such-bucket does not exist: create the platform bucket first, or pass its name to --bucket\n"
+    assert run.err == (
+        "error: bucket no-such-bucket does not exist: create the platform bucket first, or pass its name to --bucket\n"
+    )
 
 
 def test_no_credentials_is_one_line_and_exit_2(
@@ -134,7 +141,9 @@ def test_no_credentials_is_one_line_and_exit_2(
     assert run.err.startswith("error: no AWS credentials") and run.err.count("\n") == 1
 
 
-def test_a_bad_prefix_and_a_bad_config_are_refused_before_any_call(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_bad_prefix_and_a_bad_config_are_refused_before_any_call(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     run = cli("publish", "x.yaml", "--bucket", BUCKET, "--prefix", "/abs", capsys=capsys)
     assert (run.code, run.err.startswith("error: --prefix: got '/abs/'")) == (2, True)
     bad = write_config(tmp_path / "bad.yaml", cluster_name="not_valid!")

@@ -91,7 +91,9 @@ def test_the_nodes_read_that_prefix_only(published: Published) -> None:
             if "s3:GetObject*" in statement["Action"]:
                 resources += [json.dumps(r) for r in statement["Resource"]]
     objects = [r for r in resources if "platform-templates/" in r]
-    assert objects == [json.dumps({"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, f":s3:::{tree.bucket}/{tree.key_prefix}*"]]})]
+    assert objects == [
+        json.dumps({"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, f":s3:::{tree.bucket}/{tree.key_prefix}*"]]})
+    ]
 
 
 def test_the_vpc_says_why_its_default_security_group_is_left_to_the_baseline(published: Published) -> None:

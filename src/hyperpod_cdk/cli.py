@@ -9,8 +9,8 @@ import sys
 from typing import Any
 
 from hyperpod_cdk import ops as operator_commands
-from hyperpod_cdk.publishing import command as publishing
 from hyperpod_cdk.errors import ConfigurationError
+from hyperpod_cdk.publishing import command as publishing
 
 
 def main(argv: list[str] | None = None) -> int:

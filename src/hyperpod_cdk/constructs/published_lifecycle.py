@@ -10,6 +10,7 @@ cloud assembly (``publishing.layout.LifecycleTree``) and ``publish`` uploads exa
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import jsii
@@ -142,7 +143,9 @@ class PublishedLifecycleScripts(Construct):
             files = self.files()
             self._tree = tree_hash(files)
             key_prefix = lifecycle_key_prefix(self.platform_prefix, self._tree)
-            LifecycleTree.at(Stage.of(self).outdir, self._tree, self.bucket_name, key_prefix).write(files)  # type: ignore[union-attr]
+            stage = Stage.of(self)
+            assert stage is not None  # a construct in an App
+            LifecycleTree.at(Path(stage.outdir), self._tree, self.bucket_name, key_prefix).write(files)
             for reader in self._readers:
                 acknowledge_prefix_read(reader, self.bucket, key_prefix)
         return self._tree

@@ -25,9 +25,9 @@ from hyperpod_cdk.constructs import (
     secure_bucket,
 )
 from hyperpod_cdk.constructs.checks import stack_region
-from hyperpod_cdk.constructs.storage import ExistingLustreFileSystem, fsx_version
 from hyperpod_cdk.constructs.lifecycle import LifecycleSource
 from hyperpod_cdk.constructs.published_lifecycle import PublishedLifecycleScripts
+from hyperpod_cdk.constructs.storage import ExistingLustreFileSystem, fsx_version
 from hyperpod_cdk.model import pascal_case
 from hyperpod_cdk.publishing.layout import PublishTarget, assets_key_prefix
 
@@ -87,9 +87,7 @@ class TrainingCluster:
             return LifecycleScripts(
                 self.scope,
                 "LifecycleScripts",
-                bucket=s3.Bucket.from_bucket_name(
-                    self.scope, "ImportedLifecycleBucket", config.lifecycle.bucket_name
-                )
+                bucket=s3.Bucket.from_bucket_name(self.scope, "ImportedLifecycleBucket", config.lifecycle.bucket_name)
                 if config.lifecycle.bucket_name
                 else None,
                 prefix=config.lifecycle.prefix,
