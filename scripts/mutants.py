@@ -230,6 +230,46 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        if False",
         ("tests/test_rules.py",),
     ),
+    Mutation(
+        "P1",
+        "the cluster-name pattern is not applied to the template parameter",
+        "src/hyperpod_cdk/template_parameters.py",
+        "                allowed_pattern=NAME_PATTERN.pattern,\n",
+        "",
+        ("tests/test_template_parameters.py",),
+    ),
+    Mutation(
+        "P2",
+        "an allowed FSx capacity is not run through the rules",
+        "src/hyperpod_cdk/rules/parameters.py",
+        '                substitute(f"{ROOT}.storage_capacity_gib[{position}]", capacity, storage=changed_storage)',
+        "                pass",
+        ("tests/test_rules.py",),
+    ),
+    Mutation(
+        "P3",
+        "the count parameter does not reach the cluster",
+        "src/hyperpod_cdk/stacks/choices.py",
+        '                changes["count"] = count.value_as_number',
+        "                pass",
+        ("tests/test_template_parameters.py",),
+    ),
+    Mutation(
+        "P4",
+        "the node ignores the resource config's instance type",
+        "src/training_runtime/resources.py",
+        "                types[group_name] = instance_type",
+        "                pass",
+        ("tests/test_params.py",),
+    ),
+    Mutation(
+        "P5",
+        "the worst case (every group at its largest choice) is not checked",
+        "src/hyperpod_cdk/rules/parameters.py",
+        "    if largest:\n",
+        "    if False:\n",
+        ("tests/test_rules_parameters.py",),
+    ),
 )
 
 
