@@ -194,3 +194,16 @@ def test_a_choice_the_rules_reject_stops_synth(tmp_path: Path) -> None:
     assert [(p.rule, p.path) for p in error.value.problems] == [  # type: ignore[attr-defined]
         ("PAR-CHOICE", "parameters.instance_groups.workers.instance_types[3]")
     ]
+
+
+def test_an_instance_count_may_be_a_number_token_but_not_a_fraction() -> None:
+    """Embedding code passes a CfnParameter's value_as_number; a config's 2.5 stays an error."""
+    import aws_cdk as cdk
+
+    from hyperpod_cdk import InstanceGroup
+
+    stack = cdk.Stack(fast_app(), "s")
+    token = cdk.CfnParameter(stack, "Count", type="Number").value_as_number
+    assert InstanceGroup(name="w", instance_type="ml.c5.xlarge", count=token).count == token  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="fractional part"):
+        InstanceGroup(name="w", instance_type="ml.c5.xlarge", count=2.5)  # type: ignore[arg-type]

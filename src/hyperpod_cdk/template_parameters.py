@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from hyperpod_cdk.model import pascal_case
 from hyperpod_cdk.rules.registry import rule_doc
-from hyperpod_cdk.rules.repositories import S3_PREFIX_PARAMETER, bucket_name_pattern
+from hyperpod_cdk.rules.repositories import S3_PREFIX_PARAMETER, bucket_name_pattern, prefix_default
 from training_runtime.params import MAX_NAME_LENGTH, NAME_PATTERN
 
 if TYPE_CHECKING:
@@ -42,12 +42,6 @@ def bucket_name_id(repository: str) -> str:
 
 def bucket_prefix_id(repository: str) -> str:
     return f"DataRepository{pascal_case(repository)}BucketPrefix"
-
-
-def prefix_default(prefix: str) -> str:
-    """A config's ``bucket_prefix`` in the parameter's form: empty, or ending in one '/' (``data`` -> ``data/``)."""
-    stripped = prefix.strip("/")
-    return stripped + "/" if stripped else ""
 
 
 @dataclass(frozen=True)

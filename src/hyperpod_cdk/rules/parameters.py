@@ -14,14 +14,15 @@ from typing import Any
 
 from hyperpod_cdk.model import InstanceGroup
 from hyperpod_cdk.rules.network import addresses_per_instance
-from hyperpod_cdk.rules.registry import REGISTRY, run
-from hyperpod_cdk.rules.repositories import S3_PREFIX_PARAMETER
+from hyperpod_cdk.rules.registry import REGISTRY, SECTIONS, run
+from hyperpod_cdk.rules.repositories import S3_PREFIX_PARAMETER, prefix_default
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime.problems import ERROR, WARNING, Problem
 
 rule = REGISTRY.rule
 ROOT = "parameters"
-ALL = ("cluster", "instance_groups", "network", "storage", "lifecycle", "runtime", "users")
+ALL = tuple(s for s in SECTIONS if s != "parameters")
+"""What a choice is judged against: every other section (the whole config)."""
 
 
 def _groups(view: ClusterView) -> dict[str, tuple[int, InstanceGroup]]:
@@ -113,8 +114,6 @@ def defaults(view: ClusterView) -> Iterator[Problem]:
         found = repositories.get(name)
         if found is None or not chosen_repository.bucket_prefix:
             continue
-        from hyperpod_cdk.template_parameters import prefix_default
-
         index, repository = found
         if not S3_PREFIX_PARAMETER.match(prefix_default(repository.bucket_prefix)):
             yield Problem(

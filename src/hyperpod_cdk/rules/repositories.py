@@ -149,6 +149,12 @@ def bucket_name_problem(name: str) -> str:
     return ""
 
 
+def prefix_default(prefix: str) -> str:
+    """A config's ``bucket_prefix`` in a parameter's form: empty, or ending in one '/' (``data`` -> ``data/``)."""
+    stripped = prefix.strip("/")
+    return stripped + "/" if stripped else ""
+
+
 def bucket_name_pattern() -> str:
     """Every check of :func:`bucket_name_problem` as one regular expression (a template parameter's
     AllowedPattern): a name matches it exactly when that function finds nothing wrong."""
