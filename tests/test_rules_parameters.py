@@ -56,3 +56,18 @@ def test_every_group_at_its_largest_choice_must_fit_the_subnet() -> None:
     assert "NET-SUBNET-CAPACITY" in problem
     choice["count"] = {"min": 1, "max": 7}  # 7 x 33 + 1 = 232 of 251 addresses
     assert problems(workers, choice, storage={"efa_enabled": True, "data_repositories": []}, **network) == []
+
+
+def test_a_prefix_chosen_at_launch_has_a_default_in_the_parameter_form() -> None:
+    storage = {
+        "data_repositories": [
+            {"name": "data", "file_system_path": "/data", "bucket_name": "team-data", "bucket_prefix": "a//b"}
+        ]
+    }
+    config = parse_model({"storage": storage, "parameters": {"data_repositories": {"data": {"bucket_prefix": True}}}})
+    assert [(p.rule, p.path) for p in config.problems()] == [
+        ("PAR-DEFAULT", "storage.data_repositories[0].bucket_prefix")
+    ]
+    storage["data_repositories"][0]["bucket_prefix"] = "/a/b"  # leading and trailing '/' are normalised
+    config = parse_model({"storage": storage, "parameters": {"data_repositories": {"data": {"bucket_prefix": True}}}})
+    assert config.problems() == []

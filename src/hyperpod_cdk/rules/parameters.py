@@ -76,12 +76,13 @@ def targets(view: ClusterView) -> Iterator[Problem]:
 @rule(
     "PAR-DEFAULT",
     "parameters",
-    "parameters.instance_groups.<name>.{count,instance_types}, parameters.storage_capacity_gib",
+    "parameters.instance_groups.<name>.{count,instance_types}, parameters.storage_capacity_gib, "
+    "storage.data_repositories[*].bucket_prefix",
     needs=("instance_groups", "storage"),
     source="AWS CloudFormation parameters (Default within the constraints)",
 )
 def defaults(view: ClusterView) -> Iterator[Problem]:
-    """The config's own value is the default: within the count range, listed among the allowed values, once each."""
+    """The config's value is the default: in the count range, listed (once each), a prefix in the parameter's form."""
     choices = view.parameters
     if choices is None:
         return
