@@ -1,5 +1,4 @@
-"""Reasoned acknowledgements for cdk-nag (AwsSolutions) findings that are by design, and explanations
-of IaC-scanner findings carried in the template (:func:`explain`).
+"""Reasoned acknowledgements for cdk-nag (AwsSolutions) findings that are by design.
 
 cdk-nag 3 matches a finding by its exact ID, e.g. ``AwsSolutions-IAM5[Resource::<Bucket.Arn>/lifecycle/*]``,
 so wildcard-resource findings are acknowledged with the resource rendered the way cdk-nag renders it.
@@ -10,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Acknowledgment, CfnResource, Stack, Validations
+from aws_cdk import Acknowledgment, Stack, Validations
 from constructs import IConstruct
 
 
@@ -38,20 +37,3 @@ def _render(value: Any) -> str:
         if function == "Fn::Sub" and isinstance(argument, str):
             return _render(argument)
     raise ValueError(f"cannot render {value!r} the way cdk-nag does")
-
-
-SCANNER_METADATA_KEY = "checkov"
-"""Where a resource's explained findings live in its CloudFormation ``Metadata`` (checkov's own format:
-``checkov: {skip: [{id, comment}]}``, which checkov honours and a reviewer reads in the template)."""
-
-
-def explain(resource: CfnResource, finding_id: str, reason: str) -> None:
-    """Record in ``resource``'s template metadata why a scanner finding is by design.
-
-    Unlike :func:`acknowledge` (cdk-nag, at synth), the reason travels in the published template, where
-    a platform team's IaC scanner and its security reviewer see it. Repeated calls add findings.
-    """
-    metadata = resource.get_metadata(SCANNER_METADATA_KEY) or {}
-    skips = [s for s in metadata.get("skip", []) if s.get("id") != finding_id]
-    skips.append({"id": finding_id, "comment": reason})
-    resource.add_metadata(SCANNER_METADATA_KEY, {**metadata, "skip": skips})

@@ -3,26 +3,25 @@
 from __future__ import annotations
 
 import jsii
-from aws_cdk import CfnResource, RemovalPolicy
+from aws_cdk import RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from hyperpod_cdk.config import NetworkConfig
 from hyperpod_cdk.constructs.checks import check_props
-from hyperpod_cdk.constructs.nag import explain
+from hyperpod_cdk.constructs.scanners import (
+    DEFAULT_SG_REASON,
+    LOG_GROUP_KEY_REASON,
+    explain_deploy_time_handler,
+    skip_checkov,
+)
 
 _DEFAULTS = NetworkConfig()
 """The config file's defaults are the props' defaults (one definition)."""
 
 DEFAULT_SG_FINDING = "CKV2_AWS_12"
 """The scanners' finding "the VPC's default security group does not restrict all traffic" (checkov's id)."""
-DEFAULT_SG_LEFT_OPEN = (
-    "Nothing in this stack uses the VPC's default security group (the nodes and the file system have their "
-    "own groups). Closing it needs a Lambda-backed custom resource, which published templates leave out "
-    "(no CDK assets or Lambda functions); the account baseline closes it (AWS Config rule "
-    "vpc-default-security-group-closed, Security Hub EC2.2)."
-)
 
 
 @jsii.implements(ec2.IConnectable)
@@ -48,7 +47,7 @@ class ClusterNetwork(Construct):
         through the NAT gateway. Default: True.
     :param restrict_default_security_group: remove the new VPC's default security group's rules (CDK does
         it with a Lambda-backed custom resource). When False, the VPC's template metadata says why it is
-        left to the account baseline (:data:`DEFAULT_SG_LEFT_OPEN`). Default: True.
+        left to the account baseline (``scanners.DEFAULT_SG_REASON``). Default: True.
     """
 
     def __init__(
@@ -142,6 +141,7 @@ class ClusterNetwork(Construct):
             log_group = logs.LogGroup(
                 self, "FlowLogGroup", retention=flow_log_retention, removal_policy=RemovalPolicy.RETAIN
             )
+            skip_checkov(log_group, "CKV_AWS_158", LOG_GROUP_KEY_REASON)
             flow_log_options["FlowLogs"] = ec2.FlowLogOptions(
                 destination=ec2.FlowLogDestination.to_cloud_watch_logs(log_group),
                 traffic_type=ec2.FlowLogTrafficType.ALL,
@@ -168,9 +168,12 @@ class ClusterNetwork(Construct):
             restrict_default_security_group=restrict_default_security_group,
         )
         if not restrict_default_security_group:
-            resource = vpc.node.default_child
-            assert isinstance(resource, CfnResource)
-            explain(resource, DEFAULT_SG_FINDING, DEFAULT_SG_LEFT_OPEN)
+            skip_checkov(vpc, DEFAULT_SG_FINDING, DEFAULT_SG_REASON)
+        # CDK adds one Lambda-backed provider per stack that empties the default security group's rules.
+        provider = Stack.of(self).node.try_find_child("Custom::VpcRestrictDefaultSGCustomResourceProvider")
+        handler = provider.node.try_find_child("Handler") if provider is not None else None
+        if handler is not None:
+            explain_deploy_time_handler(handler)
         return vpc
 
     def _efa_security_group(self, vpc: ec2.IVpc, allow_internet_egress: bool) -> ec2.SecurityGroup:
