@@ -148,3 +148,23 @@ def test_a_parameters_file_with_a_deploy_time_value_is_refused() -> None:
     with pytest.raises(ConfigurationError, match=r"parameters\.hyperpod_cdk\.cluster_name: holds a value only known"):
         scripts.add_parameters(dataclasses.replace(params, cluster_name=name))
     scripts.add_parameters(params)
+
+
+def test_a_template_with_launch_parameters_publishes_and_its_nodes_read_the_type_from_hyperpod(
+    tmp_path: Path,
+) -> None:
+    """The platform-template example (launch choices as CloudFormation parameters) publishes: the parameters
+    stay in the template, the lifecycle prefix holds no token (a chosen instance type is null there)."""
+    from hyperpod_cdk import load_config
+    from support import ROOT
+
+    published = Published(tmp_path, load_config(ROOT / "examples" / "platform-template.yaml"))
+    assert {"HyperPodClusterName", "InstanceGroupWorkersType"} <= set(published.template["Parameters"])
+    assert "BootstrapVersion" not in published.template["Parameters"]
+    [tree] = LifecycleTree.all_in(published.outdir)
+    text = tree.files()["hyperpod_cdk_parameters.json"].decode()
+    assert not TOKEN.search(text), text
+    params = ProvisioningParameters.loads(text)
+    assert params.group("workers").instance_type is None  # type: ignore[union-attr]
+    assert params.group("controller").instance_type == "ml.m5.xlarge"  # type: ignore[union-attr]
+    assert params.cluster_name == "team-cluster"
