@@ -6,7 +6,9 @@ from __future__ import annotations
 import importlib.util
 import io
 import json
+import os
 import re
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +70,7 @@ def test_publish_uploads_once_points_the_template_at_its_files_and_keeps_old_ver
     report = first.json()
     assert report["skipped"] == []
     assert {f"s3://{bucket}/{k}" for k in keys()} == set(report["uploaded"])
+    assert not [k for k in keys() if "/assets/" in k]  # the stack's own template goes to templates/ only
     [template] = report["templates"]
     assert re.fullmatch(r"teams/ml/templates/hyperpod-cpu-cluster/[0-9a-f]{64}\.template\.json", template["key"])
     assert template["template_url"] == f"https://{bucket}.s3.{REGION}.amazonaws.com/{template['key']}"
@@ -178,3 +181,40 @@ def test_the_service_catalog_example_publishes_its_product_template_and_lifecycl
     uri = cluster["Properties"]["InstanceGroups"][0]["LifeCycleConfig"]["SourceS3Uri"]
     assert f"{uri.removeprefix(f's3://{bucket}/')}hyperpod_cdk_parameters.json" in keys()
     assert not [r for r in product_template["Resources"].values() if r["Type"].startswith(("AWS::Lambda", "Custom::"))]
+
+
+def test_kms_key_encrypts_the_objects(bucket: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    key_id = boto3.client("kms", region_name=REGION).create_key()["KeyMetadata"]["KeyId"]
+    config = str(write_config(tmp_path / "c.yaml"))
+    run = cli("publish", config, "--bucket", bucket, "--kms-key-id", key_id, "--json", capsys=capsys)
+    assert run.code == 0, run.err
+    head = s3().head_object(Bucket=bucket, Key=run.json()["templates"][0]["key"])
+    assert (head["ServerSideEncryption"], head["SSEKMSKeyId"].split("/")[-1]) == ("aws:kms", key_id)
+
+
+def test_a_directory_asset_is_zipped_from_its_content_alone(tmp_path: Path) -> None:
+    """ZIP_DIRECTORY assets: the same files give the same bytes (a content-addressed key never changes)."""
+    from hyperpod_cdk.publishing.upload import plan
+
+    def assembly(root: Path, mtime: int) -> Path:
+        (root / "asset.abc").mkdir(parents=True)
+        for name, body in (("index.py", "print(1)\n"), ("lib/util.py", "X = 2\n")):
+            path = root / "asset.abc" / name
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(body)
+            os.utime(path, (mtime, mtime))
+        asset = {
+            "source": {"path": "asset.abc", "packaging": "zip"},
+            "destinations": {"d": {"bucketName": "b", "objectKey": "p/assets/abc.zip"}},
+        }
+        (root / "s.assets.json").write_text(json.dumps({"version": "55.0.0", "files": {"abc": asset}}))
+        artifacts = {"s.assets": {"type": "cdk:asset-manifest", "properties": {"file": "s.assets.json"}}}
+        (root / "manifest.json").write_text(json.dumps({"artifacts": artifacts}))
+        return root
+
+    first = plan(assembly(tmp_path / "one", 1_000_000), PublishTarget("b", "p/")).items
+    second = plan(assembly(tmp_path / "two", 2_000_000), PublishTarget("b", "p/")).items
+    [item] = first
+    assert (item.bucket, item.key) == ("b", "p/assets/abc.zip")
+    assert item.body == second[0].body
+    assert sorted(zipfile.ZipFile(io.BytesIO(item.body)).namelist()) == ["index.py", "lib/util.py"]

@@ -37,7 +37,10 @@ class Published:
 
 @pytest.fixture(scope="module")
 def published(tmp_path_factory: pytest.TempPathFactory) -> Published:
-    return Published(tmp_path_factory.mktemp("published"), ClusterConfig(users=[{"name": "alice", "uid": 2001}]))
+    config = ClusterConfig.model_validate(
+        {"users": [{"name": "alice", "uid": 2001}], "lifecycle": {"prefix": "ignored/"}}
+    )
+    return Published(tmp_path_factory.mktemp("published"), config)
 
 
 def test_nothing_refers_to_cdk_bootstrap_and_nothing_needs_an_asset_or_a_lambda(published: Published) -> None:
@@ -101,6 +104,15 @@ def test_the_vpc_says_why_its_default_security_group_is_left_to_the_baseline(pub
     [skip] = vpc["Metadata"]["checkov"]["skip"]
     assert skip["id"] == DEFAULT_SG_FINDING
     assert "vpc-default-security-group-closed" in skip["comment"] and "Lambda" in skip["comment"]
+
+
+def test_the_config_lifecycle_section_is_not_used_and_a_warning_says_so(published: Published) -> None:
+    assert "ignored/" not in json.dumps(published.template)
+    warnings = cdk.assertions.Annotations.from_stack(published.stack).find_warning(
+        "*", cdk.assertions.Match.any_value()
+    )
+    texts = [json.dumps(w.entry.data) for w in warnings]
+    assert any("lifecycle: not used by a published template" in t for t in texts), texts
 
 
 def test_files_cannot_change_once_synth_fixed_the_prefix(published: Published) -> None:
