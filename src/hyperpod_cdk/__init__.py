@@ -27,6 +27,7 @@ _HOMES = {
     "LifecycleScripts": "hyperpod_cdk.constructs",
     "LustreStorage": "hyperpod_cdk.constructs",
     "S3DataRepository": "hyperpod_cdk.constructs",
+    "OrganizationRules": "hyperpod_cdk.organization",
     "TrainingCluster": "hyperpod_cdk.stacks",
     "TrainingClusterStack": "hyperpod_cdk.stacks",
 }
@@ -44,6 +45,7 @@ __all__ = [
     "LustreStorage",
     "NodeRecovery",
     "NodeRole",
+    "OrganizationRules",
     "S3DataRepository",
     "SlurmConfigStrategy",
     "SlurmMode",
@@ -73,6 +75,7 @@ if TYPE_CHECKING:
         SlurmConfigStrategy,
         SlurmMode,
     )
+    from hyperpod_cdk.organization import OrganizationRules
     from hyperpod_cdk.stacks import TrainingCluster, TrainingClusterStack
 
 

@@ -118,6 +118,24 @@ class LifecycleConfig(_Model):
     """Key prefix of the scripts (replaced on every deploy)."""
 
 
+class OrganizationConfig(_Model):
+    """A platform team's rules, applied to every resource of the stack (docs/organization.md)."""
+
+    permission_boundary_arn: str | None = None
+    """Managed policy set as the permission boundary of every IAM role (CDK's own roles included)."""
+    required_tags: dict[str, str | None] = Field(default_factory=dict)
+    """Tags every taggable resource must carry: a value applies the tag; null means ``tags`` must set it."""
+    name_prefix: str | None = None
+    """Prefix of every physical name the stack sets (the HyperPod cluster name among them)."""
+    kms_key_arn: str | None = None
+    """Customer-managed key for new buckets, the file system (PERSISTENT types), log groups and node volumes.
+    Its key policy must let CloudWatch Logs use it (docs/organization.md)."""
+    access_logs_bucket: str | None = None
+    """Existing bucket that receives every new bucket's S3 server access logs."""
+    access_logs_prefix: str = ""
+    """Key prefix of the access logs in that bucket."""
+
+
 def _default_groups() -> list[InstanceGroup]:
     return [
         InstanceGroup(name="controller", role=NodeRole.CONTROLLER, instance_type="ml.m5.xlarge", count=1),
@@ -151,6 +169,9 @@ class ClusterConfig(_Model):
     docs/configuration.md. Checked by the runtime's own rules, passed through the parameters file."""
     users: list[dict[str, Any]] = Field(default_factory=list)
     """Cluster users: name, uid, gid (default uid), shell, sudo, ssh_public_keys. Homes live on FSx."""
+    organization: OrganizationConfig | None = None
+    """A platform team's rules (permission boundary, required tags, name prefix, KMS key, access logs). Default:
+    none, and the template is exactly as without them."""
 
     def cluster_users(self) -> list[User]:
         return parse_users(self.users)

@@ -12,7 +12,13 @@ from training_runtime.hardware import NodeHardware, hardware_for
 from training_runtime.options import RuntimeOptions, parse_options
 
 if TYPE_CHECKING:
-    from hyperpod_cdk.config import ClusterConfig, LifecycleConfig, NetworkConfig, StorageConfig
+    from hyperpod_cdk.config import (
+        ClusterConfig,
+        LifecycleConfig,
+        NetworkConfig,
+        OrganizationConfig,
+        StorageConfig,
+    )
 
 
 def never_unresolved(value: Any) -> bool:
@@ -38,6 +44,7 @@ class ClusterView:
     lifecycle: LifecycleConfig | None = None
     runtime: Mapping[str, Any] = field(default_factory=dict)
     users: Sequence[Any] = ()
+    organization: OrganizationConfig | None = None
     region: str | None = None
     """The AWS Region when known (``validate --region``, or a stack's concrete Region)."""
     is_unresolved: Callable[[Any], bool] = never_unresolved
@@ -66,6 +73,7 @@ class ClusterView:
             lifecycle=config.lifecycle,
             runtime=config.runtime,
             users=config.users,
+            organization=config.organization,
             region=region,
             given=frozenset(config.model_fields_set),
             previous=cls.of_config(previous, region) if previous is not None else None,

@@ -27,6 +27,7 @@ from hyperpod_cdk.constructs import (
 from hyperpod_cdk.constructs.checks import stack_region
 from hyperpod_cdk.constructs.storage import ExistingLustreFileSystem, fsx_version
 from hyperpod_cdk.model import pascal_case
+from hyperpod_cdk.organization import OrganizationRules
 
 
 class TrainingCluster:
@@ -45,6 +46,12 @@ class TrainingCluster:
             f"cluster configuration of stack {scope.node.id}", region=stack_region(Stack.of(scope))
         ):
             Annotations.of(scope).add_warning_v2(f"hyperpod-cdk:{warning.rule}", str(warning))
+        self.organization = OrganizationRules.from_config(config.organization) if config.organization else None
+        if self.organization is not None:
+            # Before any construct: the rules' property injector sees only constructs created after it. The
+            # name goes in prefixed, so the parameters file and the outputs carry the name HyperPod gets.
+            self.organization.apply(scope)
+            config = config.model_copy(update={"cluster_name": self.organization.prefixed(config.cluster_name)})
         self.config = config
         self.network = self._network(config.network)
         self.data_buckets: dict[str, s3.IBucket] = {}
