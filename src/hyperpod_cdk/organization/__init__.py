@@ -127,4 +127,4 @@ def _logs_may_use_key(key: kms.Key) -> iam.PolicyStatement:
     )
 
 
-__all__ = ["NAMED_TYPES", "IMPORTED_KEY_ID", "OrganizationRules"]
+__all__ = ["IMPORTED_KEY_ID", "NAMED_TYPES", "OrganizationRules"]

@@ -34,13 +34,13 @@ def _at(view: ClusterView, field: str) -> str:
 def boundary_arn(view: ClusterView) -> Iterator[Problem]:
     """The permission boundary is a managed policy's ARN."""
     org = view.organization
-    if org is not None and view.concrete(org.permission_boundary_arn):
-        if not BOUNDARY_ARN.match(str(org.permission_boundary_arn)):
-            yield Problem(
-                _at(view, "permission_boundary_arn"),
-                "expected a managed policy ARN such as 'arn:aws:iam::111122223333:policy/TeamBoundary'",
-                got=org.permission_boundary_arn,
-            )
+    arn = org.permission_boundary_arn if org is not None else None
+    if view.concrete(arn) and not BOUNDARY_ARN.match(str(arn)):
+        yield Problem(
+            _at(view, "permission_boundary_arn"),
+            "expected a managed policy ARN such as 'arn:aws:iam::111122223333:policy/TeamBoundary'",
+            got=arn,
+        )
 
 
 @rule("ORG-TAG-KEY", "organization", "organization.required_tags.<key>", source="AWS tagging limits")
@@ -116,8 +116,7 @@ def kms_key_arn(view: ClusterView) -> Iterator[Problem]:
     if org is not None and view.concrete(org.kms_key_arn) and not KMS_KEY_ARN.match(str(org.kms_key_arn)):
         yield Problem(
             _at(view, "kms_key_arn"),
-            "expected a key ARN such as 'arn:aws:kms:us-west-2:111122223333:key/1234abcd-12ab-34cd-56ef-"
-            "1234567890ab'",
+            "expected a key ARN such as 'arn:aws:kms:us-west-2:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab'",
             got=org.kms_key_arn,
         )
 
