@@ -230,6 +230,39 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        if False",
         ("tests/test_rules.py",),
     ),
+    Mutation(
+        "G1",
+        "the permission boundary skips CDK-internal roles written as plain CfnResource",
+        "src/hyperpod_cdk/organization/identity.py",
+        "if CfnResource.is_cfn_resource(node) and node.cfn_resource_type in BOUNDED_TYPES:",
+        "if isinstance(node, CfnResource) and type(node) is not CfnResource and node.cfn_resource_type in "
+        "BOUNDED_TYPES:",
+        ("tests/test_organization.py",),
+    ),
+    Mutation(
+        "G2",
+        "buckets get the key after the fact, so their grants lack it",
+        "src/hyperpod_cdk/organization/encryption.py",
+        '            "encryptionKey": self._key_of(scope),\n',
+        "",
+        ("tests/test_organization.py",),
+    ),
+    Mutation(
+        "G3",
+        "a SCRATCH file system silently keeps FSx's own key",
+        "src/hyperpod_cdk/organization/encryption.py",
+        "        if deployment in SCRATCH_TYPES:",
+        "        if False:",
+        ("tests/test_organization.py",),
+    ),
+    Mutation(
+        "G4",
+        "a group without storage configs keeps AWS's key on its root volume",
+        "src/hyperpod_cdk/organization/encryption.py",
+        "                cluster.add_property_override(at, [root])",
+        "                pass",
+        ("tests/test_organization.py",),
+    ),
 )
 
 
