@@ -241,7 +241,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "G2",
-        "buckets get the key after the fact, so their grants lack it",
+        "the bucket injector leaves the organization's key out (CDK makes a key of its own)",
         "src/hyperpod_cdk/organization/encryption.py",
         '            "encryptionKey": self._key_of(scope),\n',
         "",
