@@ -11,12 +11,14 @@ CONFIG ?=
 # Python 3.8 (HyperPod's older AMIs): the runtime's stdlib tests run on it too when this machine has one.
 PY38 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.8.*/bin/python3.8) $(shell command -v python3.8 2>/dev/null))
 VENV38 := .venv38
+SCAN_VENV := .venv-scan
+CHECKOV_VERSION := 3.3.30
 
 SHELL_SCRIPTS := $(wildcard src/hyperpod_cdk/lifecycle_assets/*.sh src/hyperpod_cdk/local/*.sh scripts/*.sh examples/jobs/*.sbatch .ci/run)
 
 .PHONY: setup system-packages synth test lint typecheck unit unit38 bench schema docs clean
 
-setup: $(VENV)/.installed node_modules/.installed system-packages
+setup: $(VENV)/.installed $(SCAN_VENV)/.installed-$(CHECKOV_VERSION) node_modules/.installed system-packages
 
 # Slurm, munge, MariaDB and shellcheck for the local cluster (installs only what is missing; needs root)
 system-packages:
@@ -26,6 +28,13 @@ $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PYTHON) -m pip install --quiet --upgrade pip
 	$(PYTHON) -m pip install --quiet --editable '.[dev]'
+	touch $@
+
+# checkov (the IaC scanner tests/test_scanners.py runs) in a venv of its own: its pins would fight ours.
+$(SCAN_VENV)/.installed-$(CHECKOV_VERSION):
+	python3 -m venv $(SCAN_VENV)
+	$(SCAN_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(SCAN_VENV)/bin/python -m pip install --quiet "checkov==$(CHECKOV_VERSION)"
 	touch $@
 
 node_modules/.installed: package.json package-lock.json

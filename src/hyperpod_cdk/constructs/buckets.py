@@ -6,7 +6,7 @@ from aws_cdk import RemovalPolicy
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from hyperpod_cdk.constructs.nag import acknowledge
+from hyperpod_cdk.constructs.scanners import ACCESS_LOGS_REASON, explain
 
 
 def secure_bucket(
@@ -33,10 +33,5 @@ def secure_bucket(
         server_access_logs_bucket=server_access_logs_bucket,
     )
     if server_access_logs_bucket is None:
-        acknowledge(
-            bucket,
-            "AwsSolutions-S1",
-            "Server access logging needs a log bucket the organisation owns; pass server_access_logs_bucket "
-            "to enable it (CloudTrail data events are the usual alternative)",
-        )
+        explain(bucket, ACCESS_LOGS_REASON, checkov=["CKV_AWS_18"], nag=["AwsSolutions-S1"])
     return bucket

@@ -21,6 +21,7 @@ from hyperpod_cdk.config import LifecycleConfig
 from hyperpod_cdk.constructs.buckets import secure_bucket
 from hyperpod_cdk.constructs.checks import check_props
 from hyperpod_cdk.constructs.nag import acknowledge, acknowledge_wildcard_resource
+from hyperpod_cdk.constructs.scanners import explain_deploy_time_handler
 from hyperpod_cdk.errors import raise_if_any
 from hyperpod_cdk.model import DEFAULT_LIFECYCLE_PREFIX
 from training_runtime.params import ProvisioningParameters
@@ -125,6 +126,7 @@ class LifecycleScripts(Construct):
     def _acknowledge_upload_handler(self) -> None:
         handler = self.deployment.handler_role.node.scope
         assert handler is not None
+        explain_deploy_time_handler(handler)
         acknowledge(
             handler,
             "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",

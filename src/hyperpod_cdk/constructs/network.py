@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import jsii
-from aws_cdk import RemovalPolicy
+from aws_cdk import RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from hyperpod_cdk.config import NetworkConfig
 from hyperpod_cdk.constructs.checks import check_props
+from hyperpod_cdk.constructs.scanners import LOG_GROUP_KEY_REASON, explain_deploy_time_handler, skip_checkov
 
 _DEFAULTS = NetworkConfig()
 """The config file's defaults are the props' defaults (one definition)."""
@@ -120,11 +121,12 @@ class ClusterNetwork(Construct):
             log_group = logs.LogGroup(
                 self, "FlowLogGroup", retention=flow_log_retention, removal_policy=RemovalPolicy.RETAIN
             )
+            skip_checkov(log_group, "CKV_AWS_158", LOG_GROUP_KEY_REASON)
             flow_log_options["FlowLogs"] = ec2.FlowLogOptions(
                 destination=ec2.FlowLogDestination.to_cloud_watch_logs(log_group),
                 traffic_type=ec2.FlowLogTrafficType.ALL,
             )
-        return ec2.Vpc(
+        vpc = ec2.Vpc(
             self,
             "Vpc",
             ip_addresses=ec2.IpAddresses.cidr(cidr),
@@ -145,6 +147,12 @@ class ClusterNetwork(Construct):
             flow_logs=flow_log_options,
             restrict_default_security_group=True,
         )
+        # CDK adds one Lambda-backed provider per stack that empties the default security group's rules.
+        provider = Stack.of(self).node.try_find_child("Custom::VpcRestrictDefaultSGCustomResourceProvider")
+        handler = provider.node.try_find_child("Handler") if provider is not None else None
+        if handler is not None:
+            explain_deploy_time_handler(handler)
+        return vpc
 
     def _efa_security_group(self, vpc: ec2.IVpc, allow_internet_egress: bool) -> ec2.SecurityGroup:
         group = ec2.SecurityGroup(
