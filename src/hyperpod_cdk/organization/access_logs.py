@@ -9,6 +9,11 @@ from aws_cdk import IAspect
 from aws_cdk import aws_s3 as s3
 from constructs import IConstruct
 
+from hyperpod_cdk.constructs.scanners import unskip_checkov
+
+MISSING_ACCESS_LOGS = "CKV_AWS_18"
+"""checkov's finding for a bucket without server access logs."""
+
 
 @jsii.implements(IAspect)
 class AccessLogs:
@@ -24,3 +29,4 @@ class AccessLogs:
             node.logging_configuration = s3.CfnBucket.LoggingConfigurationProperty(
                 destination_bucket_name=self.bucket_name, log_file_prefix=self.prefix or None
             )
+            unskip_checkov(node, MISSING_ACCESS_LOGS)

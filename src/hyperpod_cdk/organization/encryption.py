@@ -21,7 +21,11 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IConstruct
 
+from hyperpod_cdk.constructs.scanners import unskip_checkov
 from hyperpod_cdk.rules.organization import SCRATCH_TYPES
+
+LOG_GROUP_WITHOUT_KEY = "CKV_AWS_158"
+"""checkov's finding for a log group without a customer-managed key."""
 
 KeyOf = Callable[[Construct], kms.IKey]
 """The organization's key as seen from a construct's stack."""
@@ -64,6 +68,7 @@ class KmsEncryption:
             self._check_bucket(node)
         elif isinstance(node, logs.CfnLogGroup):
             node.kms_key_id = self._key_of(node).key_arn
+            unskip_checkov(node, LOG_GROUP_WITHOUT_KEY)
         elif isinstance(node, fsx.CfnFileSystem):
             self._file_system(node)
         elif isinstance(node, sagemaker.CfnCluster):
