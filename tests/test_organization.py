@@ -16,13 +16,14 @@ from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Annotations, Match
+from cdk_nag import AwsSolutionsChecks
 
 from builders import cluster_stack, new_stack
 from hyperpod_cdk import ClusterNetwork, LustreStorage, OrganizationRules, TrainingClusterStack, load_config
 from hyperpod_cdk.config import ClusterConfig, OrganizationConfig
 from hyperpod_cdk.constructs import secure_bucket
 from hyperpod_cdk.organization.names import NAMED_TYPES
-from support import EXAMPLES, build_example, fast_app
+from support import EXAMPLES, STRICT_VALIDATION, build_example, fast_app, template_of, validation_report
 
 BOUNDARY = "arn:aws:iam::111122223333:policy/TeamBoundary"
 KEY = "arn:aws:kms:us-west-2:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
@@ -44,15 +45,8 @@ class Synthesized:
     """One example with every rule on: its templates and the logical IDs of its taggable resources."""
 
     def __init__(self, path: Path) -> None:
-        app = fast_app()
-        if path.suffix == ".yaml":
-            config = load_config(path).model_copy(update={"organization": ORGANIZATION})
-            stacks: list[cdk.Stack] = [TrainingClusterStack(app, "org", config=config)]
-            self.cluster_names = {PREFIX + load_config(path).cluster_name}
-        else:
-            OrganizationRules.from_config(ORGANIZATION).apply(app)
-            stacks = build_example(path, app)
-            self.cluster_names = set()
+        stacks = _build(path, fast_app())
+        self.cluster_names = {PREFIX + load_config(path).cluster_name} if path.suffix == ".yaml" else set()
         self.templates = {s.stack_name: cdk.assertions.Template.from_stack(s).to_json() for s in stacks}
         self.errors = [e for s in stacks for e in Annotations.from_stack(s).find_error("*", Match.any_value())]
         self.taggable = {
@@ -177,6 +171,43 @@ def test_the_stack_outputs_the_prefixed_cluster_name(synthesized: Synthesized) -
         output = template.get("Outputs", {}).get("ClusterName")
         if output is not None:
             assert {output["Value"]} == synthesized.cluster_names
+
+
+def _build(path: Path, app: cdk.App) -> list[cdk.Stack]:
+    """One example with every rule on: a YAML example through its config, a Python one through its app."""
+    if path.suffix == ".yaml":
+        config = load_config(path).model_copy(update={"organization": ORGANIZATION})
+        return [TrainingClusterStack(app, "org", config=config)]
+    OrganizationRules.from_config(ORGANIZATION).apply(app)
+    return build_example(path, app)
+
+
+@pytest.mark.compliance
+@pytest.mark.parametrize("example", EXAMPLES, ids=[e.name for e in EXAMPLES])
+def test_nag_and_strict_validator_find_nothing_with_the_rules_on(example: Path, tmp_path: Path) -> None:
+    app = cdk.App(outdir=str(tmp_path), context=STRICT_VALIDATION)
+    _build(example, app)
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    try:
+        app.synth()
+    except RuntimeError as error:  # ValidationFailed: the report says why
+        pytest.fail(f"{error}\n" + "\n".join(validation_report(tmp_path)))
+    assert validation_report(tmp_path) == []
+
+
+@pytest.mark.compliance
+def test_checkov_finds_nothing_unexplained_with_the_rules_on(tmp_path: Path) -> None:
+    from test_scanners import checkov
+
+    out = tmp_path / "templates"
+    out.mkdir()
+    for example in EXAMPLES:
+        for stack in _build(example, fast_app(outdir=str(tmp_path / example.stem))):
+            (out / f"{example.stem}-{stack.stack_name}.json").write_text(json.dumps(template_of(stack)))
+    results = checkov(out).get("results", {})
+    assert [f"{f['check_id']} {f['resource']} ({f['file_path']})" for f in results.get("failed_checks", [])] == []
+    # The rules fixed what the templates otherwise explain: missing access logs and log-group keys.
+    assert not {s["check_id"] for s in results.get("skipped_checks", [])} & {"CKV_AWS_18", "CKV_AWS_158"}
 
 
 # --- what the rules refuse, and the cases the examples do not show

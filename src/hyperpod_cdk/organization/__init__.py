@@ -17,6 +17,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from hyperpod_cdk.constructs.nag import acknowledge
 from hyperpod_cdk.organization.access_logs import AccessLogs
 from hyperpod_cdk.organization.encryption import BucketKeyInjector, KmsEncryption
 from hyperpod_cdk.organization.identity import PermissionBoundary, RequiredTagsCheck
@@ -25,6 +26,8 @@ from hyperpod_cdk.organization.names import NAMED_TYPES, NamePrefix, prefixed
 if TYPE_CHECKING:
     from hyperpod_cdk.config import OrganizationConfig
 
+KEY_GRANT_WILDCARDS = ("kms:GenerateDataKey*", "kms:ReEncrypt*")
+"""The wildcard actions CDK's read-write grant on a KMS-encrypted bucket adds for its key."""
 IMPORTED_KEY_ID = "OrganizationKmsKey"
 """The construct ID of the key imported from an ARN, one per stack."""
 
@@ -82,6 +85,12 @@ class OrganizationRules:
             if isinstance(self.kms_key, kms.Key):
                 self.kms_key.add_to_resource_policy(_logs_may_use_key(self.kms_key))
             PropertyInjectors.of(scope).add(BucketKeyInjector(self._key_of))
+            for action in KEY_GRANT_WILDCARDS:
+                acknowledge(
+                    scope,
+                    f"AwsSolutions-IAM5[Action::{action}]",
+                    "CDK's grants on a bucket encrypted with the organization's key; the statement names that key",
+                )
             aspects.add(KmsEncryption(self._key_of, self._is_log_bucket), priority=AspectPriority.MUTATING)
         if self.access_logs_bucket is not None:
             aspects.add(
