@@ -49,7 +49,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "M1",
         "TrainingClusterStack does not check its config",
         "src/hyperpod_cdk/stacks/training_cluster.py",
-        'config.check(f"cluster configuration of stack {id}", region=stack_region(self))',
+        'config.check(\n            f"cluster configuration of stack {scope.node.id}", region=stack_region(Stack.of(scope))\n        )',
         "[]",
         ("tests/test_stack.py",),
     ),
