@@ -258,6 +258,35 @@ def test_a_prefixed_name_over_the_limit_is_an_error_not_a_cut() -> None:
     assert f"'{PREFIX}{name}'" in message and "allows 63" in message and "Fix: shorten" in message
 
 
+def test_every_named_kind_gets_the_prefix_and_service_log_groups_keep_their_names() -> None:
+    stack = new_stack()
+    OrganizationRules(name_prefix=PREFIX).apply(stack)
+    role = cdk.aws_iam.Role(stack, "Role", role_name="trainer", assumed_by=cdk.aws_iam.AccountRootPrincipal())
+    group = cdk.aws_logs.LogGroup(stack, "Logs", log_group_name="training/jobs")
+    service = cdk.aws_logs.LogGroup(stack, "Service", log_group_name="/aws/lambda/handler")
+    bucket = s3.Bucket(stack, "Bucket", bucket_name="datasets")
+    already = s3.Bucket(stack, "Already", bucket_name=f"{PREFIX}results")
+    resources = cdk.assertions.Template.from_stack(stack).to_json()["Resources"]
+
+    def name(construct: Any, prop: str) -> Any:
+        return resources[stack.get_logical_id(construct.node.default_child)]["Properties"][prop]
+
+    assert name(role, "RoleName") == f"{PREFIX}trainer"
+    assert name(group, "LogGroupName") == f"{PREFIX}training/jobs"
+    assert name(service, "LogGroupName") == "/aws/lambda/handler"
+    assert name(bucket, "BucketName") == f"{PREFIX}datasets"
+    assert name(already, "BucketName") == f"{PREFIX}results"
+    assert _errors(stack) == []
+
+
+def test_a_prefixed_bucket_name_is_checked_by_s3s_rules() -> None:
+    stack = new_stack()
+    OrganizationRules(name_prefix=PREFIX).apply(stack)
+    s3.Bucket(stack, "Bucket", bucket_name="d" * 60)
+    ((path, message),) = _errors(stack)
+    assert path == "/Test/Bucket/Resource" and "3-63 lower-case" in message
+
+
 def test_a_name_that_is_a_token_is_left_alone() -> None:
     stack, cluster = cluster_stack(cluster_name="tokens-skipped", storage=False)
     cluster.resource.cluster_name = cdk.Fn.ref("AWS::StackName")
