@@ -49,7 +49,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         "M1",
         "TrainingClusterStack does not check its config",
         "src/hyperpod_cdk/stacks/training_cluster.py",
-        'config.check(\n            f"cluster configuration of stack {scope.node.id}", region=stack_region(Stack.of(scope))\n        )',
+        "config.check(\n"
+        '            f"cluster configuration of stack {scope.node.id}", region=stack_region(Stack.of(scope))\n'
+        "        )",
         "[]",
         ("tests/test_stack.py",),
     ),
