@@ -336,6 +336,15 @@ def test_the_log_bucket_logs_nothing_to_itself_and_keeps_its_own_encryption() ->
     assert _errors(stack) == []
 
 
+def test_a_log_bucket_made_after_the_rules_would_get_the_key_and_is_an_error() -> None:
+    stack = new_stack()
+    rules = OrganizationRules(kms_key=KEY, access_logs_bucket=LOG_BUCKET)
+    rules.apply(stack)
+    s3.Bucket(stack, "AccessLogs", bucket_name=LOG_BUCKET, encryption=s3.BucketEncryption.S3_MANAGED)
+    ((path, message),) = _errors(stack)
+    assert path == "/Test/AccessLogs/Resource" and "must use SSE-S3" in message
+
+
 def test_a_key_of_the_stack_lets_cloudwatch_logs_use_it() -> None:
     stack = cdk.Stack(fast_app(), "Test", env=cdk.Environment(region="us-west-2", account="111122223333"))
     key = kms.Key(stack, "Key", enable_key_rotation=True)

@@ -115,7 +115,10 @@ class OrganizationRules:
         if self.access_logs_bucket is None:
             return False
         stack = Stack.of(bucket)
-        return bool(stack.resolve(bucket.ref) == stack.resolve(self._log_bucket_name))
+        name = stack.resolve(self._log_bucket_name)
+        return bool(
+            stack.resolve(bucket.ref) == name or (bucket.bucket_name is not None and bucket.bucket_name == name)
+        )
 
 
 def _logs_may_use_key(key: kms.Key) -> iam.PolicyStatement:

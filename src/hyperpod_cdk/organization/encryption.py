@@ -55,11 +55,12 @@ class BucketKeyInjector:
 @jsii.implements(IAspect)
 class KmsEncryption:
     """The key on every log group, FSx file system and HyperPod node volume; an error on a bucket that did
-    not get the key (created before the rules were applied, or as an L1) and on a SCRATCH file system."""
+    not get the key (created before the rules were applied, or as an L1), on an access-log bucket that did
+    (S3 cannot deliver logs to it) and on a SCRATCH file system."""
 
-    def __init__(self, key_of: KeyOf, skip_bucket: Callable[[s3.CfnBucket], bool]) -> None:
+    def __init__(self, key_of: KeyOf, is_log_bucket: Callable[[s3.CfnBucket], bool]) -> None:
         self._key_of = key_of
-        self._skip_bucket = skip_bucket
+        self._is_log_bucket = is_log_bucket
 
     def visit(self, node: IConstruct) -> None:
         if not CfnResource.is_cfn_resource(node):
@@ -78,11 +79,17 @@ class KmsEncryption:
         return Stack.of(node).resolve(self._key_of(node).key_arn)
 
     def _check_bucket(self, bucket: s3.CfnBucket) -> None:
-        if self._skip_bucket(bucket):
-            return
         encryption = Stack.of(bucket).resolve(bucket.bucket_encryption) or {}
         rules = _field(encryption, "ServerSideEncryptionConfiguration", "serverSideEncryptionConfiguration") or []
         defaults = [_field(r, "ServerSideEncryptionByDefault", "serverSideEncryptionByDefault") or {} for r in rules]
+        if self._is_log_bucket(bucket):
+            if any(_field(d, "SSEAlgorithm", "sseAlgorithm") != "AES256" for d in defaults):
+                Annotations.of(bucket).add_error(
+                    f"{bucket.node.path}: the access-log bucket must use SSE-S3 (S3 delivers server access logs to "
+                    "no other encryption). Fix: create it with BucketEncryption.S3_MANAGED before applying the "
+                    "rules, or outside their scope"
+                )
+            return
         keys = [_field(d, "KMSMasterKeyID", "kmsMasterKeyId") for d in defaults]
         if self._key_arn(bucket) not in keys:
             Annotations.of(bucket).add_error(
