@@ -64,12 +64,20 @@ CLUSTER_GROUPS = (
 )
 
 
-def resource_config(groups: Mapping[str, Sequence[tuple[str, str]]]) -> dict[str, Any]:
-    """HyperPod's resource_config.json shape: group name -> [(InstanceName, CustomerIpAddress)]."""
+def resource_config(
+    groups: Mapping[str, Sequence[tuple[str, str]]], instance_types: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """HyperPod's resource_config.json shape: group name -> [(InstanceName, CustomerIpAddress)], with each
+    group's ``InstanceType`` where ``instance_types`` names it."""
+    types = instance_types or {}
     return {
         "ClusterConfig": {"ClusterName": "test", "ClusterArn": "arn:aws:sagemaker:us-east-1:111122223333:cluster/x"},
         "InstanceGroups": [
-            {"Name": name, "Instances": [{"InstanceName": n, "CustomerIpAddress": ip} for n, ip in instances]}
+            {
+                "Name": name,
+                **({"InstanceType": types[name]} if name in types else {}),
+                "Instances": [{"InstanceName": n, "CustomerIpAddress": ip} for n, ip in instances],
+            }
             for name, instances in groups.items()
         ],
     }
@@ -117,6 +125,7 @@ def fake_node(
     runner: RecordingRunner | None = None,
     params: ProvisioningParameters | None = None,
     host: Host | None = None,
+    instance_types: Mapping[str, str] | None = None,
 ) -> Node:
     """A node of a small cluster whose root is the directory ``root`` (created if needed).
 
@@ -132,7 +141,7 @@ def fake_node(
             fsx_mountname="abcdefgh" if fsx else None,
             options=dict(options or {}),
         )
-    resources = ResourceConfig.from_json(json.loads(json.dumps(resource_config(instances))))
+    resources = ResourceConfig.from_json(json.loads(json.dumps(resource_config(instances, instance_types))))
     me = next(i for i in resources.all_instances() if i.name == instance)
     group = params.group(me.group)
     assert group is not None

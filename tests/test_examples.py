@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from cfn_parameters import resolved
 from runtime_fakes import fake_node
 from support import CFN_LINT_IGNORED, EXAMPLES, build_example, cfn_lint, fast_app, normalised, uploaded_files
 from training_runtime.params import ProvisioningParameters
@@ -51,9 +52,9 @@ class Example:
             self.uploads.update(uploaded_files(outdir, template))
 
     def instance_groups(self, cluster_name: str) -> list[dict[str, Any]]:
-        """The cluster's ``InstanceGroups`` as the template gives them to HyperPod."""
+        """The cluster's ``InstanceGroups`` as the template gives them to HyperPod (at the parameters' defaults)."""
         for template in self.templates.values():
-            for resource in template["Resources"].values():
+            for resource in resolved(template)["Resources"].values():
                 properties = resource.get("Properties", {})
                 if resource["Type"] == "AWS::SageMaker::Cluster" and properties["ClusterName"] == cluster_name:
                     groups: list[dict[str, Any]] = properties["InstanceGroups"]
@@ -111,15 +112,20 @@ def test_golden_slurm_conf(example: Example, tmp_path: Path) -> None:
         pytest.skip("this example has no cluster, so no lifecycle upload")
     for cluster, upload in sorted(example.uploads.items()):
         params = ProvisioningParameters.from_json(upload["parameters"])
+        groups = example.instance_groups(cluster)
         instances = {
             group["InstanceGroupName"]: [
                 (f"{group['InstanceGroupName']}-{n}", f"10.1.{index}.{10 + n}")
                 for n in range(1, group["InstanceCount"] + 1)
             ]
-            for index, group in enumerate(example.instance_groups(cluster))
+            for index, group in enumerate(groups)
         }
+        # As HyperPod writes them: a type the parameters file leaves open comes from here.
+        types = {group["InstanceGroupName"]: group["InstanceType"] for group in groups}
         controller = next(g.name for g in params.groups if g.role == "controller")
-        node = fake_node(tmp_path / cluster, instance=f"{controller}-1", instances=instances, params=params)
+        node = fake_node(
+            tmp_path / cluster, instance=f"{controller}-1", instances=instances, params=params, instance_types=types
+        )
         files = {path: content for path, content, _, _ in rendered_files(node)}
         suffix = "" if len(example.uploads) == 1 else f".{cluster}"
         _check(

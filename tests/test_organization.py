@@ -19,6 +19,7 @@ from aws_cdk.assertions import Annotations, Match
 from cdk_nag import AwsSolutionsChecks
 
 from builders import cluster_stack, new_stack
+from cfn_parameters import rejections
 from hyperpod_cdk import ClusterNetwork, LustreStorage, OrganizationRules, TrainingClusterStack, load_config
 from hyperpod_cdk.config import ClusterConfig, OrganizationConfig
 from hyperpod_cdk.constructs import secure_bucket
@@ -153,24 +154,35 @@ def test_every_taggable_resource_has_the_required_tags(synthesized: Synthesized)
 
 
 def test_every_physical_name_has_the_prefix(synthesized: Synthesized) -> None:
-    names = 0
     for resource_type, kind in NAMED_TYPES.items():
         prop = "".join(p.capitalize() for p in kind.attribute.split("_"))
         for logical_id, properties in synthesized.resources(resource_type):
             name = properties.get(prop)
             if isinstance(name, str) and not name.startswith("/aws/"):
                 assert name.startswith(PREFIX), (logical_id, name)
-                names += 1
-    clusters = {p["ClusterName"] for _, p in synthesized.resources("AWS::SageMaker::Cluster")}
+    clusters = set()
+    for template in synthesized.templates.values():
+        for resource in template["Resources"].values():
+            if resource["Type"] == "AWS::SageMaker::Cluster":
+                clusters.add(_launch_value(template, resource["Properties"]["ClusterName"]))
     assert synthesized.cluster_names <= clusters  # prefixed once, not twice
-    assert names >= len(clusters)
+    assert all(name.startswith(PREFIX) for name in clusters)
+
+
+def _launch_value(template: dict[str, Any], value: Any) -> Any:
+    """A value, or for a launch choice (a parameter) its default, once its constraints require the prefix."""
+    if not isinstance(value, dict):
+        return value
+    parameter = template["Parameters"][value["Ref"]]
+    assert rejections(parameter, "unprefixed-name") != [], value
+    return parameter["Default"]
 
 
 def test_the_stack_outputs_the_prefixed_cluster_name(synthesized: Synthesized) -> None:
     for template in synthesized.templates.values():
         output = template.get("Outputs", {}).get("ClusterName")
         if output is not None:
-            assert {output["Value"]} == synthesized.cluster_names
+            assert {_launch_value(template, output["Value"])} == synthesized.cluster_names
 
 
 def _build(path: Path, app: cdk.App) -> list[cdk.Stack]:
@@ -358,6 +370,19 @@ def test_a_key_of_the_stack_lets_cloudwatch_logs_use_it() -> None:
     assert logs_statement["Principal"] == {"Service": "logs.us-west-2.amazonaws.com"}
     (log_group,) = template.find_resources("AWS::Logs::LogGroup").values()
     assert log_group["Properties"]["KmsKeyId"] == {"Fn::GetAtt": [stack.get_logical_id(key.node.default_child), "Arn"]}
+
+
+def test_a_cluster_name_chosen_at_launch_must_start_with_the_prefix() -> None:
+    config = ClusterConfig.model_validate(
+        {"cluster_name": "ml", "parameters": {"cluster_name": True}, "organization": {"name_prefix": PREFIX}}
+    )
+    stack = TrainingClusterStack(fast_app(), "s", config=config)
+    parameter = cdk.assertions.Template.from_stack(stack).to_json()["Parameters"]["HyperPodClusterName"]
+    assert parameter["Default"] == f"{PREFIX}ml"
+    assert rejections(parameter, f"{PREFIX}ml") == []
+    assert rejections(parameter, f"{PREFIX}other-name") == []
+    assert rejections(parameter, "other-name") != []
+    assert rejections(parameter, f"{PREFIX}-bad-") != []  # the name's own pattern still holds
 
 
 def test_a_config_without_the_section_applies_nothing() -> None:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
+from runtime_fakes import fake_node, resource_config
+from training_runtime.hardware import hardware_for
 from training_runtime.params import (
     API_DRIVEN,
     LIFECYCLE_DRIVEN,
@@ -13,6 +16,9 @@ from training_runtime.params import (
     ParametersError,
     ProvisioningParameters,
 )
+from training_runtime.resources import ResourceConfig, ResourceConfigError
+from training_runtime.steps.installed import node_facts
+from training_runtime.steps.slurm import slurm_nodes
 
 
 def params(**overrides: object) -> ProvisioningParameters:
@@ -120,3 +126,56 @@ def test_threads_per_core_is_carried_and_checked() -> None:
         data["hyperpod_cdk"]["groups"][1]["threads_per_core"] = bad
         with pytest.raises(ParametersError, match=r"groups\[1\]\.threads_per_core: got"):
             ProvisioningParameters.from_json(data)
+
+
+# --- an instance type left to HyperPod's resource config (a template with an instance-type parameter) -------
+
+
+def open_type(name: str = "gpu") -> ProvisioningParameters:
+    """The parameters file of a template whose group ``name`` has an instance-type parameter."""
+    base = params()
+    return params(
+        groups=tuple(GroupSpec(g.name, g.role, None, g.partition) if g.name == name else g for g in base.groups)
+    )
+
+
+def test_a_null_or_absent_instance_type_is_read_as_left_open() -> None:
+    data = open_type().to_json()
+    assert data["hyperpod_cdk"]["groups"][2]["instance_type"] is None
+    assert ProvisioningParameters.from_json(data).group("gpu").instance_type is None  # type: ignore[union-attr]
+    del data["hyperpod_cdk"]["groups"][2]["instance_type"]  # CDK drops null values when it writes the file
+    assert ProvisioningParameters.from_json(data) == open_type()
+    data["hyperpod_cdk"]["groups"][2]["instance_type"] = ""
+    with pytest.raises(
+        ParametersError, match=r"groups\[2\]\.instance_type: got ''; expected an instance type, or null"
+    ):
+        ProvisioningParameters.from_json(data)
+
+
+def test_the_node_takes_a_left_open_type_from_the_resource_config(tmp_path: Path) -> None:
+    """Every reader on the node (slurm.conf's node sizes, the installed facts) sees the resolved type."""
+    instances = {"controller": [("controller-1", "10.1.0.5")], "gpu": [("gpu-1", "10.1.0.6")], "cpu": []}
+    node = fake_node(
+        tmp_path, instance="gpu-1", params=open_type(), instances=instances, instance_types={"gpu": "ml.g5.8xlarge"}
+    )
+    assert node.group.instance_type == "ml.g5.8xlarge"
+    assert node.params.group("gpu").instance_type == "ml.g5.8xlarge"  # type: ignore[union-attr]
+    assert node.params.group("cpu").instance_type == "ml.c5.4xlarge"  # type: ignore[union-attr]  # the file's own
+    assert [n.hardware for n in slurm_nodes(node)] == [hardware_for("ml.g5.8xlarge", {})]
+    assert node_facts(node).instance_type == "ml.g5.8xlarge" and node_facts(node).gpus == 1
+
+
+def test_a_left_open_type_missing_from_the_resource_config_names_the_group_and_the_fix(tmp_path: Path) -> None:
+    instances = {"controller": [("controller-1", "10.1.0.5")], "gpu": [("gpu-1", "10.1.0.6")]}
+    with pytest.raises(ResourceConfigError) as error:
+        fake_node(tmp_path, instance="gpu-1", params=open_type(), instances=instances)
+    message = str(error.value)
+    assert "group 'gpu' has no InstanceType" in message
+    assert "publish the template without that parameter" in message
+    assert "parameters.instance_groups.gpu.instance_types" in message
+
+
+def test_the_resource_config_instance_type_is_read_defensively() -> None:
+    data = resource_config({"gpu": [], "cpu": [], "odd": []}, {"gpu": "ml.g5.8xlarge"})
+    data["InstanceGroups"][2]["InstanceType"] = 7  # not a type: ignored, not fatal
+    assert ResourceConfig.from_json(data).instance_types == {"gpu": "ml.g5.8xlarge"}

@@ -403,6 +403,31 @@ ROWS = [
         "runtime.pytorch.smddp",
         "cannot run on the Trainium groups",
     ),
+    # --- parameters (launch choices)
+    row(
+        "PAR-TARGET",
+        {"parameters": {"instance_groups": {"gpus": {"count": {"min": 1, "max": 8}}}}},
+        "parameters.instance_groups.gpus",
+        "no instance group has this name",
+    ),
+    row(
+        "PAR-DEFAULT",
+        {"parameters": {"storage_capacity_gib": [2400, 4800]}},
+        "parameters.storage_capacity_gib",
+        "must include storage.storage_capacity_gib's value 1200",
+    ),
+    row(
+        "PAR-CHOICE",
+        {"parameters": {"storage_capacity_gib": [1200, 3000]}},
+        "parameters.storage_capacity_gib[1]",
+        "with this choice, storage.storage_capacity_gib: got 3000; PERSISTENT_2 takes 1200, 2400 or a multiple",
+    ),
+    row(
+        "PAR-CHOICE-WARNING",
+        {"parameters": {"instance_groups": {"workers": {"instance_types": ["ml.trn1.32xlarge", "ml.p5.48xlarge"]}}}},
+        "parameters.instance_groups.workers.instance_types[1]",
+        "GPUDirect Storage",
+    ),
     # --- users
     row("USR-SHAPE", {"users": [{"name": "alice", "uid": 2001, "sudo": "yes"}]}, "users[0].sudo", "true or false"),
     row("USR-NAME", {"users": [{"name": "Alice", "uid": 2001}]}, "users[0].name", "lowercase POSIX"),

@@ -130,3 +130,22 @@ def test_unknown_node_fails_clearly(prefix: Path) -> None:
     result = run(prefix, "bootstrap", "192.0.2.1")
     assert result.returncode == 2 and "192.0.2.1" in events(result)[-1]["error"]
     assert untouched(prefix)
+
+
+def test_a_type_left_to_the_resource_config_is_resolved_or_named(prefix: Path) -> None:
+    """A template with an instance-type parameter writes no type for that group; the node reads HyperPod's."""
+    open_type = ProvisioningParameters(
+        cluster_name=PARAMS.cluster_name,
+        mode=PARAMS.mode,
+        groups=tuple(GroupSpec(g.name, g.role, None) if g.name == "workers" else g for g in PARAMS.groups),
+    )
+    (prefix / open_type.file_name).write_text(open_type.dumps())
+    result = run(prefix, "bootstrap")
+    assert result.returncode == 2 and untouched(prefix)
+    assert "group 'workers' has no InstanceType" in result.stderr.splitlines()[0]
+    with_type = json.loads(json.dumps(RESOURCES))
+    for group in with_type["InstanceGroups"]:
+        group["InstanceType"] = "ml.c5.large"
+    (prefix.parent / "resource_config.json").write_text(json.dumps(with_type))
+    result = run(prefix, "validate")
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -136,6 +136,51 @@ class OrganizationConfig(_Model):
     """Key prefix of the access logs in that bucket."""
 
 
+class CountRange(_Model):
+    """The instance counts a launching team may choose: a CloudFormation Number with MinValue and MaxValue."""
+
+    min: int
+    """Fewest instances (MinValue)."""
+    max: int
+    """Most instances (MaxValue); the subnet and HyperPod's limits must hold at this count."""
+
+
+class GroupParameters(_Model):
+    """What a launching team may choose for one instance group."""
+
+    count: CountRange | None = None
+    """A range of instance counts; the default is the group's ``count``."""
+    instance_types: list[str] | None = None
+    """Allowed instance types (AllowedValues); the group's ``instance_type`` is the default and must be one.
+    The nodes then read their type from HyperPod's resource_config.json."""
+
+
+class DataRepositoryParameters(_Model):
+    """What a launching team may choose for a data repository whose bucket exists (``bucket_name`` set)."""
+
+    bucket_name: bool = False
+    """The bucket becomes a parameter (S3's naming rules as AllowedPattern); default: ``bucket_name``."""
+    bucket_prefix: bool = False
+    """The key prefix becomes a parameter: empty or segments ending in '/'; default: ``bucket_prefix``."""
+
+
+class ParametersConfig(_Model):
+    """The choices a team makes when it launches a published template: CloudFormation parameters whose
+    constraints come from the same rules as validation. Everything else is fixed at synth. Spot or
+    On-Demand capacity is not a choice yet (the cluster's API model has no capacity option)."""
+
+    cluster_name: bool = False
+    """The cluster name becomes a parameter (default: ``cluster_name``). The nodes keep ``cluster_name`` as
+    the Slurm cluster name: their parameters file is fixed when the template is built."""
+    instance_groups: dict[str, GroupParameters] = Field(default_factory=dict)
+    """Per instance-group name: its count range and allowed instance types."""
+    storage_capacity_gib: list[int] | None = None
+    """Allowed FSx capacities (AllowedValues) of a new file system; ``storage.storage_capacity_gib`` is the
+    default and must be one."""
+    data_repositories: dict[str, DataRepositoryParameters] = Field(default_factory=dict)
+    """Per data-repository name: whether its bucket name and prefix are parameters."""
+
+
 def _default_groups() -> list[InstanceGroup]:
     return [
         InstanceGroup(name="controller", role=NodeRole.CONTROLLER, instance_type="ml.m5.xlarge", count=1),
@@ -169,6 +214,9 @@ class ClusterConfig(_Model):
     docs/configuration.md. Checked by the runtime's own rules, passed through the parameters file."""
     users: list[dict[str, Any]] = Field(default_factory=list)
     """Cluster users: name, uid, gid (default uid), shell, sudo, ssh_public_keys. Homes live on FSx."""
+    parameters: ParametersConfig | None = None
+    """Choices left to the team that launches the template (CloudFormation parameters). Default: none, every
+    value is fixed at synth."""
     organization: OrganizationConfig | None = None
     """A platform team's rules (permission boundary, required tags, name prefix, KMS key, access logs). Default:
     none, and the template is exactly as without them."""

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import enum
 import re
+import sys
 from collections.abc import Sequence
+from typing import Annotated, Any
 
-from pydantic import ConfigDict
+from pydantic import ConfigDict, ValidatorFunctionWrapHandler, WrapValidator
 from pydantic.dataclasses import dataclass
 
 from training_runtime.params import (
@@ -79,6 +81,21 @@ class DataRepositoryEvent(enum.StrEnum):
 ALL_EVENTS: tuple[DataRepositoryEvent, ...] = tuple(DataRepositoryEvent)
 
 
+def _int_or_token(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """A whole number, or a CDK token standing for one (e.g. a ``CfnParameter``'s ``value_as_number``).
+
+    CDK encodes a number token as a huge float that no int check accepts; a token can only exist once
+    ``aws_cdk`` is imported, so a config file read without CDK never takes this path."""
+    cdk = sys.modules.get("aws_cdk")
+    if isinstance(value, float) and cdk is not None and cdk.Token.is_unresolved(value):
+        return value
+    return handler(value)
+
+
+Count = Annotated[int, WrapValidator(_int_or_token)]
+"""An instance count: an int, or a CDK number token (its value is judged by CloudFormation's constraints)."""
+
+
 @dataclass(frozen=True, kw_only=True, config=ConfigDict(extra="forbid"))
 class InstanceGroup:
     """One instance group.
@@ -86,7 +103,8 @@ class InstanceGroup:
     :param name: instance-group name; also the Slurm partition of a compute group unless ``partition``
         is given. Letters, digits and hyphens, 1-63 characters.
     :param instance_type: SageMaker instance type, e.g. ``ml.p5.48xlarge``.
-    :param count: number of instances (0-6758; at least 1 for controller and login groups).
+    :param count: number of instances (0-6758; at least 1 for controller and login groups), or a CDK token
+        such as a ``CfnParameter``'s ``value_as_number``.
     :param role: Slurm role. Default: ``NodeRole.COMPUTE``.
     :param partition: Slurm partition of a compute group. Default: the group's name.
     :param threads_per_core: 1 disables SMT (recommended for training), 2 enables it. Default: 1.
@@ -97,7 +115,7 @@ class InstanceGroup:
 
     name: str
     instance_type: str
-    count: int
+    count: Count
     role: NodeRole = NodeRole.COMPUTE
     partition: str | None = None
     threads_per_core: int = 1

@@ -10,8 +10,9 @@ the parameters needs no construct.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Protocol
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol
 
 from training_runtime.params import GroupSpec, ProvisioningParameters
 
@@ -31,17 +32,27 @@ def cluster_parameters(
     fsx_mountname: str | None,
     fsx_mount_path: str,
     runtime_options: Mapping[str, object] | None,
+    is_unresolved: Callable[[Any], bool] | None = None,
 ) -> ProvisioningParameters:
     """The parameters file of a cluster with these props.
 
-    Every argument is required, so a caller cannot leave one out by accident. ``runtime_options`` are
-    copied as given (the node parses them with ``training_runtime.options.parse_options``); the caller's
-    mapping is never shared with the result.
+    Every argument but ``is_unresolved`` is required, so a caller cannot leave one out by accident.
+    ``runtime_options`` are copied as given (the node parses them with
+    ``training_runtime.options.parse_options``); the caller's mapping is never shared with the result.
+    An instance type that ``is_unresolved`` (a template parameter) is written as null: the file is fixed
+    when the template is built, so each node reads its group's type from HyperPod's resource config.
     """
+
+    def spec(group: HasGroupSpec) -> GroupSpec:
+        found = group.spec()
+        if is_unresolved is not None and is_unresolved(found.instance_type):
+            return dataclasses.replace(found, instance_type=None)
+        return found
+
     return ProvisioningParameters(
         cluster_name=cluster_name,
         mode=str(mode),
-        groups=tuple(g.spec() for g in instance_groups),
+        groups=tuple(spec(g) for g in instance_groups),
         fsx_dns_name=fsx_dns_name,
         fsx_mountname=fsx_mountname,
         fsx_mount_path=fsx_mount_path,

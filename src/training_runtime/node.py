@@ -17,7 +17,7 @@ from typing import Mapping, Optional, Sequence, Tuple
 from training_runtime.options import RuntimeOptions, parse_options
 from training_runtime.params import COMPUTE, CONTROLLER, LOGIN, GroupSpec, ProvisioningParameters
 from training_runtime.paths import RUNTIME_DIR_ON_SHARED
-from training_runtime.resources import Instance, ResourceConfig
+from training_runtime.resources import Instance, ResourceConfig, resolve_instance_types
 from training_runtime.retry import RetryPolicy
 from training_runtime.run import DEFAULT_TIMEOUT_S, Result, Runner
 
@@ -100,6 +100,9 @@ class Node:
     options: RuntimeOptions = field(init=False)
 
     def __post_init__(self) -> None:
+        # Every step sees each group's instance type, also one the parameters file leaves to the resource config.
+        self.params = resolve_instance_types(self.params, self.resources)
+        self.group = self.params.group(self.group.name) or self.group
         self.options = parse_options(self.params.options)
 
     # --- identity --------------------------------------------------------------------------

@@ -21,7 +21,10 @@ from training_runtime.problems import Problem, RuleBook
 CONTRACT_VERSION = 2
 """Version of the ``hyperpod_cdk`` section; bump it when a key changes meaning.
 
-Version 2 added ``groups[].threads_per_core``."""
+Version 2 added ``groups[].threads_per_core``. A group's ``instance_type`` may be null or absent (an
+additive change within version 2; CDK drops null values when it writes the file): a template that lets the
+launching team choose the type cannot write it here, so the node reads it from HyperPod's resource config
+(:func:`training_runtime.resources.resolve_instance_types`)."""
 
 HYPERPOD_PARAMETERS_VERSION = "1.0.0"
 OUR_KEY = "hyperpod_cdk"
@@ -68,10 +71,21 @@ class GroupSpec:
 
     name: str
     role: str
-    instance_type: str
+    instance_type: Optional[str]
+    """The SageMaker instance type; None when the template leaves it to a parameter (the node then takes it
+    from HyperPod's resource config before any step runs)."""
     partition: Optional[str] = None
     threads_per_core: int = 1
     """HyperPod's ``ThreadsPerCore`` for the group: 1 (SMT off) or 2 (SMT on); sizes the node in slurm.conf."""
+
+    @property
+    def resolved_type(self) -> str:
+        """The instance type, known on a node once :class:`training_runtime.node.Node` has resolved it."""
+        if self.instance_type is None:
+            raise ValueError(
+                "instance group {!r}: the instance type was not resolved from the resource config".format(self.name)
+            )
+        return self.instance_type
 
 
 @dataclass(frozen=True)
@@ -350,7 +364,12 @@ def _parse_groups(raw: Any, path: str, problems: List[str]) -> List[GroupSpec]:
         before = len(problems)
         name = _required_str(item, "name", where, problems)
         role = _required_str(item, "role", where, problems)
-        instance_type = _required_str(item, "instance_type", where, problems)
+        instance_type = item.get("instance_type")
+        if instance_type is not None and (not isinstance(instance_type, str) or not instance_type):
+            problems.append(
+                "{}.instance_type: got {!r}; expected an instance type, or null when the node reads it from the "
+                "resource config".format(where, instance_type)
+            )
         partition = item.get("partition")
         if partition is not None and not isinstance(partition, str):
             problems.append("{}.partition: got {!r}; expected a string or null".format(where, partition))
@@ -360,7 +379,7 @@ def _parse_groups(raw: Any, path: str, problems: List[str]) -> List[GroupSpec]:
                 "{}.threads_per_core: got {!r}; allowed: 1 (SMT off) or 2 (SMT on)".format(where, threads_per_core)
             )
         if len(problems) == before:
-            groups.append(GroupSpec(str(name), str(role), str(instance_type), partition, int(threads_per_core)))
+            groups.append(GroupSpec(str(name), str(role), instance_type, partition, int(threads_per_core)))
     if len(groups) == len(raw):
         problems.extend(group_problems(groups, path))
     return groups

@@ -7,11 +7,12 @@ ignored, and every problem is reported at once.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from training_runtime.errors import InputError
+from training_runtime.params import ProvisioningParameters
 
 DEFAULT_PATH = "/opt/ml/config/resource_config.json"
 """Where HyperPod writes the file; ``SAGEMAKER_RESOURCE_CONFIG_PATH`` overrides it."""
@@ -35,6 +36,8 @@ class ResourceConfig:
     cluster_name: Optional[str]
     groups: Dict[str, Tuple[Instance, ...]]
     """Instances per group name, in the file's order (possibly empty)."""
+    instance_types: Dict[str, str] = field(default_factory=dict)
+    """``InstanceGroups[].InstanceType`` per group name, where the file gives one (a non-empty string)."""
 
     def instances(self, group: str) -> Tuple[Instance, ...]:
         return self.groups.get(group, ())
@@ -59,6 +62,7 @@ class ResourceConfig:
                 ["InstanceGroups: got {!r}; expected a non-empty list of instance groups".format(raw_groups)]
             )
         groups: Dict[str, Tuple[Instance, ...]] = {}
+        types: Dict[str, str] = {}
         names: Dict[str, str] = {}
         addresses: Dict[str, str] = {}
         for gi, group in enumerate(raw_groups):
@@ -91,9 +95,14 @@ class ResourceConfig:
                     index.setdefault(value, at)
                 instances.append(instance)
             groups[group_name] = tuple(instances)
+            instance_type = group.get("InstanceType")
+            if isinstance(instance_type, str) and instance_type:
+                types[group_name] = instance_type
         if problems:
             raise ResourceConfigError(problems)
-        return cls(cluster_name=cluster_name if isinstance(cluster_name, str) else None, groups=groups)
+        return cls(
+            cluster_name=cluster_name if isinstance(cluster_name, str) else None, groups=groups, instance_types=types
+        )
 
     @classmethod
     def load(cls, path: Path) -> "ResourceConfig":
@@ -127,3 +136,30 @@ def _instance(raw: Any, at: str, group: str, problems: List[str]) -> Optional[In
     if len(fields) < 2:
         return None
     return Instance(name=fields["InstanceName"], address=fields["CustomerIpAddress"], group=group)
+
+
+def resolve_instance_types(params: ProvisioningParameters, resources: ResourceConfig) -> ProvisioningParameters:
+    """``params`` with every null instance type taken from the resource config's ``InstanceType``.
+
+    A template published with an instance-type parameter cannot write the chosen type into the parameters
+    file (it is fixed when the template is built); HyperPod's resource config names each group's type.
+    Raises :class:`ResourceConfigError` naming every group whose type is in neither file.
+    """
+    problems: List[str] = []
+    groups = []
+    for group in params.groups:
+        if group.instance_type is None:
+            found = resources.instance_types.get(group.name)
+            if found is None:
+                problems.append(
+                    "InstanceGroups: group {0!r} has no InstanceType, and the parameters file leaves its instance "
+                    "type to the resource config (the template has an instance-type parameter for this group). "
+                    "Fix: publish the template without that parameter (remove "
+                    "parameters.instance_groups.{0}.instance_types from the config)".format(group.name)
+                )
+                continue
+            group = replace(group, instance_type=found)
+        groups.append(group)
+    if problems:
+        raise ResourceConfigError(problems)
+    return replace(params, groups=tuple(groups))

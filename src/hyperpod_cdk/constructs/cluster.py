@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import jsii
-from aws_cdk import Fn, Stack, Tags
+from aws_cdk import Fn, Stack, Tags, Token
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
@@ -41,7 +41,11 @@ class HyperPodCluster(Construct):
     also lets the nodes list the bucket) and the cluster, created only after the lifecycle
     upload, the role's policy and the file system exist.
 
-    :param cluster_name: HyperPod cluster name (changing it replaces the cluster).
+    :param cluster_name: HyperPod cluster name (changing it replaces the cluster); may be a token (a
+        ``CfnParameter``).
+    :param slurm_cluster_name: the name the nodes give the Slurm cluster (their parameters file). Default:
+        ``cluster_name``. Give a concrete name when ``cluster_name`` is a template parameter, so the
+        parameters file holds no CloudFormation value.
     :param network: the VPC subnet and security group of the nodes.
     :param lifecycle: the lifecycle-script prefix; the cluster's parameters are added to it.
     :param instance_groups: one controller group, at most one login group, one or more compute groups.
@@ -72,13 +76,15 @@ class HyperPodCluster(Construct):
         role: iam.IRole | None = None,
         runtime_options: Mapping[str, object] | None = None,
         tags: Mapping[str, str] | None = None,
+        slurm_cluster_name: str | None = None,
     ) -> None:
         super().__init__(scope, id)
+        node_cluster_name = slurm_cluster_name or cluster_name
         check_props(
             self,
             "HyperPodCluster",
             {"cluster", "instance_groups", "runtime"},
-            cluster_name=cluster_name,
+            cluster_name=node_cluster_name if Token.is_unresolved(cluster_name) else cluster_name,
             mode=str(mode),
             slurm_config_strategy=str(slurm_config_strategy or SlurmConfigStrategy.MANAGED),
             given=frozenset({"slurm_config_strategy"} if slurm_config_strategy is not None else ()),
@@ -101,13 +107,14 @@ class HyperPodCluster(Construct):
         self._grant_runtime_secrets(parse_options(dict(runtime_options or {})))
         lifecycle.add_parameters(
             cluster_parameters(
-                cluster_name=cluster_name,
+                cluster_name=node_cluster_name,
                 mode=self.mode,
                 instance_groups=self.instance_groups,
                 fsx_dns_name=storage.dns_name if storage else None,
                 fsx_mountname=storage.mount_name if storage else None,
                 fsx_mount_path=fsx_mount_path,
                 runtime_options=runtime_options,
+                is_unresolved=Token.is_unresolved,
             )
         )
         life_cycle_config = sagemaker.CfnCluster.ClusterLifeCycleConfigProperty(

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import jsii
-from aws_cdk import Aws, RemovalPolicy
+from aws_cdk import Aws, RemovalPolicy, Token
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_s3 as s3
@@ -47,7 +47,8 @@ class S3DataRepository:
     :param name: stable name; the association's logical ID derives from it.
     :param bucket: the S3 bucket.
     :param file_system_path: directory in the file system, e.g. ``/datasets``.
-    :param bucket_prefix: key prefix in the bucket. Default: the whole bucket.
+    :param bucket_prefix: key prefix in the bucket. Default: the whole bucket. A token (a template
+        parameter) is used as given: empty, or ending in '/'.
     :param auto_import_events: S3 changes imported automatically. Default: new, changed and deleted.
     :param auto_export_events: file-system changes exported automatically. Default: new, changed, deleted.
     :param batch_import_metadata_on_create: import the bucket's metadata once the association exists.
@@ -66,6 +67,8 @@ class S3DataRepository:
 
     @property
     def data_repository_path(self) -> str:
+        if Token.is_unresolved(self.bucket_prefix):
+            return f"s3://{self.bucket.bucket_name}/{self.bucket_prefix}"
         prefix = self.bucket_prefix.strip("/")
         return f"s3://{self.bucket.bucket_name}/{prefix + '/' if prefix else ''}"
 
@@ -258,13 +261,16 @@ class LustreStorage(Construct):
         removal_policy: RemovalPolicy,
     ) -> fsx.LustreFileSystem:
         persistent = deployment_type.name.startswith("PERSISTENT")
+        # CDK's L2 checks the capacity even when it is a token (a template parameter); CloudFormation's
+        # constraints judge that one, so the L2 gets a capacity every type accepts and the token goes to the L1.
+        capacity_token = Token.is_unresolved(storage_capacity_gib)
         file_system = fsx.LustreFileSystem(
             self,
             "FileSystem",
             vpc=network.vpc,
             vpc_subnet=network.subnet,
             security_group=self.security_group,
-            storage_capacity_gib=storage_capacity_gib,
+            storage_capacity_gib=_DEFAULTS.storage_capacity_gib if capacity_token else storage_capacity_gib,
             file_system_type_version=file_system_type_version,
             removal_policy=removal_policy,
             lustre_configuration=fsx.LustreConfiguration(
@@ -275,6 +281,8 @@ class LustreStorage(Construct):
         )
         cfn = file_system.node.default_child
         assert isinstance(cfn, fsx.CfnFileSystem)
+        if capacity_token:
+            cfn.storage_capacity = storage_capacity_gib
         if deployment_type == fsx.LustreDeploymentType.PERSISTENT_2:
             metadata = (
                 {"Mode": "AUTOMATIC"}

@@ -197,7 +197,7 @@ def plan_layout(
             name=name,
             group=spec.name,
             role=spec.role,
-            instance_type=spec.instance_type,
+            instance_type=spec.resolved_type,
             ip=str(ipaddress.IPv4Address(first + index)),
         )
         for index, (spec, name) in enumerate(names)
@@ -317,7 +317,7 @@ def emulated(deployed: ProvisioningParameters, *, cpus: int | None = None) -> Pr
       (:func:`host_hardware`);
     * ``options.install_accelerator_software``: false.
     """
-    options = local_options(deployed.options, sorted({g.instance_type for g in deployed.groups}), cpus=cpus)
+    options = local_options(deployed.options, sorted({g.resolved_type for g in deployed.groups}), cpus=cpus)
     problems = options_problems(options, "runtime")
     if problems:
         raise LayoutError("local cluster runtime options", problems)

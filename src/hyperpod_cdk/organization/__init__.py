@@ -7,11 +7,12 @@ sees only constructs created after it. docs/organization.md says what each rule 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from aws_cdk import ArnFormat, AspectPriority, Aspects, PropertyInjectors, Stack, Tags, Token
+from aws_cdk import ArnFormat, AspectPriority, Aspects, CfnParameter, PropertyInjectors, Stack, Tags, Token
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
@@ -68,6 +69,17 @@ class OrganizationRules:
     def prefixed(self, name: str) -> str:
         """``name`` as the prefix rule leaves it."""
         return prefixed(self.name_prefix, name) if self.name_prefix and not Token.is_unresolved(name) else name
+
+    def constrain_name_parameter(self, parameter: CfnParameter | None) -> None:
+        """A name chosen at launch (a CloudFormation parameter: a token the prefix rule cannot change) must
+        start with the prefix: the parameter's ``AllowedPattern`` says so."""
+        if parameter is None or not self.name_prefix:
+            return
+        pattern = parameter.allowed_pattern or ".*"
+        parameter.allowed_pattern = f"^(?={re.escape(self.name_prefix)}){pattern.removeprefix('^')}"
+        parameter.constraint_description = (
+            f"{parameter.constraint_description or ''} It starts with the organization's prefix {self.name_prefix!r}."
+        ).strip()
 
     def apply(self, scope: Construct) -> None:
         """Add the rules to ``scope`` (before its constructs are added: see the module's docstring)."""

@@ -9,7 +9,17 @@ from training_runtime.problems import Problem, Rule, RuleBook
 if TYPE_CHECKING:
     from hyperpod_cdk.rules.view import ClusterView
 
-SECTIONS = ("cluster", "instance_groups", "network", "storage", "lifecycle", "runtime", "users", "organization")
+SECTIONS = (
+    "cluster",
+    "instance_groups",
+    "network",
+    "storage",
+    "lifecycle",
+    "runtime",
+    "users",
+    "parameters",
+    "organization",
+)
 """The config file's sections, in the order the reference lists them."""
 FACTS = ("hardware", "region")
 """What a rule may need besides sections: the instance catalogue (always there) and the Region (optional)."""
@@ -32,3 +42,8 @@ def run(view: ClusterView) -> list[Problem]:
             problem = problem if isinstance(problem, Problem) else Problem.from_text(problem)
             found.append(problem.tagged(rule.id, rule.level))
     return found
+
+
+def rule_doc(id: str) -> str:
+    """The one-line documentation of rule ``id`` (a template parameter's description states its rule)."""
+    return next(r.doc for r in REGISTRY.rules if r.id == id)

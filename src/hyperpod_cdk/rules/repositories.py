@@ -14,8 +14,15 @@ from training_runtime.problems import WARNING, Problem
 MAX_DATA_REPOSITORIES = 8
 MAX_CHUNK_MIB = 512000
 FS_PATH = re.compile(r"^/[^\x00\r\n]*$")
-S3_PREFIX = re.compile(r"^[a-zA-Z0-9!_.*'()/-]*$")
+S3_KEY_CHARACTERS = "a-zA-Z0-9!_.*'()-"
+"""The S3-safe characters of a key (a regular-expression character class without its brackets)."""
+S3_PREFIX = re.compile(f"^[/{S3_KEY_CHARACTERS}]*$")
+S3_PREFIX_PARAMETER = re.compile(f"^([{S3_KEY_CHARACTERS}]+/)*$")
+"""A prefix given as a template parameter: empty, or S3-safe segments each ending in '/' (no leading '/')."""
 BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+IP_ADDRESS = r"\d+\.\d+\.\d+\.\d+"
+RESERVED_BUCKET_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
+RESERVED_BUCKET_SUFFIXES = ("-s3alias", "--ol-s3", "--x-s3")
 REPOSITORY_NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9-]{0,62}$")
 
 rule = REGISTRY.rule
@@ -135,11 +142,25 @@ def bucket_name_problem(name: str) -> str:
             "a bucket name is 3-63 lower-case letters, digits, dots and hyphens, starting and ending with a letter "
             "or digit"
         )
-    if ".." in name or re.match(r"^\d+\.\d+\.\d+\.\d+$", name):
+    if ".." in name or re.match(f"^{IP_ADDRESS}$", name):
         return "a bucket name has no two adjacent dots and is not an IP address"
-    if name.startswith(("xn--", "sthree-", "amzn-s3-demo-")) or name.endswith(("-s3alias", "--ol-s3", "--x-s3")):
+    if name.startswith(RESERVED_BUCKET_PREFIXES) or name.endswith(RESERVED_BUCKET_SUFFIXES):
         return "a bucket name may not use S3's reserved prefixes (xn--, sthree-) or suffixes (-s3alias, --ol-s3)"
     return ""
+
+
+def prefix_default(prefix: str) -> str:
+    """A config's ``bucket_prefix`` in a parameter's form: empty, or ending in one '/' (``data`` -> ``data/``)."""
+    stripped = prefix.strip("/")
+    return stripped + "/" if stripped else ""
+
+
+def bucket_name_pattern() -> str:
+    """Every check of :func:`bucket_name_problem` as one regular expression (a template parameter's
+    AllowedPattern): a name matches it exactly when that function finds nothing wrong."""
+    prefixes = "|".join(re.escape(p) for p in RESERVED_BUCKET_PREFIXES)
+    suffixes = "|".join(re.escape(s) for s in RESERVED_BUCKET_SUFFIXES)
+    return f"^(?!.*\\.\\.)(?!{IP_ADDRESS}$)(?!{prefixes})(?!.*({suffixes})$)" + BUCKET_NAME.pattern[1:]
 
 
 @rule(

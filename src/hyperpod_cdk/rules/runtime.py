@@ -118,7 +118,8 @@ def smddp(view: ClusterView) -> Iterator[Problem]:
             fix="set smddp: false",
         )
     compute_types = {g.instance_type for g in view.compute_groups}
-    if compute_types and not compute_types & set(pins.SMDDP_INSTANCE_TYPES):
+    known = all(view.concrete(t) for t in compute_types)
+    if compute_types and known and not compute_types & set(pins.SMDDP_INSTANCE_TYPES):
         yield Problem(
             where,
             f"SMDDP's collectives run only on {', '.join(pins.SMDDP_INSTANCE_TYPES)}; no compute group has one",

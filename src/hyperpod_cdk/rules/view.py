@@ -17,6 +17,7 @@ if TYPE_CHECKING:
         LifecycleConfig,
         NetworkConfig,
         OrganizationConfig,
+        ParametersConfig,
         StorageConfig,
     )
 
@@ -44,6 +45,8 @@ class ClusterView:
     lifecycle: LifecycleConfig | None = None
     runtime: Mapping[str, Any] = field(default_factory=dict)
     users: Sequence[Any] = ()
+    parameters: ParametersConfig | None = None
+    """The launch choices (``parameters`` section): CloudFormation parameters of a published template."""
     organization: OrganizationConfig | None = None
     region: str | None = None
     """The AWS Region when known (``validate --region``, or a stack's concrete Region)."""
@@ -73,6 +76,7 @@ class ClusterView:
             lifecycle=config.lifecycle,
             runtime=config.runtime,
             users=config.users,
+            parameters=config.parameters,
             organization=config.organization,
             region=region,
             given=frozenset(config.model_fields_set),

@@ -28,13 +28,16 @@ from hyperpod_cdk.constructs.checks import stack_region
 from hyperpod_cdk.constructs.storage import ExistingLustreFileSystem, fsx_version
 from hyperpod_cdk.model import pascal_case
 from hyperpod_cdk.organization import OrganizationRules
+from hyperpod_cdk.stacks.choices import LaunchChoices
+from hyperpod_cdk.template_parameters import CLUSTER_NAME_ID
 
 
 class TrainingCluster:
     """VPC, FSx for Lustre linked to S3, the lifecycle prefix, IAM and the HyperPod cluster, added to ``scope``.
 
     Not a construct: the resources are ``scope``'s own children (``scope`` is normally a stack), which keeps
-    their logical IDs stable. Config warnings become CDK warning annotations on ``scope``.
+    their logical IDs stable. Config warnings become CDK warning annotations on ``scope``. The config's
+    ``parameters`` section becomes template parameters (``choices``) whose values replace the config's.
 
     :param scope: the stack (or ``ProductStack``) that holds the resources.
     :param config: the whole cluster; validated before any construct is built.
@@ -53,6 +56,9 @@ class TrainingCluster:
             self.organization.apply(scope)
             config = config.model_copy(update={"cluster_name": self.organization.prefixed(config.cluster_name)})
         self.config = config
+        self.choices = LaunchChoices(self.scope, config)
+        if self.organization is not None:
+            self.organization.constrain_name_parameter(self.choices.parameters.get(CLUSTER_NAME_ID))
         self.network = self._network(config.network)
         self.data_buckets: dict[str, s3.IBucket] = {}
         self.storage = self._storage(config.storage) if config.storage else None
@@ -68,11 +74,12 @@ class TrainingCluster:
         self.cluster = HyperPodCluster(
             self.scope,
             "Cluster",
-            cluster_name=config.cluster_name,
+            cluster_name=self.choices.cluster_name,
+            slurm_cluster_name=config.cluster_name,
             network=self.network,
             lifecycle=self.lifecycle,
             storage=self.storage,
-            instance_groups=config.instance_groups,
+            instance_groups=self.choices.instance_groups(),
             mode=config.mode,
             fsx_mount_path=config.fsx_mount_path,
             node_recovery=config.node_recovery,
@@ -123,9 +130,10 @@ class TrainingCluster:
         removal = RemovalPolicy.RETAIN if storage.removal_policy == "retain" else RemovalPolicy.DESTROY
         repositories = []
         for repo in storage.data_repositories:
+            bucket_name = self.choices.bucket_name(repo)
             bucket = (
-                s3.Bucket.from_bucket_name(self.scope, f"ImportedDataBucket{pascal_case(repo.name)}", repo.bucket_name)
-                if repo.bucket_name
+                s3.Bucket.from_bucket_name(self.scope, f"ImportedDataBucket{pascal_case(repo.name)}", bucket_name)
+                if bucket_name
                 else secure_bucket(self.scope, f"DataBucket{pascal_case(repo.name)}", removal_policy=removal)
             )
             self.data_buckets[repo.name] = bucket
@@ -134,7 +142,7 @@ class TrainingCluster:
                     name=repo.name,
                     bucket=bucket,
                     file_system_path=repo.file_system_path,
-                    bucket_prefix=repo.bucket_prefix,
+                    bucket_prefix=self.choices.bucket_prefix(repo),
                     auto_import_events=repo.auto_import_events,
                     auto_export_events=repo.auto_export_events,
                     batch_import_metadata_on_create=repo.batch_import_metadata_on_create,
@@ -146,7 +154,7 @@ class TrainingCluster:
             self.scope,
             "Storage",
             network=self.network,
-            storage_capacity_gib=storage.storage_capacity_gib,
+            storage_capacity_gib=self.choices.storage_capacity_gib(storage.storage_capacity_gib),
             deployment_type=fsx.LustreDeploymentType[storage.deployment_type],
             throughput_mb_per_tib=storage.throughput_mb_per_tib,
             data_compression=fsx.LustreDataCompressionType[storage.data_compression],

@@ -42,7 +42,7 @@ def slurm_nodes(node: Node) -> List[SlurmNode]:
     for group in node.params.groups:
         if group.role != "compute":
             continue
-        hardware = hardware_for(group.instance_type, node.options.node_hardware, group.threads_per_core)
+        hardware = hardware_for(group.resolved_type, node.options.node_hardware, group.threads_per_core)
         for instance in node.resources.instances(group.name):
             nodes.append(SlurmNode(name=instance.name, address=instance.address, hardware=hardware))
     return nodes
