@@ -445,6 +445,58 @@ ROWS = [
         "users[1].uid",
         "already used",
     ),
+    # --- organization
+    row(
+        "ORG-BOUNDARY-ARN",
+        {"organization": {"permission_boundary_arn": "TeamBoundary"}},
+        "organization.permission_boundary_arn",
+        "managed policy ARN",
+    ),
+    row(
+        "ORG-TAG-KEY",
+        {"organization": {"required_tags": {"aws:team": "a"}}},
+        "organization.required_tags.aws:team",
+        "must not start with 'aws:'",
+    ),
+    row(
+        "ORG-TAG-MISSING",
+        {"organization": {"required_tags": {"Owner": None}}},
+        "organization.required_tags.Owner",
+        "`tags` does not set it",
+    ),
+    row(
+        "ORG-NAME-PREFIX",
+        {"organization": {"name_prefix": "Team_A-"}},
+        "organization.name_prefix",
+        "lowercase letters, digits and hyphens",
+    ),
+    row(
+        "ORG-PREFIXED-NAME",
+        {"cluster_name": "c" * 60, "organization": {"name_prefix": "team-a-"}},
+        "cluster_name",
+        "67 characters; HyperPod allows 63",
+    ),
+    row(
+        "ORG-KMS-ARN",
+        {"organization": {"kms_key_arn": "alias/team"}},
+        "organization.kms_key_arn",
+        "expected a key ARN",
+    ),
+    row(
+        "ORG-KMS-SCRATCH",
+        {
+            "storage": {"deployment_type": "SCRATCH_2"},
+            "organization": {"kms_key_arn": "arn:aws:kms:us-west-2:111122223333:key/1234abcd"},
+        },
+        "organization.kms_key_arn",
+        "SCRATCH_2 cannot be encrypted",
+    ),
+    row(
+        "ORG-ACCESS-LOGS",
+        {"organization": {"access_logs_bucket": "Org_Logs"}},
+        "organization.access_logs_bucket",
+        "3-63 lower-case letters",
+    ),
 ]
 # A role outside controller/login/compute never gets past the config's schema or InstanceGroup's type; the
 # rule guards the parameters file the node reads (test_node_checks_group_roles_in_its_parameters_file).

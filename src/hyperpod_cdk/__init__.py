@@ -27,6 +27,7 @@ _HOMES = {
     "LifecycleScripts": "hyperpod_cdk.constructs",
     "LustreStorage": "hyperpod_cdk.constructs",
     "S3DataRepository": "hyperpod_cdk.constructs",
+    "OrganizationRules": "hyperpod_cdk.organization",
     "TrainingCluster": "hyperpod_cdk.stacks",
     "TrainingClusterStack": "hyperpod_cdk.stacks",
     "PublishedTrainingClusterStack": "hyperpod_cdk.stacks",
@@ -47,6 +48,7 @@ __all__ = [
     "LustreStorage",
     "NodeRecovery",
     "NodeRole",
+    "OrganizationRules",
     "PublishTarget",
     "PublishedLifecycleScripts",
     "PublishedTrainingClusterStack",
@@ -80,6 +82,7 @@ if TYPE_CHECKING:
         SlurmConfigStrategy,
         SlurmMode,
     )
+    from hyperpod_cdk.organization import OrganizationRules
     from hyperpod_cdk.publishing.layout import PublishTarget
     from hyperpod_cdk.stacks import PublishedTrainingClusterStack, TrainingCluster, TrainingClusterStack
 

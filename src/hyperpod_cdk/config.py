@@ -118,6 +118,24 @@ class LifecycleConfig(_Model):
     """Key prefix of the scripts (replaced on every deploy)."""
 
 
+class OrganizationConfig(_Model):
+    """A platform team's rules, applied to every resource of the stack (docs/organization.md)."""
+
+    permission_boundary_arn: str | None = None
+    """Managed policy set as the permission boundary of every IAM role (CDK's own roles included)."""
+    required_tags: dict[str, str | None] = Field(default_factory=dict)
+    """Tags every taggable resource must carry: a value applies the tag; null means ``tags`` must set it."""
+    name_prefix: str | None = None
+    """Prefix of every physical name the stack sets (the HyperPod cluster name among them)."""
+    kms_key_arn: str | None = None
+    """Customer-managed key for new buckets, the file system (PERSISTENT types), log groups and node volumes.
+    Its key policy must let CloudWatch Logs use it (docs/organization.md)."""
+    access_logs_bucket: str | None = None
+    """Existing bucket that receives every new bucket's S3 server access logs."""
+    access_logs_prefix: str = ""
+    """Key prefix of the access logs in that bucket."""
+
+
 class CountRange(_Model):
     """The instance counts a launching team may choose: a CloudFormation Number with MinValue and MaxValue."""
 
@@ -199,6 +217,9 @@ class ClusterConfig(_Model):
     parameters: ParametersConfig | None = None
     """Choices left to the team that launches the template (CloudFormation parameters). Default: none, every
     value is fixed at synth."""
+    organization: OrganizationConfig | None = None
+    """A platform team's rules (permission boundary, required tags, name prefix, KMS key, access logs). Default:
+    none, and the template is exactly as without them."""
 
     def cluster_users(self) -> list[User]:
         return parse_users(self.users)

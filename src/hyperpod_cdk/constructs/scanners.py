@@ -65,6 +65,15 @@ def skip_checkov(scope: IConstruct, check_id: str, reason: str) -> None:
     resource.add_metadata("checkov", {**current, "skip": skips})
 
 
+def unskip_checkov(resource: CfnResource, check_id: str) -> None:
+    """Drop the reason for ``check_id`` from the metadata: something (an organization rule) fixed the finding."""
+    current: Any = resource.get_metadata("checkov")
+    if not current or not any(s.get("id") == check_id for s in current.get("skip", [])):
+        return
+    skips = [s for s in current["skip"] if s.get("id") != check_id]
+    resource.add_metadata("checkov", {**current, "skip": skips})
+
+
 def explain(scope: IConstruct, reason: str, *, checkov: Iterable[str] = (), nag: Iterable[str] = ()) -> None:
     """One reason for the same choice, as each scanner reads it (checkov metadata, cdk-nag acknowledgement)."""
     for check_id in checkov:

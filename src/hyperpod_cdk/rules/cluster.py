@@ -13,6 +13,8 @@ from training_runtime.problems import WARNING, Problem
 MOUNT_PATH_PATTERN = re.compile(r"^/(?!/)(?!.*/$)[a-zA-Z0-9._-]+(/[a-zA-Z0-9._-]+)*$")
 MAX_TAGS = 50
 RESERVED_TAGS = 5
+MAX_TAG_KEY = 128
+MAX_TAG_VALUE = 256
 """CloudFormation adds its own stack tags to every resource."""
 RESERVED_MOUNT_PATHS = ("/opt/ml", "/opt/sagemaker", "/opt/slurm", "/etc", "/usr", "/var", "/proc", "/sys", "/dev")
 
@@ -67,16 +69,16 @@ def tag_count(view: ClusterView) -> Iterator[Problem]:
 def tag_keys(view: ClusterView) -> Iterator[Problem]:
     """A tag key is 1-128 characters and does not start with 'aws:'; a value is at most 256 characters."""
     for key, value in view.tags.items():
-        if not view.concrete(key):
-            continue
-        if key.lower().startswith("aws:") or not 1 <= len(key) <= 128:
-            yield Problem(
-                view.path("cluster", f"tags.{key}"),
-                "a tag key is 1-128 characters and must not start with 'aws:'",
-                got=key,
-            )
-        if view.concrete(value) and len(str(value)) > 256:
-            yield Problem(view.path("cluster", f"tags.{key}"), "a tag value is at most 256 characters", got=value)
+        if view.concrete(key):
+            yield from tag_problems(view.path("cluster", f"tags.{key}"), key, value, view)
+
+
+def tag_problems(path: str, key: str, value: object, view: ClusterView) -> Iterator[Problem]:
+    """What is wrong with one tag (``value`` None: none given), reported at ``path``."""
+    if key.lower().startswith("aws:") or not 1 <= len(key) <= MAX_TAG_KEY:
+        yield Problem(path, f"a tag key is 1-{MAX_TAG_KEY} characters and must not start with 'aws:'", got=key)
+    if view.concrete(value) and len(str(value)) > MAX_TAG_VALUE:
+        yield Problem(path, f"a tag value is at most {MAX_TAG_VALUE} characters", got=value)
 
 
 @rule("CL-STRATEGY-MODE", "cluster", "slurm_config_strategy", source="SageMaker ClusterOrchestratorSlurmConfig")

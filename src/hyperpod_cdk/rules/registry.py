@@ -9,7 +9,17 @@ from training_runtime.problems import Problem, Rule, RuleBook
 if TYPE_CHECKING:
     from hyperpod_cdk.rules.view import ClusterView
 
-SECTIONS = ("cluster", "instance_groups", "network", "storage", "lifecycle", "runtime", "users", "parameters")
+SECTIONS = (
+    "cluster",
+    "instance_groups",
+    "network",
+    "storage",
+    "lifecycle",
+    "runtime",
+    "users",
+    "parameters",
+    "organization",
+)
 """The config file's sections, in the order the reference lists them."""
 FACTS = ("hardware", "region")
 """What a rule may need besides sections: the instance catalogue (always there) and the Region (optional)."""

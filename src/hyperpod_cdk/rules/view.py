@@ -12,7 +12,14 @@ from training_runtime.hardware import NodeHardware, hardware_for
 from training_runtime.options import RuntimeOptions, parse_options
 
 if TYPE_CHECKING:
-    from hyperpod_cdk.config import ClusterConfig, LifecycleConfig, NetworkConfig, ParametersConfig, StorageConfig
+    from hyperpod_cdk.config import (
+        ClusterConfig,
+        LifecycleConfig,
+        NetworkConfig,
+        OrganizationConfig,
+        ParametersConfig,
+        StorageConfig,
+    )
 
 
 def never_unresolved(value: Any) -> bool:
@@ -40,6 +47,7 @@ class ClusterView:
     users: Sequence[Any] = ()
     parameters: ParametersConfig | None = None
     """The launch choices (``parameters`` section): CloudFormation parameters of a published template."""
+    organization: OrganizationConfig | None = None
     region: str | None = None
     """The AWS Region when known (``validate --region``, or a stack's concrete Region)."""
     is_unresolved: Callable[[Any], bool] = never_unresolved
@@ -69,6 +77,7 @@ class ClusterView:
             runtime=config.runtime,
             users=config.users,
             parameters=config.parameters,
+            organization=config.organization,
             region=region,
             given=frozenset(config.model_fields_set),
             previous=cls.of_config(previous, region) if previous is not None else None,

@@ -29,8 +29,10 @@ from hyperpod_cdk.constructs.lifecycle import LifecycleSource
 from hyperpod_cdk.constructs.published_lifecycle import PublishedLifecycleScripts
 from hyperpod_cdk.constructs.storage import ExistingLustreFileSystem, fsx_version
 from hyperpod_cdk.model import pascal_case
+from hyperpod_cdk.organization import OrganizationRules
 from hyperpod_cdk.publishing.layout import PublishTarget, assets_key_prefix
 from hyperpod_cdk.stacks.choices import LaunchChoices
+from hyperpod_cdk.template_parameters import CLUSTER_NAME_ID
 
 
 class TrainingCluster:
@@ -56,9 +58,17 @@ class TrainingCluster:
             f"cluster configuration of stack {scope.node.id}", region=stack_region(Stack.of(scope))
         ):
             Annotations.of(scope).add_warning_v2(f"hyperpod-cdk:{warning.rule}", str(warning))
+        self.organization = OrganizationRules.from_config(config.organization) if config.organization else None
+        if self.organization is not None:
+            # Before any construct: the rules' property injector sees only constructs created after it. The
+            # name goes in prefixed, so the parameters file and the outputs carry the name HyperPod gets.
+            self.organization.apply(scope)
+            config = config.model_copy(update={"cluster_name": self.organization.prefixed(config.cluster_name)})
         self.config = config
         self.published = published
         self.choices = LaunchChoices(self.scope, config)
+        if self.organization is not None:
+            self.organization.constrain_name_parameter(self.choices.parameters.get(CLUSTER_NAME_ID))
         self.network = self._network(config.network)
         self.data_buckets: dict[str, s3.IBucket] = {}
         self.storage = self._storage(config.storage) if config.storage else None
