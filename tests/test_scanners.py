@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aws_cdk import aws_servicecatalog as servicecatalog
 
+from hyperpod_cdk import PublishedTrainingClusterStack, PublishTarget, SlurmMode, load_config
 from support import EXAMPLES, ROOT, build_example, fast_app, template_of
 
 CHECKOV = ROOT / ".venv-scan" / "bin" / "checkov"
@@ -39,13 +41,46 @@ def checkov(directory: Path) -> dict[str, Any]:
     return report
 
 
+PLATFORM = PublishTarget("platform-templates", "hyperpod/")
+
+
+def _publishable(example: Path) -> bool:
+    """A config example ``publish`` accepts: all but lifecycle-driven mode with a file system whose DNS name
+    is known only at deploy (tests/test_publish_template.py checks that refusal)."""
+    if example.suffix != ".yaml":
+        return False
+    config = load_config(example)
+    storage = config.storage
+    names_known = storage is None or (storage.existing is not None and storage.existing.dns_name is not None)
+    return config.mode != SlurmMode.LIFECYCLE_DRIVEN or names_known
+
+
 def _templates(tmp_path: Path) -> Path:
+    """Every template a user deploys or a platform team publishes: each example as ``cdk deploy`` takes it,
+    each config example as ``hyperpod-cdk publish`` builds it, and each Service Catalog product's template."""
     out = tmp_path / "templates"
     out.mkdir()
     for example in EXAMPLES:
-        for stack in build_example(example, fast_app(outdir=str(tmp_path / example.stem))):
+        app = fast_app(outdir=str(tmp_path / example.stem))
+        stacks = build_example(example, app)
+        if _publishable(example):
+            config = load_config(example)
+            stacks.append(PublishedTrainingClusterStack(app, "published", config=config, target=PLATFORM))
+        app.synth()
+        for stack in stacks:
             (out / f"{example.stem}-{stack.stack_name}.template.json").write_text(json.dumps(template_of(stack)))
+            for product in [n for n in stack.node.find_all() if isinstance(n, servicecatalog.ProductStack)]:
+                body = (Path(app.outdir) / f"{product.artifact_id}.product.template.json").read_text()
+                (out / f"{example.stem}-{product.stack_name}.product.template.json").write_text(body)
     return out
+
+
+def test_the_scan_covers_published_and_product_templates(tmp_path: Path) -> None:
+    names = {p.name for p in _templates(tmp_path).iterdir()}
+    published = {n for n in names if "-published." in n}
+    assert published == {f"{e.stem}-published.template.json" for e in EXAMPLES if _publishable(e)}
+    assert len(published) >= 3
+    assert any(n.endswith(".product.template.json") for n in names)
 
 
 @pytest.fixture(scope="module")
