@@ -3,7 +3,6 @@ uploads, an idempotent re-publish, a template that points at what was uploaded, 
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import os
@@ -17,7 +16,6 @@ import pytest
 import yaml
 
 from hyperpod_cdk.cli import main
-from hyperpod_cdk.publishing.command import publish
 from hyperpod_cdk.publishing.layout import PublishTarget
 from ops_support import REGION, Run, aws_env, moto_url  # noqa: F401
 from support import ROOT
@@ -152,23 +150,20 @@ def test_a_bad_prefix_and_a_bad_config_are_refused_before_any_call(
     bad = write_config(tmp_path / "bad.yaml", cluster_name="not_valid!")
     run = cli("publish", str(bad), "--bucket", BUCKET, capsys=capsys)
     assert run.code == 1 and "cluster_name" in run.err
+    no_build = tmp_path / "app.py"
+    no_build.write_text("STACKS = []\n")
+    run = cli("publish", str(no_build), "--bucket", BUCKET, capsys=capsys)
+    assert run.code == 1 and "has no build(app) function" in run.err
 
 
-def test_the_service_catalog_example_publishes_its_product_template_and_lifecycle_files(bucket: str) -> None:
-    spec = importlib.util.spec_from_file_location("service_catalog", ROOT / "examples" / "service_catalog.py")
-    assert spec and spec.loader
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
-
-    def build(app: Any) -> object:
-        app.node.set_context("publish_bucket", bucket)
-        app.node.set_context("publish_prefix", "catalog/")
-        return example.build(app)
-
-    out = io.StringIO()
-    code = publish(build, PublishTarget(bucket, "catalog/"), source="service_catalog.py", as_json=True, stdout=out)
-    assert code == 0
-    report = json.loads(out.getvalue())
+def test_the_service_catalog_example_publishes_its_product_template_and_lifecycle_files(
+    bucket: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``publish APP.py``: the app's build(app) learns the bucket and prefix from the context."""
+    app_file = str(ROOT / "examples" / "service_catalog.py")
+    run = cli("publish", app_file, "--bucket", bucket, "--prefix", "catalog/", "--json", capsys=capsys)
+    assert run.code == 0, run.err
+    report = run.json()
     [portfolio] = report["templates"]
     assert portfolio["stack"] == "hyperpod-catalog"
     body = json.loads(s3().get_object(Bucket=bucket, Key=portfolio["key"])["Body"].read())

@@ -30,7 +30,11 @@ def register(commands: Any) -> None:
         "keys name their content, so what exists is skipped. Prints the template URL and the console's "
         "launch URL. Exit status: 0 published, 1 config problems, 2 publishing failed. See docs/publishing.md.",
     )
-    publish.add_argument("config", help="cluster config file (YAML or JSON)")
+    publish.add_argument(
+        "config",
+        help="cluster config file (YAML or JSON), or a Python app file with build(app) that reads the bucket and "
+        "prefix from the context keys publish_bucket and publish_prefix (e.g. examples/service_catalog.py)",
+    )
     publish.add_argument("--bucket", required=True, help="the platform bucket (it must exist)")
     publish.add_argument("--prefix", default="", help="key prefix in the bucket, e.g. platform/hyperpod/")
     publish.add_argument("--region", help="Region of the template's checks and the launch URL (default: the bucket's)")
@@ -44,7 +48,7 @@ def register(commands: Any) -> None:
 def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     """``hyperpod-cdk publish`` for a config file."""
     from hyperpod_cdk.errors import ConfigurationError
-    from hyperpod_cdk.publishing.synth import config_stacks
+    from hyperpod_cdk.publishing.synth import app_stacks, config_stacks
 
     err = stderr or sys.stderr
     target = PublishTarget(args.bucket, args.prefix)
@@ -53,7 +57,10 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
         print(f"error: {problem}", file=err)
         return EXIT_FAILED
     try:
-        build = config_stacks(args.config, target, stack_name=args.stack_name, region=args.region)
+        if args.config.endswith(".py"):
+            build = app_stacks(args.config, target)
+        else:
+            build = config_stacks(args.config, target, stack_name=args.stack_name, region=args.region)
     except ConfigurationError as error:
         print(f"error: {error}", file=err)
         return EXIT_CONFIG

@@ -42,6 +42,35 @@ def config_stacks(
     return build
 
 
+PUBLISH_CONTEXT = ("publish_bucket", "publish_prefix")
+"""The context keys through which a Python app learns the platform bucket and prefix it is published to."""
+
+
+def app_stacks(app_path: str | Path, target: PublishTarget) -> BuildApp:
+    """A Python app file's ``build(app)`` (as the examples define it), given the target through the context
+    keys :data:`PUBLISH_CONTEXT`, so its stacks can point at where ``publish`` puts their files."""
+    import importlib.util
+
+    path = Path(app_path)
+    spec = importlib.util.spec_from_file_location(f"published_app_{path.stem}", path)
+    if spec is None or spec.loader is None or not path.is_file():
+        raise ConfigurationError(str(path), [f"{path}: not a Python file. Fix: give a config file or an app file"])
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    app_build = getattr(module, "build", None)
+    if not callable(app_build):
+        raise ConfigurationError(
+            str(path), [f"{path}: has no build(app) function. Fix: define build(app) that adds the stacks to publish"]
+        )
+
+    def build(app: cdk.App) -> object:
+        app.node.set_context(PUBLISH_CONTEXT[0], target.bucket_name)
+        app.node.set_context(PUBLISH_CONTEXT[1], target.prefix)
+        return app_build(app)
+
+    return build
+
+
 def synthesize(build: BuildApp, outdir: Path, *, source: str) -> Path:
     """The cloud assembly of ``build``'s app in ``outdir``. Raises :class:`ConfigurationError` for every
     finding of CDK's built-in template validator, each named by config field where one is known."""
