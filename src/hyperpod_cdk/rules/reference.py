@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from hyperpod_cdk.rules import all_rules
 from hyperpod_cdk.rules.registry import SECTIONS
+from training_runtime.group_rules import GROUP_RULES
 from training_runtime.option_rules import OPTION_RULES
-from training_runtime.params import GROUP_RULES
 from training_runtime.users import USER_RULES
 
 NODE_RULES = {r.id for book in (OPTION_RULES, USER_RULES, GROUP_RULES) for r in book.rules} | {
