@@ -7,16 +7,15 @@ built-in template validator afterwards.
 
 # ruff: noqa: E402
 import gc
-import os
 import sys
 
 # A synth is one short process that builds ~100k objects (jsii proxies, pydantic models) and frees none of
 # them before it exits: the cyclic collector only costs time here (measured in bench/synth.py).
 gc.disable()
 
-# jsii prints a Node end-of-life banner with Node 20 on every run; the pinned CDK works with it.
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+import hyperpod_cdk  # noqa: F401 - first: it silences jsii's Node end-of-life banner before aws_cdk loads
 
+# isort: split
 import aws_cdk as cdk
 
 from hyperpod_cdk import ClusterConfig, ConfigurationError, TrainingClusterStack, load_config

@@ -213,3 +213,19 @@ def test_a_directory_asset_is_zipped_from_its_content_alone(tmp_path: Path) -> N
     assert (item.bucket, item.key) == ("b", "p/assets/abc.zip")
     assert item.body == second[0].body
     assert sorted(zipfile.ZipFile(io.BytesIO(item.body)).namelist()) == ["index.py", "lib/util.py"]
+
+
+def test_the_command_prints_no_node_end_of_life_banner(bucket: str, tmp_path: Path) -> None:
+    """Run as a user runs it (a new process, nothing silencing jsii in the environment): the publish synth
+    loads aws_cdk, and jsii's Node 20 end-of-life banner must not reach the user's terminal."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION"}
+    argv = [sys.executable, "-m", "hyperpod_cdk.cli", "publish", str(write_config(tmp_path / "c.yaml"))]
+    result = subprocess.run(
+        [*argv, "--bucket", bucket, "--json"], env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "end-of-life" not in result.stdout + result.stderr
+    assert json.loads(result.stdout)["templates"]  # it did synthesize (and so loaded aws_cdk)

@@ -7,7 +7,13 @@ command line work without importing aws_cdk or starting Node.js.
 from __future__ import annotations
 
 import importlib
+import os
 from typing import TYPE_CHECKING, Any
+
+# jsii prints a Node end-of-life banner in every process that loads aws_cdk with Node 20; the pinned CDK works
+# with it. Set here, before any aws_cdk import of ours, so every entry point (the app, `hyperpod-cdk publish`,
+# a user's own app that imports these constructs) is silent.
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 _HOMES = {
     "ClusterConfig": "hyperpod_cdk.config",

@@ -1,11 +1,5 @@
 """The construct library: each construct can be used on its own or composed by TrainingClusterStack."""
 
-import os
-
-# jsii prints a Node end-of-life banner on every run with Node 20; the pinned CDK works with it.
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
-
-
 from hyperpod_cdk.constructs.buckets import secure_bucket
 from hyperpod_cdk.constructs.cluster import HyperPodCluster
 from hyperpod_cdk.constructs.lifecycle import LifecycleScripts
