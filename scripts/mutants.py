@@ -340,6 +340,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/test_runtime_steps.py",),
     ),
     Mutation(
+        "J1",
+        "the package leaves jsii's Node end-of-life banner on",
+        "src/hyperpod_cdk/__init__.py",
+        'os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")',
+        "pass",
+        ("tests/test_publish_command.py::test_the_command_prints_no_node_end_of_life_banner",),
+    ),
+    Mutation(
         "S1",
         "a bucket without access logs carries no reason for checkov",
         "src/hyperpod_cdk/constructs/buckets.py",
