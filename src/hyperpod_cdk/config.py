@@ -19,6 +19,7 @@ from hyperpod_cdk.model import (
     DEFAULT_LIFECYCLE_PREFIX,
     DataRepositoryEvent,
     InstanceGroup,
+    NodeProvisioningMode,
     NodeRecovery,
     NodeRole,
     SlurmConfigStrategy,
@@ -200,6 +201,9 @@ class ClusterConfig(_Model):
     """api-driven (HyperPod configures Slurm; recommended by AWS) or lifecycle-driven (our runtime does)."""
     node_recovery: NodeRecovery = NodeRecovery.AUTOMATIC
     slurm_config_strategy: SlurmConfigStrategy = SlurmConfigStrategy.MANAGED
+    node_provisioning_mode: NodeProvisioningMode | None = None
+    """continuous: HyperPod accepts partial capacity and retries worker launches in the background
+    (``NodeProvisioningMode: Continuous``; new clusters only). Default: none, HyperPod's all-or-nothing model."""
     fsx_mount_path: str = DEFAULT_FSX_MOUNT_PATH
     instance_groups: list[InstanceGroup] = Field(default_factory=_default_groups)
     """One controller group, at most one login group, one or more compute groups."""

@@ -81,6 +81,86 @@ class DataRepositoryEvent(enum.StrEnum):
 ALL_EVENTS: tuple[DataRepositoryEvent, ...] = tuple(DataRepositoryEvent)
 
 
+class Capacity(enum.StrEnum):
+    """Where a group's instances come from (``CapacityRequirements``)."""
+
+    SPOT = "spot"
+    """EC2 Spot capacity: cheaper, and reclaimed when EC2 needs it back."""
+    ON_DEMAND = "on-demand"
+    """On-Demand capacity."""
+
+
+class NodeProvisioningMode(enum.StrEnum):
+    """How HyperPod provisions the cluster's nodes (``NodeProvisioningMode``)."""
+
+    CONTINUOUS = "continuous"
+    """Accept partial capacity: the cluster is InService once its controller (and login) node runs; worker
+    launches are retried in the background."""
+
+
+class NetworkInterfaceType(enum.StrEnum):
+    """The interface HyperPod gives a group's EFA devices (``NetworkInterface.InterfaceType``)."""
+
+    EFA = "efa"
+    """EFA devices that also carry IP traffic."""
+    EFA_ONLY = "efa-only"
+    """EFA devices without an IP address (RDMA only)."""
+
+
+class BatchSizeType(enum.StrEnum):
+    """How a rolling update counts its batch (``CapacitySizeConfig.Type``)."""
+
+    INSTANCE_COUNT = "INSTANCE_COUNT"
+    CAPACITY_PERCENTAGE = "CAPACITY_PERCENTAGE"
+
+
+_STRICT = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+@dataclass(frozen=True, kw_only=True, config=_STRICT)
+class BatchSize:
+    """How many of a group's instances a rolling update replaces at a time."""
+
+    type: BatchSizeType
+    """INSTANCE_COUNT (a number of instances) or CAPACITY_PERCENTAGE (a share of the group, 1-100)."""
+    value: int
+    """The number of instances (at least 1, at most the group's count) or the percentage."""
+
+
+@dataclass(frozen=True, kw_only=True, config=_STRICT)
+class RollingDeployment:
+    """How HyperPod rolls a new AMI through a group (``DeploymentConfig``)."""
+
+    maximum_batch_size: BatchSize | None = None
+    """Instances updated at a time (``RollingUpdatePolicy.MaximumBatchSize``). Default: HyperPod's."""
+    rollback_maximum_batch_size: BatchSize | None = None
+    """Instances rolled back at a time (``RollbackMaximumBatchSize``); needs ``maximum_batch_size``."""
+    wait_interval_s: int | None = None
+    """Seconds HyperPod waits between batches, 0-3600 (``WaitIntervalInSeconds``)."""
+    rollback_alarms: Sequence[str] = ()
+    """CloudWatch alarm names (1-10) that roll the update back when they fire (``AutoRollbackConfiguration``)."""
+
+
+@dataclass(frozen=True, kw_only=True, config=_STRICT)
+class ScheduledUpdate:
+    """A schedule on which HyperPod updates a group's AMI (``ScheduledUpdateConfig``)."""
+
+    schedule_expression: str
+    """When, as ``cron(minute hour day-of-month month day-of-week year)``, e.g. ``cron(0 3 ? * SUN *)``."""
+    deployment: RollingDeployment | None = None
+    """How the update rolls through the group. Default: HyperPod's."""
+
+
+@dataclass(frozen=True, kw_only=True, config=_STRICT)
+class OverrideVpc:
+    """The group's own subnets and security groups instead of the cluster's (``OverrideVpcConfig``)."""
+
+    subnet_ids: Sequence[str]
+    """1-16 subnet IDs in the cluster's VPC."""
+    security_group_ids: Sequence[str]
+    """1-5 security group IDs; they must admit the other groups' nodes and the file system."""
+
+
 def _int_or_token(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
     """A whole number, or a CDK token standing for one (e.g. a ``CfnParameter``'s ``value_as_number``).
 
@@ -111,6 +191,16 @@ class InstanceGroup:
     :param ebs_volume_gib: size of an extra EBS volume mounted at /opt/sagemaker. Default: none.
     :param deep_health_checks: deep health checks to run when nodes start. Default: none.
     :param training_plan_arn: SageMaker training plan that reserves this group's capacity. Default: none.
+    :param capacity: ``Capacity.SPOT`` or ``Capacity.ON_DEMAND`` (compute groups only for Spot). Default:
+        HyperPod's (nothing written).
+    :param min_count: fewest instances for the group to be InService (compute groups; at most ``count``).
+        Default: none.
+    :param image_id: a custom AMI (``ami-`` + 8 or 17 hex digits; unencrypted, in this account) built from
+        HyperPod's AMI. Default: HyperPod's AMI.
+    :param scheduled_update: a schedule and rolling deployment for AMI updates. Default: none.
+    :param override_vpc: the group's own subnets and security groups (existing VPC only). Default: the
+        cluster's.
+    :param network_interface: ``efa`` or ``efa-only`` for types with EFA. Default: HyperPod's.
     """
 
     name: str
@@ -122,6 +212,12 @@ class InstanceGroup:
     ebs_volume_gib: int | None = None
     deep_health_checks: Sequence[DeepHealthCheck] = ()
     training_plan_arn: str | None = None
+    capacity: Capacity | None = None
+    min_count: Count | None = None
+    image_id: str | None = None
+    scheduled_update: ScheduledUpdate | None = None
+    override_vpc: OverrideVpc | None = None
+    network_interface: NetworkInterfaceType | None = None
 
     @property
     def partition_name(self) -> str | None:

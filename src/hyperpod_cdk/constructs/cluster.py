@@ -13,6 +13,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from hyperpod_cdk.constructs.checks import check_props
+from hyperpod_cdk.constructs.group_api import group_api_properties
 from hyperpod_cdk.constructs.lifecycle import LifecycleSource
 from hyperpod_cdk.constructs.nag import acknowledge
 from hyperpod_cdk.constructs.network import ClusterNetwork
@@ -21,6 +22,7 @@ from hyperpod_cdk.errors import raise_if_any
 from hyperpod_cdk.model import (
     DEFAULT_FSX_MOUNT_PATH,
     InstanceGroup,
+    NodeProvisioningMode,
     NodeRecovery,
     SlurmConfigStrategy,
     SlurmMode,
@@ -54,6 +56,8 @@ class HyperPodCluster(Construct):
     :param fsx_mount_path: where the file system is mounted. Default: ``/fsx``.
     :param node_recovery: Default: ``NodeRecovery.AUTOMATIC``.
     :param slurm_config_strategy: API-driven mode only. Default: ``SlurmConfigStrategy.MANAGED`` there.
+    :param node_provisioning_mode: ``NodeProvisioningMode.CONTINUOUS``: partial capacity is accepted and
+        worker launches are retried (new clusters only). Default: none (HyperPod's all-or-nothing model).
     :param role: the nodes' execution role. Default: a new role with least privilege.
     :param runtime_options: options passed to the node runtime through the parameters. Default: none.
     :param tags: tags for the cluster and its role. Default: none.
@@ -77,6 +81,7 @@ class HyperPodCluster(Construct):
         runtime_options: Mapping[str, object] | None = None,
         tags: Mapping[str, str] | None = None,
         slurm_cluster_name: str | None = None,
+        node_provisioning_mode: NodeProvisioningMode | None = None,
     ) -> None:
         super().__init__(scope, id)
         node_cluster_name = slurm_cluster_name or cluster_name
@@ -89,6 +94,7 @@ class HyperPodCluster(Construct):
             slurm_config_strategy=str(slurm_config_strategy or SlurmConfigStrategy.MANAGED),
             given=frozenset({"slurm_config_strategy"} if slurm_config_strategy is not None else ()),
             fsx_mount_path=fsx_mount_path,
+            node_provisioning_mode=str(node_provisioning_mode) if node_provisioning_mode else None,
             tags=dict(tags or {}),
             groups=tuple(instance_groups),
             runtime=dict(runtime_options or {}),
@@ -129,6 +135,7 @@ class HyperPodCluster(Construct):
             "Resource",
             cluster_name=cluster_name,
             node_recovery=str(node_recovery),
+            node_provisioning_mode=str(node_provisioning_mode).capitalize() if node_provisioning_mode else None,
             orchestrator=sagemaker.CfnCluster.OrchestratorProperty(
                 slurm=sagemaker.CfnCluster.ClusterOrchestratorSlurmConfigProperty(
                     slurm_config_strategy=str(slurm_config_strategy or SlurmConfigStrategy.MANAGED)
@@ -214,6 +221,7 @@ class HyperPodCluster(Construct):
             instance_storage_configs=storage_configs or None,
             on_start_deep_health_checks=[str(c) for c in group.deep_health_checks] or None,
             training_plan_arn=group.training_plan_arn,
+            **group_api_properties(group),
         )
 
     def _fsx_keys(
@@ -265,6 +273,12 @@ class HyperPodCluster(Construct):
             return stack.format_arn(service="ec2", resource=resource, resource_name=name)
 
         enis = ec2_arn("network-interface", "*")
+        # A group with its own subnets and security groups (override_vpc) attaches its ENIs there.
+        overrides = [g.override_vpc for g in self.instance_groups if g.override_vpc is not None]
+        subnets = dict.fromkeys([network.subnet_id, *(s for o in overrides for s in o.subnet_ids)])
+        groups = dict.fromkeys(
+            [network.security_group.security_group_id, *(g for o in overrides for g in o.security_group_ids)]
+        )
         # HyperPod attaches the nodes' ENIs in our subnet with our security group.
         role.add_to_policy(
             iam.PolicyStatement(
@@ -272,8 +286,8 @@ class HyperPodCluster(Construct):
                 actions=["ec2:CreateNetworkInterface"],
                 resources=[
                     enis,
-                    ec2_arn("subnet", network.subnet_id),
-                    ec2_arn("security-group", network.security_group.security_group_id),
+                    *(ec2_arn("subnet", s) for s in subnets),
+                    *(ec2_arn("security-group", g) for g in groups),
                 ],
             )
         )

@@ -17,10 +17,25 @@ PUBLIC_SUBNET_PREFIX = 24
 """The new VPC's public subnet (NAT gateway) is a /24."""
 AWS_RESERVED_ADDRESSES = 5
 """AWS reserves the first four addresses and the last one of every subnet."""
+
+
+def aws_id_pattern(prefix: str) -> re.Pattern[str]:
+    """An EC2 resource ID: ``prefix-`` and 8 or 17 lower-case hex digits (vpc-, subnet-, sg-, ami-)."""
+    return re.compile(rf"^{prefix}-([0-9a-f]{{8}}|[0-9a-f]{{17}})$")
+
+
+def id_format_problem(where: str, pattern: re.Pattern[str], value: str) -> Problem | None:
+    """The problem with an ID that does not match ``pattern`` (one of :func:`aws_id_pattern`'s)."""
+    if pattern.match(value):
+        return None
+    prefix = pattern.pattern[1:].split("-")[0]
+    return Problem(where, f"expected {prefix}- followed by 8 or 17 lower-case hex digits", got=value)
+
+
 ID_PATTERNS = {
-    "vpc_id": re.compile(r"^vpc-([0-9a-f]{8}|[0-9a-f]{17})$"),
-    "subnet_id": re.compile(r"^subnet-([0-9a-f]{8}|[0-9a-f]{17})$"),
-    "security_group_id": re.compile(r"^sg-([0-9a-f]{8}|[0-9a-f]{17})$"),
+    "vpc_id": aws_id_pattern("vpc"),
+    "subnet_id": aws_id_pattern("subnet"),
+    "security_group_id": aws_id_pattern("sg"),
 }
 AZ_NAME = re.compile(r"^([a-z]{2}(-[a-z]+)+-\d+)[a-z]$")
 AZ_ID = re.compile(r"^[a-z]{3,4}\d+-az\d+$")
@@ -148,13 +163,8 @@ def id_formats(view: ClusterView) -> Iterator[Problem]:
         return
     for field, pattern in ID_PATTERNS.items():
         value = getattr(net, field)
-        if view.concrete(value) and not pattern.match(value):
-            prefix = pattern.pattern[1:].split("-")[0]
-            yield Problem(
-                view.path("network", field),
-                f"expected {prefix}- followed by 8 or 17 lower-case hex digits",
-                got=value,
-            )
+        if view.concrete(value) and (problem := id_format_problem(view.path("network", field), pattern, value)):
+            yield problem
 
 
 @rule(

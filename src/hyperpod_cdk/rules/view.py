@@ -38,6 +38,7 @@ class ClusterView:
     mode: str = SlurmMode.API_DRIVEN
     slurm_config_strategy: str = "Managed"
     fsx_mount_path: str = DEFAULT_FSX_MOUNT_PATH
+    node_provisioning_mode: str | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
     groups: Sequence[InstanceGroup] = ()
     network: NetworkConfig | None = None
@@ -69,6 +70,7 @@ class ClusterView:
             mode=config.mode,
             slurm_config_strategy=config.slurm_config_strategy,
             fsx_mount_path=config.fsx_mount_path,
+            node_provisioning_mode=config.node_provisioning_mode,
             tags=config.tags,
             groups=tuple(config.instance_groups),
             network=config.network,

@@ -86,6 +86,7 @@ class TrainingCluster:
             mode=config.mode,
             fsx_mount_path=config.fsx_mount_path,
             node_recovery=config.node_recovery,
+            node_provisioning_mode=config.node_provisioning_mode,
             slurm_config_strategy=config.slurm_config_strategy
             if "slurm_config_strategy" in config.model_fields_set
             else None,

@@ -1,0 +1,120 @@
+"""Rules on a group's own networking: its subnets and security groups, and its EFA interface type."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from hyperpod_cdk.rules.network import ID_PATTERNS, id_format_problem
+from hyperpod_cdk.rules.registry import REGISTRY
+from hyperpod_cdk.rules.view import ClusterView
+from training_runtime.problems import WARNING, Problem
+
+MAX_SUBNETS = 16
+MAX_SECURITY_GROUPS = 5
+OVERRIDE_VPC_DOC = (
+    "SageMaker ClusterInstanceGroupSpecification.OverrideVpcConfig (multi-AZ: subnets and security groups per group)"
+)
+LUSTRE_AZ_DOC = (
+    "FSx for Lustre user guide: a file system lives in one AZ; clients in other AZs of the VPC reach it across AZs "
+    "(inter-AZ data transfer, higher latency) and need its security group's Lustre ports (988, 1018-1023)"
+)
+
+rule = REGISTRY.rule
+
+
+def _where(view: ClusterView, index: int, field: str) -> str:
+    return view.path("instance_groups", f"[{index}].{field}")
+
+
+@rule(
+    "GRP-OVERRIDE-VPC",
+    "instance_groups",
+    "instance_groups[*].override_vpc",
+    source="AWS::SageMaker::Cluster OverrideVpcConfig (1-16 subnets, 1-5 security groups); Amazon EC2 resource IDs",
+)
+def override_vpc(view: ClusterView) -> Iterator[Problem]:
+    """A group's own VPC settings name 1 to 16 subnet IDs and 1 to 5 security group IDs (subnet-…, sg-…)."""
+    for index, group in enumerate(view.groups):
+        override = group.override_vpc
+        if override is None:
+            continue
+        where = _where(view, index, "override_vpc")
+        lists = (
+            ("subnet_ids", override.subnet_ids, MAX_SUBNETS, ID_PATTERNS["subnet_id"]),
+            ("security_group_ids", override.security_group_ids, MAX_SECURITY_GROUPS, ID_PATTERNS["security_group_id"]),
+        )
+        for field, values, most, pattern in lists:
+            if not 1 <= len(values) <= most:
+                yield Problem(f"{where}.{field}", f"give 1 to {most}", got=list(values))
+            for number, value in enumerate(values):
+                if view.concrete(value) and (
+                    problem := id_format_problem(f"{where}.{field}[{number}]", pattern, value)
+                ):
+                    yield problem
+
+
+@rule(
+    "GRP-OVERRIDE-VPC-EXISTING",
+    "instance_groups",
+    "instance_groups[*].override_vpc",
+    needs=("network",),
+    source=f"{OVERRIDE_VPC_DOC}; hyperpod-cdk (a new VPC's subnet IDs exist only after deploy)",
+)
+def override_vpc_existing(view: ClusterView) -> Iterator[Problem]:
+    """A group's own subnets need an existing VPC (network.vpc_id): the subnets of a new VPC have no IDs yet."""
+    if view.network is None or view.network.vpc_id:
+        return
+    for index, group in enumerate(view.groups):
+        if group.override_vpc is not None:
+            yield Problem(
+                _where(view, index, "override_vpc"),
+                "only with an existing VPC (network.vpc_id): the stack's new VPC has one subnet, whose ID is only "
+                "known at deploy, and the group's subnets must be in the cluster's VPC",
+                fix="set network.vpc_id, subnet_id and availability_zone, or remove override_vpc",
+            )
+
+
+@rule(
+    "GRP-OVERRIDE-VPC-FSX",
+    "instance_groups",
+    "instance_groups[*].override_vpc",
+    needs=("storage",),
+    level=WARNING,
+    source=f"{OVERRIDE_VPC_DOC}; {LUSTRE_AZ_DOC}",
+)
+def override_vpc_fsx(view: ClusterView) -> Iterator[Problem]:
+    """A group in its own subnets may sit in another AZ than FSx: cross-AZ Lustre costs, and must be reachable."""
+    if view.storage is None:
+        return
+    for index, group in enumerate(view.groups):
+        if group.override_vpc is not None:
+            yield Problem(
+                _where(view, index, "override_vpc"),
+                "the file system lives in network.availability_zone; a subnet's AZ cannot be known offline, and "
+                "a group in another AZ reads FSx for Lustre across AZs (inter-AZ data transfer is billed, latency "
+                "rises) and mounts it only if the file system's security group admits the group's security groups "
+                "on the Lustre ports (988, 1018-1023)",
+                fix="use subnets in the file system's AZ, and check that its security group admits the group's",
+            )
+
+
+@rule(
+    "GRP-NETWORK-INTERFACE",
+    "instance_groups",
+    "instance_groups[*].network_interface",
+    needs=("hardware",),
+    source="AWS::SageMaker::Cluster NetworkInterface.InterfaceType (efa, efa-only); EFA per type (hardware catalogue)",
+)
+def network_interface(view: ClusterView) -> Iterator[Problem]:
+    """network_interface (efa, efa-only) only on instance types that have EFA."""
+    for index, group in enumerate(view.groups):
+        if group.network_interface is None or not view.concrete(group.instance_type):
+            continue
+        hardware = view.hardware(group.instance_type)
+        if hardware is not None and not hardware.efa_interfaces:
+            yield Problem(
+                _where(view, index, "network_interface"),
+                f"{group.instance_type} has no EFA interface to configure",
+                got=str(group.network_interface),
+                fix="remove it, or choose an instance type with EFA (e.g. ml.p5.48xlarge, ml.trn1.32xlarge)",
+            )

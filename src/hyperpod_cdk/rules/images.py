@@ -1,0 +1,138 @@
+"""Rules on a group's image and its updates: a custom AMI, the update schedule and the rolling deployment."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from hyperpod_cdk.model import BatchSize, BatchSizeType, InstanceGroup
+from hyperpod_cdk.rules.network import aws_id_pattern, id_format_problem
+from hyperpod_cdk.rules.registry import REGISTRY
+from hyperpod_cdk.rules.view import ClusterView
+from training_runtime.problems import Problem
+
+AMI_ID_PATTERN = aws_id_pattern("ami")
+SCHEDULE_EXPRESSION_PATTERN = re.compile(
+    r"cron\((?:[0-5][0-9]|[0-9]|) (?:[01][0-9]|2[0-3]|[0-9]) (?:[1-9]|0[1-9]|[12][0-9]|3[01]|\?) "
+    r"(?:[1-9]|0[1-9]|1[0-2]|\*|\*/(?:[1-9]|1[0-2])|) "
+    r"(?:MON|TUE|WED|THU|FRI|SAT|SUN|[1-7]|\?|L|(?:[1-7]#[1-5])|(?:[1-7]L)) (?:20[2-9][0-9]|\*|)\)"
+)
+"""AWS::SageMaker::Cluster ScheduledUpdateConfig.ScheduleExpression's pattern, as the schema states it
+(../shared/research/schema-sagemaker-cluster.json); matched against the whole value."""
+MAX_SCHEDULE_LENGTH = 256
+MAX_WAIT_INTERVAL_S = 3600
+MAX_ROLLBACK_ALARMS = 10
+MAX_ALARM_NAME = 256
+MAX_PERCENTAGE = 100
+
+rule = REGISTRY.rule
+
+
+def _where(view: ClusterView, index: int, field: str) -> str:
+    return view.path("instance_groups", f"[{index}].{field}")
+
+
+@rule(
+    "GRP-IMAGE-ID",
+    "instance_groups",
+    "instance_groups[*].image_id",
+    source="AWS::SageMaker::Cluster ImageId; SageMaker ClusterInstanceGroupSpecification.ImageId (custom AMI)",
+)
+def image_id(view: ClusterView) -> Iterator[Problem]:
+    """A custom AMI is given by its ID: ami- followed by 8 or 17 lower-case hex digits."""
+    for index, group in enumerate(view.groups):
+        value = group.image_id
+        if view.concrete(value) and (
+            problem := id_format_problem(_where(view, index, "image_id"), AMI_ID_PATTERN, value)
+        ):  # type: ignore[arg-type]
+            yield problem
+
+
+@rule(
+    "GRP-UPDATE-SCHEDULE",
+    "instance_groups",
+    "instance_groups[*].scheduled_update.schedule_expression",
+    source="AWS::SageMaker::Cluster ScheduledUpdateConfig.ScheduleExpression (pattern, 1-256 characters)",
+)
+def update_schedule(view: ClusterView) -> Iterator[Problem]:
+    """The update schedule is cron(minute hour day-of-month month day-of-week year), as HyperPod's pattern allows."""
+    for index, group in enumerate(view.groups):
+        update = group.scheduled_update
+        if update is None or not view.concrete(update.schedule_expression):
+            continue
+        value = update.schedule_expression
+        if len(value) > MAX_SCHEDULE_LENGTH or not SCHEDULE_EXPRESSION_PATTERN.fullmatch(value):
+            yield Problem(
+                _where(view, index, "scheduled_update.schedule_expression"),
+                "expected cron(minute hour day-of-month month day-of-week year), one value per field, e.g. "
+                "cron(0 3 ? * SUN *) for Sundays at 03:00 UTC; ranges, lists and '*' for minutes or hours are not "
+                "accepted",
+                got=value,
+            )
+
+
+def _batch_problems(where: str, batch: BatchSize, group: InstanceGroup, view: ClusterView) -> Iterator[Problem]:
+    if batch.value < 1:
+        yield Problem(where + ".value", "at least 1", got=batch.value)
+    elif batch.type == BatchSizeType.CAPACITY_PERCENTAGE and batch.value > MAX_PERCENTAGE:
+        yield Problem(where + ".value", f"a percentage is 1 to {MAX_PERCENTAGE}", got=batch.value)
+    elif batch.type == BatchSizeType.INSTANCE_COUNT and view.concrete(group.count) and batch.value > group.count:
+        yield Problem(
+            where + ".value",
+            f"more instances than the group's count {group.count}",
+            got=batch.value,
+            fix=f"use at most {group.count}, or CAPACITY_PERCENTAGE",
+        )
+
+
+@rule(
+    "GRP-UPDATE-BATCH",
+    "instance_groups",
+    "instance_groups[*].scheduled_update.deployment.{maximum_batch_size,rollback_maximum_batch_size}",
+    source="AWS::SageMaker::Cluster RollingUpdatePolicy, CapacitySizeConfig (Value >= 1)",
+)
+def update_batch(view: ClusterView) -> Iterator[Problem]:
+    """A batch is at least 1: a count at most the group's count, a percentage at most 100; rollback needs a batch."""
+    for index, group in enumerate(view.groups):
+        deployment = group.scheduled_update.deployment if group.scheduled_update else None
+        if deployment is None:
+            continue
+        where = _where(view, index, "scheduled_update.deployment")
+        for field in ("maximum_batch_size", "rollback_maximum_batch_size"):
+            batch = getattr(deployment, field)
+            if batch is not None:
+                yield from _batch_problems(f"{where}.{field}", batch, group, view)
+        if deployment.rollback_maximum_batch_size is not None and deployment.maximum_batch_size is None:
+            yield Problem(
+                f"{where}.rollback_maximum_batch_size",
+                "needs maximum_batch_size (HyperPod's rolling update policy requires it)",
+                fix="add maximum_batch_size",
+            )
+
+
+@rule(
+    "GRP-UPDATE-DEPLOYMENT",
+    "instance_groups",
+    "instance_groups[*].scheduled_update.deployment.{wait_interval_s,rollback_alarms}",
+    source="AWS::SageMaker::Cluster DeploymentConfig (WaitIntervalInSeconds 0-3600; 1-10 alarms)",
+)
+def update_deployment(view: ClusterView) -> Iterator[Problem]:
+    """A rolling update waits 0 to 3600 s between batches and watches 1 to 10 CloudWatch alarms by name."""
+    for index, group in enumerate(view.groups):
+        deployment = group.scheduled_update.deployment if group.scheduled_update else None
+        if deployment is None:
+            continue
+        where = _where(view, index, "scheduled_update.deployment")
+        wait = deployment.wait_interval_s
+        if wait is not None and not 0 <= wait <= MAX_WAIT_INTERVAL_S:
+            yield Problem(f"{where}.wait_interval_s", f"allowed: 0 to {MAX_WAIT_INTERVAL_S} seconds", got=wait)
+        alarms = list(deployment.rollback_alarms)
+        if len(alarms) > MAX_ROLLBACK_ALARMS:
+            yield Problem(f"{where}.rollback_alarms", f"at most {MAX_ROLLBACK_ALARMS} alarms", got=len(alarms))
+        for number, name in enumerate(alarms):
+            if not name.strip() or len(name) > MAX_ALARM_NAME:
+                yield Problem(
+                    f"{where}.rollback_alarms[{number}]",
+                    f"a CloudWatch alarm name: 1-{MAX_ALARM_NAME} characters, not blank",
+                    got=name,
+                )
