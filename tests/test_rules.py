@@ -37,6 +37,13 @@ EXISTING_FS = {
 }
 
 
+OVERRIDE = {"subnet_ids": ["subnet-0123456789abcdef1"], "security_group_ids": ["sg-0123456789abcdef1"]}
+
+
+def update(**deployment: Any) -> dict[str, Any]:
+    return {"schedule_expression": "cron(0 3 ? * SUN *)", "deployment": deployment}
+
+
 def groups(*items: dict[str, Any]) -> dict[str, Any]:
     return {"instance_groups": [CONTROLLER, *items]}
 
@@ -168,6 +175,75 @@ ROWS = [
         "'workers' is gone",
         previous=groups(CPU_WORKERS),
         has_previous=True,
+    ),
+    # --- instance groups: the HyperPod API's newer settings
+    row(
+        "GRP-CAPACITY",
+        {"node_provisioning_mode": "continuous", "instance_groups": [{**CONTROLLER, "capacity": "spot"}, CPU_WORKERS]},
+        "instance_groups[0].capacity",
+        "controller group cannot run on Spot",
+    ),
+    row("GRP-MIN-COUNT", groups({**CPU_WORKERS, "min_count": 3}), "instance_groups[1].min_count", "count 2"),
+    row(
+        "GRP-SPOT-CONTINUOUS",
+        groups({**CPU_WORKERS, "capacity": "spot"}),
+        "instance_groups[1].capacity",
+        "without continuous provisioning",
+    ),
+    row(
+        "CL-PROVISIONING",
+        {"node_provisioning_mode": "continuous"},
+        "node_provisioning_mode",
+        "changed from none",
+        previous={},
+        has_previous=True,
+    ),
+    row("GRP-IMAGE-ID", groups({**CPU_WORKERS, "image_id": "ami-12345"}), "instance_groups[1].image_id", "8 or 17"),
+    row(
+        "GRP-UPDATE-SCHEDULE",
+        groups({**CPU_WORKERS, "scheduled_update": {"schedule_expression": "cron(0 3 * * * *)"}}),
+        "instance_groups[1].scheduled_update.schedule_expression",
+        "cron(minute hour day-of-month",
+    ),
+    row(
+        "GRP-UPDATE-BATCH",
+        groups({**CPU_WORKERS, "scheduled_update": update(maximum_batch_size={"type": "INSTANCE_COUNT", "value": 3})}),
+        "instance_groups[1].scheduled_update.deployment.maximum_batch_size.value",
+        "the group's count 2",
+    ),
+    row(
+        "GRP-UPDATE-DEPLOYMENT",
+        groups({**CPU_WORKERS, "scheduled_update": update(wait_interval_s=4000)}),
+        "instance_groups[1].scheduled_update.deployment.wait_interval_s",
+        "0 to 3600",
+    ),
+    row(
+        "GRP-OVERRIDE-VPC",
+        {
+            **groups({**CPU_WORKERS, "override_vpc": {**OVERRIDE, "subnet_ids": ["subnet-1"]}}),
+            "network": EXISTING_NET,
+            "storage": None,
+        },
+        "instance_groups[1].override_vpc.subnet_ids[0]",
+        "8 or 17",
+    ),
+    row(
+        "GRP-OVERRIDE-VPC-EXISTING",
+        {**groups({**CPU_WORKERS, "override_vpc": OVERRIDE}), "storage": None},
+        "instance_groups[1].override_vpc",
+        "only with an existing VPC",
+    ),
+    row(
+        "GRP-OVERRIDE-VPC-FSX",
+        {**groups({**CPU_WORKERS, "override_vpc": OVERRIDE}), "network": EXISTING_NET},
+        "instance_groups[1].override_vpc",
+        "across AZs",
+    ),
+    row(
+        "GRP-NETWORK-INTERFACE",
+        groups({**CPU_WORKERS, "network_interface": "efa"}),
+        "instance_groups[1].network_interface",
+        "ml.c5.xlarge has no EFA",
     ),
     # --- network
     row("NET-CIDR", {"network": {"cidr": "10.0.0.1/16"}}, "network.cidr", "use 10.0.0.0/16"),

@@ -42,9 +42,10 @@ def image_id(view: ClusterView) -> Iterator[Problem]:
     """A custom AMI is given by its ID: ami- followed by 8 or 17 lower-case hex digits."""
     for index, group in enumerate(view.groups):
         value = group.image_id
-        if view.concrete(value) and (
-            problem := id_format_problem(_where(view, index, "image_id"), AMI_ID_PATTERN, value)
-        ):  # type: ignore[arg-type]
+        if value is None or not view.concrete(value):
+            continue
+        problem = id_format_problem(_where(view, index, "image_id"), AMI_ID_PATTERN, value)
+        if problem:
             yield problem
 
 
