@@ -1,0 +1,110 @@
+"""The HyperPod API settings' rules at their edges (the rules table has one breaking row per rule)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from hyperpod_cdk.config import parse_model
+
+CONTROLLER = {"name": "controller", "role": "controller", "instance_type": "ml.m5.xlarge", "count": 1}
+
+
+def found(group: dict[str, Any], **top: Any) -> list[tuple[str, str]]:
+    """(rule, path) of every problem of a cluster with this compute group (continuous, so Spot is quiet)."""
+    config = parse_model(
+        {
+            "node_provisioning_mode": "continuous",
+            "storage": None,
+            "instance_groups": [CONTROLLER, {"name": "w", "instance_type": "ml.p5.48xlarge", "count": 4, **group}],
+            **top,
+        }
+    )
+    return [(p.rule, p.path) for p in config.problems()]
+
+
+def update(expression: str = "cron(0 3 ? * SUN *)", **deployment: Any) -> dict[str, Any]:
+    return {"scheduled_update": {"schedule_expression": expression, "deployment": deployment}}
+
+
+@pytest.mark.parametrize(
+    "expression", ["cron(0 3 ? * SUN *)", "cron(30 23 1 * ? 2027)", "cron(0 0 ? * 5L *)", "cron(5 4 ? */3 2#1 *)"]
+)
+def test_schedules_the_schema_allows_pass(expression: str) -> None:
+    assert found(update(expression)) == []
+
+
+@pytest.mark.parametrize(
+    "expression", ["cron(0 3 ? * SUN *) ", "at(2027-01-01T00:00:00)", "xcron(0 3 ? * SUN *)", "cron(0 3 ? * SUN)"]
+)
+def test_schedules_outside_the_pattern_fail_whole(expression: str) -> None:
+    assert found(update(expression)) == [
+        ("GRP-UPDATE-SCHEDULE", "instance_groups[1].scheduled_update.schedule_expression")
+    ]
+
+
+def test_batch_sizes() -> None:
+    where = "instance_groups[1].scheduled_update.deployment"
+    assert found(update(maximum_batch_size={"type": "CAPACITY_PERCENTAGE", "value": 100})) == []
+    assert found(update(maximum_batch_size={"type": "INSTANCE_COUNT", "value": 4})) == []
+    assert found(update(maximum_batch_size={"type": "CAPACITY_PERCENTAGE", "value": 101})) == [
+        ("GRP-UPDATE-BATCH", f"{where}.maximum_batch_size.value")
+    ]
+    assert found(update(maximum_batch_size={"type": "INSTANCE_COUNT", "value": 0})) == [
+        ("GRP-UPDATE-BATCH", f"{where}.maximum_batch_size.value")
+    ]
+    assert found(update(rollback_maximum_batch_size={"type": "INSTANCE_COUNT", "value": 1})) == [
+        ("GRP-UPDATE-BATCH", f"{where}.rollback_maximum_batch_size")
+    ]
+
+
+def test_wait_and_alarms() -> None:
+    where = "instance_groups[1].scheduled_update.deployment"
+    assert found(update(wait_interval_s=3600, rollback_alarms=[f"a{i}" for i in range(10)])) == []
+    assert found(update(wait_interval_s=-1)) == [("GRP-UPDATE-DEPLOYMENT", f"{where}.wait_interval_s")]
+    assert found(update(rollback_alarms=[f"a{i}" for i in range(11)])) == [
+        ("GRP-UPDATE-DEPLOYMENT", f"{where}.rollback_alarms")
+    ]
+    assert found(update(rollback_alarms=["  "])) == [("GRP-UPDATE-DEPLOYMENT", f"{where}.rollback_alarms[0]")]
+
+
+def test_min_count_and_capacity() -> None:
+    assert found({"min_count": 4, "capacity": "spot"}) == []
+    assert found({"min_count": 0}) == []
+    assert found({"min_count": 5}) == [("GRP-MIN-COUNT", "instance_groups[1].min_count")]
+    assert found({"capacity": "spot"}, node_provisioning_mode=None) == [
+        ("GRP-SPOT-CONTINUOUS", "instance_groups[1].capacity")
+    ]
+    login = {"name": "login", "role": "login", "instance_type": "ml.m5.large", "count": 1, "capacity": "spot"}
+    config = parse_model(
+        {
+            "storage": None,
+            "node_provisioning_mode": "continuous",
+            "instance_groups": [CONTROLLER, login, {"name": "w", "instance_type": "ml.c5.xlarge", "count": 1}],
+        }
+    )
+    assert [(p.rule, p.path) for p in config.problems()] == [("GRP-CAPACITY", "instance_groups[1].capacity")]
+
+
+def test_image_ids() -> None:
+    assert found({"image_id": "ami-0123abcd"}) == []
+    assert found({"image_id": "ami-0123456789abcdef0"}) == []
+    assert found({"image_id": "ami-0123ABCD"}) == [("GRP-IMAGE-ID", "instance_groups[1].image_id")]
+
+
+def test_override_vpc_lists_and_interfaces() -> None:
+    net = {
+        "vpc_id": "vpc-0123456789abcdef0",
+        "subnet_id": "subnet-0123456789abcdef0",
+        "availability_zone": "us-west-2a",
+    }
+    ok = {"subnet_ids": ["subnet-0123456789abcdef1"], "security_group_ids": ["sg-0123abcd"]}
+    assert found({"override_vpc": ok, "network_interface": "efa-only"}, network=net) == []
+    too_many = {**ok, "security_group_ids": [f"sg-0123abc{i}" for i in range(6)]}
+    assert found({"override_vpc": too_many}, network=net) == [
+        ("GRP-OVERRIDE-VPC", "instance_groups[1].override_vpc.security_group_ids")
+    ]
+    assert found({"override_vpc": {**ok, "subnet_ids": []}}, network=net) == [
+        ("GRP-OVERRIDE-VPC", "instance_groups[1].override_vpc.subnet_ids")
+    ]
