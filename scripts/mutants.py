@@ -428,6 +428,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         "if view.network is None or not view.network.vpc_id:",
         ("tests/test_rules.py",),
     ),
+    Mutation(
+        "A10",
+        "a capacity chosen at launch renders the other option",
+        "src/hyperpod_cdk/stacks/choices.py",
+        "is_spot.logical_id, capacity_document(Capacity.SPOT), capacity_document(Capacity.ON_DEMAND)",
+        "is_spot.logical_id, capacity_document(Capacity.ON_DEMAND), capacity_document(Capacity.SPOT)",
+        ("tests/test_template_parameters.py",),
+    ),
+    Mutation(
+        "A11",
+        "the allowed capacities are not run through the rules",
+        "src/hyperpod_cdk/rules/parameters.py",
+        "if group.capacity is not None and allowed != group.capacity:",
+        "if False:",
+        ("tests/test_template_parameters.py",),
+    ),
 )
 
 

@@ -39,10 +39,16 @@ def rejections(parameter: dict[str, Any], value: str | int) -> list[str]:
 
 def resolved(template: dict[str, Any], values: dict[str, Any] | None = None) -> dict[str, Any]:
     """``template`` with each ``{"Ref": <parameter>}`` replaced by ``values[parameter]`` or its default
-    (a Number's as a number), so tests read resource properties as CloudFormation will."""
+    (a Number's as a number) and each ``Fn::If`` by its branch, so tests read resource properties as
+    CloudFormation will."""
     parameters = template.get("Parameters", {})
     chosen = {name: p["Default"] for name, p in parameters.items() if "Default" in p}
     chosen.update(values or {})
+
+    def condition(name: str) -> bool:
+        """A condition of the template (only ``Fn::Equals`` of resolved values)."""
+        left, right = walk(template["Conditions"][name]["Fn::Equals"])
+        return bool(left == right)
 
     def walk(node: Any) -> Any:
         if isinstance(node, dict):
@@ -50,6 +56,9 @@ def resolved(template: dict[str, Any], values: dict[str, Any] | None = None) -> 
             if len(node) == 1 and ref in chosen and not parameters[ref]["Type"].startswith("AWS::"):
                 value = chosen[ref]
                 return int(value) if parameters[ref]["Type"] == "Number" else value
+            if len(node) == 1 and "Fn::If" in node:
+                name, when_true, when_false = node["Fn::If"]
+                return walk(when_true if condition(name) else when_false)
             return {key: walk(item) for key, item in node.items()}
         if isinstance(node, list):
             return [walk(item) for item in node]

@@ -64,6 +64,7 @@ def test_every_choice_is_a_parameter_with_its_default(template: dict[str, Any]) 
         "HyperPodClusterName",
         "InstanceGroupWorkersCount",
         "InstanceGroupWorkersType",
+        "InstanceGroupWorkersCapacity",
         "FsxStorageCapacityGib",
         "DataRepositoryDatasetsBucketName",
         "DataRepositoryDatasetsBucketPrefix",
@@ -94,6 +95,8 @@ def test_every_choice_is_a_parameter_with_its_default(template: dict[str, Any]) 
         ("DataRepositoryDatasetsBucketPrefix", "train"),
         ("DataRepositoryDatasetsBucketPrefix", "train//2024/"),
         ("DataRepositoryDatasetsBucketPrefix", "train data/"),
+        ("InstanceGroupWorkersCapacity", "Spot"),
+        ("InstanceGroupWorkersCapacity", "reserved"),
     ],
 )
 def test_a_bad_choice_is_rejected(template: dict[str, Any], name: str, value: Any) -> None:
@@ -110,7 +113,7 @@ def test_every_allowed_value_passes_the_rules(template: dict[str, Any]) -> None:
             number = parameter["Type"] == "Number"
             parse_config(config_with(specs[name].field, int(value) if number else value))
             tried += 1
-    assert tried == 1 + 2 + 3 + 3 + 1 + 1
+    assert tried == 1 + 2 + 3 + 2 + 3 + 1 + 1
 
 
 NAMES = ["team-a", "a", "A1-b--2", "x" * 63, "x" * 64, "-a", "a-", "a_b", "a.b", "", "1"]
@@ -156,6 +159,7 @@ def test_the_choices_reach_the_resources_and_the_nodes_keep_the_config_name(
     assert cluster["ClusterName"] == "team-b"
     workers = next(g for g in cluster["InstanceGroups"] if g["InstanceGroupName"] == "workers")
     assert (workers["InstanceType"], workers["InstanceCount"]) == ("ml.g5.12xlarge", 7)
+    assert workers["CapacityRequirements"] == {"OnDemand": {}}, "the default is the config's capacity"
     [file_system] = [r["Properties"] for r in launched.values() if r["Type"] == "AWS::FSx::FileSystem"]
     assert file_system["StorageCapacity"] == 4800
     paths = [
@@ -207,3 +211,29 @@ def test_an_instance_count_may_be_a_number_token_but_not_a_fraction() -> None:
     assert InstanceGroup(name="w", instance_type="ml.c5.xlarge", count=token).count == token  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="fractional part"):
         InstanceGroup(name="w", instance_type="ml.c5.xlarge", count=2.5)  # type: ignore[arg-type]
+
+
+def test_the_chosen_capacity_renders_its_requirements(template: dict[str, Any]) -> None:
+    """CloudFormation picks ``{Spot: {}}`` or ``{OnDemand: {}}`` from the parameter; the other groups keep none."""
+    for value, expected in (("spot", {"Spot": {}}), ("on-demand", {"OnDemand": {}})):
+        launched = resolved(template, {"InstanceGroupWorkersCapacity": value})["Resources"]
+        [cluster] = [r["Properties"] for r in launched.values() if r["Type"] == "AWS::SageMaker::Cluster"]
+        groups = {g["InstanceGroupName"]: g for g in cluster["InstanceGroups"]}
+        assert groups["workers"]["CapacityRequirements"] == expected, value
+        assert "CapacityRequirements" not in groups["controller"] and "CapacityRequirements" not in groups["login"]
+
+
+def test_a_capacity_choice_needs_the_groups_capacity_as_default() -> None:
+    data = load_file(EXAMPLE)
+    del data["instance_groups"][2]["capacity"]
+    found = [(p.rule, p.path) for p in parse_model(data).problems()]
+    assert found == [("PAR-DEFAULT", "parameters.instance_groups.workers.capacity")]
+
+
+def test_spot_on_the_controller_is_not_a_choice() -> None:
+    """Every allowed capacity passes the rules in the config: Spot for the controller is GRP-CAPACITY's error."""
+    data = load_file(EXAMPLE)
+    data["instance_groups"][0]["capacity"] = "on-demand"
+    data["parameters"]["instance_groups"]["controller"] = {"capacity": ["on-demand", "spot"]}
+    found = [(p.rule, p.path) for p in parse_model(data).problems()]
+    assert found == [("PAR-CHOICE", "parameters.instance_groups.controller.capacity[1]")]

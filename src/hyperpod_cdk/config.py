@@ -17,6 +17,7 @@ from hyperpod_cdk.model import (
     ALL_EVENTS,
     DEFAULT_FSX_MOUNT_PATH,
     DEFAULT_LIFECYCLE_PREFIX,
+    Capacity,
     DataRepositoryEvent,
     InstanceGroup,
     NodeProvisioningMode,
@@ -154,6 +155,9 @@ class GroupParameters(_Model):
     instance_types: list[str] | None = None
     """Allowed instance types (AllowedValues); the group's ``instance_type`` is the default and must be one.
     The nodes then read their type from HyperPod's resource_config.json."""
+    capacity: list[Capacity] | None = None
+    """Allowed capacities, spot and/or on-demand (AllowedValues); the group's ``capacity`` is the default and
+    must be one. The template writes ``CapacityRequirements`` from the chosen value."""
 
 
 class DataRepositoryParameters(_Model):
@@ -167,14 +171,13 @@ class DataRepositoryParameters(_Model):
 
 class ParametersConfig(_Model):
     """The choices a team makes when it launches a published template: CloudFormation parameters whose
-    constraints come from the same rules as validation. Everything else is fixed at synth. Spot or
-    On-Demand capacity is not a choice yet (the cluster's API model has no capacity option)."""
+    constraints come from the same rules as validation. Everything else is fixed at synth."""
 
     cluster_name: bool = False
     """The cluster name becomes a parameter (default: ``cluster_name``). The nodes keep ``cluster_name`` as
     the Slurm cluster name: their parameters file is fixed when the template is built."""
     instance_groups: dict[str, GroupParameters] = Field(default_factory=dict)
-    """Per instance-group name: its count range and allowed instance types."""
+    """Per instance-group name: its count range, allowed instance types and allowed capacities."""
     storage_capacity_gib: list[int] | None = None
     """Allowed FSx capacities (AllowedValues) of a new file system; ``storage.storage_capacity_gib`` is the
     default and must be one."""

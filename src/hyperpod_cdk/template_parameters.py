@@ -36,6 +36,10 @@ def group_type_id(group: str) -> str:
     return f"InstanceGroup{pascal_case(group)}Type"
 
 
+def group_capacity_id(group: str) -> str:
+    return f"InstanceGroup{pascal_case(group)}Capacity"
+
+
 def bucket_name_id(repository: str) -> str:
     return f"DataRepository{pascal_case(repository)}BucketName"
 
@@ -143,6 +147,20 @@ def template_parameters(config: ClusterConfig) -> list[TemplateParameter]:
                     group=heading,
                     field=f"instance_groups[{index}].instance_type",
                     allowed_values=tuple(chosen.instance_types),
+                )
+            )
+        if chosen.capacity is not None and group.capacity is not None:
+            found.append(
+                TemplateParameter(
+                    group_capacity_id(group.name),
+                    STRING,
+                    str(group.capacity),
+                    f"Capacity of group {group.name}: spot (EC2 Spot, reclaimed when EC2 needs it back; jobs must "
+                    f"checkpoint) or on-demand. {rule_doc('GRP-CAPACITY')}",
+                    label="Capacity",
+                    group=heading,
+                    field=f"instance_groups[{index}].capacity",
+                    allowed_values=tuple(str(c) for c in chosen.capacity),
                 )
             )
     storage = config.storage

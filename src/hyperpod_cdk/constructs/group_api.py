@@ -15,6 +15,11 @@ CAPACITY_OPTIONS = {Capacity.SPOT: "Spot", Capacity.ON_DEMAND: "OnDemand"}
 """The ``CapacityRequirements`` key of each choice; its value is an empty options object."""
 
 
+def capacity_document(capacity: Capacity) -> dict[str, Any]:
+    """``CapacityRequirements`` as the template writes it, for a property override (a launch choice)."""
+    return {CAPACITY_OPTIONS[capacity]: {}}
+
+
 def capacity_requirements(capacity: Capacity) -> Any:
     """``{Spot: {}}`` or ``{OnDemand: {}}``."""
     option = CAPACITY_OPTIONS[capacity]

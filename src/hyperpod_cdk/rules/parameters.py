@@ -76,7 +76,7 @@ def targets(view: ClusterView) -> Iterator[Problem]:
 @rule(
     "PAR-DEFAULT",
     "parameters",
-    "parameters.instance_groups.<name>.{count,instance_types}, parameters.storage_capacity_gib, "
+    "parameters.instance_groups.<name>.{count,instance_types,capacity}, parameters.storage_capacity_gib, "
     "storage.data_repositories[*].bucket_prefix",
     needs=("instance_groups", "storage"),
     source="AWS CloudFormation parameters (Default within the constraints)",
@@ -102,6 +102,14 @@ def defaults(view: ClusterView) -> Iterator[Problem]:
                 )
         if chosen.instance_types is not None:
             yield from _listed(f"{where}.instance_types", chosen.instance_types, group.instance_type, "instance_type")
+        if chosen.capacity is not None and group.capacity is None:
+            yield Problem(
+                f"{where}.capacity",
+                f"instance_groups[{index}].capacity is the parameter's default, and it is not set",
+                fix=f"set instance_groups[{index}].capacity to one of " + ", ".join(str(c) for c in chosen.capacity),
+            )
+        elif chosen.capacity is not None:
+            yield from _listed(f"{where}.capacity", [str(c) for c in chosen.capacity], str(group.capacity), "capacity")
     storage = view.storage
     if choices.storage_capacity_gib is not None and storage is not None and storage.existing is None:
         yield from _listed(
@@ -207,6 +215,10 @@ def _choice_problems(view: ClusterView) -> list[Problem]:
             if instance_type != group.instance_type:
                 changed = dataclasses.replace(group, instance_type=instance_type)
                 substitute(f"{where}.instance_types[{position}]", instance_type, groups=with_group(changed))
+        for position, allowed in enumerate(chosen.capacity or []):
+            if group.capacity is not None and allowed != group.capacity:
+                changed = dataclasses.replace(group, capacity=allowed)
+                substitute(f"{where}.capacity[{position}]", str(allowed), groups=with_group(changed))
         if chosen.count is not None:
             for bound in ("min", "max"):
                 count = getattr(chosen.count, bound)

@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import dataclasses
 
-from aws_cdk import CfnParameter, Stack
+from aws_cdk import CfnCondition, CfnParameter, Fn, Stack
+from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from hyperpod_cdk.config import ClusterConfig, DataRepositoryConfig
-from hyperpod_cdk.model import InstanceGroup
+from hyperpod_cdk.constructs.group_api import capacity_document
+from hyperpod_cdk.model import Capacity, InstanceGroup
 from hyperpod_cdk.template_parameters import (
     CLUSTER_NAME_ID,
     STORAGE_CAPACITY_ID,
     TemplateParameter,
     bucket_name_id,
     bucket_prefix_id,
+    group_capacity_id,
     group_count_id,
     group_type_id,
     interface_metadata,
@@ -41,6 +44,7 @@ class LaunchChoices:
         self.config = config
         self.specs = template_parameters(config)
         self.parameters = {spec.logical_id: _parameter(scope, spec) for spec in self.specs}
+        self.scope = scope
         if self.specs:
             # The console lists the choices in groups, with labels instead of logical IDs.
             Stack.of(scope).add_metadata(INTERFACE, interface_metadata(self.specs))
@@ -64,6 +68,26 @@ class LaunchChoices:
                 changes["count"] = count.value_as_number
             groups.append(dataclasses.replace(group, **changes))  # type: ignore[arg-type]
         return groups
+
+    def choose_capacity(self, cluster: sagemaker.CfnCluster) -> None:
+        """Each group whose capacity is chosen at launch gets ``CapacityRequirements`` from the parameter:
+        ``Fn::If`` on a condition that the value is ``spot`` (CloudFormation has no other way to pick between
+        two objects)."""
+        for index, group in enumerate(self.config.instance_groups):
+            parameter = self.parameters.get(group_capacity_id(group.name))
+            if parameter is None:
+                continue
+            is_spot = CfnCondition(
+                self.scope,
+                f"{parameter.node.id}IsSpot",
+                expression=Fn.condition_equals(parameter.value_as_string, str(Capacity.SPOT)),
+            )
+            cluster.add_property_override(
+                f"InstanceGroups.{index}.CapacityRequirements",
+                Fn.condition_if(
+                    is_spot.logical_id, capacity_document(Capacity.SPOT), capacity_document(Capacity.ON_DEMAND)
+                ),
+            )
 
     def storage_capacity_gib(self, value: int) -> int:
         parameter = self.parameters.get(STORAGE_CAPACITY_ID)

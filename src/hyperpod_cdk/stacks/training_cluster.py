@@ -92,6 +92,7 @@ class TrainingCluster:
             else None,
             runtime_options=config.runtime,
         )
+        self.choices.choose_capacity(self.cluster.resource)
         for key, value in config.tags.items():
             Tags.of(self.scope).add(key, value)
         self._outputs()
