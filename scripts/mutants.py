@@ -444,6 +444,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "if False:",
         ("tests/test_template_parameters.py",),
     ),
+    Mutation(
+        "A12",
+        "a group's own security groups are not admitted to the file system",
+        "src/hyperpod_cdk/constructs/cluster.py",
+        "            self._admit_group_security_groups(storage)\n",
+        "",
+        ("tests/test_cluster_api.py",),
+    ),
 )
 
 

@@ -152,3 +152,14 @@ def test_a_minimum_against_a_count_parameter_is_left_to_cloudformation() -> None
     )
     groups = {g["InstanceGroupName"]: g for g in _cluster(Template.from_stack(stack))["InstanceGroups"]}
     assert groups["w"]["MinInstanceCount"] == 3 and groups["w"]["InstanceCount"] == {"Ref": "Count"}
+
+
+def test_the_groups_own_security_groups_may_mount_the_file_system(template: Template) -> None:
+    """A group with override_vpc has its own security groups: the file system admits them on the Lustre ports."""
+    rules = [
+        r["Properties"]
+        for r in template.find_resources("AWS::EC2::SecurityGroupIngress").values()
+        if r["Properties"].get("SourceSecurityGroupId") == GROUP_SG
+    ]
+    assert sorted((r["FromPort"], r["ToPort"]) for r in rules) == [(988, 988), (1018, 1023)]
+    assert all("StorageSecurityGroup" in json.dumps(r["GroupId"]) for r in rules)

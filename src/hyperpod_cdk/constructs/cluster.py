@@ -156,6 +156,7 @@ class HyperPodCluster(Construct):
         # Creation must not race what the nodes need at boot.
         self.resource.node.add_dependency(*lifecycle.upload_dependencies, self.execution_role)
         if storage is not None:
+            self._admit_group_security_groups(storage)
             # Includes the Lustre rules added to an adopted file system's security group.
             self.resource.node.add_dependency(storage, storage.security_group)
 
@@ -251,6 +252,17 @@ class HyperPodCluster(Construct):
                 ],
             )
         return None, None, True
+
+    def _admit_group_security_groups(self, storage: LustreStorage) -> None:
+        """A group in its own security groups (override_vpc) mounts the file system too: its groups may reach it."""
+        ids = dict.fromkeys(
+            g for i in self.instance_groups if i.override_vpc for g in i.override_vpc.security_group_ids
+        )
+        for number, group_id in enumerate(ids):
+            imported = ec2.SecurityGroup.from_security_group_id(
+                self, f"GroupSecurityGroup{number}", group_id, mutable=False
+            )
+            storage.allow_clients(imported)
 
     def _grant_runtime_secrets(self, options: RuntimeOptions) -> None:
         """The controller reads an external accounting database's password at boot: read on that secret."""

@@ -83,18 +83,18 @@ def override_vpc_existing(view: ClusterView) -> Iterator[Problem]:
     source=f"{OVERRIDE_VPC_DOC}; {LUSTRE_AZ_DOC}",
 )
 def override_vpc_fsx(view: ClusterView) -> Iterator[Problem]:
-    """A group in its own subnets may sit in another AZ than FSx: cross-AZ Lustre costs, and must be reachable."""
+    """A group in its own subnets may sit in another AZ than FSx: Lustre across AZs is billed and slower."""
     if view.storage is None:
         return
     for index, group in enumerate(view.groups):
         if group.override_vpc is not None:
             yield Problem(
                 _where(view, index, "override_vpc"),
-                "the file system lives in network.availability_zone; a subnet's AZ cannot be known offline, and "
-                "a group in another AZ reads FSx for Lustre across AZs (inter-AZ data transfer is billed, latency "
-                "rises) and mounts it only if the file system's security group admits the group's security groups "
-                "on the Lustre ports (988, 1018-1023)",
-                fix="use subnets in the file system's AZ, and check that its security group admits the group's",
+                "the file system lives in network.availability_zone and a subnet's AZ cannot be known offline: a "
+                "group in another AZ reads FSx for Lustre across AZs (inter-AZ data transfer is billed, latency "
+                "rises). The stack admits the group's security groups to the file system's on the Lustre ports; "
+                "their own outbound rules must allow it too",
+                fix="use subnets in the file system's AZ (network.availability_zone)",
             )
 
 
