@@ -12,7 +12,8 @@ from training_runtime.problems import WARNING, Problem
 MAX_SUBNETS = 16
 MAX_SECURITY_GROUPS = 5
 OVERRIDE_VPC_DOC = (
-    "SageMaker ClusterInstanceGroupSpecification.OverrideVpcConfig (multi-AZ: subnets and security groups per group)"
+    "https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ClusterInstanceGroupSpecification.html "
+    "(OverrideVpcConfig: multi-AZ subnets and security groups per group)"
 )
 LUSTRE_AZ_DOC = (
     "FSx for Lustre user guide: a file system lives in one AZ; clients in other AZs of the VPC reach it across AZs "

@@ -36,7 +36,8 @@ def _where(view: ClusterView, index: int, field: str) -> str:
     "GRP-IMAGE-ID",
     "instance_groups",
     "instance_groups[*].image_id",
-    source="AWS::SageMaker::Cluster ImageId; SageMaker ClusterInstanceGroupSpecification.ImageId (custom AMI)",
+    source="AWS::SageMaker::Cluster ImageId; "
+    "https://docs.aws.amazon.com/sagemaker/latest/dg/hyperpod-custom-ami-cluster-management.html",
 )
 def image_id(view: ClusterView) -> Iterator[Problem]:
     """A custom AMI is given by its ID: ami- followed by 8 or 17 lower-case hex digits."""
