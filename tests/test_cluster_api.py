@@ -1,5 +1,6 @@
 """HyperPodCluster and the HyperPod API's newer settings: capacity, minimum count, continuous provisioning, custom
-AMI, scheduled rolling updates, a group's own subnets and its EFA interface type."""
+AMI, scheduled rolling updates, automatic patching, a group's own subnets, its EFA interface type, its volume key and
+the external accounting database."""
 
 from __future__ import annotations
 
@@ -13,18 +14,31 @@ from aws_cdk.assertions import Annotations, Match, Template
 from builders import CONTROLLER, WORKERS, cluster_stack, only
 from hyperpod_cdk import ClusterNetwork, ConfigurationError, HyperPodCluster, InstanceGroup, LifecycleScripts, NodeRole
 from hyperpod_cdk.model import (
+    AutoPatch,
     BatchSize,
     BatchSizeType,
     Capacity,
     NetworkInterfaceType,
     NodeProvisioningMode,
     OverrideVpc,
+    PatchingStrategy,
     RollingDeployment,
     ScheduledUpdate,
 )
 
 SUBNET = "subnet-0123456789abcdef1"
 GROUP_SG = "sg-0123456789abcdef1"
+VOLUME_KEY = "arn:aws:kms:us-west-2:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+SECRET = "arn:aws:secretsmanager:us-west-2:111122223333:secret:slurm-db-AbCdEf"
+ACCOUNTING = {
+    "accounting": {
+        "enabled": True,
+        "database": "external",
+        "host": "acct.cluster-abc.us-west-2.rds.amazonaws.com",
+        "port": 3307,
+        "password_secret_arn": SECRET,
+    }
+}
 SPOT_GPUS = InstanceGroup(
     name="gpus",
     instance_type="ml.p5.48xlarge",
@@ -43,6 +57,14 @@ SPOT_GPUS = InstanceGroup(
             rollback_alarms=["gpu-xid-errors"],
         ),
     ),
+    auto_patch=AutoPatch(
+        strategy=PatchingStrategy.WHEN_ALL_IDLE,
+        deployment=RollingDeployment(
+            maximum_batch_size=BatchSize(type=BatchSizeType.CAPACITY_PERCENTAGE, value=25), wait_interval_s=300
+        ),
+    ),
+    ebs_volume_gib=500,
+    volume_kms_key_arn=VOLUME_KEY,
 )
 ON_DEMAND_CONTROLLER = InstanceGroup(
     name="controller", role=NodeRole.CONTROLLER, instance_type="ml.m5.xlarge", count=1, capacity=Capacity.ON_DEMAND
@@ -54,13 +76,16 @@ NEW_KEYS = {
     "ScheduledUpdateConfig",
     "OverrideVpcConfig",
     "NetworkInterface",
+    "AutoPatchConfig",
 }
 
 
 @pytest.fixture(scope="module")
 def template() -> Template:
     stack, _ = cluster_stack(
-        groups=(ON_DEMAND_CONTROLLER, WORKERS, SPOT_GPUS), node_provisioning_mode=NodeProvisioningMode.CONTINUOUS
+        groups=(ON_DEMAND_CONTROLLER, WORKERS, SPOT_GPUS),
+        node_provisioning_mode=NodeProvisioningMode.CONTINUOUS,
+        runtime_options=ACCOUNTING,
     )
     return Template.from_stack(stack)
 
@@ -95,11 +120,64 @@ def test_every_setting_reaches_its_cloudformation_property(template: Template) -
     }
 
 
+def test_automatic_patching_renders_its_strategy_and_deployment(template: Template) -> None:
+    assert _groups(template)["gpus"]["AutoPatchConfig"] == {
+        "PatchingStrategy": "WhenAllIdle",
+        "DeploymentConfig": {
+            "RollingUpdatePolicy": {"MaximumBatchSize": {"Type": "CAPACITY_PERCENTAGE", "Value": 25}},
+            "WaitIntervalInSeconds": 300,
+        },
+    }
+
+
+def test_the_group_key_encrypts_its_extra_volume_and_its_root_volume(template: Template) -> None:
+    configs = _groups(template)["gpus"]["InstanceStorageConfigs"]
+    assert configs[:2] == [
+        {"EbsVolumeConfig": {"VolumeSizeInGB": 500, "VolumeKmsKeyId": VOLUME_KEY}},
+        {"EbsVolumeConfig": {"RootVolume": True, "VolumeKmsKeyId": VOLUME_KEY}},
+    ]
+    assert "FsxLustreConfig" in configs[2]
+    assert VOLUME_KEY not in json.dumps(_groups(template)["controller"])
+
+
+def test_the_execution_role_may_create_grants_on_the_volume_key_only(template: Template) -> None:
+    """HyperPod launches, adds and patches nodes with encrypted volumes through grants the execution role creates."""
+    statements = [
+        s
+        for p in template.find_resources("AWS::IAM::Policy").values()
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if "kms:CreateGrant" in json.dumps(s["Action"])
+    ]
+    assert [(sorted(s["Action"]), s["Resource"]) for s in statements] == [
+        (["kms:CreateGrant", "kms:DescribeKey"], VOLUME_KEY)
+    ]
+
+
+def test_the_runtimes_external_database_becomes_the_accounting_database(template: Template) -> None:
+    """One setting, runtime.accounting: the same host, port and secret, and the execution role still reads it."""
+    assert _cluster(template)["Orchestrator"]["Slurm"]["AccountingDatabase"] == {
+        "Endpoint": "acct.cluster-abc.us-west-2.rds.amazonaws.com",
+        "Port": 3307,
+        "SecretArn": SECRET,
+    }
+    reads = [
+        s
+        for p in template.find_resources("AWS::IAM::Policy").values()
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if "secretsmanager:GetSecretValue" in json.dumps(s["Action"])
+    ]
+    assert [s["Resource"] for s in reads] == [SECRET]
+
+
 def test_a_setting_left_out_writes_nothing(template: Template) -> None:
-    """Absent means HyperPod's default: no On-Demand, no minimum, no AMI is written for the group."""
-    assert NEW_KEYS & set(_groups(template)["workers"]) == set()
-    default, _ = cluster_stack(storage=False)
-    assert "NodeProvisioningMode" not in _cluster(Template.from_stack(default))
+    """Absent means HyperPod's default: no On-Demand, no minimum, no AMI, no patching, no volume key is written."""
+    workers = _groups(template)["workers"]
+    assert NEW_KEYS & set(workers) == set()
+    assert [list(c) for c in workers["InstanceStorageConfigs"]] == [["FsxLustreConfig"]]
+    default, _ = cluster_stack(storage=False, runtime_options={"accounting": {"enabled": True}})
+    cluster = _cluster(Template.from_stack(default))
+    assert "NodeProvisioningMode" not in cluster
+    assert cluster["Orchestrator"]["Slurm"] == {"SlurmConfigStrategy": "Managed"}
 
 
 def test_the_nodes_may_attach_interfaces_in_the_groups_own_subnets(template: Template) -> None:
@@ -127,6 +205,16 @@ def test_the_construct_runs_the_rules_on_its_groups() -> None:
     assert _rules_of(network_interface=NetworkInterfaceType.EFA) == [
         ("GRP-NETWORK-INTERFACE", "instance_groups[0].network_interface")
     ]
+    assert _rules_of(volume_kms_key_arn=VOLUME_KEY) == [
+        ("GRP-VOLUME-KEY-CONTINUOUS", "instance_groups[0].volume_kms_key_arn")
+    ]
+
+
+def test_the_construct_needs_continuous_provisioning_for_the_accounting_database() -> None:
+    with pytest.raises(ConfigurationError) as error:
+        cluster_stack(storage=False, runtime_options=ACCOUNTING)
+    found = [(p.rule, p.path) for p in error.value.problems]  # type: ignore[attr-defined]
+    assert found == [("CL-ACCOUNTING-CONTINUOUS", "runtime_options.accounting.database")]
 
 
 def test_spot_without_continuous_provisioning_is_a_warning_on_the_construct() -> None:

@@ -403,3 +403,52 @@ def test_a_config_without_the_section_applies_nothing() -> None:
     stack = TrainingClusterStack(fast_app(), "s", config=ClusterConfig())
     assert stack.node.try_find_child("OrganizationKmsKey") is None
     assert cdk.Aspects.of(stack).all == []
+
+
+def _keyed_cluster(group_key: str) -> cdk.Stack:
+    """A cluster under the organization's key whose compute group has its own volume key."""
+    from hyperpod_cdk import HyperPodCluster, InstanceGroup, LifecycleScripts, NodeRole
+    from hyperpod_cdk.model import NodeProvisioningMode
+
+    stack = new_stack()
+    OrganizationRules(kms_key=KEY).apply(stack)
+    groups = [
+        InstanceGroup(name="controller", role=NodeRole.CONTROLLER, instance_type="ml.m5.xlarge", count=1),
+        InstanceGroup(
+            name="workers", instance_type="ml.c5.4xlarge", count=2, ebs_volume_gib=100, volume_kms_key_arn=group_key
+        ),
+    ]
+    HyperPodCluster(
+        stack,
+        "Cluster",
+        cluster_name="c",
+        network=ClusterNetwork(stack, "Network"),
+        lifecycle=LifecycleScripts(stack, "Scripts"),
+        instance_groups=groups,
+        node_provisioning_mode=NodeProvisioningMode.CONTINUOUS,
+    )
+    return stack
+
+
+def test_a_group_key_other_than_the_organizations_is_an_error_not_overwritten() -> None:
+    """The group's own volumes decide their key in one place; the organization's rules enforce theirs by an error."""
+    other = KEY.replace("1234abcd", "9999abcd")
+    stack = _keyed_cluster(other)
+    clusters = cdk.assertions.Template.from_stack(stack).find_resources("AWS::SageMaker::Cluster")
+    (cluster,) = clusters.values()
+    workers = cluster["Properties"]["InstanceGroups"][1]["InstanceStorageConfigs"]
+    assert [c["EbsVolumeConfig"]["VolumeKmsKeyId"] for c in workers] == [other, other]
+    ((path, message),) = _errors(stack)
+    assert path == "/Test/Cluster/Resource" and "'workers' encrypts its volumes with" in message, message
+
+
+def test_a_group_key_equal_to_the_organizations_adds_no_second_root_volume() -> None:
+    stack = _keyed_cluster(KEY)
+    (cluster,) = cdk.assertions.Template.from_stack(stack).find_resources("AWS::SageMaker::Cluster").values()
+    controller, workers = (g["InstanceStorageConfigs"] for g in cluster["Properties"]["InstanceGroups"])
+    assert workers == [
+        {"EbsVolumeConfig": {"VolumeSizeInGB": 100, "VolumeKmsKeyId": KEY}},
+        {"EbsVolumeConfig": {"RootVolume": True, "VolumeKmsKeyId": KEY}},
+    ]
+    assert controller == [{"EbsVolumeConfig": {"RootVolume": True, "VolumeKmsKeyId": KEY}}]
+    assert _errors(stack) == []

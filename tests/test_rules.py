@@ -37,6 +37,15 @@ EXISTING_FS = {
 }
 
 
+VOLUME_KEY = "arn:aws:kms:us-west-2:111122223333:key/1234abcd"
+SECRET = "arn:aws:secretsmanager:us-west-2:111122223333:secret:slurm-db-AbCdEf"
+CONTINUOUS = {"node_provisioning_mode": "continuous"}
+
+
+def external_accounting(host: str = "acct.example.com") -> dict[str, Any]:
+    return {"accounting": {"enabled": True, "database": "external", "host": host, "password_secret_arn": SECRET}}
+
+
 OVERRIDE = {"subnet_ids": ["subnet-0123456789abcdef1"], "security_group_ids": ["sg-0123456789abcdef1"]}
 
 
@@ -245,6 +254,40 @@ ROWS = [
         "instance_groups[1].network_interface",
         "ml.c5.xlarge has no EFA",
     ),
+    row(
+        "GRP-VOLUME-KEY",
+        {**groups({**CPU_WORKERS, "volume_kms_key_arn": "alias/team"}), **CONTINUOUS},
+        "instance_groups[1].volume_kms_key_arn",
+        "expected a KMS key ARN",
+    ),
+    row(
+        "GRP-VOLUME-KEY-CONTINUOUS",
+        groups({**CPU_WORKERS, "volume_kms_key_arn": VOLUME_KEY}),
+        "instance_groups[1].volume_kms_key_arn",
+        "only in clusters with continuous node provisioning",
+    ),
+    row(
+        "ORG-VOLUME-KEY",
+        {
+            **groups({**CPU_WORKERS, "volume_kms_key_arn": VOLUME_KEY}),
+            **CONTINUOUS,
+            "organization": {"kms_key_arn": VOLUME_KEY + "ef"},
+        },
+        "instance_groups[1].volume_kms_key_arn",
+        "differs from organization.kms_key_arn",
+    ),
+    row(
+        "CL-ACCOUNTING-CONTINUOUS",
+        {"runtime": external_accounting()},
+        "runtime.accounting.database",
+        "only with continuous node provisioning",
+    ),
+    row(
+        "CL-ACCOUNTING-ENDPOINT",
+        {"runtime": external_accounting("db_1.example.com"), **CONTINUOUS},
+        "runtime.accounting.host",
+        "expected a DNS name",
+    ),
     # --- network
     row("NET-CIDR", {"network": {"cidr": "10.0.0.1/16"}}, "network.cidr", "use 10.0.0.0/16"),
     row(
@@ -419,7 +462,7 @@ ROWS = [
     ),
     row(
         "RT-ACCOUNTING-EXTERNAL",
-        {"runtime": {"accounting": {"enabled": True, "database": "external", "host": "db.example.com"}}},
+        {"runtime": {"accounting": {"enabled": True, "database": "external", "host": "db.example.com"}}, **CONTINUOUS},
         "runtime.accounting.password_secret_arn",
         "Secrets Manager",
     ),

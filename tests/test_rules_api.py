@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from hyperpod_cdk.config import parse_model
+from hyperpod_cdk.errors import ConfigurationError
 
 CONTROLLER = {"name": "controller", "role": "controller", "instance_type": "ml.m5.xlarge", "count": 1}
 
@@ -108,3 +109,66 @@ def test_override_vpc_lists_and_interfaces() -> None:
     assert found({"override_vpc": {**ok, "subnet_ids": []}}, network=net) == [
         ("GRP-OVERRIDE-VPC", "instance_groups[1].override_vpc.subnet_ids")
     ]
+
+
+def patch(strategy: str = "when-idle", **deployment: Any) -> dict[str, Any]:
+    return {"auto_patch": {"strategy": strategy, "deployment": deployment}}
+
+
+def test_automatic_patching_shares_the_deployment_rules() -> None:
+    where = "instance_groups[1].auto_patch.deployment"
+    assert found(patch("when-all-idle", maximum_batch_size={"type": "INSTANCE_COUNT", "value": 4})) == []
+    assert found({**patch(), **update(wait_interval_s=0)}) == []
+    assert found(patch(maximum_batch_size={"type": "INSTANCE_COUNT", "value": 5})) == [
+        ("GRP-UPDATE-BATCH", f"{where}.maximum_batch_size.value")
+    ]
+    assert found(patch(rollback_maximum_batch_size={"type": "INSTANCE_COUNT", "value": 1})) == [
+        ("GRP-UPDATE-BATCH", f"{where}.rollback_maximum_batch_size")
+    ]
+    assert found(patch(wait_interval_s=3601)) == [("GRP-UPDATE-DEPLOYMENT", f"{where}.wait_interval_s")]
+    assert found(patch(rollback_alarms=[""])) == [("GRP-UPDATE-DEPLOYMENT", f"{where}.rollback_alarms[0]")]
+
+
+def test_patching_strategies_are_the_two_hyperpod_has() -> None:
+    with pytest.raises(ConfigurationError) as error:
+        found(patch("weekly"))
+    assert "instance_groups[1].auto_patch.strategy" in str(error.value)
+
+
+KEY = "arn:aws:kms:us-west-2:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+SECRET = "arn:aws:secretsmanager:us-west-2:111122223333:secret:slurm-db-AbCdEf"
+
+
+def test_volume_keys() -> None:
+    where = "instance_groups[1].volume_kms_key_arn"
+    assert found({"volume_kms_key_arn": KEY, "ebs_volume_gib": 100}) == []
+    assert found({"volume_kms_key_arn": KEY}, organization={"kms_key_arn": KEY}) == []
+    assert found({"volume_kms_key_arn": KEY.replace(":key/", ":alias/")}) == [("GRP-VOLUME-KEY", where)]
+    assert found({"volume_kms_key_arn": KEY}, node_provisioning_mode=None) == [("GRP-VOLUME-KEY-CONTINUOUS", where)]
+    other = KEY.replace("1234abcd", "9999abcd")
+    assert found({"volume_kms_key_arn": KEY}, organization={"kms_key_arn": other}) == [("ORG-VOLUME-KEY", where)]
+
+
+def accounting(host: str = "acct.example.com", **options: Any) -> dict[str, Any]:
+    external = {"enabled": True, "database": "external", "host": host, "password_secret_arn": SECRET}
+    return {"runtime": {"accounting": {**external, **options}}}
+
+
+def test_the_accounting_database_through_the_api() -> None:
+    assert found({}, **accounting()) == []
+    assert found({}, **accounting("10.0.12.7")) == []
+    assert found({}, **accounting("db_1.example.com")) == [("CL-ACCOUNTING-ENDPOINT", "runtime.accounting.host")]
+    assert found({}, **accounting(), node_provisioning_mode=None) == [
+        ("CL-ACCOUNTING-CONTINUOUS", "runtime.accounting.database")
+    ]
+
+
+def test_the_runtimes_own_accounting_needs_no_continuous_provisioning() -> None:
+    """A local database, accounting off, or lifecycle-driven mode (the runtime runs slurmdbd): HyperPod gets no
+    AccountingDatabase, so neither rule applies."""
+    local = {"runtime": {"accounting": {"enabled": True}}}
+    assert found({}, **local, node_provisioning_mode=None) == []
+    assert found({}, **accounting("db_1.example.com", enabled=False), node_provisioning_mode=None) == []
+    lifecycle = accounting("db_1.example.com")
+    rules = {r for r, _ in found({}, **lifecycle, node_provisioning_mode=None, mode="lifecycle-driven", storage={})}
+    assert rules & {"CL-ACCOUNTING-CONTINUOUS", "CL-ACCOUNTING-ENDPOINT"} == set()

@@ -107,6 +107,15 @@ class NetworkInterfaceType(enum.StrEnum):
     """EFA devices without an IP address (RDMA only)."""
 
 
+class PatchingStrategy(enum.StrEnum):
+    """When HyperPod applies a security patch to a group's nodes (``AutoPatchConfig.PatchingStrategy``)."""
+
+    WHEN_IDLE = "when-idle"
+    """Cordon every node and patch each one as soon as it runs no job; nodes that never go idle keep the old AMI."""
+    WHEN_ALL_IDLE = "when-all-idle"
+    """Cordon every node and patch the group only once all of its nodes are idle; otherwise nothing is patched."""
+
+
 class BatchSizeType(enum.StrEnum):
     """How a rolling update counts its batch (``CapacitySizeConfig.Type``)."""
 
@@ -149,6 +158,16 @@ class ScheduledUpdate:
     """When, as ``cron(minute hour day-of-month month day-of-week year)``, e.g. ``cron(0 3 ? * SUN *)``."""
     deployment: RollingDeployment | None = None
     """How the update rolls through the group. Default: HyperPod's."""
+
+
+@dataclass(frozen=True, kw_only=True, config=_STRICT)
+class AutoPatch:
+    """HyperPod applies security-only AMI patches to a group's nodes as they go idle (``AutoPatchConfig``)."""
+
+    strategy: PatchingStrategy
+    """when-idle (node by node) or when-all-idle (the whole group at once)."""
+    deployment: RollingDeployment | None = None
+    """How the patch rolls through the group, as for ``scheduled_update``. Default: HyperPod's."""
 
 
 @dataclass(frozen=True, kw_only=True, config=_STRICT)
@@ -201,6 +220,10 @@ class InstanceGroup:
     :param override_vpc: the group's own subnets and security groups (existing VPC only). Default: the
         cluster's.
     :param network_interface: ``efa`` or ``efa-only`` for types with EFA. Default: HyperPod's.
+    :param auto_patch: security-only AMI patches applied as the nodes go idle, with a rolling deployment.
+        Default: none.
+    :param volume_kms_key_arn: customer-managed KMS key (ARN) for the nodes' root volume and the extra EBS
+        volume (continuous provisioning only). Default: AWS-owned keys (or the organization's key).
     """
 
     name: str
@@ -218,6 +241,8 @@ class InstanceGroup:
     scheduled_update: ScheduledUpdate | None = None
     override_vpc: OverrideVpc | None = None
     network_interface: NetworkInterfaceType | None = None
+    auto_patch: AutoPatch | None = None
+    volume_kms_key_arn: str | None = None
 
     @property
     def partition_name(self) -> str | None:

@@ -8,12 +8,13 @@ import jsii
 from aws_cdk import Fn, Stack, Tags, Token
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from hyperpod_cdk.constructs.checks import check_props
-from hyperpod_cdk.constructs.group_api import group_api_properties
+from hyperpod_cdk.constructs.group_api import accounting_database, group_api_properties, volume_configs
 from hyperpod_cdk.constructs.lifecycle import LifecycleSource
 from hyperpod_cdk.constructs.nag import acknowledge
 from hyperpod_cdk.constructs.network import ClusterNetwork
@@ -28,6 +29,7 @@ from hyperpod_cdk.model import (
     SlurmMode,
 )
 from hyperpod_cdk.parameters import cluster_parameters
+from hyperpod_cdk.rules.accounting import api_accounting
 from training_runtime.options import RuntimeOptions, parse_options
 from training_runtime.params import ENTRYPOINT_BY_MODE
 
@@ -110,7 +112,9 @@ class HyperPodCluster(Construct):
 
         self.execution_role: iam.IRole = role or self._execution_role(network)
         lifecycle.grant_read(self.execution_role)
-        self._grant_runtime_secrets(parse_options(dict(runtime_options or {})))
+        self._grant_volume_keys()
+        options = parse_options(dict(runtime_options or {}))
+        self._grant_runtime_secrets(options)
         fsx_dns_name, fsx_mountname, fsx_flag = self._fsx_keys(lifecycle, storage)
         lifecycle.add_parameters(
             cluster_parameters(
@@ -138,7 +142,10 @@ class HyperPodCluster(Construct):
             node_provisioning_mode=str(node_provisioning_mode).capitalize() if node_provisioning_mode else None,
             orchestrator=sagemaker.CfnCluster.OrchestratorProperty(
                 slurm=sagemaker.CfnCluster.ClusterOrchestratorSlurmConfigProperty(
-                    slurm_config_strategy=str(slurm_config_strategy or SlurmConfigStrategy.MANAGED)
+                    slurm_config_strategy=str(slurm_config_strategy or SlurmConfigStrategy.MANAGED),
+                    accounting_database=accounting_database(options.accounting)
+                    if api_accounting(self.mode, options.accounting)
+                    else None,
                 )
             )
             if self.mode == SlurmMode.API_DRIVEN
@@ -185,15 +192,7 @@ class HyperPodCluster(Construct):
         storage: LustreStorage | None,
         fsx_mount_path: str,
     ) -> sagemaker.CfnCluster.ClusterInstanceGroupProperty:
-        storage_configs: list[sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty] = []
-        if group.ebs_volume_gib is not None:
-            storage_configs.append(
-                sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty(
-                    ebs_volume_config=sagemaker.CfnCluster.ClusterEbsVolumeConfigProperty(
-                        volume_size_in_gb=group.ebs_volume_gib
-                    )
-                )
-            )
+        storage_configs: list[sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty] = volume_configs(group)
         slurm_config = None
         if self.mode == SlurmMode.API_DRIVEN:
             partition = group.partition_name
@@ -263,6 +262,14 @@ class HyperPodCluster(Construct):
                 self, f"GroupSecurityGroup{number}", group_id, mutable=False
             )
             storage.allow_clients(imported)
+
+    def _grant_volume_keys(self) -> None:
+        """HyperPod creates grants on a group's volume key with the execution role (smcluster-cmk): it launches,
+        adds and patches nodes with encrypted volumes that way."""
+        keys = dict.fromkeys(g.volume_kms_key_arn for g in self.instance_groups if g.volume_kms_key_arn)
+        for number, arn in enumerate(keys):
+            key = kms.Key.from_key_arn(self, f"VolumeKey{number}", arn)
+            key.grant(self.execution_role, "kms:CreateGrant", "kms:DescribeKey")
 
     def _grant_runtime_secrets(self, options: RuntimeOptions) -> None:
         """The controller reads an external accounting database's password at boot: read on that secret."""

@@ -1,5 +1,6 @@
-"""An instance group's newer HyperPod settings as ``CfnCluster`` properties: capacity, image and updates,
-networking. A setting left unset writes nothing (HyperPod's default), so templates without them do not change."""
+"""The newer HyperPod settings as ``CfnCluster`` properties: a group's capacity, image and updates, networking and
+volume key; the cluster's accounting database. A setting left unset writes nothing (HyperPod's default), so
+templates without them do not change."""
 
 from __future__ import annotations
 
@@ -7,10 +8,21 @@ from typing import Any
 
 from aws_cdk import aws_sagemaker as sagemaker
 
-from hyperpod_cdk.model import BatchSize, Capacity, InstanceGroup, ScheduledUpdate
+from hyperpod_cdk.model import (
+    AutoPatch,
+    BatchSize,
+    Capacity,
+    InstanceGroup,
+    PatchingStrategy,
+    RollingDeployment,
+    ScheduledUpdate,
+)
+from training_runtime.options import AccountingOptions
 
 Cfn = sagemaker.CfnCluster
 
+PATCHING_STRATEGIES = {PatchingStrategy.WHEN_IDLE: "WhenIdle", PatchingStrategy.WHEN_ALL_IDLE: "WhenAllIdle"}
+"""``AutoPatchConfig.PatchingStrategy`` of each choice."""
 CAPACITY_OPTIONS = {Capacity.SPOT: "Spot", Capacity.ON_DEMAND: "OnDemand"}
 """The ``CapacityRequirements`` key of each choice; its value is an empty options object."""
 
@@ -32,23 +44,65 @@ def _batch(batch: BatchSize | None) -> Any:
     return None if batch is None else Cfn.CapacitySizeConfigProperty(type=str(batch.type), value=batch.value)
 
 
-def scheduled_update_config(update: ScheduledUpdate) -> Any:
-    deployment = update.deployment
-    return Cfn.ScheduledUpdateConfigProperty(
-        schedule_expression=update.schedule_expression,
-        deployment_config=None
-        if deployment is None
-        else Cfn.DeploymentConfigProperty(
-            rolling_update_policy=None
-            if deployment.maximum_batch_size is None
-            else Cfn.RollingUpdatePolicyProperty(
-                maximum_batch_size=_batch(deployment.maximum_batch_size),
-                rollback_maximum_batch_size=_batch(deployment.rollback_maximum_batch_size),
-            ),
-            wait_interval_in_seconds=deployment.wait_interval_s,
-            auto_rollback_configuration=[Cfn.AlarmDetailsProperty(alarm_name=n) for n in deployment.rollback_alarms]
-            or None,
+def deployment_config(deployment: RollingDeployment | None) -> Any:
+    """``DeploymentConfig``, shared by scheduled updates and automatic patching."""
+    if deployment is None:
+        return None
+    return Cfn.DeploymentConfigProperty(
+        rolling_update_policy=None
+        if deployment.maximum_batch_size is None
+        else Cfn.RollingUpdatePolicyProperty(
+            maximum_batch_size=_batch(deployment.maximum_batch_size),
+            rollback_maximum_batch_size=_batch(deployment.rollback_maximum_batch_size),
         ),
+        wait_interval_in_seconds=deployment.wait_interval_s,
+        auto_rollback_configuration=[Cfn.AlarmDetailsProperty(alarm_name=n) for n in deployment.rollback_alarms]
+        or None,
+    )
+
+
+def scheduled_update_config(update: ScheduledUpdate) -> Any:
+    return Cfn.ScheduledUpdateConfigProperty(
+        schedule_expression=update.schedule_expression, deployment_config=deployment_config(update.deployment)
+    )
+
+
+def auto_patch_config(patch: AutoPatch) -> Any:
+    return Cfn.AutoPatchConfigProperty(
+        patching_strategy=PATCHING_STRATEGIES[patch.strategy], deployment_config=deployment_config(patch.deployment)
+    )
+
+
+def volume_configs(group: InstanceGroup) -> list[Any]:
+    """The group's EBS entries of ``InstanceStorageConfigs``: the extra volume, and with a group key a root-volume
+    entry; the key goes on both. The one place that decides a group's volume key (the organization's rules
+    fill in their key only where none is set, and report a different one)."""
+    key = group.volume_kms_key_arn
+    configs = []
+    if group.ebs_volume_gib is not None:
+        configs.append(
+            Cfn.ClusterInstanceStorageConfigProperty(
+                ebs_volume_config=Cfn.ClusterEbsVolumeConfigProperty(
+                    volume_size_in_gb=group.ebs_volume_gib, volume_kms_key_id=key
+                )
+            )
+        )
+    if key is not None:
+        configs.append(
+            Cfn.ClusterInstanceStorageConfigProperty(
+                ebs_volume_config=Cfn.ClusterEbsVolumeConfigProperty(root_volume=True, volume_kms_key_id=key)
+            )
+        )
+    return configs
+
+
+def accounting_database(accounting: AccountingOptions) -> Any:
+    """``AccountingDatabase`` from ``runtime.accounting``: the same host, port and secret the runtime would use. The
+    database name is HyperPod's default, slurm_acct_db, the one the runtime creates and uses."""
+    # The runtime's rules (RT-ACCOUNTING-EXTERNAL) require both for an external database before anything renders.
+    assert accounting.host is not None and accounting.password_secret_arn is not None
+    return Cfn.ClusterAccountingDatabaseProperty(
+        endpoint=accounting.host, port=accounting.port, secret_arn=accounting.password_secret_arn
     )
 
 
@@ -60,6 +114,7 @@ def group_api_properties(group: InstanceGroup) -> dict[str, Any]:
         "min_instance_count": group.min_count,
         "image_id": group.image_id,
         "scheduled_update_config": scheduled_update_config(group.scheduled_update) if group.scheduled_update else None,
+        "auto_patch_config": auto_patch_config(group.auto_patch) if group.auto_patch else None,
         "override_vpc_config": None
         if override is None
         else Cfn.VpcConfigProperty(

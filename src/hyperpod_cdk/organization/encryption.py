@@ -111,7 +111,8 @@ class KmsEncryption:
         file_system.kms_key_id = self._key_of(file_system).key_arn
 
     def _node_volumes(self, cluster: sagemaker.CfnCluster) -> None:
-        """``VolumeKmsKeyId`` on each group's extra EBS volume, and a root-volume entry with the key."""
+        """``VolumeKmsKeyId`` on each group's extra EBS volume, and a root-volume entry with the key; an error on a
+        group whose own volume key (``volume_kms_key_arn``) is another key: the organization's key is enforced."""
         key = self._key_arn(cluster)
         groups = Stack.of(cluster).resolve(cluster.instance_groups) or []
         root = {"EbsVolumeConfig": {"RootVolume": True, "VolumeKmsKeyId": key}}
@@ -124,9 +125,19 @@ class KmsEncryption:
             has_root = False
             for position, config in enumerate(configs):
                 ebs = _field(config, "EbsVolumeConfig", "ebsVolumeConfig")
-                if ebs is not None:
-                    has_root = has_root or bool(_field(ebs, "RootVolume", "rootVolume"))
+                if ebs is None:
+                    continue
+                has_root = has_root or bool(_field(ebs, "RootVolume", "rootVolume"))
+                own = _field(ebs, "VolumeKmsKeyId", "volumeKmsKeyId")
+                if own is None:
                     cluster.add_property_override(f"{at}.{position}.EbsVolumeConfig.VolumeKmsKeyId", key)
+                elif own != key:
+                    name = _field(group, "InstanceGroupName", "instanceGroupName")
+                    Annotations.of(cluster).add_error(
+                        f"{cluster.node.path}: instance group {name!r} encrypts its volumes with {own}, not the "
+                        "organization's KMS key. Fix: remove the group's volume_kms_key_arn (the organization's key "
+                        "applies to every node volume), or give it the organization's key"
+                    )
             if not has_root:
                 cluster.add_property_override(f"{at}.{len(configs)}", root)
 

@@ -1,11 +1,12 @@
-"""Rules on a group's image and its updates: a custom AMI, the update schedule and the rolling deployment."""
+"""Rules on a group's image and its updates: a custom AMI, the update schedule, automatic patching and the
+rolling deployment both use."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
 
-from hyperpod_cdk.model import BatchSize, BatchSizeType, InstanceGroup
+from hyperpod_cdk.model import BatchSize, BatchSizeType, InstanceGroup, RollingDeployment
 from hyperpod_cdk.rules.network import aws_id_pattern, id_format_problem
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.view import ClusterView
@@ -24,6 +25,7 @@ MAX_WAIT_INTERVAL_S = 3600
 MAX_ROLLBACK_ALARMS = 10
 MAX_ALARM_NAME = 256
 MAX_PERCENTAGE = 100
+AUTO_PATCH_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-ami-auto-patching.html"
 
 rule = REGISTRY.rule
 
@@ -73,6 +75,14 @@ def update_schedule(view: ClusterView) -> Iterator[Problem]:
             )
 
 
+def _deployments(view: ClusterView) -> Iterator[tuple[str, InstanceGroup, RollingDeployment]]:
+    """Each rolling deployment with its field path: a scheduled update's and automatic patching's."""
+    for index, group in enumerate(view.groups):
+        for field, setting in (("scheduled_update", group.scheduled_update), ("auto_patch", group.auto_patch)):
+            if setting is not None and setting.deployment is not None:
+                yield _where(view, index, f"{field}.deployment"), group, setting.deployment
+
+
 def _batch_problems(where: str, batch: BatchSize, group: InstanceGroup, view: ClusterView) -> Iterator[Problem]:
     if batch.value < 1:
         yield Problem(where + ".value", "at least 1", got=batch.value)
@@ -90,16 +100,12 @@ def _batch_problems(where: str, batch: BatchSize, group: InstanceGroup, view: Cl
 @rule(
     "GRP-UPDATE-BATCH",
     "instance_groups",
-    "instance_groups[*].scheduled_update.deployment.{maximum_batch_size,rollback_maximum_batch_size}",
+    "instance_groups[*].{scheduled_update,auto_patch}.deployment.{maximum_batch_size,rollback_maximum_batch_size}",
     source="AWS::SageMaker::Cluster RollingUpdatePolicy, CapacitySizeConfig (Value >= 1)",
 )
 def update_batch(view: ClusterView) -> Iterator[Problem]:
     """A batch is at least 1: a count at most the group's count, a percentage at most 100; rollback needs a batch."""
-    for index, group in enumerate(view.groups):
-        deployment = group.scheduled_update.deployment if group.scheduled_update else None
-        if deployment is None:
-            continue
-        where = _where(view, index, "scheduled_update.deployment")
+    for where, group, deployment in _deployments(view):
         for field in ("maximum_batch_size", "rollback_maximum_batch_size"):
             batch = getattr(deployment, field)
             if batch is not None:
@@ -115,16 +121,12 @@ def update_batch(view: ClusterView) -> Iterator[Problem]:
 @rule(
     "GRP-UPDATE-DEPLOYMENT",
     "instance_groups",
-    "instance_groups[*].scheduled_update.deployment.{wait_interval_s,rollback_alarms}",
-    source="AWS::SageMaker::Cluster DeploymentConfig (WaitIntervalInSeconds 0-3600; 1-10 alarms)",
+    "instance_groups[*].{scheduled_update,auto_patch}.deployment.{wait_interval_s,rollback_alarms}",
+    source="AWS::SageMaker::Cluster DeploymentConfig (WaitIntervalInSeconds 0-3600; 1-10 alarms); " + AUTO_PATCH_DOC,
 )
 def update_deployment(view: ClusterView) -> Iterator[Problem]:
-    """A rolling update waits 0 to 3600 s between batches and watches 1 to 10 CloudWatch alarms by name."""
-    for index, group in enumerate(view.groups):
-        deployment = group.scheduled_update.deployment if group.scheduled_update else None
-        if deployment is None:
-            continue
-        where = _where(view, index, "scheduled_update.deployment")
+    """A rolling update or patch waits 0 to 3600 s between batches and watches 1 to 10 CloudWatch alarms by name."""
+    for where, _group, deployment in _deployments(view):
         wait = deployment.wait_interval_s
         if wait is not None and not 0 <= wait <= MAX_WAIT_INTERVAL_S:
             yield Problem(f"{where}.wait_interval_s", f"allowed: 0 to {MAX_WAIT_INTERVAL_S} seconds", got=wait)
