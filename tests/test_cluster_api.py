@@ -9,10 +9,21 @@ from typing import Any
 
 import aws_cdk as cdk
 import pytest
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk.assertions import Annotations, Match, Template
 
-from builders import CONTROLLER, WORKERS, cluster_stack, only
-from hyperpod_cdk import ClusterNetwork, ConfigurationError, HyperPodCluster, InstanceGroup, LifecycleScripts, NodeRole
+from builders import CONTROLLER, WORKERS, cluster_stack, new_stack, only
+from hyperpod_cdk import (
+    ClusterNetwork,
+    ConfigurationError,
+    HyperPodCluster,
+    InstanceGroup,
+    LifecycleScripts,
+    LustreStorage,
+    NodeRole,
+    OpenZfsStorage,
+    SlurmMode,
+)
 from hyperpod_cdk.model import (
     AutoPatch,
     BatchSize,
@@ -251,3 +262,71 @@ def test_the_groups_own_security_groups_may_mount_the_file_system(template: Temp
     ]
     assert sorted((r["FromPort"], r["ToPort"]) for r in rules) == [(988, 988), (1018, 1023)]
     assert all("StorageSecurityGroup" in json.dumps(r["GroupId"]) for r in rules)
+
+
+ZFS_DNS = "fs-0123456789abcdef2.fsx.us-west-2.amazonaws.com"
+ZFS_SG = "sg-0123456789abcdef2"
+
+
+def _openzfs_stack(mode: SlurmMode = SlurmMode.API_DRIVEN) -> cdk.Stack:
+    """Homes on an adopted OpenZFS file system beside Lustre; one group in its own security group."""
+    stack = new_stack()
+    network = ClusterNetwork(stack, "Network")
+    openzfs = OpenZfsStorage(
+        stack,
+        "OpenZfs",
+        network=network,
+        file_system_id="fs-0123456789abcdef2",
+        dns_name=ZFS_DNS,
+        security_group=ec2.SecurityGroup.from_security_group_id(stack, "ZfsGroup", ZFS_SG),
+        mount_path="/home",
+    )
+    own = InstanceGroup(
+        name="own",
+        instance_type="ml.c5.4xlarge",
+        count=1,
+        override_vpc=OverrideVpc(subnet_ids=[SUBNET], security_group_ids=[GROUP_SG]),
+    )
+    HyperPodCluster(
+        stack,
+        "Cluster",
+        cluster_name="c",
+        network=network,
+        lifecycle=LifecycleScripts(stack, "Scripts"),
+        storage=LustreStorage(stack, "Storage", network=network),
+        openzfs=openzfs,
+        instance_groups=[CONTROLLER, WORKERS, own],
+        mode=mode,
+    )
+    return stack
+
+
+def test_openzfs_is_mounted_by_hyperpod_on_every_group_and_admits_the_nodes() -> None:
+    template = Template.from_stack(_openzfs_stack())
+    for group in _cluster(template)["InstanceGroups"]:
+        zfs = [c["FsxOpenZfsConfig"] for c in group["InstanceStorageConfigs"] if "FsxOpenZfsConfig" in c]
+        assert zfs == [{"DnsName": ZFS_DNS, "MountPath": "/home"}], group["InstanceGroupName"]
+    rules = [r["Properties"] for r in template.find_resources("AWS::EC2::SecurityGroupIngress").values()]
+    nfs = [r for r in rules if r["GroupId"] == ZFS_SG]
+    expected = sorted((p, f, t) for p in ("tcp", "udp") for f, t in ((111, 111), (2049, 2049), (20001, 20003)))
+    from_nodes = [r for r in nfs if "NetworkNodeSecurityGroup" in json.dumps(r["SourceSecurityGroupId"])]
+    from_group = [r for r in nfs if r["SourceSecurityGroupId"] == GROUP_SG]
+    for found in (from_nodes, from_group):
+        assert sorted((r["IpProtocol"], r["FromPort"], r["ToPort"]) for r in found) == expected
+
+
+def test_openzfs_needs_api_driven_mode_on_the_construct() -> None:
+    with pytest.raises(ConfigurationError) as error:
+        _openzfs_stack(SlurmMode.LIFECYCLE_DRIVEN)
+    assert [(p.rule, p.path) for p in error.value.problems] == [("ZFS-MODE", "openzfs")]  # type: ignore[attr-defined]
+
+
+def test_the_config_file_adopts_openzfs_for_the_stack() -> None:
+    from hyperpod_cdk import TrainingClusterStack, parse_config
+    from support import fast_app
+
+    existing = {"file_system_id": "fs-0123456789abcdef2", "dns_name": ZFS_DNS, "security_group_id": ZFS_SG}
+    config = parse_config({"storage_openzfs": {"existing": existing, "mount_path": "/home"}})
+    template = Template.from_stack(TrainingClusterStack(fast_app(), "Zfs", config=config))
+    for group in _cluster(template)["InstanceGroups"]:
+        assert {"FsxOpenZfsConfig": {"DnsName": ZFS_DNS, "MountPath": "/home"}} in group["InstanceStorageConfigs"]

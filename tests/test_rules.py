@@ -46,6 +46,21 @@ def external_accounting(host: str = "acct.example.com") -> dict[str, Any]:
     return {"accounting": {"enabled": True, "database": "external", "host": host, "password_secret_arn": SECRET}}
 
 
+ZFS_ID = "fs-0123456789abcdef1"
+OPENZFS = {
+    "existing": {
+        "file_system_id": ZFS_ID,
+        "dns_name": f"{ZFS_ID}.fsx.us-west-2.amazonaws.com",
+        "security_group_id": "sg-0123456789abcdef2",
+    },
+    "mount_path": "/home",
+}
+
+
+def openzfs(mount_path: str = "/home", **existing: str) -> dict[str, Any]:
+    return {"existing": {**OPENZFS["existing"], **existing}, "mount_path": mount_path}
+
+
 OVERRIDE = {"subnet_ids": ["subnet-0123456789abcdef1"], "security_group_ids": ["sg-0123456789abcdef1"]}
 
 
@@ -287,6 +302,30 @@ ROWS = [
         {"runtime": external_accounting("db_1.example.com"), **CONTINUOUS},
         "runtime.accounting.host",
         "expected a DNS name",
+    ),
+    row(
+        "ZFS-MODE",
+        {"mode": "lifecycle-driven", "storage_openzfs": OPENZFS},
+        "storage_openzfs",
+        "does not mount NFS yet",
+    ),
+    row(
+        "ZFS-EXISTING-IDS",
+        {"storage_openzfs": openzfs(dns_name="fs-0123abcd.fsx")},
+        "storage_openzfs.existing.dns_name",
+        "expected the file system's DNS name",
+    ),
+    row(
+        "ZFS-MOUNT-PATH",
+        {"storage_openzfs": openzfs("/home/")},
+        "storage_openzfs.mount_path",
+        "expected an absolute path without a trailing slash, e.g. /home",
+    ),
+    row(
+        "ZFS-LUSTRE-PATH",
+        {"storage_openzfs": openzfs("/fsx")},
+        "storage_openzfs.mount_path",
+        "FSx for Lustre is mounted there",
     ),
     # --- network
     row("NET-CIDR", {"network": {"cidr": "10.0.0.1/16"}}, "network.cidr", "use 10.0.0.0/16"),

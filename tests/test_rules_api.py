@@ -172,3 +172,23 @@ def test_the_runtimes_own_accounting_needs_no_continuous_provisioning() -> None:
     lifecycle = accounting("db_1.example.com")
     rules = {r for r, _ in found({}, **lifecycle, node_provisioning_mode=None, mode="lifecycle-driven", storage={})}
     assert rules & {"CL-ACCOUNTING-CONTINUOUS", "CL-ACCOUNTING-ENDPOINT"} == set()
+
+
+ZFS_ID = "fs-0123456789abcdef1"
+
+
+def openzfs(mount_path: str = "/home", dns_name: str = f"{ZFS_ID}.fsx.us-west-2.amazonaws.com") -> dict[str, Any]:
+    existing = {"file_system_id": ZFS_ID, "dns_name": dns_name, "security_group_id": "sg-0123456789abcdef2"}
+    return {"storage_openzfs": {"existing": existing, "mount_path": mount_path}}
+
+
+def test_openzfs_paths_and_names() -> None:
+    assert found({}, **openzfs()) == []
+    assert found({}, **openzfs("/fsx")) == []  # no Lustre here (storage: null): the path is free
+    beside_lustre = found({}, **openzfs("/fsx"), storage={"data_repositories": []})
+    assert [f for f in beside_lustre if f[0].startswith("ZFS")] == [("ZFS-LUSTRE-PATH", "storage_openzfs.mount_path")]
+    assert found({}, **openzfs("/opt/ml/home")) == [("ZFS-MOUNT-PATH", "storage_openzfs.mount_path")]
+    assert found({}, **openzfs(dns_name="fs-0123abcd.x" + "y" * 270)) == [
+        ("ZFS-EXISTING-IDS", "storage_openzfs.existing.dns_name")
+    ]
+    assert found({}, **openzfs(dns_name="fs-0123abcd.fsx.us-west-2.amazonaws.com")) == []

@@ -32,6 +32,7 @@ _HOMES = {
     "HyperPodCluster": "hyperpod_cdk.constructs",
     "LifecycleScripts": "hyperpod_cdk.constructs",
     "LustreStorage": "hyperpod_cdk.constructs",
+    "OpenZfsStorage": "hyperpod_cdk.constructs",
     "S3DataRepository": "hyperpod_cdk.constructs",
     "OrganizationRules": "hyperpod_cdk.organization",
     "TrainingCluster": "hyperpod_cdk.stacks",
@@ -54,6 +55,7 @@ __all__ = [
     "LustreStorage",
     "NodeRecovery",
     "NodeRole",
+    "OpenZfsStorage",
     "OrganizationRules",
     "PublishTarget",
     "PublishedLifecycleScripts",
@@ -75,6 +77,7 @@ if TYPE_CHECKING:
         HyperPodCluster,
         LifecycleScripts,
         LustreStorage,
+        OpenZfsStorage,
         PublishedLifecycleScripts,
         S3DataRepository,
     )

@@ -113,6 +113,26 @@ class StorageConfig(_Model):
     """Adopt this file system instead of creating one."""
 
 
+class ExistingOpenZfsConfig(_Model):
+    """An FSx for OpenZFS file system created elsewhere."""
+
+    file_system_id: str
+    """Its fs- ID."""
+    dns_name: str
+    """Its DNS name, fs-<id>.fsx.<region>.amazonaws.com (HyperPod mounts it by this name)."""
+    security_group_id: str
+    """The file system's security group; the nodes are admitted to it on the NFS ports."""
+
+
+class OpenZfsConfig(_Model):
+    """FSx for OpenZFS that HyperPod mounts on every node over NFS (API-driven mode)."""
+
+    existing: ExistingOpenZfsConfig
+    """Adopt this file system (creating one is not supported yet)."""
+    mount_path: str
+    """Where the nodes mount it, e.g. /home; not the Lustre mount path."""
+
+
 class LifecycleConfig(_Model):
     bucket_name: str | None = None
     """Existing bucket for the lifecycle scripts. Default: a new private bucket."""
@@ -213,6 +233,9 @@ class ClusterConfig(_Model):
     network: NetworkConfig = Field(default_factory=NetworkConfig)
     storage: StorageConfig | None = Field(default_factory=_default_storage)
     """FSx for Lustre; null for none. Default: 1.2 TiB PERSISTENT_2 linked to a new data bucket at /data."""
+    storage_openzfs: OpenZfsConfig | None = None
+    """FSx for OpenZFS mounted by HyperPod beside (or instead of) Lustre, e.g. homes on OpenZFS and data on
+    Lustre. API-driven mode only. Default: none."""
     lifecycle: LifecycleConfig = Field(default_factory=LifecycleConfig)
     tags: dict[str, str] = Field(default_factory=dict)
     """Tags on every resource of the stack."""

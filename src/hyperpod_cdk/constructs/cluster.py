@@ -18,6 +18,7 @@ from hyperpod_cdk.constructs.group_api import accounting_database, group_api_pro
 from hyperpod_cdk.constructs.lifecycle import LifecycleSource
 from hyperpod_cdk.constructs.nag import acknowledge
 from hyperpod_cdk.constructs.network import ClusterNetwork
+from hyperpod_cdk.constructs.openzfs import OpenZfsStorage
 from hyperpod_cdk.constructs.storage import LustreStorage
 from hyperpod_cdk.errors import raise_if_any
 from hyperpod_cdk.model import (
@@ -54,6 +55,7 @@ class HyperPodCluster(Construct):
     :param lifecycle: the lifecycle-script prefix; the cluster's parameters are added to it.
     :param instance_groups: one controller group, at most one login group, one or more compute groups.
     :param storage: FSx for Lustre mounted on every node. Default: none.
+    :param openzfs: FSx for OpenZFS that HyperPod mounts on every node (API-driven mode only). Default: none.
     :param mode: who configures Slurm. Default: ``SlurmMode.API_DRIVEN`` (AWS's recommended model).
     :param fsx_mount_path: where the file system is mounted. Default: ``/fsx``.
     :param node_recovery: Default: ``NodeRecovery.AUTOMATIC``.
@@ -84,13 +86,14 @@ class HyperPodCluster(Construct):
         tags: Mapping[str, str] | None = None,
         slurm_cluster_name: str | None = None,
         node_provisioning_mode: NodeProvisioningMode | None = None,
+        openzfs: OpenZfsStorage | None = None,
     ) -> None:
         super().__init__(scope, id)
         node_cluster_name = slurm_cluster_name or cluster_name
         check_props(
             self,
             "HyperPodCluster",
-            {"cluster", "instance_groups", "runtime"},
+            {"cluster", "instance_groups", "runtime", *(["storage_openzfs"] if openzfs else [])},
             cluster_name=node_cluster_name if Token.is_unresolved(cluster_name) else cluster_name,
             mode=str(mode),
             slurm_config_strategy=str(slurm_config_strategy or SlurmConfigStrategy.MANAGED),
@@ -100,7 +103,8 @@ class HyperPodCluster(Construct):
             tags=dict(tags or {}),
             groups=tuple(instance_groups),
             runtime=dict(runtime_options or {}),
-            paths={"cluster": "", "runtime": "runtime_options"},
+            openzfs=openzfs.config if openzfs else None,
+            paths={"cluster": "", "runtime": "runtime_options", "storage_openzfs": "openzfs"},
         )
         self.cluster_name = cluster_name
         self.mode = SlurmMode(mode)
@@ -155,15 +159,18 @@ class HyperPodCluster(Construct):
                 subnets=[network.subnet_id],
             ),
             instance_groups=[
-                self._instance_group(g, life_cycle_config, storage, fsx_mount_path) for g in self.instance_groups
+                self._instance_group(g, life_cycle_config, storage, fsx_mount_path, openzfs)
+                for g in self.instance_groups
             ],
         )
         for key, value in (tags or {}).items():
             Tags.of(self).add(key, value)
         # Creation must not race what the nodes need at boot.
         self.resource.node.add_dependency(*lifecycle.upload_dependencies, self.execution_role)
+        self._admit_group_security_groups([s for s in (storage, openzfs) if s is not None])
+        if openzfs is not None:
+            self.resource.node.add_dependency(openzfs, openzfs.security_group)
         if storage is not None:
-            self._admit_group_security_groups(storage)
             # Includes the Lustre rules added to an adopted file system's security group.
             self.resource.node.add_dependency(storage, storage.security_group)
 
@@ -191,6 +198,7 @@ class HyperPodCluster(Construct):
         life_cycle_config: sagemaker.CfnCluster.ClusterLifeCycleConfigProperty,
         storage: LustreStorage | None,
         fsx_mount_path: str,
+        openzfs: OpenZfsStorage | None,
     ) -> sagemaker.CfnCluster.ClusterInstanceGroupProperty:
         storage_configs: list[sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty] = volume_configs(group)
         slurm_config = None
@@ -207,6 +215,14 @@ class HyperPodCluster(Construct):
                             dns_name=storage.dns_name,
                             mount_name=storage.mount_name,
                             mount_path=fsx_mount_path,
+                        )
+                    )
+                )
+            if openzfs is not None:
+                storage_configs.append(
+                    sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty(
+                        fsx_open_zfs_config=sagemaker.CfnCluster.ClusterFsxOpenZfsConfigProperty(
+                            dns_name=openzfs.dns_name, mount_path=openzfs.mount_path
                         )
                     )
                 )
@@ -252,16 +268,19 @@ class HyperPodCluster(Construct):
             )
         return None, None, True
 
-    def _admit_group_security_groups(self, storage: LustreStorage) -> None:
-        """A group in its own security groups (override_vpc) mounts the file system too: its groups may reach it."""
+    def _admit_group_security_groups(self, file_systems: Sequence[LustreStorage | OpenZfsStorage]) -> None:
+        """A group in its own security groups (override_vpc) mounts the file systems too: its groups may reach them."""
         ids = dict.fromkeys(
             g for i in self.instance_groups if i.override_vpc for g in i.override_vpc.security_group_ids
         )
+        if not file_systems:
+            return
         for number, group_id in enumerate(ids):
             imported = ec2.SecurityGroup.from_security_group_id(
                 self, f"GroupSecurityGroup{number}", group_id, mutable=False
             )
-            storage.allow_clients(imported)
+            for file_system in file_systems:
+                file_system.allow_clients(imported)
 
     def _grant_volume_keys(self) -> None:
         """HyperPod creates grants on a group's volume key with the execution role (smcluster-cmk): it launches,

@@ -36,21 +36,20 @@ def cluster_name(view: ClusterView) -> Iterator[Problem]:
 @rule("CL-MOUNT-PATH", "cluster", "fsx_mount_path", source="AWS::SageMaker::Cluster ClusterFsxLustreConfig")
 def mount_path(view: ClusterView) -> Iterator[Problem]:
     """The file system's mount path is absolute, without a trailing slash, outside system directories."""
-    path = view.fsx_mount_path
-    if not view.concrete(path):
-        return
+    if view.concrete(view.fsx_mount_path):
+        yield from mount_path_problems(view.path("cluster", "fsx_mount_path"), view.fsx_mount_path, "/fsx")
+
+
+def mount_path_problems(where: str, path: str, example: str) -> Iterator[Problem]:
+    """What is wrong with a file system's mount path: its form, or a system directory."""
     if not MOUNT_PATH_PATTERN.match(path):
-        yield Problem(
-            view.path("cluster", "fsx_mount_path"),
-            "expected an absolute path without a trailing slash, e.g. /fsx",
-            got=path,
-        )
+        yield Problem(where, f"expected an absolute path without a trailing slash, e.g. {example}", got=path)
     elif path == "/" or any(path == r or path.startswith(r + "/") for r in RESERVED_MOUNT_PATHS):
         yield Problem(
-            view.path("cluster", "fsx_mount_path"),
+            where,
             "this directory belongs to the system or to HyperPod; mounting over it breaks the node",
             got=path,
-            fix="use a directory of its own such as /fsx",
+            fix=f"use a directory of its own such as {example}",
         )
 
 

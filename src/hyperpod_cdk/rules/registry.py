@@ -14,6 +14,7 @@ SECTIONS = (
     "instance_groups",
     "network",
     "storage",
+    "storage_openzfs",
     "lifecycle",
     "runtime",
     "users",

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
         ClusterConfig,
         LifecycleConfig,
         NetworkConfig,
+        OpenZfsConfig,
         OrganizationConfig,
         ParametersConfig,
         StorageConfig,
@@ -43,6 +44,8 @@ class ClusterView:
     groups: Sequence[InstanceGroup] = ()
     network: NetworkConfig | None = None
     storage: StorageConfig | None = None
+    openzfs: OpenZfsConfig | None = None
+    """FSx for OpenZFS (``storage_openzfs`` section)."""
     lifecycle: LifecycleConfig | None = None
     runtime: Mapping[str, Any] = field(default_factory=dict)
     users: Sequence[Any] = ()
@@ -75,6 +78,7 @@ class ClusterView:
             groups=tuple(config.instance_groups),
             network=config.network,
             storage=config.storage,
+            openzfs=config.storage_openzfs,
             lifecycle=config.lifecycle,
             runtime=config.runtime,
             users=config.users,

@@ -15,7 +15,7 @@ from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from hyperpod_cdk.config import ClusterConfig, NetworkConfig, StorageConfig
+from hyperpod_cdk.config import ClusterConfig, NetworkConfig, OpenZfsConfig, StorageConfig
 from hyperpod_cdk.constructs import (
     ClusterNetwork,
     HyperPodCluster,
@@ -26,6 +26,7 @@ from hyperpod_cdk.constructs import (
 )
 from hyperpod_cdk.constructs.checks import stack_region
 from hyperpod_cdk.constructs.lifecycle import LifecycleSource
+from hyperpod_cdk.constructs.openzfs import OpenZfsStorage
 from hyperpod_cdk.constructs.published_lifecycle import PublishedLifecycleScripts
 from hyperpod_cdk.constructs.storage import ExistingLustreFileSystem, fsx_version
 from hyperpod_cdk.model import pascal_case
@@ -72,6 +73,7 @@ class TrainingCluster:
         self.network = self._network(config.network)
         self.data_buckets: dict[str, s3.IBucket] = {}
         self.storage = self._storage(config.storage) if config.storage else None
+        self.openzfs = self._openzfs(config.storage_openzfs) if config.storage_openzfs else None
         self.lifecycle = self._lifecycle()
         self.lifecycle.add_users(config.cluster_users())
         self.cluster = HyperPodCluster(
@@ -82,6 +84,7 @@ class TrainingCluster:
             network=self.network,
             lifecycle=self.lifecycle,
             storage=self.storage,
+            openzfs=self.openzfs,
             instance_groups=self.choices.instance_groups(),
             mode=config.mode,
             fsx_mount_path=config.fsx_mount_path,
@@ -200,6 +203,20 @@ class TrainingCluster:
             )
             if existing
             else None,
+        )
+
+    def _openzfs(self, openzfs: OpenZfsConfig) -> OpenZfsStorage:
+        existing = openzfs.existing
+        return OpenZfsStorage(
+            self.scope,
+            "OpenZfs",
+            network=self.network,
+            file_system_id=existing.file_system_id,
+            dns_name=existing.dns_name,
+            security_group=ec2.SecurityGroup.from_security_group_id(
+                self.scope, "ImportedOpenZfsSecurityGroup", existing.security_group_id
+            ),
+            mount_path=openzfs.mount_path,
         )
 
     def _outputs(self) -> None:
