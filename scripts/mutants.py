@@ -268,6 +268,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/test_organization.py",),
     ),
     Mutation(
+        "G5",
+        "the organization's key goes on node volumes of a cluster HyperPod cannot encrypt with it",
+        "src/hyperpod_cdk/organization/encryption.py",
+        "if Stack.of(cluster).resolve(cluster.node_provisioning_mode) != CONTINUOUS:",
+        "if False:",
+        ("tests/test_organization.py",),
+    ),
+    Mutation(
+        "G6",
+        "the execution role may not create the volumes' grants on the organization's key",
+        "src/hyperpod_cdk/organization/encryption.py",
+        "        self._grant_execution_roles(cluster, groups if isinstance(groups, list) else [])\n",
+        "",
+        ("tests/test_organization.py",),
+    ),
+    Mutation(
         "P1",
         "the cluster-name pattern is not applied to the template parameter",
         "src/hyperpod_cdk/template_parameters.py",

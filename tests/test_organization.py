@@ -146,12 +146,57 @@ def test_every_log_group_and_file_system_uses_the_key(synthesized: Synthesized) 
             assert properties.get("KmsKeyId") == KEY, logical_id
 
 
-def test_every_node_volume_uses_the_key(synthesized: Synthesized) -> None:
+def test_every_node_volume_of_a_continuous_cluster_uses_the_key_and_its_role_may_grant_it(
+    synthesized: Synthesized,
+) -> None:
+    """HyperPod takes a customer managed key for node volumes only with continuous provisioning: there every
+    volume has the key and each execution role may create the volumes' grants; elsewhere no volume names it."""
+    may_grant = {
+        _list(p["Roles"])[0]["Ref"]
+        for _, p in synthesized.resources("AWS::IAM::Policy")
+        for s in p["PolicyDocument"]["Statement"]
+        if KEY in _list(s["Resource"]) and "kms:CreateGrant" in _list(s["Action"])
+    }
     for logical_id, properties in synthesized.resources("AWS::SageMaker::Cluster"):
+        continuous = properties.get("NodeProvisioningMode") == "Continuous"
         for group in properties["InstanceGroups"]:
-            volumes = [c["EbsVolumeConfig"] for c in group["InstanceStorageConfigs"] if "EbsVolumeConfig" in c]
-            assert any(v.get("RootVolume") for v in volumes), (logical_id, group["InstanceGroupName"])
-            assert all(v["VolumeKmsKeyId"] == KEY for v in volumes), (logical_id, group["InstanceGroupName"])
+            where = (logical_id, group["InstanceGroupName"])
+            volumes = [c["EbsVolumeConfig"] for c in group.get("InstanceStorageConfigs", []) if "EbsVolumeConfig" in c]
+            if continuous:
+                assert any(v.get("RootVolume") for v in volumes), where
+                assert all(v["VolumeKmsKeyId"] == KEY for v in volumes), where
+                role = group["ExecutionRole"]
+                assert "Fn::GetAtt" not in role or role["Fn::GetAtt"][0] in may_grant, where
+            else:
+                assert all("VolumeKmsKeyId" not in v for v in volumes), where
+
+
+def test_a_cluster_without_continuous_provisioning_keeps_aws_key_on_its_volumes_with_a_warning() -> None:
+    from hyperpod_cdk import HyperPodCluster, InstanceGroup, LifecycleScripts, NodeRole
+
+    stack = new_stack()
+    OrganizationRules(kms_key=KEY).apply(stack)
+    HyperPodCluster(
+        stack,
+        "Cluster",
+        cluster_name="c",
+        network=ClusterNetwork(stack, "Network"),
+        lifecycle=LifecycleScripts(stack, "Scripts"),
+        instance_groups=[
+            InstanceGroup(name="controller", role=NodeRole.CONTROLLER, instance_type="ml.m5.xlarge", count=1),
+            InstanceGroup(name="workers", instance_type="ml.c5.4xlarge", count=2, ebs_volume_gib=100),
+        ],
+    )
+    template = template_of(stack)
+    [cluster] = [r["Properties"] for r in template["Resources"].values() if r["Type"] == "AWS::SageMaker::Cluster"]
+    assert "VolumeKmsKeyId" not in json.dumps(cluster)
+    warnings = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp(".*continuous node.*"))
+    assert warnings, "the organization's key silently skipped the node volumes"
+
+
+def test_some_example_is_a_continuous_cluster() -> None:
+    """The volume test above checks keys and grants on at least one cluster."""
+    assert any(e.suffix == ".yaml" and load_config(e).node_provisioning_mode for e in EXAMPLES)
 
 
 def test_every_taggable_resource_has_the_required_tags(synthesized: Synthesized) -> None:

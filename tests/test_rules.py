@@ -645,9 +645,16 @@ ROWS = [
         {
             "storage": {"deployment_type": "SCRATCH_2"},
             "organization": {"kms_key_arn": "arn:aws:kms:us-west-2:111122223333:key/1234abcd"},
+            **CONTINUOUS,
         },
         "organization.kms_key_arn",
         "SCRATCH_2 cannot be encrypted",
+    ),
+    row(
+        "ORG-VOLUME-KEY-CONTINUOUS",
+        {"organization": {"kms_key_arn": "arn:aws:kms:us-west-2:111122223333:key/1234abcd"}},
+        "organization.kms_key_arn",
+        "only in clusters with continuous node provisioning",
     ),
     row(
         "ORG-ACCESS-LOGS",

@@ -15,6 +15,7 @@ from typing import Any
 import jsii
 from aws_cdk import Annotations, CfnResource, IAspect, IPropertyInjector, Stack
 from aws_cdk import aws_fsx as fsx
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
@@ -23,6 +24,10 @@ from constructs import Construct, IConstruct
 
 from hyperpod_cdk.constructs.scanners import unskip_checkov
 from hyperpod_cdk.rules.organization import SCRATCH_TYPES
+from hyperpod_cdk.rules.volumes import NODE_VOLUMES_NEED_CONTINUOUS
+
+CONTINUOUS = "Continuous"
+"""``NodeProvisioningMode`` of a cluster whose node volumes may take a customer managed key."""
 
 LOG_GROUP_WITHOUT_KEY = "CKV_AWS_158"
 """checkov's finding for a log group without a customer-managed key."""
@@ -112,9 +117,21 @@ class KmsEncryption:
 
     def _node_volumes(self, cluster: sagemaker.CfnCluster) -> None:
         """``VolumeKmsKeyId`` on each group's extra EBS volume, and a root-volume entry with the key; an error on a
-        group whose own volume key (``volume_kms_key_arn``) is another key: the organization's key is enforced."""
+        group whose own volume key (``volume_kms_key_arn``) is another key: the organization's key is enforced.
+
+        HyperPod takes a customer managed key for node volumes only in clusters with continuous node provisioning
+        (rules.volumes.CMK_DOC), so another cluster keeps AWS's key, with a warning saying how to apply the
+        organization's; the execution roles get the ``kms:CreateGrant`` the volumes need."""
+        if Stack.of(cluster).resolve(cluster.node_provisioning_mode) != CONTINUOUS:
+            Annotations.of(cluster).add_warning_v2(
+                "hyperpod-cdk:organization-node-volumes",
+                f"{cluster.node.path}: {NODE_VOLUMES_NEED_CONTINUOUS}. Fix: set node_provisioning_mode: continuous "
+                "(new clusters only) to encrypt them with the organization's key",
+            )
+            return
         key = self._key_arn(cluster)
         groups = Stack.of(cluster).resolve(cluster.instance_groups) or []
+        self._grant_execution_roles(cluster, groups if isinstance(groups, list) else [])
         root = {"EbsVolumeConfig": {"RootVolume": True, "VolumeKmsKeyId": key}}
         for index, group in enumerate(groups if isinstance(groups, list) else []):
             at = f"InstanceGroups.{index}.InstanceStorageConfigs"
@@ -140,6 +157,21 @@ class KmsEncryption:
                     )
             if not has_root:
                 cluster.add_property_override(f"{at}.{len(configs)}", root)
+
+    def _grant_execution_roles(self, cluster: sagemaker.CfnCluster, groups: list[Any]) -> None:
+        """``kms:CreateGrant`` and ``kms:DescribeKey`` on the key for each group's execution role that this stack
+        defines (HyperPod creates the volumes' grants as that role); an imported role is its owner's to grant."""
+        stack = Stack.of(cluster)
+        wanted = set()
+        for group in groups:
+            role_arn = _field(group, "ExecutionRole", "executionRole")
+            if isinstance(role_arn, dict) and "Fn::GetAtt" in role_arn:
+                wanted.add(role_arn["Fn::GetAtt"][0])
+        for node in stack.node.find_all():
+            if isinstance(node, iam.CfnRole) and stack.resolve(node.logical_id) in wanted:
+                role = node.node.scope
+                if isinstance(role, iam.Role):
+                    self._key_of(cluster).grant(role, "kms:CreateGrant", "kms:DescribeKey")
 
 
 def _field(value: Any, *names: str) -> Any:

@@ -9,9 +9,14 @@ from hyperpod_cdk.model import NodeProvisioningMode
 from hyperpod_cdk.rules.organization import KMS_KEY_ARN
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.view import ClusterView
-from training_runtime.problems import Problem
+from training_runtime.problems import WARNING, Problem
 
 CMK_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/smcluster-cmk.html"
+NODE_VOLUMES_NEED_CONTINUOUS = (
+    "the nodes' volumes keep AWS's key: HyperPod encrypts node volumes with a customer managed key only in "
+    "clusters with continuous node provisioning"
+)
+"""Why the organization's key does not reach the node volumes of another cluster (validate and the aspect)."""
 
 rule = REGISTRY.rule
 
@@ -81,3 +86,26 @@ def organization_volume_key(view: ClusterView) -> Iterator[Problem]:
                 got=arn,
                 fix="remove it (the organization's key applies), or use the organization's key",
             )
+
+
+@rule(
+    "ORG-VOLUME-KEY-CONTINUOUS",
+    "organization",
+    "organization.kms_key_arn",
+    needs=("instance_groups",),
+    level=WARNING,
+    source=f"{CMK_DOC} (customer managed keys only with the continuous node provisioning mode)",
+)
+def organization_key_needs_continuous(view: ClusterView) -> Iterator[Problem]:
+    """The organization's key reaches the node volumes only with node_provisioning_mode continuous."""
+    org = view.organization
+    key = org.kms_key_arn if org is not None else None
+    if not view.concrete(key) or not KMS_KEY_ARN.match(str(key)):
+        return  # no key, or one ORG-KMS-ARN reports
+    if view.node_provisioning_mode != NodeProvisioningMode.CONTINUOUS:
+        yield Problem(
+            view.path("organization", "kms_key_arn"),
+            NODE_VOLUMES_NEED_CONTINUOUS,
+            fix="set node_provisioning_mode: continuous (new clusters only) to encrypt them with the organization's "
+            "key",
+        )
