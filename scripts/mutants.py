@@ -517,22 +517,6 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/test_rules_api.py", "tests/test_cluster_api.py"),
     ),
     Mutation(
-        "A19",
-        "runtime.accounting's external database is not given to HyperPod",
-        "src/hyperpod_cdk/constructs/cluster.py",
-        "                    if api_accounting(self.mode, options.accounting)",
-        "                    if False",
-        ("tests/test_cluster_api.py",),
-    ),
-    Mutation(
-        "A20",
-        "the accounting database rules apply in lifecycle-driven mode too",
-        "src/hyperpod_cdk/rules/accounting.py",
-        'return mode == SlurmMode.API_DRIVEN and accounting.enabled and accounting.database == "external"',
-        'return accounting.enabled and accounting.database == "external"',
-        ("tests/test_rules_api.py",),
-    ),
-    Mutation(
         "A21",
         "OpenZFS accepted in lifecycle-driven mode",
         "src/hyperpod_cdk/rules/openzfs.py",

@@ -18,7 +18,6 @@ from hyperpod_cdk import (
     NodeRole,
     SlurmMode,
 )
-from hyperpod_cdk.model import NodeProvisioningMode
 
 LOGIN = InstanceGroup(name="login", role=NodeRole.LOGIN, instance_type="ml.m5.large", count=1)
 PLAN = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/p5-weeks"
@@ -263,8 +262,7 @@ def test_external_accounting_secret_is_readable_by_the_nodes_and_nothing_else() 
     options = {
         "accounting": {"enabled": True, "database": "external", "host": "db.internal", "password_secret_arn": arn}
     }
-    # api-driven mode gives the database to HyperPod too, which needs continuous provisioning (CL-ACCOUNTING-CONTINUOUS)
-    stack, _ = cluster_stack(runtime_options=options, node_provisioning_mode=NodeProvisioningMode.CONTINUOUS)
+    stack, _ = cluster_stack(runtime_options=options)
     template = Template.from_stack(stack)
     statements = [
         s

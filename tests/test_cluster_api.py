@@ -164,13 +164,10 @@ def test_the_execution_role_may_create_grants_on_the_volume_key_only(template: T
     ]
 
 
-def test_the_runtimes_external_database_becomes_the_accounting_database(template: Template) -> None:
-    """One setting, runtime.accounting: the same host, port and secret, and the execution role still reads it."""
-    assert _cluster(template)["Orchestrator"]["Slurm"]["AccountingDatabase"] == {
-        "Endpoint": "acct.cluster-abc.us-west-2.rds.amazonaws.com",
-        "Port": 3307,
-        "SecretArn": SECRET,
-    }
+def test_the_runtimes_external_database_stays_the_runtimes(template: Template) -> None:
+    """HyperPod is not given the database (AccountingDatabase) while the runtime configures slurmdbd on the
+    controller itself: two writers of slurmdbd's configuration. The execution role still reads the secret."""
+    assert "AccountingDatabase" not in _cluster(template)["Orchestrator"]["Slurm"]
     reads = [
         s
         for p in template.find_resources("AWS::IAM::Policy").values()
@@ -219,13 +216,6 @@ def test_the_construct_runs_the_rules_on_its_groups() -> None:
     assert _rules_of(volume_kms_key_arn=VOLUME_KEY) == [
         ("GRP-VOLUME-KEY-CONTINUOUS", "instance_groups[0].volume_kms_key_arn")
     ]
-
-
-def test_the_construct_needs_continuous_provisioning_for_the_accounting_database() -> None:
-    with pytest.raises(ConfigurationError) as error:
-        cluster_stack(storage=False, runtime_options=ACCOUNTING)
-    found = [(p.rule, p.path) for p in error.value.problems]  # type: ignore[attr-defined]
-    assert found == [("CL-ACCOUNTING-CONTINUOUS", "runtime_options.accounting.database")]
 
 
 def test_spot_without_continuous_provisioning_is_a_warning_on_the_construct() -> None:

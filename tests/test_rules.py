@@ -292,18 +292,6 @@ ROWS = [
         "differs from organization.kms_key_arn",
     ),
     row(
-        "CL-ACCOUNTING-CONTINUOUS",
-        {"runtime": external_accounting()},
-        "runtime.accounting.database",
-        "only with continuous node provisioning",
-    ),
-    row(
-        "CL-ACCOUNTING-ENDPOINT",
-        {"runtime": external_accounting("db_1.example.com"), **CONTINUOUS},
-        "runtime.accounting.host",
-        "expected a DNS name",
-    ),
-    row(
         "ZFS-MODE",
         {"mode": "lifecycle-driven", "storage_openzfs": OPENZFS},
         "storage_openzfs",

@@ -149,29 +149,11 @@ def test_volume_keys() -> None:
     assert found({"volume_kms_key_arn": KEY}, organization={"kms_key_arn": other}) == [("ORG-VOLUME-KEY", where)]
 
 
-def accounting(host: str = "acct.example.com", **options: Any) -> dict[str, Any]:
-    external = {"enabled": True, "database": "external", "host": host, "password_secret_arn": SECRET}
-    return {"runtime": {"accounting": {**external, **options}}}
-
-
-def test_the_accounting_database_through_the_api() -> None:
-    assert found({}, **accounting()) == []
-    assert found({}, **accounting("10.0.12.7")) == []
-    assert found({}, **accounting("db_1.example.com")) == [("CL-ACCOUNTING-ENDPOINT", "runtime.accounting.host")]
-    assert found({}, **accounting(), node_provisioning_mode=None) == [
-        ("CL-ACCOUNTING-CONTINUOUS", "runtime.accounting.database")
-    ]
-
-
-def test_the_runtimes_own_accounting_needs_no_continuous_provisioning() -> None:
-    """A local database, accounting off, or lifecycle-driven mode (the runtime runs slurmdbd): HyperPod gets no
-    AccountingDatabase, so neither rule applies."""
-    local = {"runtime": {"accounting": {"enabled": True}}}
-    assert found({}, **local, node_provisioning_mode=None) == []
-    assert found({}, **accounting("db_1.example.com", enabled=False), node_provisioning_mode=None) == []
-    lifecycle = accounting("db_1.example.com")
-    rules = {r for r, _ in found({}, **lifecycle, node_provisioning_mode=None, mode="lifecycle-driven", storage={})}
-    assert rules & {"CL-ACCOUNTING-CONTINUOUS", "CL-ACCOUNTING-ENDPOINT"} == set()
+def test_an_external_accounting_database_needs_no_continuous_provisioning() -> None:
+    """The runtime runs slurmdbd against it in either mode; HyperPod is not given it (AccountingDatabase)."""
+    external = {"enabled": True, "database": "external", "host": "acct.example.com"}
+    external["password_secret_arn"] = "arn:aws:secretsmanager:us-west-2:111122223333:secret:slurm-db-AbCdEf"
+    assert found({}, runtime={"accounting": external}, node_provisioning_mode=None) == []
 
 
 ZFS_ID = "fs-0123456789abcdef1"

@@ -14,7 +14,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from hyperpod_cdk.constructs.checks import check_props
-from hyperpod_cdk.constructs.group_api import accounting_database, group_api_properties, volume_configs
+from hyperpod_cdk.constructs.group_api import group_api_properties, volume_configs
 from hyperpod_cdk.constructs.lifecycle import LifecycleSource
 from hyperpod_cdk.constructs.nag import acknowledge
 from hyperpod_cdk.constructs.network import ClusterNetwork
@@ -30,7 +30,6 @@ from hyperpod_cdk.model import (
     SlurmMode,
 )
 from hyperpod_cdk.parameters import cluster_parameters
-from hyperpod_cdk.rules.accounting import api_accounting
 from training_runtime.options import RuntimeOptions, parse_options
 from training_runtime.params import ENTRYPOINT_BY_MODE
 
@@ -147,9 +146,6 @@ class HyperPodCluster(Construct):
             orchestrator=sagemaker.CfnCluster.OrchestratorProperty(
                 slurm=sagemaker.CfnCluster.ClusterOrchestratorSlurmConfigProperty(
                     slurm_config_strategy=str(slurm_config_strategy or SlurmConfigStrategy.MANAGED),
-                    accounting_database=accounting_database(options.accounting)
-                    if api_accounting(self.mode, options.accounting)
-                    else None,
                 )
             )
             if self.mode == SlurmMode.API_DRIVEN

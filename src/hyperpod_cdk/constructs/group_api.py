@@ -17,7 +17,6 @@ from hyperpod_cdk.model import (
     RollingDeployment,
     ScheduledUpdate,
 )
-from training_runtime.options import AccountingOptions
 
 Cfn = sagemaker.CfnCluster
 
@@ -94,16 +93,6 @@ def volume_configs(group: InstanceGroup) -> list[Any]:
             )
         )
     return configs
-
-
-def accounting_database(accounting: AccountingOptions) -> Any:
-    """``AccountingDatabase`` from ``runtime.accounting``: the same host, port and secret the runtime would use. The
-    database name is HyperPod's default, slurm_acct_db, the one the runtime creates and uses."""
-    # The runtime's rules (RT-ACCOUNTING-EXTERNAL) require both for an external database before anything renders.
-    assert accounting.host is not None and accounting.password_secret_arn is not None
-    return Cfn.ClusterAccountingDatabaseProperty(
-        endpoint=accounting.host, port=accounting.port, secret_arn=accounting.password_secret_arn
-    )
 
 
 def group_api_properties(group: InstanceGroup) -> dict[str, Any]:
