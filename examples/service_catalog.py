@@ -16,6 +16,7 @@ from aws_cdk import aws_servicecatalog as servicecatalog
 from hyperpod_cdk import ClusterConfig, PublishTarget, TrainingCluster
 from hyperpod_cdk.constructs.nag import acknowledge
 from hyperpod_cdk.constructs.scanners import skip_checkov
+from hyperpod_cdk.publishing.synth import publish_target
 from hyperpod_cdk.stacks import published_synthesizer
 
 CLUSTER = ClusterConfig.model_validate(
@@ -38,11 +39,8 @@ EC2_ON_ANY_RESOURCE = (
 
 
 def target_of(app: cdk.App) -> PublishTarget:
-    """The platform bucket and prefix from the app's context (defaults for a look at the template)."""
-    return PublishTarget(
-        app.node.try_get_context("publish_bucket") or "platform-templates-example",
-        app.node.try_get_context("publish_prefix") or "hyperpod/",
-    )
+    """The platform bucket and prefix ``hyperpod-cdk publish`` gives the app (defaults for a look at the template)."""
+    return publish_target(app, PublishTarget("platform-templates-example", "hyperpod/"))
 
 
 def build(app: cdk.App) -> list[cdk.Stack]:

@@ -356,6 +356,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/test_runtime_steps.py",),
     ),
     Mutation(
+        "A27",
+        "an OpenZFS DNS name over the schema's 275 characters is accepted",
+        "src/hyperpod_cdk/rules/openzfs.py",
+        'too_long = field == "dns_name" and len(value) > MAX_DNS_NAME',
+        "too_long = False",
+        ("tests/test_rules_api.py",),
+    ),
+    Mutation(
         "J1",
         "the package leaves jsii's Node end-of-life banner on",
         "src/hyperpod_cdk/__init__.py",
@@ -367,7 +375,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "S1",
         "a bucket without access logs carries no reason for checkov",
         "src/hyperpod_cdk/constructs/buckets.py",
-        'explain(bucket, ACCESS_LOGS_REASON, checkov=["CKV_AWS_18"], nag=["AwsSolutions-S1"])',
+        'explain(bucket, ACCESS_LOGS_REASON, checkov=[MISSING_ACCESS_LOGS], nag=["AwsSolutions-S1"])',
         'explain(bucket, ACCESS_LOGS_REASON, nag=["AwsSolutions-S1"])',
         ("tests/test_scanners.py::test_checkov_finds_nothing_unexplained",),
         compliance=True,

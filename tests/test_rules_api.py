@@ -174,3 +174,7 @@ def test_openzfs_paths_and_names() -> None:
         ("ZFS-EXISTING-IDS", "storage_openzfs.existing.dns_name")
     ]
     assert found({}, **openzfs(dns_name="fs-0123abcd.fsx.us-west-2.amazonaws.com")) == []
+    # The pattern allows it (253 characters after the dot); only the schema's 275-character limit does not.
+    assert found({}, **openzfs(dns_name="fs-" + "0" * 20 + "." + "a" * 253)) == [
+        ("ZFS-EXISTING-IDS", "storage_openzfs.existing.dns_name")
+    ]

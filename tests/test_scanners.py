@@ -76,8 +76,13 @@ def _templates(tmp_path: Path) -> Path:
     return out
 
 
-def test_the_scan_covers_published_and_product_templates(tmp_path: Path) -> None:
-    names = {p.name for p in _templates(tmp_path).iterdir()}
+@pytest.fixture(scope="module")
+def templates(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _templates(tmp_path_factory.mktemp("scan"))
+
+
+def test_the_scan_covers_published_and_product_templates(templates: Path) -> None:
+    names = {p.name for p in templates.iterdir()}
     published = {n for n in names if "-published." in n}
     assert published == {f"{e.stem}-published.template.json" for e in EXAMPLES if _publishable(e)}
     assert len(published) >= 3
@@ -85,8 +90,8 @@ def test_the_scan_covers_published_and_product_templates(tmp_path: Path) -> None
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return checkov(_templates(tmp_path_factory.mktemp("scan")))
+def report(templates: Path) -> dict[str, Any]:
+    return checkov(templates)
 
 
 def test_checkov_finds_nothing_unexplained(report: dict[str, Any]) -> None:

@@ -150,8 +150,8 @@ class OrganizationConfig(_Model):
     name_prefix: str | None = None
     """Prefix of every physical name the stack sets (the HyperPod cluster name among them)."""
     kms_key_arn: str | None = None
-    """Customer-managed key for new buckets, the file system (PERSISTENT types), log groups and node volumes.
-    Its key policy must let CloudWatch Logs use it (docs/organization.md)."""
+    """Customer-managed key for new buckets, the file system (PERSISTENT types), log groups and node volumes
+    (with continuous node provisioning only). Its key policy must let CloudWatch Logs use it (docs/organization.md)."""
     access_logs_bucket: str | None = None
     """Existing bucket that receives every new bucket's S3 server access logs."""
     access_logs_prefix: str = ""

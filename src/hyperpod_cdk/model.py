@@ -97,6 +97,11 @@ class NodeProvisioningMode(enum.StrEnum):
     """Accept partial capacity: the cluster is InService once its controller (and login) node runs; worker
     launches are retried in the background."""
 
+    @property
+    def cfn(self) -> str:
+        """The value as ``AWS::SageMaker::Cluster`` spells it (``Continuous``)."""
+        return self.value.capitalize()
+
 
 class NetworkInterfaceType(enum.StrEnum):
     """The interface HyperPod gives a group's EFA devices (``NetworkInterface.InterfaceType``)."""

@@ -71,22 +71,6 @@ class TemplateParameter:
     max_value: int | None = None
     constraint_description: str | None = None
 
-    def properties(self) -> dict[str, Any]:
-        """The parameter's template properties (CloudFormation's names), without the unset ones."""
-        found: dict[str, Any] = {
-            "Type": self.type,
-            "Default": self.default,
-            "Description": self.description,
-            "AllowedValues": list(self.allowed_values) if self.allowed_values is not None else None,
-            "AllowedPattern": self.allowed_pattern,
-            "MinLength": self.min_length,
-            "MaxLength": self.max_length,
-            "MinValue": self.min_value,
-            "MaxValue": self.max_value,
-            "ConstraintDescription": self.constraint_description,
-        }
-        return {key: value for key, value in found.items() if value is not None}
-
 
 def template_parameters(config: ClusterConfig) -> list[TemplateParameter]:
     """The parameters the config's ``parameters`` section asks for, in console order; none without it.

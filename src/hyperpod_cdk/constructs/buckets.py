@@ -6,7 +6,7 @@ from aws_cdk import RemovalPolicy
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from hyperpod_cdk.constructs.scanners import ACCESS_LOGS_REASON, explain
+from hyperpod_cdk.constructs.scanners import ACCESS_LOGS_REASON, MISSING_ACCESS_LOGS, explain
 
 
 def secure_bucket(
@@ -33,5 +33,5 @@ def secure_bucket(
         server_access_logs_bucket=server_access_logs_bucket,
     )
     if server_access_logs_bucket is None:
-        explain(bucket, ACCESS_LOGS_REASON, checkov=["CKV_AWS_18"], nag=["AwsSolutions-S1"])
+        explain(bucket, ACCESS_LOGS_REASON, checkov=[MISSING_ACCESS_LOGS], nag=["AwsSolutions-S1"])
     return bucket

@@ -142,7 +142,7 @@ class HyperPodCluster(Construct):
             "Resource",
             cluster_name=cluster_name,
             node_recovery=str(node_recovery),
-            node_provisioning_mode=str(node_provisioning_mode).capitalize() if node_provisioning_mode else None,
+            node_provisioning_mode=NodeProvisioningMode(node_provisioning_mode).cfn if node_provisioning_mode else None,
             orchestrator=sagemaker.CfnCluster.OrchestratorProperty(
                 slurm=sagemaker.CfnCluster.ClusterOrchestratorSlurmConfigProperty(
                     slurm_config_strategy=str(slurm_config_strategy or SlurmConfigStrategy.MANAGED),

@@ -1,5 +1,5 @@
 """The newer HyperPod settings as ``CfnCluster`` properties: a group's capacity, image and updates, networking and
-volume key; the cluster's accounting database. A setting left unset writes nothing (HyperPod's default), so
+volume key. A setting left unset writes nothing (HyperPod's default), so
 templates without them do not change."""
 
 from __future__ import annotations

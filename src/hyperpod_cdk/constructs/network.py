@@ -11,17 +11,16 @@ from constructs import Construct
 from hyperpod_cdk.config import NetworkConfig
 from hyperpod_cdk.constructs.checks import check_props
 from hyperpod_cdk.constructs.scanners import (
+    DEFAULT_SG_FINDING,
     DEFAULT_SG_REASON,
     LOG_GROUP_KEY_REASON,
+    LOG_GROUP_WITHOUT_KEY,
     explain_deploy_time_handler,
     skip_checkov,
 )
 
 _DEFAULTS = NetworkConfig()
 """The config file's defaults are the props' defaults (one definition)."""
-
-DEFAULT_SG_FINDING = "CKV2_AWS_12"
-"""The scanners' finding "the VPC's default security group does not restrict all traffic" (checkov's id)."""
 
 
 @jsii.implements(ec2.IConnectable)
@@ -141,7 +140,7 @@ class ClusterNetwork(Construct):
             log_group = logs.LogGroup(
                 self, "FlowLogGroup", retention=flow_log_retention, removal_policy=RemovalPolicy.RETAIN
             )
-            skip_checkov(log_group, "CKV_AWS_158", LOG_GROUP_KEY_REASON)
+            skip_checkov(log_group, LOG_GROUP_WITHOUT_KEY, LOG_GROUP_KEY_REASON)
             flow_log_options["FlowLogs"] = ec2.FlowLogOptions(
                 destination=ec2.FlowLogDestination.to_cloud_watch_logs(log_group),
                 traffic_type=ec2.FlowLogTrafficType.ALL,

@@ -30,6 +30,7 @@ from hyperpod_cdk.publishing.layout import (
     lifecycle_key_prefix,
     normal_prefix,
     prefix_problem,
+    read_tree,
     tree_hash,
 )
 from training_runtime.params import ProvisioningParameters
@@ -125,11 +126,7 @@ class PublishedLifecycleScripts(Construct):
     # --- the files -----------------------------------------------------------------------------------
     def files(self) -> dict[str, bytes]:
         """Every file under the prefix: the staged assets, the parameters file and the users file."""
-        files = {
-            path.relative_to(self.assets_dir).as_posix(): path.read_bytes()
-            for path in sorted(self.assets_dir.rglob("*"))
-            if path.is_file()
-        }
+        files = read_tree(self.assets_dir)
         if self.parameters is not None:
             files[self.parameters.file_name] = (self.parameters.dumps() + "\n").encode()
         if self.users:

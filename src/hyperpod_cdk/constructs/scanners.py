@@ -17,6 +17,13 @@ from constructs import IConstruct
 
 from hyperpod_cdk.constructs.nag import acknowledge
 
+MISSING_ACCESS_LOGS = "CKV_AWS_18"
+"""checkov's finding for a bucket without server access logs."""
+LOG_GROUP_WITHOUT_KEY = "CKV_AWS_158"
+"""checkov's finding for a log group without a customer-managed key."""
+DEFAULT_SG_FINDING = "CKV2_AWS_12"
+"""The scanners' finding "the VPC's default security group does not restrict all traffic" (checkov's id)."""
+
 ACCESS_LOGS_REASON = (
     "Server access logging needs a log bucket the organisation owns; pass server_access_logs_bucket (or set "
     "organization.access_logs_bucket) to enable it (CloudTrail data events are the usual alternative)"

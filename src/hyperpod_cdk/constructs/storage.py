@@ -16,6 +16,7 @@ from hyperpod_cdk.config import DataRepositoryConfig, ExistingFileSystemConfig, 
 from hyperpod_cdk.constructs.checks import check_props
 from hyperpod_cdk.constructs.network import ClusterNetwork
 from hyperpod_cdk.model import ALL_EVENTS, DataRepositoryEvent, pascal_case
+from hyperpod_cdk.rules.repositories import prefix_default
 from hyperpod_cdk.rules.storage import DEFAULT_THROUGHPUT
 
 _DEFAULTS = StorageConfig()
@@ -69,8 +70,7 @@ class S3DataRepository:
     def data_repository_path(self) -> str:
         if Token.is_unresolved(self.bucket_prefix):
             return f"s3://{self.bucket.bucket_name}/{self.bucket_prefix}"
-        prefix = self.bucket_prefix.strip("/")
-        return f"s3://{self.bucket.bucket_name}/{prefix + '/' if prefix else ''}"
+        return f"s3://{self.bucket.bucket_name}/{prefix_default(self.bucket_prefix)}"
 
 
 @dataclass(frozen=True, kw_only=True)

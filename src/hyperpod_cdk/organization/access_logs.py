@@ -9,10 +9,7 @@ from aws_cdk import IAspect
 from aws_cdk import aws_s3 as s3
 from constructs import IConstruct
 
-from hyperpod_cdk.constructs.scanners import unskip_checkov
-
-MISSING_ACCESS_LOGS = "CKV_AWS_18"
-"""checkov's finding for a bucket without server access logs."""
+from hyperpod_cdk.constructs.scanners import MISSING_ACCESS_LOGS, unskip_checkov
 
 
 @jsii.implements(IAspect)

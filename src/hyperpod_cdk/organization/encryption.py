@@ -22,15 +22,14 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IConstruct
 
-from hyperpod_cdk.constructs.scanners import unskip_checkov
+from hyperpod_cdk.constructs.scanners import LOG_GROUP_WITHOUT_KEY, unskip_checkov
+from hyperpod_cdk.model import NodeProvisioningMode
 from hyperpod_cdk.rules.organization import SCRATCH_TYPES
 from hyperpod_cdk.rules.volumes import NODE_VOLUMES_NEED_CONTINUOUS
 
-CONTINUOUS = "Continuous"
+CONTINUOUS = NodeProvisioningMode.CONTINUOUS.cfn
 """``NodeProvisioningMode`` of a cluster whose node volumes may take a customer managed key."""
 
-LOG_GROUP_WITHOUT_KEY = "CKV_AWS_158"
-"""checkov's finding for a log group without a customer-managed key."""
 
 KeyOf = Callable[[Construct], kms.IKey]
 """The organization's key as seen from a construct's stack."""

@@ -9,6 +9,7 @@ import jsii
 from aws_cdk import Annotations, CfnResource, IAspect, Token
 from constructs import IConstruct
 
+from hyperpod_cdk.rules.organization import prefixed
 from hyperpod_cdk.rules.repositories import bucket_name_problem
 from training_runtime.params import MAX_NAME_LENGTH, NAME_PATTERN
 
@@ -38,11 +39,6 @@ NAMED_TYPES: dict[str, NamedType] = {
 """The named resource types the prefix reaches (their L1 classes; CDK's unnamed internals need none)."""
 SERVICE_OWNED_LOG_GROUPS = "/aws/"
 """Log groups a service names itself (``/aws/lambda/<function>``): renaming them breaks the link."""
-
-
-def prefixed(prefix: str, name: str) -> str:
-    """``name`` with ``prefix``, unchanged when it already has it (so applying twice changes nothing)."""
-    return name if name.startswith(prefix) else prefix + name
 
 
 def name_problem(resource_type: str, name: str) -> str:

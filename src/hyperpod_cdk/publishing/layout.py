@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,9 +21,6 @@ from pathlib import Path
 LIFECYCLE_ASSEMBLY_DIR = "hyperpod-cdk.lifecycle"
 """Directory of the cloud assembly holding one ``<tree hash>/`` directory (the files) and one
 ``<tree hash>.json`` (their destination) per published lifecycle prefix."""
-
-_PREFIX = re.compile(r"^([A-Za-z0-9!_.*'()-]+/)*$")
-"""A key prefix: empty, or path segments each ending with ``/`` (no leading ``/``, no empty segment)."""
 
 
 def normal_prefix(prefix: str) -> str:
@@ -34,7 +30,9 @@ def normal_prefix(prefix: str) -> str:
 
 def prefix_problem(prefix: str, field: str = "prefix") -> str | None:
     """Why ``prefix`` (already normal) cannot be a key prefix, or None."""
-    if _PREFIX.match(prefix):
+    from hyperpod_cdk.rules.repositories import S3_PREFIX_PARAMETER  # the rules' definition; loaded when used
+
+    if S3_PREFIX_PARAMETER.match(prefix):
         return None
     return (
         f"{field}: got {prefix!r}; use path segments of letters, digits and !_.*'()- separated by '/', with no "
@@ -52,6 +50,15 @@ def assets_key_prefix(prefix: str) -> str:
 
 def template_key(prefix: str, stack: str, body: bytes) -> str:
     return f"{prefix}templates/{stack}/{hashlib.sha256(body).hexdigest()}.template.json"
+
+
+def read_tree(directory: Path) -> dict[str, bytes]:
+    """Every file under ``directory`` by its relative POSIX path, in path order."""
+    return {
+        path.relative_to(directory).as_posix(): path.read_bytes()
+        for path in sorted(directory.rglob("*"))
+        if path.is_file()
+    }
 
 
 def tree_hash(files: Mapping[str, bytes]) -> str:
@@ -83,11 +90,7 @@ class LifecycleTree:
     directory: Path
 
     def files(self) -> dict[str, bytes]:
-        return {
-            path.relative_to(self.directory).as_posix(): path.read_bytes()
-            for path in sorted(self.directory.rglob("*"))
-            if path.is_file()
-        }
+        return read_tree(self.directory)
 
     def write(self, files: Mapping[str, bytes]) -> None:
         """Write the files and the destination record (idempotent: the same tree has the same bytes)."""

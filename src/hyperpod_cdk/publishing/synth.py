@@ -46,6 +46,12 @@ PUBLISH_CONTEXT = ("publish_bucket", "publish_prefix")
 """The context keys through which a Python app learns the platform bucket and prefix it is published to."""
 
 
+def publish_target(app: cdk.App, default: PublishTarget) -> PublishTarget:
+    """The target ``publish`` gave an app through :data:`PUBLISH_CONTEXT`, else ``default`` (a plain synth)."""
+    bucket, prefix = (app.node.try_get_context(key) for key in PUBLISH_CONTEXT)
+    return PublishTarget(bucket or default.bucket_name, prefix if prefix is not None else default.prefix)
+
+
 def app_stacks(app_path: str | Path, target: PublishTarget) -> BuildApp:
     """A Python app file's ``build(app)`` (as the examples define it), given the target through the context
     keys :data:`PUBLISH_CONTEXT`, so its stacks can point at where ``publish`` puts their files."""

@@ -150,18 +150,20 @@ def check_bucket(s3: Any, bucket: str) -> None:
     """Raises :class:`PublishError` when ``bucket`` is missing or the caller may not use it."""
     from botocore.exceptions import ClientError
 
+    from hyperpod_cdk.ops.aws import ACCESS_DENIED, error_code
+
     try:
         s3.head_bucket(Bucket=bucket)
     except ClientError as error:
-        code = str(error.response.get("Error", {}).get("Code", ""))
+        code = error_code(error)
         if code in ("404", "NoSuchBucket"):
             raise PublishError(
                 f"bucket {bucket} does not exist: create the platform bucket first, or pass its name to --bucket"
             ) from None
-        if code in ("403", "AccessDenied"):
+        if code == "403" or code in ACCESS_DENIED:  # HEAD answers with the status alone
             raise PublishError(
-                f"access denied to bucket {bucket}: the caller needs s3:ListBucket on it and s3:GetObject and "
-                "s3:PutObject on the publishing prefix"
+                f"access denied to bucket {bucket}: the caller needs s3:ListBucket and s3:GetBucketLocation on it "
+                "and s3:GetObject and s3:PutObject on the publishing prefix"
             ) from None
         raise
 
@@ -169,10 +171,12 @@ def check_bucket(s3: Any, bucket: str) -> None:
 def _exists(s3: Any, bucket: str, key: str) -> bool:
     from botocore.exceptions import ClientError
 
+    from hyperpod_cdk.ops.aws import error_code
+
     try:
         s3.head_object(Bucket=bucket, Key=key)
     except ClientError as error:
-        if str(error.response.get("Error", {}).get("Code", "")) in ("404", "NoSuchKey", "NotFound"):
+        if error_code(error) in ("404", "NoSuchKey", "NotFound"):
             return False
         raise
     return True

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from hyperpod_cdk.model import Capacity, NodeProvisioningMode, NodeRole
-from hyperpod_cdk.rules.groups import MAX_INSTANCE_COUNT
+from hyperpod_cdk.rules.groups import MAX_INSTANCE_COUNT, group_path
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime.problems import WARNING, Problem
@@ -14,10 +14,6 @@ SPOT_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-s
 CONTINUOUS_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-scaling-slurm.html"
 
 rule = REGISTRY.rule
-
-
-def _where(view: ClusterView, index: int, field: str) -> str:
-    return view.path("instance_groups", f"[{index}].{field}")
 
 
 @rule(
@@ -31,7 +27,7 @@ def capacity(view: ClusterView) -> Iterator[Problem]:
     for index, group in enumerate(view.groups):
         if group.capacity == Capacity.SPOT and group.role != NodeRole.COMPUTE:
             yield Problem(
-                _where(view, index, "capacity"),
+                group_path(view, index, "capacity"),
                 f"a {group.role} group cannot run on Spot: EC2 reclaims Spot instances, and the cluster's "
                 f"{'slurmctld' if group.role == NodeRole.CONTROLLER else 'login node'} goes with them",
                 got=str(group.capacity),
@@ -51,7 +47,7 @@ def min_count(view: ClusterView) -> Iterator[Problem]:
         value = group.min_count
         if not view.concrete(value):
             continue
-        where = _where(view, index, "min_count")
+        where = group_path(view, index, "min_count")
         if group.role != NodeRole.COMPUTE:
             yield Problem(
                 where,
@@ -86,7 +82,7 @@ def spot_continuous(view: ClusterView) -> Iterator[Problem]:
     for index, group in enumerate(view.groups):
         if group.capacity == Capacity.SPOT:
             yield Problem(
-                _where(view, index, "capacity"),
+                group_path(view, index, "capacity"),
                 "Spot capacity may be short; without continuous provisioning a group HyperPod cannot fill fails "
                 "the whole cluster creation or update, which rolls back",
                 got=str(group.capacity),

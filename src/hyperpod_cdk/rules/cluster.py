@@ -13,9 +13,9 @@ from training_runtime.problems import WARNING, Problem
 MOUNT_PATH_PATTERN = re.compile(r"^/(?!/)(?!.*/$)[a-zA-Z0-9._-]+(/[a-zA-Z0-9._-]+)*$")
 MAX_TAGS = 50
 RESERVED_TAGS = 5
+"""CloudFormation adds its own stack tags to every resource."""
 MAX_TAG_KEY = 128
 MAX_TAG_VALUE = 256
-"""CloudFormation adds its own stack tags to every resource."""
 RESERVED_MOUNT_PATHS = ("/opt/ml", "/opt/sagemaker", "/opt/slurm", "/etc", "/usr", "/var", "/proc", "/sys", "/dev")
 
 rule = REGISTRY.rule

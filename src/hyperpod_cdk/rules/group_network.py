@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from hyperpod_cdk.rules.groups import group_path
 from hyperpod_cdk.rules.network import ID_PATTERNS, id_format_problem
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.view import ClusterView
@@ -23,10 +24,6 @@ LUSTRE_AZ_DOC = (
 rule = REGISTRY.rule
 
 
-def _where(view: ClusterView, index: int, field: str) -> str:
-    return view.path("instance_groups", f"[{index}].{field}")
-
-
 @rule(
     "GRP-OVERRIDE-VPC",
     "instance_groups",
@@ -39,7 +36,7 @@ def override_vpc(view: ClusterView) -> Iterator[Problem]:
         override = group.override_vpc
         if override is None:
             continue
-        where = _where(view, index, "override_vpc")
+        where = group_path(view, index, "override_vpc")
         lists = (
             ("subnet_ids", override.subnet_ids, MAX_SUBNETS, ID_PATTERNS["subnet_id"]),
             ("security_group_ids", override.security_group_ids, MAX_SECURITY_GROUPS, ID_PATTERNS["security_group_id"]),
@@ -68,7 +65,7 @@ def override_vpc_existing(view: ClusterView) -> Iterator[Problem]:
     for index, group in enumerate(view.groups):
         if group.override_vpc is not None:
             yield Problem(
-                _where(view, index, "override_vpc"),
+                group_path(view, index, "override_vpc"),
                 "only with an existing VPC (network.vpc_id): the stack's new VPC has one subnet, whose ID is only "
                 "known at deploy, and the group's subnets must be in the cluster's VPC",
                 fix="set network.vpc_id, subnet_id and availability_zone, or remove override_vpc",
@@ -90,7 +87,7 @@ def override_vpc_fsx(view: ClusterView) -> Iterator[Problem]:
     for index, group in enumerate(view.groups):
         if group.override_vpc is not None:
             yield Problem(
-                _where(view, index, "override_vpc"),
+                group_path(view, index, "override_vpc"),
                 "the file system lives in network.availability_zone and a subnet's AZ cannot be known offline: a "
                 "group in another AZ reads FSx for Lustre across AZs (inter-AZ data transfer is billed, latency "
                 "rises). The stack admits the group's security groups to the file system's on the Lustre ports; "
@@ -114,7 +111,7 @@ def network_interface(view: ClusterView) -> Iterator[Problem]:
         hardware = view.hardware(group.instance_type)
         if hardware is not None and not hardware.efa_interfaces:
             yield Problem(
-                _where(view, index, "network_interface"),
+                group_path(view, index, "network_interface"),
                 f"{group.instance_type} has no EFA interface to configure",
                 got=str(group.network_interface),
                 fix="remove it, or choose an instance type with EFA (e.g. ml.p5.48xlarge, ml.trn1.32xlarge)",

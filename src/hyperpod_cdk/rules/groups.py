@@ -23,7 +23,8 @@ TRAINING_PLAN_ARN_PATTERN = re.compile(r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:
 rule = REGISTRY.rule
 
 
-def _where(view: ClusterView, index: int, field: str = "") -> str:
+def group_path(view: ClusterView, index: int, field: str = "") -> str:
+    """The field path of group ``index``'s ``field`` (the group itself when empty)."""
     return view.path("instance_groups", f"[{index}]" + (f".{field}" if field else ""))
 
 
@@ -70,7 +71,7 @@ def instance_type(view: ClusterView) -> Iterator[Problem]:
         value = group.instance_type
         if not view.concrete(value):
             continue
-        where = _where(view, index, "instance_type")
+        where = group_path(view, index, "instance_type")
         if not INSTANCE_TYPE_PATTERN.match(value):
             yield Problem(
                 where,
@@ -131,7 +132,7 @@ def instance_count(view: ClusterView) -> Iterator[Problem]:
         minimum = 0 if group.role == NodeRole.COMPUTE else 1
         if isinstance(group.count, bool) or not minimum <= group.count <= MAX_INSTANCE_COUNT:
             yield Problem(
-                _where(view, index, "count"),
+                group_path(view, index, "count"),
                 f"a {group.role} group has {minimum} to {MAX_INSTANCE_COUNT} instances",
                 got=group.count,
             )
@@ -147,7 +148,7 @@ def instance_count(view: ClusterView) -> Iterator[Problem]:
 def threads_per_core(view: ClusterView) -> Iterator[Problem]:
     """threads_per_core is 1 (SMT off) or 2 (SMT on), and 1 on types without SMT (Graviton)."""
     for index, group in enumerate(view.groups):
-        where = _where(view, index, "threads_per_core")
+        where = group_path(view, index, "threads_per_core")
         if group.threads_per_core not in THREADS_PER_CORE:
             yield Problem(where, "allowed: 1 (SMT off) or 2 (SMT on)", got=group.threads_per_core)
         elif (
@@ -180,7 +181,7 @@ def hardware_known(view: ClusterView) -> Iterator[Problem]:
             continue
         if view.hardware(group.instance_type) is None:
             yield Problem(
-                _where(view, index, "instance_type"),
+                group_path(view, index, "instance_type"),
                 "no CPU, memory or GPU figures for this type in the runtime's hardware table: the slurm.conf the "
                 "runtime renders gives its nodes Slurm's defaults (1 CPU, no GPUs)",
                 got=group.instance_type,
@@ -220,7 +221,9 @@ def ebs_volume(view: ClusterView) -> Iterator[Problem]:
     for index, group in enumerate(view.groups):
         size = group.ebs_volume_gib
         if view.concrete(size) and not 1 <= size <= MAX_EBS_VOLUME_GIB:  # type: ignore[operator]
-            yield Problem(_where(view, index, "ebs_volume_gib"), f"allowed: 1 to {MAX_EBS_VOLUME_GIB} GiB", got=size)
+            yield Problem(
+                group_path(view, index, "ebs_volume_gib"), f"allowed: 1 to {MAX_EBS_VOLUME_GIB} GiB", got=size
+            )
 
 
 @rule(
@@ -234,7 +237,7 @@ def deep_health_checks(view: ClusterView) -> Iterator[Problem]:
     allowed = [str(c) for c in DeepHealthCheck]
     for index, group in enumerate(view.groups):
         checks = [str(c) for c in group.deep_health_checks]
-        where = _where(view, index, "deep_health_checks")
+        where = group_path(view, index, "deep_health_checks")
         for check in checks:
             if check not in allowed:
                 yield Problem(where, "allowed: " + ", ".join(allowed), got=check)
@@ -258,7 +261,7 @@ def deep_health_checks_accelerated(view: ClusterView) -> Iterator[Problem]:
         hardware = view.hardware(group.instance_type)
         if hardware is not None and not (hardware.gpus or hardware.neuron_devices):
             yield Problem(
-                _where(view, index, "deep_health_checks"),
+                group_path(view, index, "deep_health_checks"),
                 f"{group.instance_type} has no GPU or Trainium chip for the deep health checks to test",
                 got=[str(c) for c in group.deep_health_checks],
                 fix="remove them from this group",
@@ -277,7 +280,7 @@ def training_plan(view: ClusterView) -> Iterator[Problem]:
         arn = group.training_plan_arn
         if view.concrete(arn) and not TRAINING_PLAN_ARN_PATTERN.match(arn):  # type: ignore[arg-type]
             yield Problem(
-                _where(view, index, "training_plan_arn"),
+                group_path(view, index, "training_plan_arn"),
                 "expected 'arn:aws:sagemaker:<region>:<account>:training-plan/<name>'",
                 got=arn,
             )
@@ -301,7 +304,7 @@ def role_changes(view: ClusterView) -> Iterator[Problem]:
         old = before.get(group.name)
         if old is not None and old.role != group.role:
             yield Problem(
-                _where(view, index, "role"),
+                group_path(view, index, "role"),
                 f"changed from {old.role}: HyperPod cannot change a group's node type; the update fails",
                 got=str(group.role),
                 fix="add a new group with the new role instead",

@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterator
 
 from hyperpod_cdk.model import BatchSize, BatchSizeType, InstanceGroup, RollingDeployment
+from hyperpod_cdk.rules.groups import group_path
 from hyperpod_cdk.rules.network import aws_id_pattern, id_format_problem
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.view import ClusterView
@@ -30,10 +31,6 @@ AUTO_PATCH_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hype
 rule = REGISTRY.rule
 
 
-def _where(view: ClusterView, index: int, field: str) -> str:
-    return view.path("instance_groups", f"[{index}].{field}")
-
-
 @rule(
     "GRP-IMAGE-ID",
     "instance_groups",
@@ -47,7 +44,7 @@ def image_id(view: ClusterView) -> Iterator[Problem]:
         value = group.image_id
         if value is None or not view.concrete(value):
             continue
-        problem = id_format_problem(_where(view, index, "image_id"), AMI_ID_PATTERN, value)
+        problem = id_format_problem(group_path(view, index, "image_id"), AMI_ID_PATTERN, value)
         if problem:
             yield problem
 
@@ -67,7 +64,7 @@ def update_schedule(view: ClusterView) -> Iterator[Problem]:
         value = update.schedule_expression
         if len(value) > MAX_SCHEDULE_LENGTH or not SCHEDULE_EXPRESSION_PATTERN.fullmatch(value):
             yield Problem(
-                _where(view, index, "scheduled_update.schedule_expression"),
+                group_path(view, index, "scheduled_update.schedule_expression"),
                 "expected cron(minute hour day-of-month month day-of-week year), one value per field, e.g. "
                 "cron(0 3 ? * SUN *) for Sundays at 03:00 UTC; ranges, lists and '*' for minutes or hours are not "
                 "accepted",
@@ -80,7 +77,7 @@ def _deployments(view: ClusterView) -> Iterator[tuple[str, InstanceGroup, Rollin
     for index, group in enumerate(view.groups):
         for field, setting in (("scheduled_update", group.scheduled_update), ("auto_patch", group.auto_patch)):
             if setting is not None and setting.deployment is not None:
-                yield _where(view, index, f"{field}.deployment"), group, setting.deployment
+                yield group_path(view, index, f"{field}.deployment"), group, setting.deployment
 
 
 def _batch_problems(where: str, batch: BatchSize, group: InstanceGroup, view: ClusterView) -> Iterator[Problem]:

@@ -12,7 +12,6 @@ from training_runtime.params import LIFECYCLE_DRIVEN
 from training_runtime.problems import Problem
 
 OPENZFS_CONFIG = "AWS::SageMaker::Cluster ClusterFsxOpenZfsConfig (DnsName 16-275 characters; MountPath pattern)"
-MIN_DNS_NAME = 16
 MAX_DNS_NAME = 275
 
 rule = REGISTRY.rule
@@ -59,7 +58,7 @@ def openzfs_ids(view: ClusterView) -> Iterator[Problem]:
         value = getattr(existing, field)
         if not view.concrete(value):
             continue
-        too_long = field == "dns_name" and not MIN_DNS_NAME <= len(value) <= MAX_DNS_NAME
+        too_long = field == "dns_name" and len(value) > MAX_DNS_NAME  # the pattern already needs 16 or more
         if too_long or not pattern.match(value):
             yield Problem(_at(view, f"existing.{field}"), expected, got=value)
 

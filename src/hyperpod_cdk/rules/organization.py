@@ -26,6 +26,11 @@ SCRATCH_TYPES = ("SCRATCH_1", "SCRATCH_2")
 rule = REGISTRY.rule
 
 
+def prefixed(prefix: str, name: str) -> str:
+    """``name`` with ``prefix``, unchanged when it already has it (so applying twice changes nothing)."""
+    return name if name.startswith(prefix) else prefix + name
+
+
 def _at(view: ClusterView, field: str) -> str:
     return view.path("organization", field)
 
@@ -98,7 +103,7 @@ def prefixed_cluster_name(view: ClusterView) -> Iterator[Problem]:
     prefix = org.name_prefix if org is not None else None
     if not (view.concrete(prefix) and view.concrete(view.cluster_name)):
         return
-    name = view.cluster_name if view.cluster_name.startswith(str(prefix)) else f"{prefix}{view.cluster_name}"
+    name = prefixed(str(prefix), view.cluster_name)
     if len(name) > MAX_NAME_LENGTH:
         yield Problem(
             view.path("cluster", "cluster_name"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from hyperpod_cdk.model import NodeProvisioningMode
+from hyperpod_cdk.rules.groups import group_path
 from hyperpod_cdk.rules.organization import KMS_KEY_ARN
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.view import ClusterView
@@ -21,10 +22,6 @@ NODE_VOLUMES_NEED_CONTINUOUS = (
 rule = REGISTRY.rule
 
 
-def _where(view: ClusterView, index: int) -> str:
-    return view.path("instance_groups", f"[{index}].volume_kms_key_arn")
-
-
 @rule(
     "GRP-VOLUME-KEY",
     "instance_groups",
@@ -37,7 +34,7 @@ def volume_key(view: ClusterView) -> Iterator[Problem]:
         arn = group.volume_kms_key_arn
         if view.concrete(arn) and not KMS_KEY_ARN.match(str(arn)):
             yield Problem(
-                _where(view, index),
+                group_path(view, index, "volume_kms_key_arn"),
                 "expected a KMS key ARN such as 'arn:aws:kms:us-east-1:111122223333:key/<key-id>' (not an alias)",
                 got=arn,
             )
@@ -57,7 +54,7 @@ def volume_key_continuous(view: ClusterView) -> Iterator[Problem]:
     for index, group in enumerate(view.groups):
         if group.volume_kms_key_arn is not None:
             yield Problem(
-                _where(view, index),
+                group_path(view, index, "volume_kms_key_arn"),
                 "HyperPod encrypts node volumes with a customer managed key only in clusters with continuous node "
                 "provisioning",
                 got=group.volume_kms_key_arn,
@@ -81,7 +78,7 @@ def organization_volume_key(view: ClusterView) -> Iterator[Problem]:
         arn = group.volume_kms_key_arn
         if view.concrete(arn) and arn != org_key:
             yield Problem(
-                _where(view, index),
+                group_path(view, index, "volume_kms_key_arn"),
                 f"differs from organization.kms_key_arn {org_key}: the organization's key encrypts every node volume",
                 got=arn,
                 fix="remove it (the organization's key applies), or use the organization's key",

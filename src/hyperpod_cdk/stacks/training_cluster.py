@@ -31,7 +31,7 @@ from hyperpod_cdk.constructs.published_lifecycle import PublishedLifecycleScript
 from hyperpod_cdk.constructs.storage import ExistingLustreFileSystem, fsx_version
 from hyperpod_cdk.model import pascal_case
 from hyperpod_cdk.organization import OrganizationRules
-from hyperpod_cdk.publishing.layout import PublishTarget, assets_key_prefix
+from hyperpod_cdk.publishing.layout import PublishTarget, assets_key_prefix, lifecycle_key_prefix
 from hyperpod_cdk.stacks.choices import LaunchChoices
 from hyperpod_cdk.template_parameters import CLUSTER_NAME_ID
 
@@ -115,7 +115,8 @@ class TrainingCluster:
             Annotations.of(self.scope).add_warning_v2(
                 "hyperpod-cdk:published-lifecycle",
                 f"lifecycle: not used by a published template; its scripts live under s3://"
-                f"{self.published.bucket_name}/{self.published.prefix}lifecycle/<hash>/. Fix: remove the section",
+                f"{self.published.bucket_name}/{lifecycle_key_prefix(self.published.prefix, '<hash>')}. Fix: remove "
+                "the section",
             )
         return PublishedLifecycleScripts(
             self.scope, "LifecycleScripts", bucket_name=self.published.bucket_name, prefix=self.published.prefix
