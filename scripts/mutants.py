@@ -364,6 +364,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/test_rules_api.py",),
     ),
     Mutation(
+        "B5",
+        "publish hands a bucket name S3 refuses to botocore (a traceback)",
+        "src/hyperpod_cdk/publishing/command.py",
+        "    bucket_problem = bucket_name_problem(target.bucket_name)",
+        '    bucket_problem = ""',
+        ("tests/test_publish_command.py",),
+    ),
+    Mutation(
         "J1",
         "the package leaves jsii's Node end-of-life banner on",
         "src/hyperpod_cdk/__init__.py",

@@ -147,6 +147,8 @@ def test_a_bad_prefix_and_a_bad_config_are_refused_before_any_call(
 ) -> None:
     run = cli("publish", "x.yaml", "--bucket", BUCKET, "--prefix", "/abs", capsys=capsys)
     assert (run.code, run.err.startswith("error: --prefix: got '/abs/'")) == (2, True)
+    run = cli("publish", "x.yaml", "--bucket", "Bad_Bucket!", capsys=capsys)  # botocore would refuse it raw
+    assert (run.code, run.err.startswith("error: --bucket: got 'Bad_Bucket!'"), run.err.count("\n")) == (2, True, 1)
     bad = write_config(tmp_path / "bad.yaml", cluster_name="not_valid!")
     run = cli("publish", str(bad), "--bucket", BUCKET, capsys=capsys)
     assert run.code == 1 and "cluster_name" in run.err

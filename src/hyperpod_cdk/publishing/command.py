@@ -49,10 +49,13 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     """``hyperpod-cdk publish`` for a config file."""
     from hyperpod_cdk.errors import ConfigurationError
     from hyperpod_cdk.publishing.synth import app_stacks, config_stacks
+    from hyperpod_cdk.rules.repositories import bucket_name_problem
 
     err = stderr or sys.stderr
     target = PublishTarget(args.bucket, args.prefix)
-    problem = prefix_problem(target.prefix, "--prefix")
+    bucket_problem = bucket_name_problem(target.bucket_name)
+    problem = f"--bucket: got {target.bucket_name!r}; {bucket_problem}" if bucket_problem else None
+    problem = problem or prefix_problem(target.prefix, "--prefix")
     if problem:
         print(f"error: {problem}", file=err)
         return EXIT_FAILED
