@@ -324,9 +324,8 @@ def emulated(deployed: ProvisioningParameters, *, cpus: int | None = None) -> Pr
     problems = options_problems(options, "runtime")
     if problems:
         raise LayoutError("local cluster runtime options", problems)
-    return dataclasses.replace(
-        deployed, fsx_dns_name=None, fsx_mountname=None, fsx=None, openzfs_mount_path=None, options=options
-    )
+    local = dataclasses.replace(deployed, fsx_dns_name=None, fsx_mountname=None, fsx=None, options=options)
+    return dataclasses.replace(local, openzfs_mount_path=None)
 
 
 def hosts_file(layout: LocalLayout) -> str:
