@@ -151,7 +151,10 @@ def openzfs_existing_only(view: ClusterView) -> Iterator[Problem]:
 
 
 @rule(
-    "ZFS-CAPACITY", "storage_openzfs", "storage_openzfs.storage_capacity_gib", source=f"{CREATE_DOC}; StorageCapacity"
+    "ZFS-CAPACITY",
+    "storage_openzfs",
+    "storage_openzfs.storage_capacity_gib",
+    source="FSx CreateFileSystem: StorageCapacity (FSx for OpenZFS: 64-524288 GiB)",
 )
 def openzfs_capacity(view: ClusterView) -> Iterator[Problem]:
     """A new OpenZFS file system holds 64 to 524288 GiB (512 TiB)."""
