@@ -82,3 +82,30 @@ def test_a_published_template_passes_nag_and_the_strict_validator(tmp_path: Path
     except RuntimeError as error:
         pytest.fail(f"{error}\n" + "\n".join(validation_report(tmp_path)))
     assert validation_report(tmp_path) == []
+
+
+def test_homes_on_openzfs_beside_lustre_pass_cfn_lint_nag_and_the_strict_validator(tmp_path: Path) -> None:
+    """A new FSx for OpenZFS at /home beside the default Lustre at /fsx, with the organization's key on both."""
+    from hyperpod_cdk import TrainingClusterStack, parse_config
+    from support import cfn_lint, template_of
+
+    key = "arn:aws:kms:us-west-2:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    config = parse_config(
+        {"storage_openzfs": {"deployment_type": "SINGLE_AZ_HA_2"}, "organization": {"kms_key_arn": key}}
+    )
+    app = cdk.App(outdir=str(tmp_path), context=STRICT_VALIDATION)
+    stack = TrainingClusterStack(app, "homes", config=config)
+    Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    try:
+        app.synth()
+    except RuntimeError as error:
+        pytest.fail(f"{error}\n" + "\n".join(validation_report(tmp_path)))
+    assert validation_report(tmp_path) == []
+    template = template_of(stack)
+    assert cfn_lint(template) == []
+    kinds = [
+        r["Properties"].get("FileSystemType")
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::FSx::FileSystem"
+    ]
+    assert sorted(kinds) == ["LUSTRE", "OPENZFS"]

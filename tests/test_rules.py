@@ -315,6 +315,60 @@ ROWS = [
         "storage_openzfs.mount_path",
         "FSx for Lustre is mounted there",
     ),
+    row(
+        "ZFS-EXISTING-ONLY",
+        {"storage_openzfs": {**OPENZFS, "storage_capacity_gib": 512}},
+        "storage_openzfs.storage_capacity_gib",
+        "applies only to a new file system",
+    ),
+    row(
+        "ZFS-CAPACITY",
+        {"storage_openzfs": {"storage_capacity_gib": 63}},
+        "storage_openzfs.storage_capacity_gib",
+        "64 to 524288",
+    ),
+    row(
+        "ZFS-THROUGHPUT",
+        {"storage_openzfs": {"deployment_type": "SINGLE_AZ_2", "throughput_capacity_mbps": 64}},
+        "storage_openzfs.throughput_capacity_mbps",
+        "SINGLE_AZ_2 takes one of 160, 320",
+    ),
+    row(
+        "ZFS-BACKUPS",
+        {"storage_openzfs": {"automatic_backup_retention_days": 91}},
+        "storage_openzfs.automatic_backup_retention_days",
+        "0 to 90 days",
+    ),
+    row(
+        "ZFS-MULTI-AZ",
+        {"storage_openzfs": {"standby_subnet_id": "subnet-0123456789abcdef1"}},
+        "storage_openzfs.standby_subnet_id",
+        "applies only to MULTI_AZ_1, not SINGLE_AZ_1",
+    ),
+    row(
+        "ZFS-MULTI-AZ-VPC",
+        {"storage_openzfs": {"deployment_type": "MULTI_AZ_1", "standby_subnet_id": "subnet-0123456789abcdef1"}},
+        "storage_openzfs.deployment_type",
+        "the new VPC has one",
+    ),
+    row(
+        "ZFS-CLIENTS",
+        {"storage_openzfs": {"client_cidrs": ["0.0.0.0/0"]}},
+        "storage_openzfs.client_cidrs[0]",
+        "exports the file system to every address",
+    ),
+    row(
+        "ZFS-CLIENTS-REQUIRED",
+        {"network": EXISTING_NET, "storage_openzfs": {}},
+        "storage_openzfs.client_cidrs",
+        "the existing subnet's CIDR is not known at synth",
+    ),
+    row(
+        "ZFS-REMOVAL",
+        {"storage_openzfs": {"removal_policy": "destroy"}},
+        "storage_openzfs.removal_policy",
+        "deleted with the stack",
+    ),
     # --- network
     row("NET-CIDR", {"network": {"cidr": "10.0.0.1/16"}}, "network.cidr", "use 10.0.0.0/16"),
     row(

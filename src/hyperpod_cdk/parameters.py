@@ -32,6 +32,7 @@ def cluster_parameters(
     fsx_mountname: str | None,
     fsx: bool | None,
     fsx_mount_path: str,
+    openzfs_mount_path: str | None,
     runtime_options: Mapping[str, object] | None,
     is_unresolved: Callable[[Any], bool] | None = None,
 ) -> ProvisioningParameters:
@@ -41,6 +42,7 @@ def cluster_parameters(
     ``runtime_options`` are copied as given (the node parses them with
     ``training_runtime.options.parse_options``); the caller's mapping is never shared with the result.
     ``fsx`` is the explicit FSx flag (None: FSx exactly when ``fsx_dns_name`` is given).
+    ``openzfs_mount_path`` is where HyperPod mounts FSx for OpenZFS (None: none); the users' homes live there.
     An instance type that ``is_unresolved`` (a template parameter) is written as null: the file is fixed
     when the template is built, so each node reads its group's type from HyperPod's resource config.
     """
@@ -59,5 +61,6 @@ def cluster_parameters(
         fsx_mountname=fsx_mountname,
         fsx=fsx,
         fsx_mount_path=fsx_mount_path,
+        openzfs_mount_path=openzfs_mount_path,
         options=dict(runtime_options or {}),
     )

@@ -23,7 +23,8 @@ CONTRACT_VERSION = 2
 Version 2 added ``groups[].threads_per_core``. A group's ``instance_type`` may be null or absent (an
 additive change within version 2; CDK drops null values when it writes the file): a template that lets the
 launching team choose the type cannot write it here, so the node reads it from HyperPod's resource config
-(:func:`training_runtime.resources.resolve_instance_types`)."""
+(:func:`training_runtime.resources.resolve_instance_types`). ``openzfs_mount_path`` is additive too: absent
+means no FSx for OpenZFS, and users' homes stay on the Lustre mount."""
 
 HYPERPOD_PARAMETERS_VERSION = "1.0.0"
 OUR_KEY = "hyperpod_cdk"
@@ -111,6 +112,9 @@ class ProvisioningParameters:
     None (the key absent) means what files without the key always meant: FSx exactly when ``fsx_dns_name``
     is given. A published template writes ``True`` with null names in API-driven mode, where HyperPod
     mounts the file system itself and its DNS name is only known at deploy time."""
+    openzfs_mount_path: Optional[str] = None
+    """Where HyperPod mounts FSx for OpenZFS (``hyperpod_cdk.openzfs_mount_path``); None: no OpenZFS. The users'
+    homes live on it (:attr:`homes_dir`)."""
     options: Dict[str, Any] = field(default_factory=dict)
     """The runtime options (the config's ``runtime:`` section), kept as given; the node reads them with
     :func:`training_runtime.options.parse_options` (``Node.options``)."""
@@ -137,6 +141,14 @@ class ProvisioningParameters:
     def has_fsx(self) -> bool:
         """FSx is mounted at ``fsx_mount_path`` on every node (the explicit flag, else a DNS name given)."""
         return self.fsx if self.fsx is not None else self.fsx_dns_name is not None
+
+    @property
+    def homes_dir(self) -> str:
+        """The directory of the users' homes: the OpenZFS mount itself (``/home/<user>``) when there is one,
+        else ``home`` on the Lustre mount (``/fsx/home/<user>``)."""
+        if self.openzfs_mount_path is not None:
+            return self.openzfs_mount_path.rstrip("/") or "/"
+        return "{}/home".format(self.fsx_mount_path.rstrip("/"))
 
     def group(self, name: str) -> Optional[GroupSpec]:
         return next((g for g in self.groups if g.name == name), None)
@@ -177,6 +189,8 @@ class ProvisioningParameters:
         }
         if self.fsx is not None:
             data[OUR_KEY]["fsx"] = self.fsx
+        if self.openzfs_mount_path is not None:
+            data[OUR_KEY]["openzfs_mount_path"] = self.openzfs_mount_path
         return data
 
     def dumps(self) -> str:
@@ -210,6 +224,15 @@ class ProvisioningParameters:
         mount_path = ours.get("fsx_mount_path", DEFAULT_FSX_MOUNT_PATH)
         if not isinstance(mount_path, str) or not mount_path.startswith("/"):
             problems.append("{}.fsx_mount_path: got {!r}; expected an absolute path".format(OUR_KEY, mount_path))
+        openzfs_mount_path = ours.get("openzfs_mount_path")
+        if openzfs_mount_path is not None and (
+            not isinstance(openzfs_mount_path, str) or not openzfs_mount_path.startswith("/")
+        ):
+            problems.append(
+                "{}.openzfs_mount_path: got {!r}; expected an absolute path or absent".format(
+                    OUR_KEY, openzfs_mount_path
+                )
+            )
         options = ours.get("options", {})
         if not isinstance(options, Mapping):
             problems.append("{}.options: got {!r}; expected an object".format(OUR_KEY, options))
@@ -244,6 +267,7 @@ class ProvisioningParameters:
             fsx_mountname=mount_name,
             fsx_mount_path=str(mount_path),
             fsx=fsx,
+            openzfs_mount_path=openzfs_mount_path,
             options=dict(options),
         )
         _check_hyperpod_keys_agree(data, params, problems)

@@ -54,7 +54,8 @@ class HyperPodCluster(Construct):
     :param lifecycle: the lifecycle-script prefix; the cluster's parameters are added to it.
     :param instance_groups: one controller group, at most one login group, one or more compute groups.
     :param storage: FSx for Lustre mounted on every node. Default: none.
-    :param openzfs: FSx for OpenZFS that HyperPod mounts on every node (API-driven mode only). Default: none.
+    :param openzfs: FSx for OpenZFS that HyperPod mounts on every node (API-driven mode only); the users' homes
+        live on it. Default: none.
     :param mode: who configures Slurm. Default: ``SlurmMode.API_DRIVEN`` (AWS's recommended model).
     :param fsx_mount_path: where the file system is mounted. Default: ``/fsx``.
     :param node_recovery: Default: ``NodeRecovery.AUTOMATIC``.
@@ -128,6 +129,7 @@ class HyperPodCluster(Construct):
                 fsx_mountname=fsx_mountname,
                 fsx=fsx_flag,
                 fsx_mount_path=fsx_mount_path,
+                openzfs_mount_path=openzfs.mount_path if openzfs is not None else None,
                 runtime_options=runtime_options,
                 is_unresolved=Token.is_unresolved,
             )

@@ -303,6 +303,7 @@ def parameters(config: ClusterConfig, *, cpus: int | None = None) -> Provisionin
         fsx_mountname=None,
         fsx=None,
         fsx_mount_path=config.fsx_mount_path,
+        openzfs_mount_path=config.storage_openzfs.mount_path if config.storage_openzfs else None,
         runtime_options=config.runtime,
     )
     return emulated(deployed, cpus=cpus)
@@ -313,6 +314,7 @@ def emulated(deployed: ProvisioningParameters, *, cpus: int | None = None) -> Pr
 
     * ``fsx_dns_name``, ``fsx_mountname`` and the ``fsx`` flag become null: no Lustre, the shared directory
       is bind-mounted at ``fsx_mount_path`` instead;
+    * ``openzfs_mount_path`` becomes null: no OpenZFS either, so the homes live on the shared directory;
     * ``options.slurm``: the keys of :data:`EMULATION_SLURM_OPTIONS` (fast failure detection);
     * ``options.node_hardware``: every instance type of the groups sized as this machine
       (:func:`host_hardware`);
@@ -322,7 +324,8 @@ def emulated(deployed: ProvisioningParameters, *, cpus: int | None = None) -> Pr
     problems = options_problems(options, "runtime")
     if problems:
         raise LayoutError("local cluster runtime options", problems)
-    return dataclasses.replace(deployed, fsx_dns_name=None, fsx_mountname=None, fsx=None, options=options)
+    local = dataclasses.replace(deployed, fsx_dns_name=None, fsx_mountname=None, fsx=None, options=options)
+    return dataclasses.replace(local, openzfs_mount_path=None)
 
 
 def hosts_file(layout: LocalLayout) -> str:

@@ -208,16 +208,36 @@ class TrainingCluster:
 
     def _openzfs(self, openzfs: OpenZfsConfig) -> OpenZfsStorage:
         existing = openzfs.existing
+        if existing is not None:
+            return OpenZfsStorage.from_existing(
+                self.scope,
+                "OpenZfs",
+                network=self.network,
+                file_system_id=existing.file_system_id,
+                dns_name=existing.dns_name,
+                security_group=ec2.SecurityGroup.from_security_group_id(
+                    self.scope, "ImportedOpenZfsSecurityGroup", existing.security_group_id
+                ),
+                mount_path=openzfs.mount_path,
+            )
+        standby = openzfs.standby_subnet_id
         return OpenZfsStorage(
             self.scope,
             "OpenZfs",
             network=self.network,
-            file_system_id=existing.file_system_id,
-            dns_name=existing.dns_name,
-            security_group=ec2.SecurityGroup.from_security_group_id(
-                self.scope, "ImportedOpenZfsSecurityGroup", existing.security_group_id
-            ),
             mount_path=openzfs.mount_path,
+            storage_capacity_gib=openzfs.storage_capacity_gib,
+            deployment_type=openzfs.deployment_type,
+            throughput_capacity_mbps=openzfs.throughput_capacity_mbps,
+            data_compression=openzfs.data_compression,
+            automatic_backup_retention_days=openzfs.automatic_backup_retention_days,
+            copy_tags_to_backups=openzfs.copy_tags_to_backups,
+            standby_subnet=ec2.Subnet.from_subnet_id(self.scope, "ImportedOpenZfsStandbySubnet", standby)
+            if standby
+            else None,
+            route_table_ids=openzfs.route_table_ids,
+            client_cidrs=openzfs.client_cidrs,
+            removal_policy=RemovalPolicy.RETAIN if openzfs.removal_policy == "retain" else RemovalPolicy.DESTROY,
         )
 
     def _outputs(self) -> None:
@@ -244,6 +264,9 @@ class TrainingCluster:
             outputs["FsxFileSystemId"] = (self.storage.file_system_id, "FSx for Lustre file system ID")
             outputs["FsxDnsName"] = (self.storage.dns_name, "FSx for Lustre DNS name")
             outputs["FsxMountName"] = (self.storage.mount_name, "FSx for Lustre mount name")
+        if self.openzfs is not None:
+            outputs["OpenZfsFileSystemId"] = (self.openzfs.file_system_id, "FSx for OpenZFS file system ID")
+            outputs["OpenZfsDnsName"] = (self.openzfs.dns_name, "FSx for OpenZFS DNS name")
         for name, bucket in self.data_buckets.items():
             outputs[f"DataRepository{pascal_case(name)}Bucket"] = (
                 bucket.bucket_name,
