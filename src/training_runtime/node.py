@@ -104,13 +104,13 @@ class Host:
             token_request = urllib.request.Request(
                 IMDS + "/api/token", method="PUT", headers={"X-aws-ec2-metadata-token-ttl-seconds": "60"}
             )
-            with urllib.request.urlopen(token_request, timeout=2) as reply:  # noqa: S310 (fixed http URL)
+            with urllib.request.urlopen(token_request, timeout=2) as reply:
                 token = reply.read().decode()
             request = urllib.request.Request(
                 IMDS + "/meta-data/instance-type", headers={"X-aws-ec2-metadata-token": token}
             )
-            with urllib.request.urlopen(request, timeout=2) as reply:  # noqa: S310
-                value = reply.read().decode().strip()
+            with urllib.request.urlopen(request, timeout=2) as reply:
+                value = str(reply.read().decode()).strip()
         except (OSError, ValueError):
             return None
         if not value:

@@ -309,13 +309,15 @@ def _parse_groups(raw: Any, path: str, problems: List[str]) -> List[GroupSpec]:
         candidates = item.get("instance_types", [])
         if not isinstance(candidates, list) or not all(isinstance(t, str) and t for t in candidates):
             problems.append(
-                "{}.instance_types: got {!r}; expected a list of instance types (a flexible group) or "
-                "absent".format(where, candidates)
+                "{}.instance_types: got {!r}; expected a list of instance types (a flexible group) or absent".format(
+                    where, candidates
+                )
             )
         elif candidates and instance_type is not None:
             problems.append(
-                "{}: gives both instance_type {!r} and instance_types {!r}; a flexible group has only the "
-                "list".format(where, instance_type, candidates)
+                "{}: gives both instance_type {!r} and instance_types {!r}; a flexible group has only the list".format(
+                    where, instance_type, candidates
+                )
             )
         if len(problems) == before:
             groups.append(

@@ -3,7 +3,8 @@
 A local cluster is a capped-down copy of a :class:`~hyperpod_cdk.config.ClusterConfig`: the controller,
 the login node (if any) and a few nodes of each compute group, named as HyperPod names instances
 (``<group>-<n>``, n from 1), on one private subnet. A flexible group's nodes take its instance types in turn
-(HyperPod fills by priority and capacity; in turn, a job across the group meets every type). :func:`resource_config` and :func:`parameters` give
+(HyperPod fills by priority and capacity; in turn, a job across the group meets every type).
+:func:`resource_config` and :func:`parameters` give
 the two files HyperPod puts on a node: ``/opt/ml/config/resource_config.json`` and the parameters file
 in the lifecycle prefix.
 """
@@ -215,7 +216,7 @@ def plan_layout(
             instance_type=instance_type,
             ip=str(ipaddress.IPv4Address(first + index)),
         )
-        for index, ((spec, name), instance_type) in enumerate(zip(names, types))
+        for index, ((spec, name), instance_type) in enumerate(zip(names, types, strict=True))
     )
     return LocalLayout(
         cluster_name=config.cluster_name,

@@ -263,7 +263,9 @@ def deep_health_checks_accelerated(view: ClusterView) -> Iterator[Problem]:
     for index, group in enumerate(view.groups):
         if not group.deep_health_checks:
             continue
-        plain = [t for t in view.types_of(group) if (h := view.hardware(t)) is not None and not (h.gpus or h.neuron_devices)]
+        plain = [
+            t for t in view.types_of(group) if (h := view.hardware(t)) is not None and not (h.gpus or h.neuron_devices)
+        ]
         if plain:
             yield Problem(
                 group_path(view, index, "deep_health_checks"),

@@ -17,10 +17,10 @@ from training_runtime.errors import StepFailed
 from training_runtime.files import ensure_dir, file_matches, read_text, write_file
 from training_runtime.hardware import NodeHardware, hardware_for
 from training_runtime.node import Node
-from training_runtime.resources import instance_type_of
 from training_runtime.render.cgroup_conf import render_cgroup_conf
 from training_runtime.render.gres_conf import render_gres_conf
 from training_runtime.render.slurm_conf import Partition, SlurmNode, SlurmSettings, render_slurm_conf
+from training_runtime.resources import instance_type_of
 from training_runtime.retry import NotReady, RetryPolicy
 from training_runtime.services import Daemon
 from training_runtime.steps import Step
