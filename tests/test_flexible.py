@@ -4,6 +4,7 @@ and the health checks' expectations), and the local cluster's layout."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -115,7 +116,7 @@ def test_without_a_per_instance_type_the_node_asks_ec2_metadata(tmp_path: Path) 
     assert node_facts(asked).gpus == 1
     wrong = node(tmp_path, "gpus-1", bare, FakeHost("gpus-1", ec2_type="ml.p5.48xlarge"))
     with pytest.raises(
-        ResourceConfigError, match="EC2 instance metadata says 'ml.p5.48xlarge'.*allowed: ml.g5.12xlarge"
+        ResourceConfigError, match=r"EC2 instance metadata says 'ml\.p5\.48xlarge'.*allowed: ml\.g5\.12xlarge"
     ):
         wrong.instance_type  # noqa: B018
     with pytest.raises(ResourceConfigError, match="no InstanceType in the resource config and no answer"):
@@ -131,7 +132,7 @@ def test_an_instance_type_outside_the_groups_candidates_is_refused() -> None:
     params = ProvisioningParameters("c", "lifecycle-driven", GROUPS)
     foreign = {**INSTANCES, "gpus": [("gpus-1", "10.1.0.11", "ml.p5.48xlarge")]}
     with pytest.raises(
-        ResourceConfigError, match="'gpus-1' of flexible group 'gpus' has InstanceType 'ml.p5.48xlarge'"
+        ResourceConfigError, match=re.escape("'gpus-1' of flexible group 'gpus' has InstanceType 'ml.p5.48xlarge'")
     ):
         resolve_instance_types(params, ResourceConfig.from_json(fake_resources(foreign)))
 
