@@ -23,6 +23,7 @@ CPU_WORKERS = {"name": "workers", "instance_type": "ml.c5.xlarge", "count": 2}
 TRN_WORKERS = {"name": "workers", "instance_type": "ml.trn1.32xlarge", "count": 2}
 P4D_WORKERS = {"name": "workers", "instance_type": "ml.p4d.24xlarge", "count": 2}
 P5_WORKERS = {"name": "workers", "instance_type": "ml.p5.48xlarge", "count": 2}
+FLEX_WORKERS = {"name": "workers", "instance_types": ["ml.c5.xlarge", "ml.c5.2xlarge"], "count": 2}
 LOGIN = {"name": "login", "role": "login", "instance_type": "ml.m5.large", "count": 1}
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ0kXkqj7y1o0n8v2k8yHqRzY2yq8f1m3mJ2b9c3d4e5 alice@laptop"
 EXISTING_NET = {
@@ -150,6 +151,39 @@ ROWS = [
     ),
     row("GRP-REGION", {}, "region", "no HyperPod instance-type list", region="xx-nowhere-1"),
     row("GRP-INSTANCE-COUNT", groups({**CPU_WORKERS, "count": 6759}), "instance_groups[1].count", "0 to 6758"),
+    row(
+        "GRP-FLEX-EXCLUSIVE",
+        groups({**CPU_WORKERS, "instance_types": ["ml.c5.2xlarge"]}),
+        "instance_groups[1]",
+        "gives both instance_type and instance_types",
+    ),
+    row(
+        "GRP-FLEX-TYPES",
+        groups({"name": "workers", "count": 2, "instance_types": ["ml.c5.xlarge", "ml.c5.2xlarge", "ml.c5.xlarge"]}),
+        "instance_groups[1].instance_types",
+        "list each type once",
+    ),
+    row(
+        "GRP-FLEX-ACCELERATOR",
+        groups({"name": "workers", "count": 2, "instance_types": ["ml.c5.xlarge", "ml.g5.xlarge"]}),
+        "instance_groups[1].instance_types",
+        "mixes accelerator kinds (no accelerator: ml.c5.xlarge; NVIDIA GPUs: ml.g5.xlarge)",
+    ),
+    row(
+        "GRP-FLEX-ACCELERATOR-COUNT",
+        groups({"name": "workers", "count": 2, "instance_types": ["ml.g5.xlarge", "ml.g5.12xlarge"]}),
+        "instance_groups[1].instance_types",
+        "differ in accelerators per node (1 per node: ml.g5.xlarge; 4 per node: ml.g5.12xlarge)",
+    ),
+    row(
+        "GRP-FLEX-PARAMETER",
+        {
+            **groups(FLEX_WORKERS),
+            "parameters": {"instance_groups": {"workers": {"instance_types": ["ml.c5.xlarge"]}}},
+        },
+        "parameters.instance_groups.workers.instance_types",
+        "group 'workers' is flexible",
+    ),
     row(
         "GRP-THREADS-PER-CORE",
         groups({**CPU_WORKERS, "instance_type": "ml.c6g.xlarge", "threads_per_core": 2}),

@@ -23,7 +23,9 @@ CONTRACT_VERSION = 2
 Version 2 added ``groups[].threads_per_core``. A group's ``instance_type`` may be null or absent (an
 additive change within version 2; CDK drops null values when it writes the file): a template that lets the
 launching team choose the type cannot write it here, so the node reads it from HyperPod's resource config
-(:func:`training_runtime.resources.resolve_instance_types`). ``openzfs_mount_path`` is additive too: absent
+(:func:`training_runtime.resources.resolve_instance_types`). A flexible group (additive too) writes its candidate
+types as ``groups[].instance_types`` and a null ``instance_type``: each node of it reads its own type from the
+resource config (:func:`training_runtime.resources.instance_type_of`). ``openzfs_mount_path`` is additive too: absent
 means no FSx for OpenZFS, and users' homes stay on the Lustre mount."""
 
 HYPERPOD_PARAMETERS_VERSION = "1.0.0"
@@ -77,6 +79,13 @@ class GroupSpec:
     partition: Optional[str] = None
     threads_per_core: int = 1
     """HyperPod's ``ThreadsPerCore`` for the group: 1 (SMT off) or 2 (SMT on); sizes the node in slurm.conf."""
+    instance_types: Tuple[str, ...] = ()
+    """A flexible group's candidate types in priority order (``InstanceRequirements.InstanceTypes``); its nodes
+    may differ in type, so ``instance_type`` is None and each node's own type comes from the resource config."""
+
+    @property
+    def flexible(self) -> bool:
+        return bool(self.instance_types)
 
     @property
     def resolved_type(self) -> str:
@@ -182,6 +191,8 @@ class ProvisioningParameters:
                     "instance_type": g.instance_type,
                     "partition": g.partition,
                     "threads_per_core": g.threads_per_core,
+                    # Only for flexible groups: files of fixed-type clusters stay as they were.
+                    **({"instance_types": list(g.instance_types)} if g.instance_types else {}),
                 }
                 for g in self.groups
             ],
@@ -319,8 +330,23 @@ def _parse_groups(raw: Any, path: str, problems: List[str]) -> List[GroupSpec]:
             problems.append(
                 "{}.threads_per_core: got {!r}; allowed: 1 (SMT off) or 2 (SMT on)".format(where, threads_per_core)
             )
+        candidates = item.get("instance_types", [])
+        if not isinstance(candidates, list) or not all(isinstance(t, str) and t for t in candidates):
+            problems.append(
+                "{}.instance_types: got {!r}; expected a list of instance types (a flexible group) or absent".format(
+                    where, candidates
+                )
+            )
+        elif candidates and instance_type is not None:
+            problems.append(
+                "{}: gives both instance_type {!r} and instance_types {!r}; a flexible group has only the list".format(
+                    where, instance_type, candidates
+                )
+            )
         if len(problems) == before:
-            groups.append(GroupSpec(str(name), str(role), instance_type, partition, int(threads_per_core)))
+            groups.append(
+                GroupSpec(str(name), str(role), instance_type, partition, int(threads_per_core), tuple(candidates))
+            )
     if len(groups) == len(raw):
         from training_runtime.group_rules import group_problems  # it imports this module's definitions
 

@@ -226,7 +226,6 @@ class HyperPodCluster(Construct):
                 )
         return sagemaker.CfnCluster.ClusterInstanceGroupProperty(
             instance_group_name=group.name,
-            instance_type=group.instance_type,
             instance_count=group.count,
             execution_role=self.execution_role.role_arn,
             life_cycle_config=life_cycle_config,

@@ -119,6 +119,12 @@ class ClusterView:
         except ValueError:
             return None
 
+    def types_of(self, group: InstanceGroup) -> tuple[str, ...]:
+        """Every instance type the group's nodes may have (a flexible group's list), or () when a type is not
+        known now (a CDK token) or none is given: rules judge only concrete types. Each type once."""
+        types = tuple(dict.fromkeys(group.types))
+        return types if all(self.concrete(t) for t in types) else ()
+
     @property
     def compute_groups(self) -> list[InstanceGroup]:
         return [g for g in self.groups if g.role == "compute"]
