@@ -96,6 +96,15 @@ class WorkerGroup:
 
 
 @dataclass(frozen=True)
+class MetricsTarget:
+    """Where a node's metrics agent remote-writes (``hyperpod_cdk.metrics``): an Amazon Managed Service for
+    Prometheus workspace's remote-write URL and its Region (the SigV4 signing Region)."""
+
+    remote_write_url: str
+    region: str
+
+
+@dataclass(frozen=True)
 class ProvisioningParameters:
     """Everything a node needs beyond HyperPod's ``resource_config.json``."""
 
@@ -111,6 +120,8 @@ class ProvisioningParameters:
     None (the key absent) means what files without the key always meant: FSx exactly when ``fsx_dns_name``
     is given. A published template writes ``True`` with null names in API-driven mode, where HyperPod
     mounts the file system itself and its DNS name is only known at deploy time."""
+    metrics: Optional[MetricsTarget] = None
+    """Where the node's metrics go (``hyperpod_cdk.metrics``); None: no remote write."""
     options: Dict[str, Any] = field(default_factory=dict)
     """The runtime options (the config's ``runtime:`` section), kept as given; the node reads them with
     :func:`training_runtime.options.parse_options` (``Node.options``)."""
@@ -177,6 +188,9 @@ class ProvisioningParameters:
         }
         if self.fsx is not None:
             data[OUR_KEY]["fsx"] = self.fsx
+        if self.metrics is not None:
+            target = self.metrics
+            data[OUR_KEY]["metrics"] = {"remote_write_url": target.remote_write_url, "region": target.region}
         return data
 
     def dumps(self) -> str:

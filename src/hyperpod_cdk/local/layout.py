@@ -304,6 +304,8 @@ def parameters(config: ClusterConfig, *, cpus: int | None = None) -> Provisionin
         fsx=None,
         fsx_mount_path=config.fsx_mount_path,
         runtime_options=config.runtime,
+        # No remote write: the local cluster's Prometheus scrapes the nodes itself (hyperpod_cdk.metrics null).
+        metrics=None,
     )
     return emulated(deployed, cpus=cpus)
 
