@@ -20,6 +20,7 @@ from hyperpod_cdk import (
     PublishTarget,
     TrainingClusterStack,
 )
+from hyperpod_cdk.constructs import PublishedLifecycleScripts
 from hyperpod_cdk.constructs.alert_rules import (
     BOOTSTRAP_LOG_HINT,
     LIFECYCLE_FAILURE_PATTERN,
