@@ -82,3 +82,28 @@ def test_a_published_template_passes_nag_and_the_strict_validator(tmp_path: Path
     except RuntimeError as error:
         pytest.fail(f"{error}\n" + "\n".join(validation_report(tmp_path)))
     assert validation_report(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    "observability",
+    [
+        {"grafana": True, "alarms": {"emails": ["ops@example.com"]}},
+        {"workspace_arn": "arn:aws:aps:us-west-2:111122223333:workspace/ws-1234", "grafana": True},
+    ],
+    ids=["new-workspace-grafana", "existing-workspace-grafana"],
+)
+def test_observability_with_grafana_passes_nag_and_the_strict_validator(
+    observability: dict[str, object], tmp_path: Path
+) -> None:
+    """The examples leave Grafana off (it needs IAM Identity Center); its role and workspace are as clean."""
+    from hyperpod_cdk import ClusterConfig, TrainingClusterStack
+
+    app = cdk.App(outdir=str(tmp_path), context=STRICT_VALIDATION)
+    config = ClusterConfig.model_validate({"observability": observability, "storage": None})
+    TrainingClusterStack(app, "observed", config=config)
+    Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    try:
+        app.synth()
+    except RuntimeError as error:
+        pytest.fail(f"{error}\n" + "\n".join(validation_report(tmp_path)))
+    assert validation_report(tmp_path) == []
