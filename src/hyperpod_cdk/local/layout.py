@@ -304,8 +304,7 @@ def parameters(config: ClusterConfig, *, cpus: int | None = None) -> Provisionin
         fsx=None,
         fsx_mount_path=config.fsx_mount_path,
         runtime_options=config.runtime,
-        # No remote write: the local cluster's Prometheus scrapes the nodes itself (hyperpod_cdk.metrics null).
-        metrics=None,
+        metrics=None,  # emulated() drops it
     )
     return emulated(deployed, cpus=cpus)
 
@@ -318,13 +317,14 @@ def emulated(deployed: ProvisioningParameters, *, cpus: int | None = None) -> Pr
     * ``options.slurm``: the keys of :data:`EMULATION_SLURM_OPTIONS` (fast failure detection);
     * ``options.node_hardware``: every instance type of the groups sized as this machine
       (:func:`host_hardware`);
-    * ``options.install_accelerator_software``: false.
+    * ``options.install_accelerator_software``: false;
+    * ``metrics`` becomes null: no remote write, the local Prometheus scrapes the nodes itself.
     """
     options = local_options(deployed.options, sorted({g.resolved_type for g in deployed.groups}), cpus=cpus)
     problems = options_problems(options, "runtime")
     if problems:
         raise LayoutError("local cluster runtime options", problems)
-    return dataclasses.replace(deployed, fsx_dns_name=None, fsx_mountname=None, fsx=None, options=options)
+    return dataclasses.replace(deployed, fsx_dns_name=None, fsx_mountname=None, fsx=None, metrics=None, options=options)
 
 
 def hosts_file(layout: LocalLayout) -> str:

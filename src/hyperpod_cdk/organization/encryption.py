@@ -59,9 +59,9 @@ class BucketKeyInjector:
 
 @jsii.implements(IAspect)
 class KmsEncryption:
-    """The key on every log group, FSx file system, Prometheus workspace and HyperPod node volume; an error on a bucket that did
-    not get the key (created before the rules were applied, or as an L1), on an access-log bucket that did
-    (S3 cannot deliver logs to it) and on a SCRATCH file system."""
+    """The key on every log group, FSx file system, Prometheus workspace and HyperPod node volume; an error on a
+    bucket that did not get the key (created before the rules were applied, or as an L1), on an access-log bucket
+    that did (S3 cannot deliver logs to it) and on a SCRATCH file system."""
 
     def __init__(self, key_of: KeyOf, is_log_bucket: Callable[[s3.CfnBucket], bool]) -> None:
         self._key_of = key_of
