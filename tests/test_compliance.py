@@ -109,3 +109,28 @@ def test_homes_on_openzfs_beside_lustre_pass_cfn_lint_nag_and_the_strict_validat
         if r["Type"] == "AWS::FSx::FileSystem"
     ]
     assert sorted(kinds) == ["LUSTRE", "OPENZFS"]
+
+
+@pytest.mark.parametrize(
+    "observability",
+    [
+        {"grafana": True, "alarms": {"emails": ["ops@example.com"]}},
+        {"workspace_arn": "arn:aws:aps:us-west-2:111122223333:workspace/ws-1234", "grafana": True},
+    ],
+    ids=["new-workspace-grafana", "existing-workspace-grafana"],
+)
+def test_observability_with_grafana_passes_nag_and_the_strict_validator(
+    observability: dict[str, object], tmp_path: Path
+) -> None:
+    """The examples leave Grafana off (it needs IAM Identity Center); its role and workspace are as clean."""
+    from hyperpod_cdk import ClusterConfig, TrainingClusterStack
+
+    app = cdk.App(outdir=str(tmp_path), context=STRICT_VALIDATION)
+    config = ClusterConfig.model_validate({"observability": observability, "storage": None})
+    TrainingClusterStack(app, "observed", config=config)
+    Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    try:
+        app.synth()
+    except RuntimeError as error:
+        pytest.fail(f"{error}\n" + "\n".join(validation_report(tmp_path)))
+    assert validation_report(tmp_path) == []

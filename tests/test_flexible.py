@@ -62,7 +62,9 @@ def test_the_parameters_file_leaves_a_flexible_groups_type_to_each_node() -> Non
         fsx_mountname=None,
         fsx=None,
         fsx_mount_path="/fsx",
+        openzfs_mount_path=None,
         runtime_options=None,
+        metrics=None,
     )
     written = params.to_json()["hyperpod_cdk"]["groups"]
     assert written[1]["instance_type"] is None and written[1]["instance_types"] == list(GPU_TYPES)

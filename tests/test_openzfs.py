@@ -132,6 +132,7 @@ def test_without_openzfs_the_parameters_file_has_no_openzfs_key(tmp_path: Path) 
         fsx_mount_path="/fsx",
         openzfs_mount_path=None,
         runtime_options=None,
+        metrics=None,
     )
     assert "openzfs_mount_path" not in params.to_json()["hyperpod_cdk"]  # older runtimes read the file unchanged
     assert ProvisioningParameters.loads(params.dumps()).homes_dir == "/fsx/home"

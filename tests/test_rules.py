@@ -38,6 +38,7 @@ EXISTING_FS = {
 }
 
 
+WORKSPACE = "arn:aws:aps:us-west-2:111122223333:workspace/ws-12345678-abcd-1234-abcd-123456789012"
 VOLUME_KEY = "arn:aws:kms:us-west-2:111122223333:key/1234abcd"
 SECRET = "arn:aws:secretsmanager:us-west-2:111122223333:secret:slurm-db-AbCdEf"
 CONTINUOUS = {"node_provisioning_mode": "continuous"}
@@ -737,6 +738,33 @@ ROWS = [
         {"organization": {"access_logs_bucket": "Org_Logs"}},
         "organization.access_logs_bucket",
         "3-63 lower-case letters",
+    ),
+    # --- observability
+    row(
+        "OBS-WORKSPACE-ARN",
+        {"observability": {"workspace_arn": "ws-12345678"}},
+        "observability.workspace_arn",
+        "expected a workspace ARN",
+    ),
+    row(
+        "OBS-DISABLED",
+        {"observability": {"enabled": False, "alarms": {"emails": ["ops@example.com"]}}},
+        "observability.alarms.emails",
+        "while observability.enabled is false",
+    ),
+    row("OBS-GRAFANA-SSO", {"observability": {"grafana": True}}, "observability.grafana", "IAM Identity Center"),
+    row(
+        "OBS-ALARM-EMAIL",
+        {"observability": {"alarms": {"emails": ["ops.example.com"]}}},
+        "observability.alarms.emails[0]",
+        "expected an email address",
+    ),
+    row(
+        "OBS-WORKSPACE-REGION",
+        {"observability": {"workspace_arn": WORKSPACE}},
+        "observability.workspace_arn",
+        "the workspace is in us-west-2, the cluster in eu-west-1",
+        region="eu-west-1",
     ),
 ]
 # A role outside controller/login/compute never gets past the config's schema or InstanceGroup's type; the

@@ -186,6 +186,31 @@ class OrganizationConfig(_Model):
     """Key prefix of the access logs in that bucket."""
 
 
+class AlarmsConfig(_Model):
+    """Notifications a platform team expects (docs/observability.md, "Alarms")."""
+
+    enabled: bool = True
+    """Create the alarm topic (SNS, KMS-encrypted, TLS only), the HyperPod event rules, the CloudWatch alarms and
+    the Prometheus alert rules."""
+    emails: list[str] = Field(default_factory=list)
+    """Addresses subscribed to the alarm topic (each confirms the subscription by mail). Default: none."""
+
+
+class ObservabilityConfig(_Model):
+    """Where the nodes' metrics go and the AWS resources that watch the cluster (docs/observability.md)."""
+
+    enabled: bool = True
+    """Ship every node's metrics to Amazon Managed Service for Prometheus and create the alarms."""
+    workspace_arn: str | None = None
+    """An existing Prometheus workspace (``arn:aws:aps:<region>:<account>:workspace/<id>``). Default: a new
+    workspace for this cluster. A published template needs one (its nodes' parameters are fixed at publish)."""
+    grafana: bool = False
+    """Create an Amazon Managed Grafana workspace that reads the Prometheus workspace (sign-in through IAM
+    Identity Center, which must be enabled in the account)."""
+    alarms: AlarmsConfig = Field(default_factory=AlarmsConfig)
+    """Alarm topic, event rules, CloudWatch alarms and Prometheus alert rules."""
+
+
 class CountRange(_Model):
     """The instance counts a launching team may choose: a CloudFormation Number with MinValue and MaxValue."""
 
@@ -278,6 +303,9 @@ class ClusterConfig(_Model):
     organization: OrganizationConfig | None = None
     """A platform team's rules (permission boundary, required tags, name prefix, KMS key, access logs). Default:
     none, and the template is exactly as without them."""
+    observability: ObservabilityConfig = Field(default_factory=ObservabilityConfig)
+    """Metrics to Amazon Managed Service for Prometheus, optional Grafana, alarms. Default: on, with a new
+    workspace; ``observability: {enabled: false}`` for none."""
 
     def cluster_users(self) -> list[User]:
         return parse_users(self.users)

@@ -106,6 +106,15 @@ class WorkerGroup:
 
 
 @dataclass(frozen=True)
+class MetricsTarget:
+    """Where a node's metrics agent remote-writes (``hyperpod_cdk.metrics``): an Amazon Managed Service for
+    Prometheus workspace's remote-write URL and its Region (the SigV4 signing Region)."""
+
+    remote_write_url: str
+    region: str
+
+
+@dataclass(frozen=True)
 class ProvisioningParameters:
     """Everything a node needs beyond HyperPod's ``resource_config.json``."""
 
@@ -124,6 +133,8 @@ class ProvisioningParameters:
     openzfs_mount_path: Optional[str] = None
     """Where HyperPod mounts FSx for OpenZFS (``hyperpod_cdk.openzfs_mount_path``); None: no OpenZFS. The users'
     homes live on it (:attr:`homes_dir`)."""
+    metrics: Optional[MetricsTarget] = None
+    """Where the node's metrics go (``hyperpod_cdk.metrics``); None: no remote write."""
     options: Dict[str, Any] = field(default_factory=dict)
     """The runtime options (the config's ``runtime:`` section), kept as given; the node reads them with
     :func:`training_runtime.options.parse_options` (``Node.options``)."""
@@ -202,6 +213,9 @@ class ProvisioningParameters:
             data[OUR_KEY]["fsx"] = self.fsx
         if self.openzfs_mount_path is not None:
             data[OUR_KEY]["openzfs_mount_path"] = self.openzfs_mount_path
+        if self.metrics is not None:
+            target = self.metrics
+            data[OUR_KEY]["metrics"] = {"remote_write_url": target.remote_write_url, "region": target.region}
         return data
 
     def dumps(self) -> str:

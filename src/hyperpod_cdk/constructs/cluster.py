@@ -31,7 +31,7 @@ from hyperpod_cdk.model import (
 )
 from hyperpod_cdk.parameters import cluster_parameters
 from training_runtime.options import RuntimeOptions, parse_options
-from training_runtime.params import ENTRYPOINT_BY_MODE
+from training_runtime.params import ENTRYPOINT_BY_MODE, MetricsTarget
 
 MANAGED_INSTANCE_POLICY = "AmazonSageMakerClusterInstanceRolePolicy"
 
@@ -65,6 +65,8 @@ class HyperPodCluster(Construct):
     :param role: the nodes' execution role. Default: a new role with least privilege.
     :param runtime_options: options passed to the node runtime through the parameters. Default: none.
     :param tags: tags for the cluster and its role. Default: none.
+    :param metrics: where the nodes remote-write their metrics (``ClusterObservability.metrics_target``; the
+        role needs ``aps:RemoteWrite`` there, which ``ClusterObservability.watch`` grants). Default: nowhere.
     """
 
     def __init__(
@@ -87,6 +89,7 @@ class HyperPodCluster(Construct):
         slurm_cluster_name: str | None = None,
         node_provisioning_mode: NodeProvisioningMode | None = None,
         openzfs: OpenZfsStorage | None = None,
+        metrics: MetricsTarget | None = None,
     ) -> None:
         super().__init__(scope, id)
         node_cluster_name = slurm_cluster_name or cluster_name
@@ -131,6 +134,7 @@ class HyperPodCluster(Construct):
                 fsx_mount_path=fsx_mount_path,
                 openzfs_mount_path=openzfs.mount_path if openzfs is not None else None,
                 runtime_options=runtime_options,
+                metrics=metrics,
                 is_unresolved=Token.is_unresolved,
             )
         )

@@ -343,6 +343,7 @@ def parameters(config: ClusterConfig, *, cpus: int | None = None) -> Provisionin
         fsx_mount_path=config.fsx_mount_path,
         openzfs_mount_path=config.storage_openzfs.mount_path if config.storage_openzfs else None,
         runtime_options=config.runtime,
+        metrics=None,  # emulated() drops it
     )
     return emulated(deployed, cpus=cpus)
 
@@ -356,7 +357,8 @@ def emulated(deployed: ProvisioningParameters, *, cpus: int | None = None) -> Pr
     * ``options.slurm``: the keys of :data:`EMULATION_SLURM_OPTIONS` (fast failure detection);
     * ``options.node_hardware``: every instance type of the groups sized as this machine
       (:func:`host_hardware`), a flexible group's types at their own CPU count up to the machine's;
-    * ``options.install_accelerator_software``: false.
+    * ``options.install_accelerator_software``: false;
+    * ``metrics`` becomes null: no remote write, the local Prometheus scrapes the nodes itself.
     """
     fixed = sorted({g.resolved_type for g in deployed.groups if not g.flexible})
     flexible = sorted({t for g in deployed.groups for t in g.instance_types})
@@ -364,7 +366,9 @@ def emulated(deployed: ProvisioningParameters, *, cpus: int | None = None) -> Pr
     problems = options_problems(options, "runtime")
     if problems:
         raise LayoutError("local cluster runtime options", problems)
-    local = dataclasses.replace(deployed, fsx_dns_name=None, fsx_mountname=None, fsx=None, options=options)
+    local = dataclasses.replace(
+        deployed, fsx_dns_name=None, fsx_mountname=None, fsx=None, metrics=None, options=options
+    )
     return dataclasses.replace(local, openzfs_mount_path=None)
 
 

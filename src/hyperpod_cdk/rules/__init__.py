@@ -13,6 +13,7 @@ from hyperpod_cdk.rules import cluster as _cluster  # noqa: F401
 from hyperpod_cdk.rules import groups as _groups  # noqa: F401
 from hyperpod_cdk.rules import lifecycle as _lifecycle  # noqa: F401
 from hyperpod_cdk.rules import network as _network  # noqa: F401
+from hyperpod_cdk.rules import observability as _observability  # noqa: F401
 from hyperpod_cdk.rules import organization as _organization  # noqa: F401
 from hyperpod_cdk.rules import parameters as _parameters  # noqa: F401
 from hyperpod_cdk.rules import runtime as _runtime  # noqa: F401
