@@ -82,9 +82,17 @@ def test_backup_takes_over_without_losing_a_job_and_the_primary_takes_back(clust
     running = run(cluster, worker, "sbatch", "--parsable", "-N2", "--exclusive", "--wrap", wrap.format(25, "a"))
     queued = run(cluster, worker, "sbatch", "--parsable", "-N1", "--exclusive", "--wrap", wrap.format(1, "b"))
     running, queued = running.strip(), queued.strip()
+    submitted = time.time()
     wait_for(cluster, worker, job_state(running), r"JobState=RUNNING")
     assert "JobState=PENDING" in run(cluster, worker, *job_state(queued))
     before = primary_runs(cluster)
+    # slurmctld saves job state a few seconds after a change, not on submission: a job accepted less than that
+    # before a hard crash is lost (Slurm's behaviour). Crash once the queued job is in the saved state.
+    saved = cluster.workdir / "shared/.hyperpod-cdk/slurmctld/job_state"
+    deadline = time.monotonic() + 30
+    while not (saved.exists() and saved.stat().st_mtime > submitted) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert saved.stat().st_mtime > submitted, "slurmctld never saved its job state on the shared file system"
 
     cluster.crash(PRIMARY)  # power off: slurmctld and every other process of the primary die at once
 

@@ -14,8 +14,7 @@ import pytest
 
 from runtime_fakes import DEFAULT_INSTANCES, fake_node
 from training_runtime.errors import StepFailed
-from training_runtime.render.slurm_conf import RenderError, SlurmSettings, render_slurm_conf
-from training_runtime.render.slurm_conf import Partition as P
+from training_runtime.render.slurm_conf import Partition, RenderError, SlurmSettings, render_slurm_conf
 from training_runtime.steps.catalog import steps_for
 from training_runtime.steps.daemon import RunningDaemon
 from training_runtime.steps.munge import MungeKey, shared_key
@@ -117,10 +116,10 @@ def test_renderer_rejects_a_backup_that_is_the_primary() -> None:
             accounting_backup_host="10.0.0.2",
         ),
         nodes,
-        [P("p", ())],
+        [Partition("p", ())],
     )
     assert lines(ok, "AccountingStorageBackupHost") == ["10.0.0.2"]
     bad = SlurmSettings(**{**base.__dict__, "backup_controllers": (("ctl", "10.0.0.2"), ("x y", "10.0.0.3"))})
     with pytest.raises(RenderError) as error:
-        render_slurm_conf(bad, nodes, [P("p", ())])
+        render_slurm_conf(bad, nodes, [Partition("p", ())])
     assert "backup_controllers[0]" in str(error.value) and "backup_controllers[1]" in str(error.value)
