@@ -23,7 +23,11 @@ CONTRACT_VERSION = 2
 Version 2 added ``groups[].threads_per_core``. A group's ``instance_type`` may be null or absent (an
 additive change within version 2; CDK drops null values when it writes the file): a template that lets the
 launching team choose the type cannot write it here, so the node reads it from HyperPod's resource config
-(:func:`training_runtime.resources.resolve_instance_types`)."""
+(:func:`training_runtime.resources.resolve_instance_types`).
+
+A group's ``capacity`` (``spot`` or ``on-demand``) is another additive key within version 2: absent means
+HyperPod's default (On-Demand) or a file written before the key existed; a node of a ``spot`` group runs the
+Spot interruption watcher (:mod:`training_runtime.spot`)."""
 
 HYPERPOD_PARAMETERS_VERSION = "1.0.0"
 OUR_KEY = "hyperpod_cdk"
@@ -49,6 +53,11 @@ CONTROLLER = "controller"
 LOGIN = "login"
 COMPUTE = "compute"
 ROLES = (CONTROLLER, LOGIN, COMPUTE)
+
+SPOT = "spot"
+ON_DEMAND = "on-demand"
+CAPACITIES = (SPOT, ON_DEMAND)
+"""A group's ``capacity``: where its instances come from (HyperPod's ``CapacityRequirements``)."""
 
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
 """Cluster, instance-group and partition names (HyperPod's pattern, also valid Slurm names)."""
@@ -76,6 +85,13 @@ class GroupSpec:
     partition: Optional[str] = None
     threads_per_core: int = 1
     """HyperPod's ``ThreadsPerCore`` for the group: 1 (SMT off) or 2 (SMT on); sizes the node in slurm.conf."""
+    capacity: Optional[str] = None
+    """``spot``, ``on-demand``, or None (not said: HyperPod's default, On-Demand). A Spot group's compute
+    nodes watch for EC2's interruption notice (:mod:`training_runtime.spot`)."""
+
+    @property
+    def is_spot(self) -> bool:
+        return self.capacity == SPOT
 
     @property
     def resolved_type(self) -> str:
@@ -170,6 +186,7 @@ class ProvisioningParameters:
                     "instance_type": g.instance_type,
                     "partition": g.partition,
                     "threads_per_core": g.threads_per_core,
+                    **({"capacity": g.capacity} if g.capacity is not None else {}),
                 }
                 for g in self.groups
             ],
@@ -295,8 +312,17 @@ def _parse_groups(raw: Any, path: str, problems: List[str]) -> List[GroupSpec]:
             problems.append(
                 "{}.threads_per_core: got {!r}; allowed: 1 (SMT off) or 2 (SMT on)".format(where, threads_per_core)
             )
+        capacity = item.get("capacity")
+        if capacity is not None and capacity not in CAPACITIES:
+            problems.append(
+                "{}.capacity: got {!r}; allowed: {}, or absent (HyperPod's default, on-demand)".format(
+                    where, capacity, ", ".join(CAPACITIES)
+                )
+            )
         if len(problems) == before:
-            groups.append(GroupSpec(str(name), str(role), instance_type, partition, int(threads_per_core)))
+            groups.append(
+                GroupSpec(str(name), str(role), instance_type, partition, int(threads_per_core), capacity=capacity)
+            )
     if len(groups) == len(raw):
         from training_runtime.group_rules import group_problems  # it imports this module's definitions
 
