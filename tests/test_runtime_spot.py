@@ -10,9 +10,10 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any
 
 import pytest
 
@@ -36,9 +37,9 @@ class FakeImds:
     instance-action item needs it (401 otherwise), answers 404 until a notice is posted."""
 
     def __init__(self) -> None:
-        self.notice: Optional[Dict[str, str]] = None
-        self.tokens: List[str] = []
-        self.requests: List[str] = []
+        self.notice: dict[str, str] | None = None
+        self.tokens: list[str] = []
+        self.requests: list[str] = []
         imds = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -50,15 +51,15 @@ class FakeImds:
                 self.end_headers()
                 self.wfile.write(body.encode())
 
-            def do_PUT(self) -> None:  # noqa: N802 (http.server's name)
+            def do_PUT(self) -> None:
                 imds.requests.append("PUT " + self.path)
                 if self.path != TOKEN_PATH or not self.headers.get("X-aws-ec2-metadata-token-ttl-seconds"):
                     self._answer(400)
                     return
-                imds.tokens.append("token-{}".format(len(imds.tokens)))
+                imds.tokens.append(f"token-{len(imds.tokens)}")
                 self._answer(200, imds.tokens[-1])
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 imds.requests.append("GET " + self.path)
                 if not imds.tokens or self.headers.get("X-aws-ec2-metadata-token") != imds.tokens[-1]:
                     self._answer(401)
@@ -68,7 +69,7 @@ class FakeImds:
                     self._answer(200, json.dumps(imds.notice))
 
         self.server = HTTPServer(("127.0.0.1", 0), Handler)
-        self.url = "http://127.0.0.1:{}".format(self.server.server_address[1])
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
@@ -117,7 +118,7 @@ SHOW = "NodeName=w1 Arch=x86_64\n   State={state} ThreadsPerCore=1\n{reason}"
 
 
 def show(state: str, reason: str = "") -> str:
-    return SHOW.format(state=state, reason="   Reason={} [root@2026-11-24T17:00:05]\n".format(reason) if reason else "")
+    return SHOW.format(state=state, reason=f"   Reason={reason} [root@2026-11-24T17:00:05]\n" if reason else "")
 
 
 class Clock:
@@ -133,7 +134,7 @@ def watcher(tmp_path: Path, imds: FakeImds, node: str, jobs: str = "17\n") -> Wa
     return Watcher("w1", Imds(imds.url), runner, tmp_path / "state.json", grace_s=60, clock=Clock())
 
 
-def slurm_changes(w: Watcher) -> List[List[str]]:
+def slurm_changes(w: Watcher) -> list[list[str]]:
     return [a for a in w.actions if a[:2] != ["scontrol", "show"] and a[0] != "squeue"]
 
 
@@ -237,7 +238,7 @@ def test_with_systemd_the_watcher_is_a_service_that_restarts(tmp_path: Path) -> 
     files = SpotWatcherFiles()
     files.apply(node)
     unit = node.path(UNIT_FILE).read_text()
-    assert "ExecStart={}\nRestart=always".format(WATCHER) in unit
+    assert f"ExecStart={WATCHER}\nRestart=always" in unit
     assert node.runner.commands == [["systemctl", "daemon-reload"]]  # type: ignore[attr-defined]
     assert not files.needed(node)
 
@@ -253,7 +254,7 @@ def test_the_launcher_starts_torchrun_with_the_checkpoint_signal_ignored(tmp_pat
     torchrun.chmod(0o755)
     env = dict(os.environ, PYTHONPATH=SRC, SLURM_JOB_ID="5", SLURM_STEP_NODELIST="w[1-2]")
     argv = [sys.executable, "-m", "training_runtime", "launch", "--on-node", "--nproc-per-node=1"]
-    argv += ["--torchrun={}".format(torchrun), "--", "train.py"]
+    argv += [f"--torchrun={torchrun}", "--", "train.py"]
     result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     ignored = int(result.stdout.split()[1], 16)
@@ -274,9 +275,9 @@ def test_a_stop_request_catches_the_signal_and_the_ranks_agree() -> None:
 
 
 def test_requeue_job_requeues_the_job_it_runs_in() -> None:
-    calls: List[List[str]] = []
+    calls: list[list[str]] = []
 
-    def run(argv: List[str], **kw: Any) -> Any:
+    def run(argv: list[str], **kw: Any) -> Any:
         calls.append(argv)
         return subprocess.CompletedProcess(argv, 1 if argv[-1] == "9" else 0, "", "Invalid job id")
 
