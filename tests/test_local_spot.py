@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-import yaml
 
 from hyperpod_cdk.local import LocalCluster
 from hyperpod_cdk.local.drill import DdpJob, node_state, spot_reclaim
-from hyperpod_cdk.local.imds import FakeImds, imds_url
+from hyperpod_cdk.local.imds import FakeImds, spot_variant
 from local_support import CPU_CLUSTER, requires_local_cluster
 from training_runtime import checkpoint
 
@@ -28,21 +26,10 @@ LOGIN, WORKERS = "login-group-1", ("worker-group-1-1", "worker-group-1-2")
 SUBNET = "10.246.0.0/24"
 
 
-def spot_config(directory: Path, subnet: str) -> Path:
-    """The CPU cluster with its workers on Spot, their watcher polling the fake metadata service every second."""
-    data = yaml.safe_load(CPU_CLUSTER.read_text())
-    workers = next(g for g in data["instance_groups"] if g["role"] == "compute")
-    workers["capacity"] = "spot"
-    data["runtime"]["spot"] = {"poll_interval": 1, "checkpoint_grace": 60, "imds_url": imds_url(subnet)}
-    path = directory / "spot-cluster.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, FakeImds]]:
     workdir = tmp_path_factory.mktemp("spot-cluster")
-    config = spot_config(workdir, SUBNET)
+    config = spot_variant(CPU_CLUSTER, workdir, SUBNET)
     cluster = LocalCluster.up(config, workdir / "cluster", prefix=f"hpsp{os.getpid() % 10000}", subnet=SUBNET)
     imds = FakeImds(cluster)
     try:

@@ -82,6 +82,22 @@ def serve(listen: str, notices: Path) -> None:
     ThreadingHTTPServer((host, int(port)), Handler).serve_forever()
 
 
+def spot_variant(config_path: Path, directory: Path, subnet: str, poll_interval: int = 1) -> Path:
+    """A copy of ``config_path`` in ``directory`` with its compute groups on Spot and their watcher polling the
+    fake service of a cluster on ``subnet``."""
+    import yaml
+
+    data = yaml.safe_load(Path(config_path).read_text())
+    for group in data["instance_groups"]:
+        if group.get("role", "compute") == "compute":
+            group["capacity"] = "spot"
+    runtime = data.setdefault("runtime", {})
+    runtime["spot"] = {**runtime.get("spot", {}), "poll_interval": poll_interval, "imds_url": imds_url(subnet)}
+    path = Path(directory) / ("spot-" + Path(config_path).name)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
 class FakeImds:
     """The fake service of one local cluster: :meth:`start`, :meth:`post` / :meth:`withdraw`, :meth:`stop`."""
 
