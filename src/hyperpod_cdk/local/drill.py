@@ -305,12 +305,13 @@ def spot_reclaim(
     lost = time.monotonic()
     cluster.crash(reclaim)
     imds.withdraw(reclaim)
-    wait_until(
-        f"{reclaim} to be declared DOWN",
-        lambda: node_state(cluster, submit_from, reclaim).startswith("down"),
-        timeout,
-        log,
-    )
+
+    def gone() -> bool:
+        # A drained node that goes silent is DOWN+DRAIN or DRAIN+NOT_RESPONDING, never plain "down".
+        state = parse_node_state(cluster.exec(submit_from, ["scontrol", "show", "node", reclaim], timeout=30).stdout)
+        return state is not None and bool({"DOWN", "NOT_RESPONDING"} & set(state.flags))
+
+    wait_until(f"Slurm to see {reclaim} gone", gone, timeout, log)
     code, output = cluster.boot(reclaim, bootstrap=True) or (0, "")
     if code != 0:
         raise DrillError(f"bootstrap of the replacement {reclaim} failed:\n{output}")
