@@ -7,6 +7,11 @@ again once Slurm has declared it DOWN, and prints when each phase ended, in seco
 floor is what the cluster's settings allow at best: the node is declared DOWN after ``SlurmdTimeout``
 (checked every ``SlurmdTimeout/3`` s), and a requeued job may start ``cred_expire + 1`` s after the requeue,
 at the next scheduling pass. Timings are reported, never asserted.
+
+Then, on the same cluster (its workers are on Spot, their watcher polling a fake metadata service every
+second), the Spot reclaim drill: EC2's interruption notice for the second worker after step 7, the job
+checkpoints and requeues itself, the node is lost and a replacement boots; it prints the seconds from the
+notice to each phase and the steps lost.
 """
 
 from __future__ import annotations
@@ -18,7 +23,8 @@ import tempfile
 from pathlib import Path
 
 from hyperpod_cdk.local import LocalCluster
-from hyperpod_cdk.local.drill import DdpJob, crash_and_resume
+from hyperpod_cdk.local.drill import DdpJob, crash_and_resume, spot_reclaim
+from hyperpod_cdk.local.imds import FakeImds, spot_variant
 from hyperpod_cdk.local.layout import EMULATION_SLURM_OPTIONS
 
 CONFIG = Path(__file__).resolve().parent.parent / "examples" / "cpu-cluster.yaml"
@@ -28,14 +34,24 @@ def main() -> None:
     if os.geteuid() != 0:
         sys.exit("the local cluster needs root")
     options = EMULATION_SLURM_OPTIONS
+    subnet = "10.253.0.0/24"
     with tempfile.TemporaryDirectory(prefix="hpcdk-bench-") as workdir:
-        cluster = LocalCluster.up(CONFIG, workdir, prefix="hpbcrash", subnet="10.253.0.0/24")
+        config = spot_variant(CONFIG, Path(workdir), subnet)
+        cluster = LocalCluster.up(config, Path(workdir) / "cluster", prefix="hpbcrash", subnet=subnet)
+        imds = FakeImds(cluster)
         try:
+            imds.start()
             job = DdpJob(name="bench", steps=60, checkpoint_every=5, step_seconds=0.4)
             drill = crash_and_resume(
                 cluster, job, submit_from="login-group-1", crash="worker-group-1-2", crash_after_step=7
             )
+            cluster.wait_idle(timeout=120)
+            spot_job = DdpJob(name="bench-spot", steps=60, checkpoint_every=5, step_seconds=0.4)
+            spot = spot_reclaim(
+                cluster, spot_job, imds, submit_from="login-group-1", reclaim="worker-group-1-2", notice_after_step=7
+            )
         finally:
+            imds.stop()
             cluster.down()
     first, second = drill.runs
     lost = first.steps[-1] + 1 - (second.resumed_at or 0)
@@ -56,6 +72,22 @@ def main() -> None:
     print(
         f"\nResumed at step {second.resumed_at} (checkpoint at the crash: step {drill.checkpoint_before_crash}, "
         f"last step logged before it: {first.steps[-1]}; {lost} step(s) redone, interval {job.checkpoint_every})."
+    )
+
+    first, second = spot.runs
+    print(f"\nSpot reclaim: job {spot.state}, restarts {spot.restarts}; drain reason {spot.drain_reason!r}.\n")
+    print("| Phase (seconds after the interruption notice) | Measured |")
+    print("| --- | --: |")
+    print(f"| Node drained for the Spot reclaim | {spot.drained_s:.1f} |")
+    print(f"| Job checkpointed and requeued | {spot.requeued_s:.1f} |")
+    print(f"| Node lost (crashed), replacement booting | {spot.lost_s:.1f} |")
+    print(f"| Job running again | {spot.running_again_s:.1f} |")
+    print(f"| Notice -> resumed from the checkpoint | {spot.resumed_s:.1f} |")
+    print(f"| Job completed | {spot.completed_s:.1f} |")
+    done = first.steps[-1] + 1 - (second.resumed_at or 0)
+    print(
+        f"\nStopped after step {first.stopped_after}, checkpoint at the requeue: step {spot.checkpoint_at_requeue}, "
+        f"resumed at step {second.resumed_at}; {done} step(s) redone."
     )
 
 

@@ -39,6 +39,7 @@ SECTIONS: tuple[tuple[str, type], ...] = (
     ("runtime", options.RuntimeOptions),
     ("runtime.slurm", options.SlurmOptions),
     ("runtime.health", options.HealthOptions),
+    ("runtime.spot", options.SpotOptions),
     ("runtime.accounting", options.AccountingOptions),
     ("runtime.pytorch", options.PytorchOptions),
 )

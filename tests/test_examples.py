@@ -115,7 +115,7 @@ def test_golden_slurm_conf(example: Example, tmp_path: Path) -> None:
         groups = example.instance_groups(cluster)
         instances = {
             group["InstanceGroupName"]: [
-                (f"{group['InstanceGroupName']}-{n}", f"10.1.{index}.{10 + n}") + _own_type(group, n)
+                (f"{group['InstanceGroupName']}-{n}", f"10.1.{index}.{10 + n}", *_own_type(group, n))
                 for n in range(1, group["InstanceCount"] + 1)
             ]
             for index, group in enumerate(groups)

@@ -229,3 +229,27 @@ def test_the_openzfs_mount_is_carried_and_moves_the_homes() -> None:
         data["hyperpod_cdk"]["openzfs_mount_path"] = bad
         with pytest.raises(ParametersError, match=r"hyperpod_cdk\.openzfs_mount_path: got"):
             ProvisioningParameters.from_json(data)
+
+
+def test_a_groups_capacity_is_carried_checked_and_absent_when_not_said() -> None:
+    written = params(
+        groups=(
+            GroupSpec("controller", "controller", "ml.m5.xlarge"),
+            GroupSpec("gpu", "compute", "ml.p5.48xlarge", capacity="spot"),
+            GroupSpec("cpu", "compute", "ml.c5.4xlarge", capacity="on-demand"),
+            GroupSpec("other", "compute", "ml.c5.4xlarge"),
+        )
+    )
+    data = json.loads(written.dumps())
+    assert [g.get("capacity", "absent") for g in data["hyperpod_cdk"]["groups"]] == [
+        "absent",
+        "spot",
+        "on-demand",
+        "absent",
+    ]
+    read = ProvisioningParameters.from_json(data)
+    assert read == written
+    assert [g.name for g in read.groups if g.is_spot] == ["gpu"]
+    data["hyperpod_cdk"]["groups"][3]["capacity"] = "Spot"
+    with pytest.raises(ParametersError, match=r"groups\[3\]\.capacity: got 'Spot'; allowed: spot, on-demand"):
+        ProvisioningParameters.from_json(data)

@@ -620,6 +620,12 @@ ROWS = [
     ),
     row("RT-HEALTH-DCGM", {"runtime": {"health": {"dcgm_level": 3}}}, "runtime.health.dcgm_level", "0 (off), 1"),
     row(
+        "RT-SPOT-TIMING",
+        {"runtime": {"spot": {"poll_interval": 5, "checkpoint_grace": 115}}},
+        "runtime.spot.checkpoint_grace",
+        "under EC2's 120 s notice",
+    ),
+    row(
         "RT-HEALTH-ON-HYPERPOD",
         {"runtime": {"health": {"on_hyperpod": "ignore"}}},
         "runtime.health.on_hyperpod",

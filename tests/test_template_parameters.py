@@ -237,3 +237,15 @@ def test_spot_on_the_controller_is_not_a_choice() -> None:
     data["parameters"]["instance_groups"]["controller"] = {"capacity": ["on-demand", "spot"]}
     found = [(p.rule, p.path) for p in parse_model(data).problems()]
     assert found == [("PAR-CHOICE", "parameters.instance_groups.controller.capacity[1]")]
+
+
+def test_a_group_that_may_launch_on_spot_is_spot_to_its_nodes(
+    synthesized: tuple[dict[str, Any], dict[str, Any]],
+) -> None:
+    """The file is fixed at build time while the capacity is chosen at launch: the node's parser reads the
+    workers as Spot (their interruption watcher stays idle on On-Demand), the other groups as not said."""
+    from training_runtime.params import ProvisioningParameters
+
+    parsed = ProvisioningParameters.from_json(synthesized[1])
+    assert [(g.name, g.capacity) for g in parsed.groups] == [("controller", None), ("login", None), ("workers", "spot")]
+    assert [g.name for g in parsed.groups if g.is_spot] == ["workers"]

@@ -8,7 +8,9 @@ off:
   ``latest`` pointer, the newest ``--keep`` kept), so a crash in the middle of a save never leaves a
   partial checkpoint to load;
 * every batch is a function of the step number, so a resumed run sees the same data it would have seen;
-* rank 0 prints one ``step N loss X`` line per step, which is what the fault tests read.
+* rank 0 prints one ``step N loss X`` line per step, which is what the fault tests read;
+* on the Spot watcher's signal (``checkpoint.StopRequest``) every rank stops after the same step, rank 0
+  saves that step and requeues the job (``checkpoint.requeue_job``), so a Spot reclaim loses no step.
 
 Runs under torchrun (``python3 -m training_runtime launch -- ddp_train.py ...``): CPU with gloo, or one
 GPU per process with NCCL when CUDA is available.
@@ -48,6 +50,13 @@ def batch(step: int, rank: int, size: int, features: int, device: torch.device) 
     return x.to(device), y.to(device)
 
 
+def save(
+    args: argparse.Namespace, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer, world: int
+) -> None:
+    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict()}
+    checkpoint.save(args.checkpoint_dir, step, state, keep=args.keep, extra={"world_size": world})
+
+
 def main() -> None:
     args = arguments()
     use_cuda = torch.cuda.is_available()
@@ -74,6 +83,7 @@ def main() -> None:
             print(f"resumed from {found.path} at step {start}", flush=True)
     ddp = DistributedDataParallel(model, device_ids=[local_rank] if use_cuda else None)
 
+    stop = checkpoint.StopRequest()
     began = time.monotonic()
     for step in range(start, args.steps):
         x, y = batch(step, rank, args.batch_size, args.features, device)
@@ -83,12 +93,23 @@ def main() -> None:
         optimizer.step()
         if rank == 0:
             print(f"step {step} loss {loss.item():.4f}", flush=True)
-            if (step + 1) % args.checkpoint_every == 0 or step + 1 == args.steps:
-                state = {"model": model.state_dict(), "optimizer": optimizer.state_dict()}
-                checkpoint.save(args.checkpoint_dir, step, state, keep=args.keep, extra={"world_size": world})
+            saved = (step + 1) % args.checkpoint_every == 0 or step + 1 == args.steps
+            if saved:
+                save(args, step, model, optimizer, world)
+        if stop.agreed(checkpoint.any_rank):
+            if rank == 0:
+                if not saved:
+                    save(args, step, model, optimizer, world)
+                print(f"stopping after step {step}: checkpointed on the checkpoint signal", flush=True)
+            break
         if args.step_seconds:
             time.sleep(args.step_seconds)
     dist.barrier()
+    if stop.requested_anywhere:
+        if rank == 0:
+            checkpoint.requeue_job()
+        dist.destroy_process_group()
+        return
     if rank == 0:
         print(f"done {args.steps} steps world={world} in {time.monotonic() - began:.1f}s", flush=True)
     dist.destroy_process_group()

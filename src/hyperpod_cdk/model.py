@@ -20,6 +20,8 @@ from training_runtime.params import (
     CONTROLLER,
     LIFECYCLE_DRIVEN,
     LOGIN,
+    ON_DEMAND,
+    SPOT,
     GroupSpec,
 )
 from training_runtime.params import DEFAULT_FSX_MOUNT_PATH as DEFAULT_FSX_MOUNT_PATH
@@ -84,9 +86,9 @@ ALL_EVENTS: tuple[DataRepositoryEvent, ...] = tuple(DataRepositoryEvent)
 class Capacity(enum.StrEnum):
     """Where a group's instances come from (``CapacityRequirements``)."""
 
-    SPOT = "spot"
+    SPOT = SPOT
     """EC2 Spot capacity: cheaper, and reclaimed when EC2 needs it back."""
-    ON_DEMAND = "on-demand"
+    ON_DEMAND = ON_DEMAND
     """On-Demand capacity."""
 
 
@@ -283,6 +285,7 @@ class InstanceGroup:
             self.partition_name,
             threads_per_core=self.threads_per_core,
             instance_types=tuple(self.instance_types),
+            capacity=str(self.capacity) if self.capacity is not None else None,
         )
 
 

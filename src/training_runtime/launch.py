@@ -10,7 +10,11 @@ Run it from a batch script (``sbatch``), on the first node of the allocation. It
    on the *first node of the step's node list, by host name*. It is worked out there, when the step
    starts, not in the batch script: when HyperPod retries a step on a replaced node, the node list is the
    new one, and a rendezvous pinned to the old first node's address would wait for a host that is gone
-   (awsome-distributed-ai PR #407). ``--rdzv-id`` is the job id, which a requeued job keeps.
+   (awsome-distributed-ai PR #407). ``--rdzv-id`` is the job id, which a requeued job keeps. torchrun is
+   started with :data:`~training_runtime.checkpoint.interrupt.CHECKPOINT_SIGNAL` ignored: Slurm delivers a
+   step signal to every process of the step, torchrun would die of it, and an ignored signal stays ignored
+   across ``exec`` and in the workers, so only a script that installs
+   :class:`~training_runtime.checkpoint.StopRequest` sees the Spot watcher's request to checkpoint.
 
 ``--dry-run`` prints the environment, the srun command and the torchrun command each node will run,
 exactly as they would be executed, and runs nothing.
@@ -24,11 +28,13 @@ import argparse
 import os
 import shlex
 import shutil
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+from training_runtime.checkpoint.interrupt import CHECKPOINT_SIGNAL
 from training_runtime.facts import FactsError, NodeFacts, facts_from, load_facts
 from training_runtime.hardware import hardware_for
 from training_runtime.node import HYPERPOD, platform_at
@@ -338,6 +344,7 @@ def main(argv: Sequence[str]) -> int:
         args = parse(argv)
         if args.on_node:
             command = on_node(args, env)
+            signal.signal(CHECKPOINT_SIGNAL, signal.SIG_IGN)
             os.execvp(command[0], command)
         launch = build(args, env, facts_for(args), args.root)
     except (LaunchError, FactsError, ValueError) as error:

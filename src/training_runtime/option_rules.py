@@ -20,6 +20,7 @@ from training_runtime.options import (
     PIP_REQUIREMENT,
     RETURN_TO_SERVICE,
     SECRET_ARN,
+    SPOT_NOTICE_S,
     VERSION,
     RuntimeOptions,
 )
@@ -181,6 +182,33 @@ def health_on_hyperpod(options: RuntimeOptions, path: str) -> Iterable[Problem]:
             "allowed: " + ", ".join(HYPERPOD_HEALTH_ACTIONS),
             got=options.health.on_hyperpod,
         )
+
+
+@_rule(
+    "RT-SPOT-TIMING",
+    "runtime",
+    "runtime.spot.{poll_interval,checkpoint_grace,imds_url}",
+    source="EC2 User Guide: Spot Instance interruption notices",
+)
+def spot_timing(options: RuntimeOptions, path: str) -> Iterable[Problem]:
+    """The watcher sees a notice and requeues a job within EC2's two-minute notice; the metadata URL is http."""
+    spot = options.spot
+    if spot.poll_interval < 1 or spot.checkpoint_grace < 1:
+        yield Problem(
+            path + ".spot",
+            "poll_interval and checkpoint_grace are whole seconds, at least 1",
+            got={"poll_interval": spot.poll_interval, "checkpoint_grace": spot.checkpoint_grace},
+        )
+    elif spot.poll_interval + spot.checkpoint_grace >= SPOT_NOTICE_S:
+        yield Problem(
+            path + ".spot.checkpoint_grace",
+            "poll_interval + checkpoint_grace must be under EC2's {} s notice, so a job that ignores the signal "
+            "is still requeued before the instance goes".format(SPOT_NOTICE_S),
+            got=spot.poll_interval + spot.checkpoint_grace,
+            fix="lower checkpoint_grace (the default is 60 s with a 5 s poll_interval)",
+        )
+    if not spot.imds_url.startswith("http://"):
+        yield Problem(path + ".spot.imds_url", "expected an http:// URL of the metadata service", got=spot.imds_url)
 
 
 @_rule("RT-PYTORCH-VERSION", "runtime", "runtime.pytorch.version", source="hyperpod-cdk")

@@ -129,6 +129,26 @@ class HealthOptions:
     only drain. ``drain``: every failure only drains."""
 
 
+SPOT_NOTICE_S = 120
+"""Seconds between EC2's Spot interruption notice and the interruption (EC2 User Guide)."""
+
+
+@dataclass(frozen=True)
+class SpotOptions:
+    """The Spot interruption watcher on the compute nodes of groups with ``capacity: spot``
+    (``training_runtime.spot``)."""
+
+    enabled: bool = True
+    """Run the watcher on Spot groups' compute nodes."""
+    poll_interval: int = 5
+    """Seconds between two reads of the interruption notice (AWS recommends 5)."""
+    checkpoint_grace: int = 60
+    """Seconds from signalling a job to checkpoint to requeueing it anyway; with ``poll_interval`` within
+    EC2's two-minute notice."""
+    imds_url: str = "http://169.254.169.254"
+    """The instance metadata service (its IPv6 address is ``http://[fd00:ec2::254]``)."""
+
+
 @dataclass(frozen=True)
 class RuntimeOptions:
     """The parameters file's ``hyperpod_cdk.options``: the config's ``runtime:`` section."""
@@ -141,6 +161,8 @@ class RuntimeOptions:
     """A PyTorch virtual environment on shared storage for login and compute nodes (null: none)."""
     health: HealthOptions = field(default_factory=HealthOptions)
     """Node health checks on compute nodes; on by default."""
+    spot: SpotOptions = field(default_factory=SpotOptions)
+    """The Spot interruption watcher on Spot groups' compute nodes; on by default."""
     install_accelerator_software: bool = True
     """Install missing EFA / NVIDIA (fabric manager, DCGM) / Neuron software on nodes that have the
     hardware. ``false`` leaves it all to the AMI. NVIDIA drivers are never installed."""
@@ -157,6 +179,7 @@ _SECTIONS: Dict[str, Any] = {
     "accounting": AccountingOptions,
     "pytorch": PytorchOptions,
     "health": HealthOptions,
+    "spot": SpotOptions,
 }
 
 
@@ -210,6 +233,7 @@ def _parse_shape(raw: Any, path: str, problems: List[str]) -> RuntimeOptions:
     if raw.get("pytorch") is not None:
         pytorch = _section(raw.get("pytorch"), PytorchOptions, path + ".pytorch", problems)
     health = _section(raw.get("health"), HealthOptions, path + ".health", problems) or HealthOptions()
+    spot = _section(raw.get("spot"), SpotOptions, path + ".spot", problems) or SpotOptions()
     install = raw.get("install_accelerator_software", True)
     if not isinstance(install, bool):
         problems.append("{}.install_accelerator_software: got {!r}; expected true or false".format(path, install))
@@ -224,6 +248,7 @@ def _parse_shape(raw: Any, path: str, problems: List[str]) -> RuntimeOptions:
         accounting=accounting,
         pytorch=pytorch,
         health=health,
+        spot=spot,
         install_accelerator_software=install,
         node_hardware={str(k): dict(v) for k, v in hardware.items()},
     )

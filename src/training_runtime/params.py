@@ -26,7 +26,11 @@ launching team choose the type cannot write it here, so the node reads it from H
 (:func:`training_runtime.resources.resolve_instance_types`). A flexible group (additive too) writes its candidate
 types as ``groups[].instance_types`` and a null ``instance_type``: each node of it reads its own type from the
 resource config (:func:`training_runtime.resources.instance_type_of`). ``openzfs_mount_path`` is additive too: absent
-means no FSx for OpenZFS, and users' homes stay on the Lustre mount."""
+means no FSx for OpenZFS, and users' homes stay on the Lustre mount.
+
+A group's ``capacity`` (``spot`` or ``on-demand``) is another additive key within version 2: absent means
+HyperPod's default (On-Demand) or a file written before the key existed; a node of a ``spot`` group runs the
+Spot interruption watcher (:mod:`training_runtime.spot`)."""
 
 HYPERPOD_PARAMETERS_VERSION = "1.0.0"
 OUR_KEY = "hyperpod_cdk"
@@ -52,6 +56,11 @@ CONTROLLER = "controller"
 LOGIN = "login"
 COMPUTE = "compute"
 ROLES = (CONTROLLER, LOGIN, COMPUTE)
+
+SPOT = "spot"
+ON_DEMAND = "on-demand"
+CAPACITIES = (SPOT, ON_DEMAND)
+"""A group's ``capacity``: where its instances come from (HyperPod's ``CapacityRequirements``)."""
 
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
 """Cluster, instance-group and partition names (HyperPod's pattern, also valid Slurm names)."""
@@ -82,10 +91,17 @@ class GroupSpec:
     instance_types: Tuple[str, ...] = ()
     """A flexible group's candidate types in priority order (``InstanceRequirements.InstanceTypes``); its nodes
     may differ in type, so ``instance_type`` is None and each node's own type comes from the resource config."""
+    capacity: Optional[str] = None
+    """``spot``, ``on-demand``, or None (not said: HyperPod's default, On-Demand). A Spot group's compute
+    nodes watch for EC2's interruption notice (:mod:`training_runtime.spot`)."""
 
     @property
     def flexible(self) -> bool:
         return bool(self.instance_types)
+
+    @property
+    def is_spot(self) -> bool:
+        return self.capacity == SPOT
 
     @property
     def resolved_type(self) -> str:
@@ -204,6 +220,7 @@ class ProvisioningParameters:
                     "threads_per_core": g.threads_per_core,
                     # Only for flexible groups: files of fixed-type clusters stay as they were.
                     **({"instance_types": list(g.instance_types)} if g.instance_types else {}),
+                    **({"capacity": g.capacity} if g.capacity is not None else {}),
                 }
                 for g in self.groups
             ],
@@ -357,9 +374,24 @@ def _parse_groups(raw: Any, path: str, problems: List[str]) -> List[GroupSpec]:
                     where, instance_type, candidates
                 )
             )
+        capacity = item.get("capacity")
+        if capacity is not None and capacity not in CAPACITIES:
+            problems.append(
+                "{}.capacity: got {!r}; allowed: {}, or absent (HyperPod's default, on-demand)".format(
+                    where, capacity, ", ".join(CAPACITIES)
+                )
+            )
         if len(problems) == before:
             groups.append(
-                GroupSpec(str(name), str(role), instance_type, partition, int(threads_per_core), tuple(candidates))
+                GroupSpec(
+                    str(name),
+                    str(role),
+                    instance_type,
+                    partition,
+                    int(threads_per_core),
+                    tuple(candidates),
+                    capacity=capacity,
+                )
             )
     if len(groups) == len(raw):
         from training_runtime.group_rules import group_problems  # it imports this module's definitions

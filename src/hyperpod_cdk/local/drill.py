@@ -1,4 +1,4 @@
-"""Fault drills on a local cluster: a training job through the launcher, a node crash, the resume.
+"""Fault drills on a local cluster: a training job through the launcher, a node crash or a Spot reclaim, the resume.
 
 Used by the fault tests (which assert on the outcome) and by ``bench/crash_resume.py`` (which reports the
 timings). The job is ``examples/jobs/ddp.sbatch``: DDP over two workers, a checkpoint to the shared
@@ -15,8 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hyperpod_cdk.local.cluster import LocalCluster
+from hyperpod_cdk.local.imds import FakeImds
 from hyperpod_cdk.local.state import LocalClusterError
 from training_runtime import checkpoint
+from training_runtime.health.remedy import parse_node_state
+from training_runtime.health.results import SPOT_REASON
 
 JOBS_DIR = Path(__file__).resolve().parents[3] / "examples" / "jobs"
 """The example job scripts of this checkout (the nodes see the host's files through their overlay)."""
@@ -26,6 +29,7 @@ STEP = re.compile(r"^step (\d+) loss ")
 RESUMED = re.compile(r"^resumed from (\S+) at step (\d+)$")
 INCARNATION = re.compile(r"^job (\d+) restart (\d+) on ")
 DONE = re.compile(r"^done (\d+) steps world=(\d+)")
+STOPPED = re.compile(r"^stopping after step (\d+): checkpointed on the checkpoint signal")
 
 
 class DrillError(LocalClusterError):
@@ -40,6 +44,8 @@ class Incarnation:
     steps: list[int] = field(default_factory=list)
     resumed_at: int | None = None
     done_world: int | None = None
+    stopped_after: int | None = None
+    """The step after which the run checkpointed and stopped on the Spot watcher's signal."""
 
 
 def parse_job_log(text: str) -> list[Incarnation]:
@@ -56,6 +62,8 @@ def parse_job_log(text: str) -> list[Incarnation]:
             runs[-1].resumed_at = int(m.group(2))
         elif m := DONE.match(line):
             runs[-1].done_world = int(m.group(2))
+        elif m := STOPPED.match(line):
+            runs[-1].stopped_after = int(m.group(1))
     return runs
 
 
@@ -217,6 +225,124 @@ def crash_and_resume(
         checkpoint_before_crash=before.step,
         node_down_s=since(node_down),
         requeued_s=since(requeued),
+        running_again_s=since(running),
+        resumed_s=since(resumed),
+        completed_s=since(finished),
+        state=info.get("JobState", "?"),
+        restarts=int(info.get("Restarts", "0") or 0),
+        runs=parse_job_log(text),
+        log=text,
+    )
+
+
+@dataclass
+class SpotReclaim:
+    """What happened in one Spot reclaim drill. Times are seconds after the notice was posted."""
+
+    job_id: str
+    reclaimed: str
+    drain_reason: str
+    checkpoint_at_requeue: int
+    """The newest complete checkpoint's step once the job was requeued."""
+    drained_s: float
+    requeued_s: float
+    lost_s: float
+    """When the node was lost (crashed), after the job was requeued."""
+    running_again_s: float
+    resumed_s: float
+    completed_s: float
+    state: str
+    restarts: int
+    runs: list[Incarnation]
+    log: str
+
+
+def spot_reclaim(
+    cluster: LocalCluster,
+    job: DdpJob,
+    imds: FakeImds,
+    *,
+    submit_from: str,
+    reclaim: str,
+    notice_after_step: int = 0,
+    timeout: float = 300.0,
+) -> SpotReclaim:
+    """Run ``job``; once it has logged ``notice_after_step`` post EC2's interruption notice for node ``reclaim``
+    on the fake metadata service; wait for the watcher to drain the node and for the job to checkpoint and be
+    requeued; then lose the node (:meth:`LocalCluster.crash`) and bring a replacement up under its name
+    (the notice withdrawn: a new instance); wait for the job to end."""
+    job_id = job.submit(cluster, submit_from)
+    log = job.log(cluster, job_id)
+    checkpoints = job.host_path(cluster, job.checkpoint_dir(cluster))
+
+    def training() -> bool:
+        runs = parse_job_log(log.read_text()) if log.exists() else []
+        return bool(runs and runs[-1].steps and runs[-1].steps[-1] >= notice_after_step)
+
+    wait_until(f"step {notice_after_step} in the log", training, timeout, log)
+    noticed_at = time.monotonic()
+    imds.post(reclaim)
+
+    def since(moment: float) -> float:
+        return round(moment - noticed_at, 1)
+
+    reason = ""
+
+    def spot_drained() -> bool:
+        nonlocal reason
+        shown = cluster.exec(submit_from, ["scontrol", "show", "node", reclaim], timeout=30).stdout
+        state = parse_node_state(shown)
+        reason = state.reason if state is not None else ""
+        return state is not None and state.drained and reason.startswith(SPOT_REASON)
+
+    drained = wait_until(f"{reclaim} to be drained for the Spot reclaim", spot_drained, timeout, log)
+    requeued = wait_until(
+        "the job to be requeued", lambda: job_fields(cluster, submit_from, job_id).get("Restarts", "0") != "0", timeout
+    )
+    at_requeue = checkpoint.latest(checkpoints)
+    if at_requeue is None:
+        raise DrillError(f"no complete checkpoint when the job was requeued; job log:\n{log.read_text()[-2000:]}")
+    lost = time.monotonic()
+    cluster.crash(reclaim)
+    imds.withdraw(reclaim)
+
+    def gone() -> bool:
+        # A drained node that goes silent is DOWN+DRAIN or DRAIN+NOT_RESPONDING, never plain "down".
+        state = parse_node_state(cluster.exec(submit_from, ["scontrol", "show", "node", reclaim], timeout=30).stdout)
+        return state is not None and bool({"DOWN", "NOT_RESPONDING"} & set(state.flags))
+
+    wait_until(f"Slurm to see {reclaim} gone", gone, timeout, log)
+    code, output = cluster.boot(reclaim, bootstrap=True) or (0, "")
+    if code != 0:
+        raise DrillError(f"bootstrap of the replacement {reclaim} failed:\n{output}")
+
+    def running_again() -> bool:
+        info = job_fields(cluster, submit_from, job_id)
+        return info.get("JobState") in ("RUNNING", "COMPLETED") and info.get("Restarts", "0") != "0"
+
+    running = wait_until("the requeued job to start", running_again, timeout, log)
+
+    def resumed_line() -> bool:
+        runs = parse_job_log(log.read_text()) if log.exists() else []
+        return len(runs) > 1 and runs[-1].resumed_at is not None
+
+    resumed = wait_until("the resumed job to load its checkpoint", resumed_line, timeout, log)
+    finished = wait_until(
+        "the job to finish",
+        lambda: job_fields(cluster, submit_from, job_id).get("JobState") in ("COMPLETED", "FAILED", "CANCELLED"),
+        timeout,
+        log,
+    )
+    info = job_fields(cluster, submit_from, job_id)
+    text = log.read_text()
+    return SpotReclaim(
+        job_id=job_id,
+        reclaimed=reclaim,
+        drain_reason=reason,
+        checkpoint_at_requeue=at_requeue.step,
+        drained_s=since(drained),
+        requeued_s=since(requeued),
+        lost_s=since(lost),
         running_again_s=since(running),
         resumed_s=since(resumed),
         completed_s=since(finished),

@@ -16,6 +16,7 @@ disk, so a kill at any point leaves the previous complete checkpoint readable.
 ``torch`` is imported inside the functions that need it: the package imports on nodes without torch.
 """
 
+from training_runtime.checkpoint.interrupt import CHECKPOINT_SIGNAL, StopRequest, any_rank, requeue_job
 from training_runtime.checkpoint.layout import (
     DCP,
     DCP_METADATA,
@@ -37,6 +38,7 @@ from training_runtime.checkpoint.layout import (
 from training_runtime.checkpoint.torch_io import load, load_distributed, save, save_distributed
 
 __all__ = [
+    "CHECKPOINT_SIGNAL",
     "DCP",
     "DCP_METADATA",
     "DELETING",
@@ -50,10 +52,13 @@ __all__ = [
     "TORCH_SAVE",
     "Checkpoint",
     "CheckpointError",
+    "StopRequest",
+    "any_rank",
     "complete_checkpoints",
     "latest",
     "load",
     "load_distributed",
+    "requeue_job",
     "save",
     "save_distributed",
     "step_name",

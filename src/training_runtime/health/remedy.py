@@ -22,6 +22,7 @@ from training_runtime.health.results import (
     REBOOT,
     REPLACE,
     SEVERITY,
+    SPOT_REASON,
     CheckResult,
 )
 
@@ -48,7 +49,8 @@ class NodeState:
 
     @property
     def ours(self) -> bool:
-        return self.reason.startswith(REASON_PREFIX)
+        """Drained by a health check (a Spot reclaim drain is the Spot watcher's, not the checks')."""
+        return self.reason.startswith(REASON_PREFIX) and not self.reason.startswith(SPOT_REASON)
 
 
 def parse_node_state(text: str) -> Optional[NodeState]:

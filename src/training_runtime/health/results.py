@@ -29,6 +29,10 @@ ESCALATE_WITHIN_S = 24 * 3600
 PERIODIC, PROLOG, REPORT = "periodic", "prolog", "report"
 REASON_PREFIX = "hyperpod-cdk:"
 REASON_MAX = 200
+SPOT_RECLAIM = "spot-reclaim"
+SPOT_REASON = REASON_PREFIX + SPOT_RECLAIM
+"""The drain reason's start when EC2 reclaims a Spot node (``training_runtime.spot``); the health checks never
+resume such a node or change its reason: it is going away."""
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from training_runtime.steps.slurm import (
     slurmd,
     slurmdbd,
 )
+from training_runtime.steps.spot import spot_steps
 from training_runtime.steps.storage import LustreMount, SharedStorage
 from training_runtime.steps.system import ClusterHosts, Packages
 from training_runtime.steps.users import SshBetweenNodes, Users
@@ -80,6 +81,7 @@ def steps_for(node: Node) -> List[Step]:
         if generic and node.has_systemd:
             steps.append(SlurmdOptions())
         steps.append(RunningDaemon(slurmd(node), slurm_config_files(node) if generic else []))
+        steps += spot_steps(node)
     if not node.is_controller:
         steps += pytorch_steps(node)
     return steps

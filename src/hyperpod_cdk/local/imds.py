@@ -1,0 +1,174 @@
+"""A fake EC2 instance metadata service for the local cluster: the Spot interruption notice, per node.
+
+It answers what the Spot watcher (``training_runtime.spot``) asks, as EC2 documents it: ``PUT
+/latest/api/token`` gives a session token, ``GET /latest/meta-data/spot/instance-action`` with that token gives
+the notice of the asking node (told apart by its address) or 404. It runs in the cluster's switch namespace on
+an address of its own on the bridge (the subnet's second host), so the nodes reach it the way a real node reaches
+169.254.169.254: without leaving the cluster. The drill posts and withdraws notices through a JSON file
+(``{node address: {"action": ..., "time": ...}}``) that the server reads on every request.
+
+``python -m hyperpod_cdk.local.imds --listen ADDRESS:PORT --notices FILE`` is the server;
+:class:`FakeImds` starts and stops it for a :class:`~hyperpod_cdk.local.cluster.LocalCluster`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import secrets
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from hyperpod_cdk.local.namespaces import BRIDGE
+from hyperpod_cdk.local.state import LocalClusterError
+from training_runtime.spot import INSTANCE_ACTION_PATH, TOKEN_PATH
+
+PORT = 8111
+READY_TIMEOUT_S = 10.0
+
+
+def imds_address(subnet: str) -> str:
+    """The fake service's address: the subnet's second host (nodes start at the tenth)."""
+    return str(ipaddress.IPv4Network(subnet)[2])
+
+
+def imds_url(subnet: str) -> str:
+    """``runtime.spot.imds_url`` for a local cluster on ``subnet``."""
+    return f"http://{imds_address(subnet)}:{PORT}"
+
+
+def serve(listen: str, notices: Path) -> None:
+    host, port = listen.rsplit(":", 1)
+    tokens: set[str] = set()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def _answer(self, code: int, body: str = "") -> None:
+            self.send_response(code)
+            self.send_header("Content-Length", str(len(body.encode())))
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def do_PUT(self) -> None:
+            if self.path != TOKEN_PATH or not self.headers.get("X-aws-ec2-metadata-token-ttl-seconds"):
+                self._answer(400)
+                return
+            token = secrets.token_hex(16)
+            tokens.add(token)
+            self._answer(200, token)
+
+        def do_GET(self) -> None:
+            if self.headers.get("X-aws-ec2-metadata-token") not in tokens:
+                self._answer(401)
+                return
+            try:
+                posted = json.loads(notices.read_text())
+            except (OSError, ValueError):
+                posted = {}
+            notice = posted.get(self.client_address[0])
+            if self.path != INSTANCE_ACTION_PATH or notice is None:
+                self._answer(404)
+            else:
+                self._answer(200, json.dumps(notice))
+
+    ThreadingHTTPServer((host, int(port)), Handler).serve_forever()
+
+
+def spot_variant(config_path: Path, directory: Path, subnet: str, poll_interval: int = 1) -> Path:
+    """A copy of ``config_path`` in ``directory`` with its compute groups on Spot and their watcher polling the
+    fake service of a cluster on ``subnet``."""
+    import yaml
+
+    data = yaml.safe_load(Path(config_path).read_text())
+    for group in data["instance_groups"]:
+        if group.get("role", "compute") == "compute":
+            group["capacity"] = "spot"
+    runtime = data.setdefault("runtime", {})
+    runtime["spot"] = {**runtime.get("spot", {}), "poll_interval": poll_interval, "imds_url": imds_url(subnet)}
+    path = Path(directory) / ("spot-" + Path(config_path).name)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+class FakeImds:
+    """The fake service of one local cluster: :meth:`start`, :meth:`post` / :meth:`withdraw`, :meth:`stop`."""
+
+    def __init__(self, cluster: Any) -> None:
+        self.cluster = cluster
+        self.address = imds_address(cluster.layout.subnet)
+        self.notices = Path(cluster.workdir) / "imds-notices.json"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def _switch(self, *argv: str) -> list[str]:
+        return ["ip", "netns", "exec", self.cluster.namespaces.switch, *argv]
+
+    def start(self) -> None:
+        self.notices.write_text("{}")
+        prefix = f"{self.address}/{self.cluster.layout.prefixlen}"
+        subprocess.run(
+            ["ip", "-n", self.cluster.namespaces.switch, "addr", "replace", prefix, "dev", BRIDGE], check=True
+        )
+        argv = [sys.executable, "-m", "hyperpod_cdk.local.imds", "--listen", f"{self.address}:{PORT}"]
+        self.process = subprocess.Popen(self._switch(*argv, "--notices", str(self.notices)), env=_env())
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        probe = ["python3", "-c", f"import socket; socket.create_connection(('{self.address}', {PORT}), 1)"]
+        while subprocess.run(self._switch(*probe), capture_output=True, check=False).returncode != 0:
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                self.stop()
+                raise LocalClusterError(f"the fake instance metadata service did not start on {self.address}:{PORT}")
+            time.sleep(0.1)
+
+    def post(self, node: str, action: str = "terminate", in_s: int = 120) -> dict[str, str]:
+        """EC2's notice for ``node``: ``action`` in ``in_s`` seconds."""
+        when = (datetime.now(UTC) + timedelta(seconds=in_s)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        notice = {"action": action, "time": when}
+        self._write({**self._read(), self.cluster.node(node).ip: notice})
+        return notice
+
+    def withdraw(self, node: str) -> None:
+        """No notice for ``node`` any more (the instance at its address is a new one)."""
+        posted = self._read()
+        posted.pop(self.cluster.node(node).ip, None)
+        self._write(posted)
+
+    def _read(self) -> dict[str, Any]:
+        return dict(json.loads(self.notices.read_text()))
+
+    def _write(self, posted: dict[str, Any]) -> None:
+        tmp = self.notices.with_suffix(".tmp")
+        tmp.write_text(json.dumps(posted))
+        tmp.replace(self.notices)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+        self.process = None
+
+
+def _env() -> dict[str, str]:
+    import os
+
+    src = str(Path(__file__).resolve().parents[2])
+    return {**os.environ, "PYTHONPATH": src + (":" + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")}
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m hyperpod_cdk.local.imds", description=__doc__.split("\n")[0])
+    parser.add_argument("--listen", required=True, help="ADDRESS:PORT")
+    parser.add_argument("--notices", required=True, type=Path, help="JSON: {node address: notice}")
+    args = parser.parse_args(argv)
+    serve(args.listen, args.notices)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
