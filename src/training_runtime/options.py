@@ -30,6 +30,9 @@ MAX_SLURM_SECONDS = 65535
 MIN_CRED_EXPIRE = 70
 """Seconds. Below this a requeued job can be killed by a stale RPC meant for its previous incarnation."""
 RETURN_TO_SERVICE = (0, 1, 2)
+SCRAPE_INTERVAL_DEFAULT = 15
+SCRAPE_INTERVAL_RANGE = (5, 300)
+"""Seconds: below 5 the collector's sinfo/squeue calls load slurmctld; above 300 dashboards go stale."""
 
 
 class OptionsError(InputError):
@@ -127,6 +130,34 @@ class HealthOptions:
 
 
 @dataclass(frozen=True)
+class ObservabilityOptions:
+    """Metrics on every node (``training_runtime.metrics``): exporters, the Slurm collector and, when the
+    parameters file names a metrics target (``hyperpod_cdk.metrics``), a Prometheus agent that remote-writes
+    to it with SigV4. Ports are fixed (``training_runtime/metrics/ports.py``)."""
+
+    enabled: bool = True
+    """Install and run the metrics software below. ``false``: none of it is installed (software an earlier
+    bootstrap installed is left in place, stopped only when the option that started it is turned off)."""
+    scrape_interval: int = SCRAPE_INTERVAL_DEFAULT
+    """Seconds between two scrapes of the node's exporters, and between two runs of the metrics collector
+    (Slurm state, EFA counters); 5 to 300."""
+    node_exporter: bool = True
+    """Prometheus' node_exporter on every node (CPU, memory, disk, network), port 9100; its textfile
+    collector also serves the Slurm and EFA metrics, so those need it."""
+    slurm_metrics: bool = True
+    """The controller's collector of Slurm metrics (nodes by state with drain reasons, jobs by state and
+    partition, the nodes of running jobs, allocated and idle CPUs and GPUs, scheduler cycle), from
+    ``sinfo``, ``squeue`` and ``sdiag`` every ``scrape_interval`` seconds."""
+    dcgm_exporter: bool = True
+    """NVIDIA nodes: NVIDIA's dcgm-exporter (port 9400) with the runtime's counter list, and (generic
+    platform) the GPU-to-job mapping written by the Slurm prolog and epilog (label ``hpc_job``)."""
+    neuron_monitor: bool = True
+    """Trainium/Inferentia nodes: ``neuron-monitor`` piped to its Prometheus bridge (port 8000)."""
+    efa_metrics: bool = True
+    """EFA nodes: the EFA devices' hardware counters (bytes, packets, RDMA traffic, drops) as metrics."""
+
+
+@dataclass(frozen=True)
 class RuntimeOptions:
     """The parameters file's ``hyperpod_cdk.options``: the config's ``runtime:`` section."""
 
@@ -138,6 +169,8 @@ class RuntimeOptions:
     """A PyTorch virtual environment on shared storage for login and compute nodes (null: none)."""
     health: HealthOptions = field(default_factory=HealthOptions)
     """Node health checks on compute nodes; on by default."""
+    observability: ObservabilityOptions = field(default_factory=ObservabilityOptions)
+    """Metrics exporters and agent on every node; on by default."""
     install_accelerator_software: bool = True
     """Install missing EFA / NVIDIA (fabric manager, DCGM) / Neuron software on nodes that have the
     hardware. ``false`` leaves it all to the AMI. NVIDIA drivers are never installed."""
@@ -154,6 +187,7 @@ _SECTIONS: Dict[str, Any] = {
     "accounting": AccountingOptions,
     "pytorch": PytorchOptions,
     "health": HealthOptions,
+    "observability": ObservabilityOptions,
 }
 
 
@@ -207,6 +241,8 @@ def _parse_shape(raw: Any, path: str, problems: List[str]) -> RuntimeOptions:
     if raw.get("pytorch") is not None:
         pytorch = _section(raw.get("pytorch"), PytorchOptions, path + ".pytorch", problems)
     health = _section(raw.get("health"), HealthOptions, path + ".health", problems) or HealthOptions()
+    observability = _section(raw.get("observability"), ObservabilityOptions, path + ".observability", problems)
+    observability = observability or ObservabilityOptions()
     install = raw.get("install_accelerator_software", True)
     if not isinstance(install, bool):
         problems.append("{}.install_accelerator_software: got {!r}; expected true or false".format(path, install))
@@ -221,6 +257,7 @@ def _parse_shape(raw: Any, path: str, problems: List[str]) -> RuntimeOptions:
         accounting=accounting,
         pytorch=pytorch,
         health=health,
+        observability=observability,
         install_accelerator_software=install,
         node_hardware={str(k): dict(v) for k, v in hardware.items()},
     )

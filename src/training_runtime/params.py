@@ -23,7 +23,8 @@ CONTRACT_VERSION = 2
 Version 2 added ``groups[].threads_per_core``. A group's ``instance_type`` may be null or absent (an
 additive change within version 2; CDK drops null values when it writes the file): a template that lets the
 launching team choose the type cannot write it here, so the node reads it from HyperPod's resource config
-(:func:`training_runtime.resources.resolve_instance_types`)."""
+(:func:`training_runtime.resources.resolve_instance_types`). ``hyperpod_cdk.metrics`` (optional, null or
+absent: no remote write) is another additive key of version 2."""
 
 HYPERPOD_PARAMETERS_VERSION = "1.0.0"
 OUR_KEY = "hyperpod_cdk"
@@ -87,6 +88,20 @@ class GroupSpec:
         return self.instance_type
 
 
+REMOTE_WRITE_URL = re.compile(r"^https://[A-Za-z0-9.-]+(:\d+)?/\S*$")
+"""Where a node's Prometheus agent remote-writes: HTTPS only (it signs requests with SigV4)."""
+REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
+
+
+@dataclass(frozen=True)
+class MetricsTarget:
+    """``hyperpod_cdk.metrics``: where every node remote-writes its metrics (Amazon Managed Service for
+    Prometheus), written by the constructs; the node signs with SigV4 for ``region``."""
+
+    remote_write_url: str
+    region: str
+
+
 @dataclass(frozen=True)
 class WorkerGroup:
     """HyperPod's ``worker_groups[]`` entry: a compute group and its Slurm partition."""
@@ -111,6 +126,9 @@ class ProvisioningParameters:
     None (the key absent) means what files without the key always meant: FSx exactly when ``fsx_dns_name``
     is given. A published template writes ``True`` with null names in API-driven mode, where HyperPod
     mounts the file system itself and its DNS name is only known at deploy time."""
+    metrics: Optional[MetricsTarget] = None
+    """Where the nodes remote-write metrics (``hyperpod_cdk.metrics``); None: nowhere (the local cluster's
+    Prometheus scrapes the nodes instead)."""
     options: Dict[str, Any] = field(default_factory=dict)
     """The runtime options (the config's ``runtime:`` section), kept as given; the node reads them with
     :func:`training_runtime.options.parse_options` (``Node.options``)."""
@@ -177,6 +195,11 @@ class ProvisioningParameters:
         }
         if self.fsx is not None:
             data[OUR_KEY]["fsx"] = self.fsx
+        if self.metrics is not None:
+            data[OUR_KEY]["metrics"] = {
+                "remote_write_url": self.metrics.remote_write_url,
+                "region": self.metrics.region,
+            }
         return data
 
     def dumps(self) -> str:
@@ -234,6 +257,7 @@ class ProvisioningParameters:
                 "runtime mounts the file system itself). Fix: give the file system's DNS and mount names, or "
                 "use api-driven mode, where HyperPod mounts it".format(OUR_KEY)
             )
+        metrics = _parse_metrics(ours.get("metrics"), OUR_KEY + ".metrics", problems)
         if problems:
             raise ParametersError(problems)
         params = cls(
@@ -244,6 +268,7 @@ class ProvisioningParameters:
             fsx_mountname=mount_name,
             fsx_mount_path=str(mount_path),
             fsx=fsx,
+            metrics=metrics,
             options=dict(options),
         )
         _check_hyperpod_keys_agree(data, params, problems)
@@ -266,6 +291,30 @@ def _required_str(data: Mapping[str, Any], key: str, path: str, problems: List[s
         problems.append("{}.{}: got {!r}; expected a non-empty string".format(path, key, value))
         return None
     return value
+
+
+def _parse_metrics(raw: Any, path: str, problems: List[str]) -> Optional[MetricsTarget]:
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        problems.append("{}: got {!r}; expected an object with remote_write_url and region, or null".format(path, raw))
+        return None
+    before = len(problems)
+    for key in raw:
+        if key not in ("remote_write_url", "region"):
+            problems.append("{}.{}: unknown key; allowed: remote_write_url, region".format(path, key))
+    url, region = raw.get("remote_write_url"), raw.get("region")
+    if not isinstance(url, str) or not REMOTE_WRITE_URL.match(url):
+        problems.append(
+            "{}.remote_write_url: got {!r}; expected an https:// URL such as https://aps-workspaces.<region>."
+            "amazonaws.com/workspaces/<id>/api/v1/remote_write. Fix: regenerate the parameters with "
+            "hyperpod-cdk".format(path, url)
+        )
+    if not isinstance(region, str) or not REGION.match(region):
+        problems.append("{}.region: got {!r}; expected an AWS Region such as us-east-1".format(path, region))
+    if len(problems) != before:
+        return None
+    return MetricsTarget(str(url), str(region))
 
 
 def _parse_groups(raw: Any, path: str, problems: List[str]) -> List[GroupSpec]:
