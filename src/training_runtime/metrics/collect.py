@@ -75,7 +75,7 @@ def program_arguments(slurm: bool, efa: bool, interval: int, slurm_bin: Optional
     arguments = (["--slurm"] if slurm else []) + (["--efa"] if efa else [])
     if slurm and slurm_bin:
         arguments += ["--slurm-bin", slurm_bin]
-    return arguments + ["--loop", str(interval)]
+    return [*arguments, "--loop", str(interval)]
 
 
 if __name__ == "__main__":

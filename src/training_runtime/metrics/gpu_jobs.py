@@ -10,6 +10,7 @@ library and :mod:`.layout`: a prolog gates every job.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
 import os
 import sys
@@ -36,10 +37,8 @@ def _read(path: str) -> List[str]:
 
 def _write(path: str, jobs: List[str]) -> None:
     if not jobs:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
-        except FileNotFoundError:
-            pass
         return
     temporary = "{}.{}.tmp".format(path, os.getpid())
     with open(temporary, "w") as handle:
@@ -57,7 +56,7 @@ def update(directory: str, job_id: str, gpus: Sequence[str], add: bool) -> None:
         for gpu in gpus:
             path = os.path.join(directory, gpu)
             jobs = [j for j in _read(path) if j != job_id]
-            _write(path, jobs + [job_id] if add else jobs)
+            _write(path, [*jobs, job_id] if add else jobs)
 
 
 def main(argv: Optional[Sequence[str]] = None, env: Optional[Mapping[str, str]] = None) -> int:

@@ -73,7 +73,7 @@ def parse_sinfo(text: str) -> List[NodeRow]:
         rows[name] = NodeRow(
             name=name,
             state=base_state(state),
-            cpus=(counts + (0, 0, 0, 0))[:4],  # type: ignore[arg-type]
+            cpus=((*counts, 0, 0, 0, 0))[:4],  # type: ignore[arg-type]
             gpus_total=gpu_count(gres),
             gpus_used=gpu_count(gres_used),
             reason="" if reason in ("none", "(null)") else reason,
@@ -184,10 +184,10 @@ def slurm_families(run: Run) -> List[Family]:
         for row in parse_sinfo(sinfo):
             nodes.add(1, state=row.state)
             node_state.set(1, node=row.name, state=row.state, reason=row.reason)
-            totals = [a + b for a, b in zip(totals, row.cpus)]
+            totals = [a + b for a, b in zip(totals, row.cpus, strict=False)]
             gpu_total += row.gpus_total
             gpu_used += row.gpus_used
-        for state, value in zip(("alloc", "idle", "other", "total"), totals):
+        for state, value in zip(("alloc", "idle", "other", "total"), totals, strict=False):
             cpus.set(value, state=state)
         gpus.set(gpu_used, state="alloc")
         gpus.set(gpu_total - gpu_used, state="idle")
@@ -216,5 +216,5 @@ def slurm_families(run: Run) -> List[Family]:
 def _try(run: Run, argv: Sequence[str]) -> Optional[str]:
     try:
         return run(argv)
-    except Exception:  # noqa: BLE001 - any failure of one command marks the collection failed, not the collector
+    except Exception:
         return None
