@@ -44,7 +44,6 @@ from training_runtime.steps.installed import program
 
 UNIT_DIR = "/etc/systemd/system"
 PID_DIR = "/run/hyperpod-cdk"
-LOG_DIR = "/var/log/hyperpod-cdk"
 NODE_EXPORTER = "prometheus-node-exporter"
 """The Debian/Ubuntu package, its binary and its systemd unit (which reads ``ARGS`` from NODE_EXPORTER_ARGS)."""
 NODE_EXPORTER_ARGS = "/etc/default/prometheus-node-exporter"
@@ -97,7 +96,7 @@ def background(node: Node, name: str, unit_name: str, argv: Sequence[str]) -> Da
         "--pidfile",
         pid_file,
         "--output",
-        "{}/{}.log".format(LOG_DIR, unit_name),
+        "{}/{}.log".format(PID_DIR, unit_name),
         "--startas",
         argv[0],
         "--",
