@@ -148,7 +148,7 @@ def parse_sdiag(text: str) -> Dict[str, float]:
     section = ""
     for line in text.splitlines():
         stripped = line.strip()
-        if stripped.endswith(":") or stripped.endswith("(microseconds):"):
+        if stripped and not line[0].isspace():  # a heading; its figures are indented under it
             section = stripped.lower()
             continue
         key, _, value = stripped.partition(":")
