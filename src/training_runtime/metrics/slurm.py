@@ -184,10 +184,10 @@ def slurm_families(run: Run) -> List[Family]:
         for row in parse_sinfo(sinfo):
             nodes.add(1, state=row.state)
             node_state.set(1, node=row.name, state=row.state, reason=row.reason)
-            totals = [a + b for a, b in zip(totals, row.cpus, strict=False)]
+            totals = [a + b for a, b in zip(totals, row.cpus)]  # noqa: B905 - Python 3.8 has no strict=
             gpu_total += row.gpus_total
             gpu_used += row.gpus_used
-        for state, value in zip(("alloc", "idle", "other", "total"), totals, strict=False):
+        for state, value in zip(("alloc", "idle", "other", "total"), totals):  # noqa: B905 - Python 3.8
             cpus.set(value, state=state)
         gpus.set(gpu_used, state="alloc")
         gpus.set(gpu_total - gpu_used, state="idle")
