@@ -41,6 +41,7 @@ SECTIONS: tuple[tuple[str, type], ...] = (
     ("runtime.health", options.HealthOptions),
     ("runtime.accounting", options.AccountingOptions),
     ("runtime.pytorch", options.PytorchOptions),
+    ("runtime.observability", options.ObservabilityOptions),
 )
 """Each section of the ``runtime:`` block, in the order the document shows them."""
 

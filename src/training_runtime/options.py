@@ -136,8 +136,8 @@ class ObservabilityOptions:
     to it with SigV4. Ports are fixed (``training_runtime/metrics/ports.py``)."""
 
     enabled: bool = True
-    """Install and run the metrics software below. ``false``: none of it is installed (software an earlier
-    bootstrap installed is left in place, stopped only when the option that started it is turned off)."""
+    """Install and run the metrics software below. ``false``: none of it is installed (what an earlier
+    bootstrap installed and started is left as it is)."""
     scrape_interval: int = SCRAPE_INTERVAL_DEFAULT
     """Seconds between two scrapes of the node's exporters, and between two runs of the metrics collector
     (Slurm state, EFA counters); 5 to 300."""
