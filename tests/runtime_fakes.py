@@ -65,10 +65,10 @@ CLUSTER_GROUPS = (
 
 
 def resource_config(
-    groups: Mapping[str, Sequence[tuple[str, str]]], instance_types: Mapping[str, str] | None = None
+    groups: Mapping[str, Sequence[tuple[str, ...]]], instance_types: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
-    """HyperPod's resource_config.json shape: group name -> [(InstanceName, CustomerIpAddress)], with each
-    group's ``InstanceType`` where ``instance_types`` names it."""
+    """HyperPod's resource_config.json shape: group name -> [(InstanceName, CustomerIpAddress[, InstanceType])],
+    with each group's ``InstanceType`` where ``instance_types`` names it."""
     types = instance_types or {}
     return {
         "ClusterConfig": {"ClusterName": "test", "ClusterArn": "arn:aws:sagemaker:us-east-1:111122223333:cluster/x"},
@@ -76,7 +76,10 @@ def resource_config(
             {
                 "Name": name,
                 **({"InstanceType": types[name]} if name in types else {}),
-                "Instances": [{"InstanceName": n, "CustomerIpAddress": ip} for n, ip in instances],
+                "Instances": [
+                    {"InstanceName": i[0], "CustomerIpAddress": i[1], **({"InstanceType": i[2]} if i[2:] else {})}
+                    for i in instances
+                ],
             }
             for name, instances in groups.items()
         ],
@@ -97,10 +100,13 @@ class FakeHost(Host):
 
     daemon_wait = RetryPolicy(attempts=1, base_s=0.0, cap_s=0.0, deadline_s=0.0)
 
-    def __init__(self, hostname: str, accounts: Mapping[str, tuple[int, int]] | None = None) -> None:
+    def __init__(
+        self, hostname: str, accounts: Mapping[str, tuple[int, int]] | None = None, ec2_type: str | None = None
+    ) -> None:
         self.name = hostname
         self.accounts = dict(accounts or {})
         self.looked_up: List[str] = []
+        self.ec2_type = ec2_type
 
     def ids(self, owner: str, group: Optional[str]) -> tuple[int, int]:
         self.looked_up.append(owner)
@@ -112,6 +118,10 @@ class FakeHost(Host):
     def hostname(self) -> str:
         return self.name
 
+    def instance_type(self) -> Optional[str]:
+        """EC2 instance metadata's answer: the type given, else none (never the network)."""
+        return self.ec2_type
+
 
 def fake_node(
     root: Path,
@@ -119,7 +129,7 @@ def fake_node(
     instance: str = "workers-1",
     options: Mapping[str, Any] | None = None,
     groups: Sequence[GroupSpec] = CLUSTER_GROUPS,
-    instances: Mapping[str, Sequence[tuple[str, str]]] = DEFAULT_INSTANCES,
+    instances: Mapping[str, Sequence[tuple[str, ...]]] = DEFAULT_INSTANCES,
     fsx: bool = True,
     mode: str = "lifecycle-driven",
     runner: RecordingRunner | None = None,

@@ -82,3 +82,55 @@ def test_a_published_template_passes_nag_and_the_strict_validator(tmp_path: Path
     except RuntimeError as error:
         pytest.fail(f"{error}\n" + "\n".join(validation_report(tmp_path)))
     assert validation_report(tmp_path) == []
+
+
+def test_homes_on_openzfs_beside_lustre_pass_cfn_lint_nag_and_the_strict_validator(tmp_path: Path) -> None:
+    """A new FSx for OpenZFS at /home beside the default Lustre at /fsx, with the organization's key on both."""
+    from hyperpod_cdk import TrainingClusterStack, parse_config
+    from support import cfn_lint, template_of
+
+    key = "arn:aws:kms:us-west-2:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    config = parse_config(
+        {"storage_openzfs": {"deployment_type": "SINGLE_AZ_HA_2"}, "organization": {"kms_key_arn": key}}
+    )
+    app = cdk.App(outdir=str(tmp_path), context=STRICT_VALIDATION)
+    stack = TrainingClusterStack(app, "homes", config=config)
+    Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    try:
+        app.synth()
+    except RuntimeError as error:
+        pytest.fail(f"{error}\n" + "\n".join(validation_report(tmp_path)))
+    assert validation_report(tmp_path) == []
+    template = template_of(stack)
+    assert cfn_lint(template) == []
+    kinds = [
+        r["Properties"].get("FileSystemType")
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::FSx::FileSystem"
+    ]
+    assert sorted(kinds) == ["LUSTRE", "OPENZFS"]
+
+
+@pytest.mark.parametrize(
+    "observability",
+    [
+        {"grafana": True, "alarms": {"emails": ["ops@example.com"]}},
+        {"workspace_arn": "arn:aws:aps:us-west-2:111122223333:workspace/ws-1234", "grafana": True},
+    ],
+    ids=["new-workspace-grafana", "existing-workspace-grafana"],
+)
+def test_observability_with_grafana_passes_nag_and_the_strict_validator(
+    observability: dict[str, object], tmp_path: Path
+) -> None:
+    """The examples leave Grafana off (it needs IAM Identity Center); its role and workspace are as clean."""
+    from hyperpod_cdk import ClusterConfig, TrainingClusterStack
+
+    app = cdk.App(outdir=str(tmp_path), context=STRICT_VALIDATION)
+    config = ClusterConfig.model_validate({"observability": observability, "storage": None})
+    TrainingClusterStack(app, "observed", config=config)
+    Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    try:
+        app.synth()
+    except RuntimeError as error:
+        pytest.fail(f"{error}\n" + "\n".join(validation_report(tmp_path)))
+    assert validation_report(tmp_path) == []

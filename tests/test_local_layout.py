@@ -156,11 +156,13 @@ def test_local_parameters_are_the_uploaded_ones_with_only_the_emulation_overlays
     assert local.file_name == upload["file_name"]
     assert ProvisioningParameters.loads(local.dumps()) == local
     # The overlays, stated here independently of layout.emulated(): no Lustre, fast Slurm failure
-    # detection, every instance type sized as this machine, no accelerator software.
+    # detection, every instance type sized as this machine, no accelerator software, no remote write.
     expected = copy.deepcopy(upload["parameters"])
     assert "fsx_dns_name" in expected, "both examples have a file system"
     del expected["fsx_dns_name"], expected["fsx_mountname"]
     ours = expected["hyperpod_cdk"]
+    assert "metrics" in ours, "observability is on in both examples"
+    del ours["metrics"]
     options = ours["options"]
     options["slurm"] = {**options.get("slurm", {}), **EMULATION_SLURM_OPTIONS}
     machine = {"cpus": 3, "sockets": 1, "cores_per_socket": 3, "threads_per_core": 1, "memory_mib": 2000}

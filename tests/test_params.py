@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -216,3 +217,15 @@ def test_lifecycle_driven_mode_with_the_flag_needs_the_names_to_mount() -> None:
     with pytest.raises(ParametersError, match=r"required when hyperpod_cdk\.fsx is true in lifecycle-driven mode"):
         ProvisioningParameters.loads(flagged.dumps())
     ProvisioningParameters.loads(params(mode=LIFECYCLE_DRIVEN, fsx=True).dumps())  # with the names: fine
+
+
+def test_the_openzfs_mount_is_carried_and_moves_the_homes() -> None:
+    zfs = dataclasses.replace(params(), openzfs_mount_path="/home")
+    data = zfs.to_json()
+    assert data["hyperpod_cdk"]["openzfs_mount_path"] == "/home"
+    assert ProvisioningParameters.loads(zfs.dumps()) == zfs
+    assert (zfs.homes_dir, params().homes_dir) == ("/home", "/fsx/home")
+    for bad in ("home", 7):
+        data["hyperpod_cdk"]["openzfs_mount_path"] = bad
+        with pytest.raises(ParametersError, match=r"hyperpod_cdk\.openzfs_mount_path: got"):
+            ProvisioningParameters.from_json(data)

@@ -23,6 +23,7 @@ CPU_WORKERS = {"name": "workers", "instance_type": "ml.c5.xlarge", "count": 2}
 TRN_WORKERS = {"name": "workers", "instance_type": "ml.trn1.32xlarge", "count": 2}
 P4D_WORKERS = {"name": "workers", "instance_type": "ml.p4d.24xlarge", "count": 2}
 P5_WORKERS = {"name": "workers", "instance_type": "ml.p5.48xlarge", "count": 2}
+FLEX_WORKERS = {"name": "workers", "instance_types": ["ml.c5.xlarge", "ml.c5.2xlarge"], "count": 2}
 LOGIN = {"name": "login", "role": "login", "instance_type": "ml.m5.large", "count": 1}
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ0kXkqj7y1o0n8v2k8yHqRzY2yq8f1m3mJ2b9c3d4e5 alice@laptop"
 EXISTING_NET = {
@@ -37,6 +38,7 @@ EXISTING_FS = {
 }
 
 
+WORKSPACE = "arn:aws:aps:us-west-2:111122223333:workspace/ws-12345678-abcd-1234-abcd-123456789012"
 VOLUME_KEY = "arn:aws:kms:us-west-2:111122223333:key/1234abcd"
 SECRET = "arn:aws:secretsmanager:us-west-2:111122223333:secret:slurm-db-AbCdEf"
 CONTINUOUS = {"node_provisioning_mode": "continuous"}
@@ -150,6 +152,39 @@ ROWS = [
     ),
     row("GRP-REGION", {}, "region", "no HyperPod instance-type list", region="xx-nowhere-1"),
     row("GRP-INSTANCE-COUNT", groups({**CPU_WORKERS, "count": 6759}), "instance_groups[1].count", "0 to 6758"),
+    row(
+        "GRP-FLEX-EXCLUSIVE",
+        groups({**CPU_WORKERS, "instance_types": ["ml.c5.2xlarge"]}),
+        "instance_groups[1]",
+        "gives both instance_type and instance_types",
+    ),
+    row(
+        "GRP-FLEX-TYPES",
+        groups({"name": "workers", "count": 2, "instance_types": ["ml.c5.xlarge", "ml.c5.2xlarge", "ml.c5.xlarge"]}),
+        "instance_groups[1].instance_types",
+        "list each type once",
+    ),
+    row(
+        "GRP-FLEX-ACCELERATOR",
+        groups({"name": "workers", "count": 2, "instance_types": ["ml.c5.xlarge", "ml.g5.xlarge"]}),
+        "instance_groups[1].instance_types",
+        "mixes accelerator kinds (no accelerator: ml.c5.xlarge; NVIDIA GPUs: ml.g5.xlarge)",
+    ),
+    row(
+        "GRP-FLEX-ACCELERATOR-COUNT",
+        groups({"name": "workers", "count": 2, "instance_types": ["ml.g5.xlarge", "ml.g5.12xlarge"]}),
+        "instance_groups[1].instance_types",
+        "differ in accelerators per node (1 per node: ml.g5.xlarge; 4 per node: ml.g5.12xlarge)",
+    ),
+    row(
+        "GRP-FLEX-PARAMETER",
+        {
+            **groups(FLEX_WORKERS),
+            "parameters": {"instance_groups": {"workers": {"instance_types": ["ml.c5.xlarge"]}}},
+        },
+        "parameters.instance_groups.workers.instance_types",
+        "group 'workers' is flexible",
+    ),
     row(
         "GRP-THREADS-PER-CORE",
         groups({**CPU_WORKERS, "instance_type": "ml.c6g.xlarge", "threads_per_core": 2}),
@@ -314,6 +349,60 @@ ROWS = [
         {"storage_openzfs": openzfs("/fsx")},
         "storage_openzfs.mount_path",
         "FSx for Lustre is mounted there",
+    ),
+    row(
+        "ZFS-EXISTING-ONLY",
+        {"storage_openzfs": {**OPENZFS, "storage_capacity_gib": 512}},
+        "storage_openzfs.storage_capacity_gib",
+        "applies only to a new file system",
+    ),
+    row(
+        "ZFS-CAPACITY",
+        {"storage_openzfs": {"storage_capacity_gib": 63}},
+        "storage_openzfs.storage_capacity_gib",
+        "64 to 524288",
+    ),
+    row(
+        "ZFS-THROUGHPUT",
+        {"storage_openzfs": {"deployment_type": "SINGLE_AZ_2", "throughput_capacity_mbps": 64}},
+        "storage_openzfs.throughput_capacity_mbps",
+        "SINGLE_AZ_2 takes one of 160, 320",
+    ),
+    row(
+        "ZFS-BACKUPS",
+        {"storage_openzfs": {"automatic_backup_retention_days": 91}},
+        "storage_openzfs.automatic_backup_retention_days",
+        "0 to 90 days",
+    ),
+    row(
+        "ZFS-MULTI-AZ",
+        {"storage_openzfs": {"standby_subnet_id": "subnet-0123456789abcdef1"}},
+        "storage_openzfs.standby_subnet_id",
+        "applies only to MULTI_AZ_1, not SINGLE_AZ_1",
+    ),
+    row(
+        "ZFS-MULTI-AZ-VPC",
+        {"storage_openzfs": {"deployment_type": "MULTI_AZ_1", "standby_subnet_id": "subnet-0123456789abcdef1"}},
+        "storage_openzfs.deployment_type",
+        "the new VPC has one",
+    ),
+    row(
+        "ZFS-CLIENTS",
+        {"storage_openzfs": {"client_cidrs": ["0.0.0.0/0"]}},
+        "storage_openzfs.client_cidrs[0]",
+        "exports the file system to every address",
+    ),
+    row(
+        "ZFS-CLIENTS-REQUIRED",
+        {"network": EXISTING_NET, "storage_openzfs": {}},
+        "storage_openzfs.client_cidrs",
+        "the existing subnet's CIDR is not known at synth",
+    ),
+    row(
+        "ZFS-REMOVAL",
+        {"storage_openzfs": {"removal_policy": "destroy"}},
+        "storage_openzfs.removal_policy",
+        "deleted with the stack",
     ),
     # --- network
     row("NET-CIDR", {"network": {"cidr": "10.0.0.1/16"}}, "network.cidr", "use 10.0.0.0/16"),
@@ -661,6 +750,33 @@ ROWS = [
         {"organization": {"access_logs_bucket": "Org_Logs"}},
         "organization.access_logs_bucket",
         "3-63 lower-case letters",
+    ),
+    # --- observability
+    row(
+        "OBS-WORKSPACE-ARN",
+        {"observability": {"workspace_arn": "ws-12345678"}},
+        "observability.workspace_arn",
+        "expected a workspace ARN",
+    ),
+    row(
+        "OBS-DISABLED",
+        {"observability": {"enabled": False, "alarms": {"emails": ["ops@example.com"]}}},
+        "observability.alarms.emails",
+        "while observability.enabled is false",
+    ),
+    row("OBS-GRAFANA-SSO", {"observability": {"grafana": True}}, "observability.grafana", "IAM Identity Center"),
+    row(
+        "OBS-ALARM-EMAIL",
+        {"observability": {"alarms": {"emails": ["ops.example.com"]}}},
+        "observability.alarms.emails[0]",
+        "expected an email address",
+    ),
+    row(
+        "OBS-WORKSPACE-REGION",
+        {"observability": {"workspace_arn": WORKSPACE}},
+        "observability.workspace_arn",
+        "the workspace is in us-west-2, the cluster in eu-west-1",
+        region="eu-west-1",
     ),
 ]
 # A role outside controller/login/compute never gets past the config's schema or InstanceGroup's type; the

@@ -14,6 +14,7 @@ from runtime_fakes import FakeHost, RecordingRunner, fake_node, running_daemon, 
 from training_runtime.apt import apt_install_argv
 from training_runtime.errors import StepFailed
 from training_runtime.files import with_block
+from training_runtime.node import Node
 from training_runtime.plan import DONE_MARKER, STATE_FILE, StepError, apply_plan
 from training_runtime.steps import Step
 from training_runtime.steps.accounting import (
@@ -221,6 +222,41 @@ def test_users_never_renumber_an_existing_account(tmp_path: Path) -> None:
     touch(tmp_path, "/etc/group", "")
     with pytest.raises(StepFailed, match=r"uid 2001 of alice is taken by bob.*never renumbers"):
         Users([ALICE]).apply(node)
+
+
+def _homes_on_openzfs(root: Path, runner: RecordingRunner) -> Node:
+    """An API-driven HyperPod node with Lustre at /fsx and OpenZFS at /home (the parameters the stack writes)."""
+    node = fake_node(root, mode="api-driven", runner=runner)
+    return fake_node(
+        root,
+        runner=runner,
+        params=dataclasses.replace(node.params, openzfs_mount_path="/home"),
+    )
+
+
+def test_homes_live_on_the_openzfs_mount_when_there_is_one(tmp_path: Path) -> None:
+    runner = RecordingRunner()
+    node = _homes_on_openzfs(tmp_path, runner)
+    touch(tmp_path, "/proc/self/mountinfo", "40 35 0:52 / /home rw,relatime - nfs4 fs-0a.fsx.aws:/fsx rw\n")
+    touch(tmp_path, "/etc/passwd", "root:x:0:0:root:/root:/bin/bash\n")
+    touch(tmp_path, "/etc/group", "root:x:0:\n")
+    Users([ALICE]).apply(node)
+    (useradd,) = runner.ran("useradd")
+    assert useradd[useradd.index("--home-dir") + 1] == "/home/alice"
+    assert (tmp_path / "home/alice").is_dir() and not (tmp_path / "fsx/home/alice").exists()
+    SshBetweenNodes([ALICE]).apply(node)
+    assert runner.ran("runuser", "-u", "alice", "--", "ssh-keygen")[0][-1] == "/home/alice/.ssh/id_ed25519"
+
+
+def test_homes_are_never_made_under_a_missing_openzfs_mount(tmp_path: Path) -> None:
+    runner = RecordingRunner()
+    node = _homes_on_openzfs(tmp_path, runner)
+    touch(tmp_path, "/proc/self/mountinfo", "36 35 98:0 / /fsx rw - lustre 10.1.0.99@tcp:/abcdefgh rw\n")
+    touch(tmp_path, "/etc/passwd", "")
+    touch(tmp_path, "/etc/group", "")
+    with pytest.raises(StepFailed, match=r"homes live on FSx for OpenZFS, but /home is not mounted"):
+        Users([ALICE]).apply(node)
+    assert runner.ran("useradd") == [] and not (tmp_path / "home/alice").exists()
 
 
 def test_ssh_keys_are_made_once_and_authorised(tmp_path: Path) -> None:

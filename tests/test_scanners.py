@@ -18,7 +18,14 @@ from typing import Any
 import pytest
 from aws_cdk import aws_servicecatalog as servicecatalog
 
-from hyperpod_cdk import PublishedTrainingClusterStack, PublishTarget, SlurmMode, load_config
+from hyperpod_cdk import (
+    PublishedTrainingClusterStack,
+    PublishTarget,
+    SlurmMode,
+    TrainingClusterStack,
+    load_config,
+    parse_config,
+)
 from support import EXAMPLES, ROOT, build_example, fast_app, template_of
 
 CHECKOV = ROOT / ".venv-scan" / "bin" / "checkov"
@@ -43,6 +50,7 @@ def checkov(directory: Path) -> dict[str, Any]:
 
 
 PLATFORM = PublishTarget("platform-templates", "hyperpod/")
+OPENZFS_TEMPLATE = "openzfs-homes"
 
 
 def _publishable(example: Path) -> bool:
@@ -73,6 +81,10 @@ def _templates(tmp_path: Path) -> Path:
             for product in [n for n in stack.node.find_all() if isinstance(n, servicecatalog.ProductStack)]:
                 body = (Path(app.outdir) / f"{product.artifact_id}.product.template.json").read_text()
                 (out / f"{example.stem}-{product.stack_name}.product.template.json").write_text(body)
+    # Not an example yet: homes on a new FSx for OpenZFS beside the default Lustre.
+    app = fast_app(outdir=str(tmp_path / "openzfs"))
+    homes = TrainingClusterStack(app, "homes", config=parse_config({"storage_openzfs": {}}))
+    (out / f"{OPENZFS_TEMPLATE}.template.json").write_text(json.dumps(template_of(homes)))
     return out
 
 
@@ -87,6 +99,15 @@ def test_the_scan_covers_published_and_product_templates(templates: Path) -> Non
     assert published == {f"{e.stem}-published.template.json" for e in EXAMPLES if _publishable(e)}
     assert len(published) >= 3
     assert any(n.endswith(".product.template.json") for n in names)
+    assert f"{OPENZFS_TEMPLATE}.template.json" in names
+
+
+def test_the_scan_saw_the_new_openzfs_file_system(report: dict[str, Any]) -> None:
+    results = report.get("results", {})
+    checked = [
+        r for k in ("passed_checks", "skipped_checks") for r in results.get(k, []) if OPENZFS_TEMPLATE in r["file_path"]
+    ]
+    assert any(r["resource"].startswith("AWS::EC2::SecurityGroup.OpenZfs") for r in checked)
 
 
 @pytest.fixture(scope="module")

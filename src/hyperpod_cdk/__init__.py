@@ -28,6 +28,7 @@ _HOMES = {
     "SlurmConfigStrategy": "hyperpod_cdk.model",
     "SlurmMode": "hyperpod_cdk.model",
     "ClusterNetwork": "hyperpod_cdk.constructs",
+    "ClusterObservability": "hyperpod_cdk.constructs",
     "ExistingLustreFileSystem": "hyperpod_cdk.constructs",
     "HyperPodCluster": "hyperpod_cdk.constructs",
     "LifecycleScripts": "hyperpod_cdk.constructs",
@@ -45,6 +46,7 @@ _HOMES = {
 __all__ = [
     "ClusterConfig",
     "ClusterNetwork",
+    "ClusterObservability",
     "ConfigurationError",
     "DataRepositoryEvent",
     "DeepHealthCheck",
@@ -73,6 +75,7 @@ if TYPE_CHECKING:
     from hyperpod_cdk.config import ClusterConfig, load_config, parse_config
     from hyperpod_cdk.constructs import (
         ClusterNetwork,
+        ClusterObservability,
         ExistingLustreFileSystem,
         HyperPodCluster,
         LifecycleScripts,

@@ -124,13 +124,41 @@ class ExistingOpenZfsConfig(_Model):
     """The file system's security group; the nodes are admitted to it on the NFS ports."""
 
 
-class OpenZfsConfig(_Model):
-    """FSx for OpenZFS that HyperPod mounts on every node over NFS (API-driven mode)."""
+OpenZfsDeploymentType = Literal["SINGLE_AZ_1", "SINGLE_AZ_2", "SINGLE_AZ_HA_1", "SINGLE_AZ_HA_2", "MULTI_AZ_1"]
+"""FSx for OpenZFS deployment types (FSx CreateFileSystemOpenZFSConfiguration: DeploymentType)."""
 
-    existing: ExistingOpenZfsConfig
-    """Adopt this file system (creating one is not supported yet)."""
-    mount_path: str
-    """Where the nodes mount it, e.g. /home; not the Lustre mount path."""
+
+class OpenZfsConfig(_Model):
+    """FSx for OpenZFS that HyperPod mounts on every node over NFS (API-driven mode): a new file system (default)
+    or an adopted one (``existing``)."""
+
+    mount_path: str = "/home"
+    """Where the nodes mount it; not the Lustre mount path. At /home (or wherever it is), users' homes live on it."""
+    storage_capacity_gib: int = 256
+    """SSD capacity of a new file system: 64 to 524288 GiB."""
+    deployment_type: OpenZfsDeploymentType = "SINGLE_AZ_1"
+    """SINGLE_AZ_1 / SINGLE_AZ_HA_1 (64-4096 MB/s), SINGLE_AZ_2 / SINGLE_AZ_HA_2 / MULTI_AZ_1 (160-10240 MB/s)."""
+    throughput_capacity_mbps: int | None = None
+    """Throughput in MB/s, one of the deployment type's tiers. Default: the type's smallest (64 or 160)."""
+    data_compression: Literal["NONE", "ZSTD", "LZ4"] = "LZ4"
+    """Compression of the root volume."""
+    automatic_backup_retention_days: int = 7
+    """Daily automatic backups kept this many days (0 turns them off; at most 90)."""
+    copy_tags_to_backups: bool = True
+    """Copy the file system's tags to its backups, volumes and snapshots."""
+    standby_subnet_id: str | None = None
+    """MULTI_AZ_1 only, required there: the standby file server's subnet, in another AZ of the existing VPC
+    (the nodes' subnet is the preferred one)."""
+    route_table_ids: list[str] = Field(default_factory=list)
+    """MULTI_AZ_1 only: the route tables of the nodes' subnets, where FSx adds the route to the file server.
+    Default: the VPC's main route table."""
+    client_cidrs: list[str] | None = None
+    """CIDRs the root volume is exported to over NFS. Default: the nodes' subnet (a new VPC); required with an
+    existing VPC or with groups in other subnets (override_vpc)."""
+    removal_policy: Literal["retain", "destroy"] = "retain"
+    """What happens to a new file system (and its security group) when it leaves the stack."""
+    existing: ExistingOpenZfsConfig | None = None
+    """Adopt this file system instead of creating one (then only mount_path applies)."""
 
 
 class LifecycleConfig(_Model):
@@ -156,6 +184,31 @@ class OrganizationConfig(_Model):
     """Existing bucket that receives every new bucket's S3 server access logs."""
     access_logs_prefix: str = ""
     """Key prefix of the access logs in that bucket."""
+
+
+class AlarmsConfig(_Model):
+    """Notifications a platform team expects (docs/observability.md, "Alarms")."""
+
+    enabled: bool = True
+    """Create the alarm topic (SNS, KMS-encrypted, TLS only), the HyperPod event rules, the CloudWatch alarms and
+    the Prometheus alert rules."""
+    emails: list[str] = Field(default_factory=list)
+    """Addresses subscribed to the alarm topic (each confirms the subscription by mail). Default: none."""
+
+
+class ObservabilityConfig(_Model):
+    """Where the nodes' metrics go and the AWS resources that watch the cluster (docs/observability.md)."""
+
+    enabled: bool = True
+    """Ship every node's metrics to Amazon Managed Service for Prometheus and create the alarms."""
+    workspace_arn: str | None = None
+    """An existing Prometheus workspace (``arn:aws:aps:<region>:<account>:workspace/<id>``). Default: a new
+    workspace for this cluster. A published template needs one (its nodes' parameters are fixed at publish)."""
+    grafana: bool = False
+    """Create an Amazon Managed Grafana workspace that reads the Prometheus workspace (sign-in through IAM
+    Identity Center, which must be enabled in the account)."""
+    alarms: AlarmsConfig = Field(default_factory=AlarmsConfig)
+    """Alarm topic, event rules, CloudWatch alarms and Prometheus alert rules."""
 
 
 class CountRange(_Model):
@@ -250,6 +303,9 @@ class ClusterConfig(_Model):
     organization: OrganizationConfig | None = None
     """A platform team's rules (permission boundary, required tags, name prefix, KMS key, access logs). Default:
     none, and the template is exactly as without them."""
+    observability: ObservabilityConfig = Field(default_factory=ObservabilityConfig)
+    """Metrics to Amazon Managed Service for Prometheus, optional Grafana, alarms. Default: on, with a new
+    workspace; ``observability: {enabled: false}`` for none."""
 
     def cluster_users(self) -> list[User]:
         return parse_users(self.users)

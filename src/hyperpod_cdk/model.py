@@ -206,7 +206,11 @@ class InstanceGroup:
 
     :param name: instance-group name; also the Slurm partition of a compute group unless ``partition``
         is given. Letters, digits and hyphens, 1-63 characters.
-    :param instance_type: SageMaker instance type, e.g. ``ml.p5.48xlarge``.
+    :param instance_type: SageMaker instance type, e.g. ``ml.p5.48xlarge``. Give this or ``instance_types``.
+    :param instance_types: a flexible group's instance types, in priority order (1-20, no repeats): HyperPod
+        launches the first type it has capacity for, so one group may hold several types at once
+        (``InstanceRequirements.InstanceTypes``). Each node takes its own type's Slurm size, GPUs and launcher
+        environment. Default: none (``instance_type`` is used).
     :param count: number of instances (0-6758; at least 1 for controller and login groups), or a CDK token
         such as a ``CfnParameter``'s ``value_as_number``.
     :param role: Slurm role. Default: ``NodeRole.COMPUTE``.
@@ -232,8 +236,9 @@ class InstanceGroup:
     """
 
     name: str
-    instance_type: str
     count: Count
+    instance_type: str | None = None
+    instance_types: Sequence[str] = ()
     role: NodeRole = NodeRole.COMPUTE
     partition: str | None = None
     threads_per_core: int = 1
@@ -256,10 +261,28 @@ class InstanceGroup:
             return None
         return self.partition or self.name
 
+    @property
+    def flexible(self) -> bool:
+        """Whether the group lists several candidate types (``instance_types``) instead of one."""
+        return bool(self.instance_types)
+
+    @property
+    def types(self) -> tuple[str, ...]:
+        """Every instance type the group's nodes may have: ``instance_types``, else ``instance_type``."""
+        if self.instance_types:
+            return tuple(self.instance_types)
+        return () if self.instance_type is None else (self.instance_type,)
+
     def spec(self) -> GroupSpec:
-        """This group as the node runtime sees it (the parameters contract)."""
+        """This group as the node runtime sees it (the parameters contract). A flexible group has no one
+        type: each node reads its own from HyperPod's resource config."""
         return GroupSpec(
-            self.name, str(self.role), self.instance_type, self.partition_name, threads_per_core=self.threads_per_core
+            self.name,
+            str(self.role),
+            None if self.flexible else self.instance_type,
+            self.partition_name,
+            threads_per_core=self.threads_per_core,
+            instance_types=tuple(self.instance_types),
         )
 
 

@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
-from training_runtime.params import GroupSpec, ProvisioningParameters
+from training_runtime.params import GroupSpec, MetricsTarget, ProvisioningParameters
 
 
 class HasGroupSpec(Protocol):
@@ -32,7 +32,9 @@ def cluster_parameters(
     fsx_mountname: str | None,
     fsx: bool | None,
     fsx_mount_path: str,
+    openzfs_mount_path: str | None,
     runtime_options: Mapping[str, object] | None,
+    metrics: MetricsTarget | None,
     is_unresolved: Callable[[Any], bool] | None = None,
 ) -> ProvisioningParameters:
     """The parameters file of a cluster with these props.
@@ -41,6 +43,8 @@ def cluster_parameters(
     ``runtime_options`` are copied as given (the node parses them with
     ``training_runtime.options.parse_options``); the caller's mapping is never shared with the result.
     ``fsx`` is the explicit FSx flag (None: FSx exactly when ``fsx_dns_name`` is given).
+    ``openzfs_mount_path`` is where HyperPod mounts FSx for OpenZFS (None: none); the users' homes live there.
+    ``metrics`` is where the nodes remote-write their metrics (``hyperpod_cdk.metrics``; None: nowhere).
     An instance type that ``is_unresolved`` (a template parameter) is written as null: the file is fixed
     when the template is built, so each node reads its group's type from HyperPod's resource config.
     """
@@ -59,5 +63,7 @@ def cluster_parameters(
         fsx_mountname=fsx_mountname,
         fsx=fsx,
         fsx_mount_path=fsx_mount_path,
+        openzfs_mount_path=openzfs_mount_path,
+        metrics=metrics,
         options=dict(runtime_options or {}),
     )

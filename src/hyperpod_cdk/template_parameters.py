@@ -119,7 +119,7 @@ def template_parameters(config: ClusterConfig) -> list[TemplateParameter]:
                     constraint_description=f"a whole number from {low} to {high}",
                 )
             )
-        if chosen.instance_types is not None:
+        if chosen.instance_types is not None and group.instance_type is not None:  # not flexible (GRP-FLEX-PARAMETER)
             found.append(
                 TemplateParameter(
                     group_type_id(group.name),

@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, List, Optional
 from training_runtime.errors import InputError, StepFailed
 from training_runtime.health import main as health_main
 from training_runtime.launch import main as launch_main
-from training_runtime.log import log
+from training_runtime.log import FAILURE_MARKER, log
 from training_runtime.node import Node
 from training_runtime.params import (
     API_DRIVEN,
@@ -198,7 +198,7 @@ def fail(name: str, error: BaseException) -> int:
     if isinstance(error, InputError) and error.problems:
         more = len(error.problems) - 1
         first = "{}: {}{}".format(error.subject, error.problems[0], " (and {} more)".format(more) if more else "")
-    sys.stderr.write("hyperpod-cdk: FAILED at {}: {}\n".format(name, first))
+    sys.stderr.write("{} at {}: {}\n".format(FAILURE_MARKER, name, first))
     if isinstance(error, InputError):
         for problem in error.problems[:20]:
             sys.stderr.write("  - {}\n".format(problem))

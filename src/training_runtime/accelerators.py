@@ -167,7 +167,7 @@ def detection_warnings(node: Node, found: Optional[Accelerators] = None) -> List
 
 
 def _expected_warnings(node: Node, found: Accelerators) -> List[str]:
-    instance_type = node.group.resolved_type
+    instance_type = node.instance_type
     try:
         expected = hardware_for(instance_type, node.options.node_hardware)
     except ValueError as error:

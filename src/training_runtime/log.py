@@ -10,6 +10,10 @@ import sys
 import time
 from typing import Any, Dict
 
+FAILURE_MARKER = "hyperpod-cdk: FAILED"
+"""Starts the one line that says why a run failed (stderr; the lifecycle entry scripts repeat it last, with
+where the full log is). CloudWatch alarms on the lifecycle log group match it (constructs/alert_rules.py)."""
+
 
 def log(event: str, **fields: Any) -> None:
     record: Dict[str, Any] = {"ts": round(time.time(), 3), "event": event}

@@ -10,6 +10,7 @@ import grp
 import os
 import pwd
 import socket
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Optional, Sequence, Tuple
@@ -17,7 +18,13 @@ from typing import Mapping, Optional, Sequence, Tuple
 from training_runtime.options import RuntimeOptions, parse_options
 from training_runtime.params import COMPUTE, CONTROLLER, LOGIN, GroupSpec, ProvisioningParameters
 from training_runtime.paths import RUNTIME_DIR_ON_SHARED
-from training_runtime.resources import Instance, ResourceConfig, resolve_instance_types
+from training_runtime.resources import (
+    Instance,
+    ResourceConfig,
+    ResourceConfigError,
+    instance_type_of,
+    resolve_instance_types,
+)
 from training_runtime.retry import RetryPolicy
 from training_runtime.run import DEFAULT_TIMEOUT_S, Result, Runner
 
@@ -64,6 +71,11 @@ def which_under(root: Path, name: str, extra_dirs: Sequence[str] = ()) -> Option
     return None
 
 
+IMDS = "http://169.254.169.254/latest"
+"""EC2 instance metadata (IMDSv2): a flexible group's node asks it for its own type when the resource config
+names none per instance."""
+
+
 DAEMON_WAIT = RetryPolicy(attempts=60, base_s=0.05, cap_s=0.5, deadline_s=30.0)
 """How long a daemon started without systemd may take to write its pid file (or to go away)."""
 
@@ -85,6 +97,26 @@ class Host:
     def hostname(self) -> str:
         return socket.gethostname().split(".")[0]
 
+    def instance_type(self) -> Optional[str]:
+        """This machine's type from EC2 instance metadata, as SageMaker spells it (``ml.`` prefix); None when
+        the metadata service does not answer."""
+        try:
+            token_request = urllib.request.Request(
+                IMDS + "/api/token", method="PUT", headers={"X-aws-ec2-metadata-token-ttl-seconds": "60"}
+            )
+            with urllib.request.urlopen(token_request, timeout=2) as reply:
+                token = reply.read().decode()
+            request = urllib.request.Request(
+                IMDS + "/meta-data/instance-type", headers={"X-aws-ec2-metadata-token": token}
+            )
+            with urllib.request.urlopen(request, timeout=2) as reply:
+                value = str(reply.read().decode()).strip()
+        except (OSError, ValueError):
+            return None
+        if not value:
+            return None
+        return value if value.startswith("ml.") else "ml." + value
+
 
 @dataclass
 class Node:
@@ -98,6 +130,7 @@ class Node:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     host: Host = field(default_factory=Host)
     options: RuntimeOptions = field(init=False)
+    _own_type: Optional[str] = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         # Every step sees each group's instance type, also one the parameters file leaves to the resource config.
@@ -106,6 +139,33 @@ class Node:
         self.options = parse_options(self.params.options)
 
     # --- identity --------------------------------------------------------------------------
+    @property
+    def instance_type(self) -> str:
+        """This node's own instance type. In a flexible group nodes differ: the resource config's
+        ``Instances[].InstanceType``, else EC2 instance metadata; it must be one of the group's candidates."""
+        if self._own_type is None:
+            found = instance_type_of(self.params, self.instance)
+            source = "resource config"
+            if found is None:
+                found, source = self.host.instance_type(), "EC2 instance metadata"
+            candidates = self.group.instance_types
+            if found is None or (candidates and found not in candidates):
+                raise ResourceConfigError(
+                    [
+                        "instance {!r} of flexible group {!r}: {} ({}). Fix: check that the cluster was deployed "
+                        "from the same config as the parameters file".format(
+                            self.instance.name,
+                            self.group.name,
+                            "no InstanceType in the resource config and no answer from EC2 instance metadata"
+                            if found is None
+                            else "the {} says {!r}".format(source, found),
+                            "allowed: " + ", ".join(candidates) if candidates else "no candidate types",
+                        )
+                    ]
+                )
+            self._own_type = found
+        return self._own_type
+
     @property
     def role(self) -> str:
         return self.group.role

@@ -23,8 +23,11 @@ CONTRACT_VERSION = 2
 Version 2 added ``groups[].threads_per_core``. A group's ``instance_type`` may be null or absent (an
 additive change within version 2; CDK drops null values when it writes the file): a template that lets the
 launching team choose the type cannot write it here, so the node reads it from HyperPod's resource config
-(:func:`training_runtime.resources.resolve_instance_types`). ``hyperpod_cdk.metrics`` (optional, null or
-absent: no remote write) is another additive key of version 2."""
+(:func:`training_runtime.resources.resolve_instance_types`). A flexible group (additive too) writes its candidate
+types as ``groups[].instance_types`` and a null ``instance_type``: each node of it reads its own type from the
+resource config (:func:`training_runtime.resources.instance_type_of`). ``openzfs_mount_path`` is additive too: absent
+means no FSx for OpenZFS, and users' homes stay on the Lustre mount. ``hyperpod_cdk.metrics``
+(optional, null or absent: no remote write) is another additive key of version 2."""
 
 HYPERPOD_PARAMETERS_VERSION = "1.0.0"
 OUR_KEY = "hyperpod_cdk"
@@ -77,6 +80,13 @@ class GroupSpec:
     partition: Optional[str] = None
     threads_per_core: int = 1
     """HyperPod's ``ThreadsPerCore`` for the group: 1 (SMT off) or 2 (SMT on); sizes the node in slurm.conf."""
+    instance_types: Tuple[str, ...] = ()
+    """A flexible group's candidate types in priority order (``InstanceRequirements.InstanceTypes``); its nodes
+    may differ in type, so ``instance_type`` is None and each node's own type comes from the resource config."""
+
+    @property
+    def flexible(self) -> bool:
+        return bool(self.instance_types)
 
     @property
     def resolved_type(self) -> str:
@@ -126,9 +136,11 @@ class ProvisioningParameters:
     None (the key absent) means what files without the key always meant: FSx exactly when ``fsx_dns_name``
     is given. A published template writes ``True`` with null names in API-driven mode, where HyperPod
     mounts the file system itself and its DNS name is only known at deploy time."""
+    openzfs_mount_path: Optional[str] = None
+    """Where HyperPod mounts FSx for OpenZFS (``hyperpod_cdk.openzfs_mount_path``); None: no OpenZFS. The users'
+    homes live on it (:attr:`homes_dir`)."""
     metrics: Optional[MetricsTarget] = None
-    """Where the nodes remote-write metrics (``hyperpod_cdk.metrics``); None: nowhere (the local cluster's
-    Prometheus scrapes the nodes instead)."""
+    """Where the node's metrics go (``hyperpod_cdk.metrics``); None: no remote write."""
     options: Dict[str, Any] = field(default_factory=dict)
     """The runtime options (the config's ``runtime:`` section), kept as given; the node reads them with
     :func:`training_runtime.options.parse_options` (``Node.options``)."""
@@ -155,6 +167,14 @@ class ProvisioningParameters:
     def has_fsx(self) -> bool:
         """FSx is mounted at ``fsx_mount_path`` on every node (the explicit flag, else a DNS name given)."""
         return self.fsx if self.fsx is not None else self.fsx_dns_name is not None
+
+    @property
+    def homes_dir(self) -> str:
+        """The directory of the users' homes: the OpenZFS mount itself (``/home/<user>``) when there is one,
+        else ``home`` on the Lustre mount (``/fsx/home/<user>``)."""
+        if self.openzfs_mount_path is not None:
+            return self.openzfs_mount_path.rstrip("/") or "/"
+        return "{}/home".format(self.fsx_mount_path.rstrip("/"))
 
     def group(self, name: str) -> Optional[GroupSpec]:
         return next((g for g in self.groups if g.name == name), None)
@@ -188,6 +208,8 @@ class ProvisioningParameters:
                     "instance_type": g.instance_type,
                     "partition": g.partition,
                     "threads_per_core": g.threads_per_core,
+                    # Only for flexible groups: files of fixed-type clusters stay as they were.
+                    **({"instance_types": list(g.instance_types)} if g.instance_types else {}),
                 }
                 for g in self.groups
             ],
@@ -195,11 +217,11 @@ class ProvisioningParameters:
         }
         if self.fsx is not None:
             data[OUR_KEY]["fsx"] = self.fsx
+        if self.openzfs_mount_path is not None:
+            data[OUR_KEY]["openzfs_mount_path"] = self.openzfs_mount_path
         if self.metrics is not None:
-            data[OUR_KEY]["metrics"] = {
-                "remote_write_url": self.metrics.remote_write_url,
-                "region": self.metrics.region,
-            }
+            target = self.metrics
+            data[OUR_KEY]["metrics"] = {"remote_write_url": target.remote_write_url, "region": target.region}
         return data
 
     def dumps(self) -> str:
@@ -233,6 +255,15 @@ class ProvisioningParameters:
         mount_path = ours.get("fsx_mount_path", DEFAULT_FSX_MOUNT_PATH)
         if not isinstance(mount_path, str) or not mount_path.startswith("/"):
             problems.append("{}.fsx_mount_path: got {!r}; expected an absolute path".format(OUR_KEY, mount_path))
+        openzfs_mount_path = ours.get("openzfs_mount_path")
+        if openzfs_mount_path is not None and (
+            not isinstance(openzfs_mount_path, str) or not openzfs_mount_path.startswith("/")
+        ):
+            problems.append(
+                "{}.openzfs_mount_path: got {!r}; expected an absolute path or absent".format(
+                    OUR_KEY, openzfs_mount_path
+                )
+            )
         options = ours.get("options", {})
         if not isinstance(options, Mapping):
             problems.append("{}.options: got {!r}; expected an object".format(OUR_KEY, options))
@@ -269,6 +300,7 @@ class ProvisioningParameters:
             fsx_mount_path=str(mount_path),
             fsx=fsx,
             metrics=metrics,
+            openzfs_mount_path=openzfs_mount_path,
             options=dict(options),
         )
         _check_hyperpod_keys_agree(data, params, problems)
@@ -344,8 +376,23 @@ def _parse_groups(raw: Any, path: str, problems: List[str]) -> List[GroupSpec]:
             problems.append(
                 "{}.threads_per_core: got {!r}; allowed: 1 (SMT off) or 2 (SMT on)".format(where, threads_per_core)
             )
+        candidates = item.get("instance_types", [])
+        if not isinstance(candidates, list) or not all(isinstance(t, str) and t for t in candidates):
+            problems.append(
+                "{}.instance_types: got {!r}; expected a list of instance types (a flexible group) or absent".format(
+                    where, candidates
+                )
+            )
+        elif candidates and instance_type is not None:
+            problems.append(
+                "{}: gives both instance_type {!r} and instance_types {!r}; a flexible group has only the list".format(
+                    where, instance_type, candidates
+                )
+            )
         if len(problems) == before:
-            groups.append(GroupSpec(str(name), str(role), instance_type, partition, int(threads_per_core)))
+            groups.append(
+                GroupSpec(str(name), str(role), instance_type, partition, int(threads_per_core), tuple(candidates))
+            )
     if len(groups) == len(raw):
         from training_runtime.group_rules import group_problems  # it imports this module's definitions
 

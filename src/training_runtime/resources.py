@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from training_runtime.errors import InputError
-from training_runtime.params import ProvisioningParameters
+from training_runtime.params import GroupSpec, ProvisioningParameters
 
 DEFAULT_PATH = "/opt/ml/config/resource_config.json"
 """Where HyperPod writes the file; ``SAGEMAKER_RESOURCE_CONFIG_PATH`` overrides it."""
@@ -29,6 +29,9 @@ class Instance:
     address: str
     """``CustomerIpAddress``: the node's primary address in the cluster's VPC."""
     group: str
+    instance_type: Optional[str] = None
+    """``Instances[].InstanceType`` where the file gives one: the instance's own type, which in a flexible group
+    (several types at once) may differ from its neighbours'. The local cluster always writes it."""
 
 
 @dataclass(frozen=True)
@@ -135,7 +138,13 @@ def _instance(raw: Any, at: str, group: str, problems: List[str]) -> Optional[In
             fields[key] = value
     if len(fields) < 2:
         return None
-    return Instance(name=fields["InstanceName"], address=fields["CustomerIpAddress"], group=group)
+    own_type = raw.get("InstanceType")
+    if own_type is not None and (not isinstance(own_type, str) or not own_type):
+        problems.append("{}.InstanceType: got {!r}; expected an instance type or absent".format(at, own_type))
+        return None
+    return Instance(
+        name=fields["InstanceName"], address=fields["CustomerIpAddress"], group=group, instance_type=own_type
+    )
 
 
 def resolve_instance_types(params: ProvisioningParameters, resources: ResourceConfig) -> ProvisioningParameters:
@@ -148,7 +157,9 @@ def resolve_instance_types(params: ProvisioningParameters, resources: ResourceCo
     problems: List[str] = []
     groups = []
     for group in params.groups:
-        if group.instance_type is None:
+        if group.flexible:
+            problems.extend(_foreign_types(group, resources))
+        elif group.instance_type is None:
             found = resources.instance_types.get(group.name)
             if found is None:
                 problems.append(
@@ -163,3 +174,30 @@ def resolve_instance_types(params: ProvisioningParameters, resources: ResourceCo
     if problems:
         raise ResourceConfigError(problems)
     return replace(params, groups=tuple(groups))
+
+
+def _foreign_types(group: GroupSpec, resources: ResourceConfig) -> List[str]:
+    """An instance of a flexible group whose type is not one of the group's candidates: the files disagree."""
+    return [
+        "InstanceGroups: instance {!r} of flexible group {!r} has InstanceType {!r}, which is not one of the group's "
+        "instance_types ({}). Fix: deploy the parameters file and the cluster from the same config".format(
+            i.name, group.name, i.instance_type, ", ".join(group.instance_types)
+        )
+        for i in resources.instances(group.name)
+        if i.instance_type is not None and i.instance_type not in group.instance_types
+    ]
+
+
+def instance_type_of(params: ProvisioningParameters, instance: Instance) -> Optional[str]:
+    """The instance's own type: its ``InstanceType`` in the resource config, else its group's one type (from the
+    parameters file, or resolved from the resource config), else the only candidate of a one-type flexible
+    group. None when only the instance itself can tell (a flexible group whose resource config names no type
+    per instance)."""
+    if instance.instance_type is not None:
+        return instance.instance_type
+    group = params.group(instance.group)
+    if group is None:
+        return None
+    if group.instance_type is not None:
+        return group.instance_type
+    return group.instance_types[0] if len(group.instance_types) == 1 else None

@@ -4,6 +4,7 @@ from hyperpod_cdk.constructs.buckets import secure_bucket
 from hyperpod_cdk.constructs.cluster import HyperPodCluster
 from hyperpod_cdk.constructs.lifecycle import LifecycleScripts
 from hyperpod_cdk.constructs.network import ClusterNetwork
+from hyperpod_cdk.constructs.observability import ClusterObservability
 from hyperpod_cdk.constructs.openzfs import OpenZfsStorage
 from hyperpod_cdk.constructs.published_lifecycle import PublishedLifecycleScripts
 from hyperpod_cdk.constructs.storage import ExistingLustreFileSystem, LustreStorage, S3DataRepository
@@ -19,6 +20,7 @@ from hyperpod_cdk.model import (
 
 __all__ = [
     "ClusterNetwork",
+    "ClusterObservability",
     "DataRepositoryEvent",
     "DeepHealthCheck",
     "ExistingLustreFileSystem",

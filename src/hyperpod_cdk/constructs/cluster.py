@@ -31,7 +31,7 @@ from hyperpod_cdk.model import (
 )
 from hyperpod_cdk.parameters import cluster_parameters
 from training_runtime.options import RuntimeOptions, parse_options
-from training_runtime.params import ENTRYPOINT_BY_MODE
+from training_runtime.params import ENTRYPOINT_BY_MODE, MetricsTarget
 
 MANAGED_INSTANCE_POLICY = "AmazonSageMakerClusterInstanceRolePolicy"
 
@@ -54,7 +54,8 @@ class HyperPodCluster(Construct):
     :param lifecycle: the lifecycle-script prefix; the cluster's parameters are added to it.
     :param instance_groups: one controller group, at most one login group, one or more compute groups.
     :param storage: FSx for Lustre mounted on every node. Default: none.
-    :param openzfs: FSx for OpenZFS that HyperPod mounts on every node (API-driven mode only). Default: none.
+    :param openzfs: FSx for OpenZFS that HyperPod mounts on every node (API-driven mode only); the users' homes
+        live on it. Default: none.
     :param mode: who configures Slurm. Default: ``SlurmMode.API_DRIVEN`` (AWS's recommended model).
     :param fsx_mount_path: where the file system is mounted. Default: ``/fsx``.
     :param node_recovery: Default: ``NodeRecovery.AUTOMATIC``.
@@ -64,6 +65,8 @@ class HyperPodCluster(Construct):
     :param role: the nodes' execution role. Default: a new role with least privilege.
     :param runtime_options: options passed to the node runtime through the parameters. Default: none.
     :param tags: tags for the cluster and its role. Default: none.
+    :param metrics: where the nodes remote-write their metrics (``ClusterObservability.metrics_target``; the
+        role needs ``aps:RemoteWrite`` there, which ``ClusterObservability.watch`` grants). Default: nowhere.
     """
 
     def __init__(
@@ -86,6 +89,7 @@ class HyperPodCluster(Construct):
         slurm_cluster_name: str | None = None,
         node_provisioning_mode: NodeProvisioningMode | None = None,
         openzfs: OpenZfsStorage | None = None,
+        metrics: MetricsTarget | None = None,
     ) -> None:
         super().__init__(scope, id)
         node_cluster_name = slurm_cluster_name or cluster_name
@@ -128,7 +132,9 @@ class HyperPodCluster(Construct):
                 fsx_mountname=fsx_mountname,
                 fsx=fsx_flag,
                 fsx_mount_path=fsx_mount_path,
+                openzfs_mount_path=openzfs.mount_path if openzfs is not None else None,
                 runtime_options=runtime_options,
+                metrics=metrics,
                 is_unresolved=Token.is_unresolved,
             )
         )
@@ -224,7 +230,6 @@ class HyperPodCluster(Construct):
                 )
         return sagemaker.CfnCluster.ClusterInstanceGroupProperty(
             instance_group_name=group.name,
-            instance_type=group.instance_type,
             instance_count=group.count,
             execution_role=self.execution_role.role_arn,
             life_cycle_config=life_cycle_config,

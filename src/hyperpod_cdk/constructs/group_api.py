@@ -1,5 +1,5 @@
-"""The newer HyperPod settings as ``CfnCluster`` properties: a group's capacity, image and updates, networking and
-volume key. A setting left unset writes nothing (HyperPod's default), so
+"""The newer HyperPod settings as ``CfnCluster`` properties: a group's instance types, capacity, image and updates,
+networking and volume key. A setting left unset writes nothing (HyperPod's default), so
 templates without them do not change."""
 
 from __future__ import annotations
@@ -99,6 +99,11 @@ def group_api_properties(group: InstanceGroup) -> dict[str, Any]:
     """The ``ClusterInstanceGroupProperty`` keyword arguments of the group's settings that are set."""
     override = group.override_vpc
     return {
+        # Exactly one of the two (rule GRP-FLEX-EXCLUSIVE): a flexible group's priority list, or its one type.
+        "instance_type": None if group.flexible else group.instance_type,
+        "instance_requirements": Cfn.InstanceRequirementsProperty(instance_types=list(group.instance_types))
+        if group.flexible
+        else None,
         "capacity_requirements": capacity_requirements(group.capacity) if group.capacity else None,
         "min_instance_count": group.min_count,
         "image_id": group.image_id,

@@ -2,7 +2,9 @@
 
 A local cluster is a capped-down copy of a :class:`~hyperpod_cdk.config.ClusterConfig`: the controller,
 the login node (if any) and a few nodes of each compute group, named as HyperPod names instances
-(``<group>-<n>``, n from 1), on one private subnet. :func:`resource_config` and :func:`parameters` give
+(``<group>-<n>``, n from 1), on one private subnet. A flexible group's nodes take its instance types in turn
+(HyperPod fills by priority and capacity; in turn, a job across the group meets every type).
+:func:`resource_config` and :func:`parameters` give
 the two files HyperPod puts on a node: ``/opt/ml/config/resource_config.json`` and the parameters file
 in the lifecycle prefix.
 """
@@ -22,6 +24,7 @@ from typing import Any
 from hyperpod_cdk.config import ClusterConfig
 from hyperpod_cdk.errors import ConfigurationError
 from hyperpod_cdk.parameters import cluster_parameters
+from training_runtime.hardware import hardware_for
 from training_runtime.options import options_problems
 from training_runtime.params import COMPUTE, CONTROLLER, LOGIN, GroupSpec, ProvisioningParameters
 
@@ -126,7 +129,13 @@ class LocalLayout:
             "cluster_name": self.cluster_name,
             "subnet": self.subnet,
             "groups": [
-                {"name": g.name, "role": g.role, "instance_type": g.instance_type, "partition": g.partition}
+                {
+                    "name": g.name,
+                    "role": g.role,
+                    "instance_type": g.instance_type,
+                    "partition": g.partition,
+                    "instance_types": list(g.instance_types),
+                }
                 for g in self.groups
             ],
             "nodes": [n.to_json() for n in self.nodes],
@@ -139,7 +148,13 @@ class LocalLayout:
             cluster_name=str(data["cluster_name"]),
             subnet=str(data["subnet"]),
             groups=tuple(
-                GroupSpec(str(g["name"]), str(g["role"]), str(g["instance_type"]), g.get("partition"))
+                GroupSpec(
+                    str(g["name"]),
+                    str(g["role"]),
+                    None if g["instance_type"] is None else str(g["instance_type"]),
+                    g.get("partition"),
+                    instance_types=tuple(str(t) for t in g.get("instance_types", ())),
+                )
                 for g in data["groups"]
             ),
             nodes=tuple(LocalNode.from_json(n) for n in data["nodes"]),
@@ -176,6 +191,7 @@ def plan_layout(
         workers_left -= take
         planned.append((spec, take))
     names = [(spec, f"{spec.name}-{n}") for spec, take in planned for n in range(1, take + 1)]
+    types = [_local_type(spec, int(name.rsplit("-", 1)[1]) - 1) for spec, name in names]
     for spec, name in names:
         if len(name) > 63 or not HOSTNAME_LABEL.match(name):
             problems.append(
@@ -197,10 +213,10 @@ def plan_layout(
             name=name,
             group=spec.name,
             role=spec.role,
-            instance_type=spec.resolved_type,
+            instance_type=instance_type,
             ip=str(ipaddress.IPv4Address(first + index)),
         )
-        for index, (spec, name) in enumerate(names)
+        for index, ((spec, name), instance_type) in enumerate(zip(names, types, strict=True))
     )
     return LocalLayout(
         cluster_name=config.cluster_name,
@@ -209,6 +225,13 @@ def plan_layout(
         nodes=nodes,
         requested=counts,
     )
+
+
+def _local_type(spec: GroupSpec, index: int) -> str:
+    """The type of a group's ``index``-th local node (from 0): a flexible group's types in turn."""
+    if spec.instance_types:
+        return spec.instance_types[index % len(spec.instance_types)]
+    return spec.resolved_type
 
 
 def _network(subnet: str, problems: list[str]) -> ipaddress.IPv4Network | None:
@@ -243,10 +266,12 @@ def resource_config(layout: LocalLayout) -> dict[str, Any]:
         "InstanceGroups": [
             {
                 "Name": group.name,
-                "InstanceType": group.instance_type,
+                # A flexible group has no one type; each instance names its own (as every instance does).
+                **({} if group.instance_type is None else {"InstanceType": group.instance_type}),
                 "Instances": [
                     {
                         "InstanceName": node.name,
+                        "InstanceType": node.instance_type,
                         "AgentIpAddress": node.ip,
                         "CustomerIpAddress": node.ip,
                         "InstanceId": instance_id(layout.cluster_name, node.name),
@@ -273,10 +298,17 @@ def host_hardware(cpus: int | None = None) -> dict[str, int]:
 
 
 def local_options(
-    runtime: Mapping[str, Any], instance_types: Sequence[str], *, cpus: int | None = None
+    runtime: Mapping[str, Any],
+    instance_types: Sequence[str],
+    *,
+    cpus: int | None = None,
+    own_size: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The config's runtime options with the emulation's values on top: fast Slurm failure detection,
-    every instance type sized as this machine, no accelerator software."""
+    every instance type sized as this machine, no accelerator software.
+
+    The types in ``own_size`` (a flexible group's) keep their own CPU count where this machine has that many
+    (else the machine's), so the nodes of one group differ as the types do on AWS."""
     options = copy.deepcopy(dict(runtime))
     slurm = options.get("slurm")
     options["slurm"] = {**(dict(slurm) if isinstance(slurm, Mapping) else {}), **EMULATION_SLURM_OPTIONS}
@@ -285,6 +317,12 @@ def local_options(
     figures = host_hardware(cpus)
     for instance_type in instance_types:
         merged_hardware[instance_type] = dict(figures)
+    for instance_type in own_size:
+        try:
+            own = hardware_for(instance_type, hardware if isinstance(hardware, Mapping) else {})
+        except ValueError:  # invalid node_hardware: the options check below reports it
+            own = None
+        merged_hardware[instance_type] = host_hardware(min(figures["cpus"], own.cpus) if own else figures["cpus"])
     options["node_hardware"] = merged_hardware
     options["install_accelerator_software"] = False
     return options
@@ -303,7 +341,9 @@ def parameters(config: ClusterConfig, *, cpus: int | None = None) -> Provisionin
         fsx_mountname=None,
         fsx=None,
         fsx_mount_path=config.fsx_mount_path,
+        openzfs_mount_path=config.storage_openzfs.mount_path if config.storage_openzfs else None,
         runtime_options=config.runtime,
+        metrics=None,  # emulated() drops it
     )
     return emulated(deployed, cpus=cpus)
 
@@ -313,16 +353,23 @@ def emulated(deployed: ProvisioningParameters, *, cpus: int | None = None) -> Pr
 
     * ``fsx_dns_name``, ``fsx_mountname`` and the ``fsx`` flag become null: no Lustre, the shared directory
       is bind-mounted at ``fsx_mount_path`` instead;
+    * ``openzfs_mount_path`` becomes null: no OpenZFS either, so the homes live on the shared directory;
     * ``options.slurm``: the keys of :data:`EMULATION_SLURM_OPTIONS` (fast failure detection);
     * ``options.node_hardware``: every instance type of the groups sized as this machine
-      (:func:`host_hardware`);
-    * ``options.install_accelerator_software``: false.
+      (:func:`host_hardware`), a flexible group's types at their own CPU count up to the machine's;
+    * ``options.install_accelerator_software``: false;
+    * ``metrics`` becomes null: no remote write, the local Prometheus scrapes the nodes itself.
     """
-    options = local_options(deployed.options, sorted({g.resolved_type for g in deployed.groups}), cpus=cpus)
+    fixed = sorted({g.resolved_type for g in deployed.groups if not g.flexible})
+    flexible = sorted({t for g in deployed.groups for t in g.instance_types})
+    options = local_options(deployed.options, fixed, cpus=cpus, own_size=flexible)
     problems = options_problems(options, "runtime")
     if problems:
         raise LayoutError("local cluster runtime options", problems)
-    return dataclasses.replace(deployed, fsx_dns_name=None, fsx_mountname=None, fsx=None, options=options)
+    local = dataclasses.replace(
+        deployed, fsx_dns_name=None, fsx_mountname=None, fsx=None, metrics=None, options=options
+    )
+    return dataclasses.replace(local, openzfs_mount_path=None)
 
 
 def hosts_file(layout: LocalLayout) -> str:

@@ -11,6 +11,13 @@ from typing import Any
 from hyperpod_cdk.ops.aws import error_code, error_message
 from hyperpod_cdk.ops.errors import Exit, OpsError
 
+
+def cluster_log_group(cluster_name: str, cluster_id: str) -> str:
+    """The CloudWatch Logs group HyperPod sends a cluster's lifecycle-script and health-agent output to (it
+    creates the group when the first node runs its lifecycle script). The parts may be CDK tokens."""
+    return f"/aws/sagemaker/Clusters/{cluster_name}/{cluster_id}"
+
+
 HOSTNAME = re.compile(r"^ip-(\d{1,3})-(\d{1,3})-(\d{1,3})-(\d{1,3})$")
 """A Slurm node name on HyperPod: the EC2 private DNS name's first label."""
 
@@ -73,7 +80,7 @@ class Cluster:
 
     @property
     def log_group(self) -> str:
-        return f"/aws/sagemaker/Clusters/{self.name}/{self.id}"
+        return cluster_log_group(self.name, self.id)
 
     def ssm_target(self, node: Node) -> str:
         return f"sagemaker-cluster:{self.id}_{node.group}-{node.instance_id}"

@@ -44,7 +44,8 @@ class OrganizationRules:
     :param name_prefix: prefix of every concrete physical name (names.NAMED_TYPES); a prefixed name over
         its service's limit is an error, never cut short.
     :param kms_key: customer-managed key (an ``IKey`` or a key ARN) for new buckets (SSE-KMS with an S3
-        Bucket Key), FSx file systems (not SCRATCH: an error), log groups and HyperPod node volumes.
+        Bucket Key), FSx file systems (not SCRATCH: an error), log groups, Prometheus workspaces and HyperPod
+        node volumes.
     :param access_logs_bucket: bucket (or its name) for every other bucket's S3 server access logs.
     :param access_logs_prefix: key prefix of those logs. Default: none.
     """

@@ -14,6 +14,7 @@ from typing import Any
 
 import jsii
 from aws_cdk import Annotations, CfnResource, IAspect, IPropertyInjector, Stack
+from aws_cdk import aws_aps as aps
 from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -58,9 +59,9 @@ class BucketKeyInjector:
 
 @jsii.implements(IAspect)
 class KmsEncryption:
-    """The key on every log group, FSx file system and HyperPod node volume; an error on a bucket that did
-    not get the key (created before the rules were applied, or as an L1), on an access-log bucket that did
-    (S3 cannot deliver logs to it) and on a SCRATCH file system."""
+    """The key on every log group, FSx file system, Prometheus workspace and HyperPod node volume; an error on a
+    bucket that did not get the key (created before the rules were applied, or as an L1), on an access-log bucket
+    that did (S3 cannot deliver logs to it) and on a SCRATCH file system."""
 
     def __init__(self, key_of: KeyOf, is_log_bucket: Callable[[s3.CfnBucket], bool]) -> None:
         self._key_of = key_of
@@ -78,6 +79,8 @@ class KmsEncryption:
             self._file_system(node)
         elif isinstance(node, sagemaker.CfnCluster):
             self._node_volumes(node)
+        elif isinstance(node, aps.CfnWorkspace):
+            node.kms_key_arn = self._key_of(node).key_arn
 
     def _key_arn(self, node: Construct) -> Any:
         return Stack.of(node).resolve(self._key_of(node).key_arn)

@@ -13,6 +13,7 @@ from hyperpod_cdk.rules import cluster as _cluster  # noqa: F401
 from hyperpod_cdk.rules import groups as _groups  # noqa: F401
 from hyperpod_cdk.rules import lifecycle as _lifecycle  # noqa: F401
 from hyperpod_cdk.rules import network as _network  # noqa: F401
+from hyperpod_cdk.rules import observability as _observability  # noqa: F401
 from hyperpod_cdk.rules import organization as _organization  # noqa: F401
 from hyperpod_cdk.rules import parameters as _parameters  # noqa: F401
 from hyperpod_cdk.rules import runtime as _runtime  # noqa: F401
@@ -21,6 +22,7 @@ from hyperpod_cdk.rules import storage as _storage  # noqa: F401
 # isort: split
 # The rules on the HyperPod API's newer group settings, after the rules they build on.
 from hyperpod_cdk.rules import capacity as _capacity  # noqa: F401
+from hyperpod_cdk.rules import flexible as _flexible  # noqa: F401
 from hyperpod_cdk.rules import group_network as _group_network  # noqa: F401
 from hyperpod_cdk.rules import images as _images  # noqa: F401
 from hyperpod_cdk.rules import openzfs as _openzfs  # noqa: F401

@@ -104,15 +104,15 @@ def override_vpc_fsx(view: ClusterView) -> Iterator[Problem]:
     source="AWS::SageMaker::Cluster NetworkInterface.InterfaceType (efa, efa-only); EFA per type (hardware catalogue)",
 )
 def network_interface(view: ClusterView) -> Iterator[Problem]:
-    """network_interface (efa, efa-only) only on instance types that have EFA."""
+    """network_interface (efa, efa-only) only on instance types that have EFA (a flexible group's every type)."""
     for index, group in enumerate(view.groups):
-        if group.network_interface is None or not view.concrete(group.instance_type):
+        if group.network_interface is None:
             continue
-        hardware = view.hardware(group.instance_type)
-        if hardware is not None and not hardware.efa_interfaces:
+        without = [t for t in view.types_of(group) if (h := view.hardware(t)) is not None and not h.efa_interfaces]
+        if without:
             yield Problem(
                 group_path(view, index, "network_interface"),
-                f"{group.instance_type} has no EFA interface to configure",
+                f"{', '.join(without)} {'has' if len(without) == 1 else 'have'} no EFA interface to configure",
                 got=str(group.network_interface),
                 fix="remove it, or choose an instance type with EFA (e.g. ml.p5.48xlarge, ml.trn1.32xlarge)",
             )

@@ -65,35 +65,40 @@ _register_group_rules()
     source="AWS::SageMaker::Cluster InstanceType enum, per Region (cfn-lint schema bundle)",
 )
 def instance_type(view: ClusterView) -> Iterator[Problem]:
-    """The instance type is one HyperPod offers: in the stack's Region when known, else in some Region."""
+    """Every instance type (a flexible group's each) is one HyperPod offers: in the stack's Region when known,
+    else in some Region."""
     offered = instance_catalog.types_in(view.region) if view.region else None
     for index, group in enumerate(view.groups):
-        value = group.instance_type
-        if not view.concrete(value):
-            continue
-        where = group_path(view, index, "instance_type")
-        if not INSTANCE_TYPE_PATTERN.match(value):
-            yield Problem(
-                where,
-                "expected a SageMaker instance type such as 'ml.p5.48xlarge' (note the 'ml.' prefix)",
-                got=value,
-            )
-        elif value not in instance_catalog.known_types():
-            near = _near(value)
-            yield Problem(
-                where,
-                "HyperPod offers no such instance type in any Region",
-                got=value,
-                fix=f"did you mean {near}?" if near else "see the InstanceType list in the SageMaker API reference",
-            )
-        elif offered is not None and value not in offered and value not in instance_catalog.api_only():
-            elsewhere = instance_catalog.regions_of(value)
-            yield Problem(
-                where,
-                f"HyperPod does not offer it in {view.region}",
-                got=value,
-                fix="choose another type or one of its Regions: " + ", ".join(elsewhere[:8]),
-            )
+        for position, value in enumerate(group.types):
+            if view.concrete(value):
+                where = group_path(view, index, f"instance_types[{position}]" if group.flexible else "instance_type")
+                yield from _offered(view, where, value, offered)
+
+
+def _offered(view: ClusterView, where: str, value: str, offered: frozenset[str] | None) -> Iterator[Problem]:
+    """Problems of one type: its spelling, that HyperPod offers it, and in the Region when known."""
+    if not INSTANCE_TYPE_PATTERN.match(value):
+        yield Problem(
+            where,
+            "expected a SageMaker instance type such as 'ml.p5.48xlarge' (note the 'ml.' prefix)",
+            got=value,
+        )
+    elif value not in instance_catalog.known_types():
+        near = _near(value)
+        yield Problem(
+            where,
+            "HyperPod offers no such instance type in any Region",
+            got=value,
+            fix=f"did you mean {near}?" if near else "see the InstanceType list in the SageMaker API reference",
+        )
+    elif offered is not None and value not in offered and value not in instance_catalog.api_only():
+        elsewhere = instance_catalog.regions_of(value)
+        yield Problem(
+            where,
+            f"HyperPod does not offer it in {view.region}",
+            got=value,
+            fix="choose another type or one of its Regions: " + ", ".join(elsewhere[:8]),
+        )
 
 
 def _near(value: str) -> str:
@@ -149,16 +154,14 @@ def threads_per_core(view: ClusterView) -> Iterator[Problem]:
     """threads_per_core is 1 (SMT off) or 2 (SMT on), and 1 on types without SMT (Graviton)."""
     for index, group in enumerate(view.groups):
         where = group_path(view, index, "threads_per_core")
+        single = [t for t in view.types_of(group) if not instance_catalog.has_smt(t)]
         if group.threads_per_core not in THREADS_PER_CORE:
             yield Problem(where, "allowed: 1 (SMT off) or 2 (SMT on)", got=group.threads_per_core)
-        elif (
-            group.threads_per_core == 2
-            and view.concrete(group.instance_type)
-            and not instance_catalog.has_smt(group.instance_type)
-        ):
+        elif group.threads_per_core == 2 and single:
             yield Problem(
                 where,
-                f"{group.instance_type} has one thread per core (Graviton); only 1 is allowed",
+                f"{', '.join(single)} {'has' if len(single) == 1 else 'have'} one thread per core (Graviton); only 1 "
+                "is allowed",
                 got=2,
                 fix="use 1",
             )
@@ -177,15 +180,17 @@ def hardware_known(view: ClusterView) -> Iterator[Problem]:
     if view.mode != LIFECYCLE_DRIVEN:
         return
     for index, group in enumerate(view.groups):
-        if group.role != NodeRole.COMPUTE or not view.concrete(group.instance_type):
+        if group.role != NodeRole.COMPUTE:
             continue
-        if view.hardware(group.instance_type) is None:
+        for position, value in enumerate(group.types):
+            if not view.concrete(value) or view.hardware(value) is not None:
+                continue
             yield Problem(
-                group_path(view, index, "instance_type"),
+                group_path(view, index, f"instance_types[{position}]" if group.flexible else "instance_type"),
                 "no CPU, memory or GPU figures for this type in the runtime's hardware table: the slurm.conf the "
                 "runtime renders gives its nodes Slurm's defaults (1 CPU, no GPUs)",
-                got=group.instance_type,
-                fix=f"add runtime.node_hardware.{group.instance_type} with at least cpus and memory_mib",
+                got=value,
+                fix=f"add runtime.node_hardware.{value} with at least cpus and memory_mib",
             )
 
 
@@ -256,13 +261,16 @@ def deep_health_checks(view: ClusterView) -> Iterator[Problem]:
 def deep_health_checks_accelerated(view: ClusterView) -> Iterator[Problem]:
     """Deep health checks test GPUs, Trainium chips and EFA; on other types they only add boot time."""
     for index, group in enumerate(view.groups):
-        if not group.deep_health_checks or not view.concrete(group.instance_type):
+        if not group.deep_health_checks:
             continue
-        hardware = view.hardware(group.instance_type)
-        if hardware is not None and not (hardware.gpus or hardware.neuron_devices):
+        plain = [
+            t for t in view.types_of(group) if (h := view.hardware(t)) is not None and not (h.gpus or h.neuron_devices)
+        ]
+        if plain:
             yield Problem(
                 group_path(view, index, "deep_health_checks"),
-                f"{group.instance_type} has no GPU or Trainium chip for the deep health checks to test",
+                f"{', '.join(plain)} {'has' if len(plain) == 1 else 'have'} no GPU or Trainium chip for the deep "
+                "health checks to test",
                 got=[str(c) for c in group.deep_health_checks],
                 fix="remove them from this group",
             )

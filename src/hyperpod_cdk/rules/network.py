@@ -220,10 +220,11 @@ def subnet_capacity(view: ClusterView) -> Iterator[Problem]:
     needed = 0
     parts = []
     for group in view.groups:
-        if not (view.concrete(group.count) and view.concrete(group.instance_type)):
+        types = view.types_of(group)
+        if not (view.concrete(group.count) and types):
             return
-        hardware = view.hardware(group.instance_type)
-        each = addresses_per_instance(hardware.efa_interfaces if hardware else 0)
+        # A flexible group may be all of its hungriest type.
+        each = max(addresses_per_instance(h.efa_interfaces if (h := view.hardware(t)) else 0) for t in types)
         needed += group.count * each
         parts.append(f"{group.name}: {group.count} x {each}")
     if needed > usable:

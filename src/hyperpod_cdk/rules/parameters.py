@@ -100,7 +100,7 @@ def defaults(view: ClusterView) -> Iterator[Problem]:
                     f"the range must hold instance_groups[{index}].count {group.count} (the default), with min <= max",
                     got={"min": low, "max": high},
                 )
-        if chosen.instance_types is not None:
+        if chosen.instance_types is not None and not group.flexible:  # flexible: GRP-FLEX-PARAMETER
             yield from _listed(f"{where}.instance_types", chosen.instance_types, group.instance_type, "instance_type")
         if chosen.capacity is not None and group.capacity is None:
             yield Problem(
@@ -211,7 +211,7 @@ def _choice_problems(view: ClusterView) -> list[Problem]:
         def with_group(changed: InstanceGroup, at: int = index) -> tuple[InstanceGroup, ...]:
             return tuple(changed if i == at else g for i, g in enumerate(plain.groups))
 
-        for position, instance_type in enumerate(chosen.instance_types or []):
+        for position, instance_type in enumerate([] if group.flexible else chosen.instance_types or []):
             if instance_type != group.instance_type:
                 changed = dataclasses.replace(group, instance_type=instance_type)
                 substitute(f"{where}.instance_types[{position}]", instance_type, groups=with_group(changed))
@@ -228,11 +228,13 @@ def _choice_problems(view: ClusterView) -> list[Problem]:
         largest[index] = dataclasses.replace(
             group,
             count=chosen.count.max if chosen.count is not None else group.count,
-            instance_type=max(chosen.instance_types or [group.instance_type], key=lambda t: _addresses(view, t)),
+            instance_type=group.instance_type
+            if group.flexible
+            else max(chosen.instance_types or group.types, key=lambda t: _addresses(view, t)),
         )
     if largest:
         biggest = tuple(largest.get(i, g) for i, g in enumerate(plain.groups))
-        shown = "; ".join(f"{g.name}: {g.count} x {g.instance_type}" for g in largest.values())
+        shown = "; ".join(f"{g.name}: {g.count} x {' or '.join(g.types)}" for g in largest.values())
         substitute(ROOT + ".instance_groups", f"every group at its largest choice ({shown})", groups=biggest)
     storage = view.storage
     if choices.storage_capacity_gib is not None and storage is not None and storage.existing is None:

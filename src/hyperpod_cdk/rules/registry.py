@@ -20,6 +20,7 @@ SECTIONS = (
     "users",
     "parameters",
     "organization",
+    "observability",
 )
 """The config file's sections, in the order the reference lists them."""
 FACTS = ("hardware", "region")

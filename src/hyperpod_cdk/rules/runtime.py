@@ -65,9 +65,9 @@ _register_runtime_books()
 def _trainium_groups(view: ClusterView) -> list[str]:
     found = []
     for group in view.compute_groups:
-        hardware = view.hardware(group.instance_type) if view.concrete(group.instance_type) else None
-        if hardware is not None and hardware.neuron_devices:
-            found.append(f"{group.name} ({group.instance_type})")
+        trainium = [t for t in view.types_of(group) if (h := view.hardware(t)) is not None and h.neuron_devices]
+        if trainium:
+            found.append(f"{group.name} ({', '.join(trainium)})")
     return found
 
 
@@ -117,7 +117,7 @@ def smddp(view: ClusterView) -> Iterator[Problem]:
             got=True,
             fix="set smddp: false",
         )
-    compute_types = {g.instance_type for g in view.compute_groups}
+    compute_types = {t for g in view.compute_groups for t in g.types}
     known = all(view.concrete(t) for t in compute_types)
     if compute_types and known and not compute_types & set(pins.SMDDP_INSTANCE_TYPES):
         yield Problem(

@@ -225,7 +225,7 @@ def efa_clients(view: ClusterView) -> Iterator[Problem]:
     if not _new(view) or storage is None or storage.efa_enabled:
         return
     types = sorted(
-        {g.instance_type for g in view.groups if view.concrete(g.instance_type)}
+        {t for g in view.groups for t in view.types_of(g)}
         & {t for t in instance_catalog.known_types() if instance_catalog.supports_gpudirect_storage(t)}
     )
     if types:

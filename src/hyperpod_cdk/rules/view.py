@@ -16,6 +16,7 @@ if TYPE_CHECKING:
         ClusterConfig,
         LifecycleConfig,
         NetworkConfig,
+        ObservabilityConfig,
         OpenZfsConfig,
         OrganizationConfig,
         ParametersConfig,
@@ -52,6 +53,8 @@ class ClusterView:
     parameters: ParametersConfig | None = None
     """The launch choices (``parameters`` section): CloudFormation parameters of a published template."""
     organization: OrganizationConfig | None = None
+    observability: ObservabilityConfig | None = None
+    """Metrics, Grafana and alarms (``observability`` section)."""
     region: str | None = None
     """The AWS Region when known (``validate --region``, or a stack's concrete Region)."""
     is_unresolved: Callable[[Any], bool] = never_unresolved
@@ -84,6 +87,7 @@ class ClusterView:
             users=config.users,
             parameters=config.parameters,
             organization=config.organization,
+            observability=config.observability,
             region=region,
             given=frozenset(config.model_fields_set),
             previous=cls.of_config(previous, region) if previous is not None else None,
@@ -118,6 +122,12 @@ class ClusterView:
             return hardware_for(instance_type, overrides, threads_per_core if threads_per_core in (1, 2) else 1)
         except ValueError:
             return None
+
+    def types_of(self, group: InstanceGroup) -> tuple[str, ...]:
+        """Every instance type the group's nodes may have (a flexible group's list), or () when a type is not
+        known now (a CDK token) or none is given: rules judge only concrete types. Each type once."""
+        types = tuple(dict.fromkeys(group.types))
+        return types if all(self.concrete(t) for t in types) else ()
 
     @property
     def compute_groups(self) -> list[InstanceGroup]:

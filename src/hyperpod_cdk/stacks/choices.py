@@ -63,7 +63,10 @@ class LaunchChoices:
         groups = []
         for group in self.config.instance_groups:
             count = self.parameters.get(group_count_id(group.name))
-            changes: dict[str, object] = {"instance_type": self._string(group_type_id(group.name), group.instance_type)}
+            changes: dict[str, object] = {}
+            chosen_type = self.parameters.get(group_type_id(group.name))
+            if chosen_type is not None:
+                changes["instance_type"] = chosen_type.value_as_string
             if count is not None:
                 changes["count"] = count.value_as_number
             groups.append(dataclasses.replace(group, **changes))  # type: ignore[arg-type]

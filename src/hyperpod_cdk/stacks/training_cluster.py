@@ -15,7 +15,7 @@ from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from hyperpod_cdk.config import ClusterConfig, NetworkConfig, OpenZfsConfig, StorageConfig
+from hyperpod_cdk.config import ClusterConfig, NetworkConfig, ObservabilityConfig, OpenZfsConfig, StorageConfig
 from hyperpod_cdk.constructs import (
     ClusterNetwork,
     HyperPodCluster,
@@ -26,14 +26,19 @@ from hyperpod_cdk.constructs import (
 )
 from hyperpod_cdk.constructs.checks import stack_region
 from hyperpod_cdk.constructs.lifecycle import LifecycleSource
+from hyperpod_cdk.constructs.observability import ClusterObservability
 from hyperpod_cdk.constructs.openzfs import OpenZfsStorage
 from hyperpod_cdk.constructs.published_lifecycle import PublishedLifecycleScripts
 from hyperpod_cdk.constructs.storage import ExistingLustreFileSystem, fsx_version
+from hyperpod_cdk.errors import raise_if_any
 from hyperpod_cdk.model import pascal_case
 from hyperpod_cdk.organization import OrganizationRules
 from hyperpod_cdk.publishing.layout import PublishTarget, assets_key_prefix, lifecycle_key_prefix
 from hyperpod_cdk.stacks.choices import LaunchChoices
 from hyperpod_cdk.template_parameters import CLUSTER_NAME_ID
+
+PUBLISHED_WORKSPACE = "OBS-PUBLISHED-WORKSPACE"
+"""The warning id of a published template that ships no metrics (no ``observability.workspace_arn``)."""
 
 
 class TrainingCluster:
@@ -76,6 +81,7 @@ class TrainingCluster:
         self.openzfs = self._openzfs(config.storage_openzfs) if config.storage_openzfs else None
         self.lifecycle = self._lifecycle()
         self.lifecycle.add_users(config.cluster_users())
+        self.observability = self._observability(config.observability)
         self.cluster = HyperPodCluster(
             self.scope,
             "Cluster",
@@ -94,7 +100,10 @@ class TrainingCluster:
             if "slurm_config_strategy" in config.model_fields_set
             else None,
             runtime_options=config.runtime,
+            metrics=self.observability.metrics_target if self.observability else None,
         )
+        if self.observability is not None:
+            self.observability.watch(self.cluster)
         self.choices.choose_capacity(self.cluster.resource)
         for key, value in config.tags.items():
             Tags.of(self.scope).add(key, value)
@@ -120,6 +129,43 @@ class TrainingCluster:
             )
         return PublishedLifecycleScripts(
             self.scope, "LifecycleScripts", bucket_name=self.published.bucket_name, prefix=self.published.prefix
+        )
+
+    def _observability(self, obs: ObservabilityConfig) -> ClusterObservability | None:
+        """The workspace, Grafana and alarms. A published template's nodes cannot learn a workspace created at
+        launch (their parameters file is fixed at publish): without ``workspace_arn`` it ships no metrics, with
+        a warning (OBS-PUBLISHED-WORKSPACE), and keeps the alarms."""
+        if not obs.enabled:
+            return None
+        metrics = True
+        if self.published is not None and obs.workspace_arn is None:
+            where = "observability.workspace_arn"
+            if obs.grafana:
+                raise_if_any(
+                    f"cluster configuration of stack {self.scope.node.id}",
+                    [
+                        "observability.grafana: a published template without workspace_arn has no workspace for "
+                        "Grafana to read. Fix: set observability.workspace_arn to the platform's workspace, or "
+                        "grafana: false"
+                    ],
+                )
+            Annotations.of(self.scope).add_warning_v2(
+                f"hyperpod-cdk:{PUBLISHED_WORKSPACE}",
+                f"{where}: not set, so a published template's nodes ship no metrics (their parameters file is "
+                "fixed at publish; a workspace created at launch has an ID only known then). The alarms remain. "
+                "Fix: set observability.workspace_arn to an existing workspace (the platform's), or "
+                "observability.enabled: false",
+            )
+            metrics = False
+        return ClusterObservability(
+            self.scope,
+            "Observability",
+            cluster_name=self.config.cluster_name,
+            metrics=metrics,
+            workspace_arn=obs.workspace_arn,
+            grafana=obs.grafana,
+            alarms=obs.alarms.enabled,
+            emails=obs.alarms.emails,
         )
 
     def _network(self, net: NetworkConfig) -> ClusterNetwork:
@@ -208,16 +254,36 @@ class TrainingCluster:
 
     def _openzfs(self, openzfs: OpenZfsConfig) -> OpenZfsStorage:
         existing = openzfs.existing
+        if existing is not None:
+            return OpenZfsStorage.from_existing(
+                self.scope,
+                "OpenZfs",
+                network=self.network,
+                file_system_id=existing.file_system_id,
+                dns_name=existing.dns_name,
+                security_group=ec2.SecurityGroup.from_security_group_id(
+                    self.scope, "ImportedOpenZfsSecurityGroup", existing.security_group_id
+                ),
+                mount_path=openzfs.mount_path,
+            )
+        standby = openzfs.standby_subnet_id
         return OpenZfsStorage(
             self.scope,
             "OpenZfs",
             network=self.network,
-            file_system_id=existing.file_system_id,
-            dns_name=existing.dns_name,
-            security_group=ec2.SecurityGroup.from_security_group_id(
-                self.scope, "ImportedOpenZfsSecurityGroup", existing.security_group_id
-            ),
             mount_path=openzfs.mount_path,
+            storage_capacity_gib=openzfs.storage_capacity_gib,
+            deployment_type=openzfs.deployment_type,
+            throughput_capacity_mbps=openzfs.throughput_capacity_mbps,
+            data_compression=openzfs.data_compression,
+            automatic_backup_retention_days=openzfs.automatic_backup_retention_days,
+            copy_tags_to_backups=openzfs.copy_tags_to_backups,
+            standby_subnet=ec2.Subnet.from_subnet_id(self.scope, "ImportedOpenZfsStandbySubnet", standby)
+            if standby
+            else None,
+            route_table_ids=openzfs.route_table_ids,
+            client_cidrs=openzfs.client_cidrs,
+            removal_policy=RemovalPolicy.RETAIN if openzfs.removal_policy == "retain" else RemovalPolicy.DESTROY,
         )
 
     def _outputs(self) -> None:
@@ -244,13 +310,33 @@ class TrainingCluster:
             outputs["FsxFileSystemId"] = (self.storage.file_system_id, "FSx for Lustre file system ID")
             outputs["FsxDnsName"] = (self.storage.dns_name, "FSx for Lustre DNS name")
             outputs["FsxMountName"] = (self.storage.mount_name, "FSx for Lustre mount name")
+        if self.openzfs is not None:
+            outputs["OpenZfsFileSystemId"] = (self.openzfs.file_system_id, "FSx for OpenZFS file system ID")
+            outputs["OpenZfsDnsName"] = (self.openzfs.dns_name, "FSx for OpenZFS DNS name")
         for name, bucket in self.data_buckets.items():
             outputs[f"DataRepository{pascal_case(name)}Bucket"] = (
                 bucket.bucket_name,
                 f"S3 bucket of data repository {name}",
             )
+        outputs.update(self._observability_outputs())
         for key, (value, description) in outputs.items():
             CfnOutput(self.scope, key, value=value, description=description)
+
+    def _observability_outputs(self) -> dict[str, tuple[str, str]]:
+        obs = self.observability
+        if obs is None:
+            return {}
+        found = {
+            "PrometheusWorkspaceId": (obs.workspace_id, "Amazon Managed Service for Prometheus workspace ID"),
+            "PrometheusRemoteWriteUrl": (
+                obs.metrics_target.remote_write_url if obs.metrics_target else None,
+                "Where the nodes remote-write their metrics (SigV4, service aps)",
+            ),
+            "PrometheusQueryUrl": (obs.query_url, "Prometheus query API of the workspace (SigV4, service aps)"),
+            "GrafanaUrl": (obs.grafana_url, "Amazon Managed Grafana workspace (sign in with IAM Identity Center)"),
+            "AlarmTopicArn": (obs.topic.topic_arn if obs.topic else None, "SNS topic of the cluster's alarms"),
+        }
+        return {key: (value, text) for key, (value, text) in found.items() if value is not None}
 
 
 class TrainingClusterStack(Stack):
@@ -269,6 +355,7 @@ class TrainingClusterStack(Stack):
         self.storage = parts.storage
         self.lifecycle = parts.lifecycle
         self.cluster = parts.cluster
+        self.observability = parts.observability
 
 
 def published_synthesizer(target: PublishTarget) -> CliCredentialsStackSynthesizer:
@@ -300,3 +387,4 @@ class PublishedTrainingClusterStack(Stack):
         self.storage = parts.storage
         self.lifecycle = parts.lifecycle
         self.cluster = parts.cluster
+        self.observability = parts.observability

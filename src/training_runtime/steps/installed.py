@@ -48,14 +48,14 @@ def program(arguments: str, module: str = PACKAGE_NAME) -> str:
 
 def node_facts(node: Node) -> NodeFacts:
     group = node.group
-    hardware = hardware_for(group.resolved_type, node.options.node_hardware, group.threads_per_core) or NodeHardware(
+    hardware = hardware_for(node.instance_type, node.options.node_hardware, group.threads_per_core) or NodeHardware(
         cpus=0, sockets=1, cores_per_socket=0, threads_per_core=1, memory_mib=0
     )
     return facts_from(
         hardware,
         cluster=node.params.cluster_name,
         instance_name=node.instance.name,
-        instance_type=node.group.resolved_type,
+        instance_type=node.instance_type,
         group=node.group.name,
         role=node.role,
         platform=node.platform,

@@ -11,15 +11,16 @@ daemon runs.
 
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from training_runtime.errors import StepFailed
 from training_runtime.files import ensure_dir, file_matches, read_text, write_file
-from training_runtime.hardware import hardware_for
+from training_runtime.hardware import NodeHardware, hardware_for
 from training_runtime.node import Node
 from training_runtime.render.cgroup_conf import render_cgroup_conf
 from training_runtime.render.gres_conf import render_gres_conf
 from training_runtime.render.slurm_conf import Partition, SlurmNode, SlurmSettings, render_slurm_conf
+from training_runtime.resources import instance_type_of
 from training_runtime.retry import NotReady, RetryPolicy
 from training_runtime.services import Daemon
 from training_runtime.steps import Step
@@ -38,13 +39,28 @@ def conf_path(node: Node, name: str) -> str:
 
 
 def slurm_nodes(node: Node) -> List[SlurmNode]:
+    """Every compute node with the figures of its own instance type (a flexible group's nodes differ)."""
     nodes = []
+    unknown: List[str] = []
+    figures: Dict[Tuple[str, int], Optional[NodeHardware]] = {}  # one object per type: shared node lines
     for group in node.params.groups:
         if group.role != "compute":
             continue
-        hardware = hardware_for(group.resolved_type, node.options.node_hardware, group.threads_per_core)
         for instance in node.resources.instances(group.name):
-            nodes.append(SlurmNode(name=instance.name, address=instance.address, hardware=hardware))
+            instance_type = node.instance_type if instance == node.instance else instance_type_of(node.params, instance)
+            if instance_type is None:
+                unknown.append(instance.name)
+                continue
+            key = (instance_type, group.threads_per_core)
+            if key not in figures:
+                figures[key] = hardware_for(instance_type, node.options.node_hardware, group.threads_per_core)
+            nodes.append(SlurmNode(name=instance.name, address=instance.address, hardware=figures[key]))
+    if unknown:
+        raise StepFailed(
+            "the resource config names no InstanceType for {} of a flexible group, so slurm.conf cannot size "
+            "them. Fix: on the generic platform the resource config must give Instances[].InstanceType for every "
+            "instance of a flexible group".format(", ".join(unknown))
+        )
     return nodes
 
 

@@ -6,8 +6,9 @@ import fcntl
 from typing import Dict, List, Optional, Tuple
 
 from training_runtime.errors import StepFailed
-from training_runtime.files import ensure_dir, read_text, with_block, write_file
+from training_runtime.files import ensure_dir, is_mountpoint, read_text, with_block, write_file
 from training_runtime.node import Node
+from training_runtime.retry import NotReady
 from training_runtime.steps import Step
 from training_runtime.users import User
 
@@ -17,7 +18,7 @@ KEY_NAME = "id_ed25519"
 
 
 def home(node: Node, user: User) -> str:
-    return "{}/home/{}".format(node.params.fsx_mount_path.rstrip("/"), user.name)
+    return "{}/{}".format(node.params.homes_dir.rstrip("/"), user.name)
 
 
 def _table(node: Node, path: str) -> Dict[str, Tuple[str, ...]]:
@@ -72,6 +73,26 @@ class Users(Step):
     def _homes_missing(self, node: Node) -> List[User]:
         return [u for u in self.users if not node.path(home(node, u)).is_dir()]
 
+    def _wait_for_homes_mount(self, node: Node) -> None:
+        """Homes on FSx for OpenZFS are created on the mounted file system, never on the node's own disk under it
+        (HyperPod mounts it before OnInitComplete; a node where it is missing fails instead)."""
+        path = node.params.openzfs_mount_path
+        if path is None:
+            return
+
+        def mounted() -> None:
+            if not is_mountpoint(node, path):
+                raise NotReady("{} is not mounted".format(path))
+
+        try:
+            node.retry.call(mounted, what="FSx for OpenZFS at " + path)
+        except NotReady as error:
+            raise StepFailed(
+                "the users' homes live on FSx for OpenZFS, but {}. HyperPod mounts it before OnInitComplete; check "
+                "the cluster's InstanceStorageConfigs (FsxOpenZfsConfig) and the file system's security group "
+                "(NFS from the nodes)".format(error)
+            ) from None
+
     def needed(self, node: Node) -> bool:
         return bool(
             self._conflicts(node)
@@ -90,7 +111,8 @@ class Users(Step):
                 )
             )
         groups = _table(node, "/etc/group")
-        ensure_dir(node, "{}/home".format(node.params.fsx_mount_path.rstrip("/")), mode=0o755)
+        self._wait_for_homes_mount(node)
+        ensure_dir(node, node.params.homes_dir, mode=0o755)
         for user in self._missing(node):
             if user.name not in groups:
                 node.run(["groupadd", "--gid", str(user.gid), user.name])

@@ -1,0 +1,114 @@
+"""What the alarms watch, as text: Prometheus alert rules for the cluster's metrics and the CloudWatch Logs
+filter pattern of a failed lifecycle run. Pure functions (no aws_cdk), so tests read them directly.
+
+The metric and label names are the observability contract's (notes: issue #15). Until the node side's
+``training_runtime.metrics.catalog`` is merged they are defined here, once; the integrator replaces these
+constants with imports from the catalog.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import yaml
+
+from training_runtime.log import FAILURE_MARKER
+
+# --- metric and label names (contract of issue #15; to be imported from training_runtime.metrics.catalog) ---
+UP = "up"
+"""Prometheus' own per-target health: 1 when the last scrape of an exporter worked."""
+SLURM_NODE_STATE = "slurm_node_state"
+"""Our Slurm collector: 1 per node, labelled ``node``, ``state`` and ``reason``."""
+SLURM_COLLECTOR_SUCCESS = "slurm_collector_success"
+"""Our Slurm collector: 1 when its last collection worked."""
+CLUSTER_LABEL = "cluster"
+"""Added to every series by the node's scrape configuration: the Slurm cluster name."""
+UNAVAILABLE_STATES = ("down", "drain", "drained", "draining", "fail", "failing")
+"""Slurm node states (``sinfo`` long names, lower case) in which a node runs no new job."""
+
+# --- the lifecycle log ------------------------------------------------------------------------------------
+BOOTSTRAP_LOG_HINT = "full log"
+"""Words of the last line lifecycle_assets/bootstrap.sh writes after a failed run (with the failure marker)."""
+LIFECYCLE_FAILURE_PATTERN = f'"{FAILURE_MARKER}" "{BOOTSTRAP_LOG_HINT}"'
+"""CloudWatch Logs filter pattern (quoted terms, all must occur) matching the one line each failed lifecycle
+run ends with, whether the runtime said why or crashed before it could."""
+
+
+@dataclass(frozen=True)
+class AlertRule:
+    """One Prometheus alerting rule."""
+
+    name: str
+    expr: str
+    for_: str
+    summary: str
+    severity: str = "critical"
+
+
+def alert_rules(cluster_name: str) -> list[AlertRule]:
+    """The alerts of one cluster, selected by its ``cluster`` label (a shared workspace holds other clusters)."""
+    selector = f'{CLUSTER_LABEL}="{cluster_name}"'
+    states = "|".join(UNAVAILABLE_STATES)
+    return [
+        AlertRule(
+            "ExporterDown",
+            f"{UP}{{{selector}}} == 0",
+            "5m",
+            "An exporter on {{ $labels.instance }} ({{ $labels.job }}) has not answered a scrape for 5 minutes",
+        ),
+        AlertRule(
+            "MetricsAbsent",
+            f"absent({UP}{{{selector}}})",
+            "15m",
+            f"No node of cluster {cluster_name} has sent metrics for 15 minutes (agent or remote write broken)",
+        ),
+        AlertRule(
+            "NodeUnavailable",
+            f'{SLURM_NODE_STATE}{{{selector},state=~"({states})[*~#!%$@^-]?"}} == 1',
+            "10m",
+            "Slurm node {{ $labels.node }} is {{ $labels.state }}: {{ $labels.reason }}",
+            severity="warning",
+        ),
+        AlertRule(
+            "SlurmCollectorFailing",
+            f"{SLURM_COLLECTOR_SUCCESS}{{{selector}}} == 0",
+            "10m",
+            "The Slurm collector on {{ $labels.instance }} has failed for 10 minutes (Slurm metrics are stale)",
+            severity="warning",
+        ),
+    ]
+
+
+def rule_groups_yaml(cluster_name: str) -> str:
+    """The rules file (Prometheus' format, which Amazon Managed Service for Prometheus takes as-is)."""
+    rules = [
+        {
+            "alert": r.name,
+            "expr": r.expr,
+            "for": r.for_,
+            "labels": {"severity": r.severity, CLUSTER_LABEL: cluster_name},
+            "annotations": {"summary": r.summary},
+        }
+        for r in alert_rules(cluster_name)
+    ]
+    return yaml.safe_dump({"groups": [{"name": f"hyperpod-{cluster_name}", "rules": rules}]}, sort_keys=False)
+
+
+def alertmanager_yaml(topic_arn: str, region: str) -> str:
+    """Alert manager configuration that sends every alert to the SNS topic (signed with SigV4 in ``region``).
+
+    ``topic_arn`` and ``region`` may be CDK tokens: they are placed verbatim, so the YAML stays a string
+    CloudFormation completes at deploy."""
+    return (
+        "alertmanager_config: |\n"
+        "  route:\n"
+        "    receiver: sns\n"
+        "    group_by: [alertname, cluster]\n"
+        "  receivers:\n"
+        "    - name: sns\n"
+        "      sns_configs:\n"
+        f"        - topic_arn: {topic_arn}\n"
+        "          sigv4:\n"
+        f"            region: {region}\n"
+        "          subject: 'hyperpod-cdk: {{ .CommonLabels.alertname }} on {{ .CommonLabels.cluster }}'\n"
+    )

@@ -1,0 +1,322 @@
+"""ClusterObservability: where the nodes' metrics go and what watches the cluster.
+
+An Amazon Managed Service for Prometheus workspace (new, or an existing one by ARN) that the nodes remote-write
+to, optional Amazon Managed Grafana reading it, and the alarms a platform team expects, all sent to one SNS
+topic (KMS-encrypted, TLS only): HyperPod's EventBridge events (cluster failed, node health, cluster errors),
+a CloudWatch alarm on failed lifecycle runs in the cluster's log group, and Prometheus alert rules (exporter
+down, no metrics, Slurm node drained or down). docs/observability.md says what each one watches and why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aws_cdk import Duration, Fn, RemovalPolicy, Stack
+from aws_cdk import aws_aps as aps
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_grafana as grafana
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
+from constructs import Construct
+
+from hyperpod_cdk.constructs.alert_rules import LIFECYCLE_FAILURE_PATTERN, alertmanager_yaml, rule_groups_yaml
+from hyperpod_cdk.constructs.checks import check_props
+from hyperpod_cdk.constructs.cluster import HyperPodCluster
+from hyperpod_cdk.errors import raise_if_any
+from hyperpod_cdk.ops.lookup import cluster_log_group
+from hyperpod_cdk.rules.observability import WORKSPACE_ARN
+from training_runtime.params import MetricsTarget
+
+REMOTE_WRITE_ACTIONS = ("aps:RemoteWrite",)
+"""What a node's metrics agent needs on the workspace (nothing else: it only pushes samples)."""
+QUERY_ACTIONS = ("aps:QueryMetrics", "aps:GetSeries", "aps:GetLabels", "aps:GetMetricMetadata")
+"""What Grafana needs to read the workspace (the Prometheus query API)."""
+EVENT_SOURCE = "aws.sagemaker"
+CLUSTER_STATE_CHANGE = "SageMaker HyperPod Cluster State Change"
+NODE_HEALTH_EVENT = "SageMaker HyperPod Cluster Node Health Event"
+CLUSTER_EVENT = "SageMaker HyperPod Cluster Event"
+"""EventBridge detail-types HyperPod sends (SageMaker developer guide, "Events that Amazon SageMaker AI sends to
+Amazon EventBridge"); cluster events come only from clusters with continuous node provisioning."""
+FAILED_CLUSTER_STATES = ("Failed", "RollingBack")
+LIFECYCLE_METRIC = "LifecycleScriptFailures"
+METRIC_NAMESPACE = "hyperpod-cdk"
+
+
+def endpoint_of(arn: str) -> tuple[str, str, str]:
+    """(Region, workspace ID, Prometheus endpoint ending in '/') of a workspace ARN (rules.observability checks it)."""
+    match = WORKSPACE_ARN.match(arn)
+    assert match is not None, arn  # OBS-WORKSPACE-ARN ran before
+    suffix = "amazonaws.com.cn" if match["partition"] == "aws-cn" else "amazonaws.com"
+    return match["region"], match["id"], f"https://aps-workspaces.{match['region']}.{suffix}/workspaces/{match['id']}/"
+
+
+class ClusterObservability(Construct):
+    """A cluster's metrics destination and alarms. Create it before the cluster (the nodes' parameters need
+    :attr:`metrics_target`), then call :meth:`watch` with the cluster.
+
+    :param cluster_name: the name the nodes label every series with (``cluster``; the Slurm cluster name).
+    :param metrics: whether the nodes ship metrics at all. False: no workspace, no Grafana, no alert rules
+        (the alarm topic, event rules and CloudWatch alarms remain). Default: True.
+    :param workspace_arn: an existing Prometheus workspace. Default: a new one, encrypted with the organization's
+        key when ``OrganizationRules`` has one (an aspect sets it).
+    :param grafana: an Amazon Managed Grafana workspace (IAM Identity Center sign-in) reading the workspace.
+        Default: False.
+    :param alarms: the alarm topic, event rules, CloudWatch alarm and alert rules. Default: True.
+    :param emails: addresses subscribed to the alarm topic. Default: none.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        cluster_name: str,
+        metrics: bool = True,
+        workspace_arn: str | None = None,
+        grafana: bool = False,
+        alarms: bool = True,
+        emails: Sequence[str] = (),
+    ) -> None:
+        super().__init__(scope, id)
+        from hyperpod_cdk.config import AlarmsConfig, ObservabilityConfig
+
+        check_props(
+            self,
+            "ClusterObservability",
+            {"observability"},
+            observability=ObservabilityConfig(
+                enabled=metrics or alarms,
+                workspace_arn=workspace_arn,
+                grafana=grafana,
+                alarms=AlarmsConfig(enabled=alarms, emails=list(emails)),
+            ),
+            paths={"observability": ""},
+        )
+        if grafana and not metrics:
+            raise_if_any(
+                f"ClusterObservability {self.node.path}",
+                ["grafana: needs metrics (a workspace to read). Fix: set metrics=True, or grafana=False"],
+            )
+        self.cluster_name = cluster_name
+        stack = Stack.of(self)
+        self.workspace: aps.CfnWorkspace | None = None
+        self.workspace_arn: str | None = None
+        self.workspace_id: str | None = None
+        self.endpoint: str | None = None
+        self.region: str | None = None
+        self.topic = self._topic(emails) if alarms else None
+        if metrics and workspace_arn is not None:
+            self.workspace_arn = workspace_arn
+            self.region, self.workspace_id, self.endpoint = endpoint_of(workspace_arn)
+        elif metrics:
+            self.workspace = aps.CfnWorkspace(
+                self,
+                "Workspace",
+                alias=cluster_name,
+                alert_manager_definition=alertmanager_yaml(self.topic.topic_arn, stack.region) if self.topic else None,
+            )
+            self.workspace_arn = self.workspace.attr_arn
+            self.workspace_id = self.workspace.attr_workspace_id
+            self.endpoint = self.workspace.attr_prometheus_endpoint
+            self.region = stack.region
+        if self.workspace_arn is not None and alarms:
+            # In an existing workspace the rules' alerts go to that workspace's own alert manager.
+            aps.CfnRuleGroupsNamespace(
+                self, "AlertRules", name=cluster_name, workspace=self.workspace_arn, data=rule_groups_yaml(cluster_name)
+            )
+            if self.workspace is not None and self.topic is not None:
+                self._let_prometheus_publish(self.topic, self.workspace_arn)
+        self.grafana = self._grafana() if grafana and self.workspace_arn is not None else None
+
+    @property
+    def metrics_target(self) -> MetricsTarget | None:
+        """``hyperpod_cdk.metrics`` of the nodes' parameters file; None when there is no workspace."""
+        if self.endpoint is None or self.region is None:
+            return None
+        return MetricsTarget(remote_write_url=f"{self.endpoint}api/v1/remote_write", region=self.region)
+
+    @property
+    def query_url(self) -> str | None:
+        return f"{self.endpoint}api/v1/query" if self.endpoint else None
+
+    def grant_remote_write(self, grantee: iam.IGrantable) -> iam.Grant | None:
+        """``aps:RemoteWrite`` on this workspace, nothing more; None when there is no workspace."""
+        if self.workspace_arn is None:
+            return None
+        return iam.Grant.add_to_principal(
+            grantee=grantee, actions=list(REMOTE_WRITE_ACTIONS), resource_arns=[self.workspace_arn]
+        )
+
+    def watch(self, cluster: HyperPodCluster) -> None:
+        """Let the cluster's nodes write metrics, and alarm on its events and failed lifecycle runs."""
+        self.grant_remote_write(cluster.execution_role)
+        if self.topic is None:
+            return
+        rules = {
+            "ClusterFailedRule": (
+                "the cluster failed or is rolling back",
+                events.EventPattern(
+                    detail_type=[CLUSTER_STATE_CHANGE], detail={"ClusterStatus": list(FAILED_CLUSTER_STATES)}
+                ),
+            ),
+            "NodeHealthRule": (
+                "HyperPod's health monitoring reports a node's health",
+                events.EventPattern(detail_type=[NODE_HEALTH_EVENT]),
+            ),
+            "ClusterErrorRule": (
+                "HyperPod reports an error (e.g. an instance could not be created; continuous provisioning)",
+                events.EventPattern(detail_type=[CLUSTER_EVENT], detail={"EventDetails": {"EventLevel": ["Error"]}}),
+            ),
+        }
+        for rule_id, (what, pattern) in rules.items():
+            rule = events.Rule(
+                self,
+                rule_id,
+                description=f"HyperPod cluster {self.cluster_name}: {what}",
+                event_pattern=events.EventPattern(
+                    source=[EVENT_SOURCE],
+                    resources=[cluster.cluster_arn],
+                    detail_type=pattern.detail_type,
+                    detail=pattern.detail,
+                ),
+                targets=[targets.SnsTopic(self.topic)],
+            )
+            # The notification carries the event; the alarm keeps the state (dashboards, rollback_alarms).
+            self._alarm(
+                rule_id.removesuffix("Rule") + "Alarm",
+                f"HyperPod cluster {self.cluster_name}: {what} (EventBridge rule matched in the last 5 minutes)",
+                cloudwatch.Metric(
+                    namespace="AWS/Events",
+                    metric_name="TriggeredRules",
+                    dimensions_map={"RuleName": rule.rule_name},
+                    statistic="Sum",
+                    period=Duration.minutes(5),
+                ),
+                notify=False,
+            )
+        log_group = logs.LogGroup.from_log_group_name(
+            self, "LifecycleLogGroup", cluster_log_group(cluster.cluster_name, cluster.cluster_id)
+        )
+        # HyperPod creates the group when the first node runs its lifecycle script, which is before the
+        # cluster is InService (when CloudFormation creates this filter: it refers to the cluster's ARN).
+        failures = logs.MetricFilter(
+            self,
+            "LifecycleFailureFilter",
+            log_group=log_group,
+            filter_pattern=logs.FilterPattern.literal(LIFECYCLE_FAILURE_PATTERN),
+            metric_namespace=Fn.join("/", [METRIC_NAMESPACE, cluster.cluster_name]),
+            metric_name=LIFECYCLE_METRIC,
+            metric_value="1",
+        )
+        self._alarm(
+            "LifecycleFailureAlarm",
+            f"HyperPod cluster {self.cluster_name}: a node's lifecycle script failed (see `hyperpod-cdk logs`)",
+            failures.metric(statistic="Sum", period=Duration.minutes(5)),
+            notify=True,
+        )
+
+    def _alarm(self, id: str, description: str, metric: cloudwatch.IMetric, *, notify: bool) -> cloudwatch.Alarm:
+        alarm = cloudwatch.Alarm(
+            self,
+            id,
+            alarm_description=description,
+            metric=metric,
+            threshold=1,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        if notify and self.topic is not None:
+            alarm.add_alarm_action(actions.SnsAction(self.topic))
+        return alarm
+
+    def _topic(self, emails: Sequence[str]) -> sns.Topic:
+        """The alarm topic: its own KMS key (the services that publish must be allowed in the key's policy, which
+        an imported key's owner controls), TLS only."""
+        key = kms.Key(
+            self,
+            "AlarmTopicKey",
+            description=f"Alarm topic of HyperPod cluster {self.cluster_name}",
+            enable_key_rotation=True,
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        publishers = [iam.ServicePrincipal(p) for p in ("events.amazonaws.com", "cloudwatch.amazonaws.com")]
+        publishers.append(iam.ServicePrincipal("aps.amazonaws.com"))
+        key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="AlarmPublishersUseKey",
+                principals=publishers,
+                actions=["kms:Decrypt", "kms:GenerateDataKey"],
+                resources=["*"],
+            )
+        )
+        topic = sns.Topic(
+            self, "AlarmTopic", display_name=f"HyperPod {self.cluster_name} alarms", master_key=key, enforce_ssl=True
+        )
+        stack = Stack.of(self)
+        topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchAlarmsPublish",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["sns:Publish"],
+                resources=[topic.topic_arn],
+                conditions={
+                    "ArnLike": {"aws:SourceArn": stack.format_arn(service="cloudwatch", resource="alarm:*")},
+                    "StringEquals": {"aws:SourceAccount": stack.account},
+                },
+            )
+        )
+        for email in emails:
+            topic.add_subscription(subscriptions.EmailSubscription(email))
+        return topic
+
+    def _let_prometheus_publish(self, topic: sns.Topic, workspace_arn: str) -> None:
+        """The workspace's alert manager publishes to the topic as the Prometheus service, for this workspace only."""
+        topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="PrometheusAlertsPublish",
+                principals=[iam.ServicePrincipal("aps.amazonaws.com")],
+                actions=["sns:Publish", "sns:GetTopicAttributes"],
+                resources=[topic.topic_arn],
+                conditions={
+                    "ArnEquals": {"aws:SourceArn": workspace_arn},
+                    "StringEquals": {"aws:SourceAccount": Stack.of(self).account},
+                },
+            )
+        )
+
+    def _grafana(self) -> grafana.CfnWorkspace:
+        """Grafana signs users in with IAM Identity Center and reads the workspace with a role that may only
+        query it."""
+        assert self.workspace_arn is not None
+        stack = Stack.of(self)
+        role = iam.Role(
+            self,
+            "GrafanaRole",
+            description=f"Amazon Managed Grafana of HyperPod cluster {self.cluster_name}: reads its metrics",
+            assumed_by=iam.ServicePrincipal(
+                "grafana.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": stack.account}}
+            ),
+        )
+        role.add_to_policy(iam.PolicyStatement(actions=list(QUERY_ACTIONS), resources=[self.workspace_arn]))
+        workspace = grafana.CfnWorkspace(
+            self,
+            "Grafana",
+            description=f"Metrics of HyperPod cluster {self.cluster_name}",
+            account_access_type="CURRENT_ACCOUNT",
+            authentication_providers=["AWS_SSO"],
+            permission_type="CUSTOMER_MANAGED",
+            role_arn=role.role_arn,
+            data_sources=["PROMETHEUS"],
+        )
+        return workspace
+
+    @property
+    def grafana_url(self) -> str | None:
+        return f"https://{self.grafana.attr_endpoint}" if self.grafana is not None else None
