@@ -98,9 +98,9 @@ class GroupSpec:
         return self.instance_type
 
 
-REMOTE_WRITE_URL = re.compile(r"^https://[A-Za-z0-9.-]+(:\d+)?/\S*$")
-"""Where a node's Prometheus agent remote-writes: HTTPS only (it signs requests with SigV4)."""
-REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
+INSECURE_SCHEMES = ("http://",)
+"""The agent signs its requests with SigV4: never over plain HTTP. (The values are otherwise checked only for
+being non-empty strings: at synth they are CloudFormation values, resolved at deploy.)"""
 
 
 @dataclass(frozen=True)
@@ -336,13 +336,13 @@ def _parse_metrics(raw: Any, path: str, problems: List[str]) -> Optional[Metrics
         if key not in ("remote_write_url", "region"):
             problems.append("{}.{}: unknown key; allowed: remote_write_url, region".format(path, key))
     url, region = raw.get("remote_write_url"), raw.get("region")
-    if not isinstance(url, str) or not REMOTE_WRITE_URL.match(url):
+    if not isinstance(url, str) or not url or url.lower().startswith(INSECURE_SCHEMES):
         problems.append(
             "{}.remote_write_url: got {!r}; expected an https:// URL such as https://aps-workspaces.<region>."
             "amazonaws.com/workspaces/<id>/api/v1/remote_write. Fix: regenerate the parameters with "
             "hyperpod-cdk".format(path, url)
         )
-    if not isinstance(region, str) or not REGION.match(region):
+    if not isinstance(region, str) or not region:
         problems.append("{}.region: got {!r}; expected an AWS Region such as us-east-1".format(path, region))
     if len(problems) != before:
         return None
