@@ -260,9 +260,7 @@ def test_the_metrics_target_round_trips_and_is_optional() -> None:
 
 def test_a_bad_metrics_target_names_every_problem_with_its_path() -> None:
     with pytest.raises(ParametersError) as error:
-        ProvisioningParameters.from_json(
-            params_json({"remote_write_url": "http://x/api", "region": "", "extra": 1})
-        )
+        ProvisioningParameters.from_json(params_json({"remote_write_url": "http://x/api", "region": "", "extra": 1}))
     text = str(error.value)
     assert "hyperpod_cdk.metrics.extra: unknown key" in text
     assert "hyperpod_cdk.metrics.remote_write_url: got 'http://x/api'; expected an https:// URL" in text
