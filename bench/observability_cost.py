@@ -3,7 +3,8 @@ metrics collector (the controller's Slurm collector), measured on a local cluste
 
 Run as root in the repo root: ``.venv/bin/python bench/observability_cost.py [--seconds 60]``. It brings up
 examples/cpu-cluster.yaml (prefix ``hpbench``), waits one warm-up interval, reads each daemon's CPU time
-(``/proc/<pid>/stat``) at the start and end of the window and its VmRSS at the end, and takes the cluster
+(``/proc/<pid>/stat``, its own and its waited-for children's: the
+collector's Slurm commands) at the start and end of the window and its VmRSS at the end, and takes the cluster
 down. Figures are reported, never asserted. The Prometheus agent does not run on the local cluster (it
 runs only with a remote-write target), so it is not measured here.
 """
@@ -29,7 +30,8 @@ def sample(cluster: LocalCluster, node: str, unit: str) -> tuple[float, int]:
     out = cluster.exec(node, ["sh", "-c", script], timeout=30).stdout
     stat_line, rss_line = out.splitlines()[:2]
     fields = stat_line.rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS, int(rss_line.split()[1])
+    # utime + stime, and cutime + cstime: the collector's sinfo/squeue/sdiag run as its (waited-for) children
+    return sum(int(f) for f in fields[11:15]) / TICKS, int(rss_line.split()[1])
 
 
 def main() -> None:
