@@ -102,8 +102,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "M6",
         "the Slurm step ignores a group's threads_per_core",
         "src/training_runtime/steps/slurm.py",
-        "hardware_for(group.resolved_type, node.options.node_hardware, group.threads_per_core)",
-        "hardware_for(group.resolved_type, node.options.node_hardware)",
+        "hardware_for(instance_type, node.options.node_hardware, group.threads_per_core)",
+        "hardware_for(instance_type, node.options.node_hardware)",
         ("tests/test_runtime_steps.py",),
     ),
     Mutation(
@@ -118,8 +118,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "M8",
         "the local cluster keeps the stack's Lustre names",
         "src/hyperpod_cdk/local/layout.py",
-        "dataclasses.replace(deployed, fsx_dns_name=None, fsx_mountname=None, fsx=None, options=options)",
-        "dataclasses.replace(deployed, options=options)",
+        "deployed, fsx_dns_name=None, fsx_mountname=None, fsx=None, metrics=None, options=options",
+        "deployed, metrics=None, options=options",
         ("tests/test_local_layout.py",),
     ),
     Mutation(
@@ -512,8 +512,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "A8",
         "network_interface accepted on a type without EFA",
         "src/hyperpod_cdk/rules/group_network.py",
-        "if hardware is not None and not hardware.efa_interfaces:",
-        "if hardware is None:",
+        "(h := view.hardware(t)) is not None and not h.efa_interfaces",
+        "(h := view.hardware(t)) is None",
         ("tests/test_rules.py", "tests/test_cluster_api.py"),
     ),
     Mutation(

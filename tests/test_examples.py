@@ -115,13 +115,13 @@ def test_golden_slurm_conf(example: Example, tmp_path: Path) -> None:
         groups = example.instance_groups(cluster)
         instances = {
             group["InstanceGroupName"]: [
-                (f"{group['InstanceGroupName']}-{n}", f"10.1.{index}.{10 + n}")
+                (f"{group['InstanceGroupName']}-{n}", f"10.1.{index}.{10 + n}") + _own_type(group, n)
                 for n in range(1, group["InstanceCount"] + 1)
             ]
             for index, group in enumerate(groups)
         }
         # As HyperPod writes them: a type the parameters file leaves open comes from here.
-        types = {group["InstanceGroupName"]: group["InstanceType"] for group in groups}
+        types = {group["InstanceGroupName"]: group["InstanceType"] for group in groups if "InstanceType" in group}
         controller = next(g.name for g in params.groups if g.role == "controller")
         node = fake_node(
             tmp_path / cluster, instance=f"{controller}-1", instances=instances, params=params, instance_types=types
@@ -131,6 +131,12 @@ def test_golden_slurm_conf(example: Example, tmp_path: Path) -> None:
         _check(
             GOLDEN / f"{example.path.stem}{suffix}.slurm.conf", files[conf_path(node, "slurm.conf")], "UPDATE_GOLDEN"
         )
+
+
+def _own_type(group: dict[str, Any], n: int) -> tuple[str, ...]:
+    """A flexible group's instances take its types in turn (each instance's own ``InstanceType``)."""
+    flexible = group.get("InstanceRequirements", {}).get("InstanceTypes")
+    return (flexible[(n - 1) % len(flexible)],) if flexible else ()
 
 
 def test_ignored_lint_checks_carry_reasons() -> None:
@@ -144,6 +150,8 @@ def test_examples_cover_the_required_shapes() -> None:
         "cpu-cluster.yaml",
         "gpu-cluster.yaml",
         "existing-vpc-fsx.yaml",
+        "spot-research-cluster.yaml",
+        "production-cluster.yaml",
         "shared_filesystem.py",
         "embed_construct.py",
         "service_catalog.py",

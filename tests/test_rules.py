@@ -152,6 +152,23 @@ ROWS = [
     ),
     row("GRP-REGION", {}, "region", "no HyperPod instance-type list", region="xx-nowhere-1"),
     row("GRP-INSTANCE-COUNT", groups({**CPU_WORKERS, "count": 6759}), "instance_groups[1].count", "0 to 6758"),
+    # --- multi-head controllers (a controller group of two or more)
+    row(
+        "MH-MODE",
+        {"instance_groups": [{**CONTROLLER, "count": 2}, CPU_WORKERS]},
+        "instance_groups[0].count",
+        "need mode lifecycle-driven",
+    ),
+    row(
+        "MH-ACCOUNTING",
+        {
+            "mode": "lifecycle-driven",
+            "instance_groups": [{**CONTROLLER, "count": 2}, CPU_WORKERS],
+            "runtime": {"accounting": {"enabled": True}},
+        },
+        "runtime.accounting.database",
+        "goes down with it",
+    ),
     row(
         "GRP-FLEX-EXCLUSIVE",
         groups({**CPU_WORKERS, "instance_types": ["ml.c5.2xlarge"]}),

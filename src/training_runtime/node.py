@@ -183,14 +183,30 @@ class Node:
         return self.role == COMPUTE
 
     @property
-    def controller(self) -> Instance:
-        """The controller instance (the first of the controller group)."""
-        instances = self.resources.instances(self.params.controller_group)
+    def controllers(self) -> Tuple[Instance, ...]:
+        """Every instance of the controller group, in the resource config's order: the first is the primary
+        slurmctld, the others are its backups in takeover order (HyperPod's multi-head controllers)."""
+        instances = tuple(self.resources.instances(self.params.controller_group))
         if not instances:
             raise RuntimeError(
                 "resource config lists no instance in the controller group {!r}".format(self.params.controller_group)
             )
-        return instances[0]
+        return instances
+
+    @property
+    def controller(self) -> Instance:
+        """The primary controller instance (the first of the controller group)."""
+        return self.controllers[0]
+
+    @property
+    def multi_head(self) -> bool:
+        """The controller group has backup controllers: slurmctld's state lives on shared storage."""
+        return len(self.controllers) > 1
+
+    @property
+    def is_primary_controller(self) -> bool:
+        """This node is the primary controller, the one that creates cluster-wide secrets."""
+        return self.is_controller and self.instance.name == self.controller.name
 
     # --- platform ---------------------------------------------------------------------------
     @property

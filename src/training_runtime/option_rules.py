@@ -44,12 +44,12 @@ def _seconds_problem(path: str, value: int, minimum: int = 1) -> Optional[Proble
 @_rule(
     "RT-SLURM-SECONDS",
     "runtime",
-    "runtime.slurm.{slurmd_timeout,message_timeout,sched_interval,health_check_interval}",
+    "runtime.slurm.{slurmd_timeout,slurmctld_timeout,message_timeout,sched_interval,health_check_interval}",
     source="slurm.conf(5)",
 )
 def slurm_seconds(options: RuntimeOptions, path: str) -> Iterable[Problem]:
     """Slurm's timeouts and intervals are whole seconds from 1 to 65535."""
-    for name in ("slurmd_timeout", "message_timeout", "sched_interval", "health_check_interval"):
+    for name in ("slurmd_timeout", "slurmctld_timeout", "message_timeout", "sched_interval", "health_check_interval"):
         found = _seconds_problem("{}.slurm.{}".format(path, name), getattr(options.slurm, name))
         if found:
             yield found

@@ -62,6 +62,9 @@ class SlurmOptions:
     nodes stay DOWN."""
     sched_interval: int = 60
     """Seconds. ``SchedulerParameters=sched_interval=``: how often the main scheduler runs."""
+    slurmctld_timeout: int = 120
+    """Seconds. ``SlurmctldTimeout`` (Slurm's default, 120): with a backup controller (a controller group of
+    two or more instances), how long the primary may be silent before the backup takes over."""
     health_check_interval: int = 300
     """Seconds (Slurm's default, 0, runs no health check). How often the health checks run:
     ``HealthCheckInterval`` in the rendered slurm.conf, and the interval of the health-check timer on

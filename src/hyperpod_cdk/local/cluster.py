@@ -335,9 +335,10 @@ class LocalCluster:
 
     # --- Slurm ------------------------------------------------------------------------------
     def sinfo(self, timeout: float = 10.0) -> str | None:
-        """``sinfo -N`` on the controller (node name and state per line), or None when it cannot run."""
-        controller = self.layout.controller.name
-        if not self.namespaces.alive(controller):
+        """``sinfo -N`` on the first running controller (node name and state per line: a backup answers when
+        the primary is down), or None when it cannot run."""
+        controller = next((n.name for n in self.layout.controllers if self.namespaces.alive(n.name)), None)
+        if controller is None:
             return None
         try:
             result = self.exec(controller, ["sinfo", "-h", "-N", "-o", "%N %T"], timeout=timeout)

@@ -42,10 +42,11 @@ EMULATION_SLURM_OPTIONS: dict[str, int] = {
     "message_timeout": 5,
     "sched_interval": 2,
     "cred_expire": 70,
+    "slurmctld_timeout": 10,
 }
 """Fast failure detection for fault tests (docs/research/local-slurm.md §6.6): a crashed node is DOWN
 within ~15 s, a requeued job may restart after cred_expire + 1 s; cred_expire below 70 lets a stale signal
-kill the restarted job (§6.3 there)."""
+kill the restarted job (§6.3 there). With a backup controller, it takes over ~10 s after the primary stops."""
 EMULATED_MEMORY_MIB = 2000
 """RealMemory every node registers with; below the machine's memory so slurmd never reports less."""
 
@@ -101,8 +102,14 @@ class LocalLayout:
         return ipaddress.IPv4Network(self.subnet).prefixlen
 
     @property
+    def controllers(self) -> tuple[LocalNode, ...]:
+        """The controller group's nodes: the primary slurmctld first, then its backups."""
+        return tuple(n for n in self.nodes if n.role == CONTROLLER)
+
+    @property
     def controller(self) -> LocalNode:
-        return next(n for n in self.nodes if n.role == CONTROLLER)
+        """The primary controller."""
+        return self.controllers[0]
 
     @property
     def login(self) -> LocalNode | None:
@@ -169,7 +176,8 @@ def plan_layout(
     max_workers: int = DEFAULT_MAX_WORKERS,
     subnet: str = DEFAULT_SUBNET,
 ) -> LocalLayout:
-    """The local nodes of ``config``: 1 controller, 1 login node if the config has a login group, and per
+    """The local nodes of ``config``: the controllers (up to ``max_per_group``: with two, the second is the
+    backup slurmctld), 1 login node if the config has a login group, and per
     compute group ``min(count, max_per_group)`` nodes while the cluster has at most ``max_workers`` workers
     (groups in config order). Addresses are consecutive from the subnet's 10th host."""
     problems: list[str] = []
@@ -183,8 +191,9 @@ def plan_layout(
     specs = tuple(g.spec() for g in config.instance_groups)
     counts = {g.name: g.count for g in config.instance_groups}
     planned: list[tuple[GroupSpec, int]] = []
-    for role in (CONTROLLER, LOGIN):
-        planned += [(g, min(counts[g.name], 1)) for g in specs if g.role == role]
+    # Every controller up to max_per_group (a primary and its backups: multi-head); one login node.
+    planned += [(g, min(counts[g.name], max_per_group)) for g in specs if g.role == CONTROLLER]
+    planned += [(g, min(counts[g.name], 1)) for g in specs if g.role == LOGIN]
     workers_left = max_workers
     for spec in (g for g in specs if g.role == COMPUTE):
         take = min(counts[spec.name], max_per_group, workers_left)

@@ -25,6 +25,7 @@ from hyperpod_cdk.rules import capacity as _capacity  # noqa: F401
 from hyperpod_cdk.rules import flexible as _flexible  # noqa: F401
 from hyperpod_cdk.rules import group_network as _group_network  # noqa: F401
 from hyperpod_cdk.rules import images as _images  # noqa: F401
+from hyperpod_cdk.rules import multihead as _multihead  # noqa: F401
 from hyperpod_cdk.rules import openzfs as _openzfs  # noqa: F401
 from hyperpod_cdk.rules import volumes as _volumes  # noqa: F401
 

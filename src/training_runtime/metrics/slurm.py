@@ -184,10 +184,11 @@ def slurm_families(run: Run) -> List[Family]:
         for row in parse_sinfo(sinfo):
             nodes.add(1, state=row.state)
             node_state.set(1, node=row.name, state=row.state, reason=row.reason)
-            totals = [a + b for a, b in zip(totals, row.cpus)]  # noqa: B905 - Python 3.8 has no strict=
+            totals = [totals[i] + row.cpus[i] for i in range(4)]
             gpu_total += row.gpus_total
             gpu_used += row.gpus_used
-        for state, value in zip(("alloc", "idle", "other", "total"), totals):  # noqa: B905 - Python 3.8
+        for index, state in enumerate(("alloc", "idle", "other", "total")):
+            value = totals[index]
             cpus.set(value, state=state)
         gpus.set(gpu_used, state="alloc")
         gpus.set(gpu_total - gpu_used, state="idle")

@@ -78,7 +78,13 @@ def _settings_problems(s: SlurmSettings) -> List[str]:
         bad("cluster_name", s.cluster_name, "use 1-64 letters, digits, '_' and '-', starting with a letter or digit")
     if not isinstance(s.controller_name, str) or not NODE_NAME.match(s.controller_name):
         bad("controller_name", s.controller_name, "expected a host name (letters, digits, '.', '_', '-')")
-    for field in ("controller_address", "accounting_host"):
+    for index, backup in enumerate(s.backup_controllers):
+        name, address = backup if isinstance(backup, tuple) and len(backup) == 2 else (None, None)
+        if not isinstance(name, str) or not NODE_NAME.match(name) or name == s.controller_name:
+            bad("backup_controllers[{}]".format(index), backup, "expected (host name, address) of another host")
+        elif not isinstance(address, str) or not ADDRESS.match(address):
+            bad("backup_controllers[{}]".format(index), backup, "expected an IP address or host name as address")
+    for field in ("controller_address", "accounting_host", "accounting_backup_host"):
         value = getattr(s, field)
         if (value is not None or field == "controller_address") and (
             not isinstance(value, str) or not ADDRESS.match(value)

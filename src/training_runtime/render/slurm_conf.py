@@ -68,8 +68,15 @@ class SlurmSettings:
     """Written lower-cased, as Slurm and sacctmgr use it."""
     controller_name: str
     controller_address: str
+    """The primary controller: the first ``SlurmctldHost`` line."""
+    backup_controllers: Tuple[Tuple[str, str], ...] = ()
+    """(name, address) of each backup controller, in takeover order: one more ``SlurmctldHost`` line each.
+    With backups, ``state_save_location`` must be on storage every controller mounts."""
     accounting_host: Optional[str] = None
     """slurmdbd's host. None: no accounting (no slurmdbd, ``sacct`` says accounting is disabled)."""
+    accounting_backup_host: Optional[str] = None
+    """A second slurmdbd that slurmctld uses when ``accounting_host``'s does not answer
+    (``AccountingStorageBackupHost``); both must use the same database."""
     state_save_location: str = "/var/spool/slurmctld"
     slurmd_spool_dir: str = "/var/spool/slurmd"
     log_dir: str = "/var/log/slurm"
@@ -89,7 +96,8 @@ class SlurmSettings:
     """2: a DOWN node that registers again becomes available. 1 also detects unexpected reboots, but
     rebooted nodes then stay DOWN until something resumes them (docs/research/local-slurm.md §6.4)."""
     slurmd_timeout: int = _OPTIONS.slurmd_timeout
-    slurmctld_timeout: int = 120
+    slurmctld_timeout: int = _OPTIONS.slurmctld_timeout
+    """Seconds the primary controller may be silent before a backup takes over."""
     message_timeout: int = _OPTIONS.message_timeout
     cred_expire: int = _OPTIONS.cred_expire
     """Also the delay before a requeued job may start again; at least 70 (docs/research/local-slurm.md §6.3)."""
@@ -194,6 +202,9 @@ def _global_lines(settings: SlurmSettings, any_gpu: bool) -> Tuple[List[str], Di
     section("identity and authentication")
     put("ClusterName", s.cluster_name.lower(), "cluster_name")
     put("SlurmctldHost", "{}({})".format(s.controller_name, s.controller_address), "controller_name")
+    for index, (name, address) in enumerate(s.backup_controllers):
+        note = ("Backup controllers, in takeover order; they share StateSaveLocation with the primary.",)
+        put("SlurmctldHost", "{}({})".format(name, address), "backup_controllers", *(note if index == 0 else ()))
     put("SlurmUser", s.slurm_user, "slurm_user")
     put("AuthType", "auth/munge", "")
     put("CredType", "cred/munge", "")
@@ -248,6 +259,8 @@ def _global_lines(settings: SlurmSettings, any_gpu: bool) -> Tuple[List[str], Di
     else:
         put("AccountingStorageType", "accounting_storage/slurmdbd", "accounting_host")
         put("AccountingStorageHost", s.accounting_host, "accounting_host")
+        if s.accounting_backup_host is not None:
+            put("AccountingStorageBackupHost", s.accounting_backup_host, "accounting_backup_host")
         if any_gpu:
             put("AccountingStorageTRES", "gres/gpu", "", "Record GPU use per job (cpu, mem, node are always recorded).")
         put("JobAcctGatherType", "jobacct_gather/linux", "accounting_host")
@@ -308,6 +321,8 @@ def managed_keys() -> Dict[str, str]:
         controller_name="c",
         controller_address="c",
         accounting_host="c",
+        accounting_backup_host="c",
+        backup_controllers=(("c", "c"),),
         health_check_program="/c",
         prolog="/c",
         epilog="/c",

@@ -51,11 +51,14 @@ def gpu_job_mapping(node: Node) -> bool:
         return False
     overrides = node.options.node_hardware
     for group in node.params.groups:
-        hardware = (
-            hardware_for(group.resolved_type, overrides, group.threads_per_core) if group.role == "compute" else None
-        )
-        if hardware is not None and hardware.gpus > 0:
-            return True
+        if group.role != "compute":
+            continue
+        # a flexible group's candidates (any of them may come up), else its one type
+        types = group.instance_types or ((group.instance_type,) if group.instance_type else ())
+        for instance_type in types:
+            hardware = hardware_for(instance_type, overrides, group.threads_per_core)
+            if hardware is not None and hardware.gpus > 0:
+                return True
     return False
 
 

@@ -1,4 +1,4 @@
-"""munge: one key per cluster, made once by the controller and handed to every node through shared
+"""munge: one key per cluster, made once by the (primary) controller and handed to every node through shared
 storage in a directory only root can read. The key never goes to the bucket, the template or a log."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ class MungeKey(Step):
 
     def apply(self, node: Node) -> None:
         secrets_dir = node.shared_dir + "/secrets"
-        if node.is_controller:
+        if node.is_primary_controller:  # backup controllers wait for its key like every other node
             ensure_dir(node, secrets_dir, mode=0o700)
             if not node.path(shared_key(node)).exists():
                 write_file(node, shared_key(node), os.urandom(KEY_SIZE), mode=0o400)
@@ -67,7 +67,7 @@ class MungeKey(Step):
 
     def describe(self, node: Node) -> List[str]:
         actions = []
-        if node.is_controller and not node.path(shared_key(node)).exists():
+        if node.is_primary_controller and not node.path(shared_key(node)).exists():
             actions.append("create the cluster's munge key at {} (root only)".format(shared_key(node)))
         actions.append("install the cluster's munge key at {} (munge, 0400)".format(NODE_KEY))
         return actions

@@ -73,6 +73,16 @@ def partitions(node: Node) -> List[Partition]:
     return result
 
 
+LOCAL_STATE_DIR = "/var/spool/slurmctld"
+"""slurmctld's state with one controller: on the controller's own disk."""
+
+
+def state_save_location(node: Node) -> str:
+    """Where slurmctld keeps its state: the controller's disk, or with backup controllers a directory on the
+    shared file system that every controller mounts (a backup takes over from the state the primary saved)."""
+    return node.shared_dir + "/slurmctld" if node.multi_head else LOCAL_STATE_DIR
+
+
 HEALTH_CHECK_NODE_STATE = "ANY,CYCLE"
 """Check nodes in every state (a busy node can lose a GPU too), spread over the interval rather than all
 at once (the shared file system sees one probe write at a time, not one per node at the same moment)."""
@@ -80,14 +90,20 @@ at once (the shared file system sees one probe write at a time, not one per node
 
 def settings(node: Node) -> SlurmSettings:
     slurm = node.options.slurm
-    controller = node.controller
+    primary, backups = node.controllers[0], node.controllers[1:]
     health = node.options.health.enabled
     mapping = gpu_job_mapping(node)
+    accounting = node.options.accounting.enabled
     return SlurmSettings(
         cluster_name=slurm_cluster_name(node),
-        controller_name=controller.name,
-        controller_address=controller.address,
-        accounting_host=controller.address if node.options.accounting.enabled else None,
+        controller_name=primary.name,
+        controller_address=primary.address,
+        backup_controllers=tuple((b.name, b.address) for b in backups),
+        # Every controller runs a slurmdbd on the one (external) database; slurmctld falls back to the backup's.
+        accounting_host=primary.address if accounting else None,
+        accounting_backup_host=backups[0].address if accounting and backups else None,
+        state_save_location=state_save_location(node),
+        slurmctld_timeout=slurm.slurmctld_timeout,
         return_to_service=slurm.return_to_service,
         slurmd_timeout=slurm.slurmd_timeout,
         message_timeout=slurm.message_timeout,
@@ -155,7 +171,7 @@ class SlurmConfig(Step):
     def apply(self, node: Node) -> None:
         for path, content, mode, owner in rendered_files(node):
             write_file(node, path, content, mode=mode, owner=owner)
-        for directory in ("/var/log/slurm", "/var/spool/slurmctld" if node.is_controller else None):
+        for directory in ("/var/log/slurm", state_save_location(node) if node.is_controller else None):
             if directory:
                 ensure_dir(node, directory, mode=0o755, owner=SLURM_USER, group=SLURM_USER)
         if node.is_compute:
