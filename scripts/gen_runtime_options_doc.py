@@ -42,6 +42,7 @@ SECTIONS: tuple[tuple[str, type], ...] = (
     ("runtime.spot", options.SpotOptions),
     ("runtime.accounting", options.AccountingOptions),
     ("runtime.pytorch", options.PytorchOptions),
+    ("runtime.observability", options.ObservabilityOptions),
 )
 """Each section of the ``runtime:`` block, in the order the document shows them."""
 

@@ -626,6 +626,18 @@ ROWS = [
         "under EC2's 120 s notice",
     ),
     row(
+        "RT-OBSERVABILITY-INTERVAL",
+        {"runtime": {"observability": {"scrape_interval": 1}}},
+        "runtime.observability.scrape_interval",
+        "from 5 to 300",
+    ),
+    row(
+        "RT-OBSERVABILITY-TEXTFILE",
+        {"runtime": {"observability": {"node_exporter": False, "efa_metrics": False}}},
+        "runtime.observability.node_exporter",
+        "slurm_metrics need node_exporter",
+    ),
+    row(
         "RT-HEALTH-ON-HYPERPOD",
         {"runtime": {"health": {"on_hyperpod": "ignore"}}},
         "runtime.health.on_hyperpod",

@@ -93,7 +93,8 @@ def test_plan_lists_the_steps_and_changes_nothing(prefix: Path) -> None:
         "packages:slurm",
         "shared-storage",
     ]
-    assert rows[-1]["step"] == "daemon:slurmd" and rows[-1]["needed"]
+    slurmd = next(r for r in rows if r["step"] == "daemon:slurmd")
+    assert slurmd["needed"] and rows[-1]["step"] == "daemon:prometheus-node-exporter" and rows[-1]["needed"]
     assert untouched(prefix)
 
 

@@ -26,6 +26,7 @@ from training_runtime.steps.accounting import (
 )
 from training_runtime.steps.catalog import steps_for
 from training_runtime.steps.munge import NODE_KEY, MungeKey, shared_key
+from training_runtime.steps.observability import observability_steps
 from training_runtime.steps.slurm import SlurmConfig, conf_path
 from training_runtime.steps.storage import LustreMount, SharedStorage, fstab_line
 from training_runtime.steps.system import ClusterHosts, Packages
@@ -394,8 +395,11 @@ def test_generic_plans_by_role(tmp_path: Path) -> None:
     )
     assert controller.index("munge-key") < controller.index("daemon:munge") < controller.index("daemon:slurmdbd")
     assert "daemon:slurmd" not in controller
-    worker = names(steps_for(fake_node(tmp_path / "w")))
-    assert worker[-1] == "daemon:slurmd" and "daemon:slurmctld" not in worker
+    worker_node = fake_node(tmp_path / "w")
+    worker = names(steps_for(worker_node))
+    # slurmd is the last Slurm step; only the metrics steps follow it
+    assert worker[worker.index("daemon:slurmd") + 1 :] == names(observability_steps(worker_node))
+    assert "daemon:slurmctld" not in worker
     login = names(steps_for(fake_node(tmp_path / "l", instance="login-1")))
     assert not any(n.startswith("daemon:slurm") for n in login) and "daemon:munge" in login
 

@@ -177,6 +177,8 @@ def _print_status(report: dict[str, Any]) -> None:
     for node in report["nodes"]:
         print(f"{node['name']:<28} {node['role']:<11} {node['ip']:<15} {'up' if node['alive'] else 'down'}")
     sinfo = report["sinfo"]
+    if report.get("prometheus"):
+        print(f"Prometheus: {report['prometheus']}")
     print("sinfo: " + ("(not available: Slurm is not running on the controller)" if sinfo is None else ""))
     if sinfo:
         print(sinfo.rstrip())

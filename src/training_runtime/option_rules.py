@@ -19,6 +19,7 @@ from training_runtime.options import (
     MIN_CRED_EXPIRE,
     PIP_REQUIREMENT,
     RETURN_TO_SERVICE,
+    SCRAPE_INTERVAL_RANGE,
     SECRET_ARN,
     SPOT_NOTICE_S,
     VERSION,
@@ -246,3 +247,42 @@ def pytorch_packages(options: RuntimeOptions, path: str) -> Iterable[Problem]:
                 "expected a pip requirement such as 'numpy==2.1.0'",
                 got=requirement,
             )
+
+
+@_rule(
+    "RT-OBSERVABILITY-INTERVAL",
+    "runtime",
+    "runtime.observability.scrape_interval",
+    source="hyperpod-cdk; Prometheus scrape_config",
+)
+def observability_interval(options: RuntimeOptions, path: str) -> Iterable[Problem]:
+    """scrape_interval is 5 to 300 s: shorter loads slurmctld with queries, longer leaves dashboards stale."""
+    low, high = SCRAPE_INTERVAL_RANGE
+    value = options.observability.scrape_interval
+    if not low <= value <= high:
+        yield Problem(
+            path + ".observability.scrape_interval",
+            "expected whole seconds from {} to {}: the collector queries slurmctld that often".format(low, high),
+            got=value,
+        )
+
+
+@_rule(
+    "RT-OBSERVABILITY-TEXTFILE",
+    "runtime",
+    "runtime.observability.{slurm_metrics,efa_metrics}",
+    source="node_exporter textfile collector",
+)
+def observability_textfile(options: RuntimeOptions, path: str) -> Iterable[Problem]:
+    """Slurm and EFA metrics are served by node_exporter's textfile collector, so they need node_exporter."""
+    metrics = options.observability
+    if not metrics.enabled or metrics.node_exporter:
+        return
+    wanting = [name for name in ("slurm_metrics", "efa_metrics") if getattr(metrics, name)]
+    if wanting:
+        yield Problem(
+            path + ".observability.node_exporter",
+            "{} need node_exporter: its textfile collector serves them".format(" and ".join(wanting)),
+            got=False,
+            fix="set node_exporter to true, or set {} to false".format(" and ".join(wanting)),
+        )

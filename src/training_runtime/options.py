@@ -30,6 +30,9 @@ MAX_SLURM_SECONDS = 65535
 MIN_CRED_EXPIRE = 70
 """Seconds. Below this a requeued job can be killed by a stale RPC meant for its previous incarnation."""
 RETURN_TO_SERVICE = (0, 1, 2)
+SCRAPE_INTERVAL_DEFAULT = 15
+SCRAPE_INTERVAL_RANGE = (5, 300)
+"""Seconds: below 5 the collector's sinfo/squeue calls load slurmctld; above 300 dashboards go stale."""
 
 
 class OptionsError(InputError):
@@ -150,6 +153,34 @@ class SpotOptions:
 
 
 @dataclass(frozen=True)
+class ObservabilityOptions:
+    """Metrics on every node (``training_runtime.metrics``): exporters, the Slurm collector and, when the
+    parameters file names a metrics target (``hyperpod_cdk.metrics``), a Prometheus agent that remote-writes
+    to it with SigV4. Ports are fixed (``training_runtime/metrics/ports.py``)."""
+
+    enabled: bool = True
+    """Install and run the metrics software below. ``false``: none of it is installed (what an earlier
+    bootstrap installed and started is left as it is)."""
+    scrape_interval: int = SCRAPE_INTERVAL_DEFAULT
+    """Seconds between two scrapes of the node's exporters, and between two runs of the metrics collector
+    (Slurm state, EFA counters); 5 to 300."""
+    node_exporter: bool = True
+    """Prometheus' node_exporter on every node (CPU, memory, disk, network), port 9100; its textfile
+    collector also serves the Slurm and EFA metrics, so those need it."""
+    slurm_metrics: bool = True
+    """The controller's collector of Slurm metrics (nodes by state with drain reasons, jobs by state and
+    partition, the nodes of running jobs, allocated and idle CPUs and GPUs, scheduler cycle), from
+    ``sinfo``, ``squeue`` and ``sdiag`` every ``scrape_interval`` seconds."""
+    dcgm_exporter: bool = True
+    """NVIDIA nodes: NVIDIA's dcgm-exporter (port 9400) with the runtime's counter list, and (generic
+    platform) the GPU-to-job mapping written by the Slurm prolog and epilog (label ``hpc_job``)."""
+    neuron_monitor: bool = True
+    """Trainium/Inferentia nodes: ``neuron-monitor`` piped to its Prometheus bridge (port 8000)."""
+    efa_metrics: bool = True
+    """EFA nodes: the EFA devices' hardware counters (bytes, packets, RDMA traffic, drops) as metrics."""
+
+
+@dataclass(frozen=True)
 class RuntimeOptions:
     """The parameters file's ``hyperpod_cdk.options``: the config's ``runtime:`` section."""
 
@@ -163,6 +194,8 @@ class RuntimeOptions:
     """Node health checks on compute nodes; on by default."""
     spot: SpotOptions = field(default_factory=SpotOptions)
     """The Spot interruption watcher on Spot groups' compute nodes; on by default."""
+    observability: ObservabilityOptions = field(default_factory=ObservabilityOptions)
+    """Metrics exporters and agent on every node; on by default."""
     install_accelerator_software: bool = True
     """Install missing EFA / NVIDIA (fabric manager, DCGM) / Neuron software on nodes that have the
     hardware. ``false`` leaves it all to the AMI. NVIDIA drivers are never installed."""
@@ -180,6 +213,7 @@ _SECTIONS: Dict[str, Any] = {
     "pytorch": PytorchOptions,
     "health": HealthOptions,
     "spot": SpotOptions,
+    "observability": ObservabilityOptions,
 }
 
 
@@ -234,6 +268,8 @@ def _parse_shape(raw: Any, path: str, problems: List[str]) -> RuntimeOptions:
         pytorch = _section(raw.get("pytorch"), PytorchOptions, path + ".pytorch", problems)
     health = _section(raw.get("health"), HealthOptions, path + ".health", problems) or HealthOptions()
     spot = _section(raw.get("spot"), SpotOptions, path + ".spot", problems) or SpotOptions()
+    observability = _section(raw.get("observability"), ObservabilityOptions, path + ".observability", problems)
+    observability = observability or ObservabilityOptions()
     install = raw.get("install_accelerator_software", True)
     if not isinstance(install, bool):
         problems.append("{}.install_accelerator_software: got {!r}; expected true or false".format(path, install))
@@ -249,6 +285,7 @@ def _parse_shape(raw: Any, path: str, problems: List[str]) -> RuntimeOptions:
         pytorch=pytorch,
         health=health,
         spot=spot,
+        observability=observability,
         install_accelerator_software=install,
         node_hardware={str(k): dict(v) for k, v in hardware.items()},
     )

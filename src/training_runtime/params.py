@@ -26,7 +26,8 @@ launching team choose the type cannot write it here, so the node reads it from H
 (:func:`training_runtime.resources.resolve_instance_types`). A flexible group (additive too) writes its candidate
 types as ``groups[].instance_types`` and a null ``instance_type``: each node of it reads its own type from the
 resource config (:func:`training_runtime.resources.instance_type_of`). ``openzfs_mount_path`` is additive too: absent
-means no FSx for OpenZFS, and users' homes stay on the Lustre mount.
+means no FSx for OpenZFS, and users' homes stay on the Lustre mount. ``hyperpod_cdk.metrics``
+(optional, null or absent: no remote write) is another additive key of version 2.
 
 A group's ``capacity`` (``spot`` or ``on-demand``) is another additive key within version 2: absent means
 HyperPod's default (On-Demand) or a file written before the key existed; a node of a ``spot`` group runs the
@@ -113,21 +114,26 @@ class GroupSpec:
         return self.instance_type
 
 
+INSECURE_SCHEMES = ("http://",)
+"""The agent signs its requests with SigV4: never over plain HTTP. (The values are otherwise checked only for
+being non-empty strings: at synth they are CloudFormation values, resolved at deploy.)"""
+
+
+@dataclass(frozen=True)
+class MetricsTarget:
+    """``hyperpod_cdk.metrics``: where every node remote-writes its metrics (Amazon Managed Service for
+    Prometheus), written by the constructs; the node signs with SigV4 for ``region``."""
+
+    remote_write_url: str
+    region: str
+
+
 @dataclass(frozen=True)
 class WorkerGroup:
     """HyperPod's ``worker_groups[]`` entry: a compute group and its Slurm partition."""
 
     instance_group_name: str
     partition_name: str
-
-
-@dataclass(frozen=True)
-class MetricsTarget:
-    """Where a node's metrics agent remote-writes (``hyperpod_cdk.metrics``): an Amazon Managed Service for
-    Prometheus workspace's remote-write URL and its Region (the SigV4 signing Region)."""
-
-    remote_write_url: str
-    region: str
 
 
 @dataclass(frozen=True)
@@ -299,6 +305,7 @@ class ProvisioningParameters:
                 "runtime mounts the file system itself). Fix: give the file system's DNS and mount names, or "
                 "use api-driven mode, where HyperPod mounts it".format(OUR_KEY)
             )
+        metrics = _parse_metrics(ours.get("metrics"), OUR_KEY + ".metrics", problems)
         if problems:
             raise ParametersError(problems)
         params = cls(
@@ -309,6 +316,7 @@ class ProvisioningParameters:
             fsx_mountname=mount_name,
             fsx_mount_path=str(mount_path),
             fsx=fsx,
+            metrics=metrics,
             openzfs_mount_path=openzfs_mount_path,
             options=dict(options),
         )
@@ -332,6 +340,30 @@ def _required_str(data: Mapping[str, Any], key: str, path: str, problems: List[s
         problems.append("{}.{}: got {!r}; expected a non-empty string".format(path, key, value))
         return None
     return value
+
+
+def _parse_metrics(raw: Any, path: str, problems: List[str]) -> Optional[MetricsTarget]:
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        problems.append("{}: got {!r}; expected an object with remote_write_url and region, or null".format(path, raw))
+        return None
+    before = len(problems)
+    for key in raw:
+        if key not in ("remote_write_url", "region"):
+            problems.append("{}.{}: unknown key; allowed: remote_write_url, region".format(path, key))
+    url, region = raw.get("remote_write_url"), raw.get("region")
+    if not isinstance(url, str) or not url or url.lower().startswith(INSECURE_SCHEMES):
+        problems.append(
+            "{}.remote_write_url: got {!r}; expected an https:// URL such as https://aps-workspaces.<region>."
+            "amazonaws.com/workspaces/<id>/api/v1/remote_write. Fix: regenerate the parameters with "
+            "hyperpod-cdk".format(path, url)
+        )
+    if not isinstance(region, str) or not region:
+        problems.append("{}.region: got {!r}; expected an AWS Region such as us-east-1".format(path, region))
+    if len(problems) != before:
+        return None
+    return MetricsTarget(str(url), str(region))
 
 
 def _parse_groups(raw: Any, path: str, problems: List[str]) -> List[GroupSpec]:

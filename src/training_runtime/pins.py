@@ -102,3 +102,20 @@ SMDDP_WHEELS: Tuple[SmddpWheel, ...] = (
         False,
     ),
 )
+
+# --- Prometheus agent (release archive) ---------------------------------------------------------------
+PROMETHEUS_VERSION = "2.53.4"
+"""The Prometheus release a node runs as its metrics agent when its distribution's package is older than
+:data:`PROMETHEUS_AGENT_MINIMUM` (Ubuntu 20.04 ships 2.15, 22.04 ships 2.31: HyperPod's AMIs). 2.53 is a
+long-term-support line with agent mode and SigV4 remote write."""
+PROMETHEUS_AGENT_MINIMUM = (2, 32)
+"""Agent mode (``--enable-feature=agent``) arrived in 2.32; SigV4 remote write in 2.26."""
+PROMETHEUS_ARCHIVES = {
+    "x86_64": (
+        "https://github.com/prometheus/prometheus/releases/download/v2.53.4/prometheus-2.53.4.linux-amd64.tar.gz",
+        "b8b497c4610d1b93208252b60c8f20f6b2e78596ae8df43397a2e805aa53d475",
+    ),
+}
+"""Machine -> (archive URL, sha256). The checksum is the release's published sha256 for the amd64 archive
+as two independent public build files pin it (it could not be downloaded from here); the node refuses an
+archive that does not match. No arm64 pin: HyperPod's instance types are x86_64."""

@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from hyperpod_cdk.local import metrics as metrics_server
 from hyperpod_cdk.local.host import (
     _check_prefix,
     _check_tools,
@@ -184,6 +185,8 @@ class LocalCluster:
                 t0 = time.monotonic()
                 cluster.wait_idle(idle_timeout)
                 say(f"all {len(layout.workers)} compute nodes idle after {time.monotonic() - t0:.1f} s")
+            if metrics_server.enabled(cluster):
+                say(f"Prometheus: {metrics_server.start(cluster)}")
         say(f"cluster {layout.cluster_name} up in {time.monotonic() - started:.2f} s (work directory {directory})")
         return cluster
 
@@ -385,6 +388,7 @@ class LocalCluster:
                 self.workdir.rmdir()
 
     def _destroy(self) -> None:
+        metrics_server.stop(self)
         self.namespaces.destroy_all(_net(n) for n in self.nodes)
         _restore_host(self.state.host_had_run_netns, self.state.host_had_run_mount)
 

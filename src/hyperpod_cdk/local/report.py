@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from hyperpod_cdk.local.metrics import browse_hint, running
+
 if TYPE_CHECKING:
     from hyperpod_cdk.local.cluster import LocalCluster
 
@@ -31,4 +33,5 @@ def status_report(cluster: LocalCluster) -> dict[str, Any]:
         "capped": {name: {"config": want, "local": got} for name, (want, got) in cluster.layout.capped().items()},
         "nodes": nodes,
         "sinfo": cluster.sinfo(),
+        "prometheus": browse_hint(cluster) if running(cluster) else None,
     }

@@ -23,7 +23,7 @@ DEFAULT_WORKDIR = "/var/tmp/hyperpod-cdk-local"
 WORKDIR_ENV = "HYPERPOD_CDK_LOCAL_DIR"
 
 
-OWN_ENTRIES = ("state.json", ".lock", "bucket", "cluster", "shared", "nodes", "logs")
+OWN_ENTRIES = ("state.json", ".lock", "bucket", "cluster", "shared", "nodes", "logs", "prometheus")
 
 
 """What a cluster creates in its work directory (``down`` removes exactly these)."""

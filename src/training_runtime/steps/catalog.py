@@ -13,6 +13,7 @@ from training_runtime.steps.daemon import RunningDaemon
 from training_runtime.steps.health import health_steps
 from training_runtime.steps.installed import InstalledRuntime
 from training_runtime.steps.munge import MUNGED, NODE_KEY, MungeKey
+from training_runtime.steps.observability import observability_steps
 from training_runtime.steps.pytorch_env import pytorch_steps
 from training_runtime.steps.slurm import (
     ACCOUNTING_INCLUDE,
@@ -84,4 +85,5 @@ def steps_for(node: Node) -> List[Step]:
         steps += spot_steps(node)
     if not node.is_controller:
         steps += pytorch_steps(node)
+    steps += observability_steps(node)
     return steps

@@ -24,7 +24,7 @@ from training_runtime.resources import instance_type_of
 from training_runtime.retry import NotReady, RetryPolicy
 from training_runtime.services import Daemon
 from training_runtime.steps import Step
-from training_runtime.steps.health import HEALTH_CHECK, PROLOG_PROGRAM
+from training_runtime.steps.health import EPILOG_PROGRAM, HEALTH_CHECK, PROLOG_PROGRAM, gpu_job_mapping
 
 SLURM_USER = "slurm"
 
@@ -92,6 +92,7 @@ def settings(node: Node) -> SlurmSettings:
     slurm = node.options.slurm
     primary, backups = node.controllers[0], node.controllers[1:]
     health = node.options.health.enabled
+    mapping = gpu_job_mapping(node)
     accounting = node.options.accounting.enabled
     return SlurmSettings(
         cluster_name=slurm_cluster_name(node),
@@ -112,8 +113,9 @@ def settings(node: Node) -> SlurmSettings:
         health_check_interval=slurm.health_check_interval,
         health_check_program=HEALTH_CHECK if health else None,
         health_check_node_state=HEALTH_CHECK_NODE_STATE,
-        prolog=PROLOG_PROGRAM if health else None,
-        prolog_flags="Alloc" if health else None,
+        prolog=PROLOG_PROGRAM if health or mapping else None,
+        epilog=EPILOG_PROGRAM if mapping else None,
+        prolog_flags="Alloc" if health or mapping else None,
         nohold_on_prolog_fail=health,
     )
 

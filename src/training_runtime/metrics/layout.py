@@ -1,0 +1,14 @@
+"""Where the metrics software keeps its files on a node (stdlib; imported by job-time tools)."""
+
+from __future__ import annotations
+
+TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
+"""node_exporter's textfile collector directory (the Debian/Ubuntu package's own default): every ``*.prom``
+file here is served with the node's metrics."""
+SLURM_TEXTFILE = "slurm.prom"
+EFA_TEXTFILE = "efa.prom"
+GPU_JOB_DIR = "/run/hyperpod-cdk/gpu-jobs"
+"""dcgm-exporter's ``--hpc-job-mapping-dir``: one file per GPU index listing the Slurm jobs on that GPU.
+Under /run, so a reboot forgets jobs that died with the node."""
+CONFIG_DIR = "/etc/hyperpod-cdk/metrics"
+"""The runtime's metrics configuration: the agent's config, the DCGM counter list."""
