@@ -1,0 +1,1 @@
+"""The metrics the node runtime's exporters emit (catalog) and where they listen."""
