@@ -155,7 +155,7 @@ def job_view() -> db.Dashboard:
             .refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED)
             .sort(dm.VariableSort.NUMERICAL_DESC)
         )
-        .with_panel(listing("Nodes of the job", query(f'slurm_job_nodes{{{C}, job_id="$job_id"}}', instant=True),
+        .with_panel(listing("Nodes of the job", query(f'slurm_job_nodes{{{C}, job_id="$job_id"}}', "{{node}}", instant=True),
                             "One row per node Slurm gave the job (user, partition)."))
         .with_panel(graph("Nodes of the job over time", "short",
                           query(f'count(slurm_job_nodes{{{C}, job_id="$job_id"}})', "nodes")))
@@ -196,7 +196,7 @@ def node_health() -> db.Dashboard:
         .with_panel(single("Slurm metrics collected", "bool_yes_no",
                            query(f"min(slurm_collector_success{{{C}}})", "collector"),
                            "1 when the controller's last Slurm collection worked."))
-        .with_panel(listing("Drained and down nodes", query(unhealthy, instant=True),
+        .with_panel(listing("Drained and down nodes", query(unhealthy, "{{node}} {{state}}: {{reason}}", instant=True),
                             "Slurm's state and reason for each node out of service (our health checks give the "
                             "reason when they drain a node)."))
         .with_panel(graph("Nodes out of service by state", "short",
@@ -208,7 +208,7 @@ def node_health() -> db.Dashboard:
                           description="Boots in the hour before each point (node_boot_time_seconds changes)."))
         .with_panel(graph("Uptime", "s", query(f"time() - node_boot_time_seconds{{{C}}}", "{{instance}}"),
                           description="A replaced node appears as a new instance with a short uptime."))
-        .with_panel(graph("Exporters down", "short",
+        .with_panel(graph("Exporters down over time", "short",
                           query(f"sum by (job, instance) (up{{{C}}} == 0)", "{{job}} {{instance}}")))
         .with_panel(graph("Exporters up", "short", query(f"sum by (job) (up{{{C}}})", "{{job}}")))
         .with_panel(graph("XID errors (last XID per GPU)", "short",

@@ -178,10 +178,11 @@ def test_each_dashboard_shows_what_it_is_for(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", DASHBOARDS)
-def test_panel_ids_and_query_ids_are_unique(name: str) -> None:
+def test_panel_ids_titles_and_query_ids_are_unique(name: str) -> None:
     model = dashboard_json(name)
-    ids = [p["id"] for p in model["panels"]]
-    assert len(ids) == len(set(ids))
+    for key in ("id", "title"):
+        values = [p[key] for p in model["panels"]]
+        assert len(values) == len(set(values)), key
     for panel in model["panels"]:
         refs = [t["refId"] for t in panel.get("targets", [])]
         assert len(refs) == len(set(refs)) and "" not in refs, panel["title"]

@@ -27,6 +27,7 @@ class PanelQuery:
     """One PromQL query of one panel: where it is (for messages) and what it says."""
 
     dashboard: str
+    panel_id: int
     panel: str
     ref_id: str
     expr: str
@@ -95,6 +96,7 @@ def panel_queries(model: Mapping[str, Any]) -> list[PanelQuery]:
     return [
         PanelQuery(
             dashboard=title,
+            panel_id=int(panel.get("id", 0)),
             panel=str(panel.get("title", "")),
             ref_id=str(target.get("refId", "")),
             expr=str(target["expr"]),
