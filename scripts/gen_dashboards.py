@@ -38,8 +38,9 @@ C = 'cluster=~"$cluster"'
 RATE = "[$__rate_interval]"
 JOB_NODES = f'label_replace(slurm_job_nodes{{{C}, job_id="$job_id"}}, "instance", "$1", "node", "(.*)")'
 """The selected job's nodes, one series per node, its Slurm node name as ``instance`` (the nodes' hostname)."""
-UNHEALTHY_STATES = "drain.*|down.*|fail.*|not_responding.*"
-"""Slurm node states that take a node out of service (slurm_node_state's ``state`` label)."""
+UNHEALTHY_STATES = "drain|drng|down|fail|failg|inval"
+"""Slurm's compact node states (sinfo %t, flags stripped: slurm_node_state's ``state`` label) of a node out of
+service: drained, draining, down, failed, failing, invalid registration."""
 
 Panel = timeseries.Panel | stat.Panel | table.Panel
 
@@ -166,7 +167,7 @@ def job_view() -> db.Dashboard:
         .with_panel(graph("Tensor core activity", "percentunit",
                           query(on_job_nodes(f"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{{{C}}}"),
                                 "{{instance}} GPU {{gpu}}")))
-        .with_panel(graph("GPU memory used", "decmbytes",
+        .with_panel(graph("GPU memory used", "mbytes",
                           query(on_job_nodes(f"DCGM_FI_DEV_FB_USED{{{C}}}"), "{{instance}} GPU {{gpu}}")))
         .with_panel(graph("GPU memory bandwidth use", "percentunit",
                           query(on_job_nodes(f"DCGM_FI_PROF_DRAM_ACTIVE{{{C}}}"), "{{instance}} GPU {{gpu}}")))
