@@ -156,7 +156,8 @@ def job_view() -> db.Dashboard:
             .refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED)
             .sort(dm.VariableSort.NUMERICAL_DESC)
         )
-        .with_panel(listing("Nodes of the job", query(f'slurm_job_nodes{{{C}, job_id="$job_id"}}', "{{node}}", instant=True),
+        .with_panel(listing("Nodes of the job",
+                            query(f'slurm_job_nodes{{{C}, job_id="$job_id"}}', "{{node}}", instant=True),
                             "One row per node Slurm gave the job (user, partition)."))
         .with_panel(graph("Nodes of the job over time", "short",
                           query(f'count(slurm_job_nodes{{{C}, job_id="$job_id"}})', "nodes")))
