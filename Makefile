@@ -74,6 +74,7 @@ schema: setup
 docs: schema
 	$(PYTHON) -m hyperpod_cdk.rules > docs/rules.md
 	$(PYTHON) scripts/gen_runtime_options_doc.py
+	$(PYTHON) scripts/gen_dashboards.py
 
 bench: setup
 	$(PYTHON) bench/synth.py

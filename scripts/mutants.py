@@ -644,6 +644,46 @@ MUTATIONS: tuple[Mutation, ...] = (
         "view.openzfs.mount_path == view.fsx_mount_path + '/'",
         ("tests/test_rules_api.py",),
     ),
+    Mutation(
+        "D1",
+        "dashboard queries keep Grafana's $__rate_interval and $__range",
+        "src/hyperpod_cdk/observability/dashboards.py",
+        "value = builtins.get(name, variables.get(name))",
+        "value = variables.get(name)",
+        ("tests/test_dashboards.py",),
+    ),
+    Mutation(
+        "D2",
+        "a dashboard variable's 'All' value is ignored",
+        "src/hyperpod_cdk/observability/dashboards.py",
+        'if variable.get("includeAll") and "allValue" in variable',
+        'if False and "allValue" in variable',
+        ("tests/test_plot_dashboards.py",),
+    ),
+    Mutation(
+        "D3",
+        "plot_dashboards.py ignores the variables given with --var",
+        "scripts/plot_dashboards.py",
+        "        if variable.name in given:",
+        "        if False:",
+        ("tests/test_plot_dashboards.py",),
+    ),
+    Mutation(
+        "D4",
+        "plot_dashboards.py asks Prometheus for another resolution than the window's",
+        "scripts/plot_dashboards.py",
+        '("step", str(window.step))',
+        '("step", "15")',
+        ("tests/test_plot_dashboards.py",),
+    ),
+    Mutation(
+        "D5",
+        "plot_dashboards.py ignores the panels' legend formats",
+        "scripts/plot_dashboards.py",
+        'if named and template != "__auto":',
+        "if False:",
+        ("tests/test_plot_dashboards.py",),
+    ),
 )
 
 

@@ -1,9 +1,8 @@
 """What the alarms watch, as text: Prometheus alert rules for the cluster's metrics and the CloudWatch Logs
 filter pattern of a failed lifecycle run. Pure functions (no aws_cdk), so tests read them directly.
 
-The metric and label names are the observability contract's (notes: issue #15). Until the node side's
-``training_runtime.metrics.catalog`` is merged they are defined here, once; the integrator replaces these
-constants with imports from the catalog.
+The metric names and the out-of-service states come from the node side's collector
+(:mod:`training_runtime.metrics.slurm`), which emits them.
 """
 
 from __future__ import annotations
@@ -13,18 +12,16 @@ from dataclasses import dataclass
 import yaml
 
 from training_runtime.log import FAILURE_MARKER
+from training_runtime.metrics import slurm as slurm_metrics
 
-# --- metric and label names (contract of issue #15; to be imported from training_runtime.metrics.catalog) ---
+# --- metric and label names: the collector's (training_runtime.metrics), defined once there ------------------
 UP = "up"
 """Prometheus' own per-target health: 1 when the last scrape of an exporter worked."""
-SLURM_NODE_STATE = "slurm_node_state"
-"""Our Slurm collector: 1 per node, labelled ``node``, ``state`` and ``reason``."""
-SLURM_COLLECTOR_SUCCESS = "slurm_collector_success"
-"""Our Slurm collector: 1 when its last collection worked."""
+SLURM_NODE_STATE = slurm_metrics.NODE_STATE
+SLURM_COLLECTOR_SUCCESS = slurm_metrics.SUCCESS
 CLUSTER_LABEL = "cluster"
 """Added to every series by the node's scrape configuration: the Slurm cluster name."""
-UNAVAILABLE_STATES = ("down", "drain", "drained", "draining", "fail", "failing")
-"""Slurm node states (``sinfo`` long names, lower case) in which a node runs no new job."""
+UNAVAILABLE_STATES = slurm_metrics.OUT_OF_SERVICE_STATES
 
 # --- the lifecycle log ------------------------------------------------------------------------------------
 BOOTSTRAP_LOG_HINT = "full log"

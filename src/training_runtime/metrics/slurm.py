@@ -31,6 +31,9 @@ SINFO_FIELDS = ("NodeList", "StateCompact", "CPUsState", "Gres", "GresUsed", "Re
 SINFO = ["sinfo", "-h", "-N", "-O", ",".join("{}:{}|".format(f, WIDTH) for f in SINFO_FIELDS)]
 SQUEUE = ["squeue", "-h", "-a", "-o", "%i|%T|%P|%u|%N"]
 SDIAG = ["sdiag"]
+OUT_OF_SERVICE_STATES = ("drain", "drng", "down", "fail", "failg", "inval")
+"""Compact states (flags stripped) in which a node takes no new job: drained, draining, down, failed, failing,
+invalid registration. The alert rules and the node-health dashboard select these."""
 STATE_FLAGS = "*~#!%$@^-+"
 """Suffixes sinfo appends to a compact state (``idle*``: not responding; ``mix-``: planned, ...)."""
 GPU_COUNT = re.compile(r"(?:^|,)gpu(?::[^:(,]+)?:(\d+)")
