@@ -414,6 +414,20 @@ def test_hyperpod_platform_leaves_slurm_conf_and_munge_to_hyperpod(tmp_path: Pat
     assert not any(isinstance(s, SlurmConfig) for s in steps_for(node))
 
 
+def test_hyperpod_accounting_include_is_written_before_the_cluster_is_registered(tmp_path: Path) -> None:
+    """sacctmgr finds slurmdbd through HyperPod's slurm.conf, which includes accounting.conf: the include
+    must be in place before ``sacctmgr add cluster`` and before slurmctld restarts with it."""
+    node = fake_node(tmp_path, instance="controller-1", mode="api-driven", options=ACCOUNTING)
+    (tmp_path / "opt/sagemaker_cluster").mkdir(parents=True)
+    plan = names(steps_for(node))
+    assert (
+        plan.index("daemon:slurmdbd")
+        < plan.index("slurm-accounting-include")
+        < plan.index("accounting-cluster")
+        < plan.index("daemon:slurmctld")
+    )
+
+
 # --- applying a plan -------------------------------------------------------------------------
 
 
