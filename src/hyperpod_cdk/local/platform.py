@@ -180,7 +180,8 @@ def agent_script(role: str, mode: str) -> str:
         f"s={STAGING}",
         f"install -d -m 0755 {HYPERPOD_MARKER} {SLURM_ETC}",
         f"install -m 0644 $s/slurm.conf {SLURM_ETC}/slurm.conf",
-        f"[ -e {SLURM_ETC}/{ACCOUNTING_CONF} ] || install -m 0644 /dev/null {SLURM_ETC}/{ACCOUNTING_CONF}",
+        # Slurm warns about an empty include: the file starts with a comment (accounting is added to it later).
+        f"[ -e {SLURM_ETC}/{ACCOUNTING_CONF} ] || echo '# Accounting settings' >{SLURM_ETC}/{ACCOUNTING_CONF}",
         "install -d -o munge -g munge -m 0700 /etc/munge",
         f"install -o munge -g munge -m 0400 $s/munge.key {NODE_KEY}",
         "install -d -o slurm -g slurm -m 0755 /var/log/slurm /var/spool/slurmctld",
