@@ -186,7 +186,7 @@ def enable(cluster: LocalCluster) -> None:
     directory = agent_dir(cluster)
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "settings.json").write_text(json.dumps({"mailbox": str(mailbox_dir(cluster))}) + "\n")
-    for sub in ("requests", "answers"):
+    for sub in ("requests", "answers", "replaced"):
         path = mailbox_dir(cluster) / sub
         path.mkdir(parents=True, exist_ok=True)
         path.chmod(0o1777)  # jobs of every user write requests
@@ -272,6 +272,9 @@ class Agent:
             self._resume(name)
             self.replaced_at[name] = time.time()
             self.known_up.add(name)
+            notice = mailbox_dir(self.cluster) / "replaced" / f"{name}.json"
+            notice.write_text(json.dumps({"time": self.replaced_at[name]}) + "\n")
+            notice.chmod(0o644)
         self.log(name, "replaced" if code == 0 else "replacement-failed", exit_code=code, last_line=tail[0])
         return code == 0
 

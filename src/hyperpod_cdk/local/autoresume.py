@@ -35,6 +35,7 @@ MAX_ATTEMPTS = 3
 """Step retries per srun (HyperPod does not document its limit)."""
 ANSWER_TIMEOUT_S = 600.0
 NODES_BACK_TIMEOUT_S = 600.0
+STEP_END_GRACE_S = 10.0
 POLL_S = 0.5
 READY_STATES = ("allocated", "mixed", "completing")
 """``sinfo %T`` states of a node that is back in a running job's allocation (no ``*``: it responds)."""
@@ -125,11 +126,44 @@ class Wrapper:
         if self.child is not None and self.child.poll() is None:
             self.child.send_signal(signum)
 
-    def run_step(self, args: list[str]) -> int:
+    def replaced_since(self, nodes: list[str], started: float) -> list[str]:
+        """Nodes of the job the agent replaced after ``started`` (its ``replaced/<node>.json`` notices)."""
+        found = []
+        for node in nodes:
+            try:
+                with open(os.path.join(self.mailbox, "replaced", node + ".json")) as handle:
+                    when = json.load(handle).get("time", 0)
+            except (OSError, ValueError, AttributeError):
+                continue
+            if isinstance(when, (int, float)) and when >= started:
+                found.append(node)
+        return found
+
+    def end_broken_step(self, job_id: str) -> None:
+        """The step lost a node: its tasks elsewhere are killed and srun, which would wait for the lost task
+        for ever, is stopped."""
+        steps = self.slurm(["squeue", "-h", "-s", "-j", job_id, "-o", "%i"]).split()
+        for step in steps:
+            if step.split(".")[-1].isdigit():
+                subprocess.run(["scancel", "--signal=KILL", step], env=self.env, check=False)
+        if self.child is not None:
+            try:
+                self.child.wait(STEP_END_GRACE_S)
+            except subprocess.TimeoutExpired:
+                self.child.kill()
+
+    def run_step(self, args: list[str], job_id: str, nodes: list[str], started: float) -> int:
         self.child = subprocess.Popen([self.real_srun, *args], env=self.env)
         while True:
             try:
-                return self.child.wait()
+                return self.child.wait(POLL_S)
+            except subprocess.TimeoutExpired:
+                lost = self.replaced_since(nodes, started)
+                if lost:
+                    say(job_id, "-", "Node {} was replaced: ending the step".format(",".join(lost)))
+                    self.end_broken_step(job_id)
+                    code = self.child.wait()
+                    return code if code != 0 else 1
             except KeyboardInterrupt:
                 continue
 
@@ -149,7 +183,8 @@ class Wrapper:
                 if isinstance(data, dict):
                     return data
             except (OSError, ValueError):
-                time.sleep(POLL_S)
+                pass
+            time.sleep(POLL_S)
         return None
 
     def wait_back(self, nodes: list[str]) -> bool:
@@ -165,14 +200,14 @@ class Wrapper:
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2):
             signal.signal(signum, self._forward)
         attempt = 0
+        nodes = self.job_nodes(job_id)
         while True:
             started = time.time()
-            code = self.run_step(args)
+            # A step that lost a node stays on record until the job ends: the retry shares its resources.
+            code = self.run_step(args if attempt == 0 else ["--overlap", *args], job_id, nodes, started)
             step = f"{attempt}"
             answer = None
-            nodes: list[str] = []
             if code != 0 and not self.cancelled and attempt < MAX_ATTEMPTS:
-                nodes = self.job_nodes(job_id)
                 say(job_id, step, "Initiating communication with cluster agent to diagnose health of nodes")
                 name = request_name(job_id, started, attempt)
                 answer = self.ask(make_request(job_id, nodes, started, code), name)
