@@ -27,8 +27,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hyperpod_cdk.local import LocalCluster
-from hyperpod_cdk.local import agent
+from hyperpod_cdk.local import LocalCluster, agent
 from hyperpod_cdk.local.drill import DdpJob, crash_and_resume, spot_reclaim
 from hyperpod_cdk.local.drill_autoresume import crash_and_auto_resume
 from hyperpod_cdk.local.imds import FakeImds, spot_variant
@@ -110,7 +109,8 @@ def main() -> None:
     print(f"\nAuto-resume: job {auto.state}, restarts {auto.restarts}, step attempts {len(auto.runs)}.\n")
     print("| Phase (seconds after the crash) | Auto-resume | Requeue |")
     print("| --- | --: | --: |")
-    print(f"| Node replaced (new instance bootstrapped) / declared DOWN | {auto.replaced_s:.1f} | {drill.node_down_s:.1f} |")
+    replaced, down = auto.replaced_s, drill.node_down_s
+    print(f"| Node replaced (new instance bootstrapped) / declared DOWN | {replaced:.1f} | {down:.1f} |")
     print(f"| Step retried in the same job / job running again | {auto.retried_s:.1f} | {drill.running_again_s:.1f} |")
     print(f"| Training resumed from the checkpoint | {auto.resumed_s:.1f} | {drill.resumed_s:.1f} |")
     print(f"| Job completed | {auto.completed_s:.1f} | {drill.completed_s:.1f} |")
