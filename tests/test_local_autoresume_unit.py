@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -85,7 +87,9 @@ def test_the_agent_replaces_unhealthy_nodes_once_per_step() -> None:
 
 
 def test_only_hyperpods_exact_replace_reason_asks_for_a_replacement() -> None:
-    sinfo = "w-1|Action:Replace\nw-2|hyperpod-cdk:efa: 1 of 2 interfaces\nw-3|action:replace\nw-4|none\nw-1|Action:Replace"
+    sinfo = (
+        "w-1|Action:Replace\nw-2|hyperpod-cdk:efa: 1 of 2 interfaces\nw-3|action:replace\nw-4|none\nw-1|Action:Replace"
+    )
     assert replace_reasons(sinfo) == ["w-1"]
 
 
@@ -93,3 +97,56 @@ def test_the_installed_wrapper_is_this_module_and_runs_on_its_own() -> None:
     source = agent.wrapper_source()
     assert "from hyperpod_cdk" not in source and "import hyperpod_cdk" not in source
     assert source == open(autoresume.__file__).read()
+
+
+class FakeNamespaces:
+    def __init__(self, dead: set[str]) -> None:
+        self.dead = dead
+
+    def alive(self, name: str) -> bool:
+        return name not in self.dead
+
+
+class FakeCluster:
+    """What the agent's request handling reads of a cluster: work directory, nodes, liveness."""
+
+    def __init__(self, workdir: Path, dead: set[str]) -> None:
+        self.workdir = workdir
+        self.nodes = [SimpleNamespace(name=n) for n in NODES]
+        self.layout = SimpleNamespace(workers=[SimpleNamespace(name=n) for n in NODES[:2]], controllers=[])
+        self.namespaces = FakeNamespaces(dead)
+
+
+def test_the_agent_answers_each_request_once_replacing_what_is_dead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster = FakeCluster(tmp_path, dead=set())
+    for sub in ("requests", "answers", "replaced"):
+        (agent.mailbox_dir(cluster) / sub).mkdir(parents=True)  # type: ignore[arg-type]
+    (tmp_path / agent.DIRECTORY).mkdir(parents=True)
+    worker = agent.Agent(cluster)  # type: ignore[arg-type]
+    replaced: list[str] = []
+
+    def replace(name: str, reason: str) -> bool:
+        replaced.append(name)
+        worker.replaced_at[name] = 2000.0
+        return True
+
+    monkeypatch.setattr(worker, "replace", replace)
+    cluster.namespaces.dead.add("worker-group-1-2")  # died after the agent started watching
+    requests = agent.mailbox_dir(cluster) / "requests"  # type: ignore[arg-type]
+    answers = agent.mailbox_dir(cluster) / "answers"  # type: ignore[arg-type]
+    (requests / "42-1-0.json").write_text(request())
+    (requests / "bad.json").write_text(request(nodes=["nobody"]))
+    (requests / ".43-1-0.json").write_text(request())  # still being written: not read
+    worker.answer_requests()
+    assert replaced == ["worker-group-1-2"]
+    assert json.loads((answers / "42-1-0.json").read_text()) == {"action": RETRYSTEP, "replaced": ["worker-group-1-2"]}
+    bad = json.loads((answers / "bad.json").read_text())
+    assert bad["action"] == "NONE" and "nobody not in this cluster" in bad["error"]
+    assert sorted(p.name for p in requests.iterdir()) == [".43-1-0.json"]
+    # Asked again for the same step: the node was replaced for it already, no second replacement.
+    (requests / "42-1-1.json").write_text(request())
+    worker.answer_requests()
+    assert replaced == ["worker-group-1-2"]
+    assert json.loads((answers / "42-1-1.json").read_text())["action"] == RETRYSTEP
