@@ -32,7 +32,7 @@ def test_the_option_is_taken_out_before_the_real_srun_sees_it(argv: list[str], e
 
 @pytest.mark.parametrize("argv", [["--auto-resume=yes", "x"], ["--auto-resume"], ["--auto-resume=2", "x"]])
 def test_a_bad_value_is_an_error_naming_the_allowed_ones(argv: list[str]) -> None:
-    with pytest.raises(UsageError, match="0 and 1|0 or 1"):
+    with pytest.raises(UsageError, match=r"0 and 1|0 or 1"):
         split_option(argv)
 
 
@@ -96,7 +96,7 @@ def test_only_hyperpods_exact_replace_reason_asks_for_a_replacement() -> None:
 def test_the_installed_wrapper_is_this_module_and_runs_on_its_own() -> None:
     source = agent.wrapper_source()
     assert "from hyperpod_cdk" not in source and "import hyperpod_cdk" not in source
-    assert source == open(autoresume.__file__).read()
+    assert source == Path(autoresume.__file__).read_text()
 
 
 class FakeNamespaces:
