@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from hyperpod_cdk.local import agent
 from hyperpod_cdk.local import metrics as metrics_server
 from hyperpod_cdk.local.host import (
     _check_prefix,
@@ -250,6 +251,11 @@ class LocalCluster:
         run = self.state.bootstrap if bootstrap is None else bootstrap
         return self.bootstrap(name) if run else None
 
+    def replace(self, name: str) -> tuple[int, str]:
+        """HyperPod's node replacement: a new instance (empty disk) with the same name, address and role,
+        bootstrapped by the lifecycle script; see :func:`hyperpod_cdk.local.agent.replace_node`."""
+        return agent.replace_node(self, name)
+
     # --- HyperPod emulation -----------------------------------------------------------------
     def restage(self) -> None:
         """Refresh the local prefix's scripts and runtime from this checkout (the parameters stay): the
@@ -389,6 +395,7 @@ class LocalCluster:
 
     def _destroy(self) -> None:
         metrics_server.stop(self)
+        agent.stop(self)
         self.namespaces.destroy_all(_net(n) for n in self.nodes)
         _restore_host(self.state.host_had_run_netns, self.state.host_had_run_mount)
 
