@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from hyperpod_cdk.local import agent
 from hyperpod_cdk.local import metrics as metrics_server
 from hyperpod_cdk.local import platform as emulated_platform
 from hyperpod_cdk.local.host import (
@@ -176,7 +177,7 @@ class LocalCluster:
                 cluster.namespaces.create_switch()
                 for node in layout.nodes:
                     t0 = time.monotonic()
-                    cluster.namespaces.start(cluster._net(node))
+                    cluster.namespaces.start(cluster.node_net(node))
                     if not bootstrap:  # bootstrap() provisions the node itself
                         cluster.provision(node)
                     say(f"node {node.name} ({node.role}, {node.ip}) up in {time.monotonic() - t0:.2f} s")
@@ -239,7 +240,7 @@ class LocalCluster:
         """Hard power-off of one node: every process dies, its cable is pulled, its disk stays."""
         node = self.node(name)
         with _locked(self.workdir):
-            self.namespaces.crash(self._net(node))
+            self.namespaces.crash(self.node_net(node))
 
     def boot(self, name: str, *, bootstrap: bool | None = None) -> tuple[int, str] | None:
         """Power a crashed node on again (fresh boot time, same disk and address) and, like HyperPod after
@@ -250,13 +251,18 @@ class LocalCluster:
         node = self.node(name)
         with _locked(self.workdir):
             try:
-                self.namespaces.start(self._net(node))
+                self.namespaces.start(self.node_net(node))
             except NamespaceError as error:
                 raise LocalClusterError(str(error)) from None
             if self.state.platform == HYPERPOD:
                 emulated_platform.prepare(self, node)
         run = self.state.bootstrap if bootstrap is None else bootstrap
         return self.bootstrap(name) if run else None
+
+    def replace(self, name: str) -> tuple[int, str]:
+        """HyperPod's node replacement: a new instance (empty disk) with the same name, address and role,
+        bootstrapped by the lifecycle script; see :func:`hyperpod_cdk.local.agent.replace_node`."""
+        return agent.replace_node(self, name)
 
     # --- HyperPod emulation -----------------------------------------------------------------
     def restage(self) -> None:
@@ -397,12 +403,14 @@ class LocalCluster:
 
     def _destroy(self) -> None:
         metrics_server.stop(self)
-        self.namespaces.destroy_all(self._net(n) for n in self.nodes)
+        agent.stop(self)
+        self.namespaces.destroy_all(self.node_net(n) for n in self.nodes)
         _restore_host(self.state.host_had_run_netns, self.state.host_had_run_mount)
 
     def slurm_name(self, name: str) -> str:
         """Node ``name``'s host and Slurm node name: HyperPod's ``ip-a-b-c-d`` on its platform, else ``name``."""
         return emulated_platform.node_hostname(self.state.platform, self.node(name))
 
-    def _net(self, node: LocalNode) -> NodeNet:
+    def node_net(self, node: LocalNode) -> NodeNet:
+        """What the namespaces need to start ``node``: its netns name, address and host name."""
         return NodeNet(name=node.name, ip=node.ip, hostname=self.slurm_name(node.name))

@@ -30,6 +30,8 @@ RESUMED = re.compile(r"^resumed from (\S+) at step (\d+)$")
 INCARNATION = re.compile(r"^job (\d+) restart (\d+) on ")
 DONE = re.compile(r"^done (\d+) steps world=(\d+)")
 STOPPED = re.compile(r"^stopping after step (\d+): checkpointed on the checkpoint signal")
+RETRY = re.compile(r"^\[Auto Resume\] Info: JobID: \d+ StepID: \S+ Retrying step\. Attempt number: (\d+)$")
+"""The srun wrapper's line (HyperPod's plugin prints the same) before it runs a failed step again."""
 
 
 class DrillError(LocalClusterError):
@@ -38,9 +40,11 @@ class DrillError(LocalClusterError):
 
 @dataclass
 class Incarnation:
-    """One run of the batch script: the first start, or a start after a requeue."""
+    """One run of the batch script (the first start, or a start after a requeue), or one auto-resume
+    retry of its step inside the same run (``attempt`` > 0)."""
 
     restart: int
+    attempt: int = 0
     steps: list[int] = field(default_factory=list)
     resumed_at: int | None = None
     done_world: int | None = None
@@ -56,6 +60,8 @@ def parse_job_log(text: str) -> list[Incarnation]:
             runs.append(Incarnation(restart=int(m.group(2))))
         elif not runs:
             continue
+        elif m := RETRY.match(line):
+            runs.append(Incarnation(restart=runs[-1].restart, attempt=int(m.group(1))))
         elif m := STEP.match(line):
             runs[-1].steps.append(int(m.group(1)))
         elif m := RESUMED.match(line):

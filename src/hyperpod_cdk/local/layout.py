@@ -344,6 +344,7 @@ def parameters(config: ClusterConfig, *, cpus: int | None = None) -> Provisionin
     deployed = cluster_parameters(
         cluster_name=config.cluster_name,
         mode=config.mode,
+        node_provisioning_mode=config.node_provisioning_mode,
         instance_groups=config.instance_groups,
         # The stack's values are the file system's CloudFormation attributes; emulated() drops them.
         fsx_dns_name=None,
