@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from hyperpod_cdk.local import autoresume
 from hyperpod_cdk.local.state import LocalClusterError, _locked
 from training_runtime.health.results import HYPERPOD_REASONS, REPLACE
-from training_runtime.node import HYPERPOD_MARKER
+from training_runtime.node import HYPERPOD, HYPERPOD_MARKER
 
 if TYPE_CHECKING:
     from hyperpod_cdk.local.cluster import LocalCluster
@@ -124,9 +124,10 @@ def replace_node(cluster: LocalCluster, name: str) -> tuple[int, str]:
     """HyperPod's replacement of one node: terminate the instance and destroy its disk, boot a new one with
     the same name, address and role, run the lifecycle entry script on it. Returns (exit code, output)."""
     node = cluster.node(name)
-    from hyperpod_cdk.local.namespaces import NamespaceError, NodeNet
+    from hyperpod_cdk.local import platform as emulated_platform
+    from hyperpod_cdk.local.namespaces import NamespaceError
 
-    net = NodeNet(name=node.name, ip=node.ip)
+    net = cluster.node_net(node)
     with _locked(cluster.workdir):
         cluster.namespaces.crash(net)
         directory = cluster.namespaces.node_dir(node.name)
@@ -136,6 +137,8 @@ def replace_node(cluster: LocalCluster, name: str) -> tuple[int, str]:
             cluster.namespaces.start(net)
         except NamespaceError as error:
             raise LocalClusterError(str(error)) from None
+        if cluster.state.platform == HYPERPOD:  # HyperPod's part on the new instance
+            emulated_platform.prepare(cluster, node)
     code, output = cluster.bootstrap(name)
     if enabled(cluster):
         install(cluster, name)

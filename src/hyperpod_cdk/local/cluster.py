@@ -23,6 +23,7 @@ from typing import Any
 
 from hyperpod_cdk.local import agent
 from hyperpod_cdk.local import metrics as metrics_server
+from hyperpod_cdk.local import platform as emulated_platform
 from hyperpod_cdk.local.host import (
     _check_prefix,
     _check_tools,
@@ -59,22 +60,17 @@ from hyperpod_cdk.local.state import (
     _locked,
     default_workdir,
 )
+from training_runtime.node import GENERIC, HYPERPOD
 from training_runtime.params import ENTRYPOINT_BY_MODE, LIFECYCLE_DRIVEN, PARAMETERS_FILE_BY_MODE
 from training_runtime.users import USERS_FILE
 from training_runtime.users import dumps as users_file
 
 LIFECYCLE_DIR = "/opt/ml/lifecycle"
-
-
 """Where a node finds the lifecycle prefix (HyperPod downloads it to a directory of its own)."""
 
 
 RESOURCE_CONFIG_PATH = "/opt/ml/config/resource_config.json"
-
-
 DEFAULT_BOOTSTRAP_TIMEOUT_S = 1800.0
-
-
 DEFAULT_IDLE_TIMEOUT_S = 180.0
 
 
@@ -91,6 +87,8 @@ class LocalCluster:
             hosts_file=workdir / "cluster" / "hosts",
             subnet=state.layout.subnet,
             prefix=state.prefix,
+            lower=Path(state.rootfs) if state.rootfs else None,
+            binds=emulated_platform.host_binds() if state.platform == HYPERPOD else (),
         )
 
     # --- creation ---------------------------------------------------------------------------
@@ -120,6 +118,7 @@ class LocalCluster:
         max_workers: int = DEFAULT_MAX_WORKERS,
         subnet: str = DEFAULT_SUBNET,
         prefix: str = DEFAULT_PREFIX,
+        platform: str = GENERIC,
         bootstrap: bool = True,
         bootstrap_timeout: float = DEFAULT_BOOTSTRAP_TIMEOUT_S,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S,
@@ -128,6 +127,8 @@ class LocalCluster:
         """Create the cluster of ``config_path`` in ``workdir`` and, unless ``bootstrap`` is False, run the
         lifecycle scripts on every node and wait until ``sinfo`` shows every compute node idle.
 
+        ``platform``: ``hyperpod`` emulates HyperPod's part (Slurm 24.11 under /opt/slurm on a trixie root,
+        :mod:`hyperpod_cdk.local.platform`); ``generic`` runs the host's Slurm and the runtime's generic path.
         A bootstrap failure leaves the nodes running for inspection and raises :class:`LocalClusterError`
         naming each failed node and the last line of its output.
         """
@@ -140,6 +141,7 @@ class LocalCluster:
         directory = Path(workdir if workdir is not None else default_workdir()).absolute()
         _check_workdir(directory)
         _check_prefix(prefix)
+        rootfs = emulated_platform.node_rootfs() if emulated_platform.check_platform(platform) == HYPERPOD else None
         config = load_config(config_path)
         layout = plan_layout(config, max_per_group=max_per_group, max_workers=max_workers, subnet=subnet)
         params = parameters(config)
@@ -160,6 +162,8 @@ class LocalCluster:
                 bootstrap=bootstrap,
                 host_had_run_netns=Path("/run/netns").exists(),
                 host_had_run_mount=Path("/run/mount").exists(),
+                platform=platform,
+                rootfs=str(rootfs) if rootfs else None,
             )
             generated = {params.file_name: params.dumps() + "\n"}
             if config.users:
@@ -173,10 +177,12 @@ class LocalCluster:
                 cluster.namespaces.create_switch()
                 for node in layout.nodes:
                     t0 = time.monotonic()
-                    cluster.namespaces.start(_net(node))
+                    cluster.namespaces.start(cluster.node_net(node))
                     if not bootstrap:  # bootstrap() provisions the node itself
                         cluster.provision(node)
                     say(f"node {node.name} ({node.role}, {node.ip}) up in {time.monotonic() - t0:.2f} s")
+                for node in layout.nodes if platform == HYPERPOD else ():  # controllers first
+                    emulated_platform.prepare(cluster, node)
             except BaseException:
                 cluster._destroy()
                 raise
@@ -234,7 +240,7 @@ class LocalCluster:
         """Hard power-off of one node: every process dies, its cable is pulled, its disk stays."""
         node = self.node(name)
         with _locked(self.workdir):
-            self.namespaces.crash(_net(node))
+            self.namespaces.crash(self.node_net(node))
 
     def boot(self, name: str, *, bootstrap: bool | None = None) -> tuple[int, str] | None:
         """Power a crashed node on again (fresh boot time, same disk and address) and, like HyperPod after
@@ -245,9 +251,11 @@ class LocalCluster:
         node = self.node(name)
         with _locked(self.workdir):
             try:
-                self.namespaces.start(_net(node))
+                self.namespaces.start(self.node_net(node))
             except NamespaceError as error:
                 raise LocalClusterError(str(error)) from None
+            if self.state.platform == HYPERPOD:
+                emulated_platform.prepare(self, node)
         run = self.state.bootstrap if bootstrap is None else bootstrap
         return self.bootstrap(name) if run else None
 
@@ -354,7 +362,7 @@ class LocalCluster:
 
     def wait_idle(self, timeout: float = DEFAULT_IDLE_TIMEOUT_S, nodes: Sequence[str] | None = None) -> None:
         """Wait until ``sinfo`` on the controller shows each compute node (or each of ``nodes``) idle."""
-        wanted = set(nodes) if nodes is not None else {n.name for n in self.layout.workers}
+        wanted = {self.slurm_name(n) for n in (nodes if nodes is not None else [w.name for w in self.layout.workers])}
         deadline = time.monotonic() + timeout
         last: str | None = None
         while True:
@@ -396,9 +404,13 @@ class LocalCluster:
     def _destroy(self) -> None:
         metrics_server.stop(self)
         agent.stop(self)
-        self.namespaces.destroy_all(_net(n) for n in self.nodes)
+        self.namespaces.destroy_all(self.node_net(n) for n in self.nodes)
         _restore_host(self.state.host_had_run_netns, self.state.host_had_run_mount)
 
+    def slurm_name(self, name: str) -> str:
+        """Node ``name``'s host and Slurm node name: HyperPod's ``ip-a-b-c-d`` on its platform, else ``name``."""
+        return emulated_platform.node_hostname(self.state.platform, self.node(name))
 
-def _net(node: LocalNode) -> NodeNet:
-    return NodeNet(name=node.name, ip=node.ip)
+    def node_net(self, node: LocalNode) -> NodeNet:
+        """What the namespaces need to start ``node``: its netns name, address and host name."""
+        return NodeNet(name=node.name, ip=node.ip, hostname=self.slurm_name(node.name))

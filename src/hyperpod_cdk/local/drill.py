@@ -8,12 +8,12 @@ directory every few steps, one ``step N loss X`` line per step in the job's log.
 from __future__ import annotations
 
 import re
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hyperpod_cdk.local import platform as emulated_platform
 from hyperpod_cdk.local.cluster import LocalCluster
 from hyperpod_cdk.local.imds import FakeImds
 from hyperpod_cdk.local.state import LocalClusterError
@@ -109,7 +109,7 @@ class DdpJob:
     nodes: int = 2
 
     def sbatch(self, cluster: LocalCluster) -> list[str]:
-        torchrun = Path(sys.executable).parent / "torchrun"
+        torchrun = Path(emulated_platform.torchrun())
         if not torchrun.exists():
             raise DrillError(f"{torchrun} does not exist: install torch==2.13.0 in this environment (make setup does)")
         env = f"ALL,TORCHRUN={torchrun},JOBS_DIR={JOBS_DIR},CHECKPOINT_DIR={self.checkpoint_dir(cluster)}"
