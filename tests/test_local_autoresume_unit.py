@@ -160,3 +160,27 @@ def test_the_agent_answers_each_request_once_replacing_what_is_dead(
     worker.answer_requests()
     assert replaced == ["worker-group-1-2"]
     assert json.loads((answers / "42-1-1.json").read_text())["action"] == RETRYSTEP
+
+
+def test_a_slurm_replace_reason_replaces_the_instance_and_the_notice_has_the_slurm_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster = FakeCluster(tmp_path, dead=set())
+    for sub in ("requests", "answers", "replaced"):
+        (agent.mailbox_dir(cluster) / sub).mkdir(parents=True)  # type: ignore[arg-type]
+    (tmp_path / agent.DIRECTORY).mkdir(parents=True)
+    worker = agent.Agent(cluster)  # type: ignore[arg-type]
+    booted: list[str] = []
+    monkeypatch.setattr(agent, "replace_node", lambda _cluster, name: (booted.append(name), (0, "done"))[1])
+    asked: list[list[str]] = []
+    name = SLURM_NAMES["worker-group-1-1"]
+
+    def controller(argv: list[str]) -> str:
+        asked.append(argv)
+        return f"{name}|Action:Replace\n{SLURM_NAMES['login-group-1']}|Action:Replace\n"
+
+    monkeypatch.setattr(worker, "_controller_exec", controller)
+    worker.poll()
+    assert booted == ["worker-group-1-1"]  # the login node is not the agent's to replace
+    assert (agent.mailbox_dir(cluster) / "replaced" / f"{name}.json").exists()  # type: ignore[arg-type]
+    assert ["scontrol", "update", f"nodename={name}", "state=resume"] in asked
