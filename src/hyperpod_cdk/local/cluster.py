@@ -128,7 +128,8 @@ class LocalCluster:
         lifecycle scripts on every node and wait until ``sinfo`` shows every compute node idle.
 
         ``platform``: ``hyperpod`` emulates HyperPod's part (Slurm 24.11 under /opt/slurm on a trixie root,
-        :mod:`hyperpod_cdk.local.platform`); ``generic`` runs the host's Slurm and the runtime's generic path.
+        :mod:`hyperpod_cdk.local.platform`; the emulated HyperPod agent and ``srun --auto-resume``,
+        :mod:`hyperpod_cdk.local.agent`); ``generic`` runs the host's Slurm and the runtime's generic path.
         A bootstrap failure leaves the nodes running for inspection and raises :class:`LocalClusterError`
         naming each failed node and the last line of its output.
         """
@@ -181,8 +182,10 @@ class LocalCluster:
                     if not bootstrap:  # bootstrap() provisions the node itself
                         cluster.provision(node)
                     say(f"node {node.name} ({node.role}, {node.ip}) up in {time.monotonic() - t0:.2f} s")
-                for node in layout.nodes if platform == HYPERPOD else ():  # controllers first
-                    emulated_platform.prepare(cluster, node)
+                if platform == HYPERPOD:  # HyperPod's part: its agent, and each node ready for its script
+                    for node in layout.nodes:  # controllers first
+                        emulated_platform.prepare(cluster, node)
+                    agent.enable(cluster)
             except BaseException:
                 cluster._destroy()
                 raise
