@@ -28,11 +28,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hyperpod_cdk.local import LocalCluster
-from hyperpod_cdk.local.drill import DdpJob, crash_and_resume, spot_reclaim
-from hyperpod_cdk.local.drill_autoresume import crash_and_auto_resume
-from hyperpod_cdk.local.imds import FakeImds, spot_variant
-from hyperpod_cdk.local.layout import EMULATION_SLURM_OPTIONS
+from hyperpod_local import LocalCluster
+from hyperpod_local.drill import DdpJob, crash_and_resume, spot_reclaim
+from hyperpod_local.drill_autoresume import crash_and_auto_resume
+from hyperpod_local.imds import FakeImds, spot_variant
+from hyperpod_local.layout import EMULATION_SLURM_OPTIONS
 from training_runtime.node import HYPERPOD
 
 CONFIG = Path(__file__).resolve().parent.parent / "examples" / "cpu-cluster.yaml"

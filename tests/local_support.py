@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from hyperpod_cdk.local import LocalCluster, LocalClusterError
-from hyperpod_cdk.local.platform import node_rootfs
+from hyperpod_local import LocalCluster, LocalClusterError
+from hyperpod_local.platform import node_rootfs
 from training_runtime.node import GENERIC
 
 CPU_CLUSTER = Path(__file__).resolve().parent.parent / "examples" / "cpu-cluster.yaml"

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from hyperpod_cdk.local import LocalCluster, agent
-from hyperpod_cdk.local.drill import DdpJob
-from hyperpod_cdk.local.drill_autoresume import crash_and_auto_resume
+from hyperpod_local import LocalCluster, agent
+from hyperpod_local.drill import DdpJob
+from hyperpod_local.drill_autoresume import crash_and_auto_resume
 from local_support import cpu_cluster, requires_hyperpod_platform
 from training_runtime import checkpoint
 from training_runtime.node import HYPERPOD

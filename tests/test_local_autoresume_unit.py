@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from hyperpod_cdk.local import agent, autoresume
-from hyperpod_cdk.local.agent import AgentRequestError, Request, decide, parse_request, replace_reasons
-from hyperpod_cdk.local.autoresume import MAX_ATTEMPTS, RETRYSTEP, UsageError, next_action, nodes_back, split_option
+from hyperpod_local import agent, autoresume
+from hyperpod_local.agent import AgentRequestError, Request, decide, parse_request, replace_reasons
+from hyperpod_local.autoresume import MAX_ATTEMPTS, RETRYSTEP, UsageError, next_action, nodes_back, split_option
 
 NODES = ("worker-group-1-1", "worker-group-1-2", "login-group-1")
 

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from hyperpod_cdk.local import LocalCluster, agent
-from hyperpod_cdk.local.cluster import LIFECYCLE_DIR, RESOURCE_CONFIG_PATH
-from hyperpod_cdk.local.namespaces import node_environment
+from hyperpod_local import LocalCluster, agent
+from hyperpod_local.cluster import LIFECYCLE_DIR, RESOURCE_CONFIG_PATH
+from hyperpod_local.namespaces import node_environment
 from local_support import cpu_cluster, requires_local_cluster
 from training_runtime.params import ENTRYPOINT_BY_MODE
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from hyperpod_cdk.local import LocalCluster
-from hyperpod_cdk.local.platform import torchrun
+from hyperpod_local import LocalCluster
+from hyperpod_local.platform import torchrun
 from local_support import CPU_CLUSTER, requires_hyperpod_platform
 from training_runtime.node import HYPERPOD
 

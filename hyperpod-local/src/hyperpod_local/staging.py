@@ -7,7 +7,7 @@ import shutil
 import tarfile
 from pathlib import Path
 
-from hyperpod_cdk.local.layout import (
+from hyperpod_local.layout import (
     LocalLayout,
     hosts_file,
     resource_config,

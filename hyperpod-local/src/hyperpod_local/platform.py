@@ -10,7 +10,7 @@ runs; our runtime then takes its HyperPod-platform path (``/opt/sagemaker_cluste
 * its host name and Slurm node name are HyperPod's ``ip-a-b-c-d``;
 * :func:`prepare` writes the marker, ``slurm.conf`` from each group's ``SlurmConfig`` (node type,
   partition), the cluster's munge key, starts munged and, in the API-driven mode, slurmctld or slurmd, and
-  installs srun with ``--auto-resume`` (:mod:`hyperpod_cdk.local.agent`; ``LocalCluster.up`` starts the
+  installs srun with ``--auto-resume`` (:mod:`hyperpod_local.agent`; ``LocalCluster.up`` starts the
   emulated HyperPod agent that answers it).
 
 The generic platform (the host's own root and Slurm, the runtime renders slurm.conf) stays available.
@@ -28,15 +28,15 @@ import tarfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hyperpod_cdk.local import agent
-from hyperpod_cdk.local.layout import EMULATION_SLURM_OPTIONS, LocalLayout, LocalNode, host_hardware
-from hyperpod_cdk.local.state import LocalClusterError
+from hyperpod_local import agent
+from hyperpod_local.layout import EMULATION_SLURM_OPTIONS, LocalLayout, LocalNode, host_hardware
+from hyperpod_local.state import LocalClusterError
 from training_runtime.node import GENERIC, HYPERPOD, HYPERPOD_MARKER, HYPERPOD_SLURM
 from training_runtime.params import COMPUTE, CONTROLLER, LIFECYCLE_DRIVEN, LOGIN
 from training_runtime.steps.munge import MUNGED, NODE_KEY
 
 if TYPE_CHECKING:
-    from hyperpod_cdk.local.cluster import LocalCluster
+    from hyperpod_local.cluster import LocalCluster
 
 PLATFORMS = (HYPERPOD, GENERIC)
 """``hyperpod``: trixie root, Slurm 24.11 under /opt/slurm, HyperPod's part emulated. ``generic``: the

@@ -2,13 +2,13 @@
 
 It is part of the emulated HyperPod platform: ``LocalCluster.up(..., platform="hyperpod")`` starts it on the
 host, one process per cluster (:func:`enable`; ``down`` stops it), and every node gets the srun wrapper in
-HyperPod's part, before its lifecycle script (:func:`install`, from :func:`hyperpod_cdk.local.platform.prepare`),
+HyperPod's part, before its lifecycle script (:func:`install`, from :func:`hyperpod_local.platform.prepare`),
 as HyperPod's AMI has its plugin before any script runs. It acts as HyperPod's agent does for a Slurm cluster
 with automatic node recovery (docs/local-cluster.md, "Auto-resume"):
 
 * an instance that fails (a compute node whose namespaces died: :meth:`LocalCluster.crash`) is replaced;
 * a node an operator or a health check set to ``state=fail reason="Action:Replace"`` is replaced;
-* a request from the srun wrapper (:mod:`hyperpod_cdk.local.autoresume`) after a failed step is answered
+* a request from the srun wrapper (:mod:`hyperpod_local.autoresume`) after a failed step is answered
   ``RETRYSTEP`` when a node of the job was replaced since the step started, or needed it and now was.
 
 Replacing (:func:`replace_node`) is what HyperPod does: the instance is terminated with its disks, a new one
@@ -37,13 +37,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hyperpod_cdk.local import autoresume
-from hyperpod_cdk.local.state import LocalClusterError, _locked
+from hyperpod_local import autoresume
+from hyperpod_local.paths import subprocess_env
+from hyperpod_local.state import LocalClusterError, _locked
 from training_runtime.health.results import HYPERPOD_REASONS, REPLACE
 from training_runtime.node import HYPERPOD
 
 if TYPE_CHECKING:
-    from hyperpod_cdk.local.cluster import LocalCluster
+    from hyperpod_local.cluster import LocalCluster
 
 DIRECTORY = "cluster/agent"
 """Under the work directory: settings (present = the cluster has an agent), pid, log, events."""
@@ -129,8 +130,8 @@ def replace_node(cluster: LocalCluster, name: str) -> tuple[int, str]:
     the same name, address and role (HyperPod's part, with the srun wrapper, on the HyperPod platform), run
     the lifecycle entry script on it. Returns (exit code, output)."""
     node = cluster.node(name)
-    from hyperpod_cdk.local import platform as emulated_platform
-    from hyperpod_cdk.local.namespaces import NamespaceError
+    from hyperpod_local import platform as emulated_platform
+    from hyperpod_local.namespaces import NamespaceError
 
     net = cluster.node_net(node)
     with _locked(cluster.workdir):
@@ -149,7 +150,7 @@ def replace_node(cluster: LocalCluster, name: str) -> tuple[int, str]:
 
 def install(cluster: LocalCluster, name: str) -> None:
     """srun with ``--auto-resume`` on a node (the wrapper, in place of Slurm's srun, which it runs), as
-    HyperPod's AMI has it; part of :func:`hyperpod_cdk.local.platform.prepare`, which also writes the marker.
+    HyperPod's AMI has it; part of :func:`hyperpod_local.platform.prepare`, which also writes the marker.
     Idempotent: Slurm's srun is moved aside once."""
     mailbox = f"{cluster.state.fsx_mount_path}/{MAILBOX}"
     archive = io.BytesIO()
@@ -206,7 +207,7 @@ def _pid(cluster: LocalCluster) -> int | None:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
     except (OSError, ValueError):
         return None
-    return pid if "hyperpod_cdk.local.agent" in cmdline and str(cluster.workdir) in cmdline else None
+    return pid if "hyperpod_local.agent" in cmdline and str(cluster.workdir) in cmdline else None
 
 
 def start(cluster: LocalCluster) -> int:
@@ -216,11 +217,10 @@ def start(cluster: LocalCluster) -> int:
         return running
     directory = agent_dir(cluster)
     directory.mkdir(parents=True, exist_ok=True)
-    source = str(Path(__file__).resolve().parents[2])
-    env = {**os.environ, "PYTHONPATH": source + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = subprocess_env()
     with (directory / "agent.log").open("ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "hyperpod_cdk.local.agent", "--workdir", str(cluster.workdir)],
+            [sys.executable, "-m", "hyperpod_local.agent", "--workdir", str(cluster.workdir)],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -345,9 +345,9 @@ class Agent:
 
 
 def main(argv: list[str]) -> int:
-    from hyperpod_cdk.local.cluster import LocalCluster
+    from hyperpod_local.cluster import LocalCluster
 
-    parser = argparse.ArgumentParser(prog="python -m hyperpod_cdk.local.agent", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m hyperpod_local.agent", description=__doc__.split("\n")[0])
     parser.add_argument("--workdir", required=True, type=Path)
     args = parser.parse_args(argv)
     Agent(LocalCluster.open(args.workdir)).run()

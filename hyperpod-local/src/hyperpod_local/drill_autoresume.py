@@ -14,9 +14,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from hyperpod_cdk.local import agent
-from hyperpod_cdk.local.cluster import LocalCluster
-from hyperpod_cdk.local.drill import DdpJob, DrillError, Incarnation, job_fields, parse_job_log, wait_until
+from hyperpod_local import agent
+from hyperpod_local.cluster import LocalCluster
+from hyperpod_local.drill import DdpJob, DrillError, Incarnation, job_fields, parse_job_log, wait_until
 from training_runtime import checkpoint
 from training_runtime.node import HYPERPOD
 
