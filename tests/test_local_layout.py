@@ -171,6 +171,7 @@ def test_local_parameters_are_the_uploaded_ones_with_only_the_emulation_overlays
         **{g["instance_type"]: machine for g in ours["groups"]},
     }
     options["install_accelerator_software"] = False
+    options["emulated_hardware"] = True
     assert _without_nulls(local.to_json()) == expected
     # And the local cluster's file is the emulation applied to exactly what the stack uploads.
     assert emulated(ProvisioningParameters.from_json(upload["parameters"]), cpus=3) == local
@@ -196,6 +197,7 @@ def test_runtime_options_merge_emulation_values_over_the_config() -> None:
     }
     assert options["accounting"] == {"enabled": True}
     assert options["install_accelerator_software"] is False
+    assert options["emulated_hardware"] is True
     assert cfg.runtime["slurm"]["slurmd_timeout"] == 300, "the config itself is not changed"
     parsed = parse_options(options)
     assert parsed.slurm.slurmd_timeout == 10 and parsed.slurm.requeue is False
@@ -207,6 +209,7 @@ def test_local_options_without_a_runtime_section() -> None:
         "slurm": EMULATION_SLURM_OPTIONS,
         "node_hardware": {"ml.m5.xlarge": host_hardware(2)},
         "install_accelerator_software": False,
+        "emulated_hardware": True,
     }
     assert host_hardware()["cpus"] >= 1
 
@@ -219,10 +222,16 @@ def test_invalid_runtime_options_are_reported() -> None:
         parameters(cfg)
 
 
-def test_hosts_file_resolves_instance_names_and_vpc_style_names() -> None:
-    text = hosts_file(plan_layout(config(compute("cpu", 1))))
-    assert "10.250.0.11\tcpu-1 ip-10-250-0-11\n" in text
+def test_hosts_file_names_each_address_once_by_its_vpc_dns_name() -> None:
+    text = hosts_file(plan_layout(config(LOGIN, compute("cpu", 2))))
     assert text.startswith("127.0.0.1\tlocalhost\n")
+    assert "10.250.0.12\tip-10-250-0-12\n" in text
+    nodes = [line for line in text.splitlines() if line.startswith("10.")]
+    assert len(nodes) == 4
+    names = [name for line in nodes for name in line.split()[1:]]
+    assert len(names) == len(set(names)), "a name listed twice resolves twice (hostname --ip-address)"
+    # The instance names are the runtime's to add (steps.system.ClusterHosts), as on AWS where DNS lacks them.
+    assert "cpu-1" not in names
 
 
 @pytest.mark.parametrize("example", sorted(ROOT.glob("examples/*.yaml")), ids=lambda p: p.name)

@@ -36,8 +36,7 @@ from hyperpod_cdk.local.layout import (
     DEFAULT_SUBNET,
     LocalLayout,
     LocalNode,
-    parameters,
-    plan_layout,
+    plan_nodes,
 )
 from hyperpod_cdk.local.namespaces import (
     DEFAULT_EXEC_TIMEOUT_S,
@@ -58,9 +57,10 @@ from hyperpod_cdk.local.state import (
     _locked,
     default_workdir,
 )
+from training_runtime.health.cli import LOG_FILE as HEALTH_LOG
+from training_runtime.health.results import REASON_PREFIX
 from training_runtime.params import ENTRYPOINT_BY_MODE, LIFECYCLE_DRIVEN, PARAMETERS_FILE_BY_MODE
 from training_runtime.users import USERS_FILE
-from training_runtime.users import dumps as users_file
 
 LIFECYCLE_DIR = "/opt/ml/lifecycle"
 
@@ -112,9 +112,11 @@ class LocalCluster:
     @classmethod
     def up(
         cls,
-        config_path: Path | str,
+        config_path: Path | str | None = None,
         workdir: Path | str | None = None,
         *,
+        assembly: Path | str | None = None,
+        stack: str | None = None,
         max_per_group: int = DEFAULT_MAX_PER_GROUP,
         max_workers: int = DEFAULT_MAX_WORKERS,
         subnet: str = DEFAULT_SUBNET,
@@ -124,13 +126,18 @@ class LocalCluster:
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S,
         progress: Callable[[str], None] | None = None,
     ) -> LocalCluster:
-        """Create the cluster of ``config_path`` in ``workdir`` and, unless ``bootstrap`` is False, run the
-        lifecycle scripts on every node and wait until ``sinfo`` shows every compute node idle.
+        """Create the cluster of ``config_path`` (None: the default configuration), or of the stack ``stack``
+        of the cloud assembly ``assembly`` (``cdk.out``), in ``workdir`` and, unless ``bootstrap`` is False,
+        run the lifecycle scripts on every node and wait until ``sinfo`` shows every compute node idle (failing
+        at once when the health checks drain one).
+
+        The nodes get exactly the prefix the deployment uploads (:mod:`hyperpod_cdk.local.staging`), with the
+        emulation's overlays on the parameters file only.
 
         A bootstrap failure leaves the nodes running for inspection and raises :class:`LocalClusterError`
         naming each failed node and the last line of its output.
         """
-        from hyperpod_cdk.config import load_config
+        from hyperpod_cdk.local.staging import from_assembly, from_config
 
         say = progress or (lambda _message: None)
         started = time.monotonic()
@@ -139,9 +146,19 @@ class LocalCluster:
         directory = Path(workdir if workdir is not None else default_workdir()).absolute()
         _check_workdir(directory)
         _check_prefix(prefix)
-        config = load_config(config_path)
-        layout = plan_layout(config, max_per_group=max_per_group, max_workers=max_workers, subnet=subnet)
-        params = parameters(config)
+        if assembly is not None and config_path is not None:
+            raise LocalClusterError("give a config file or a cloud assembly (--from), not both")
+        inputs = from_assembly(assembly, stack) if assembly is not None else from_config(config_path)
+        layout = plan_nodes(
+            inputs.cluster_name,
+            inputs.groups,
+            inputs.counts,
+            max_per_group=max_per_group,
+            max_workers=max_workers,
+            subnet=subnet,
+        )
+        files = inputs.staged_files()
+        params = inputs.deployed
         if f"{prefix}-sw" in list_netns() and not runs_here(directory, prefix, LocalCluster.open):
             raise LocalClusterError(
                 f"another local cluster uses the prefix {prefix!r} (netns {prefix}-sw exists). Fix: pass a "
@@ -151,7 +168,7 @@ class LocalCluster:
         with _locked(directory):
             clear_previous(directory, LocalCluster.open)
             state = ClusterState(
-                config_path=str(Path(config_path).absolute()),
+                config_path=inputs.source,
                 mode=params.mode,
                 fsx_mount_path=params.fsx_mount_path,
                 prefix=prefix,
@@ -160,10 +177,7 @@ class LocalCluster:
                 host_had_run_netns=Path("/run/netns").exists(),
                 host_had_run_mount=Path("/run/mount").exists(),
             )
-            generated = {params.file_name: params.dumps() + "\n"}
-            if config.users:
-                generated[USERS_FILE] = users_file(config.cluster_users())
-            _stage(directory, layout, generated)
+            _stage(directory, layout, files)
             (directory / "state.json").write_text(json.dumps(state.to_json(), indent=2) + "\n")
             cluster = cls(directory, state)
             for name, (want, got) in layout.capped().items():
@@ -254,7 +268,7 @@ class LocalCluster:
     def restage(self) -> None:
         """Refresh the local prefix's scripts and runtime from this checkout (the parameters stay): the
         edit-and-retry loop for lifecycle code, followed by :meth:`bootstrap`."""
-        from hyperpod_cdk.constructs.lifecycle import staged_assets
+        from hyperpod_cdk.lifecycle_files import staged_assets
 
         bucket = self.workdir / "bucket"
         generated = (PARAMETERS_FILE_BY_MODE[self.state.mode], USERS_FILE)
@@ -346,8 +360,26 @@ class LocalCluster:
             return None
         return result.stdout if result.returncode == 0 else None
 
+    def drained(self, timeout: float = 10.0) -> dict[str, str]:
+        """The nodes our health checks took out of service (drained or failed with a reason that starts with
+        ``hyperpod-cdk:``), each with its reason; empty when sinfo cannot run."""
+        controller = next((n.name for n in self.layout.controllers if self.namespaces.alive(n.name)), None)
+        if controller is None:
+            return {}
+        try:
+            result = self.exec(controller, ["sinfo", "-h", "-N", "-R", "-o", "%N|%E"], timeout=timeout)
+        except (subprocess.TimeoutExpired, LocalClusterError):
+            return {}
+        found = {}
+        for line in result.stdout.splitlines() if result.returncode == 0 else ():
+            name, _, reason = line.partition("|")
+            if reason.strip().startswith(REASON_PREFIX):
+                found[name.strip()] = reason.strip()
+        return found
+
     def wait_idle(self, timeout: float = DEFAULT_IDLE_TIMEOUT_S, nodes: Sequence[str] | None = None) -> None:
-        """Wait until ``sinfo`` on the controller shows each compute node (or each of ``nodes``) idle."""
+        """Wait until ``sinfo`` on the controller shows each compute node (or each of ``nodes``) idle; fail at
+        once, naming the reason, when our health checks drain one of them (it will not become idle)."""
         wanted = set(nodes) if nodes is not None else {n.name for n in self.layout.workers}
         deadline = time.monotonic() + timeout
         last: str | None = None
@@ -356,6 +388,13 @@ class LocalCluster:
             states = dict(line.split(None, 1) for line in (last or "").splitlines() if len(line.split()) == 2)
             if all(states.get(name) == "idle" for name in wanted):
                 return
+            drained = {name: reason for name, reason in self.drained().items() if name in wanted}
+            if drained:
+                raise LocalClusterError(
+                    "the health checks took compute nodes out of service:\n"
+                    + "\n".join(f"  - {name}: {reason}" for name, reason in sorted(drained.items()))
+                    + f"\nThe nodes are still running for inspection; the checks log to {HEALTH_LOG} on each node"
+                )
             if time.monotonic() >= deadline:
                 break
             time.sleep(0.5)

@@ -132,7 +132,7 @@ def rendered_files(node: Node) -> List[Tuple[str, str, int, str]]:
     files = [
         (conf_path(node, "slurm.conf"), render_slurm_conf(settings(node), nodes, parts), 0o644, "root"),
         (conf_path(node, "cgroup.conf"), render_cgroup_conf(constrain=False), 0o644, "root"),
-        (conf_path(node, "gres.conf"), render_gres_conf(nodes), 0o644, "root"),
+        (conf_path(node, "gres.conf"), render_gres_conf(nodes, emulated=node.options.emulated_hardware), 0o644, "root"),
     ]
     return files
 
