@@ -73,7 +73,7 @@ def test_a_template_parameter_type_takes_its_default_and_the_node_still_reads_it
 
 
 def test_the_stack_must_be_named_when_there_are_several_and_must_exist(assembly: Path) -> None:
-    with pytest.raises(LocalClusterError, match="stacks have a HyperPod cluster .*Fix: pass --stack NAME"):
+    with pytest.raises(LocalClusterError, match=r"stacks have a HyperPod cluster .*Fix: pass --stack NAME"):
         from_assembly(assembly)
     with pytest.raises(LocalClusterError, match="--stack: got 'nope'; the stacks with a HyperPod cluster"):
         from_assembly(assembly, "nope")
