@@ -1,0 +1,69 @@
+"""Every example config comes up on the local cluster (root only), its hardware declared emulated where this
+machine cannot have it, and ``up`` fails at once, naming the reason, when the health checks drain a node.
+
+One cluster at a time on one prefix and subnet, one node per group, and one ``srun`` across the workers each."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from hyperpod_cdk.local import LocalCluster, LocalClusterError
+from hyperpod_cdk.local import layout as local_layout
+from local_support import requires_local_cluster
+
+pytestmark = requires_local_cluster
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted(ROOT.glob("examples/*.yaml"))
+PREFIX = f"hpex{os.getpid() % 10000}"
+SUBNET = "10.243.0.0/24"
+
+
+def bring_up(config: Path | None, workdir: Path, **kwargs: object) -> LocalCluster:
+    return LocalCluster.up(config, workdir, prefix=PREFIX, subnet=SUBNET, max_per_group=1, **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("example", [*EXAMPLES, None], ids=lambda p: p.name if p else "default")
+def test_every_example_comes_up_and_runs_a_step_on_every_worker(example: Path | None, tmp_path: Path) -> None:
+    cluster = bring_up(example, tmp_path / "work")
+    try:
+        workers = [n.name for n in cluster.layout.workers]
+        out = cluster.exec(cluster.layout.controller.name, ["srun", f"-N{len(workers)}", "hostname"], timeout=120)
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert sorted(out.stdout.split()) == sorted(workers)
+        status = cluster.status()
+        for node in status["nodes"]:
+            assert node["hardware"].startswith(node["instance_type"])
+        trn1 = [n for n in status["nodes"] if n["instance_type"].startswith("ml.trn1.")]
+        for node in trn1:
+            assert "emulated: 16 Neuron devices, 8 EFA interfaces declared, not present" in node["hardware"]
+            facts = cluster.exec(node["name"], ["cat", "/etc/hyperpod-cdk/node.json"]).stdout
+            assert '"emulated_hardware": true' in facts
+    finally:
+        cluster.down()
+
+
+def test_up_fails_at_once_naming_the_drain_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the emulated-hardware declaration a trn1 worker is rightly drained (no Neuron devices): ``up``
+    says so instead of waiting for its idle timeout."""
+    real = local_layout.local_options
+
+    def undeclared(*args: object, **kwargs: object) -> dict[str, object]:
+        options = real(*args, **kwargs)  # type: ignore[arg-type]
+        options.pop("emulated_hardware")
+        return options
+
+    monkeypatch.setattr(local_layout, "local_options", undeclared)
+    workdir = tmp_path / "work"
+    try:
+        with pytest.raises(LocalClusterError) as error:
+            bring_up(ROOT / "examples" / "trn1-cluster.yaml", workdir, idle_timeout=900)
+        message = str(error.value)
+        assert "the health checks took compute nodes out of service" in message
+        assert "  - trn1-1: hyperpod-cdk:neuron:" in message
+        assert "not idle after" not in message
+    finally:
+        LocalCluster.open(workdir).down()
