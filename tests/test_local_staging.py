@@ -92,3 +92,21 @@ def test_a_deploy_time_value_the_emulation_keeps_is_refused(assembly: Path) -> N
 
 def test_every_parameters_file_name_is_known() -> None:
     assert from_config(None).deployed.file_name in PARAMETERS_FILE_BY_MODE.values()
+
+
+def test_staging_needs_neither_aws_cdk_nor_node(assembly: Path) -> None:
+    """The emulator becomes its own package: reading a config or an assembly imports no aws_cdk (no jsii/Node)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from hyperpod_cdk.local import LocalCluster\n"
+        "from hyperpod_cdk.local.staging import from_assembly, from_config\n"
+        f"from_config({str(EXAMPLES[0])!r}).staged_files(cpus=2)\n"
+        f"from_assembly({str(assembly)!r}, 'hyperpod-cpu-cluster').staged_files(cpus=2)\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('aws_cdk', 'jsii', 'constructs'))\n"
+        "assert not loaded, loaded\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
