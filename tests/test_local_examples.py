@@ -23,7 +23,13 @@ SUBNET = "10.243.0.0/24"
 
 
 def bring_up(config: Path | None, workdir: Path, **kwargs: object) -> LocalCluster:
-    return LocalCluster.up(config, workdir, prefix=PREFIX, subnet=SUBNET, max_per_group=1, **kwargs)  # type: ignore[arg-type]
+    """The cluster up; a failed ``up`` leaves its nodes for inspection, which a test takes down at once."""
+    try:
+        return LocalCluster.up(config, workdir, prefix=PREFIX, subnet=SUBNET, max_per_group=1, **kwargs)  # type: ignore[arg-type]
+    except BaseException:
+        if (workdir / "state.json").exists():
+            LocalCluster.open(workdir).down()
+        raise
 
 
 @pytest.mark.parametrize("example", [*EXAMPLES, None], ids=lambda p: p.name if p else "default")
@@ -57,13 +63,9 @@ def test_up_fails_at_once_naming_the_drain_reason(tmp_path: Path, monkeypatch: p
         return options
 
     monkeypatch.setattr(local_layout, "local_options", undeclared)
-    workdir = tmp_path / "work"
-    try:
-        with pytest.raises(LocalClusterError) as error:
-            bring_up(ROOT / "examples" / "trn1-cluster.yaml", workdir, idle_timeout=900)
-        message = str(error.value)
-        assert "the health checks took compute nodes out of service" in message
-        assert "  - trn1-1: hyperpod-cdk:neuron:" in message
-        assert "not idle after" not in message
-    finally:
-        LocalCluster.open(workdir).down()
+    with pytest.raises(LocalClusterError) as error:
+        bring_up(ROOT / "examples" / "trn1-cluster.yaml", tmp_path / "work", idle_timeout=900)
+    message = str(error.value)
+    assert "the health checks took compute nodes out of service" in message
+    assert "  - trn1-1: hyperpod-cdk:neuron:" in message
+    assert "not idle after" not in message

@@ -273,3 +273,30 @@ def test_the_local_cluster_renders_its_fast_failure_detection_through_the_real_s
     assert f"MessageTimeout={options['message_timeout']}" in lines
     assert f"AuthInfo=cred_expire={options['cred_expire']}" in lines
     assert any(line.startswith(f"SchedulerParameters=sched_interval={options['sched_interval']},") for line in lines)
+
+
+def test_emulated_gpus_are_not_declared_to_slurm(tmp_path: Path) -> None:
+    """Declared GPUs have no device files: slurmd would drain the node ("gres/gpu count reported lower than
+    configured"), so on emulated hardware slurm.conf and gres.conf give no GPUs; deployed, they do."""
+    import dataclasses
+
+    from runtime_fakes import FakeHost
+    from training_runtime.node import Node
+    from training_runtime.steps.slurm import rendered_files
+
+    config = load_config(ROOT / "examples" / "gpu-cluster.yaml")
+    resources = ResourceConfig.from_json(resource_config(plan_layout(config)))
+
+    def files(params: ProvisioningParameters) -> dict[str, str]:
+        controller = resources.instances(params.controller_group)[0]
+        group = params.group(params.controller_group)
+        assert group is not None
+        node = Node(params, resources, group, controller, tmp_path / "a", root=tmp_path, host=FakeHost("c"))
+        return {Path(path).name: text for path, text, _, _ in rendered_files(node)}
+
+    local = parameters(config, cpus=2)
+    emulated_files = files(local)
+    assert "Gres=" not in emulated_files["slurm.conf"]
+    assert "Name=gpu" not in emulated_files["gres.conf"]
+    declared = dataclasses.replace(local, options={**local.options, "emulated_hardware": False})
+    assert "Gres=gpu:h100:8" in files(declared)["slurm.conf"]

@@ -579,13 +579,3 @@ def test_ten_thousand_names_round_trip() -> None:
     assert expression.startswith("ip-10-1-0-[1-250],ip-10-1-1-[1-250],")
     padded = [f"n{i:05d}" for i in range(10_000) if i % 7]
     assert sorted(expand(compress(padded))) == sorted(padded)
-
-
-def test_gres_conf_of_emulated_gpus_counts_them_without_device_files() -> None:
-    """The local cluster declares a GPU type's GPUs without devices: slurmd must not look for /dev/nvidia*."""
-    gres = render_gres_conf(GPU_NODES, emulated=True).splitlines()
-    assert [line for line in gres if not line.startswith("#")] == [
-        "NodeName=ip-10-2-9-[4-5] Name=gpu Type=a10g Count=4",
-        "NodeName=ip-10-2-8-[21-23] Name=gpu Type=h100 Count=8",
-    ]
-    assert not any("File=" in line for line in gres)

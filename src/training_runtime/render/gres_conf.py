@@ -24,12 +24,10 @@ HEADER = (
 )
 
 
-def render_gres_conf(nodes: Sequence[SlurmNode], emulated: bool = False) -> str:
+def render_gres_conf(nodes: Sequence[SlurmNode]) -> str:
     """One ``NodeName=<hostlist> Name=gpu [Type=<type>] File=/dev/nvidia[...]`` line per GPU layout.
 
-    With no GPU nodes the file holds only comments, which Slurm reads as empty. On ``emulated`` hardware (the
-    local cluster) the GPUs are declared, not present: each line gives ``Count=<n>`` instead of device files,
-    so Slurm schedules them without looking for ``/dev/nvidia*``.
+    With no GPU nodes the file holds only comments, which Slurm reads as empty.
     """
     problems: List[str] = []
     layouts: Dict[Tuple[str, int], List[str]] = {}
@@ -52,7 +50,7 @@ def render_gres_conf(nodes: Sequence[SlurmNode], emulated: bool = False) -> str:
     if not layouts:
         lines.append("# No node has NVIDIA GPUs, so no generic resources are declared.")
     for (gpu_type, count), names in sorted(layouts.items()):
-        lines.append(_gpu_line(compress(names), gpu_type or None, count, emulated))
+        lines.append(_gpu_line(compress(names), gpu_type or None, count))
     for devices, names in sorted(neuron.items()):
         lines.append(
             "# {}: {} Neuron devices each, not declared (Slurm has no Neuron GRES before 23.11's gpu/nrt).".format(
@@ -62,11 +60,7 @@ def render_gres_conf(nodes: Sequence[SlurmNode], emulated: bool = False) -> str:
     return HEADER + "\n".join(lines) + "\n"
 
 
-def _gpu_line(hostlist: str, gpu_type: Optional[str], count: int, emulated: bool = False) -> str:
-    kind = " Type={}".format(gpu_type) if gpu_type else ""
-    if emulated:
-        return "# emulated hardware: declared GPUs, no device files\nNodeName={} Name=gpu{} Count={}".format(
-            hostlist, kind, count
-        )
+def _gpu_line(hostlist: str, gpu_type: Optional[str], count: int) -> str:
     files = "/dev/nvidia0" if count == 1 else "/dev/nvidia[0-{}]".format(count - 1)
+    kind = " Type={}".format(gpu_type) if gpu_type else ""
     return "NodeName={} Name=gpu{} File={}".format(hostlist, kind, files)

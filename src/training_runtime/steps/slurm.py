@@ -11,6 +11,7 @@ daemon runs.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Dict, List, Optional, Tuple
 
 from training_runtime.errors import StepFailed
@@ -53,7 +54,12 @@ def slurm_nodes(node: Node) -> List[SlurmNode]:
                 continue
             key = (instance_type, group.threads_per_core)
             if key not in figures:
-                figures[key] = hardware_for(instance_type, node.options.node_hardware, group.threads_per_core)
+                hardware = hardware_for(instance_type, node.options.node_hardware, group.threads_per_core)
+                if hardware is not None and node.options.emulated_hardware:
+                    # Declared GPUs have no device files, and Slurm drains a node whose GPUs it cannot find
+                    # ("gres/gpu count reported lower than configured"): on emulated hardware it sees none.
+                    hardware = dataclasses.replace(hardware, gpus=0, gpu_type=None)
+                figures[key] = hardware
             nodes.append(SlurmNode(name=instance.name, address=instance.address, hardware=figures[key]))
     if unknown:
         raise StepFailed(
@@ -132,7 +138,7 @@ def rendered_files(node: Node) -> List[Tuple[str, str, int, str]]:
     files = [
         (conf_path(node, "slurm.conf"), render_slurm_conf(settings(node), nodes, parts), 0o644, "root"),
         (conf_path(node, "cgroup.conf"), render_cgroup_conf(constrain=False), 0o644, "root"),
-        (conf_path(node, "gres.conf"), render_gres_conf(nodes, emulated=node.options.emulated_hardware), 0o644, "root"),
+        (conf_path(node, "gres.conf"), render_gres_conf(nodes), 0o644, "root"),
     ]
     return files
 
