@@ -66,6 +66,6 @@ def test_up_fails_at_once_naming_the_drain_reason(tmp_path: Path, monkeypatch: p
     with pytest.raises(LocalClusterError) as error:
         bring_up(ROOT / "examples" / "trn1-cluster.yaml", tmp_path / "work", idle_timeout=900)
     message = str(error.value)
-    assert "the health checks took compute nodes out of service" in message
+    assert "compute nodes are out of service and will not become idle" in message
     assert "  - trn1-1: hyperpod-cdk:neuron:" in message
     assert "not idle after" not in message

@@ -360,9 +360,9 @@ class LocalCluster:
             return None
         return result.stdout if result.returncode == 0 else None
 
-    def drained(self, timeout: float = 10.0) -> dict[str, str]:
-        """The nodes our health checks took out of service (drained or failed with a reason that starts with
-        ``hyperpod-cdk:``), each with its reason; empty when sinfo cannot run."""
+    def reasons(self, timeout: float = 10.0) -> dict[str, str]:
+        """Every node out of service (down, drained, failed, invalid) with its reason (``sinfo -R``); our
+        health checks' reasons start with ``hyperpod-cdk:``. Empty when sinfo cannot run."""
         controller = next((n.name for n in self.layout.controllers if self.namespaces.alive(n.name)), None)
         if controller is None:
             return {}
@@ -373,8 +373,7 @@ class LocalCluster:
         found = {}
         for line in result.stdout.splitlines() if result.returncode == 0 else ():
             name, _, reason = line.partition("|")
-            if reason.strip().startswith(REASON_PREFIX):
-                found[name.strip()] = reason.strip()
+            found[name.strip()] = reason.strip()
         return found
 
     def wait_idle(self, timeout: float = DEFAULT_IDLE_TIMEOUT_S, nodes: Sequence[str] | None = None) -> None:
@@ -388,13 +387,21 @@ class LocalCluster:
             states = dict(line.split(None, 1) for line in (last or "").splitlines() if len(line.split()) == 2)
             if all(states.get(name) == "idle" for name in wanted):
                 return
-            drained = {name: reason for name, reason in self.drained().items() if name in wanted}
-            if drained:
-                raise LocalClusterError(
-                    "the health checks took compute nodes out of service:\n"
-                    + "\n".join(f"  - {name}: {reason}" for name, reason in sorted(drained.items()))
-                    + f"\nThe nodes are still running for inspection; the checks log to {HEALTH_LOG} on each node"
-                )
+            invalid = {name for name in wanted if states.get(name) == "inval"}
+            if invalid or any(states.get(name, "").startswith("drain") for name in wanted):
+                # Neither comes back by waiting: a drain of our checks, or Slurm refusing what a node registered.
+                out = {
+                    name: reason
+                    for name, reason in self.reasons().items()
+                    if name in wanted and (name in invalid or reason.startswith(REASON_PREFIX))
+                }
+                if out:
+                    raise LocalClusterError(
+                        "compute nodes are out of service and will not become idle:\n"
+                        + "\n".join(f"  - {name}: {reason}" for name, reason in sorted(out.items()))
+                        + f"\nThe nodes are still running for inspection; the health checks log to {HEALTH_LOG}, "
+                        "Slurm to /var/log/slurm/ on each node"
+                    )
             if time.monotonic() >= deadline:
                 break
             time.sleep(0.5)
