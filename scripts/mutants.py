@@ -77,8 +77,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "M4",
         "HyperPodCluster writes the parameters file without the runtime options",
         "src/hyperpod_cdk/constructs/cluster.py",
-        "                runtime_options=runtime_options,\n",
-        "                runtime_options={},\n",
+        "            runtime_options=runtime_options,\n",
+        "            runtime_options={},\n",
         ("tests/test_cluster.py", "tests/test_examples.py", "tests/test_local_layout.py"),
     ),
     Mutation(
@@ -595,6 +595,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        if group.volume_kms_key_arn is not None:\n            yield Problem(",
         "        if False:\n            yield Problem(",
         ("tests/test_rules_api.py", "tests/test_cluster_api.py"),
+    ),
+    Mutation(
+        "A19",
+        "the external database from runtime.accounting is not given to HyperPod (AccountingDatabase)",
+        "src/hyperpod_cdk/constructs/cluster.py",
+        "if parameters.slurmdbd_by_hyperpod  # the node's parameters say the same: one decision",
+        "if False",
+        ("tests/test_cluster_api.py", "tests/test_accounting_database.py"),
+    ),
+    Mutation(
+        "A20",
+        "the runtime writes a second slurmdbd configuration where HyperPod runs slurmdbd",
+        "src/training_runtime/steps/catalog.py",
+        "by_hyperpod = node.params.slurmdbd_by_hyperpod and not generic",
+        "by_hyperpod = False",
+        ("tests/test_runtime_hyperpod_accounting.py", "tests/test_accounting_database.py"),
     ),
     Mutation(
         "A21",

@@ -164,10 +164,15 @@ def test_the_execution_role_may_create_grants_on_the_volume_key_only(template: T
     ]
 
 
-def test_the_runtimes_external_database_stays_the_runtimes(template: Template) -> None:
-    """HyperPod is not given the database (AccountingDatabase) while the runtime configures slurmdbd on the
-    controller itself: two writers of slurmdbd's configuration. The execution role still reads the secret."""
-    assert "AccountingDatabase" not in _cluster(template)["Orchestrator"]["Slurm"]
+def test_the_runtimes_external_database_becomes_the_accounting_database(template: Template) -> None:
+    """One setting, runtime.accounting (api-driven, continuous): the same host, port and secret, the schema the
+    runtime uses, and the execution role still reads the secret."""
+    assert _cluster(template)["Orchestrator"]["Slurm"]["AccountingDatabase"] == {
+        "Endpoint": "acct.cluster-abc.us-west-2.rds.amazonaws.com",
+        "Port": 3307,
+        "SecretArn": SECRET,
+        "Name": "slurm_acct_db",
+    }
     reads = [
         s
         for p in template.find_resources("AWS::IAM::Policy").values()

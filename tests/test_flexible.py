@@ -57,6 +57,7 @@ def test_the_parameters_file_leaves_a_flexible_groups_type_to_each_node() -> Non
     params = cluster_parameters(
         cluster_name="c",
         mode="lifecycle-driven",
+        node_provisioning_mode=None,
         instance_groups=(CONTROLLER, FLEX_GPUS),
         fsx_dns_name=None,
         fsx_mountname=None,

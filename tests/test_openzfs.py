@@ -125,6 +125,7 @@ def test_without_openzfs_the_parameters_file_has_no_openzfs_key(tmp_path: Path) 
     params = cluster_parameters(
         cluster_name="c",
         mode=config.mode,
+        node_provisioning_mode=None,
         instance_groups=config.instance_groups,
         fsx_dns_name=None,
         fsx_mountname=None,

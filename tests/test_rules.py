@@ -344,6 +344,18 @@ ROWS = [
         "differs from organization.kms_key_arn",
     ),
     row(
+        "CL-ACCOUNTING-ENDPOINT",
+        {"runtime": external_accounting("db_1.example.com"), **CONTINUOUS},
+        "runtime.accounting.host",
+        "accepts a DNS name",
+    ),
+    row(
+        "CL-ACCOUNTING-CONTINUOUS",
+        {"runtime": external_accounting()},
+        "runtime.accounting.database",
+        "only with continuous node provisioning",
+    ),
+    row(
         "ZFS-MODE",
         {"mode": "lifecycle-driven", "storage_openzfs": OPENZFS},
         "storage_openzfs",

@@ -149,11 +149,42 @@ def test_volume_keys() -> None:
     assert found({"volume_kms_key_arn": KEY}, organization={"kms_key_arn": other}) == [("ORG-VOLUME-KEY", where)]
 
 
-def test_an_external_accounting_database_needs_no_continuous_provisioning() -> None:
-    """The runtime runs slurmdbd against it in either mode; HyperPod is not given it (AccountingDatabase)."""
-    external = {"enabled": True, "database": "external", "host": "acct.example.com"}
-    external["password_secret_arn"] = "arn:aws:secretsmanager:us-west-2:111122223333:secret:slurm-db-AbCdEf"
-    assert found({}, runtime={"accounting": external}, node_provisioning_mode=None) == []
+def accounting(host: str = "acct.example.com", **options: Any) -> dict[str, Any]:
+    secret = "arn:aws:secretsmanager:us-west-2:111122223333:secret:slurm-db-AbCdEf"
+    external = {"enabled": True, "database": "external", "host": host, "password_secret_arn": secret}
+    return {"runtime": {"accounting": {**external, **options}}}
+
+
+def test_the_endpoint_hyperpod_is_given_has_the_apis_form() -> None:
+    assert found({}, **accounting()) == []
+    assert found({}, **accounting("10.0.12.7")) == []
+    assert found({}, **accounting("db_1.example.com")) == [("CL-ACCOUNTING-ENDPOINT", "runtime.accounting.host")]
+    assert found({}, **accounting("a" * 64 + ".example.com")) == [("CL-ACCOUNTING-ENDPOINT", "runtime.accounting.host")]
+
+
+def test_where_the_runtime_runs_slurmdbd_any_host_it_can_reach_is_fine() -> None:
+    """Not continuous, lifecycle-driven, or accounting off: HyperPod gets no AccountingDatabase, so the API's
+    endpoint form does not apply (the runtime writes the host into its own slurmdbd.conf)."""
+    odd = "db_1.example.com"
+    assert found({}, **accounting(odd), node_provisioning_mode=None) == [
+        ("CL-ACCOUNTING-CONTINUOUS", "runtime.accounting.database")
+    ]
+    assert found({}, **accounting(odd, enabled=False)) == []
+    lifecycle = found({}, **accounting(odd), node_provisioning_mode=None, mode="lifecycle-driven", storage={})
+    assert {r for r, _ in lifecycle} & {"CL-ACCOUNTING-CONTINUOUS", "CL-ACCOUNTING-ENDPOINT"} == set()
+
+
+def test_an_external_database_without_continuous_provisioning_stays_valid_with_a_warning() -> None:
+    """Valid before the API path existed, valid now: the runtime runs slurmdbd, and the warning says how to switch."""
+    workers = {"name": "w", "instance_type": "ml.c5.xlarge", "count": 2}
+    config = parse_model({"storage": None, "instance_groups": [CONTROLLER, workers], **accounting()})
+    [problem] = config.problems()
+    assert (problem.rule, problem.level) == ("CL-ACCOUNTING-CONTINUOUS", "warning")
+    assert "node_provisioning_mode: continuous" in str(problem)
+    local = parse_model(
+        {"storage": None, "instance_groups": [CONTROLLER, workers], "runtime": {"accounting": {"enabled": True}}}
+    )
+    assert local.problems() == []
 
 
 ZFS_ID = "fs-0123456789abcdef1"

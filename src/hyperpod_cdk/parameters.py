@@ -14,7 +14,9 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
-from training_runtime.params import GroupSpec, MetricsTarget, ProvisioningParameters
+from hyperpod_cdk.accounting import slurmdbd_owner
+from training_runtime.options import OptionsError, parse_options
+from training_runtime.params import SLURMDBD_BY_RUNTIME, GroupSpec, MetricsTarget, ProvisioningParameters
 
 
 class HasGroupSpec(Protocol):
@@ -27,6 +29,7 @@ def cluster_parameters(
     *,
     cluster_name: str,
     mode: str,
+    node_provisioning_mode: str | None,
     instance_groups: Iterable[HasGroupSpec],
     fsx_dns_name: str | None,
     fsx_mountname: str | None,
@@ -45,6 +48,8 @@ def cluster_parameters(
     ``fsx`` is the explicit FSx flag (None: FSx exactly when ``fsx_dns_name`` is given).
     ``openzfs_mount_path`` is where HyperPod mounts FSx for OpenZFS (None: none); the users' homes live there.
     ``metrics`` is where the nodes remote-write their metrics (``hyperpod_cdk.metrics``; None: nowhere).
+    ``node_provisioning_mode`` with ``mode`` and the options' accounting decides who runs slurmdbd
+    (:func:`hyperpod_cdk.accounting.slurmdbd_owner`, written as ``slurmdbd_owner``).
     An instance type that ``is_unresolved`` (a template parameter) is written as null: the file is fixed
     when the template is built, so each node reads its group's type from HyperPod's resource config.
     """
@@ -65,5 +70,18 @@ def cluster_parameters(
         fsx_mount_path=fsx_mount_path,
         openzfs_mount_path=openzfs_mount_path,
         metrics=metrics,
+        slurmdbd_owner=_slurmdbd_owner(mode, node_provisioning_mode, runtime_options),
         options=dict(runtime_options or {}),
+    )
+
+
+def _slurmdbd_owner(mode: str, node_provisioning_mode: str | None, runtime_options: Mapping[str, object] | None) -> str:
+    try:
+        options = parse_options(dict(runtime_options or {}), check_values=False)
+    except OptionsError:
+        # Options of the wrong shape have no external database to hand over; every caller reports them (the
+        # construct's and the config's rules, the local layout's check) before a node could read this file.
+        return SLURMDBD_BY_RUNTIME
+    return slurmdbd_owner(
+        str(mode), str(node_provisioning_mode) if node_provisioning_mode else None, options.accounting
     )

@@ -144,7 +144,12 @@ def accounting_user(options: RuntimeOptions, path: str) -> Iterable[Problem]:
         )
 
 
-@_rule("RT-ACCOUNTING-PORT", "runtime", "runtime.accounting.port", source="TCP")
+@_rule(
+    "RT-ACCOUNTING-PORT",
+    "runtime",
+    "runtime.accounting.port",
+    source="TCP; AWS::SageMaker::Cluster ClusterAccountingDatabase.Port (1-65535)",
+)
 def accounting_port(options: RuntimeOptions, path: str) -> Iterable[Problem]:
     """The database port is 1-65535."""
     if not 0 < options.accounting.port < 65536:

@@ -31,7 +31,11 @@ means no FSx for OpenZFS, and users' homes stay on the Lustre mount. ``hyperpod_
 
 A group's ``capacity`` (``spot`` or ``on-demand``) is another additive key within version 2: absent means
 HyperPod's default (On-Demand) or a file written before the key existed; a node of a ``spot`` group runs the
-Spot interruption watcher (:mod:`training_runtime.spot`)."""
+Spot interruption watcher (:mod:`training_runtime.spot`).
+
+``hyperpod_cdk.slurmdbd_owner`` (additive too) says who runs slurmdbd on the controller: ``hyperpod`` when the
+cluster hands HyperPod the external accounting database (``Orchestrator.Slurm.AccountingDatabase``), and the
+runtime's accounting steps step aside; absent (or ``runtime``) means the runtime runs it, as before the key."""
 
 HYPERPOD_PARAMETERS_VERSION = "1.0.0"
 OUR_KEY = "hyperpod_cdk"
@@ -62,6 +66,11 @@ SPOT = "spot"
 ON_DEMAND = "on-demand"
 CAPACITIES = (SPOT, ON_DEMAND)
 """A group's ``capacity``: where its instances come from (HyperPod's ``CapacityRequirements``)."""
+
+SLURMDBD_BY_RUNTIME = "runtime"
+SLURMDBD_BY_HYPERPOD = "hyperpod"
+SLURMDBD_OWNERS = (SLURMDBD_BY_RUNTIME, SLURMDBD_BY_HYPERPOD)
+"""Who configures and runs slurmdbd on the controller (``hyperpod_cdk.slurmdbd_owner``)."""
 
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
 """Cluster, instance-group and partition names (HyperPod's pattern, also valid Slurm names)."""
@@ -157,6 +166,9 @@ class ProvisioningParameters:
     homes live on it (:attr:`homes_dir`)."""
     metrics: Optional[MetricsTarget] = None
     """Where the node's metrics go (``hyperpod_cdk.metrics``); None: no remote write."""
+    slurmdbd_owner: str = SLURMDBD_BY_RUNTIME
+    """``hyperpod``: HyperPod was given the external accounting database and configures slurmdbd itself (API-driven
+    mode only); ``runtime``: the runtime's accounting steps do, when ``options.accounting`` is on."""
     options: Dict[str, Any] = field(default_factory=dict)
     """The runtime options (the config's ``runtime:`` section), kept as given; the node reads them with
     :func:`training_runtime.options.parse_options` (``Node.options``)."""
@@ -191,6 +203,10 @@ class ProvisioningParameters:
         if self.openzfs_mount_path is not None:
             return self.openzfs_mount_path.rstrip("/") or "/"
         return "{}/home".format(self.fsx_mount_path.rstrip("/"))
+
+    @property
+    def slurmdbd_by_hyperpod(self) -> bool:
+        return self.slurmdbd_owner == SLURMDBD_BY_HYPERPOD
 
     def group(self, name: str) -> Optional[GroupSpec]:
         return next((g for g in self.groups if g.name == name), None)
@@ -239,6 +255,8 @@ class ProvisioningParameters:
         if self.metrics is not None:
             target = self.metrics
             data[OUR_KEY]["metrics"] = {"remote_write_url": target.remote_write_url, "region": target.region}
+        if self.slurmdbd_by_hyperpod:  # only then: other clusters' files stay as they were
+            data[OUR_KEY]["slurmdbd_owner"] = self.slurmdbd_owner
         return data
 
     def dumps(self) -> str:
@@ -306,6 +324,18 @@ class ProvisioningParameters:
                 "use api-driven mode, where HyperPod mounts it".format(OUR_KEY)
             )
         metrics = _parse_metrics(ours.get("metrics"), OUR_KEY + ".metrics", problems)
+        slurmdbd_owner = ours.get("slurmdbd_owner", SLURMDBD_BY_RUNTIME)
+        if slurmdbd_owner not in SLURMDBD_OWNERS:
+            problems.append(
+                "{}.slurmdbd_owner: got {!r}; allowed: {}, or absent (the runtime)".format(
+                    OUR_KEY, slurmdbd_owner, ", ".join(SLURMDBD_OWNERS)
+                )
+            )
+        elif slurmdbd_owner == SLURMDBD_BY_HYPERPOD and mode != API_DRIVEN:
+            problems.append(
+                "{}.slurmdbd_owner: hyperpod, but mode is {!r}: HyperPod is given the accounting database only in "
+                "api-driven mode. Fix: regenerate the file with hyperpod-cdk".format(OUR_KEY, mode)
+            )
         if problems:
             raise ParametersError(problems)
         params = cls(
@@ -318,6 +348,7 @@ class ProvisioningParameters:
             fsx=fsx,
             metrics=metrics,
             openzfs_mount_path=openzfs_mount_path,
+            slurmdbd_owner=str(slurmdbd_owner),
             options=dict(options),
         )
         _check_hyperpod_keys_agree(data, params, problems)

@@ -14,7 +14,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from hyperpod_cdk.constructs.checks import check_props
-from hyperpod_cdk.constructs.group_api import group_api_properties, volume_configs
+from hyperpod_cdk.constructs.group_api import accounting_database, group_api_properties, volume_configs
 from hyperpod_cdk.constructs.lifecycle import LifecycleSource
 from hyperpod_cdk.constructs.nag import acknowledge
 from hyperpod_cdk.constructs.network import ClusterNetwork
@@ -123,21 +123,21 @@ class HyperPodCluster(Construct):
         options = parse_options(dict(runtime_options or {}))
         self._grant_runtime_secrets(options)
         fsx_dns_name, fsx_mountname, fsx_flag = self._fsx_keys(lifecycle, storage)
-        lifecycle.add_parameters(
-            cluster_parameters(
-                cluster_name=node_cluster_name,
-                mode=self.mode,
-                instance_groups=self.instance_groups,
-                fsx_dns_name=fsx_dns_name,
-                fsx_mountname=fsx_mountname,
-                fsx=fsx_flag,
-                fsx_mount_path=fsx_mount_path,
-                openzfs_mount_path=openzfs.mount_path if openzfs is not None else None,
-                runtime_options=runtime_options,
-                metrics=metrics,
-                is_unresolved=Token.is_unresolved,
-            )
+        parameters = cluster_parameters(
+            cluster_name=node_cluster_name,
+            mode=self.mode,
+            node_provisioning_mode=node_provisioning_mode,
+            instance_groups=self.instance_groups,
+            fsx_dns_name=fsx_dns_name,
+            fsx_mountname=fsx_mountname,
+            fsx=fsx_flag,
+            fsx_mount_path=fsx_mount_path,
+            openzfs_mount_path=openzfs.mount_path if openzfs is not None else None,
+            runtime_options=runtime_options,
+            metrics=metrics,
+            is_unresolved=Token.is_unresolved,
         )
+        lifecycle.add_parameters(parameters)
         life_cycle_config = sagemaker.CfnCluster.ClusterLifeCycleConfigProperty(
             source_s3_uri=lifecycle.s3_uri,
             on_create=entrypoint if self.mode == SlurmMode.LIFECYCLE_DRIVEN else None,
@@ -152,6 +152,9 @@ class HyperPodCluster(Construct):
             orchestrator=sagemaker.CfnCluster.OrchestratorProperty(
                 slurm=sagemaker.CfnCluster.ClusterOrchestratorSlurmConfigProperty(
                     slurm_config_strategy=str(slurm_config_strategy or SlurmConfigStrategy.MANAGED),
+                    accounting_database=accounting_database(options.accounting)
+                    if parameters.slurmdbd_by_hyperpod  # the node's parameters say the same: one decision
+                    else None,
                 )
             )
             if self.mode == SlurmMode.API_DRIVEN
@@ -292,7 +295,9 @@ class HyperPodCluster(Construct):
             key.grant(self.execution_role, "kms:CreateGrant", "kms:DescribeKey")
 
     def _grant_runtime_secrets(self, options: RuntimeOptions) -> None:
-        """The controller reads an external accounting database's password at boot: read on that secret."""
+        """Read on the external accounting database's secret for the nodes' execution role, whoever runs slurmdbd:
+        the runtime reads the password at boot; with ``AccountingDatabase`` HyperPod's slurmdbd on the controller
+        reads the secret (the grant is the same: one setting, one secret)."""
         arn = options.accounting.password_secret_arn
         if options.accounting.enabled and options.accounting.database == "external" and arn:
             secret = secretsmanager.Secret.from_secret_complete_arn(self, "AccountingDatabaseSecret", arn)

@@ -1,6 +1,6 @@
 """The newer HyperPod settings as ``CfnCluster`` properties: a group's instance types, capacity, image and updates,
-networking and volume key. A setting left unset writes nothing (HyperPod's default), so
-templates without them do not change."""
+networking and volume key; the cluster's external accounting database. A setting left unset writes nothing
+(HyperPod's default), so templates without them do not change."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from hyperpod_cdk.model import (
     RollingDeployment,
     ScheduledUpdate,
 )
+from training_runtime.options import AccountingOptions
+from training_runtime.steps.accounting import DB_NAME
 
 Cfn = sagemaker.CfnCluster
 
@@ -93,6 +95,17 @@ def volume_configs(group: InstanceGroup) -> list[Any]:
             )
         )
     return configs
+
+
+def accounting_database(accounting: AccountingOptions) -> Any:
+    """``AccountingDatabase`` from ``runtime.accounting``: its host, port and secret. ``Name`` is the schema the
+    runtime's slurmdbd uses (``slurm_acct_db``), written out because HyperPod's default is per cluster
+    (``slurm_acct_db_<cluster id>``, the API reference): the same database keeps one history whoever runs slurmdbd."""
+    # RT-ACCOUNTING-EXTERNAL requires both for an external database before anything renders.
+    assert accounting.host is not None and accounting.password_secret_arn is not None
+    return Cfn.ClusterAccountingDatabaseProperty(
+        endpoint=accounting.host, port=accounting.port, secret_arn=accounting.password_secret_arn, name=DB_NAME
+    )
 
 
 def group_api_properties(group: InstanceGroup) -> dict[str, Any]:

@@ -373,6 +373,7 @@ def deployed_parameters(config: ClusterConfig) -> ProvisioningParameters:
     return cluster_parameters(
         cluster_name=prefixed(prefix, config.cluster_name) if prefix else config.cluster_name,
         mode=config.mode,
+        node_provisioning_mode=config.node_provisioning_mode,
         instance_groups=[_AsLaunched(g, config) for g in config.instance_groups],
         # The stack's values are the file system's CloudFormation attributes; emulated() drops them.
         fsx_dns_name=None,

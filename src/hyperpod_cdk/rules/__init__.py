@@ -21,6 +21,7 @@ from hyperpod_cdk.rules import storage as _storage  # noqa: F401
 
 # isort: split
 # The rules on the HyperPod API's newer group settings, after the rules they build on.
+from hyperpod_cdk.rules import accounting as _accounting  # noqa: F401
 from hyperpod_cdk.rules import capacity as _capacity  # noqa: F401
 from hyperpod_cdk.rules import flexible as _flexible  # noqa: F401
 from hyperpod_cdk.rules import group_network as _group_network  # noqa: F401

@@ -66,7 +66,11 @@ def steps_for(node: Node) -> List[Step]:
     steps.append(SlurmConfig() if generic else HyperPodSlurmConfig())
     if node.is_controller:
         accounting = node.options.accounting
-        if accounting.enabled:
+        # Given the external database (AccountingDatabase), HyperPod configures slurmdbd and the controller's
+        # accounting itself: the runtime writes no second configuration (the generic platform has no HyperPod).
+        by_hyperpod = node.params.slurmdbd_by_hyperpod and not generic
+        ours = accounting.enabled and not by_hyperpod
+        if ours:
             if accounting.database == "local":
                 steps.append(LocalDatabase())
             steps += [
@@ -77,7 +81,7 @@ def steps_for(node: Node) -> List[Step]:
             if not generic:
                 steps.append(HyperPodAccounting())
         controller_files = slurm_config_files(node) if generic else [conf_path(node, ACCOUNTING_INCLUDE)]
-        steps.append(RunningDaemon(slurmctld(node), controller_files if generic or accounting.enabled else []))
+        steps.append(RunningDaemon(slurmctld(node), controller_files if generic or ours else []))
     if node.is_compute or (node.is_login and not generic):
         if generic and node.has_systemd:
             steps.append(SlurmdOptions())
