@@ -203,6 +203,21 @@ def test_runtime_options_merge_emulation_values_over_the_config() -> None:
     assert parsed.slurm.slurmd_timeout == 10 and parsed.slurm.requeue is False
 
 
+def test_an_external_accounting_database_becomes_the_controllers_own() -> None:
+    external = {
+        "enabled": True,
+        "database": "external",
+        "host": "db.example.com",
+        "port": 3307,
+        "user": "acct",
+        "password_secret_arn": "arn:aws:secretsmanager:us-west-2:111122223333:secret:db-AbCdEf",
+    }
+    options = local_options({"accounting": external}, ["ml.m5.xlarge"], cpus=2)
+    assert options["accounting"] == {"enabled": True, "user": "acct", "database": "local"}
+    local = {"enabled": True, "database": "local"}
+    assert local_options({"accounting": local}, ["ml.m5.xlarge"], cpus=2)["accounting"] == local
+
+
 def test_local_options_without_a_runtime_section() -> None:
     options = local_options({}, ["ml.m5.xlarge"], cpus=2)
     assert options == {

@@ -354,6 +354,11 @@ def local_options(
     options["node_hardware"] = merged_hardware
     options["install_accelerator_software"] = False
     options["emulated_hardware"] = True
+    accounting = options.get("accounting")
+    if isinstance(accounting, Mapping) and accounting.get("database") == "external":
+        # No RDS or Secrets Manager here: the controller's own MariaDB plays the external database.
+        kept = {k: v for k, v in accounting.items() if k in ("enabled", "user")}
+        options["accounting"] = {**kept, "database": "local"}
     return options
 
 
@@ -421,6 +426,8 @@ def emulated(
       leaves to a parameter, as chosen locally) sized as this machine
       (:func:`host_hardware`), a flexible group's types at their own CPU count up to the machine's;
     * ``options.install_accelerator_software``: false;
+    * ``options.accounting``: an ``external`` database becomes ``local`` (MariaDB on the controller; its
+      host, port and password secret dropped): there is no RDS or Secrets Manager here;
     * ``options.emulated_hardware``: true: the types' GPUs, Neuron devices and EFA interfaces are declared, not
       present (the health checks skip them and say so, the launcher runs CPU processes);
     * ``metrics`` becomes null: no remote write, the local Prometheus scrapes the nodes itself.
