@@ -48,6 +48,7 @@ from hyperpod_cdk.local.namespaces import (
     node_environment,
     require_root,
 )
+from hyperpod_cdk.local.readiness import check_health, fail_if_out_of_service
 from hyperpod_cdk.local.report import status_report
 from hyperpod_cdk.local.staging import _as_root, _stage
 from hyperpod_cdk.local.state import (
@@ -57,8 +58,6 @@ from hyperpod_cdk.local.state import (
     _locked,
     default_workdir,
 )
-from training_runtime.health.cli import LOG_FILE as HEALTH_LOG
-from training_runtime.health.results import REASON_PREFIX
 from training_runtime.params import ENTRYPOINT_BY_MODE, LIFECYCLE_DRIVEN, PARAMETERS_FILE_BY_MODE
 from training_runtime.users import USERS_FILE
 
@@ -198,6 +197,7 @@ class LocalCluster:
             if layout.workers:
                 t0 = time.monotonic()
                 cluster.wait_idle(idle_timeout)
+                check_health(cluster)
                 say(f"all {len(layout.workers)} compute nodes idle after {time.monotonic() - t0:.1f} s")
             if metrics_server.enabled(cluster):
                 say(f"Prometheus: {metrics_server.start(cluster)}")
@@ -360,25 +360,10 @@ class LocalCluster:
             return None
         return result.stdout if result.returncode == 0 else None
 
-    def reasons(self, timeout: float = 10.0) -> dict[str, str]:
-        """Every node out of service (down, drained, failed, invalid) with its reason (``sinfo -R``); our
-        health checks' reasons start with ``hyperpod-cdk:``. Empty when sinfo cannot run."""
-        controller = next((n.name for n in self.layout.controllers if self.namespaces.alive(n.name)), None)
-        if controller is None:
-            return {}
-        try:
-            result = self.exec(controller, ["sinfo", "-h", "-N", "-R", "-o", "%N|%E"], timeout=timeout)
-        except (subprocess.TimeoutExpired, LocalClusterError):
-            return {}
-        found = {}
-        for line in result.stdout.splitlines() if result.returncode == 0 else ():
-            name, _, reason = line.partition("|")
-            found[name.strip()] = reason.strip()
-        return found
-
     def wait_idle(self, timeout: float = DEFAULT_IDLE_TIMEOUT_S, nodes: Sequence[str] | None = None) -> None:
         """Wait until ``sinfo`` on the controller shows each compute node (or each of ``nodes``) idle; fail at
-        once, naming the reason, when our health checks drain one of them (it will not become idle)."""
+        once, naming the reason, when one will not become idle (:func:`~hyperpod_cdk.local.readiness.
+        fail_if_out_of_service`)."""
         wanted = set(nodes) if nodes is not None else {n.name for n in self.layout.workers}
         deadline = time.monotonic() + timeout
         last: str | None = None
@@ -387,21 +372,8 @@ class LocalCluster:
             states = dict(line.split(None, 1) for line in (last or "").splitlines() if len(line.split()) == 2)
             if all(states.get(name) == "idle" for name in wanted):
                 return
-            invalid = {name for name in wanted if states.get(name) == "inval"}
-            if invalid or any(states.get(name, "").startswith("drain") for name in wanted):
-                # Neither comes back by waiting: a drain of our checks, or Slurm refusing what a node registered.
-                out = {
-                    name: reason
-                    for name, reason in self.reasons().items()
-                    if name in wanted and (name in invalid or reason.startswith(REASON_PREFIX))
-                }
-                if out:
-                    raise LocalClusterError(
-                        "compute nodes are out of service and will not become idle:\n"
-                        + "\n".join(f"  - {name}: {reason}" for name, reason in sorted(out.items()))
-                        + f"\nThe nodes are still running for inspection; the health checks log to {HEALTH_LOG}, "
-                        "Slurm to /var/log/slurm/ on each node"
-                    )
+            if any(states.get(name, "").startswith(("drain", "inval")) for name in wanted):
+                fail_if_out_of_service(self, wanted, states)
             if time.monotonic() >= deadline:
                 break
             time.sleep(0.5)
