@@ -237,16 +237,14 @@ def test_invalid_runtime_options_are_reported() -> None:
         parameters(cfg)
 
 
-def test_hosts_file_names_each_address_once_by_its_vpc_dns_name() -> None:
+def test_hosts_file_names_each_node_once_by_its_name_and_vpc_dns_name() -> None:
     text = hosts_file(plan_layout(config(LOGIN, compute("cpu", 2))))
     assert text.startswith("127.0.0.1\tlocalhost\n")
-    assert "10.250.0.12\tip-10-250-0-12\n" in text
+    assert "10.250.0.12\tcpu-1 ip-10-250-0-12\n" in text
     nodes = [line for line in text.splitlines() if line.startswith("10.")]
     assert len(nodes) == 4
     names = [name for line in nodes for name in line.split()[1:]]
     assert len(names) == len(set(names)), "a name listed twice resolves twice (hostname --ip-address)"
-    # The instance names are the runtime's to add (steps.system.ClusterHosts), as on AWS where DNS lacks them.
-    assert "cpu-1" not in names
 
 
 @pytest.mark.parametrize("example", sorted(ROOT.glob("examples/*.yaml")), ids=lambda p: p.name)

@@ -452,10 +452,9 @@ def dns_name(ip: str) -> str:
 
 
 def hosts_file(layout: LocalLayout) -> str:
-    """``/etc/hosts`` of every node as it boots: localhost, and what the VPC's DNS would answer
-    (``ip-a-b-c-d``), each name once. The instance names (``<group>-<n>``) are not DNS names on AWS either:
-    the node runtime adds them (its ``hosts`` step), so a name listed here too would resolve to its address
-    twice, and ``hostname --ip-address`` would print it twice."""
+    """``/etc/hosts`` of every node as it boots: localhost, and every node by its host name and by what the
+    VPC's DNS would answer (``ip-a-b-c-d``), each name once (the runtime's ``hosts`` step then adds none of
+    them again), so ``hostname --ip-address`` prints one address."""
     lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
-    lines += [f"{n.ip}\t{dns_name(n.ip)}" for n in layout.nodes]
+    lines += [f"{n.ip}\t{' '.join(dict.fromkeys([n.name, dns_name(n.ip)]))}" for n in layout.nodes]
     return "\n".join(lines) + "\n"
