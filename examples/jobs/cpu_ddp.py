@@ -34,7 +34,11 @@ def main() -> int:
     dist.all_gather_object(hosts, socket.gethostname())
     in_sync = all(torch.equal(every[0], w) for w in every)
     if rank == 0:
-        print(f"cpu-ddp: world_size={world} nodes={len(set(hosts))} steps={args.steps} weights_in_sync={in_sync}")
+        print(
+            f"cpu-ddp: world_size={world} nodes={len(set(hosts))} steps={args.steps} weights_in_sync={in_sync}",
+            flush=True,
+        )
+    dist.barrier()  # every rank done with the group before any tears it down
     dist.destroy_process_group()
     return 0 if in_sync else 1
 
