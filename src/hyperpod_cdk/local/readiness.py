@@ -1,7 +1,8 @@
 """When a local cluster is ready, and when it will not be: compute nodes idle, or out of service for good.
 
 ``up`` waits for every compute node to be idle, and fails at once, naming the reason, when one will not come
-back by waiting: drained by the node runtime's health checks (reason ``hyperpod-cdk:<check>: ...``) or
+back by waiting: drained by the node runtime's health checks (reason ``hyperpod-cdk:<check>: ...``; not a Spot
+reclaim's drain, which a replaced node leaves) or
 ``inval`` (Slurm refused what the node registered). slurmd runs the health check only every interval, so a node
 may show idle before its first check: ``up`` runs each compute node's check once itself before it returns.
 """
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from hyperpod_cdk.local.state import LocalClusterError
 from training_runtime.health.cli import LOG_FILE as HEALTH_LOG
-from training_runtime.health.results import REASON_PREFIX
+from training_runtime.health.remedy import NodeState
 from training_runtime.steps.health import HEALTH_CHECK
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ def fail_if_out_of_service(cluster: LocalCluster, wanted: set[str], states: Mapp
     out = {
         name: reason
         for name, reason in reasons(cluster).items()
-        if name in wanted and (states.get(name) == "inval" or reason.startswith(REASON_PREFIX))
+        if name in wanted and (states.get(name) == "inval" or NodeState("DRAIN", reason).ours)
     }
     if out:
         raise LocalClusterError(
