@@ -69,3 +69,35 @@ def test_up_fails_at_once_naming_the_drain_reason(tmp_path: Path, monkeypatch: p
     assert "compute nodes are out of service and will not become idle" in message
     assert "  - trn1-1: hyperpod-cdk:neuron:" in message
     assert "not idle after" not in message
+
+
+def test_the_cli_brings_up_a_synthesized_assembly_and_names_its_emulated_hardware(tmp_path: Path) -> None:
+    """``local up --from cdk.out``: what the stack uploads runs, and ``local status`` names the hardware."""
+    import json
+    import subprocess
+    import sys
+
+    from support import build_example, fast_app
+
+    app = fast_app(outdir=str(tmp_path / "cdk.out"))
+    build_example(ROOT / "examples" / "trn1-cluster.yaml", app)
+    app.synth()
+    workdir = tmp_path / "work"
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "hyperpod_cdk.cli", "local", *args, "--workdir", str(workdir)]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+
+    up = cli("up", "--from", str(tmp_path / "cdk.out"), "--prefix", PREFIX, "--subnet", SUBNET, "--max-per-group", "1")
+    try:
+        assert up.returncode == 0, up.stderr
+        assert "emulated: 16 Neuron devices, 8 EFA interfaces declared, not present" in up.stdout
+        report = json.loads(cli("status", "--json").stdout)
+        assert report["config"] == f"{tmp_path / 'cdk.out'}#hyperpod-trn1-cluster"
+        (worker,) = [n for n in report["nodes"] if n["role"] == "compute"]
+        assert worker["hardware"].startswith("ml.trn1.32xlarge (emulated: 16 Neuron devices")
+        assert report["sinfo"].split() == [report["nodes"][0]["name"], "idle", worker["name"], "idle"] or (
+            f"{worker['name']} idle" in report["sinfo"]
+        )
+    finally:
+        assert cli("down").returncode == 0
