@@ -96,8 +96,6 @@ def test_the_cli_brings_up_a_synthesized_assembly_and_names_its_emulated_hardwar
         assert report["config"] == f"{tmp_path / 'cdk.out'}#hyperpod-trn1-cluster"
         (worker,) = [n for n in report["nodes"] if n["role"] == "compute"]
         assert worker["hardware"].startswith("ml.trn1.32xlarge (emulated: 16 Neuron devices")
-        assert report["sinfo"].split() == [report["nodes"][0]["name"], "idle", worker["name"], "idle"] or (
-            f"{worker['name']} idle" in report["sinfo"]
-        )
+        assert f"{worker['name']} idle" in report["sinfo"]
     finally:
         assert cli("down").returncode == 0
