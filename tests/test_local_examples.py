@@ -63,8 +63,13 @@ def test_up_fails_at_once_naming_the_drain_reason(tmp_path: Path, monkeypatch: p
         return options
 
     monkeypatch.setattr(local_layout, "local_options", undeclared)
-    with pytest.raises(LocalClusterError) as error:
-        bring_up(ROOT / "examples" / "trn1-cluster.yaml", tmp_path / "work", idle_timeout=900)
+    workdir = tmp_path / "work"
+    try:
+        with pytest.raises(LocalClusterError) as error:
+            bring_up(ROOT / "examples" / "trn1-cluster.yaml", workdir, idle_timeout=900)
+    finally:
+        if (workdir / "state.json").exists():  # up succeeded after all
+            LocalCluster.open(workdir).down()
     message = str(error.value)
     assert "compute nodes are out of service and will not become idle" in message
     assert "  - trn1-1: hyperpod-cdk:neuron:" in message
