@@ -12,6 +12,11 @@ Then, on the same cluster (its workers are on Spot, their watcher polling a fake
 second), the Spot reclaim drill: EC2's interruption notice for the second worker after step 7, the job
 checkpoints and requeues itself, the node is lost and a replacement boots; it prints the seconds from the
 notice to each phase and the steps lost.
+
+Last, on a fresh cluster with the emulated HyperPod agent (``hyperpod_cdk.local.agent.enable``), the
+auto-resume drill: the same job, whose launcher now passes ``srun --auto-resume=1``, the second worker crashed
+after step 7; the agent replaces it and the step runs again in the same job. It prints the seconds from the
+crash to each phase, next to the requeue path's.
 """
 
 from __future__ import annotations
@@ -22,8 +27,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hyperpod_cdk.local import LocalCluster
+from hyperpod_cdk.local import LocalCluster, agent
 from hyperpod_cdk.local.drill import DdpJob, crash_and_resume, spot_reclaim
+from hyperpod_cdk.local.drill_autoresume import crash_and_auto_resume
 from hyperpod_cdk.local.imds import FakeImds, spot_variant
 from hyperpod_cdk.local.layout import EMULATION_SLURM_OPTIONS
 
@@ -52,6 +58,15 @@ def main() -> None:
             )
         finally:
             imds.stop()
+            cluster.down()
+        cluster = LocalCluster.up(CONFIG, Path(workdir) / "autoresume", prefix="hpbauto", subnet=subnet)
+        try:
+            agent.enable(cluster)
+            auto_job = DdpJob(name="bench-auto", steps=60, checkpoint_every=5, step_seconds=0.4)
+            auto = crash_and_auto_resume(
+                cluster, auto_job, submit_from="login-group-1", crash="worker-group-1-2", crash_after_step=7
+            )
+        finally:
             cluster.down()
     first, second = drill.runs
     lost = first.steps[-1] + 1 - (second.resumed_at or 0)
@@ -88,6 +103,21 @@ def main() -> None:
     print(
         f"\nStopped after step {first.stopped_after}, checkpoint at the requeue: step {spot.checkpoint_at_requeue}, "
         f"resumed at step {second.resumed_at}; {done} step(s) redone."
+    )
+
+    first, retry = auto.runs
+    print(f"\nAuto-resume: job {auto.state}, restarts {auto.restarts}, step attempts {len(auto.runs)}.\n")
+    print("| Phase (seconds after the crash) | Auto-resume | Requeue |")
+    print("| --- | --: | --: |")
+    replaced, down = auto.replaced_s, drill.node_down_s
+    print(f"| Node replaced (new instance bootstrapped) / declared DOWN | {replaced:.1f} | {down:.1f} |")
+    print(f"| Step retried in the same job / job running again | {auto.retried_s:.1f} | {drill.running_again_s:.1f} |")
+    print(f"| Training resumed from the checkpoint | {auto.resumed_s:.1f} | {drill.resumed_s:.1f} |")
+    print(f"| Job completed | {auto.completed_s:.1f} | {drill.completed_s:.1f} |")
+    redone = first.steps[-1] + 1 - (retry.resumed_at or 0)
+    print(
+        f"\nResumed at step {retry.resumed_at} (checkpoint at the crash: step {auto.checkpoint_before_crash}, "
+        f"last step logged before it: {first.steps[-1]}; {redone} step(s) redone)."
     )
 
 

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Debian packages the local cluster and its tests use: Slurm, munge, accounting (MariaDB + slurmdbd),
-# node_exporter and Prometheus (metrics) and the shell linter. Installs only what is missing. Package scripts
-# must not start daemons on this machine, so a policy-rc.d that denies them is put in place for the install
-# when the machine has none.
+# node_exporter and Prometheus (metrics), the shell linter and mmdebstrap (scripts/build-node-rootfs.sh).
+# Installs only what is missing. Package scripts must not start daemons on this machine, so a policy-rc.d
+# that denies them is put in place for the install when the machine has none.
 set -euo pipefail
 packages=(slurm-wlm slurmdbd munge mariadb-server mariadb-client shellcheck openssh-client iproute2 util-linux procps
-  prometheus prometheus-node-exporter)
+  prometheus prometheus-node-exporter mmdebstrap)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -163,6 +163,18 @@ def test_hyperpod_is_detected_from_its_marker_without_node_facts(
     assert command(lines, "srun")[1] == "--auto-resume=1"
 
 
+def test_the_marker_at_launch_time_wins_over_generic_facts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # HyperPod's srun option exists wherever its marker is (the emulated platform may add it after bootstrap).
+    root = root_with(tmp_path, facts("ml.p5.48xlarge", gpus=8, efa_interfaces=32))
+    (root / "opt/sagemaker_cluster").mkdir(parents=True)
+    _, lines, _ = dry_run(root, monkeypatch, capsys, "--", "train.py")
+    srun = command(lines, "srun")
+    assert srun[1] == "--auto-resume=1"
+    assert "--max-restarts=0" in command(lines, "torchrun")
+
+
 def test_allocated_gpus_override_the_instance_figure(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -395,6 +395,23 @@ def test_cluster_is_registered_in_accounting_once(tmp_path: Path) -> None:
     assert not AccountingCluster().needed(registered)
 
 
+@pytest.mark.parametrize("hyperpod", [True, False])
+def test_registering_the_cluster_on_hyperpod_drops_the_cluster_id_slurmctld_saved(
+    tmp_path: Path, hyperpod: bool
+) -> None:
+    """HyperPod started slurmctld before accounting existed: its saved ClusterID would not match the one the
+    database just gave the cluster (slurmctld: "CLUSTER ID MISMATCH"), so it goes; the generic platform's
+    slurmctld starts only after the registration and keeps its file."""
+    runner = RecordingRunner({("sacctmgr", "-n", "-P", "list"): (0, "othercluster\n")})
+    node = fake_node(tmp_path, instance="controller-1", mode="api-driven", options=ACCOUNTING, runner=runner)
+    if hyperpod:
+        (tmp_path / "opt/sagemaker_cluster").mkdir(parents=True)
+    touch(tmp_path, conf_path(node, "slurm.conf"), "SlurmctldHost=ip-10-1-0-10\nStateSaveLocation=/var/spool/ctld\n")
+    saved = touch(tmp_path, "/var/spool/ctld/clustername", "234\n")
+    AccountingCluster().apply(node)
+    assert saved.exists() is not hyperpod
+
+
 # --- plans per role and platform -------------------------------------------------------------
 
 
@@ -424,6 +441,20 @@ def test_hyperpod_platform_leaves_slurm_conf_and_munge_to_hyperpod(tmp_path: Pat
     assert not any(n.startswith(("packages", "munge", "hosts")) for n in plan)
     assert conf_path(node, "slurm.conf") == "/opt/slurm/etc/slurm.conf"
     assert not any(isinstance(s, SlurmConfig) for s in steps_for(node))
+
+
+def test_hyperpod_accounting_include_is_written_before_the_cluster_is_registered(tmp_path: Path) -> None:
+    """sacctmgr finds slurmdbd through HyperPod's slurm.conf, which includes accounting.conf: the include
+    must be in place before ``sacctmgr add cluster`` and before slurmctld restarts with it."""
+    node = fake_node(tmp_path, instance="controller-1", mode="api-driven", options=ACCOUNTING)
+    (tmp_path / "opt/sagemaker_cluster").mkdir(parents=True)
+    plan = names(steps_for(node))
+    assert (
+        plan.index("daemon:slurmdbd")
+        < plan.index("slurm-accounting-include")
+        < plan.index("accounting-cluster")
+        < plan.index("daemon:slurmctld")
+    )
 
 
 # --- applying a plan -------------------------------------------------------------------------

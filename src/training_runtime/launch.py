@@ -202,7 +202,9 @@ def build(args: argparse.Namespace, env: Mapping[str, str], facts: NodeFacts, ro
         raise LaunchError("SLURM_JOB_ID is not set: launch runs inside a Slurm job. Fix: call it from an sbatch script")
     hosts = node_list(env)
     nodes = _int(env, "SLURM_JOB_NUM_NODES", "SLURM_NNODES") or len(hosts)
-    platform = facts.platform
+    # HyperPod's srun has --auto-resume wherever its marker is, as AWS's samples test at job time; the facts
+    # bootstrap wrote say the same on a HyperPod node (the marker can also come after it: emulated platform).
+    platform = HYPERPOD if platform_at(root) == HYPERPOD else facts.platform
     family = family_of(facts.instance_type)
     nproc = args.nproc_per_node or processes_per_node(facts, env)
     max_restarts = args.max_restarts

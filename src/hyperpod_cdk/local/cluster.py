@@ -21,7 +21,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from hyperpod_cdk.local import agent
 from hyperpod_cdk.local import metrics as metrics_server
+from hyperpod_cdk.local import platform as emulated_platform
 from hyperpod_cdk.local.host import (
     _check_prefix,
     _check_tools,
@@ -58,21 +60,16 @@ from hyperpod_cdk.local.state import (
     _locked,
     default_workdir,
 )
+from training_runtime.node import GENERIC, HYPERPOD
 from training_runtime.params import ENTRYPOINT_BY_MODE, LIFECYCLE_DRIVEN, PARAMETERS_FILE_BY_MODE
 from training_runtime.users import USERS_FILE
 
 LIFECYCLE_DIR = "/opt/ml/lifecycle"
-
-
 """Where a node finds the lifecycle prefix (HyperPod downloads it to a directory of its own)."""
 
 
 RESOURCE_CONFIG_PATH = "/opt/ml/config/resource_config.json"
-
-
 DEFAULT_BOOTSTRAP_TIMEOUT_S = 1800.0
-
-
 DEFAULT_IDLE_TIMEOUT_S = 180.0
 
 
@@ -89,6 +86,8 @@ class LocalCluster:
             hosts_file=workdir / "cluster" / "hosts",
             subnet=state.layout.subnet,
             prefix=state.prefix,
+            lower=Path(state.rootfs) if state.rootfs else None,
+            binds=emulated_platform.host_binds() if state.platform == HYPERPOD else (),
         )
 
     # --- creation ---------------------------------------------------------------------------
@@ -120,6 +119,7 @@ class LocalCluster:
         max_workers: int = DEFAULT_MAX_WORKERS,
         subnet: str = DEFAULT_SUBNET,
         prefix: str = DEFAULT_PREFIX,
+        platform: str = GENERIC,
         bootstrap: bool = True,
         bootstrap_timeout: float = DEFAULT_BOOTSTRAP_TIMEOUT_S,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S,
@@ -133,6 +133,8 @@ class LocalCluster:
         The nodes get exactly the prefix the deployment uploads (:mod:`hyperpod_cdk.local.staging`), with the
         emulation's overlays on the parameters file only.
 
+        ``platform``: ``hyperpod`` emulates HyperPod's part (Slurm 24.11 under /opt/slurm on a trixie root,
+        :mod:`hyperpod_cdk.local.platform`); ``generic`` runs the host's Slurm and the runtime's generic path.
         A bootstrap failure leaves the nodes running for inspection and raises :class:`LocalClusterError`
         naming each failed node and the last line of its output.
         """
@@ -145,6 +147,7 @@ class LocalCluster:
         directory = Path(workdir if workdir is not None else default_workdir()).absolute()
         _check_workdir(directory)
         _check_prefix(prefix)
+        rootfs = emulated_platform.node_rootfs() if emulated_platform.check_platform(platform) == HYPERPOD else None
         if assembly is not None and config_path is not None:
             raise LocalClusterError("give a config file or a cloud assembly (--from), not both")
         inputs = from_assembly(assembly, stack) if assembly is not None else from_config(config_path)
@@ -175,6 +178,8 @@ class LocalCluster:
                 bootstrap=bootstrap,
                 host_had_run_netns=Path("/run/netns").exists(),
                 host_had_run_mount=Path("/run/mount").exists(),
+                platform=platform,
+                rootfs=str(rootfs) if rootfs else None,
             )
             _stage(directory, layout, files)
             (directory / "state.json").write_text(json.dumps(state.to_json(), indent=2) + "\n")
@@ -185,10 +190,12 @@ class LocalCluster:
                 cluster.namespaces.create_switch()
                 for node in layout.nodes:
                     t0 = time.monotonic()
-                    cluster.namespaces.start(_net(node))
+                    cluster.namespaces.start(cluster.node_net(node))
                     if not bootstrap:  # bootstrap() provisions the node itself
                         cluster.provision(node)
                     say(f"node {node.name} ({node.role}, {node.ip}) up in {time.monotonic() - t0:.2f} s")
+                for node in layout.nodes if platform == HYPERPOD else ():  # controllers first
+                    emulated_platform.prepare(cluster, node)
             except BaseException:
                 cluster._destroy()
                 raise
@@ -247,7 +254,7 @@ class LocalCluster:
         """Hard power-off of one node: every process dies, its cable is pulled, its disk stays."""
         node = self.node(name)
         with _locked(self.workdir):
-            self.namespaces.crash(_net(node))
+            self.namespaces.crash(self.node_net(node))
 
     def boot(self, name: str, *, bootstrap: bool | None = None) -> tuple[int, str] | None:
         """Power a crashed node on again (fresh boot time, same disk and address) and, like HyperPod after
@@ -258,11 +265,18 @@ class LocalCluster:
         node = self.node(name)
         with _locked(self.workdir):
             try:
-                self.namespaces.start(_net(node))
+                self.namespaces.start(self.node_net(node))
             except NamespaceError as error:
                 raise LocalClusterError(str(error)) from None
+            if self.state.platform == HYPERPOD:
+                emulated_platform.prepare(self, node)
         run = self.state.bootstrap if bootstrap is None else bootstrap
         return self.bootstrap(name) if run else None
+
+    def replace(self, name: str) -> tuple[int, str]:
+        """HyperPod's node replacement: a new instance (empty disk) with the same name, address and role,
+        bootstrapped by the lifecycle script; see :func:`hyperpod_cdk.local.agent.replace_node`."""
+        return agent.replace_node(self, name)
 
     # --- HyperPod emulation -----------------------------------------------------------------
     def restage(self) -> None:
@@ -364,7 +378,7 @@ class LocalCluster:
         """Wait until ``sinfo`` on the controller shows each compute node (or each of ``nodes``) idle; fail at
         once, naming the reason, when one will not become idle (:func:`~hyperpod_cdk.local.readiness.
         fail_if_out_of_service`)."""
-        wanted = set(nodes) if nodes is not None else {n.name for n in self.layout.workers}
+        wanted = {self.slurm_name(n) for n in (nodes if nodes is not None else [w.name for w in self.layout.workers])}
         deadline = time.monotonic() + timeout
         last: str | None = None
         while True:
@@ -407,9 +421,14 @@ class LocalCluster:
 
     def _destroy(self) -> None:
         metrics_server.stop(self)
-        self.namespaces.destroy_all(_net(n) for n in self.nodes)
+        agent.stop(self)
+        self.namespaces.destroy_all(self.node_net(n) for n in self.nodes)
         _restore_host(self.state.host_had_run_netns, self.state.host_had_run_mount)
 
+    def slurm_name(self, name: str) -> str:
+        """Node ``name``'s host and Slurm node name: HyperPod's ``ip-a-b-c-d`` on its platform, else ``name``."""
+        return emulated_platform.node_hostname(self.state.platform, self.node(name))
 
-def _net(node: LocalNode) -> NodeNet:
-    return NodeNet(name=node.name, ip=node.ip)
+    def node_net(self, node: LocalNode) -> NodeNet:
+        """What the namespaces need to start ``node``: its netns name, address and host name."""
+        return NodeNet(name=node.name, ip=node.ip, hostname=self.slurm_name(node.name))

@@ -8,12 +8,12 @@ directory every few steps, one ``step N loss X`` line per step in the job's log.
 from __future__ import annotations
 
 import re
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hyperpod_cdk.local import platform as emulated_platform
 from hyperpod_cdk.local.cluster import LocalCluster
 from hyperpod_cdk.local.imds import FakeImds
 from hyperpod_cdk.local.state import LocalClusterError
@@ -30,6 +30,8 @@ RESUMED = re.compile(r"^resumed from (\S+) at step (\d+)$")
 INCARNATION = re.compile(r"^job (\d+) restart (\d+) on ")
 DONE = re.compile(r"^done (\d+) steps world=(\d+)")
 STOPPED = re.compile(r"^stopping after step (\d+): checkpointed on the checkpoint signal")
+RETRY = re.compile(r"^\[Auto Resume\] Info: JobID: \d+ StepID: \S+ Retrying step\. Attempt number: (\d+)$")
+"""The srun wrapper's line (HyperPod's plugin prints the same) before it runs a failed step again."""
 
 
 class DrillError(LocalClusterError):
@@ -38,9 +40,11 @@ class DrillError(LocalClusterError):
 
 @dataclass
 class Incarnation:
-    """One run of the batch script: the first start, or a start after a requeue."""
+    """One run of the batch script (the first start, or a start after a requeue), or one auto-resume
+    retry of its step inside the same run (``attempt`` > 0)."""
 
     restart: int
+    attempt: int = 0
     steps: list[int] = field(default_factory=list)
     resumed_at: int | None = None
     done_world: int | None = None
@@ -56,6 +60,8 @@ def parse_job_log(text: str) -> list[Incarnation]:
             runs.append(Incarnation(restart=int(m.group(2))))
         elif not runs:
             continue
+        elif m := RETRY.match(line):
+            runs.append(Incarnation(restart=runs[-1].restart, attempt=int(m.group(1))))
         elif m := STEP.match(line):
             runs[-1].steps.append(int(m.group(1)))
         elif m := RESUMED.match(line):
@@ -103,7 +109,7 @@ class DdpJob:
     nodes: int = 2
 
     def sbatch(self, cluster: LocalCluster) -> list[str]:
-        torchrun = Path(sys.executable).parent / "torchrun"
+        torchrun = Path(emulated_platform.torchrun())
         if not torchrun.exists():
             raise DrillError(f"{torchrun} does not exist: install torch==2.13.0 in this environment (make setup does)")
         env = f"ALL,TORCHRUN={torchrun},JOBS_DIR={JOBS_DIR},CHECKPOINT_DIR={self.checkpoint_dir(cluster)}"

@@ -1,9 +1,9 @@
 """Nodes as Linux namespaces on this machine: create, exec, crash, boot, destroy (root only).
 
 One node = new net, uts, mount, pid, ipc and time namespaces whose PID 1 is ``node_init.sh`` (an overlay
-root over the host's ``/``, see that script). Nodes are wired with one veth pair each to a bridge that
-lives in a dedicated "switch" network namespace, so the host's own network namespace gains nothing: no
-bridge, no address, no route. Nodes have no default route, so no traffic leaves the cluster.
+root over the host's ``/`` or a node root file system, see that script). Nodes are wired with one veth
+pair each to a bridge that lives in a dedicated "switch" network namespace, so the host's own network
+namespace gains nothing: no bridge, no address, no route. Nodes have no default route, so no traffic leaves the cluster.
 
 Names are prefixed (switch ``<prefix>-sw``, node netns ``<prefix>-<node>``), so clusters with different
 prefixes can run side by side. docs/research/local-slurm.md is the verified recipe this follows; its
@@ -39,10 +39,11 @@ class NamespaceError(RuntimeError):
 
 @dataclass(frozen=True)
 class NodeNet:
-    """What a node needs to be started: its name (= hostname) and address."""
+    """What a node needs to be started: its name, address and host name (default: its name)."""
 
     name: str
     ip: str
+    hostname: str | None = None
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,8 @@ class Namespaces:
     :param hosts_file: copied to a node's ``/etc/hosts`` on its first boot.
     :param subnet: the nodes' network (their addresses carry its prefix length).
     :param prefix: of the switch and node netns names.
+    :param lower: the nodes' root file system (the overlay's lower layer); the host's ``/`` when None.
+    :param binds: host paths every node sees read-only at the same path.
     """
 
     def __init__(
@@ -91,6 +94,8 @@ class Namespaces:
         hosts_file: Path,
         subnet: str,
         prefix: str = DEFAULT_PREFIX,
+        lower: Path | None = None,
+        binds: Sequence[str] = (),
     ) -> None:
         self.workdir = workdir
         self.shared_dir = shared_dir
@@ -98,6 +103,8 @@ class Namespaces:
         self.hosts_file = hosts_file
         self.network = ipaddress.IPv4Network(subnet)
         self.prefix = prefix
+        self.lower = lower
+        self.binds = tuple(binds)
         self._launchers: dict[str, subprocess.Popen[bytes]] = {}
 
     # --- names ------------------------------------------------------------------------------
@@ -158,11 +165,13 @@ class Namespaces:
             "private",
             "bash",
             str(script),
-            node.name,
+            node.hostname or node.name,
             str(directory),
             str(self.shared_dir),
             self.fsx_mount_path,
             str(self.hosts_file),
+            str(self.lower or "/"),
+            *self.binds,
         ]
         with log_path.open("wb") as log:
             launcher = subprocess.Popen(

@@ -41,8 +41,8 @@ def reasons(cluster: LocalCluster, timeout: float = 10.0) -> dict[str, str]:
 
 
 def fail_if_out_of_service(cluster: LocalCluster, wanted: set[str], states: Mapping[str, str]) -> None:
-    """Raise naming every node of ``wanted`` that will not become idle by waiting: drained by our health
-    checks, or ``inval`` in ``states`` (node name -> sinfo state)."""
+    """Raise naming every node of ``wanted`` (Slurm node names) that will not become idle by waiting: drained by
+    our health checks, or ``inval`` in ``states`` (Slurm node name -> sinfo state)."""
     out = {
         name: reason
         for name, reason in reasons(cluster).items()
@@ -64,4 +64,4 @@ def check_health(cluster: LocalCluster) -> None:
     argv = ["sh", "-c", f"[ ! -x {HEALTH_CHECK} ] || {HEALTH_CHECK}"]
     with ThreadPoolExecutor(max_workers=max(1, len(workers))) as pool:
         list(pool.map(lambda name: cluster.exec(name, argv, timeout=120), workers))
-    fail_if_out_of_service(cluster, set(workers), {})
+    fail_if_out_of_service(cluster, {cluster.slurm_name(name) for name in workers}, {})

@@ -13,6 +13,7 @@ from typing import Any
 from hyperpod_cdk.local.layout import (
     LocalLayout,
 )
+from training_runtime.node import GENERIC
 
 STATE_VERSION = 1
 
@@ -50,6 +51,10 @@ class ClusterState:
     """Whether ``up`` ran the lifecycle scripts (``boot`` re-runs them only then)."""
     host_had_run_netns: bool
     host_had_run_mount: bool
+    platform: str = GENERIC
+    """``hyperpod`` (emulated HyperPod platform) or ``generic`` (:mod:`hyperpod_cdk.local.platform`)."""
+    rootfs: str | None = None
+    """The nodes' root file system (the overlay's lower layer); None: the host's ``/``."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -60,6 +65,8 @@ class ClusterState:
             "prefix": self.prefix,
             "layout": self.layout.to_json(),
             "bootstrap": self.bootstrap,
+            "platform": self.platform,
+            "rootfs": self.rootfs,
             "host": {"run_netns_existed": self.host_had_run_netns, "run_mount_existed": self.host_had_run_mount},
         }
 
@@ -76,6 +83,8 @@ class ClusterState:
             bootstrap=bool(data["bootstrap"]),
             host_had_run_netns=bool(data["host"]["run_netns_existed"]),
             host_had_run_mount=bool(data["host"]["run_mount_existed"]),
+            platform=str(data.get("platform", GENERIC)),
+            rootfs=None if data.get("rootfs") is None else str(data["rootfs"]),
         )
 
 

@@ -4,13 +4,14 @@ Manager), slurmdbd's configuration, and the cluster's registration in the accoun
 from __future__ import annotations
 
 import json
+import re
 import secrets
 from typing import List, Optional
 
 from training_runtime import services
 from training_runtime.errors import StepFailed
 from training_runtime.files import ensure_dir, file_matches, read_text, write_file
-from training_runtime.node import Node
+from training_runtime.node import HYPERPOD, Node
 from training_runtime.paths import STATE_DIR
 from training_runtime.render.slurmdbd_conf import render_slurmdbd_conf
 from training_runtime.retry import NotReady
@@ -20,6 +21,8 @@ from training_runtime.steps import Step
 from training_runtime.steps.slurm import SLURM_USER, conf_path, slurm_cluster_name
 
 DB_PASSWORD_FILE = STATE_DIR + "/secrets/slurmdbd-password"
+DEFAULT_STATE_SAVE_LOCATION = "/var/spool/slurmctld"
+"""Slurm's default StateSaveLocation, where a slurm.conf names none."""
 DB_NAME = "slurm_acct_db"
 DB_SOCKET = "/run/mysqld/mysqld.sock"
 
@@ -194,6 +197,17 @@ class SlurmdbdConfig(Step):
         return ["write {} (slurm, 0600; holds the database password)".format(conf_path(node, "slurmdbd.conf"))]
 
 
+def forget_cluster_id(node: Node) -> None:
+    """On HyperPod, slurmctld ran before accounting existed and saved a ClusterID of its own in its state
+    directory; the database just gave the cluster another one, and slurmctld refuses to start with the
+    two differing ("CLUSTER ID MISMATCH"). Removing the saved ID (the cluster has just been registered, so
+    no other cluster's state is there) lets the restarted slurmctld take the database's."""
+    text = read_text(node, conf_path(node, "slurm.conf")) or ""
+    found = re.search(r"^\s*StateSaveLocation\s*=\s*(\S+)", text, re.MULTILINE | re.IGNORECASE)
+    state_dir = found.group(1) if found else DEFAULT_STATE_SAVE_LOCATION
+    node.path(state_dir.rstrip("/") + "/clustername").unlink(missing_ok=True)
+
+
 class AccountingCluster(Step):
     """The cluster is registered in slurmdbd before slurmctld starts."""
 
@@ -219,6 +233,8 @@ class AccountingCluster(Step):
 
         if not node.retry.call(answering, what="slurmdbd"):
             node.run([node.slurm.command("sacctmgr"), "-i", "add", "cluster", slurm_cluster_name(node)], timeout=60)
+            if node.platform == HYPERPOD:
+                forget_cluster_id(node)
 
     def describe(self, node: Node) -> List[str]:
         return ["sacctmgr add cluster " + slurm_cluster_name(node)]

@@ -73,13 +73,12 @@ def steps_for(node: Node) -> List[Step]:
         if ours:
             if accounting.database == "local":
                 steps.append(LocalDatabase())
-            steps += [
-                SlurmdbdConfig(),
-                RunningDaemon(slurmdbd(node), [conf_path(node, "slurmdbd.conf")]),
-                AccountingCluster(),
-            ]
+            steps += [SlurmdbdConfig(), RunningDaemon(slurmdbd(node), [conf_path(node, "slurmdbd.conf")])]
             if not generic:
+                # sacctmgr reads AccountingStorageType from HyperPod's slurm.conf, which takes it from the
+                # included accounting.conf: write that first, or sacctmgr refuses to add the cluster.
                 steps.append(HyperPodAccounting())
+            steps.append(AccountingCluster())
         controller_files = slurm_config_files(node) if generic else [conf_path(node, ACCOUNTING_INCLUDE)]
         steps.append(RunningDaemon(slurmctld(node), controller_files if generic or ours else []))
     if node.is_compute or (node.is_login and not generic):

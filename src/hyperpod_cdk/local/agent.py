@@ -1,0 +1,351 @@
+"""The emulated HyperPod cluster agent: replaces failed compute nodes and answers ``srun --auto-resume=1``.
+
+It runs on the host, one process per cluster (:func:`start`, :func:`stop`; ``down`` stops it), and acts as
+HyperPod's agent does for a Slurm cluster with automatic node recovery (docs/local-cluster.md,
+"Auto-resume"):
+
+* an instance that fails (a compute node whose namespaces died: :meth:`LocalCluster.crash`) is replaced;
+* a node an operator or a health check set to ``state=fail reason="Action:Replace"`` is replaced;
+* a request from the srun wrapper (:mod:`hyperpod_cdk.local.autoresume`) after a failed step is answered
+  ``RETRYSTEP`` when a node of the job was replaced since the step started, or needed it and now was.
+
+Replacing (:func:`replace_node`) is what HyperPod does: the instance is terminated with its disks, a new one
+with the same name, address and role boots with an empty disk, gets the lifecycle prefix and runs the
+entry script, and returns to Slurm. The mailbox is a directory on the shared file system
+(:data:`MAILBOX`): the wrapper writes ``requests/<name>.json``, the agent writes ``answers/<name>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hyperpod_cdk.local import autoresume
+from hyperpod_cdk.local.state import LocalClusterError, _locked
+from training_runtime.health.results import HYPERPOD_REASONS, REPLACE
+from training_runtime.node import HYPERPOD, HYPERPOD_MARKER
+
+if TYPE_CHECKING:
+    from hyperpod_cdk.local.cluster import LocalCluster
+
+DIRECTORY = "cluster/agent"
+"""Under the work directory: settings (present = the cluster has an agent), pid, log, events."""
+MAILBOX = ".hyperpod-agent"
+"""Under the shared directory (the nodes' FSx mount): ``requests/`` and ``answers/``."""
+WRAPPER_PATH = "/opt/slurm/bin/srun"
+REAL_SRUN_MOVED = "/opt/slurm/libexec/srun"
+"""Where an ``/opt/slurm/bin/srun`` of Slurm's own is moved when the wrapper takes its place."""
+WRAPPER_MARK = "hyperpod-cdk auto-resume wrapper"
+REPLACE_REASON = HYPERPOD_REASONS[REPLACE]
+LIVENESS_POLL_S = 0.2
+SLURM_POLL_S = 5.0
+RETRY_WINDOW_S = 1.0
+"""A node replaced up to this long before a step started still counts for it (clock granularity)."""
+JOB_ID = re.compile(r"^\d+(_\d+)?$")
+
+
+class AgentRequestError(ValueError):
+    """A mailbox request the agent cannot act on; the message says which field and why."""
+
+
+@dataclass(frozen=True)
+class Request:
+    job_id: str
+    nodes: tuple[str, ...]
+    step_started: float
+
+
+def parse_request(text: str, known: Iterable[str]) -> Request:
+    """A wrapper's request, checked: a JSON object with a job id, the job's nodes (all of this cluster)
+    and the step's start time. Every problem is named at once."""
+    try:
+        data = json.loads(text)
+    except ValueError as error:
+        raise AgentRequestError(f"not JSON ({error})") from None
+    if not isinstance(data, dict):
+        raise AgentRequestError(f"expected a JSON object, got {type(data).__name__}")
+    problems = []
+    job_id, nodes, started = data.get("job_id"), data.get("nodes"), data.get("step_started")
+    if not isinstance(job_id, str) or not JOB_ID.match(job_id):
+        problems.append(f"job_id: got {job_id!r}; allowed: a Slurm job id such as '42'")
+    names = set(known)
+    if not isinstance(nodes, list) or not nodes or not all(isinstance(n, str) for n in nodes):
+        problems.append(f"nodes: got {nodes!r}; allowed: a non-empty list of node names")
+    else:
+        unknown = sorted(set(nodes) - names)
+        if unknown:
+            problems.append(f"nodes: {', '.join(unknown)} not in this cluster (its nodes: {', '.join(sorted(names))})")
+    if not isinstance(started, (int, float)) or isinstance(started, bool):
+        problems.append(f"step_started: got {started!r}; allowed: seconds since the epoch")
+    if problems:
+        raise AgentRequestError("; ".join(problems))
+    return Request(job_id=str(job_id), nodes=tuple(nodes), step_started=float(started))  # type: ignore[arg-type]
+
+
+def decide(request: Request, replaced_at: Mapping[str, float], unhealthy: Iterable[str]) -> tuple[list[str], list[str]]:
+    """(nodes to replace now, nodes replaced for this step already): a node of the job that is unhealthy
+    and was not replaced since the step started needs replacing; one replaced since then needs nothing."""
+    since = request.step_started - RETRY_WINDOW_S
+    done = [n for n in request.nodes if replaced_at.get(n, float("-inf")) >= since]
+    bad = set(unhealthy)
+    return [n for n in request.nodes if n in bad and n not in done], done
+
+
+def answer(replaced: Iterable[str]) -> dict[str, Any]:
+    nodes = sorted(set(replaced))
+    return {"action": autoresume.RETRYSTEP if nodes else "NONE", "replaced": nodes}
+
+
+def replace_reasons(sinfo_output: str) -> list[str]:
+    """Nodes whose Slurm reason asks HyperPod for a replacement, from ``sinfo -h -N -o '%N|%E'``."""
+    found = []
+    for line in sinfo_output.splitlines():
+        name, _, reason = line.partition("|")
+        if reason.strip().startswith(REPLACE_REASON) and name.strip() not in found:
+            found.append(name.strip())
+    return found
+
+
+# --- node operations ------------------------------------------------------------------------------
+def replace_node(cluster: LocalCluster, name: str) -> tuple[int, str]:
+    """HyperPod's replacement of one node: terminate the instance and destroy its disk, boot a new one with
+    the same name, address and role, run the lifecycle entry script on it. Returns (exit code, output)."""
+    node = cluster.node(name)
+    from hyperpod_cdk.local import platform as emulated_platform
+    from hyperpod_cdk.local.namespaces import NamespaceError
+
+    net = cluster.node_net(node)
+    with _locked(cluster.workdir):
+        cluster.namespaces.crash(net)
+        directory = cluster.namespaces.node_dir(node.name)
+        for disk in ("upper", "work"):
+            shutil.rmtree(directory / disk, ignore_errors=True)
+        try:
+            cluster.namespaces.start(net)
+        except NamespaceError as error:
+            raise LocalClusterError(str(error)) from None
+        if cluster.state.platform == HYPERPOD:  # HyperPod's part on the new instance
+            emulated_platform.prepare(cluster, node)
+    code, output = cluster.bootstrap(name)
+    if enabled(cluster):
+        install(cluster, name)
+    return code, output
+
+
+def install(cluster: LocalCluster, name: str) -> None:
+    """HyperPod's platform files the auto-resume path needs on a node: the ``/opt/sagemaker_cluster``
+    marker and srun with ``--auto-resume`` (the wrapper, in place of Slurm's srun, which it runs)."""
+    mailbox = f"{cluster.state.fsx_mount_path}/{MAILBOX}"
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        text = f"#!/usr/bin/env python3\n# {WRAPPER_MARK}\n" + wrapper_source()
+        info = tarfile.TarInfo("srun")
+        info.size, info.mode = len(text.encode()), 0o755
+        tar.addfile(info, io.BytesIO(text.encode()))
+    script = f"""set -e
+mkdir -p {HYPERPOD_MARKER} /opt/slurm/bin {os.path.dirname(REAL_SRUN_MOVED)}
+if [ -e {WRAPPER_PATH} ] && ! grep -q '{WRAPPER_MARK}' {WRAPPER_PATH}; then mv {WRAPPER_PATH} {REAL_SRUN_MOVED}; fi
+if [ -x {REAL_SRUN_MOVED} ]; then real={REAL_SRUN_MOVED}; else real=$(PATH=/usr/bin:/bin command -v srun); fi
+tar -C /opt/slurm/bin -xf -
+printf '{{"mailbox": "%s", "real_srun": "%s"}}\\n' '{mailbox}' "$real" >{autoresume.SETTINGS_PATH}
+"""
+    result = cluster.exec(name, ["/bin/sh", "-c", script], input=archive.getvalue(), timeout=60)
+    if result.returncode != 0:
+        raise LocalClusterError(f"node {name}: installing the auto-resume srun failed: {result.stderr.strip()}")
+
+
+def wrapper_source() -> str:
+    return Path(autoresume.__file__).read_text()
+
+
+# --- the agent process ----------------------------------------------------------------------------
+def agent_dir(cluster: LocalCluster) -> Path:
+    return cluster.workdir / DIRECTORY
+
+
+def mailbox_dir(cluster: LocalCluster) -> Path:
+    return cluster.workdir / "shared" / MAILBOX
+
+
+def enabled(cluster: LocalCluster) -> bool:
+    return (agent_dir(cluster) / "settings.json").exists()
+
+
+def enable(cluster: LocalCluster) -> None:
+    """Put the cluster on HyperPod's auto-resume path: the platform files on every node, the agent running."""
+    directory = agent_dir(cluster)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "settings.json").write_text(json.dumps({"mailbox": str(mailbox_dir(cluster))}) + "\n")
+    for sub in ("requests", "answers", "replaced"):
+        path = mailbox_dir(cluster) / sub
+        path.mkdir(parents=True, exist_ok=True)
+        path.chmod(0o1777)  # jobs of every user write requests
+    for node in cluster.nodes:
+        install(cluster, node.name)
+    start(cluster)
+
+
+def _pid(cluster: LocalCluster) -> int | None:
+    try:
+        pid = int((agent_dir(cluster) / "pid").read_text().strip())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except (OSError, ValueError):
+        return None
+    return pid if "hyperpod_cdk.local.agent" in cmdline and str(cluster.workdir) in cmdline else None
+
+
+def start(cluster: LocalCluster) -> int:
+    """Start the agent process for ``cluster`` (once); returns its pid."""
+    running = _pid(cluster)
+    if running is not None:
+        return running
+    directory = agent_dir(cluster)
+    directory.mkdir(parents=True, exist_ok=True)
+    source = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": source + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    with (directory / "agent.log").open("ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "hyperpod_cdk.local.agent", "--workdir", str(cluster.workdir)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
+        )
+    (directory / "pid").write_text(f"{process.pid}\n")
+    return process.pid
+
+
+def stop(cluster: LocalCluster, timeout: float = 30.0) -> None:
+    pid = _pid(cluster)
+    if pid is None:
+        return
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and _pid(cluster) is not None:
+        time.sleep(0.05)
+    (agent_dir(cluster) / "pid").unlink(missing_ok=True)
+
+
+def events(cluster: LocalCluster) -> list[dict[str, Any]]:
+    """What the agent did, oldest first: ``{"time", "node", "event", ...}`` (wall-clock seconds)."""
+    path = agent_dir(cluster) / "events.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+class Agent:
+    """One cluster's agent loop (:func:`run` drives it)."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        self.cluster = cluster
+        self.workers = [n.name for n in cluster.layout.workers]
+        self.known_up = {n for n in self.workers if cluster.namespaces.alive(n)}
+        self.replaced_at: dict[str, float] = {}
+        self.slurm_checked = 0.0
+        self.stopping = False
+
+    def log(self, node: str, event: str, **extra: Any) -> None:
+        record = {"time": time.time(), "node": node, "event": event, **extra}
+        with (agent_dir(self.cluster) / "events.jsonl").open("a") as handle:
+            handle.write(json.dumps(record) + "\n")
+
+    def replace(self, name: str, reason: str) -> bool:
+        self.log(name, "replacing", reason=reason)
+        try:
+            code, output = replace_node(self.cluster, name)
+        except LocalClusterError as error:
+            code, output = 1, str(error)
+        tail = output.strip().splitlines()[-1:] or [""]
+        if code == 0:
+            self._resume(name)
+            self.replaced_at[name] = time.time()
+            self.known_up.add(name)
+            notice = mailbox_dir(self.cluster) / "replaced" / f"{name}.json"
+            notice.write_text(json.dumps({"time": self.replaced_at[name]}) + "\n")
+            notice.chmod(0o644)
+        self.log(name, "replaced" if code == 0 else "replacement-failed", exit_code=code, last_line=tail[0])
+        return code == 0
+
+    def _controller_exec(self, argv: list[str]) -> str:
+        for controller in self.cluster.layout.controllers:
+            if self.cluster.namespaces.alive(controller.name):
+                try:
+                    result = self.cluster.exec(controller.name, argv, timeout=30)
+                except (LocalClusterError, subprocess.TimeoutExpired):
+                    continue
+                if result.returncode == 0:
+                    return result.stdout
+        return ""
+
+    def _resume(self, name: str) -> None:
+        """A node failed or drained for the replacement comes back to Slurm as a new instance does."""
+        reasons = self._controller_exec(["sinfo", "-h", "-N", "-n", name, "-o", "%N|%E"])
+        if replace_reasons(reasons):
+            self._controller_exec(["scontrol", "update", f"nodename={name}", "state=resume"])
+
+    def unhealthy(self) -> set[str]:
+        return {n for n in self.workers if not self.cluster.namespaces.alive(n)}
+
+    def poll(self) -> None:
+        for name in sorted(self.known_up - {n for n in self.known_up if self.cluster.namespaces.alive(n)}):
+            self.known_up.discard(name)
+            self.replace(name, "instance failed")
+        if time.monotonic() - self.slurm_checked >= SLURM_POLL_S:
+            self.slurm_checked = time.monotonic()
+            for name in replace_reasons(self._controller_exec(["sinfo", "-h", "-N", "-o", "%N|%E"])):
+                if name in self.workers:
+                    self.replace(name, REPLACE_REASON)
+        self.answer_requests()
+
+    def answer_requests(self) -> None:
+        requests, answers = mailbox_dir(self.cluster) / "requests", mailbox_dir(self.cluster) / "answers"
+        for path in sorted(requests.glob("[!.]*.json")):
+            try:
+                request = parse_request(path.read_text(), (n.name for n in self.cluster.nodes))
+            except (OSError, AgentRequestError) as error:
+                reply: dict[str, Any] = {"action": "NONE", "replaced": [], "error": str(error)}
+            else:
+                todo, done = decide(request, self.replaced_at, self.unhealthy())
+                replaced = done + [n for n in todo if self.replace(n, f"job {request.job_id} step failed")]
+                reply = answer(replaced)
+                self.log(",".join(request.nodes), "answered", job_id=request.job_id, **reply)
+            temporary = answers / f".{path.name}"
+            temporary.write_text(json.dumps(reply) + "\n")
+            temporary.chmod(0o644)
+            os.replace(temporary, answers / path.name)
+            path.unlink(missing_ok=True)
+
+    def run(self) -> None:
+        signal.signal(signal.SIGTERM, lambda *_: setattr(self, "stopping", True))
+        while not self.stopping:
+            self.poll()
+            time.sleep(LIVENESS_POLL_S)
+
+
+def main(argv: list[str]) -> int:
+    from hyperpod_cdk.local.cluster import LocalCluster
+
+    parser = argparse.ArgumentParser(prog="python -m hyperpod_cdk.local.agent", description=__doc__.split("\n")[0])
+    parser.add_argument("--workdir", required=True, type=Path)
+    args = parser.parse_args(argv)
+    Agent(LocalCluster.open(args.workdir)).run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

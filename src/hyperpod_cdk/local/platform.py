@@ -1,0 +1,219 @@
+"""HyperPod's part of bringing up a node, played by the emulator on the emulated HyperPod platform.
+
+On SageMaker HyperPod the instance's image and HyperPod's agent set up Slurm before the lifecycle script
+runs; our runtime then takes its HyperPod-platform path (``/opt/sagemaker_cluster`` exists, HyperPod owns
+``/opt/slurm/etc/slurm.conf``). The emulator does that part here, from AWS's documents (docs/local-cluster.md,
+"The emulated HyperPod platform", names the source of each behaviour and what is not emulated):
+
+* the node runs Debian trixie's Slurm 24.11 in HyperPod's layout (``/opt/slurm/{bin,sbin,etc}``) from the
+  root file system ``scripts/build-node-rootfs.sh`` builds, not the host's packages;
+* its host name and Slurm node name are HyperPod's ``ip-a-b-c-d``;
+* :func:`prepare` writes the marker, ``slurm.conf`` from each group's ``SlurmConfig`` (node type,
+  partition), the cluster's munge key, starts munged and, in the API-driven mode, slurmctld or slurmd.
+
+The generic platform (the host's own root and Slurm, the runtime renders slurm.conf) stays available.
+Stdlib only: the emulator does not need aws_cdk.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import sysconfig
+import tarfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hyperpod_cdk.local.layout import EMULATION_SLURM_OPTIONS, LocalLayout, LocalNode, host_hardware
+from hyperpod_cdk.local.state import LocalClusterError
+from training_runtime.node import GENERIC, HYPERPOD, HYPERPOD_MARKER, HYPERPOD_SLURM
+from training_runtime.params import COMPUTE, CONTROLLER, LIFECYCLE_DRIVEN, LOGIN
+from training_runtime.steps.munge import MUNGED, NODE_KEY
+
+if TYPE_CHECKING:
+    from hyperpod_cdk.local.cluster import LocalCluster
+
+PLATFORMS = (HYPERPOD, GENERIC)
+"""``hyperpod``: trixie root, Slurm 24.11 under /opt/slurm, HyperPod's part emulated. ``generic``: the
+host's root and Slurm, the runtime does everything (its generic platform)."""
+REPOSITORY = Path(__file__).resolve().parents[3]
+"""The checkout this module runs from (job scripts, the rootfs script); nodes see it read-only."""
+ROOTFS_SCRIPT = REPOSITORY / "scripts" / "build-node-rootfs.sh"
+SLURM_ETC = HYPERPOD_SLURM.conf_dir
+ACCOUNTING_CONF = "accounting.conf"
+MUNGE_KEY_SIZE = 1024
+STAGING = "/run/hyperpod-agent"
+"""Where :func:`prepare` unpacks its files on the node before installing them (a tmpfs: gone at boot)."""
+
+
+def check_platform(platform: str) -> str:
+    if platform not in PLATFORMS:
+        raise LocalClusterError(f"platform: got {platform!r}; allowed: {', '.join(PLATFORMS)}")
+    return platform
+
+
+def slurm_hostname(ip: str) -> str:
+    """HyperPod's host name (and Slurm node name) of the instance at ``ip``: ``ip-10-1-2-3``."""
+    return "ip-" + ip.replace(".", "-")
+
+
+def node_hostname(platform: str, node: LocalNode) -> str:
+    """The node's host name: HyperPod's ``ip-a-b-c-d`` on its platform, the instance name on the generic one."""
+    return slurm_hostname(node.ip) if platform == HYPERPOD else node.name
+
+
+def node_rootfs(build: bool = False) -> Path:
+    """The trixie root file system of the current package list (built by the script when ``build``)."""
+    argv = ["bash", str(ROOTFS_SCRIPT)] if build else ["bash", str(ROOTFS_SCRIPT), "--print-path"]
+    result = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=1800)
+    lines = result.stdout.strip().splitlines()
+    path = Path(lines[-1]) if result.returncode == 0 and lines else None
+    if path is None or not (path / "etc" / "os-release").exists():
+        why = f" ({result.stderr.strip()})" if result.stderr.strip() else ""
+        raise LocalClusterError(
+            f"the HyperPod platform's node root file system is not built{why}. Fix: sudo {ROOTFS_SCRIPT} "
+            "(make setup runs it; about 25 s and 650 MB), or use platform 'generic'"
+        )
+    return path
+
+
+def host_binds() -> tuple[str, ...]:
+    """Host paths every node sees read-only at the same path: this checkout (job scripts) and the Python
+    that runs this module with its virtual environment (torch for jobs: trixie's Python is 3.13, the
+    pinned CPU torch is installed for this one; docs/local-cluster.md)."""
+    paths = [str(REPOSITORY), sys.prefix]
+    base = sys.base_prefix
+    if base in ("/usr", "/"):  # a distribution's Python: its interpreter and standard library only
+        paths += [os.path.realpath(sys.executable), sysconfig.get_paths()["stdlib"]]
+    else:
+        paths.append(base)
+    unique: list[str] = []
+    for path in paths:
+        if path not in unique and not any(path.startswith(p.rstrip("/") + "/") for p in unique):
+            unique.append(path)
+    return tuple(unique)
+
+
+def torchrun() -> str:
+    """The torchrun that jobs on the local cluster run (the same path on the host and on every node)."""
+    return str(Path(sys.prefix) / "bin" / "torchrun")
+
+
+def slurm_conf(layout: LocalLayout, cpus: int | None = None) -> str:
+    """``/opt/slurm/etc/slurm.conf`` as HyperPod writes it from the groups' ``SlurmConfig``: the first
+    controller instance is SlurmctldHost (the others its backups), every compute and login instance a
+    NodeName line by its ``ip-a-b-c-d`` name, every compute group's instances in the group's partition
+    (the group's name when it has none); accounting settings go to the included ``accounting.conf``."""
+    hardware = host_hardware(cpus)
+    lines = [
+        "# Written by the hyperpod-cdk local emulator in HyperPod's place (docs/local-cluster.md)",
+        f"ClusterName={layout.cluster_name.lower()}",
+    ]
+    lines += [f"SlurmctldHost={slurm_hostname(n.ip)}({n.ip})" for n in layout.controllers]
+    lines += [
+        "SlurmUser=slurm",
+        "AuthType=auth/munge",
+        "CredType=cred/munge",
+        f"AuthInfo=cred_expire={EMULATION_SLURM_OPTIONS['cred_expire']}",
+        "StateSaveLocation=/var/spool/slurmctld",
+        "SlurmdSpoolDir=/var/spool/slurmd",
+        "SlurmctldPidFile=/run/slurmctld.pid",
+        "SlurmdPidFile=/run/slurmd.pid",
+        "SlurmctldLogFile=/var/log/slurm/slurmctld.log",
+        "SlurmdLogFile=/var/log/slurm/slurmd.log",
+        "MailProg=/bin/true",
+        "MpiDefault=none",
+        # No systemd and a shared cgroup tree in the emulation: no cgroup plugins (not HyperPod's choice).
+        "ProctrackType=proctrack/linuxproc",
+        "TaskPlugin=task/none",
+        "SelectType=select/cons_tres",
+        "SelectTypeParameters=CR_Core",
+        "ReturnToService=2",
+        "JobRequeue=1",
+        f"SlurmdTimeout={EMULATION_SLURM_OPTIONS['slurmd_timeout']}",
+        f"SlurmctldTimeout={EMULATION_SLURM_OPTIONS['slurmctld_timeout']}",
+        f"MessageTimeout={EMULATION_SLURM_OPTIONS['message_timeout']}",
+        f"SchedulerParameters=sched_interval={EMULATION_SLURM_OPTIONS['sched_interval']}",
+        f"include {SLURM_ETC}/{ACCOUNTING_CONF}",
+    ]
+    figures = (
+        f"CPUs={hardware['cpus']} Sockets={hardware['sockets']} CoresPerSocket={hardware['cores_per_socket']} "
+        f"ThreadsPerCore={hardware['threads_per_core']} RealMemory={hardware['memory_mib']}"
+    )
+    for node in layout.nodes:
+        if node.role in (COMPUTE, LOGIN):
+            name = slurm_hostname(node.ip)
+            lines.append(f"NodeName={name} NodeHostname={name} NodeAddr={node.ip} {figures} State=UNKNOWN")
+    first = True
+    for group in layout.groups:
+        members = [slurm_hostname(n.ip) for n in layout.nodes if n.group == group.name]
+        if group.role != COMPUTE or not members:
+            continue
+        default = "YES" if first else "NO"
+        first = False
+        lines.append(
+            f"PartitionName={group.partition or group.name} Nodes={','.join(members)} Default={default} "
+            "MaxTime=INFINITE State=UP"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def munge_key(workdir: Path) -> bytes:
+    """The cluster's munge key (made once, kept root-only in the work directory like HyperPod keeps it)."""
+    path = workdir / "cluster" / "munge.key"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(os.urandom(MUNGE_KEY_SIZE))
+    return path.read_bytes()
+
+
+def agent_script(role: str, mode: str) -> str:
+    """The shell script :func:`prepare` runs on a node (as root; its files are unpacked in STAGING)."""
+    munged = " ".join(MUNGED.argv)
+    run_dir, owner, run_mode = MUNGED.run_dir or ("/run/munge", "munge", 0o755)
+    lines = [
+        "set -eu",
+        f"s={STAGING}",
+        f"install -d -m 0755 {HYPERPOD_MARKER} {SLURM_ETC}",
+        f"install -m 0644 $s/slurm.conf {SLURM_ETC}/slurm.conf",
+        # Slurm warns about an empty include: the file starts with a comment (accounting is added to it later).
+        f"[ -e {SLURM_ETC}/{ACCOUNTING_CONF} ] || echo '# Accounting settings' >{SLURM_ETC}/{ACCOUNTING_CONF}",
+        "install -d -o munge -g munge -m 0700 /etc/munge",
+        f"install -o munge -g munge -m 0400 $s/munge.key {NODE_KEY}",
+        "install -d -o slurm -g slurm -m 0755 /var/log/slurm /var/spool/slurmctld",
+        "install -d -m 0755 /var/spool/slurmd",
+        'rm -rf "$s"',
+        'running() { [ -s "$1" ] && [ "$(cat /proc/$(cat "$1")/comm 2>/dev/null)" = "$2" ]; }',
+        f"install -d -o {owner} -g {owner} -m {run_mode:o} {run_dir}",
+        f"running {MUNGED.pid_file} munged || {munged}",
+    ]
+    if mode != LIFECYCLE_DRIVEN:  # API-driven: HyperPod starts Slurm before OnInitComplete runs
+        if role == CONTROLLER:
+            lines.append(f"running /run/slurmctld.pid slurmctld || {HYPERPOD_SLURM.command('slurmctld', True)}")
+        else:
+            lines.append(f"running /run/slurmd.pid slurmd || {HYPERPOD_SLURM.command('slurmd', True)}")
+    return "\n".join(lines) + "\n"
+
+
+def prepare(cluster: LocalCluster, node: LocalNode) -> None:
+    """HyperPod's part on one booted node, before its lifecycle script: the marker, slurm.conf, munge
+    (key and daemon) and, in the API-driven mode, the node's Slurm daemon. Idempotent: running daemons
+    are left alone, so a node prepared again keeps its PIDs."""
+    files = {"slurm.conf": slurm_conf(cluster.layout).encode(), "munge.key": munge_key(cluster.workdir)}
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o600
+            tar.addfile(info, io.BytesIO(data))
+    unpack = f'rm -rf {STAGING} && install -d -m 0700 {STAGING} && tar -C {STAGING} -xf - && exec sh -c "$0"'
+    agent = agent_script(node.role, cluster.state.mode)
+    result = cluster.exec(node.name, ["/bin/sh", "-c", unpack, agent], input=archive.getvalue())
+    if result.returncode != 0:
+        raise LocalClusterError(
+            f"node {node.name}: the emulated HyperPod agent failed: {(result.stderr or result.stdout).strip()}"
+        )

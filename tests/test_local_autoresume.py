@@ -1,0 +1,55 @@
+"""The auto-resume drill on a local cluster (root only): HyperPod's path after a node failure.
+
+The cluster gets the emulated HyperPod agent and srun wrapper (:func:`hyperpod_cdk.local.agent.enable`). A
+worker crashed inside the running step is replaced by a new instance under its name, the step runs again in
+the same job (no requeue) and training resumes from the newest complete checkpoint. About two minutes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from hyperpod_cdk.local import LocalCluster, agent
+from hyperpod_cdk.local.drill import DdpJob
+from hyperpod_cdk.local.drill_autoresume import crash_and_auto_resume
+from local_support import cpu_cluster, requires_local_cluster
+from training_runtime import checkpoint
+
+pytestmark = requires_local_cluster
+
+LOGIN = "login-group-1"
+WORKERS = ("worker-group-1-1", "worker-group-1-2")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with cpu_cluster(tmp_path_factory.mktemp("autoresume-cluster"), "hpar", "10.238.0.0/24") as cluster:
+        agent.enable(cluster)
+        yield cluster
+
+
+def test_a_crashed_worker_is_replaced_and_the_step_resumes_in_the_same_job(cluster: LocalCluster) -> None:
+    assert cluster.exec(WORKERS[1], ["touch", "/var/tmp/old-instance"]).returncode == 0
+    job = DdpJob(name="autoresume-drill", steps=40, checkpoint_every=5, step_seconds=0.4)
+    drill = crash_and_auto_resume(cluster, job, submit_from=LOGIN, crash=WORKERS[1], crash_after_step=7)
+
+    # Same job, never requeued: the batch script ran once, its step twice.
+    assert (drill.state, drill.restarts) == ("COMPLETED", 0), drill.log
+    first, retry = drill.runs
+    assert (first.restart, first.attempt, retry.restart, retry.attempt) == (0, 0, 0, 1)
+    assert first.steps == list(range(len(first.steps)))
+    # The node was replaced by a new instance: its old disk is gone (the marker written on it before).
+    replaced = [e for e in drill.events if e["node"] == WORKERS[1] and e["event"] == "replaced"]
+    assert replaced and replaced[-1]["exit_code"] == 0
+    assert cluster.exec(WORKERS[1], ["test", "-e", "/var/tmp/old-instance"]).returncode == 1
+    # Resumed right after a complete checkpoint at least as new as the one at the crash: at most one
+    # interval of the first attempt's steps is lost; then every remaining step once, on both nodes.
+    assert retry.resumed_at is not None and retry.resumed_at % job.checkpoint_every == 0
+    assert retry.resumed_at >= drill.checkpoint_before_crash + 1
+    assert 0 <= first.steps[-1] + 1 - retry.resumed_at <= job.checkpoint_every
+    assert retry.steps == list(range(retry.resumed_at, job.steps))
+    assert retry.done_world == 4
+    final = checkpoint.latest(job.host_path(cluster, job.checkpoint_dir(cluster)))
+    assert final is not None and final.step == job.steps - 1

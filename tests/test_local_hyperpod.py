@@ -1,0 +1,114 @@
+"""The emulated HyperPod platform (root only): Slurm 24.11 from the trixie node root file system in HyperPod's
+layout, HyperPod's part played by local/platform.py, then the runtime's HyperPod-platform path for real.
+The default mode (API-driven, OnInitComplete) with accounting and a user; the lifecycle-driven mode (OnCreate)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hyperpod_cdk.local import LocalCluster, LocalClusterError
+from hyperpod_cdk.local.platform import node_rootfs, torchrun
+from local_support import CPU_CLUSTER, REASON
+from training_runtime.node import HYPERPOD
+
+try:
+    node_rootfs()
+    ROOTFS_REASON = None
+except LocalClusterError as error:
+    ROOTFS_REASON = str(error)
+pytestmark = pytest.mark.skipif(REASON is not None or ROOTFS_REASON is not None, reason=str(REASON or ROOTFS_REASON))
+
+CONTROLLER, LOGIN = "controller-machine-1", "login-group-1"
+WORKERS = ("worker-group-1-1", "worker-group-1-2")
+NODES = (CONTROLLER, LOGIN, *WORKERS)
+WATCHED = (
+    "/opt/slurm/etc/slurm.conf /opt/slurm/etc/accounting.conf /opt/slurm/etc/slurmdbd.conf /etc/munge/munge.key "
+    "/etc/passwd /etc/group /var/lib/hyperpod-cdk/bootstrap.done /run/munge/munged.pid /run/slurmctld.pid "
+    "/run/slurmd.pid /run/slurmdbd.pid /run/mysqld/mysqld.pid"
+)
+
+
+def up(config: Path, workdir: Path, prefix: str, subnet: str) -> LocalCluster:
+    return LocalCluster.up(config, workdir, prefix=f"{prefix}{os.getpid() % 10000}", subnet=subnet, platform=HYPERPOD)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    cluster = up(CPU_CLUSTER, tmp_path_factory.mktemp("hyperpod-api"), "hphp", "10.249.0.0/24")
+    try:
+        yield cluster
+    finally:
+        cluster.down()
+
+
+def run(cluster: LocalCluster, node: str, *argv: str) -> str:
+    result = cluster.exec(node, list(argv), timeout=120)
+    assert result.returncode == 0, f"{node}: {' '.join(argv)}\n{result.stdout}{result.stderr}"
+    return result.stdout
+
+
+def test_nodes_run_slurm_24_11_in_hyperpods_layout_under_its_names(cluster: LocalCluster) -> None:
+    for node in (CONTROLLER, WORKERS[0]):
+        assert run(cluster, node, "sinfo", "--version").split()[1].startswith("24.11.")
+        assert run(cluster, node, "sh", "-c", "command -v sinfo").strip() == "/opt/slurm/bin/sinfo"
+        assert run(cluster, node, "hostname").strip() == "ip-" + cluster.node(node).ip.replace(".", "-")
+    conf = run(cluster, CONTROLLER, "cat", "/opt/slurm/etc/slurm.conf")
+    assert f"SlurmctldHost={cluster.slurm_name(CONTROLLER)}(" in conf
+    partition = next(line for line in conf.splitlines() if line.startswith("PartitionName=cpu "))
+    assert f"Nodes={','.join(cluster.slurm_name(w) for w in WORKERS)}" in partition
+    # The runtime took its HyperPod path: it never rendered slurm.conf, it only waited for HyperPod's.
+    assert "Written by the hyperpod-cdk local emulator in HyperPod's place" in conf
+    assert run(cluster, WORKERS[0], "test", "-d", "/opt/sagemaker_cluster") == ""
+
+
+def test_two_node_job_from_the_login_node(cluster: LocalCluster) -> None:
+    names = run(cluster, LOGIN, "srun", "-N2", "hostname").split()
+    assert sorted(names) == sorted(cluster.slurm_name(w) for w in WORKERS)
+
+
+def test_users_and_accounting(cluster: LocalCluster) -> None:
+    ids = {run(cluster, node, "id", "researcher").strip() for node in NODES}
+    assert ids == {"uid=2001(researcher) gid=2001(researcher) groups=2001(researcher)"}
+    # Jobs find the pinned torch on every node (as root: this machine's Python may live in root's home).
+    python = str(Path(torchrun()).with_name("python"))
+    out = run(cluster, LOGIN, "srun", "-N2", python, "-c", "import torch; print(torch.__version__)")
+    assert [v.split("+")[0] for v in out.split()] == ["2.13.0", "2.13.0"]
+    run(cluster, LOGIN, "runuser", "-u", "researcher", "--", "srun", "-N2", "-J", "acct-probe", "true")
+    for _ in range(60):
+        out = run(cluster, CONTROLLER, "sacct", "-a", "-n", "-X", "-P", "-o", "jobname,user,state")
+        if "acct-probe|researcher|COMPLETED" in out.split():
+            return
+        cluster.exec(CONTROLLER, ["sleep", "1"])
+    raise AssertionError(f"sacct never showed the job:\n{out}")
+
+
+def test_bootstrap_rerun_changes_nothing(cluster: LocalCluster) -> None:
+    script = f"for f in {WATCHED}; do [ -e $f ] && sha256sum $f; done; true"
+    before = {node: run(cluster, node, "sh", "-c", script) for node in NODES}
+    for node in NODES:
+        code, output = cluster.bootstrap(node)
+        assert code == 0, output
+        assert '"changed": 0' in output.splitlines()[-1], output
+    assert {node: run(cluster, node, "sh", "-c", script) for node in NODES} == before
+
+
+def test_lifecycle_driven_mode_on_the_hyperpod_platform(tmp_path: Path) -> None:
+    """OnCreate with provisioning_parameters.json: HyperPod writes slurm.conf and runs munge, the runtime
+    starts the Slurm daemons itself."""
+    config = tmp_path / "lifecycle.yaml"
+    text = CPU_CLUSTER.read_text()
+    config.write_text(text.split("runtime:")[0] + "mode: lifecycle-driven\n")
+    cluster = up(config, tmp_path / "work", "hplc", "10.248.0.0/24")
+    try:
+        assert cluster.state.mode == "lifecycle-driven"
+        params = run(cluster, WORKERS[0], "cat", "/opt/ml/config/provisioning_parameters.json")
+        assert '"worker_groups"' in params
+        assert run(cluster, WORKERS[0], "sinfo", "--version").split()[1].startswith("24.11.")
+        names = run(cluster, LOGIN, "srun", "-N2", "hostname").split()
+        assert sorted(names) == sorted(cluster.slurm_name(w) for w in WORKERS)
+    finally:
+        cluster.down()
