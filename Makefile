@@ -14,7 +14,7 @@ VENV38 := .venv38
 SCAN_VENV := .venv-scan
 CHECKOV_VERSION := 3.3.30
 
-SHELL_SCRIPTS := $(wildcard src/hyperpod_cdk/lifecycle_assets/*.sh src/hyperpod_cdk/local/*.sh scripts/*.sh examples/jobs/*.sbatch .ci/run)
+SHELL_SCRIPTS := $(wildcard src/hyperpod_cdk/lifecycle_assets/*.sh hyperpod-local/src/hyperpod_local/*.sh scripts/*.sh examples/jobs/*.sbatch .ci/run)
 
 .PHONY: setup system-packages node-rootfs synth test lint typecheck unit unit38 bench schema docs clean
 
@@ -30,10 +30,10 @@ node-rootfs: system-packages
 	@if [ "$$(id -u)" -eq 0 ]; then ./scripts/build-node-rootfs.sh >/dev/null; \
 	else echo "node-rootfs: skipped (needs root; the HyperPod-platform local tests skip without it)"; fi
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml hyperpod-local/pyproject.toml
 	python3 -m venv $(VENV)
 	$(PYTHON) -m pip install --quiet --upgrade pip
-	$(PYTHON) -m pip install --quiet --editable '.[dev]'
+	$(PYTHON) -m pip install --quiet --editable '.[dev]' --editable ./hyperpod-local
 	touch $@
 
 # checkov (the IaC scanner tests/test_scanners.py runs) in a venv of its own: its pins would fight ours.

@@ -13,10 +13,11 @@ second), the Spot reclaim drill: EC2's interruption notice for the second worker
 checkpoints and requeues itself, the node is lost and a replacement boots; it prints the seconds from the
 notice to each phase and the steps lost.
 
-Last, on a fresh cluster with the emulated HyperPod agent (``hyperpod_cdk.local.agent.enable``), the
-auto-resume drill: the same job, whose launcher now passes ``srun --auto-resume=1``, the second worker crashed
-after step 7; the agent replaces it and the step runs again in the same job. It prints the seconds from the
-crash to each phase, next to the requeue path's.
+The requeue and Spot drills run on the generic platform. Last, on a fresh cluster of the emulated HyperPod
+platform (``platform="hyperpod"``: Slurm 24.11, ``ip-a-b-c-d`` names, the emulated HyperPod agent and srun
+wrapper), the auto-resume drill: the same job, whose launcher passes ``srun --auto-resume=1`` because the
+HyperPod marker is there, the second worker crashed after step 7; the agent replaces it and the step runs
+again in the same job. It prints the seconds from the crash to each phase, next to the requeue path's.
 """
 
 from __future__ import annotations
@@ -27,11 +28,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hyperpod_cdk.local import LocalCluster, agent
-from hyperpod_cdk.local.drill import DdpJob, crash_and_resume, spot_reclaim
-from hyperpod_cdk.local.drill_autoresume import crash_and_auto_resume
-from hyperpod_cdk.local.imds import FakeImds, spot_variant
-from hyperpod_cdk.local.layout import EMULATION_SLURM_OPTIONS
+from hyperpod_local import LocalCluster
+from hyperpod_local.drill import DdpJob, crash_and_resume, spot_reclaim
+from hyperpod_local.drill_autoresume import crash_and_auto_resume
+from hyperpod_local.imds import FakeImds, spot_variant
+from hyperpod_local.layout import EMULATION_SLURM_OPTIONS
+from training_runtime.node import HYPERPOD
 
 CONFIG = Path(__file__).resolve().parent.parent / "examples" / "cpu-cluster.yaml"
 
@@ -59,9 +61,10 @@ def main() -> None:
         finally:
             imds.stop()
             cluster.down()
-        cluster = LocalCluster.up(CONFIG, Path(workdir) / "autoresume", prefix="hpbauto", subnet=subnet)
+        cluster = LocalCluster.up(
+            CONFIG, Path(workdir) / "autoresume", prefix="hpbauto", subnet=subnet, platform=HYPERPOD
+        )
         try:
-            agent.enable(cluster)
             auto_job = DdpJob(name="bench-auto", steps=60, checkpoint_every=5, step_seconds=0.4)
             auto = crash_and_auto_resume(
                 cluster, auto_job, submit_from="login-group-1", crash="worker-group-1-2", crash_after_step=7
@@ -106,7 +109,8 @@ def main() -> None:
     )
 
     first, retry = auto.runs
-    print(f"\nAuto-resume: job {auto.state}, restarts {auto.restarts}, step attempts {len(auto.runs)}.\n")
+    attempts = len(auto.runs)
+    print(f"\nAuto-resume (platform {HYPERPOD}): job {auto.state}, restarts {auto.restarts}, attempts {attempts}.\n")
     print("| Phase (seconds after the crash) | Auto-resume | Requeue |")
     print("| --- | --: | --: |")
     replaced, down = auto.replaced_s, drill.node_down_s

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from hyperpod_cdk.local import LocalCluster
+from hyperpod_local import LocalCluster
 
 CONFIG = Path(__file__).resolve().parent.parent / "examples" / "cpu-cluster.yaml"
 

@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from hyperpod_cdk.local import LocalCluster
+from hyperpod_local import LocalCluster
 from training_runtime.steps.observability import COLLECTOR, NODE_EXPORTER, PID_DIR
 
 ROOT = Path(__file__).resolve().parent.parent

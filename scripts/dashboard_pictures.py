@@ -20,8 +20,8 @@ from pathlib import Path
 
 import yaml
 
-from hyperpod_cdk.local import LocalCluster
-from hyperpod_cdk.local import metrics as metrics_server
+from hyperpod_local import LocalCluster
+from hyperpod_local import metrics as metrics_server
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "examples" / "cpu-cluster.yaml"

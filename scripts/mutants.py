@@ -117,7 +117,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "M8",
         "the local cluster keeps the stack's Lustre names",
-        "src/hyperpod_cdk/local/layout.py",
+        "hyperpod-local/src/hyperpod_local/layout.py",
         "deployed, fsx_dns_name=None, fsx_mountname=None, fsx=None, metrics=None, options=options",
         "deployed, metrics=None, options=options",
         ("tests/test_local_layout.py",),

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from hyperpod_cdk.local import LocalCluster
+from hyperpod_local import LocalCluster, LocalClusterError
+from hyperpod_local.platform import node_rootfs
+from training_runtime.node import GENERIC
 
 CPU_CLUSTER = Path(__file__).resolve().parent.parent / "examples" / "cpu-cluster.yaml"
 """The config the local-cluster tests bring up: controller (accounting), login node, two workers, a user."""
@@ -38,10 +40,25 @@ REASON = skip_reason()
 requires_local_cluster = pytest.mark.skipif(REASON is not None, reason=str(REASON))
 
 
+def rootfs_reason() -> str | None:
+    """Why the emulated HyperPod platform cannot run here (its node root file system is not built), or None."""
+    try:
+        node_rootfs()
+    except LocalClusterError as error:
+        return str(error)
+    return None
+
+
+HYPERPOD_REASON = REASON or rootfs_reason()
+requires_hyperpod_platform = pytest.mark.skipif(HYPERPOD_REASON is not None, reason=str(HYPERPOD_REASON))
+
+
 @contextmanager
-def cpu_cluster(workdir: Path, prefix: str, subnet: str) -> Iterator[LocalCluster]:
+def cpu_cluster(workdir: Path, prefix: str, subnet: str, platform: str = GENERIC) -> Iterator[LocalCluster]:
     """:data:`CPU_CLUSTER` up in ``workdir`` (the prefix gets this process's id), taken down afterwards."""
-    cluster = LocalCluster.up(CPU_CLUSTER, workdir, prefix=f"{prefix}{os.getpid() % 10000}", subnet=subnet)
+    cluster = LocalCluster.up(
+        CPU_CLUSTER, workdir, prefix=f"{prefix}{os.getpid() % 10000}", subnet=subnet, platform=platform
+    )
     try:
         yield cluster
     finally:

@@ -1,8 +1,9 @@
-"""The auto-resume drill on a local cluster (root only): HyperPod's path after a node failure.
+"""The auto-resume drill on the emulated HyperPod platform (root only): HyperPod's path after a node failure.
 
-The cluster gets the emulated HyperPod agent and srun wrapper (:func:`hyperpod_cdk.local.agent.enable`). A
-worker crashed inside the running step is replaced by a new instance under its name, the step runs again in
-the same job (no requeue) and training resumes from the newest complete checkpoint. About two minutes.
+``up`` with ``platform="hyperpod"`` starts the emulated HyperPod agent and puts the srun wrapper on every node in
+HyperPod's part, before the lifecycle script. A worker crashed inside the running step is replaced by a new
+instance under its name, the step runs again in the same job (no requeue) and training resumes from the newest
+complete checkpoint. About two minutes.
 """
 
 from __future__ import annotations
@@ -11,26 +12,41 @@ from collections.abc import Iterator
 
 import pytest
 
-from hyperpod_cdk.local import LocalCluster, agent
-from hyperpod_cdk.local.drill import DdpJob
-from hyperpod_cdk.local.drill_autoresume import crash_and_auto_resume
-from local_support import cpu_cluster, requires_local_cluster
+from hyperpod_local import LocalCluster, agent
+from hyperpod_local.drill import DdpJob
+from hyperpod_local.drill_autoresume import crash_and_auto_resume
+from local_support import cpu_cluster, requires_hyperpod_platform
 from training_runtime import checkpoint
+from training_runtime.node import HYPERPOD
+from training_runtime.paths import DONE_MARKER
 
-pytestmark = requires_local_cluster
+pytestmark = requires_hyperpod_platform
 
 LOGIN = "login-group-1"
 WORKERS = ("worker-group-1-1", "worker-group-1-2")
 
 
+def wrapper_before_script(cluster: LocalCluster, node: str) -> bool:
+    """srun on ``node`` is the wrapper, installed before the lifecycle script finished."""
+    script = f"grep -q '{agent.WRAPPER_MARK}' {agent.WRAPPER_PATH} && stat -c %.9Y {agent.WRAPPER_PATH} {DONE_MARKER}"
+    result = cluster.exec(node, ["sh", "-c", script])
+    assert result.returncode == 0, f"{node}: {result.stdout}{result.stderr}"
+    installed, finished = (float(t) for t in result.stdout.split())
+    return installed < finished
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with cpu_cluster(tmp_path_factory.mktemp("autoresume-cluster"), "hpar", "10.238.0.0/24") as cluster:
-        agent.enable(cluster)
+    workdir = tmp_path_factory.mktemp("autoresume-cluster")
+    with cpu_cluster(workdir, "hpar", "10.238.0.0/24", platform=HYPERPOD) as cluster:
         yield cluster
 
 
 def test_a_crashed_worker_is_replaced_and_the_step_resumes_in_the_same_job(cluster: LocalCluster) -> None:
+    # HyperPod's part gave every node srun --auto-resume before its script, and the agent runs.
+    for node in cluster.nodes:
+        assert wrapper_before_script(cluster, node.name), node.name
+    assert agent._pid(cluster) is not None
     assert cluster.exec(WORKERS[1], ["touch", "/var/tmp/old-instance"]).returncode == 0
     job = DdpJob(name="autoresume-drill", steps=40, checkpoint_every=5, step_seconds=0.4)
     drill = crash_and_auto_resume(cluster, job, submit_from=LOGIN, crash=WORKERS[1], crash_after_step=7)
@@ -40,10 +56,13 @@ def test_a_crashed_worker_is_replaced_and_the_step_resumes_in_the_same_job(clust
     first, retry = drill.runs
     assert (first.restart, first.attempt, retry.restart, retry.attempt) == (0, 0, 0, 1)
     assert first.steps == list(range(len(first.steps)))
-    # The node was replaced by a new instance: its old disk is gone (the marker written on it before).
+    # The node was replaced by a new instance: its old disk is gone (the file written on it before), and the
+    # new one got the wrapper before its lifecycle script ran. The job saw it under its Slurm name.
     replaced = [e for e in drill.events if e["node"] == WORKERS[1] and e["event"] == "replaced"]
     assert replaced and replaced[-1]["exit_code"] == 0
     assert cluster.exec(WORKERS[1], ["test", "-e", "/var/tmp/old-instance"]).returncode == 1
+    assert wrapper_before_script(cluster, WORKERS[1])
+    assert f"Job failed - replaced nodes {cluster.slurm_name(WORKERS[1])}" in drill.log
     # Resumed right after a complete checkpoint at least as new as the one at the crash: at most one
     # interval of the first attempt's steps is lost; then every remaining step once, on both nodes.
     assert retry.resumed_at is not None and retry.resumed_at % job.checkpoint_every == 0

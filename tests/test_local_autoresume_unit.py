@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from hyperpod_cdk.local import agent, autoresume
-from hyperpod_cdk.local.agent import AgentRequestError, Request, decide, parse_request, replace_reasons
-from hyperpod_cdk.local.autoresume import MAX_ATTEMPTS, RETRYSTEP, UsageError, next_action, nodes_back, split_option
+from hyperpod_local import agent, autoresume
+from hyperpod_local.agent import AgentRequestError, Request, decide, parse_request, replace_reasons
+from hyperpod_local.autoresume import MAX_ATTEMPTS, RETRYSTEP, UsageError, next_action, nodes_back, split_option
 
 NODES = ("worker-group-1-1", "worker-group-1-2", "login-group-1")
 
@@ -107,14 +107,21 @@ class FakeNamespaces:
         return name not in self.dead
 
 
+SLURM_NAMES = {name: f"ip-10-238-0-{11 + i}" for i, name in enumerate(NODES)}
+"""The nodes' Slurm names on the emulated HyperPod platform, which jobs (and so the mailbox) use."""
+
+
 class FakeCluster:
-    """What the agent's request handling reads of a cluster: work directory, nodes, liveness."""
+    """What the agent's request handling reads of a cluster: work directory, nodes, names, liveness."""
 
     def __init__(self, workdir: Path, dead: set[str]) -> None:
         self.workdir = workdir
         self.nodes = [SimpleNamespace(name=n) for n in NODES]
         self.layout = SimpleNamespace(workers=[SimpleNamespace(name=n) for n in NODES[:2]], controllers=[])
         self.namespaces = FakeNamespaces(dead)
+
+    def slurm_name(self, name: str) -> str:
+        return SLURM_NAMES[name]
 
 
 def test_the_agent_answers_each_request_once_replacing_what_is_dead(
@@ -136,17 +143,44 @@ def test_the_agent_answers_each_request_once_replacing_what_is_dead(
     cluster.namespaces.dead.add("worker-group-1-2")  # died after the agent started watching
     requests = agent.mailbox_dir(cluster) / "requests"  # type: ignore[arg-type]
     answers = agent.mailbox_dir(cluster) / "answers"  # type: ignore[arg-type]
-    (requests / "42-1-0.json").write_text(request())
+    # The job names its nodes by their Slurm names; the agent replaces instances and answers in Slurm names.
+    job_nodes = [SLURM_NAMES[n] for n in NODES[:2]]
+    (requests / "42-1-0.json").write_text(request(nodes=job_nodes))
     (requests / "bad.json").write_text(request(nodes=["nobody"]))
     (requests / ".43-1-0.json").write_text(request())  # still being written: not read
     worker.answer_requests()
     assert replaced == ["worker-group-1-2"]
-    assert json.loads((answers / "42-1-0.json").read_text()) == {"action": RETRYSTEP, "replaced": ["worker-group-1-2"]}
+    expected = {"action": RETRYSTEP, "replaced": [SLURM_NAMES["worker-group-1-2"]]}
+    assert json.loads((answers / "42-1-0.json").read_text()) == expected
     bad = json.loads((answers / "bad.json").read_text())
     assert bad["action"] == "NONE" and "nobody not in this cluster" in bad["error"]
     assert sorted(p.name for p in requests.iterdir()) == [".43-1-0.json"]
     # Asked again for the same step: the node was replaced for it already, no second replacement.
-    (requests / "42-1-1.json").write_text(request())
+    (requests / "42-1-1.json").write_text(request(nodes=job_nodes))
     worker.answer_requests()
     assert replaced == ["worker-group-1-2"]
     assert json.loads((answers / "42-1-1.json").read_text())["action"] == RETRYSTEP
+
+
+def test_a_slurm_replace_reason_replaces_the_instance_and_the_notice_has_the_slurm_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster = FakeCluster(tmp_path, dead=set())
+    for sub in ("requests", "answers", "replaced"):
+        (agent.mailbox_dir(cluster) / sub).mkdir(parents=True)  # type: ignore[arg-type]
+    (tmp_path / agent.DIRECTORY).mkdir(parents=True)
+    worker = agent.Agent(cluster)  # type: ignore[arg-type]
+    booted: list[str] = []
+    monkeypatch.setattr(agent, "replace_node", lambda _cluster, name: (booted.append(name), (0, "done"))[1])
+    asked: list[list[str]] = []
+    name = SLURM_NAMES["worker-group-1-1"]
+
+    def controller(argv: list[str]) -> str:
+        asked.append(argv)
+        return f"{name}|Action:Replace\n{SLURM_NAMES['login-group-1']}|Action:Replace\n"
+
+    monkeypatch.setattr(worker, "_controller_exec", controller)
+    worker.poll()
+    assert booted == ["worker-group-1-1"]  # the login node is not the agent's to replace
+    assert (agent.mailbox_dir(cluster) / "replaced" / f"{name}.json").exists()  # type: ignore[arg-type]
+    assert ["scontrol", "update", f"nodename={name}", "state=resume"] in asked

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from hyperpod_cdk.local import LocalCluster
-from hyperpod_cdk.local.cluster import LIFECYCLE_DIR, RESOURCE_CONFIG_PATH
-from hyperpod_cdk.local.namespaces import node_environment
+from hyperpod_local import LocalCluster, agent
+from hyperpod_local.cluster import LIFECYCLE_DIR, RESOURCE_CONFIG_PATH
+from hyperpod_local.namespaces import node_environment
 from local_support import cpu_cluster, requires_local_cluster
 from training_runtime.params import ENTRYPOINT_BY_MODE
 
@@ -64,6 +64,11 @@ def wait_for(predicate, what: str, timeout: float = 60.0) -> None:  # type: igno
 def test_two_node_job_from_the_login_node(cluster: LocalCluster) -> None:
     names = run(cluster, LOGIN, "srun", "-N2", "hostname").split()
     assert sorted(names) == sorted(WORKERS)
+    # The generic platform has none of HyperPod's: no marker, Slurm's own srun, no emulated HyperPod agent.
+    assert run(cluster, LOGIN, "sh", "-c", "command -v srun; test -e /opt/sagemaker_cluster || echo no marker") == (
+        "/usr/bin/srun\nno marker\n"
+    )
+    assert not agent.enabled(cluster) and agent._pid(cluster) is None
 
 
 def test_users_have_the_same_ids_everywhere_and_a_shared_home(cluster: LocalCluster) -> None:

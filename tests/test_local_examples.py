@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from hyperpod_cdk.local import LocalCluster, LocalClusterError
-from hyperpod_cdk.local import layout as local_layout
+from hyperpod_local import LocalCluster, LocalClusterError
+from hyperpod_local import layout as local_layout
 from local_support import requires_local_cluster
 
 pytestmark = requires_local_cluster

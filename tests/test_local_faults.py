@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from hyperpod_cdk.local import LocalCluster
-from hyperpod_cdk.local.drill import DdpJob, crash_and_resume, job_fields, parse_job_log, wait_until
+from hyperpod_local import LocalCluster
+from hyperpod_local.drill import DdpJob, crash_and_resume, job_fields, parse_job_log, wait_until
 from local_support import cpu_cluster, requires_local_cluster
 from training_runtime import checkpoint
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
-from hyperpod_cdk.local import LocalCluster
+from hyperpod_local import LocalCluster
 from local_support import requires_local_cluster
 
 pytestmark = requires_local_cluster

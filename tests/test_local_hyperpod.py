@@ -10,17 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from hyperpod_cdk.local import LocalCluster, LocalClusterError
-from hyperpod_cdk.local.platform import node_rootfs, torchrun
-from local_support import CPU_CLUSTER, REASON
+from hyperpod_local import LocalCluster
+from hyperpod_local.platform import torchrun
+from local_support import CPU_CLUSTER, requires_hyperpod_platform
 from training_runtime.node import HYPERPOD
 
-try:
-    node_rootfs()
-    ROOTFS_REASON = None
-except LocalClusterError as error:
-    ROOTFS_REASON = str(error)
-pytestmark = pytest.mark.skipif(REASON is not None or ROOTFS_REASON is not None, reason=str(REASON or ROOTFS_REASON))
+pytestmark = requires_hyperpod_platform
 
 CONTROLLER, LOGIN = "controller-machine-1", "login-group-1"
 WORKERS = ("worker-group-1-1", "worker-group-1-2")

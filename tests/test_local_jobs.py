@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from hyperpod_cdk.local import LocalCluster, LocalClusterError, agent
-from hyperpod_cdk.local.platform import node_rootfs
+from hyperpod_local import LocalCluster, LocalClusterError, agent
+from hyperpod_local.platform import node_rootfs
 from local_support import CPU_CLUSTER, requires_local_cluster
 from training_runtime.node import GENERIC, HYPERPOD
 

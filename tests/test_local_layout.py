@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from hyperpod_cdk.config import ClusterConfig, load_config, parse_config
-from hyperpod_cdk.local.layout import (
+from hyperpod_local.layout import (
     EMULATION_SLURM_OPTIONS,
     LayoutError,
     LocalLayout,
@@ -257,7 +257,7 @@ def test_every_example_has_a_local_layout(example: Path) -> None:
 
 
 def test_up_needs_root_and_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from hyperpod_cdk.local import LocalCluster, NamespaceError
+    from hyperpod_local import LocalCluster, NamespaceError
 
     monkeypatch.setattr("os.geteuid", lambda: 1000)
     with pytest.raises(NamespaceError, match="needs root"):

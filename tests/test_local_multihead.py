@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from hyperpod_cdk.config import load_config
-from hyperpod_cdk.local import LocalCluster
-from hyperpod_cdk.local.layout import plan_layout
+from hyperpod_local import LocalCluster
+from hyperpod_local.layout import plan_layout
 from local_support import requires_local_cluster
 
 CONFIG = Path(__file__).resolve().parent / "fixtures" / "multihead-cluster.yaml"

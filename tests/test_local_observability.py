@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from hyperpod_cdk.local import LocalCluster
-from hyperpod_cdk.local import metrics as metrics_server
+from hyperpod_local import LocalCluster
+from hyperpod_local import metrics as metrics_server
 from local_support import CPU_CLUSTER, requires_local_cluster
 from training_runtime.metrics.catalog import METRICS
 from training_runtime.steps.observability import COLLECTOR, NODE_EXPORTER, PID_DIR

@@ -1,6 +1,6 @@
 """Spot reclaim drill on a local cluster (root only): examples/cpu-cluster.yaml with its workers on Spot.
 
-The fake instance metadata service (``hyperpod_cdk.local.imds.FakeImds``, an HTTP server in the cluster's
+The fake instance metadata service (``hyperpod_local.imds.FakeImds``, an HTTP server in the cluster's
 switch namespace) posts EC2's interruption notice for one worker; the node's Spot watcher drains it and
 signals the DDP job (examples/jobs/ddp.sbatch through the launcher), which checkpoints the step it is at and
 requeues itself. Then the node is lost (crashed) and a replacement boots under its name; the job resumes from
@@ -14,9 +14,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from hyperpod_cdk.local import LocalCluster
-from hyperpod_cdk.local.drill import DdpJob, node_state, spot_reclaim
-from hyperpod_cdk.local.imds import FakeImds, spot_variant
+from hyperpod_local import LocalCluster
+from hyperpod_local.drill import DdpJob, node_state, spot_reclaim
+from hyperpod_local.imds import FakeImds, spot_variant
 from local_support import CPU_CLUSTER, requires_local_cluster
 from training_runtime import checkpoint
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from hyperpod_cdk import ClusterConfig, TrainingClusterStack
-from hyperpod_cdk.local.layout import emulated
-from hyperpod_cdk.local.staging import LocalInputs, from_assembly, from_config
-from hyperpod_cdk.local.state import LocalClusterError
+from hyperpod_local.layout import emulated
+from hyperpod_local.staging import LocalInputs, from_assembly, from_config
+from hyperpod_local.state import LocalClusterError
 from support import build_example, fast_app
 from training_runtime.params import PARAMETERS_FILE_BY_MODE, ProvisioningParameters
 
@@ -101,8 +101,8 @@ def test_staging_needs_neither_aws_cdk_nor_node(assembly: Path) -> None:
 
     code = (
         "import sys\n"
-        "from hyperpod_cdk.local import LocalCluster\n"
-        "from hyperpod_cdk.local.staging import from_assembly, from_config\n"
+        "from hyperpod_local import LocalCluster\n"
+        "from hyperpod_local.staging import from_assembly, from_config\n"
         f"from_config({str(EXAMPLES[0])!r}).staged_files(cpus=2)\n"
         f"from_assembly({str(assembly)!r}, 'hyperpod-cpu-cluster').staged_files(cpus=2)\n"
         "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('aws_cdk', 'jsii', 'constructs'))\n"

@@ -103,7 +103,7 @@ def _add_local_commands(commands: Any) -> None:
 
 
 def _run_local(args: argparse.Namespace) -> int:
-    from hyperpod_cdk.local import LocalCluster, LocalClusterError, NamespaceError
+    from hyperpod_local import LocalCluster, LocalClusterError, NamespaceError
 
     def say(message: str) -> None:
         print(message, file=sys.stderr, flush=True)

@@ -1,7 +1,7 @@
 """The one builder of the parameters file: what a cluster's nodes read at boot.
 
 ``HyperPodCluster`` uploads what :func:`cluster_parameters` returns, and the local cluster
-(``hyperpod_cdk.local.layout.parameters``) starts from the same call and then overlays only what the
+(``hyperpod_local.layout.parameters``) starts from the same call and then overlays only what the
 emulation must change. A field added to the contract is therefore added here once, for both.
 
 No ``aws_cdk`` import: the values may be CDK tokens (the file system's DNS and mount names), but building

@@ -203,7 +203,7 @@ def build(args: argparse.Namespace, env: Mapping[str, str], facts: NodeFacts, ro
     hosts = node_list(env)
     nodes = _int(env, "SLURM_JOB_NUM_NODES", "SLURM_NNODES") or len(hosts)
     # HyperPod's srun has --auto-resume wherever its marker is, as AWS's samples test at job time; the facts
-    # bootstrap wrote say the same on a HyperPod node (the marker can also come after it: emulated platform).
+    # bootstrap wrote say the same on a HyperPod node.
     platform = HYPERPOD if platform_at(root) == HYPERPOD else facts.platform
     family = family_of(facts.instance_type)
     nproc = args.nproc_per_node or processes_per_node(facts, env)

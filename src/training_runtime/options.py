@@ -203,7 +203,7 @@ class RuntimeOptions:
     """Per instance type: replaces figures of the runtime's hardware table (``hardware.py``), or adds a type
     the table lacks."""
     emulated_hardware: bool = False
-    """Written only by the local cluster (``hyperpod_cdk.local``), never by a deployment: the instance type's
+    """Written only by the local cluster (``hyperpod_local``), never by a deployment: the instance type's
     GPUs, Neuron devices and EFA interfaces are declared, not present. The health checks skip them, saying
     so, the launcher runs CPU processes, and Slurm counts declared GPUs without device files."""
 

@@ -136,7 +136,7 @@ def smddp(view: ClusterView) -> Iterator[Problem]:
         )
 
 
-@rule("RT-EMULATED-HARDWARE", "runtime", "runtime.emulated_hardware", source="hyperpod-cdk (hyperpod_cdk.local)")
+@rule("RT-EMULATED-HARDWARE", "runtime", "runtime.emulated_hardware", source="hyperpod-cdk (hyperpod_local)")
 def emulated_hardware(view: ClusterView) -> Iterator[Problem]:
     """emulated_hardware is the local cluster's own: a deployed node checks the devices its type has."""
     if view.runtime.get("emulated_hardware") is True:

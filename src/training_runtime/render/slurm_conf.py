@@ -2,7 +2,7 @@
 
 The settings' defaults are the runtime options' (``training_runtime.options.SlurmOptions``: Slurm's own
 except where noted there); the local cluster sets fast failure detection through those options
-(``hyperpod_cdk/local/layout.py``, docs/research/local-slurm.md §6.6).
+(``hyperpod_local/layout.py``, docs/research/local-slurm.md §6.6).
 The file is valid for Slurm 22.05 (Debian, the emulation) and 24.11/25.11 (HyperPod): the ``*/none``
 plugin names that 23.11 removed are still accepted there and mean "no plugin".
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from hyperpod_cdk.local.emulated import hardware_note
-from hyperpod_cdk.local.metrics import browse_hint, running
+from hyperpod_local.emulated import hardware_note
+from hyperpod_local.metrics import browse_hint, running
 
 if TYPE_CHECKING:
-    from hyperpod_cdk.local.cluster import LocalCluster
+    from hyperpod_local.cluster import LocalCluster
 
 
 def status_report(cluster: LocalCluster) -> dict[str, Any]:

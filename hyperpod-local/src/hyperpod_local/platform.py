@@ -9,7 +9,9 @@ runs; our runtime then takes its HyperPod-platform path (``/opt/sagemaker_cluste
   root file system ``scripts/build-node-rootfs.sh`` builds, not the host's packages;
 * its host name and Slurm node name are HyperPod's ``ip-a-b-c-d``;
 * :func:`prepare` writes the marker, ``slurm.conf`` from each group's ``SlurmConfig`` (node type,
-  partition), the cluster's munge key, starts munged and, in the API-driven mode, slurmctld or slurmd.
+  partition), the cluster's munge key, starts munged and, in the API-driven mode, slurmctld or slurmd, and
+  installs srun with ``--auto-resume`` (:mod:`hyperpod_local.agent`; ``LocalCluster.up`` starts the
+  emulated HyperPod agent that answers it).
 
 The generic platform (the host's own root and Slurm, the runtime renders slurm.conf) stays available.
 Stdlib only: the emulator does not need aws_cdk.
@@ -26,14 +28,15 @@ import tarfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hyperpod_cdk.local.layout import EMULATION_SLURM_OPTIONS, LocalLayout, LocalNode, host_hardware
-from hyperpod_cdk.local.state import LocalClusterError
+from hyperpod_local import agent
+from hyperpod_local.layout import EMULATION_SLURM_OPTIONS, LocalLayout, LocalNode, host_hardware
+from hyperpod_local.state import LocalClusterError
 from training_runtime.node import GENERIC, HYPERPOD, HYPERPOD_MARKER, HYPERPOD_SLURM
 from training_runtime.params import COMPUTE, CONTROLLER, LIFECYCLE_DRIVEN, LOGIN
 from training_runtime.steps.munge import MUNGED, NODE_KEY
 
 if TYPE_CHECKING:
-    from hyperpod_cdk.local.cluster import LocalCluster
+    from hyperpod_local.cluster import LocalCluster
 
 PLATFORMS = (HYPERPOD, GENERIC)
 """``hyperpod``: trixie root, Slurm 24.11 under /opt/slurm, HyperPod's part emulated. ``generic``: the
@@ -201,8 +204,8 @@ def agent_script(role: str, mode: str) -> str:
 
 def prepare(cluster: LocalCluster, node: LocalNode) -> None:
     """HyperPod's part on one booted node, before its lifecycle script: the marker, slurm.conf, munge
-    (key and daemon) and, in the API-driven mode, the node's Slurm daemon. Idempotent: running daemons
-    are left alone, so a node prepared again keeps its PIDs."""
+    (key and daemon), in the API-driven mode the node's Slurm daemon, and srun with ``--auto-resume``.
+    Idempotent: running daemons are left alone, so a node prepared again keeps its PIDs."""
     files = {"slurm.conf": slurm_conf(cluster.layout).encode(), "munge.key": munge_key(cluster.workdir)}
     archive = io.BytesIO()
     with tarfile.open(fileobj=archive, mode="w") as tar:
@@ -211,9 +214,10 @@ def prepare(cluster: LocalCluster, node: LocalNode) -> None:
             info.size, info.mode = len(data), 0o600
             tar.addfile(info, io.BytesIO(data))
     unpack = f'rm -rf {STAGING} && install -d -m 0700 {STAGING} && tar -C {STAGING} -xf - && exec sh -c "$0"'
-    agent = agent_script(node.role, cluster.state.mode)
-    result = cluster.exec(node.name, ["/bin/sh", "-c", unpack, agent], input=archive.getvalue())
+    script = agent_script(node.role, cluster.state.mode)
+    result = cluster.exec(node.name, ["/bin/sh", "-c", unpack, script], input=archive.getvalue())
     if result.returncode != 0:
         raise LocalClusterError(
             f"node {node.name}: the emulated HyperPod agent failed: {(result.stderr or result.stdout).strip()}"
         )
+    agent.install(cluster, node.name)

@@ -7,7 +7,7 @@ Two sources, one result (:class:`LocalInputs`):
 * a synthesized cloud assembly (:func:`from_assembly`, ``local up --from cdk.out``): the files the stack's
   lifecycle upload names, read from the assembly as plain JSON and files.
 
-Either way the staged prefix is the deployed one with only :func:`hyperpod_cdk.local.layout.emulated` applied to
+Either way the staged prefix is the deployed one with only :func:`hyperpod_local.layout.emulated` applied to
 the parameters file; every other file is staged byte for byte.
 """
 
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hyperpod_cdk.local.layout import LocalLayout, emulated, hosts_file, resource_config
-from hyperpod_cdk.local.state import LocalClusterError
+from hyperpod_local.layout import LocalLayout, emulated, hosts_file, resource_config
+from hyperpod_local.state import LocalClusterError
 from training_runtime.params import PARAMETERS_FILE_BY_MODE, GroupSpec, ProvisioningParameters
 
 
@@ -59,7 +59,7 @@ def from_config(config_path: Path | str | None) -> LocalInputs:
     """The prefix the constructs upload for a config file (None: ClusterConfig's defaults, as ``app.py``)."""
     from hyperpod_cdk.config import ClusterConfig, load_config
     from hyperpod_cdk.lifecycle_files import prefix_files, staged_assets
-    from hyperpod_cdk.local.layout import deployed_parameters
+    from hyperpod_local.layout import deployed_parameters
 
     config = load_config(config_path) if config_path is not None else ClusterConfig()
     deployed = deployed_parameters(config)  # a type chosen at launch is null there; the config's default runs

@@ -26,7 +26,7 @@ from training_runtime.params import PARAMETERS_FILE_BY_MODE, ProvisioningParamet
 from training_runtime.steps.observability import target_labels
 
 if TYPE_CHECKING:
-    from hyperpod_cdk.local.cluster import LocalCluster
+    from hyperpod_local.cluster import LocalCluster
 
 DIRECTORY = "prometheus"
 """Under the work directory: config, data, log and pid file."""

@@ -1,18 +1,22 @@
 """The emulated HyperPod cluster agent: replaces failed compute nodes and answers ``srun --auto-resume=1``.
 
-It runs on the host, one process per cluster (:func:`start`, :func:`stop`; ``down`` stops it), and acts as
-HyperPod's agent does for a Slurm cluster with automatic node recovery (docs/local-cluster.md,
-"Auto-resume"):
+It is part of the emulated HyperPod platform: ``LocalCluster.up(..., platform="hyperpod")`` starts it on the
+host, one process per cluster (:func:`enable`; ``down`` stops it), and every node gets the srun wrapper in
+HyperPod's part, before its lifecycle script (:func:`install`, from :func:`hyperpod_local.platform.prepare`),
+as HyperPod's AMI has its plugin before any script runs. It acts as HyperPod's agent does for a Slurm cluster
+with automatic node recovery (docs/local-cluster.md, "Auto-resume"):
 
 * an instance that fails (a compute node whose namespaces died: :meth:`LocalCluster.crash`) is replaced;
 * a node an operator or a health check set to ``state=fail reason="Action:Replace"`` is replaced;
-* a request from the srun wrapper (:mod:`hyperpod_cdk.local.autoresume`) after a failed step is answered
+* a request from the srun wrapper (:mod:`hyperpod_local.autoresume`) after a failed step is answered
   ``RETRYSTEP`` when a node of the job was replaced since the step started, or needed it and now was.
 
 Replacing (:func:`replace_node`) is what HyperPod does: the instance is terminated with its disks, a new one
 with the same name, address and role boots with an empty disk, gets the lifecycle prefix and runs the
 entry script, and returns to Slurm. The mailbox is a directory on the shared file system
-(:data:`MAILBOX`): the wrapper writes ``requests/<name>.json``, the agent writes ``answers/<name>.json``.
+(:data:`MAILBOX`): the wrapper writes ``requests/<name>.json``, the agent writes ``answers/<name>.json`` and
+``replaced/<node>.json``. The mailbox speaks the nodes' Slurm names (``ip-a-b-c-d``), as the job sees them;
+the agent works on instances (:attr:`LocalNode.name`) and translates at that boundary.
 """
 
 from __future__ import annotations
@@ -33,13 +37,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hyperpod_cdk.local import autoresume
-from hyperpod_cdk.local.state import LocalClusterError, _locked
+from hyperpod_local import autoresume
+from hyperpod_local.paths import subprocess_env
+from hyperpod_local.state import LocalClusterError, _locked
 from training_runtime.health.results import HYPERPOD_REASONS, REPLACE
-from training_runtime.node import HYPERPOD, HYPERPOD_MARKER
+from training_runtime.node import HYPERPOD
 
 if TYPE_CHECKING:
-    from hyperpod_cdk.local.cluster import LocalCluster
+    from hyperpod_local.cluster import LocalCluster
 
 DIRECTORY = "cluster/agent"
 """Under the work directory: settings (present = the cluster has an agent), pid, log, events."""
@@ -122,10 +127,11 @@ def replace_reasons(sinfo_output: str) -> list[str]:
 # --- node operations ------------------------------------------------------------------------------
 def replace_node(cluster: LocalCluster, name: str) -> tuple[int, str]:
     """HyperPod's replacement of one node: terminate the instance and destroy its disk, boot a new one with
-    the same name, address and role, run the lifecycle entry script on it. Returns (exit code, output)."""
+    the same name, address and role (HyperPod's part, with the srun wrapper, on the HyperPod platform), run
+    the lifecycle entry script on it. Returns (exit code, output)."""
     node = cluster.node(name)
-    from hyperpod_cdk.local import platform as emulated_platform
-    from hyperpod_cdk.local.namespaces import NamespaceError
+    from hyperpod_local import platform as emulated_platform
+    from hyperpod_local.namespaces import NamespaceError
 
     net = cluster.node_net(node)
     with _locked(cluster.workdir):
@@ -139,15 +145,13 @@ def replace_node(cluster: LocalCluster, name: str) -> tuple[int, str]:
             raise LocalClusterError(str(error)) from None
         if cluster.state.platform == HYPERPOD:  # HyperPod's part on the new instance
             emulated_platform.prepare(cluster, node)
-    code, output = cluster.bootstrap(name)
-    if enabled(cluster):
-        install(cluster, name)
-    return code, output
+    return cluster.bootstrap(name)
 
 
 def install(cluster: LocalCluster, name: str) -> None:
-    """HyperPod's platform files the auto-resume path needs on a node: the ``/opt/sagemaker_cluster``
-    marker and srun with ``--auto-resume`` (the wrapper, in place of Slurm's srun, which it runs)."""
+    """srun with ``--auto-resume`` on a node (the wrapper, in place of Slurm's srun, which it runs), as
+    HyperPod's AMI has it; part of :func:`hyperpod_local.platform.prepare`, which also writes the marker.
+    Idempotent: Slurm's srun is moved aside once."""
     mailbox = f"{cluster.state.fsx_mount_path}/{MAILBOX}"
     archive = io.BytesIO()
     with tarfile.open(fileobj=archive, mode="w") as tar:
@@ -156,7 +160,7 @@ def install(cluster: LocalCluster, name: str) -> None:
         info.size, info.mode = len(text.encode()), 0o755
         tar.addfile(info, io.BytesIO(text.encode()))
     script = f"""set -e
-mkdir -p {HYPERPOD_MARKER} /opt/slurm/bin {os.path.dirname(REAL_SRUN_MOVED)}
+mkdir -p /opt/slurm/bin {os.path.dirname(REAL_SRUN_MOVED)}
 if [ -e {WRAPPER_PATH} ] && ! grep -q '{WRAPPER_MARK}' {WRAPPER_PATH}; then mv {WRAPPER_PATH} {REAL_SRUN_MOVED}; fi
 if [ -x {REAL_SRUN_MOVED} ]; then real={REAL_SRUN_MOVED}; else real=$(PATH=/usr/bin:/bin command -v srun); fi
 tar -C /opt/slurm/bin -xf -
@@ -185,7 +189,8 @@ def enabled(cluster: LocalCluster) -> bool:
 
 
 def enable(cluster: LocalCluster) -> None:
-    """Put the cluster on HyperPod's auto-resume path: the platform files on every node, the agent running."""
+    """The agent's mailbox and settings, and the agent running: ``LocalCluster.up`` on the HyperPod platform
+    (the nodes' srun wrapper is installed by HyperPod's part on each node)."""
     directory = agent_dir(cluster)
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "settings.json").write_text(json.dumps({"mailbox": str(mailbox_dir(cluster))}) + "\n")
@@ -193,8 +198,6 @@ def enable(cluster: LocalCluster) -> None:
         path = mailbox_dir(cluster) / sub
         path.mkdir(parents=True, exist_ok=True)
         path.chmod(0o1777)  # jobs of every user write requests
-    for node in cluster.nodes:
-        install(cluster, node.name)
     start(cluster)
 
 
@@ -204,7 +207,7 @@ def _pid(cluster: LocalCluster) -> int | None:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
     except (OSError, ValueError):
         return None
-    return pid if "hyperpod_cdk.local.agent" in cmdline and str(cluster.workdir) in cmdline else None
+    return pid if "hyperpod_local.agent" in cmdline and str(cluster.workdir) in cmdline else None
 
 
 def start(cluster: LocalCluster) -> int:
@@ -214,11 +217,10 @@ def start(cluster: LocalCluster) -> int:
         return running
     directory = agent_dir(cluster)
     directory.mkdir(parents=True, exist_ok=True)
-    source = str(Path(__file__).resolve().parents[2])
-    env = {**os.environ, "PYTHONPATH": source + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = subprocess_env()
     with (directory / "agent.log").open("ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "hyperpod_cdk.local.agent", "--workdir", str(cluster.workdir)],
+            [sys.executable, "-m", "hyperpod_local.agent", "--workdir", str(cluster.workdir)],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -254,6 +256,8 @@ class Agent:
     def __init__(self, cluster: LocalCluster) -> None:
         self.cluster = cluster
         self.workers = [n.name for n in cluster.layout.workers]
+        self.instance_of = {cluster.slurm_name(n.name): n.name for n in cluster.nodes}
+        """Slurm (and mailbox) name -> instance name; the same name on the generic platform."""
         self.known_up = {n for n in self.workers if cluster.namespaces.alive(n)}
         self.replaced_at: dict[str, float] = {}
         self.slurm_checked = 0.0
@@ -275,7 +279,7 @@ class Agent:
             self._resume(name)
             self.replaced_at[name] = time.time()
             self.known_up.add(name)
-            notice = mailbox_dir(self.cluster) / "replaced" / f"{name}.json"
+            notice = mailbox_dir(self.cluster) / "replaced" / f"{self.cluster.slurm_name(name)}.json"
             notice.write_text(json.dumps({"time": self.replaced_at[name]}) + "\n")
             notice.chmod(0o644)
         self.log(name, "replaced" if code == 0 else "replacement-failed", exit_code=code, last_line=tail[0])
@@ -294,9 +298,10 @@ class Agent:
 
     def _resume(self, name: str) -> None:
         """A node failed or drained for the replacement comes back to Slurm as a new instance does."""
-        reasons = self._controller_exec(["sinfo", "-h", "-N", "-n", name, "-o", "%N|%E"])
+        slurm_name = self.cluster.slurm_name(name)
+        reasons = self._controller_exec(["sinfo", "-h", "-N", "-n", slurm_name, "-o", "%N|%E"])
         if replace_reasons(reasons):
-            self._controller_exec(["scontrol", "update", f"nodename={name}", "state=resume"])
+            self._controller_exec(["scontrol", "update", f"nodename={slurm_name}", "state=resume"])
 
     def unhealthy(self) -> set[str]:
         return {n for n in self.workers if not self.cluster.namespaces.alive(n)}
@@ -307,7 +312,8 @@ class Agent:
             self.replace(name, "instance failed")
         if time.monotonic() - self.slurm_checked >= SLURM_POLL_S:
             self.slurm_checked = time.monotonic()
-            for name in replace_reasons(self._controller_exec(["sinfo", "-h", "-N", "-o", "%N|%E"])):
+            for slurm_name in replace_reasons(self._controller_exec(["sinfo", "-h", "-N", "-o", "%N|%E"])):
+                name = self.instance_of.get(slurm_name, "")
                 if name in self.workers:
                     self.replace(name, REPLACE_REASON)
         self.answer_requests()
@@ -316,13 +322,14 @@ class Agent:
         requests, answers = mailbox_dir(self.cluster) / "requests", mailbox_dir(self.cluster) / "answers"
         for path in sorted(requests.glob("[!.]*.json")):
             try:
-                request = parse_request(path.read_text(), (n.name for n in self.cluster.nodes))
+                asked = parse_request(path.read_text(), self.instance_of)
             except (OSError, AgentRequestError) as error:
                 reply: dict[str, Any] = {"action": "NONE", "replaced": [], "error": str(error)}
             else:
+                request = Request(asked.job_id, tuple(self.instance_of[n] for n in asked.nodes), asked.step_started)
                 todo, done = decide(request, self.replaced_at, self.unhealthy())
                 replaced = done + [n for n in todo if self.replace(n, f"job {request.job_id} step failed")]
-                reply = answer(replaced)
+                reply = answer(self.cluster.slurm_name(n) for n in replaced)
                 self.log(",".join(request.nodes), "answered", job_id=request.job_id, **reply)
             temporary = answers / f".{path.name}"
             temporary.write_text(json.dumps(reply) + "\n")
@@ -338,9 +345,9 @@ class Agent:
 
 
 def main(argv: list[str]) -> int:
-    from hyperpod_cdk.local.cluster import LocalCluster
+    from hyperpod_local.cluster import LocalCluster
 
-    parser = argparse.ArgumentParser(prog="python -m hyperpod_cdk.local.agent", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m hyperpod_local.agent", description=__doc__.split("\n")[0])
     parser.add_argument("--workdir", required=True, type=Path)
     args = parser.parse_args(argv)
     Agent(LocalCluster.open(args.workdir)).run()

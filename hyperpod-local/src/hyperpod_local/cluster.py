@@ -2,7 +2,7 @@
 
 ``up`` does what HyperPod does for a new cluster, locally: it stages the lifecycle prefix (the same
 assets and parameters file the constructs upload) in ``<workdir>/bucket``, starts one namespace node per
-instance (:mod:`hyperpod_cdk.local.namespaces`), writes ``/opt/ml/config/resource_config.json`` on each,
+instance (:mod:`hyperpod_local.namespaces`), writes ``/opt/ml/config/resource_config.json`` on each,
 copies the prefix to ``/opt/ml/lifecycle`` and runs the mode's entry script on every node at once. A JSON
 state file in the work directory remembers the cluster, so later commands need only the work directory.
 """
@@ -21,10 +21,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from hyperpod_cdk.local import agent
-from hyperpod_cdk.local import metrics as metrics_server
-from hyperpod_cdk.local import platform as emulated_platform
-from hyperpod_cdk.local.host import (
+from hyperpod_local import agent
+from hyperpod_local import metrics as metrics_server
+from hyperpod_local import platform as emulated_platform
+from hyperpod_local.host import (
     _check_prefix,
     _check_tools,
     _check_workdir,
@@ -32,7 +32,7 @@ from hyperpod_cdk.local.host import (
     clear_previous,
     runs_here,
 )
-from hyperpod_cdk.local.layout import (
+from hyperpod_local.layout import (
     DEFAULT_MAX_PER_GROUP,
     DEFAULT_MAX_WORKERS,
     DEFAULT_SUBNET,
@@ -40,7 +40,7 @@ from hyperpod_cdk.local.layout import (
     LocalNode,
     plan_nodes,
 )
-from hyperpod_cdk.local.namespaces import (
+from hyperpod_local.namespaces import (
     DEFAULT_EXEC_TIMEOUT_S,
     DEFAULT_PREFIX,
     NamespaceError,
@@ -50,10 +50,10 @@ from hyperpod_cdk.local.namespaces import (
     node_environment,
     require_root,
 )
-from hyperpod_cdk.local.readiness import check_health, fail_if_out_of_service
-from hyperpod_cdk.local.report import status_report
-from hyperpod_cdk.local.staging import _as_root, _stage
-from hyperpod_cdk.local.state import (
+from hyperpod_local.readiness import check_health, fail_if_out_of_service
+from hyperpod_local.report import status_report
+from hyperpod_local.staging import _as_root, _stage
+from hyperpod_local.state import (
     OWN_ENTRIES,
     ClusterState,
     LocalClusterError,
@@ -130,15 +130,16 @@ class LocalCluster:
         run the lifecycle scripts on every node and wait until ``sinfo`` shows every compute node idle (failing
         at once when the health checks drain one).
 
-        The nodes get exactly the prefix the deployment uploads (:mod:`hyperpod_cdk.local.staging`), with the
+        The nodes get exactly the prefix the deployment uploads (:mod:`hyperpod_local.staging`), with the
         emulation's overlays on the parameters file only.
 
         ``platform``: ``hyperpod`` emulates HyperPod's part (Slurm 24.11 under /opt/slurm on a trixie root,
-        :mod:`hyperpod_cdk.local.platform`); ``generic`` runs the host's Slurm and the runtime's generic path.
+        :mod:`hyperpod_local.platform`; the emulated HyperPod agent and ``srun --auto-resume``,
+        :mod:`hyperpod_local.agent`); ``generic`` runs the host's Slurm and the runtime's generic path.
         A bootstrap failure leaves the nodes running for inspection and raises :class:`LocalClusterError`
         naming each failed node and the last line of its output.
         """
-        from hyperpod_cdk.local.staging import from_assembly, from_config
+        from hyperpod_local.staging import from_assembly, from_config
 
         say = progress or (lambda _message: None)
         started = time.monotonic()
@@ -194,8 +195,10 @@ class LocalCluster:
                     if not bootstrap:  # bootstrap() provisions the node itself
                         cluster.provision(node)
                     say(f"node {node.name} ({node.role}, {node.ip}) up in {time.monotonic() - t0:.2f} s")
-                for node in layout.nodes if platform == HYPERPOD else ():  # controllers first
-                    emulated_platform.prepare(cluster, node)
+                if platform == HYPERPOD:  # HyperPod's part: its agent, and each node ready for its script
+                    for node in layout.nodes:  # controllers first
+                        emulated_platform.prepare(cluster, node)
+                    agent.enable(cluster)
             except BaseException:
                 cluster._destroy()
                 raise
@@ -275,7 +278,7 @@ class LocalCluster:
 
     def replace(self, name: str) -> tuple[int, str]:
         """HyperPod's node replacement: a new instance (empty disk) with the same name, address and role,
-        bootstrapped by the lifecycle script; see :func:`hyperpod_cdk.local.agent.replace_node`."""
+        bootstrapped by the lifecycle script; see :func:`hyperpod_local.agent.replace_node`."""
         return agent.replace_node(self, name)
 
     # --- HyperPod emulation -----------------------------------------------------------------
@@ -376,7 +379,7 @@ class LocalCluster:
 
     def wait_idle(self, timeout: float = DEFAULT_IDLE_TIMEOUT_S, nodes: Sequence[str] | None = None) -> None:
         """Wait until ``sinfo`` on the controller shows each compute node (or each of ``nodes``) idle; fail at
-        once, naming the reason, when one will not become idle (:func:`~hyperpod_cdk.local.readiness.
+        once, naming the reason, when one will not become idle (:func:`~hyperpod_local.readiness.
         fail_if_out_of_service`)."""
         wanted = {self.slurm_name(n) for n in (nodes if nodes is not None else [w.name for w in self.layout.workers])}
         deadline = time.monotonic() + timeout

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hyperpod_cdk.local.state import DEFAULT_WORKDIR, OWN_ENTRIES, LocalClusterError
+from hyperpod_local.state import DEFAULT_WORKDIR, OWN_ENTRIES, LocalClusterError
 from training_runtime.files import mount_points
 
 

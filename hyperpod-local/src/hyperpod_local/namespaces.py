@@ -62,7 +62,7 @@ class InitRecord:
 
 def node_init_text() -> str:
     """The packaged ``node_init.sh``."""
-    return (resources.files("hyperpod_cdk.local") / "node_init.sh").read_text()
+    return (resources.files("hyperpod_local") / "node_init.sh").read_text()
 
 
 def require_root() -> None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hyperpod_cdk.local.layout import (
+from hyperpod_local.layout import (
     LocalLayout,
 )
 from training_runtime.node import GENERIC
@@ -52,7 +52,7 @@ class ClusterState:
     host_had_run_netns: bool
     host_had_run_mount: bool
     platform: str = GENERIC
-    """``hyperpod`` (emulated HyperPod platform) or ``generic`` (:mod:`hyperpod_cdk.local.platform`)."""
+    """``hyperpod`` (emulated HyperPod platform) or ``generic`` (:mod:`hyperpod_local.platform`)."""
     rootfs: str | None = None
     """The nodes' root file system (the overlay's lower layer); None: the host's ``/``."""
 

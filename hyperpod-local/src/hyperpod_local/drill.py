@@ -13,10 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hyperpod_cdk.local import platform as emulated_platform
-from hyperpod_cdk.local.cluster import LocalCluster
-from hyperpod_cdk.local.imds import FakeImds
-from hyperpod_cdk.local.state import LocalClusterError
+from hyperpod_local import platform as emulated_platform
+from hyperpod_local.cluster import LocalCluster
+from hyperpod_local.imds import FakeImds
+from hyperpod_local.state import LocalClusterError
 from training_runtime import checkpoint
 from training_runtime.health.remedy import parse_node_state
 from training_runtime.health.results import SPOT_REASON

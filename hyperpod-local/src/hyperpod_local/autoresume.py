@@ -7,7 +7,7 @@ against Slurm's headers; this emulation is a wrapper instead, with the same deci
 
 * without ``--auto-resume=1`` (or outside an allocation) it execs the real srun, untouched;
 * with it, it runs the real srun without the option; when the step fails, it writes a request naming the
-  job's nodes to the emulated agent's mailbox (:mod:`hyperpod_cdk.local.agent`) and waits for the answer;
+  job's nodes to the emulated agent's mailbox (:mod:`hyperpod_local.agent`) and waits for the answer;
 * on ``RETRYSTEP`` (the agent replaced a node of the job) it waits until every node of the allocation is
   back in Slurm and runs the step again, up to :data:`MAX_ATTEMPTS` times; on any other answer, on a
   cancelled step or when no agent answers, it exits with the step's status.

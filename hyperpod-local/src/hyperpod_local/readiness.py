@@ -14,13 +14,13 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from hyperpod_cdk.local.state import LocalClusterError
+from hyperpod_local.state import LocalClusterError
 from training_runtime.health.cli import LOG_FILE as HEALTH_LOG
 from training_runtime.health.remedy import NodeState
 from training_runtime.steps.health import HEALTH_CHECK
 
 if TYPE_CHECKING:
-    from hyperpod_cdk.local.cluster import LocalCluster
+    from hyperpod_local.cluster import LocalCluster
 
 
 def reasons(cluster: LocalCluster, timeout: float = 10.0) -> dict[str, str]:

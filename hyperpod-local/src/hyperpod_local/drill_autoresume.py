@@ -1,7 +1,8 @@
 """The auto-resume drill: HyperPod's path after a node failure, next to the requeue drill of :mod:`.drill`.
 
-On a cluster with the emulated HyperPod agent (:func:`hyperpod_cdk.local.agent.enable`), the example DDP job
-runs through the launcher, which passes ``srun --auto-resume=1``. The drill crashes a worker inside the
+On a cluster of the emulated HyperPod platform (``LocalCluster.up(..., platform="hyperpod")``: the HyperPod
+agent on the host, srun with ``--auto-resume`` on every node), the example DDP job runs through the launcher,
+which passes ``srun --auto-resume=1`` as the marker is there. The drill crashes a worker inside the
 running step; the agent replaces the node (a new instance under the same name, bootstrapped by the lifecycle
 script), the srun wrapper runs the step again in the same job, and training resumes from the newest complete
 checkpoint. No requeue: the job keeps its id and ``Restarts`` stays 0.
@@ -13,10 +14,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from hyperpod_cdk.local import agent
-from hyperpod_cdk.local.cluster import LocalCluster
-from hyperpod_cdk.local.drill import DdpJob, DrillError, Incarnation, job_fields, parse_job_log, wait_until
+from hyperpod_local import agent
+from hyperpod_local.cluster import LocalCluster
+from hyperpod_local.drill import DdpJob, DrillError, Incarnation, job_fields, parse_job_log, wait_until
 from training_runtime import checkpoint
+from training_runtime.node import HYPERPOD
 
 FINISHED = ("COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL", "TIMEOUT")
 
@@ -52,8 +54,11 @@ def crash_and_auto_resume(
 ) -> AutoResume:
     """Run ``job``; once a checkpoint exists and the job has logged ``crash_after_step``, crash node ``crash``
     and leave the rest to the agent and the srun wrapper; wait for the job to end."""
-    if not agent.enabled(cluster):
-        raise DrillError("the cluster has no emulated HyperPod agent: call hyperpod_cdk.local.agent.enable first")
+    if cluster.state.platform != HYPERPOD or not agent.enabled(cluster):
+        raise DrillError(
+            f"auto-resume needs the emulated HyperPod platform (this cluster's platform: {cluster.state.platform}). "
+            f"Fix: LocalCluster.up(..., platform={HYPERPOD!r}); the requeue drill (drill.crash_and_resume) runs on both"
+        )
     job_id = job.submit(cluster, submit_from)
     log = job.log(cluster, job_id)
     checkpoints = job.host_path(cluster, job.checkpoint_dir(cluster))

@@ -7,8 +7,8 @@ an address of its own on the bridge (the subnet's second host), so the nodes rea
 169.254.169.254: without leaving the cluster. The drill posts and withdraws notices through a JSON file
 (``{node address: {"action": ..., "time": ...}}``) that the server reads on every request.
 
-``python -m hyperpod_cdk.local.imds --listen ADDRESS:PORT --notices FILE`` is the server;
-:class:`FakeImds` starts and stops it for a :class:`~hyperpod_cdk.local.cluster.LocalCluster`.
+``python -m hyperpod_local.imds --listen ADDRESS:PORT --notices FILE`` is the server;
+:class:`FakeImds` starts and stops it for a :class:`~hyperpod_local.cluster.LocalCluster`.
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from hyperpod_cdk.local.namespaces import BRIDGE
-from hyperpod_cdk.local.state import LocalClusterError
+from hyperpod_local.namespaces import BRIDGE
+from hyperpod_local.paths import subprocess_env
+from hyperpod_local.state import LocalClusterError
 from training_runtime.spot import INSTANCE_ACTION_PATH, TOKEN_PATH
 
 PORT = 8111
@@ -116,7 +117,7 @@ class FakeImds:
         subprocess.run(
             ["ip", "-n", self.cluster.namespaces.switch, "addr", "replace", prefix, "dev", BRIDGE], check=True
         )
-        argv = [sys.executable, "-m", "hyperpod_cdk.local.imds", "--listen", f"{self.address}:{PORT}"]
+        argv = [sys.executable, "-m", "hyperpod_local.imds", "--listen", f"{self.address}:{PORT}"]
         self.process = subprocess.Popen(self._switch(*argv, "--notices", str(self.notices)), env=_env())
         deadline = time.monotonic() + READY_TIMEOUT_S
         probe = ["python3", "-c", f"import socket; socket.create_connection(('{self.address}', {PORT}), 1)"]
@@ -155,14 +156,11 @@ class FakeImds:
 
 
 def _env() -> dict[str, str]:
-    import os
-
-    src = str(Path(__file__).resolve().parents[2])
-    return {**os.environ, "PYTHONPATH": src + (":" + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")}
+    return subprocess_env()
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hyperpod_cdk.local.imds", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m hyperpod_local.imds", description=__doc__.split("\n")[0])
     parser.add_argument("--listen", required=True, help="ADDRESS:PORT")
     parser.add_argument("--notices", required=True, type=Path, help="JSON: {node address: notice}")
     args = parser.parse_args(argv)

@@ -1,8 +1,8 @@
 """A HyperPod Slurm cluster emulated on one Linux machine (root only): nodes are namespaces with an
 overlay root, the lifecycle scripts run on them as HyperPod runs them. See docs/local-cluster.md."""
 
-from hyperpod_cdk.local.cluster import LocalCluster
-from hyperpod_cdk.local.layout import (
+from hyperpod_local.cluster import LocalCluster
+from hyperpod_local.layout import (
     LayoutError,
     LocalLayout,
     LocalNode,
@@ -11,8 +11,8 @@ from hyperpod_cdk.local.layout import (
     plan_layout,
     resource_config,
 )
-from hyperpod_cdk.local.namespaces import NamespaceError, Namespaces, NodeNet
-from hyperpod_cdk.local.state import LocalClusterError, default_workdir
+from hyperpod_local.namespaces import NamespaceError, Namespaces, NodeNet
+from hyperpod_local.state import LocalClusterError, default_workdir
 
 __all__ = [
     "LayoutError",
