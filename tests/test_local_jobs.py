@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hyperpod_local import LocalCluster, LocalClusterError, agent
+from hyperpod_local import LocalCluster, LocalClusterError
 from hyperpod_local.platform import node_rootfs
 from local_support import CPU_CLUSTER, requires_local_cluster
 from training_runtime.node import GENERIC, HYPERPOD
@@ -38,9 +38,6 @@ def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         CPU_CLUSTER, workdir, prefix=f"{prefix}{os.getpid() % 10000}", subnet=subnet, platform=platform
     )
     try:
-        if platform == HYPERPOD:
-            # HyperPod's srun has --auto-resume (its AMI's plugin); the emulation installs it with its agent.
-            agent.enable(cluster)
         yield cluster
     finally:
         cluster.down()
