@@ -171,6 +171,7 @@ def test_local_parameters_are_the_uploaded_ones_with_only_the_emulation_overlays
         **{g["instance_type"]: machine for g in ours["groups"]},
     }
     options["install_accelerator_software"] = False
+    options["emulated_hardware"] = True
     assert _without_nulls(local.to_json()) == expected
     # And the local cluster's file is the emulation applied to exactly what the stack uploads.
     assert emulated(ProvisioningParameters.from_json(upload["parameters"]), cpus=3) == local
@@ -196,9 +197,25 @@ def test_runtime_options_merge_emulation_values_over_the_config() -> None:
     }
     assert options["accounting"] == {"enabled": True}
     assert options["install_accelerator_software"] is False
+    assert options["emulated_hardware"] is True
     assert cfg.runtime["slurm"]["slurmd_timeout"] == 300, "the config itself is not changed"
     parsed = parse_options(options)
     assert parsed.slurm.slurmd_timeout == 10 and parsed.slurm.requeue is False
+
+
+def test_an_external_accounting_database_becomes_the_controllers_own() -> None:
+    external = {
+        "enabled": True,
+        "database": "external",
+        "host": "db.example.com",
+        "port": 3307,
+        "user": "acct",
+        "password_secret_arn": "arn:aws:secretsmanager:us-west-2:111122223333:secret:db-AbCdEf",
+    }
+    options = local_options({"accounting": external}, ["ml.m5.xlarge"], cpus=2)
+    assert options["accounting"] == {"enabled": True, "user": "acct", "database": "local"}
+    local = {"enabled": True, "database": "local"}
+    assert local_options({"accounting": local}, ["ml.m5.xlarge"], cpus=2)["accounting"] == local
 
 
 def test_local_options_without_a_runtime_section() -> None:
@@ -207,6 +224,7 @@ def test_local_options_without_a_runtime_section() -> None:
         "slurm": EMULATION_SLURM_OPTIONS,
         "node_hardware": {"ml.m5.xlarge": host_hardware(2)},
         "install_accelerator_software": False,
+        "emulated_hardware": True,
     }
     assert host_hardware()["cpus"] >= 1
 
@@ -219,10 +237,14 @@ def test_invalid_runtime_options_are_reported() -> None:
         parameters(cfg)
 
 
-def test_hosts_file_resolves_instance_names_and_vpc_style_names() -> None:
-    text = hosts_file(plan_layout(config(compute("cpu", 1))))
-    assert "10.250.0.11\tcpu-1 ip-10-250-0-11\n" in text
+def test_hosts_file_names_each_node_once_by_its_name_and_vpc_dns_name() -> None:
+    text = hosts_file(plan_layout(config(LOGIN, compute("cpu", 2))))
     assert text.startswith("127.0.0.1\tlocalhost\n")
+    assert "10.250.0.12\tcpu-1 ip-10-250-0-12\n" in text
+    nodes = [line for line in text.splitlines() if line.startswith("10.")]
+    assert len(nodes) == 4
+    names = [name for line in nodes for name in line.split()[1:]]
+    assert len(names) == len(set(names)), "a name listed twice resolves twice (hostname --ip-address)"
 
 
 @pytest.mark.parametrize("example", sorted(ROOT.glob("examples/*.yaml")), ids=lambda p: p.name)
@@ -264,3 +286,30 @@ def test_the_local_cluster_renders_its_fast_failure_detection_through_the_real_s
     assert f"MessageTimeout={options['message_timeout']}" in lines
     assert f"AuthInfo=cred_expire={options['cred_expire']}" in lines
     assert any(line.startswith(f"SchedulerParameters=sched_interval={options['sched_interval']},") for line in lines)
+
+
+def test_emulated_gpus_are_not_declared_to_slurm(tmp_path: Path) -> None:
+    """Declared GPUs have no device files: slurmd would drain the node ("gres/gpu count reported lower than
+    configured"), so on emulated hardware slurm.conf and gres.conf give no GPUs; deployed, they do."""
+    import dataclasses
+
+    from runtime_fakes import FakeHost
+    from training_runtime.node import Node
+    from training_runtime.steps.slurm import rendered_files
+
+    config = load_config(ROOT / "examples" / "gpu-cluster.yaml")
+    resources = ResourceConfig.from_json(resource_config(plan_layout(config)))
+
+    def files(params: ProvisioningParameters) -> dict[str, str]:
+        controller = resources.instances(params.controller_group)[0]
+        group = params.group(params.controller_group)
+        assert group is not None
+        node = Node(params, resources, group, controller, tmp_path / "a", root=tmp_path, host=FakeHost("c"))
+        return {Path(path).name: text for path, text, _, _ in rendered_files(node)}
+
+    local = parameters(config, cpus=2)
+    emulated_files = files(local)
+    assert "Gres=" not in emulated_files["slurm.conf"]
+    assert "Name=gpu" not in emulated_files["gres.conf"]
+    declared = dataclasses.replace(local, options={**local.options, "emulated_hardware": False})
+    assert "Gres=gpu:h100:8" in files(declared)["slurm.conf"]

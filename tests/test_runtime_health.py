@@ -736,3 +736,23 @@ def test_remedy_is_a_pure_decision_on_the_history_it_is_given() -> None:
     assert decide(1000.0 + 3600, {"efa": 1000.0})[-1][-1] == "reason=Action:Reboot"  # another check's history
     drain_only = Situation("n", "scontrol", health.PERIODIC, True, "drain", 0.0, {})
     assert plan_actions(drain_only, [GPU_DOWN], NodeState("IDLE"))[0][3] == "state=drain"
+
+
+def test_emulated_hardware_skips_only_the_declared_devices_and_says_so(tmp_path: Path) -> None:
+    """The local cluster's nodes declare a type's devices (runtime.emulated_hardware): the device checks say so
+    and skip; the checks of what the node really has (shared storage, disk) still run."""
+    trn1 = p5_facts(instance_type="ml.trn1.32xlarge", gpus=0, neuron_devices=16, efa_interfaces=8)
+    results = {r.name: r for r in run_checks(context(tmp_path / "real", trn1, mode=health.PROLOG))}
+    assert results["neuron"].status == FAILED and results["efa"].status == FAILED, "a real trn1 without devices"
+    emulated = {
+        r.name: r
+        for r in run_checks(context(tmp_path / "emulated", replace(trn1, emulated_hardware=True), mode=health.PROLOG))
+    }
+    assert emulated["neuron"].status == SKIPPED
+    assert "emulated hardware: ml.trn1.32xlarge declares 16 Neuron devices" in emulated["neuron"].detail
+    assert emulated["efa"].status == SKIPPED and "declares 8 EFA interfaces" in emulated["efa"].detail
+    assert emulated["disk"].status == "ok", "what the node has is still checked"
+    p5 = replace(p5_facts(), emulated_hardware=True)
+    gpu = {r.name: r for r in run_checks(context(tmp_path / "p5", p5, mode=health.PROLOG))}
+    assert gpu["gpu"].status == SKIPPED and "declares 8 GPUs" in gpu["gpu"].detail
+    assert gpu["dcgm"].status == SKIPPED and "emulated hardware" in gpu["dcgm"].detail

@@ -75,7 +75,13 @@ def test_facts_file_is_world_readable_json_without_secrets(tmp_path: Path) -> No
         "neuron_devices",
         "neuron_cores",
         "efa_interfaces",
+        "emulated_hardware",
     }
+    assert json.loads(path.read_text())["emulated_hardware"] is False, "a deployed node checks its devices"
+    emulated = fake_node(tmp_path / "local", options={"emulated_hardware": True})
+    InstalledRuntime().apply(emulated)
+    local = tmp_path / "local" / FACTS_PATH.lstrip("/")
+    assert json.loads(local.read_text())["emulated_hardware"] is True
 
 
 def test_missing_facts_say_how_to_fix(tmp_path: Path) -> None:

@@ -311,3 +311,18 @@ def test_launch_execs_srun_which_execs_torchrun_on_each_node(tmp_path: Path) -> 
         f"torchrun --nnodes=3 --nproc-per-node=8 --rdzv-backend=c10d --rdzv-endpoint=worker-group-1-4:{RDZV_PORT} "
         "--rdzv-id=4242 --max-restarts=2 train.py --epochs 2 FI_PROVIDER=efa NCCL_PROTO=unset"
     )
+
+
+def test_emulated_hardware_runs_cpu_processes_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A trn1 node of the local cluster: the family's environment as on a trn1, marked emulated, one process
+    per allocated CPU (its NeuronCores are declared, not present)."""
+    trn1 = facts("ml.trn1.32xlarge", neuron_devices=16, neuron_cores=32, efa_interfaces=8, emulated_hardware=True)
+    code, lines, _ = dry_run(root_with(tmp_path, trn1), monkeypatch, capsys, "--", "train.py")
+    assert code == 0
+    assert lines[0].startswith("# hyperpod-cdk launch: family trn1 (emulated hardware), platform generic")
+    exported = exports(lines)
+    assert exported["HYPERPOD_CDK_EMULATED_HARDWARE"] == "1"
+    assert exported["FI_PROVIDER"] == NEURON_EFA["FI_PROVIDER"]
+    assert "--nproc-per-node=16" in command(lines, "torchrun"), "SLURM_CPUS_ON_NODE, not 32 NeuronCores"

@@ -75,6 +75,18 @@ def test_hosts_lists_every_instance_once_and_keeps_the_rest(tmp_path: Path) -> N
     assert not step.needed(node)
 
 
+def test_hosts_adds_no_name_the_file_already_maps_to_that_address(tmp_path: Path) -> None:
+    """A name listed twice resolves twice (Debian's multi on): hostname --ip-address would print two addresses."""
+    node = fake_node(tmp_path)
+    touch(tmp_path, "/etc/hosts", "127.0.0.1 localhost\n10.1.0.11 workers-1 ip-10-1-0-11\n10.9.9.9 controller-1\n")
+    ClusterHosts().apply(node)
+    hosts = (tmp_path / "etc/hosts").read_text()
+    assert hosts.count("workers-1") == 1, hosts
+    assert "10.1.0.10 controller-1" in hosts, "a name mapped elsewhere still gets the cluster's address"
+    ClusterHosts().apply(node)
+    assert (tmp_path / "etc/hosts").read_text() == hosts, "a re-run changes nothing"
+
+
 def test_packages_installs_only_what_is_missing(tmp_path: Path) -> None:
     runner = RecordingRunner({("dpkg-query", "-W", "-f=${Status}", "munge"): INSTALLED})
     node = fake_node(tmp_path, runner=runner)

@@ -69,7 +69,12 @@ def _add_local_commands(commands: Any) -> None:
         return parser
 
     up = with_workdir(sub.add_parser("up", help="create the cluster and run the lifecycle scripts on every node"))
-    up.add_argument("--config", required=True, help="cluster config file (YAML or JSON)")
+    source = up.add_mutually_exclusive_group()
+    source.add_argument("--config", help="cluster config file (YAML or JSON; default: the default configuration)")
+    source.add_argument(
+        "--from", dest="assembly", metavar="CDK_OUT", help="a synthesized cloud assembly: run what its stack uploads"
+    )
+    up.add_argument("--stack", help="with --from: the stack (default: the one stack with a HyperPod cluster)")
     up.add_argument("--max-per-group", type=int, default=2, help="nodes per compute group at most (default 2)")
     up.add_argument("--max-workers", type=int, default=4, help="compute nodes in all at most (default 4)")
     up.add_argument("--subnet", default="10.250.0.0/24", help="the nodes' network (default 10.250.0.0/24)")
@@ -108,6 +113,8 @@ def _run_local(args: argparse.Namespace) -> int:
             cluster = LocalCluster.up(
                 args.config,
                 args.workdir,
+                assembly=args.assembly,
+                stack=args.stack,
                 max_per_group=args.max_per_group,
                 max_workers=args.max_workers,
                 subnet=args.subnet,
@@ -173,9 +180,10 @@ def _print_status(report: dict[str, Any]) -> None:
     print(f"shared directory {report['shared']}")
     for name, counts in report["capped"].items():
         print(f"group {name}: {counts['local']} of {counts['config']} instances run locally")
-    print(f"{'NODE':<28} {'ROLE':<11} {'ADDRESS':<15} STATE")
+    print(f"{'NODE':<28} {'ROLE':<11} {'ADDRESS':<15} {'STATE':<6} HARDWARE")
     for node in report["nodes"]:
-        print(f"{node['name']:<28} {node['role']:<11} {node['ip']:<15} {'up' if node['alive'] else 'down'}")
+        state = "up" if node["alive"] else "down"
+        print(f"{node['name']:<28} {node['role']:<11} {node['ip']:<15} {state:<6} {node['hardware']}")
     sinfo = report["sinfo"]
     if report.get("prometheus"):
         print(f"Prometheus: {report['prometheus']}")

@@ -48,6 +48,9 @@ class NodeFacts:
     neuron_devices: int = 0
     neuron_cores: int = 0
     efa_interfaces: int = 0
+    emulated_hardware: bool = False
+    """The accelerator and EFA counts above are declared, not present (the local cluster's
+    ``runtime.emulated_hardware``): checks skip them and the launcher runs CPU processes."""
 
     def dumps(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
@@ -81,6 +84,7 @@ def facts_from(
     role: str,
     platform: str,
     shared_mount: Optional[str],
+    emulated_hardware: bool = False,
 ) -> NodeFacts:
     """A node's facts: who it is, and what its hardware has (the one place the figures are copied over)."""
     return NodeFacts(
@@ -96,4 +100,5 @@ def facts_from(
         neuron_devices=hardware.neuron_devices,
         neuron_cores=hardware.neuron_cores,
         efa_interfaces=hardware.efa_interfaces,
+        emulated_hardware=emulated_hardware,
     )

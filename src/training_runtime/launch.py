@@ -93,6 +93,9 @@ FORBIDDEN = ("NCCL_PROTO", "NCCL_ALGO", "RDMAV_FORK_SAFE")
 fails with "invalid argument", aws-ofi-nccl #982), and RDMAV_* breaks newer kernels."""
 PATH_LIKE = ("LD_LIBRARY_PATH",)
 """Prepended to what the job already has instead of replacing it."""
+EMULATED_VARIABLE = "HYPERPOD_CDK_EMULATED_HARDWARE"
+"""Set to ``1`` for a job on emulated hardware (the local cluster): the family's accelerators are declared,
+not present, so a script can tell (the family's own variables are set as on the real instance type)."""
 
 
 class LaunchError(Exception):
@@ -107,6 +110,7 @@ def family_of(instance_type: str) -> Family:
 class Launch:
     family: Family
     platform: str
+    emulated_hardware: bool
     nodes: int
     nproc_per_node: int
     job_id: str
@@ -128,7 +132,10 @@ def _int(env: Mapping[str, str], *names: str) -> Optional[int]:
 
 
 def processes_per_node(facts: NodeFacts, env: Mapping[str, str]) -> int:
-    """GPUs, else NeuronCores, else the CPUs Slurm allocated on this node."""
+    """GPUs, else NeuronCores, else the CPUs Slurm allocated on this node (always the CPUs on emulated
+    hardware: its accelerators are declared, not present)."""
+    if facts.emulated_hardware:
+        return _int(env, "SLURM_CPUS_ON_NODE") or facts.cpus or os.cpu_count() or 1
     if facts.gpus:
         return _int(env, "SLURM_GPUS_ON_NODE") or facts.gpus
     if facts.neuron_cores:
@@ -205,6 +212,8 @@ def build(args: argparse.Namespace, env: Mapping[str, str], facts: NodeFacts, ro
         max_restarts = 0 if platform == HYPERPOD else MAX_RESTARTS_GENERIC
     torchrun = find_torchrun(args.torchrun, env) if not args.dry_run else _dry_torchrun(args.torchrun, env)
     environment = family_environment(family, env)
+    if facts.emulated_hardware:
+        environment[EMULATED_VARIABLE] = "1"
     if family.environment is NEURON_EFA and facts.shared_mount and "NEURON_COMPILE_CACHE_URL" not in env:
         # Compiled graphs shared by every node: the first compile of a model takes minutes.
         environment["NEURON_COMPILE_CACHE_URL"] = "{}/{}/neuron-cache".format(
@@ -242,6 +251,7 @@ def build(args: argparse.Namespace, env: Mapping[str, str], facts: NodeFacts, ro
     return Launch(
         family=family,
         platform=platform,
+        emulated_hardware=facts.emulated_hardware,
         nodes=nodes,
         nproc_per_node=nproc,
         job_id=job_id,
@@ -264,7 +274,7 @@ def render(launch: Launch) -> str:
     """The dry run's output: the exact environment and commands."""
     lines = [
         "# hyperpod-cdk launch: family {}, platform {}, {} node(s) x {} process(es), rendezvous {}:{} (job {})".format(
-            launch.family.name,
+            launch.family.name + (" (emulated hardware)" if launch.emulated_hardware else ""),
             launch.platform,
             launch.nodes,
             launch.nproc_per_node,

@@ -202,6 +202,10 @@ class RuntimeOptions:
     node_hardware: Dict[str, Dict[str, Any]] = field(default_factory=dict)
     """Per instance type: replaces figures of the runtime's hardware table (``hardware.py``), or adds a type
     the table lacks."""
+    emulated_hardware: bool = False
+    """Written only by the local cluster (``hyperpod_local``), never by a deployment: the instance type's
+    GPUs, Neuron devices and EFA interfaces are declared, not present. The health checks skip them, saying
+    so, the launcher runs CPU processes, and Slurm counts declared GPUs without device files."""
 
 
 KNOWN_SECTIONS = tuple(f.name for f in fields(RuntimeOptions))
@@ -274,6 +278,10 @@ def _parse_shape(raw: Any, path: str, problems: List[str]) -> RuntimeOptions:
     if not isinstance(install, bool):
         problems.append("{}.install_accelerator_software: got {!r}; expected true or false".format(path, install))
         install = True
+    emulated = raw.get("emulated_hardware", False)
+    if not isinstance(emulated, bool):
+        problems.append("{}.emulated_hardware: got {!r}; expected true or false".format(path, emulated))
+        emulated = False
     hardware = raw.get("node_hardware") or {}
     hardware_problems = overrides_problems(hardware, path + ".node_hardware")
     problems.extend(Problem.from_text(p, rule=HARDWARE_RULE) for p in hardware_problems)
@@ -288,6 +296,7 @@ def _parse_shape(raw: Any, path: str, problems: List[str]) -> RuntimeOptions:
         observability=observability,
         install_accelerator_software=install,
         node_hardware={str(k): dict(v) for k, v in hardware.items()},
+        emulated_hardware=emulated,
     )
 
 

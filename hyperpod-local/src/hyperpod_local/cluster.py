@@ -38,8 +38,7 @@ from hyperpod_local.layout import (
     DEFAULT_SUBNET,
     LocalLayout,
     LocalNode,
-    parameters,
-    plan_layout,
+    plan_nodes,
 )
 from hyperpod_local.namespaces import (
     DEFAULT_EXEC_TIMEOUT_S,
@@ -51,6 +50,7 @@ from hyperpod_local.namespaces import (
     node_environment,
     require_root,
 )
+from hyperpod_local.readiness import check_health, fail_if_out_of_service
 from hyperpod_local.report import status_report
 from hyperpod_local.staging import _as_root, _stage
 from hyperpod_local.state import (
@@ -63,7 +63,6 @@ from hyperpod_local.state import (
 from training_runtime.node import GENERIC, HYPERPOD
 from training_runtime.params import ENTRYPOINT_BY_MODE, LIFECYCLE_DRIVEN, PARAMETERS_FILE_BY_MODE
 from training_runtime.users import USERS_FILE
-from training_runtime.users import dumps as users_file
 
 LIFECYCLE_DIR = "/opt/ml/lifecycle"
 """Where a node finds the lifecycle prefix (HyperPod downloads it to a directory of its own)."""
@@ -111,9 +110,11 @@ class LocalCluster:
     @classmethod
     def up(
         cls,
-        config_path: Path | str,
+        config_path: Path | str | None = None,
         workdir: Path | str | None = None,
         *,
+        assembly: Path | str | None = None,
+        stack: str | None = None,
         max_per_group: int = DEFAULT_MAX_PER_GROUP,
         max_workers: int = DEFAULT_MAX_WORKERS,
         subnet: str = DEFAULT_SUBNET,
@@ -124,8 +125,13 @@ class LocalCluster:
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S,
         progress: Callable[[str], None] | None = None,
     ) -> LocalCluster:
-        """Create the cluster of ``config_path`` in ``workdir`` and, unless ``bootstrap`` is False, run the
-        lifecycle scripts on every node and wait until ``sinfo`` shows every compute node idle.
+        """Create the cluster of ``config_path`` (None: the default configuration), or of the stack ``stack``
+        of the cloud assembly ``assembly`` (``cdk.out``), in ``workdir`` and, unless ``bootstrap`` is False,
+        run the lifecycle scripts on every node and wait until ``sinfo`` shows every compute node idle (failing
+        at once when the health checks drain one).
+
+        The nodes get exactly the prefix the deployment uploads (:mod:`hyperpod_local.staging`), with the
+        emulation's overlays on the parameters file only.
 
         ``platform``: ``hyperpod`` emulates HyperPod's part (Slurm 24.11 under /opt/slurm on a trixie root,
         :mod:`hyperpod_local.platform`; the emulated HyperPod agent and ``srun --auto-resume``,
@@ -133,7 +139,7 @@ class LocalCluster:
         A bootstrap failure leaves the nodes running for inspection and raises :class:`LocalClusterError`
         naming each failed node and the last line of its output.
         """
-        from hyperpod_cdk.config import load_config
+        from hyperpod_local.staging import from_assembly, from_config
 
         say = progress or (lambda _message: None)
         started = time.monotonic()
@@ -143,9 +149,19 @@ class LocalCluster:
         _check_workdir(directory)
         _check_prefix(prefix)
         rootfs = emulated_platform.node_rootfs() if emulated_platform.check_platform(platform) == HYPERPOD else None
-        config = load_config(config_path)
-        layout = plan_layout(config, max_per_group=max_per_group, max_workers=max_workers, subnet=subnet)
-        params = parameters(config)
+        if assembly is not None and config_path is not None:
+            raise LocalClusterError("give a config file or a cloud assembly (--from), not both")
+        inputs = from_assembly(assembly, stack) if assembly is not None else from_config(config_path)
+        layout = plan_nodes(
+            inputs.cluster_name,
+            inputs.groups,
+            inputs.counts,
+            max_per_group=max_per_group,
+            max_workers=max_workers,
+            subnet=subnet,
+        )
+        files = inputs.staged_files()
+        params = inputs.deployed
         if f"{prefix}-sw" in list_netns() and not runs_here(directory, prefix, LocalCluster.open):
             raise LocalClusterError(
                 f"another local cluster uses the prefix {prefix!r} (netns {prefix}-sw exists). Fix: pass a "
@@ -155,7 +171,7 @@ class LocalCluster:
         with _locked(directory):
             clear_previous(directory, LocalCluster.open)
             state = ClusterState(
-                config_path=str(Path(config_path).absolute()),
+                config_path=inputs.source,
                 mode=params.mode,
                 fsx_mount_path=params.fsx_mount_path,
                 prefix=prefix,
@@ -166,10 +182,7 @@ class LocalCluster:
                 platform=platform,
                 rootfs=str(rootfs) if rootfs else None,
             )
-            generated = {params.file_name: params.dumps() + "\n"}
-            if config.users:
-                generated[USERS_FILE] = users_file(config.cluster_users())
-            _stage(directory, layout, generated)
+            _stage(directory, layout, files)
             (directory / "state.json").write_text(json.dumps(state.to_json(), indent=2) + "\n")
             cluster = cls(directory, state)
             for name, (want, got) in layout.capped().items():
@@ -194,6 +207,7 @@ class LocalCluster:
             if layout.workers:
                 t0 = time.monotonic()
                 cluster.wait_idle(idle_timeout)
+                check_health(cluster)
                 say(f"all {len(layout.workers)} compute nodes idle after {time.monotonic() - t0:.1f} s")
             if metrics_server.enabled(cluster):
                 say(f"Prometheus: {metrics_server.start(cluster)}")
@@ -271,7 +285,7 @@ class LocalCluster:
     def restage(self) -> None:
         """Refresh the local prefix's scripts and runtime from this checkout (the parameters stay): the
         edit-and-retry loop for lifecycle code, followed by :meth:`bootstrap`."""
-        from hyperpod_cdk.constructs.lifecycle import staged_assets
+        from hyperpod_cdk.lifecycle_files import staged_assets
 
         bucket = self.workdir / "bucket"
         generated = (PARAMETERS_FILE_BY_MODE[self.state.mode], USERS_FILE)
@@ -364,7 +378,9 @@ class LocalCluster:
         return result.stdout if result.returncode == 0 else None
 
     def wait_idle(self, timeout: float = DEFAULT_IDLE_TIMEOUT_S, nodes: Sequence[str] | None = None) -> None:
-        """Wait until ``sinfo`` on the controller shows each compute node (or each of ``nodes``) idle."""
+        """Wait until ``sinfo`` on the controller shows each compute node (or each of ``nodes``) idle; fail at
+        once, naming the reason, when one will not become idle (:func:`~hyperpod_local.readiness.
+        fail_if_out_of_service`)."""
         wanted = {self.slurm_name(n) for n in (nodes if nodes is not None else [w.name for w in self.layout.workers])}
         deadline = time.monotonic() + timeout
         last: str | None = None
@@ -373,6 +389,8 @@ class LocalCluster:
             states = dict(line.split(None, 1) for line in (last or "").splitlines() if len(line.split()) == 2)
             if all(states.get(name) == "idle" for name in wanted):
                 return
+            if any(states.get(name, "").startswith(("drain", "inval")) for name in wanted):
+                fail_if_out_of_service(self, wanted, states)
             if time.monotonic() >= deadline:
                 break
             time.sleep(0.5)

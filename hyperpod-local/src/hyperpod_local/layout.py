@@ -180,6 +180,27 @@ def plan_layout(
     backup slurmctld), 1 login node if the config has a login group, and per
     compute group ``min(count, max_per_group)`` nodes while the cluster has at most ``max_workers`` workers
     (groups in config order). Addresses are consecutive from the subnet's 10th host."""
+    return plan_nodes(
+        config.cluster_name,
+        tuple(g.spec() for g in config.instance_groups),
+        {g.name: g.count for g in config.instance_groups},
+        max_per_group=max_per_group,
+        max_workers=max_workers,
+        subnet=subnet,
+    )
+
+
+def plan_nodes(
+    cluster_name: str,
+    specs: Sequence[GroupSpec],
+    counts: Mapping[str, int],
+    *,
+    max_per_group: int = DEFAULT_MAX_PER_GROUP,
+    max_workers: int = DEFAULT_MAX_WORKERS,
+    subnet: str = DEFAULT_SUBNET,
+) -> LocalLayout:
+    """:func:`plan_layout` from the groups (every type known) and their instance counts."""
+    specs = tuple(specs)
     problems: list[str] = []
     if max_per_group < 1:
         problems.append(f"max_per_group: got {max_per_group}; expected 1 or more")
@@ -188,8 +209,6 @@ def plan_layout(
     network = _network(subnet, problems)
     if problems:
         raise LayoutError("local cluster", problems)
-    specs = tuple(g.spec() for g in config.instance_groups)
-    counts = {g.name: g.count for g in config.instance_groups}
     planned: list[tuple[GroupSpec, int]] = []
     # Every controller up to max_per_group (a primary and its backups: multi-head); one login node.
     planned += [(g, min(counts[g.name], max_per_group)) for g in specs if g.role == CONTROLLER]
@@ -228,11 +247,11 @@ def plan_layout(
         for index, ((spec, name), instance_type) in enumerate(zip(names, types, strict=True))
     )
     return LocalLayout(
-        cluster_name=config.cluster_name,
+        cluster_name=cluster_name,
         subnet=str(network),
         groups=specs,
         nodes=nodes,
-        requested=counts,
+        requested=dict(counts),
     )
 
 
@@ -314,7 +333,7 @@ def local_options(
     own_size: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The config's runtime options with the emulation's values on top: fast Slurm failure detection,
-    every instance type sized as this machine, no accelerator software.
+    every instance type sized as this machine, no accelerator software, the hardware declared emulated.
 
     The types in ``own_size`` (a flexible group's) keep their own CPU count where this machine has that many
     (else the machine's), so the nodes of one group differ as the types do on AWS."""
@@ -334,18 +353,33 @@ def local_options(
         merged_hardware[instance_type] = host_hardware(min(figures["cpus"], own.cpus) if own else figures["cpus"])
     options["node_hardware"] = merged_hardware
     options["install_accelerator_software"] = False
+    options["emulated_hardware"] = True
+    accounting = options.get("accounting")
+    if isinstance(accounting, Mapping) and accounting.get("database") == "external":
+        # No RDS or Secrets Manager here: the controller's own MariaDB plays the external database.
+        kept = {k: v for k, v in accounting.items() if k in ("enabled", "user")}
+        options["accounting"] = {**kept, "database": "local"}
     return options
 
 
 def parameters(config: ClusterConfig, *, cpus: int | None = None) -> ProvisioningParameters:
-    """The parameters file of the local cluster: what ``TrainingClusterStack`` uploads for ``config``
-    (built by the same :func:`~hyperpod_cdk.parameters.cluster_parameters`), with :func:`emulated`'s
-    overlays."""
-    deployed = cluster_parameters(
-        cluster_name=config.cluster_name,
+    """The parameters file of the local cluster: :func:`deployed_parameters` with :func:`emulated`'s overlays."""
+    return emulated(deployed_parameters(config), cpus=cpus)
+
+
+def deployed_parameters(config: ClusterConfig) -> ProvisioningParameters:
+    """What ``TrainingClusterStack`` uploads for ``config``, built by the same
+    :func:`~hyperpod_cdk.parameters.cluster_parameters` from the same config values: the cluster name as the
+    organization's prefix rule leaves it, and null where the stack puts a CloudFormation value that
+    :func:`emulated` drops anyway (the file system's names, the metrics target)."""
+    from hyperpod_cdk.rules.organization import prefixed
+
+    prefix = config.organization.name_prefix if config.organization else None
+    return cluster_parameters(
+        cluster_name=prefixed(prefix, config.cluster_name) if prefix else config.cluster_name,
         mode=config.mode,
         node_provisioning_mode=config.node_provisioning_mode,
-        instance_groups=config.instance_groups,
+        instance_groups=[_AsLaunched(g, config) for g in config.instance_groups],
         # The stack's values are the file system's CloudFormation attributes; emulated() drops them.
         fsx_dns_name=None,
         fsx_mountname=None,
@@ -355,22 +389,52 @@ def parameters(config: ClusterConfig, *, cpus: int | None = None) -> Provisionin
         runtime_options=config.runtime,
         metrics=None,  # emulated() drops it
     )
-    return emulated(deployed, cpus=cpus)
 
 
-def emulated(deployed: ProvisioningParameters, *, cpus: int | None = None) -> ProvisioningParameters:
+@dataclass(frozen=True)
+class _AsLaunched:
+    """A group as a template with launch choices (``parameters:``) writes it for its nodes
+    (``stacks/choices.py``): a type chosen at launch is null (the node reads it from HyperPod's resource
+    config), and a group that may launch on Spot is Spot. tests/test_local_staging.py compares the result with
+    the synthesized upload of every example."""
+
+    group: Any
+    config: ClusterConfig
+
+    def spec(self) -> GroupSpec:
+        spec: GroupSpec = self.group.spec()
+        choices = self.config.parameters.instance_groups.get(spec.name) if self.config.parameters else None
+        if choices is None:
+            return spec
+        if choices.instance_types:
+            spec = dataclasses.replace(spec, instance_type=None)
+        if choices.capacity and "spot" in [str(c) for c in choices.capacity]:
+            spec = dataclasses.replace(spec, capacity="spot")
+        return spec
+
+
+def emulated(
+    deployed: ProvisioningParameters, *, cpus: int | None = None, instance_types: Sequence[str] = ()
+) -> ProvisioningParameters:
     """``deployed`` as the local cluster runs it. The overlays, and nothing else:
 
     * ``fsx_dns_name``, ``fsx_mountname`` and the ``fsx`` flag become null: no Lustre, the shared directory
       is bind-mounted at ``fsx_mount_path`` instead;
     * ``openzfs_mount_path`` becomes null: no OpenZFS either, so the homes live on the shared directory;
     * ``options.slurm``: the keys of :data:`EMULATION_SLURM_OPTIONS` (fast failure detection);
-    * ``options.node_hardware``: every instance type of the groups sized as this machine
+    * ``options.node_hardware``: every instance type of the groups (and ``instance_types``: the types a template
+      leaves to a parameter, as chosen locally) sized as this machine
       (:func:`host_hardware`), a flexible group's types at their own CPU count up to the machine's;
     * ``options.install_accelerator_software``: false;
+    * ``options.accounting``: an ``external`` database becomes ``local`` (MariaDB on the controller; its
+      host, port and password secret dropped): there is no RDS or Secrets Manager here;
+    * ``options.emulated_hardware``: true: the types' GPUs, Neuron devices and EFA interfaces are declared, not
+      present (the health checks skip them and say so, the launcher runs CPU processes);
     * ``metrics`` becomes null: no remote write, the local Prometheus scrapes the nodes itself.
     """
-    fixed = sorted({g.resolved_type for g in deployed.groups if not g.flexible})
+    fixed = sorted(
+        {g.resolved_type for g in deployed.groups if not g.flexible and g.instance_type} | set(instance_types)
+    )
     flexible = sorted({t for g in deployed.groups for t in g.instance_types})
     options = local_options(deployed.options, fixed, cpus=cpus, own_size=flexible)
     problems = options_problems(options, "runtime")
@@ -382,8 +446,15 @@ def emulated(deployed: ProvisioningParameters, *, cpus: int | None = None) -> Pr
     return dataclasses.replace(local, openzfs_mount_path=None)
 
 
+def dns_name(ip: str) -> str:
+    """The name the VPC's DNS gives an address (``10.1.2.3`` -> ``ip-10-1-2-3``), as an instance's host name."""
+    return "ip-" + ip.replace(".", "-")
+
+
 def hosts_file(layout: LocalLayout) -> str:
-    """``/etc/hosts`` of every node: what the VPC's DNS would answer, by instance name and ``ip-a-b-c-d``."""
+    """``/etc/hosts`` of every node as it boots: localhost, and every node by its host name and by what the
+    VPC's DNS would answer (``ip-a-b-c-d``), each name once (the runtime's ``hosts`` step then adds none of
+    them again), so ``hostname --ip-address`` prints one address."""
     lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
-    lines += [f"{n.ip}\t{n.name} ip-{n.ip.replace('.', '-')}" for n in layout.nodes]
+    lines += [f"{n.ip}\t{' '.join(dict.fromkeys([n.name, dns_name(n.ip)]))}" for n in layout.nodes]
     return "\n".join(lines) + "\n"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from hyperpod_local.emulated import hardware_note
 from hyperpod_local.metrics import browse_hint, running
 
 if TYPE_CHECKING:
@@ -17,6 +18,7 @@ def status_report(cluster: LocalCluster) -> dict[str, Any]:
         nodes.append(
             {
                 **node.to_json(),
+                "hardware": hardware_note(node.instance_type),
                 "alive": record is not None,
                 "pid": record.pid if record else None,
                 "netns": cluster.namespaces.netns(node.name),

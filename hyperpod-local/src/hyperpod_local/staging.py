@@ -1,17 +1,206 @@
-"""Staging the lifecycle prefix: what the constructs upload, as files (and a tar) the nodes copy."""
+"""The local cluster's inputs: exactly the lifecycle prefix a deployment uploads, then the emulation's overlays.
+
+Two sources, one result (:class:`LocalInputs`):
+
+* a config file (:func:`from_config`): the prefix built by the functions the constructs use
+  (:func:`hyperpod_cdk.lifecycle_files.prefix_files` with :func:`hyperpod_cdk.parameters.cluster_parameters`);
+* a synthesized cloud assembly (:func:`from_assembly`, ``local up --from cdk.out``): the files the stack's
+  lifecycle upload names, read from the assembly as plain JSON and files.
+
+Either way the staged prefix is the deployed one with only :func:`hyperpod_local.layout.emulated` applied to
+the parameters file; every other file is staged byte for byte.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import shutil
+import re
 import tarfile
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from hyperpod_local.layout import (
-    LocalLayout,
-    hosts_file,
-    resource_config,
-)
+from hyperpod_local.layout import LocalLayout, emulated, hosts_file, resource_config
+from hyperpod_local.state import LocalClusterError
+from training_runtime.params import PARAMETERS_FILE_BY_MODE, GroupSpec, ProvisioningParameters
+
+
+@dataclass(frozen=True)
+class LocalInputs:
+    """What a deployment would give HyperPod: the cluster's groups and instance counts, and its prefix."""
+
+    source: str
+    """The config file, ``<assembly>#<stack>``, or ``the default configuration``."""
+    cluster_name: str
+    groups: tuple[GroupSpec, ...]
+    counts: Mapping[str, int]
+    deployed: ProvisioningParameters
+    """The parameters file as deployed (before the emulation's overlays)."""
+    files: Mapping[str, bytes]
+    """Every file of the deployed prefix by relative path, the parameters file included."""
+
+    def staged_files(self, *, cpus: int | None = None) -> dict[str, bytes]:
+        """The local prefix: the deployed files, the parameters file with the emulation's overlays."""
+        chosen = [g.instance_type for g in self.groups if g.instance_type]
+        local = emulated(self.deployed, cpus=cpus, instance_types=chosen)
+        text = local.dumps()
+        marker = MARKER.search(text)
+        if marker:
+            raise LocalClusterError(
+                f"{self.source}: the parameters file holds a value only known at deploy ({marker[0]}) "
+                "in a field the local cluster keeps. Fix: give that value literally in the config"
+            )
+        return {**self.files, local.file_name: (text + "\n").encode()}
+
+
+def from_config(config_path: Path | str | None) -> LocalInputs:
+    """The prefix the constructs upload for a config file (None: ClusterConfig's defaults, as ``app.py``)."""
+    from hyperpod_cdk.config import ClusterConfig, load_config
+    from hyperpod_cdk.lifecycle_files import prefix_files, staged_assets
+    from hyperpod_local.layout import deployed_parameters
+
+    config = load_config(config_path) if config_path is not None else ClusterConfig()
+    deployed = deployed_parameters(config)  # a type chosen at launch is null there; the config's default runs
+    files = prefix_files(staged_assets(), deployed, config.cluster_users())
+    return LocalInputs(
+        source=str(Path(config_path).absolute()) if config_path is not None else "the default configuration",
+        cluster_name=deployed.cluster_name,
+        groups=tuple(g.spec() for g in config.instance_groups),
+        counts={g.name: g.count for g in config.instance_groups},
+        deployed=deployed,
+        files=files,
+    )
+
+
+MARKER = re.compile(r"<<marker:0x[0-9a-f]+:[0-9]+>>")
+"""How CDK writes a CloudFormation value into an uploaded file; the upload replaces it (with JSON quotes)."""
+CLUSTER_TYPE = "AWS::SageMaker::Cluster"
+UPLOAD_TYPE = "Custom::CDKBucketDeployment"
+PUBLISHED_DIR = "hyperpod-cdk.lifecycle"
+
+
+def from_assembly(outdir: Path | str, stack: str | None = None) -> LocalInputs:
+    """The prefix a synthesized stack uploads (a ``BucketDeployment``'s sources, or a published lifecycle
+    tree), and its cluster's groups and counts, read from the cloud assembly at ``outdir``."""
+    directory = Path(outdir).absolute()
+    name, template = _stack_template(directory, stack)
+    source = f"{directory}#{name}"
+    clusters = [r for r in template.get("Resources", {}).values() if r.get("Type") == CLUSTER_TYPE]
+    if len(clusters) != 1:
+        raise LocalClusterError(f"{source}: has {len(clusters)} HyperPod clusters; the local cluster runs exactly one")
+    files = _uploaded_files(directory, template, clusters[0], source)
+    names = [n for n in files if n in PARAMETERS_FILE_BY_MODE.values()]
+    if len(names) != 1:
+        raise LocalClusterError(f"{source}: the lifecycle upload holds {len(names)} parameters files; expected 1")
+    text = MARKER.sub(lambda m: json.dumps(m[0]), files[names[0]].decode())
+    deployed = ProvisioningParameters.from_json(json.loads(text))
+    groups, counts = _groups(template, clusters[0], deployed, source)
+    return LocalInputs(
+        source=source, cluster_name=deployed.cluster_name, groups=groups, counts=counts, deployed=deployed, files=files
+    )
+
+
+def _stack_template(directory: Path, stack: str | None) -> tuple[str, dict[str, Any]]:
+    try:
+        manifest = json.loads((directory / "manifest.json").read_text())
+    except (OSError, ValueError) as error:
+        raise LocalClusterError(
+            f"{directory}: not a cloud assembly ({error}). Fix: `cdk synth` first, and pass its output directory "
+            "(cdk.out)"
+        ) from None
+    stacks = {
+        name: artifact["properties"]["templateFile"]
+        for name, artifact in manifest.get("artifacts", {}).items()
+        if artifact.get("type") == "aws:cloudformation:stack"
+    }
+    templates = {name: json.loads((directory / path).read_text()) for name, path in stacks.items()}
+    with_cluster = [
+        n for n, t in templates.items() if any(r.get("Type") == CLUSTER_TYPE for r in t["Resources"].values())
+    ]
+    if stack is None:
+        if len(with_cluster) != 1:
+            raise LocalClusterError(
+                f"{directory}: {len(with_cluster)} stacks have a HyperPod cluster "
+                f"({', '.join(with_cluster) or 'none'}). Fix: pass --stack NAME"
+            )
+        stack = with_cluster[0]
+    if stack not in with_cluster:
+        raise LocalClusterError(
+            f"--stack: got {stack!r}; the stacks with a HyperPod cluster in {directory} are "
+            f"{', '.join(with_cluster) or 'none'}"
+        )
+    return stack, templates[stack]
+
+
+def _uploaded_files(
+    directory: Path, template: dict[str, Any], cluster: dict[str, Any], source: str
+) -> dict[str, bytes]:
+    """The files under the cluster's ``SourceS3Uri``: the upload's sources in order (a later one wins, as the
+    upload unpacks them in order), or the published tree the URI names."""
+    from hyperpod_cdk.publishing.layout import read_tree
+
+    uri = json.dumps(cluster["Properties"]["InstanceGroups"][0]["LifeCycleConfig"]["SourceS3Uri"])
+    for tree in sorted((directory / PUBLISHED_DIR).glob("*.json")):
+        if f"/lifecycle/{tree.stem}/" in uri:
+            return read_tree(tree.with_suffix(""))
+    uploads = [r["Properties"] for r in template["Resources"].values() if r.get("Type") == UPLOAD_TYPE]
+    for upload in uploads:
+        bucket = json.dumps(upload.get("DestinationBucketName"))
+        if bucket.strip('"') not in uri and not ("Ref" in bucket and json.loads(bucket)["Ref"] in uri):
+            continue
+        files: dict[str, bytes] = {}
+        for key in upload["SourceObjectKeys"]:
+            asset = directory / f"asset.{key.removesuffix('.zip')}"
+            if asset.is_dir():
+                files.update(read_tree(asset))
+            elif (directory / f"asset.{key}").is_file():
+                files.update(_zip_tree(directory / f"asset.{key}"))
+            else:
+                raise LocalClusterError(f"{source}: the lifecycle upload's source {key} is not in the assembly")
+        if any(name in PARAMETERS_FILE_BY_MODE.values() for name in files):
+            return files
+    raise LocalClusterError(f"{source}: no lifecycle upload for the cluster's SourceS3Uri ({uri}) in the assembly")
+
+
+def _zip_tree(path: Path) -> dict[str, bytes]:
+    import zipfile
+
+    with zipfile.ZipFile(path) as archive:
+        return {info.filename: archive.read(info) for info in archive.infolist() if not info.is_dir()}
+
+
+def _groups(
+    template: dict[str, Any], cluster: dict[str, Any], deployed: ProvisioningParameters, source: str
+) -> tuple[tuple[GroupSpec, ...], dict[str, int]]:
+    """The parameters' groups (a type left to a template parameter: its default) and the template's counts."""
+    defaults = {name: p.get("Default") for name, p in template.get("Parameters", {}).items()}
+    problems: list[str] = []
+
+    def value(raw: object, what: str) -> object:
+        if isinstance(raw, dict) and set(raw) == {"Ref"} and raw["Ref"] in defaults:
+            found = defaults[raw["Ref"]]
+            if found is None:
+                problems.append(f"{what}: template parameter {raw['Ref']} has no default")
+            return found
+        if isinstance(raw, dict):
+            problems.append(f"{what}: {json.dumps(raw)} is only known at deploy")
+            return None
+        return raw
+
+    declared = {g["InstanceGroupName"]: g for g in cluster["Properties"]["InstanceGroups"]}
+    groups, counts = [], {}
+    for group in deployed.groups:
+        entry = declared.get(group.name, {})
+        counts[group.name] = int(str(value(entry.get("InstanceCount", 0), f"{group.name}.InstanceCount") or 0))
+        if group.instance_type is None and not group.instance_types:
+            chosen = value(entry.get("InstanceType"), f"{group.name}.InstanceType")
+            group = dataclasses.replace(group, instance_type=str(chosen))
+        groups.append(group)
+    if problems:
+        raise LocalClusterError(f"{source}: " + "; ".join(problems))
+    return tuple(groups), counts
 
 
 def _as_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
@@ -20,15 +209,14 @@ def _as_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
     return info
 
 
-def _stage(directory: Path, layout: LocalLayout, generated: dict[str, str]) -> None:
-    """The local "S3 prefix" (``bucket/``: the assets plus the files the constructs generate: parameters,
-    users), the cluster-wide files and the shared directory."""
-    from hyperpod_cdk.constructs.lifecycle import staged_assets
-
+def _stage(directory: Path, layout: LocalLayout, files: Mapping[str, bytes]) -> None:
+    """The local "S3 prefix" (``bucket/``: :meth:`LocalInputs.staged_files`), the cluster-wide files and the
+    shared directory."""
     bucket = directory / "bucket"
-    shutil.copytree(staged_assets(), bucket)
-    for name, text in generated.items():
-        (bucket / name).write_text(text)
+    for name, body in files.items():
+        path = bucket / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(body)
     cluster = directory / "cluster"
     cluster.mkdir()
     (cluster / "hosts").write_text(hosts_file(layout))

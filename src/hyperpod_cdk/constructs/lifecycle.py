@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-import atexit
-import functools
-import shutil
-import tempfile
 from collections.abc import Sequence
-from importlib import resources
-from pathlib import Path
 from typing import Protocol
 
 import jsii
@@ -24,26 +18,10 @@ from hyperpod_cdk.constructs.checks import check_props
 from hyperpod_cdk.constructs.nag import acknowledge, acknowledge_wildcard_resource
 from hyperpod_cdk.constructs.scanners import explain_deploy_time_handler
 from hyperpod_cdk.errors import raise_if_any
+from hyperpod_cdk.lifecycle_files import staged_assets
 from hyperpod_cdk.model import DEFAULT_LIFECYCLE_PREFIX
 from training_runtime.params import ProvisioningParameters
 from training_runtime.users import USERS_FILE, User, dumps
-
-
-@functools.cache
-def staged_assets() -> Path:
-    """One directory holding ``lifecycle_assets/*`` and the ``training_runtime`` package, as plain files.
-
-    HyperPod downloads the prefix unzipped, so the runtime travels as source next to the entry scripts.
-    """
-    staging = Path(tempfile.mkdtemp(prefix="hyperpod-cdk-assets-"))
-    atexit.register(shutil.rmtree, staging, ignore_errors=True)
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    assets = resources.files("hyperpod_cdk") / "lifecycle_assets"
-    runtime = resources.files("training_runtime")
-    with resources.as_file(assets) as assets_dir, resources.as_file(runtime) as runtime_dir:
-        shutil.copytree(assets_dir, staging, dirs_exist_ok=True, ignore=ignore)
-        shutil.copytree(runtime_dir, staging / "training_runtime", ignore=ignore)
-    return staging
 
 
 class LifecycleSource(Protocol):

@@ -19,22 +19,18 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct, IConstruct, IDependable
 
-from hyperpod_cdk.constructs.lifecycle import (
-    ParametersAdded,
-    acknowledge_prefix_read,
-    staged_assets,
-)
+from hyperpod_cdk.constructs.lifecycle import ParametersAdded, acknowledge_prefix_read
 from hyperpod_cdk.errors import raise_if_any
+from hyperpod_cdk.lifecycle_files import prefix_files, staged_assets
 from hyperpod_cdk.publishing.layout import (
     LifecycleTree,
     lifecycle_key_prefix,
     normal_prefix,
     prefix_problem,
-    read_tree,
     tree_hash,
 )
 from training_runtime.params import ProvisioningParameters
-from training_runtime.users import USERS_FILE, User, dumps
+from training_runtime.users import User
 
 
 class PublishedLifecycleScripts(Construct):
@@ -126,12 +122,7 @@ class PublishedLifecycleScripts(Construct):
     # --- the files -----------------------------------------------------------------------------------
     def files(self) -> dict[str, bytes]:
         """Every file under the prefix: the staged assets, the parameters file and the users file."""
-        files = read_tree(self.assets_dir)
-        if self.parameters is not None:
-            files[self.parameters.file_name] = (self.parameters.dumps() + "\n").encode()
-        if self.users:
-            files[USERS_FILE] = dumps(self.users).encode()
-        return files
+        return prefix_files(self.assets_dir, self.parameters, self.users)
 
     @property
     def tree(self) -> str:

@@ -120,11 +120,24 @@ def _ran(
 # --- the checks ------------------------------------------------------------------------------------
 
 
+def _emulated(ctx: Context, name: str, count: int, words: str) -> Optional[CheckResult]:
+    """Skipped, saying why, when this hardware is declared but not present (``runtime.emulated_hardware``)."""
+    if not ctx.facts.emulated_hardware:
+        return None
+    return skipped(
+        name,
+        "emulated hardware: {} declares {} {}, not present here to check".format(ctx.facts.instance_type, count, words),
+    )
+
+
 def check_gpu(ctx: Context) -> CheckResult:
     """``nvidia-smi`` lists at least the GPUs the instance type has."""
     expected = ctx.facts.gpus
     if expected <= 0:
         return skipped(GPU, "no GPUs expected on {}".format(ctx.facts.instance_type))
+    emulated = _emulated(ctx, GPU, expected, "GPUs")
+    if emulated is not None:
+        return emulated
     tool = ctx.which("nvidia-smi")
     if tool is None:
         return failed(GPU, "nvidia-smi not found; {} GPUs expected".format(expected))
@@ -151,6 +164,9 @@ def check_dcgm(ctx: Context) -> CheckResult:
     """
     if ctx.facts.gpus <= 0:
         return skipped(DCGM, "no GPUs expected on {}".format(ctx.facts.instance_type))
+    emulated = _emulated(ctx, DCGM, ctx.facts.gpus, "GPUs")
+    if emulated is not None:
+        return emulated
     if ctx.options.dcgm_level == 0:
         return skipped(DCGM, "turned off (health.dcgm_level: 0)")
     if ctx.mode == PERIODIC:
@@ -197,6 +213,9 @@ def check_neuron(ctx: Context) -> CheckResult:
     expected = ctx.facts.neuron_devices
     if expected <= 0:
         return skipped(NEURON, "no Neuron devices expected on {}".format(ctx.facts.instance_type))
+    emulated = _emulated(ctx, NEURON, expected, "Neuron devices")
+    if emulated is not None:
+        return emulated
     tool = ctx.which("neuron-ls", os.path.dirname(NEURON_LS))
     if tool is None:
         return failed(NEURON, "neuron-ls not found; {} Neuron devices expected".format(expected))
@@ -246,6 +265,9 @@ def check_efa(ctx: Context) -> CheckResult:
     expected = ctx.facts.efa_interfaces
     if expected <= 0:
         return skipped(EFA, "no EFA interfaces expected on {}".format(ctx.facts.instance_type))
+    emulated = _emulated(ctx, EFA, expected, "EFA interfaces")
+    if emulated is not None:
+        return emulated
     tool = ctx.which("fi_info", os.path.dirname(FI_INFO))
     if tool is None:
         return failed(EFA, "fi_info not found; {} EFA interfaces expected".format(expected))

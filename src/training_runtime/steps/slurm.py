@@ -11,6 +11,7 @@ daemon runs.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Dict, List, Optional, Tuple
 
 from training_runtime.errors import StepFailed
@@ -53,7 +54,12 @@ def slurm_nodes(node: Node) -> List[SlurmNode]:
                 continue
             key = (instance_type, group.threads_per_core)
             if key not in figures:
-                figures[key] = hardware_for(instance_type, node.options.node_hardware, group.threads_per_core)
+                hardware = hardware_for(instance_type, node.options.node_hardware, group.threads_per_core)
+                if hardware is not None and node.options.emulated_hardware:
+                    # Declared GPUs have no device files, and Slurm drains a node whose GPUs it cannot find
+                    # ("gres/gpu count reported lower than configured"): on emulated hardware it sees none.
+                    hardware = dataclasses.replace(hardware, gpus=0, gpu_type=None)
+                figures[key] = hardware
             nodes.append(SlurmNode(name=instance.name, address=instance.address, hardware=figures[key]))
     if unknown:
         raise StepFailed(

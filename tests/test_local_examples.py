@@ -1,0 +1,106 @@
+"""Every example config comes up on the local cluster (root only), its hardware declared emulated where this
+machine cannot have it, and ``up`` fails at once, naming the reason, when the health checks drain a node.
+
+One cluster at a time on one prefix and subnet, one node per group, and one ``srun`` across the workers each."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from hyperpod_local import LocalCluster, LocalClusterError
+from hyperpod_local import layout as local_layout
+from local_support import requires_local_cluster
+
+pytestmark = requires_local_cluster
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted(ROOT.glob("examples/*.yaml"))
+PREFIX = f"hpex{os.getpid() % 10000}"
+SUBNET = "10.243.0.0/24"
+
+
+def bring_up(config: Path | None, workdir: Path, **kwargs: object) -> LocalCluster:
+    """The cluster up; a failed ``up`` leaves its nodes for inspection, which a test takes down at once."""
+    try:
+        return LocalCluster.up(config, workdir, prefix=PREFIX, subnet=SUBNET, max_per_group=1, **kwargs)  # type: ignore[arg-type]
+    except BaseException:
+        if (workdir / "state.json").exists():
+            LocalCluster.open(workdir).down()
+        raise
+
+
+@pytest.mark.parametrize("example", [*EXAMPLES, None], ids=lambda p: p.name if p else "default")
+def test_every_example_comes_up_and_runs_a_step_on_every_worker(example: Path | None, tmp_path: Path) -> None:
+    cluster = bring_up(example, tmp_path / "work")
+    try:
+        workers = [n.name for n in cluster.layout.workers]
+        out = cluster.exec(cluster.layout.controller.name, ["srun", f"-N{len(workers)}", "hostname"], timeout=120)
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert sorted(out.stdout.split()) == sorted(workers)
+        status = cluster.status()
+        for node in status["nodes"]:
+            assert node["hardware"].startswith(node["instance_type"])
+        trn1 = [n for n in status["nodes"] if n["instance_type"].startswith("ml.trn1.")]
+        for node in trn1:
+            assert "emulated: 16 Neuron devices, 8 EFA interfaces declared, not present" in node["hardware"]
+            facts = cluster.exec(node["name"], ["cat", "/etc/hyperpod-cdk/node.json"]).stdout
+            assert '"emulated_hardware": true' in facts
+    finally:
+        cluster.down()
+
+
+def test_up_fails_at_once_naming_the_drain_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the emulated-hardware declaration a trn1 worker is rightly drained (no Neuron devices): ``up``
+    says so instead of waiting for its idle timeout."""
+    real = local_layout.local_options
+
+    def undeclared(*args: object, **kwargs: object) -> dict[str, object]:
+        options = real(*args, **kwargs)  # type: ignore[arg-type]
+        options.pop("emulated_hardware")
+        return options
+
+    monkeypatch.setattr(local_layout, "local_options", undeclared)
+    workdir = tmp_path / "work"
+    try:
+        with pytest.raises(LocalClusterError) as error:
+            bring_up(ROOT / "examples" / "trn1-cluster.yaml", workdir, idle_timeout=900)
+    finally:
+        if (workdir / "state.json").exists():  # up succeeded after all
+            LocalCluster.open(workdir).down()
+    message = str(error.value)
+    assert "compute nodes are out of service and will not become idle" in message
+    assert "  - trn1-1: hyperpod-cdk:neuron:" in message
+    assert "not idle after" not in message
+
+
+def test_the_cli_brings_up_a_synthesized_assembly_and_names_its_emulated_hardware(tmp_path: Path) -> None:
+    """``local up --from cdk.out``: what the stack uploads runs, and ``local status`` names the hardware."""
+    import json
+    import subprocess
+    import sys
+
+    from support import build_example, fast_app
+
+    app = fast_app(outdir=str(tmp_path / "cdk.out"))
+    build_example(ROOT / "examples" / "trn1-cluster.yaml", app)
+    app.synth()
+    workdir = tmp_path / "work"
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "hyperpod_cdk.cli", "local", *args, "--workdir", str(workdir)]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+
+    up = cli("up", "--from", str(tmp_path / "cdk.out"), "--prefix", PREFIX, "--subnet", SUBNET, "--max-per-group", "1")
+    try:
+        assert up.returncode == 0, up.stderr
+        assert "emulated: 16 Neuron devices, 8 EFA interfaces declared, not present" in up.stdout
+        report = json.loads(cli("status", "--json").stdout)
+        assert report["config"] == f"{tmp_path / 'cdk.out'}#hyperpod-trn1-cluster"
+        (worker,) = [n for n in report["nodes"] if n["role"] == "compute"]
+        assert worker["hardware"].startswith("ml.trn1.32xlarge (emulated: 16 Neuron devices")
+        assert f"{worker['name']} idle" in report["sinfo"]
+    finally:
+        assert cli("down").returncode == 0

@@ -1,0 +1,104 @@
+"""Job scripts behave as on HyperPod (root only), on the generic platform and on the emulated HyperPod one: each
+node's address resolves once, the node list expands, users have their homes, and a HyperPod-style CPU DDP job
+script (examples/jobs/cpu_ddp.sbatch) runs unchanged (with ``--auto-resume=1`` where HyperPod's marker is)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hyperpod_local import LocalCluster, LocalClusterError
+from hyperpod_local.platform import node_rootfs
+from local_support import CPU_CLUSTER, requires_local_cluster
+from training_runtime.node import GENERIC, HYPERPOD
+
+pytestmark = requires_local_cluster
+
+JOBS_DIR = Path(__file__).resolve().parent.parent / "examples" / "jobs"
+LOGIN, WORKERS = "login-group-1", ("worker-group-1-1", "worker-group-1-2")
+PLATFORMS = {GENERIC: ("hpjb", "10.242.0.0/24"), HYPERPOD: ("hpjh", "10.244.0.0/24")}
+
+
+@pytest.fixture(scope="module", params=sorted(PLATFORMS))
+def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    platform = str(request.param)
+    if platform == HYPERPOD:
+        try:
+            node_rootfs()
+        except LocalClusterError as error:
+            pytest.skip(str(error))
+    prefix, subnet = PLATFORMS[platform]
+    workdir = tmp_path_factory.mktemp(f"jobs-{platform}") / "work"
+    cluster = LocalCluster.up(
+        CPU_CLUSTER, workdir, prefix=f"{prefix}{os.getpid() % 10000}", subnet=subnet, platform=platform
+    )
+    try:
+        yield cluster
+    finally:
+        cluster.down()
+
+
+def run(cluster: LocalCluster, node: str, *argv: str) -> str:
+    result = cluster.exec(node, list(argv), timeout=120)
+    assert result.returncode == 0, f"{node}: {' '.join(argv)}\n{result.stdout}{result.stderr}"
+    return result.stdout
+
+
+def test_every_node_resolves_its_own_name_to_one_address(cluster: LocalCluster) -> None:
+    for node in cluster.nodes:
+        assert run(cluster, node.name, "hostname", "--ip-address").split() == [node.ip]
+        hosts = run(cluster, node.name, "cat", "/etc/hosts")
+        names = [
+            n for line in hosts.splitlines() if not line.startswith(("#", "127.", "::1")) for n in line.split()[1:]
+        ]
+        assert len(names) == len(set(names)), f"{node.name}: a name is listed twice in /etc/hosts:\n{hosts}"
+        assert {node.name, cluster.slurm_name(node.name)} <= set(names)
+
+
+def test_scontrol_expands_the_job_node_list(cluster: LocalCluster) -> None:
+    out = run(cluster, LOGIN, "salloc", "-N2", "bash", "-c", 'scontrol show hostnames "$SLURM_JOB_NODELIST"')
+    assert out.split() == sorted(cluster.slurm_name(w) for w in WORKERS)
+
+
+def test_a_user_gets_a_home_and_a_login_environment(cluster: LocalCluster) -> None:
+    out = run(cluster, LOGIN, "runuser", "-l", "researcher", "-c", 'echo "$HOME $(pwd) $(id -un) $USER"')
+    home, cwd, user, env_user = out.split()
+    assert (cwd, user, env_user) == (home, "researcher", "researcher")
+    job = ["srun", "-N1", "bash", "-c", 'echo "$HOME"; test -w "$HOME"']
+    out = run(cluster, LOGIN, "runuser", "-u", "researcher", "--", *job)
+    assert out.split() == [home], "the home is the same and writable on the compute node"
+
+
+def test_a_hyperpod_style_ddp_job_script_runs_unchanged_on_two_nodes(cluster: LocalCluster) -> None:
+    torchrun = Path(sys.executable).parent / "torchrun"
+    if not torchrun.exists():
+        pytest.skip(f"{torchrun} does not exist: install torch in this environment (make setup does)")
+    fsx = cluster.state.fsx_mount_path
+    submit = [
+        "sbatch",
+        "--parsable",
+        f"--chdir={fsx}",
+        f"--output={fsx}/%x-%j.out",
+        f"--export=ALL,TORCHRUN={torchrun},JOBS_DIR={JOBS_DIR}",
+        str(JOBS_DIR / "cpu_ddp.sbatch"),
+        "--steps=3",
+    ]
+    job = run(cluster, LOGIN, *submit).strip().split(";")[0]
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and run(cluster, LOGIN, "squeue", "-h", "-j", job, "-o", "%T").strip():
+        time.sleep(1)
+    output = (cluster.workdir / "shared" / f"cpu-ddp-{job}.out").read_text()
+    state = run(cluster, cluster.layout.controller.name, "sacct", "-X", "-n", "-j", job, "-o", "State").split()
+    assert state == ["COMPLETED"], output
+    first = sorted(cluster.slurm_name(w) for w in WORKERS)[0]
+    ip = next(n.ip for n in cluster.nodes if cluster.slurm_name(n.name) == first)
+    head = next(line for line in output.splitlines() if line.startswith("head node "))
+    assert head.startswith(f"head node {first} at {ip}; 2 nodes"), head
+    on_hyperpod = cluster.state.platform == HYPERPOD
+    assert f"auto-resume: {'--auto-resume=1' if on_hyperpod else 'off'}" in output
+    assert "cpu-ddp: world_size=4 nodes=2 steps=3 weights_in_sync=True" in output
