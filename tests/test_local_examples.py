@@ -101,6 +101,8 @@ def test_the_cli_brings_up_a_synthesized_assembly_and_names_its_emulated_hardwar
         assert report["config"] == f"{tmp_path / 'cdk.out'}#hyperpod-trn1-cluster"
         (worker,) = [n for n in report["nodes"] if n["role"] == "compute"]
         assert worker["hardware"].startswith("ml.trn1.32xlarge (emulated: 16 Neuron devices")
-        assert f"{worker['name']} idle" in report["sinfo"]
+        # the command line's default platform is HyperPod's: Slurm 24.11, HyperPod's node names
+        assert report["platform"] == "hyperpod" and worker["slurm_name"].startswith("ip-")
+        assert f"{worker['slurm_name']} idle" in report["sinfo"]
     finally:
         assert cli("down").returncode == 0

@@ -18,6 +18,7 @@ def status_report(cluster: LocalCluster) -> dict[str, Any]:
         nodes.append(
             {
                 **node.to_json(),
+                "slurm_name": cluster.slurm_name(node.name),
                 "hardware": hardware_note(node.instance_type),
                 "alive": record is not None,
                 "pid": record.pid if record else None,
@@ -29,6 +30,7 @@ def status_report(cluster: LocalCluster) -> dict[str, Any]:
         "workdir": str(cluster.workdir),
         "config": cluster.state.config_path,
         "mode": cluster.state.mode,
+        "platform": cluster.state.platform,
         "prefix": cluster.state.prefix,
         "subnet": cluster.layout.subnet,
         "shared": f"{cluster.workdir / 'shared'} (at {cluster.state.fsx_mount_path} on every node)",

@@ -1,0 +1,189 @@
+"""``hyperpod-local``: a HyperPod Slurm cluster emulated on this machine (also ``hyperpod-cdk local``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from hyperpod_cdk.errors import ConfigurationError
+from hyperpod_local import LocalCluster, LocalClusterError, NamespaceError
+from hyperpod_local.platform import PLATFORMS
+from training_runtime.node import HYPERPOD
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="hyperpod-local", description="A HyperPod Slurm cluster emulated on this machine (root)."
+    )
+    add_commands(parser)
+    return run(parser.parse_args(argv))
+
+
+def add_commands(local: argparse.ArgumentParser) -> None:
+    """The emulator's commands, on ``local``: its own parser (``hyperpod-local``) or ``hyperpod-cdk local``."""
+    local.description = (
+        "Nodes are Linux namespaces with an overlay root; the lifecycle scripts run on them as "
+        "HyperPod runs them. The work directory (--workdir, $HYPERPOD_CDK_LOCAL_DIR, default "
+        "/var/tmp/hyperpod-cdk-local) remembers the cluster."
+    )
+    sub = local.add_subparsers(dest="local_command", required=True)
+
+    def with_workdir(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        parser.add_argument("--workdir", help="the cluster's work directory")
+        return parser
+
+    up = with_workdir(sub.add_parser("up", help="create the cluster and run the lifecycle scripts on every node"))
+    source = up.add_mutually_exclusive_group()
+    source.add_argument("--config", help="cluster config file (YAML or JSON; default: the default configuration)")
+    source.add_argument(
+        "--from", dest="assembly", metavar="CDK_OUT", help="a synthesized cloud assembly: run what its stack uploads"
+    )
+    up.add_argument("--stack", help="with --from: the stack (default: the one stack with a HyperPod cluster)")
+    up.add_argument("--max-per-group", type=int, default=2, help="nodes per compute group at most (default 2)")
+    up.add_argument("--max-workers", type=int, default=4, help="compute nodes in all at most (default 4)")
+    up.add_argument("--subnet", default="10.250.0.0/24", help="the nodes' network (default 10.250.0.0/24)")
+    up.add_argument("--prefix", default="hpcdk", help="prefix of the netns names (default hpcdk)")
+    up.add_argument("--no-bootstrap", action="store_true", help="stop once the nodes exist")
+    up.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for idle compute nodes")
+    up.add_argument(
+        "--platform",
+        choices=PLATFORMS,
+        default=HYPERPOD,
+        help="hyperpod (default): HyperPod's part emulated - Slurm 24.11 under /opt/slurm on the node root file "
+        "system `make setup` builds, HyperPod's slurm.conf and node names, srun --auto-resume and node replacement; "
+        "generic: the host's Slurm, the runtime configures everything",
+    )
+    run = with_workdir(sub.add_parser("exec", help="run a command on a node: local exec NODE -- CMD..."))
+    run.add_argument("--cwd", help="working directory on the node (default: this one if the node has it, else /)")
+    run.add_argument("node")
+    run.add_argument("cmd", nargs=argparse.REMAINDER)
+    with_workdir(
+        sub.add_parser("crash", help="hard power-off: kill every process of NODE, pull its cable")
+    ).add_argument("node")
+    boot = with_workdir(sub.add_parser("boot", help="power NODE on again and re-run its lifecycle script"))
+    boot.add_argument("node")
+    boot.add_argument("--no-bootstrap", action="store_true", help="do not re-run the lifecycle script")
+    rerun = with_workdir(sub.add_parser("bootstrap", help="re-run the lifecycle script on NODE"))
+    rerun.add_argument("node")
+    rerun.add_argument(
+        "--restage", action="store_true", help="first copy the lifecycle scripts and runtime from this checkout"
+    )
+    with_workdir(
+        sub.add_parser("replace", help="replace NODE as HyperPod does: a fresh instance, same name, lifecycle script")
+    ).add_argument("node")
+    status = with_workdir(sub.add_parser("status", help="nodes, addresses, alive, sinfo"))
+    status.add_argument("--json", action="store_true", help="print JSON")
+    down = with_workdir(sub.add_parser("down", help="remove every node; delete the work directory's content"))
+    down.add_argument("--keep", action="store_true", help="keep node disks, logs and the shared directory")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the command ``args`` name (parsed by a parser :func:`add_commands` set up)."""
+
+    def say(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    try:
+        if args.local_command == "up":
+            cluster = LocalCluster.up(
+                args.config,
+                args.workdir,
+                assembly=args.assembly,
+                stack=args.stack,
+                max_per_group=args.max_per_group,
+                max_workers=args.max_workers,
+                subnet=args.subnet,
+                prefix=args.prefix,
+                bootstrap=not args.no_bootstrap,
+                idle_timeout=args.timeout,
+                platform=args.platform,
+                progress=say,
+            )
+            _print_status(cluster.status())
+            return 0
+        cluster = LocalCluster.open(args.workdir)
+        if args.local_command == "exec":
+            cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+            if not cmd:
+                say("error: give the command after the node: hyperpod-local exec NODE -- CMD...")
+                return 2
+            cwd = args.cwd
+            if cwd is None:
+                here = os.getcwd()
+                probe = cluster.exec(args.node, ["test", "-d", here], timeout=30)
+                cwd = here if probe.returncode == 0 else "/"
+            return cluster.exec(args.node, cmd, cwd=cwd, capture=False, timeout=None).returncode
+        if args.local_command == "crash":
+            cluster.crash(args.node)
+            say(f"node {args.node} crashed (processes killed, cable pulled; its disk is kept)")
+            return 0
+        if args.local_command in ("boot", "bootstrap"):
+            if args.local_command == "boot":
+                result = cluster.boot(args.node, bootstrap=False if args.no_bootstrap else None)
+                say(f"node {args.node} booted")
+            else:
+                if args.restage:
+                    cluster.restage()
+                result = cluster.bootstrap(args.node)
+            if result is None:
+                return 0
+            code, output = result
+            sys.stdout.write(output)
+            if code != 0:
+                say(f"error: the lifecycle script failed on {args.node} (exit {code})")
+            return 0 if code == 0 else 1
+        if args.local_command == "replace":
+            code, output = cluster.replace(args.node)
+            sys.stdout.write(output)
+            if code != 0:
+                say(f"error: the lifecycle script failed on the replacement of {args.node} (exit {code})")
+                return 1
+            say(f"node {args.node} replaced (a fresh disk, its lifecycle script run)")
+            return 0
+        if args.local_command == "status":
+            report = cluster.status()
+            if args.json:
+                json.dump(report, sys.stdout, indent=2)
+                sys.stdout.write("\n")
+            else:
+                _print_status(report)
+            return 0
+        cluster.down(keep=args.keep)
+        say(
+            f"cluster {cluster.layout.cluster_name} is down"
+            + (f"; files kept in {cluster.workdir}" if args.keep else "")
+        )
+        return 0
+    except (ConfigurationError, LocalClusterError, NamespaceError) as error:
+        say(f"error: {error}")
+        return 1
+
+
+def _print_status(report: dict[str, Any]) -> None:
+    print(
+        f"cluster {report['cluster']} ({report['mode']}, {report['platform']} platform), "
+        f"work directory {report['workdir']}"
+    )
+    print(f"shared directory {report['shared']}")
+    for name, counts in report["capped"].items():
+        print(f"group {name}: {counts['local']} of {counts['config']} instances run locally")
+    print(f"{'NODE':<28} {'SLURM NAME':<16} {'ROLE':<11} {'ADDRESS':<15} {'STATE':<6} HARDWARE")
+    for node in report["nodes"]:
+        state = "up" if node["alive"] else "down"
+        print(
+            f"{node['name']:<28} {node['slurm_name']:<16} {node['role']:<11} {node['ip']:<15} {state:<6} "
+            f"{node['hardware']}"
+        )
+    sinfo = report["sinfo"]
+    if report.get("prometheus"):
+        print(f"Prometheus: {report['prometheus']}")
+    print("sinfo: " + ("(not available: Slurm is not running on the controller)" if sinfo is None else ""))
+    if sinfo:
+        print(sinfo.rstrip())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
