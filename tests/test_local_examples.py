@@ -12,7 +12,8 @@ import pytest
 
 from hyperpod_local import LocalCluster, LocalClusterError
 from hyperpod_local import layout as local_layout
-from local_support import requires_local_cluster
+from local_support import HYPERPOD_REASON, requires_local_cluster
+from training_runtime.node import GENERIC, HYPERPOD
 
 pytestmark = requires_local_cluster
 
@@ -34,12 +35,20 @@ def bring_up(config: Path | None, workdir: Path, **kwargs: object) -> LocalClust
 
 @pytest.mark.parametrize("example", [*EXAMPLES, None], ids=lambda p: p.name if p else "default")
 def test_every_example_comes_up_and_runs_a_step_on_every_worker(example: Path | None, tmp_path: Path) -> None:
-    cluster = bring_up(example, tmp_path / "work")
+    """The default config (API-driven, trn1 workers) on the emulated HyperPod platform - Slurm 24.11, HyperPod's
+    part, the runtime's HyperPod path - as a new user's cluster runs; the examples on the generic platform."""
+    if example is None and HYPERPOD_REASON is not None:
+        pytest.skip(HYPERPOD_REASON)
+    platform = HYPERPOD if example is None else GENERIC
+    cluster = bring_up(example, tmp_path / "work", platform=platform)
     try:
-        workers = [n.name for n in cluster.layout.workers]
+        workers = [cluster.slurm_name(n.name) for n in cluster.layout.workers]
         out = cluster.exec(cluster.layout.controller.name, ["srun", f"-N{len(workers)}", "hostname"], timeout=120)
         assert out.returncode == 0, out.stdout + out.stderr
         assert sorted(out.stdout.split()) == sorted(workers)
+        if platform == HYPERPOD:
+            version = cluster.exec(cluster.layout.controller.name, ["sinfo", "--version"]).stdout
+            assert version.split()[-1].startswith("24.11."), version
         status = cluster.status()
         for node in status["nodes"]:
             assert node["hardware"].startswith(node["instance_type"])

@@ -35,7 +35,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     finally:
         server = (base / "work" / metrics_server.DIRECTORY / "pid").read_text().strip()
         cluster.down()
-    assert not Path(f"/proc/{server}").exists(), "down left the Prometheus server running"
+    assert not Path(f"/proc/{server}").exists(), "down left the Prometheus server running (or a zombie of it)"
 
 
 def series(cluster: LocalCluster, expression: str) -> list[dict[str, Any]]:

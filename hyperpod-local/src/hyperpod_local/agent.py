@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hyperpod_local import autoresume
+from hyperpod_local.daemons import terminate
 from hyperpod_local.paths import subprocess_env
 from hyperpod_local.state import LocalClusterError, _locked
 from training_runtime.health.results import HYPERPOD_REASONS, REPLACE
@@ -235,10 +236,7 @@ def stop(cluster: LocalCluster, timeout: float = 30.0) -> None:
     pid = _pid(cluster)
     if pid is None:
         return
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and _pid(cluster) is not None:
-        time.sleep(0.05)
+    terminate(pid, lambda: _pid(cluster) is not None, timeout)
     (agent_dir(cluster) / "pid").unlink(missing_ok=True)
 
 

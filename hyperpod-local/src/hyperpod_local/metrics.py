@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hyperpod_local.daemons import terminate
 from training_runtime.metrics.ports import NODE_EXPORTER_PORT, PROMETHEUS_AGENT_PORT
 from training_runtime.options import parse_options
 from training_runtime.params import PARAMETERS_FILE_BY_MODE, ProvisioningParameters
@@ -127,10 +128,7 @@ def stop(cluster: LocalCluster) -> None:
     pid = _pid(directory)
     if pid is None:
         return
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and _pid(directory) is not None:
-        time.sleep(0.2)
+    terminate(pid, lambda: _pid(directory) is not None, 20)
     (directory / "pid").unlink(missing_ok=True)
 
 
