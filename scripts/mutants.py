@@ -120,7 +120,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "hyperpod-local/src/hyperpod_local/layout.py",
         "deployed, fsx_dns_name=None, fsx_mountname=None, fsx=None, metrics=None, options=options",
         "deployed, metrics=None, options=options",
-        ("tests/test_local_layout.py",),
+        ("tests/test_local_layout.py", "tests/test_local_staging.py"),
     ),
     Mutation(
         "M9",
@@ -726,7 +726,7 @@ def copy_repository(root: Path, target: Path) -> None:
 def tests_pass(copy: Path, tests: tuple[str, ...], compliance: bool = False) -> tuple[bool, str]:
     """Run ``tests`` in ``copy`` with its own sources first on the path; (passed, last lines)."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(copy / "src"), str(copy / "tests")])
+    env["PYTHONPATH"] = os.pathsep.join([str(copy / "src"), str(copy / "hyperpod-local" / "src"), str(copy / "tests")])
     env.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]
