@@ -202,29 +202,9 @@ def crash_and_resume(
     requeued = wait_until(
         "the job to be requeued", lambda: job_fields(cluster, submit_from, job_id).get("Restarts", "0") != "0", timeout
     )
-    code, output = cluster.boot(crash, bootstrap=True) or (0, "")
-    if code != 0:
-        raise DrillError(f"bootstrap of the rebooted {crash} failed:\n{output}")
-
-    def running_again() -> bool:
-        info = job_fields(cluster, submit_from, job_id)
-        return info.get("JobState") in ("RUNNING", "COMPLETED") and info.get("Restarts", "0") != "0"
-
-    running = wait_until("the requeued job to start", running_again, timeout, log)
-
-    def resumed_line() -> bool:
-        runs = parse_job_log(log.read_text()) if log.exists() else []
-        return len(runs) > 1 and runs[-1].resumed_at is not None
-
-    resumed = wait_until("the resumed job to load its checkpoint", resumed_line, timeout, log)
-    finished = wait_until(
-        "the job to finish",
-        lambda: job_fields(cluster, submit_from, job_id).get("JobState") in ("COMPLETED", "FAILED", "CANCELLED"),
-        timeout,
-        log,
+    running, resumed, finished, info, text = _boot_and_follow_the_requeue(
+        cluster, submit_from, job_id, crash, "the rebooted", timeout, log
     )
-    info = job_fields(cluster, submit_from, job_id)
-    text = log.read_text()
     return CrashResume(
         job_id=job_id,
         crashed=crash,
@@ -318,9 +298,35 @@ def spot_reclaim(
         return state is not None and bool({"DOWN", "NOT_RESPONDING"} & set(state.flags))
 
     wait_until(f"Slurm to see {reclaim} gone", gone, timeout, log)
-    code, output = cluster.boot(reclaim, bootstrap=True) or (0, "")
+    running, resumed, finished, info, text = _boot_and_follow_the_requeue(
+        cluster, submit_from, job_id, reclaim, "the replacement", timeout, log
+    )
+    return SpotReclaim(
+        job_id=job_id,
+        reclaimed=reclaim,
+        drain_reason=reason,
+        checkpoint_at_requeue=at_requeue.step,
+        drained_s=since(drained),
+        requeued_s=since(requeued),
+        lost_s=since(lost),
+        running_again_s=since(running),
+        resumed_s=since(resumed),
+        completed_s=since(finished),
+        state=info.get("JobState", "?"),
+        restarts=int(info.get("Restarts", "0") or 0),
+        runs=parse_job_log(text),
+        log=text,
+    )
+
+
+def _boot_and_follow_the_requeue(
+    cluster: LocalCluster, submit_from: str, job_id: str, node: str, what: str, timeout: float, log: Path
+) -> tuple[float, float, float, dict[str, str], str]:
+    """Boot ``node`` again (bootstrapped), then wait for the requeued job to run again, to load its checkpoint
+    and to end: the three moments (monotonic), the job's final fields and its whole log."""
+    code, output = cluster.boot(node, bootstrap=True) or (0, "")
     if code != 0:
-        raise DrillError(f"bootstrap of the replacement {reclaim} failed:\n{output}")
+        raise DrillError(f"bootstrap of {what} {node} failed:\n{output}")
 
     def running_again() -> bool:
         info = job_fields(cluster, submit_from, job_id)
@@ -341,19 +347,4 @@ def spot_reclaim(
     )
     info = job_fields(cluster, submit_from, job_id)
     text = log.read_text()
-    return SpotReclaim(
-        job_id=job_id,
-        reclaimed=reclaim,
-        drain_reason=reason,
-        checkpoint_at_requeue=at_requeue.step,
-        drained_s=since(drained),
-        requeued_s=since(requeued),
-        lost_s=since(lost),
-        running_again_s=since(running),
-        resumed_s=since(resumed),
-        completed_s=since(finished),
-        state=info.get("JobState", "?"),
-        restarts=int(info.get("Restarts", "0") or 0),
-        runs=parse_job_log(text),
-        log=text,
-    )
+    return running, resumed, finished, info, text
