@@ -700,6 +700,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "if False:",
         ("tests/test_plot_dashboards.py",),
     ),
+    Mutation(
+        "L1",
+        "the emulator stops its daemons without reaping them (zombies in a long-lived caller)",
+        "hyperpod-local/src/hyperpod_local/daemons.py",
+        "if os.waitpid(pid, os.WNOHANG)[0] == pid:\n                return\n        except ChildProcessError:  # st",
+        "if False:\n                return\n        except ChildProcessError:  # st",
+        ("tests/test_local_daemons.py",),
+    ),
 )
 
 

@@ -21,3 +21,16 @@ def terminate(pid: int, running: Callable[[], bool], timeout: float) -> None:
             if not running():
                 return
         time.sleep(0.05)
+
+
+def reap(pid: int, timeout: float) -> None:
+    """Wait up to ``timeout`` for ``pid`` to exit and reap it, when it is this process's child (another
+    process's child is reaped by that process or the host's init)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                return
+        except ChildProcessError:
+            return
+        time.sleep(0.05)

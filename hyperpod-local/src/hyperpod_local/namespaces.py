@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from hyperpod_local.daemons import reap
+
 DEFAULT_PREFIX = "hpcdk"
 READY_MARKER = "hpcdk-node-ready"
 NODE_PATH = "/opt/slurm/bin:/opt/slurm/sbin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -261,6 +263,10 @@ class Namespaces:
             except subprocess.TimeoutExpired:
                 launcher.kill()
                 launcher.wait(timeout)
+        elif record is not None:
+            # Started by this process through another handle (a cluster opened again, e.g. to take down a
+            # failed `up`): reap it by its pid, or a long-lived caller keeps a zombie per node.
+            reap(record.launcher_pid, timeout)
         if record is not None:
             _wait_gone(record, timeout)
         (self.node_dir(node.name) / "init.json").unlink(missing_ok=True)
