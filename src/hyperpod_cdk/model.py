@@ -150,11 +150,13 @@ class RollingDeployment:
     maximum_batch_size: BatchSize | None = None
     """Instances updated at a time (``RollingUpdatePolicy.MaximumBatchSize``). Default: HyperPod's."""
     rollback_maximum_batch_size: BatchSize | None = None
-    """Instances rolled back at a time (``RollbackMaximumBatchSize``); needs ``maximum_batch_size``."""
+    """Instances rolled back at a time (``RollbackMaximumBatchSize``); needs ``maximum_batch_size``.
+    Default: HyperPod's."""
     wait_interval_s: int | None = None
-    """Seconds HyperPod waits between batches, 0-3600 (``WaitIntervalInSeconds``)."""
+    """Seconds HyperPod waits between batches, 0-3600 (``WaitIntervalInSeconds``). Default: HyperPod's."""
     rollback_alarms: Sequence[str] = ()
-    """CloudWatch alarm names (1-10) that roll the update back when they fire (``AutoRollbackConfiguration``)."""
+    """CloudWatch alarm names (1-10) that roll the update back when they fire (``AutoRollbackConfiguration``).
+    Default: none."""
 
 
 @dataclass(frozen=True, kw_only=True, config=_STRICT)
@@ -209,6 +211,7 @@ class InstanceGroup:
     :param name: instance-group name; also the Slurm partition of a compute group unless ``partition``
         is given. Letters, digits and hyphens, 1-63 characters.
     :param instance_type: SageMaker instance type, e.g. ``ml.p5.48xlarge``. Give this or ``instance_types``.
+        Default: none (``instance_types`` is used).
     :param instance_types: a flexible group's instance types, in priority order (1-20, no repeats): HyperPod
         launches the first type it has capacity for, so one group may hold several types at once
         (``InstanceRequirements.InstanceTypes``). Each node takes its own type's Slurm size, GPUs and launcher

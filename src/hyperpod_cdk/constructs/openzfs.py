@@ -58,14 +58,17 @@ class OpenZfsStorage(Construct):
     :param automatic_backup_retention_days: Default: 7 (0 turns daily backups off).
     :param copy_tags_to_backups: copy tags to backups, volumes and snapshots. Default: True.
     :param standby_subnet: MULTI_AZ_1 only (required there): the standby file server's subnet in another AZ.
+        Default: none.
     :param route_table_ids: MULTI_AZ_1 only: route tables of the nodes' subnets. Default: the VPC's main table.
     :param client_cidrs: who may mount the root volume over NFS. Default: the nodes' subnet's CIDR.
     :param kms_key: customer-managed key. Default: FSx's AWS-managed key (the organization's key when
         ``OrganizationRules`` set one).
     :param removal_policy: of the file system and its security group. Default: RETAIN.
-    :param file_system_id: adopt this file system (with ``dns_name`` and ``security_group``) instead.
-    :param dns_name: the adopted file system's DNS name, by which HyperPod mounts it.
-    :param security_group: the adopted file system's security group; the NFS rules are added to it.
+    :param file_system_id: adopt this file system (with ``dns_name`` and ``security_group``) instead. Default:
+        none (a new file system).
+    :param dns_name: the adopted file system's DNS name, by which HyperPod mounts it. Default: none.
+    :param security_group: the adopted file system's security group; the NFS rules are added to it. Default:
+        none.
     """
 
     def __init__(

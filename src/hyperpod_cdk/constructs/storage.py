@@ -108,7 +108,8 @@ class LustreStorage(Construct):
     :param metadata_iops: provisioned metadata IOPS (PERSISTENT_2). Default: automatic metadata scaling.
     :param data_repositories: S3 links. Default: none.
     :param removal_policy: what happens to the file system when it leaves the stack. Default: RETAIN.
-    :param existing: adopt this file system instead of creating one (see :meth:`from_existing`).
+    :param existing: adopt this file system instead of creating one (see :meth:`from_existing`). Default: none
+        (a new file system).
     """
 
     def __init__(
