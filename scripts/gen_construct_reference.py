@@ -244,7 +244,7 @@ def render() -> str:
         "Every construct, stack and value object `hyperpod_cdk` exports, with its props: the type and the "
         "default come from the signature, the description from the class's `:param` lines. All props are "
         "keyword-only; a construct's first two arguments are CDK's `scope` and `id`. How to embed them in a "
-        "stack of your own: [README](../README.md#embedding-constructs-in-your-own-stacks).",
+        "stack of your own: [README](../README.md#2-embed-single-constructs-in-your-own-stacks).",
         "",
     ]
     lines += [f"- [`{name}`](#{name.lower()})" for _, name in CLASSES]

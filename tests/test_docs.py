@@ -85,3 +85,46 @@ def test_the_construct_reference_reads_params_signatures_and_flags_missing_defau
     assert (props["size"].type, props["size"].default, props["size"].lacks_default) == ("int", "3", False)
     assert props["label"].lacks_default and props["label"].default == "''"
     assert props["color"].description == ""
+
+
+def test_parameters_example_is_current() -> None:
+    generator = _script("gen_parameters_example")
+    text = generator.DOC.read_text()
+    assert generator.updated(text) == text, "docs/slurm-mode.md is stale: run scripts/gen_parameters_example.py"
+
+
+def test_the_parameters_example_shows_deploy_time_values_by_their_key() -> None:
+    generator = _script("gen_parameters_example")
+    shown = generator.readable({"a": {"fsx_dns_name": "<<marker:0xbaba:0>>"}, "b": ["x", "<<marker:0xbaba:12>>"]})
+    assert shown == {"a": {"fsx_dns_name": "<deploy time: fsx_dns_name>"}, "b": ["x", "<deploy time: b>"]}
+
+
+def test_slurm_mode_doc_names_every_key_the_parameters_file_can_hold() -> None:
+    """The key list in docs/slurm-mode.md is prose; a key the contract gains must be named there too."""
+    from training_runtime.params import GroupSpec, MetricsTarget, ProvisioningParameters
+
+    everything = ProvisioningParameters(
+        cluster_name="c",
+        mode="api-driven",
+        groups=(
+            GroupSpec(name="controller", role="controller", instance_type="ml.m5.xlarge"),
+            GroupSpec(name="login", role="login", instance_type="ml.m5.xlarge"),
+            GroupSpec(name="w", role="compute", instance_type=None, instance_types=("ml.g5.xlarge",), capacity="spot"),
+        ),
+        fsx_dns_name="fs.example",
+        fsx_mountname="abcdefgh",
+        fsx=True,
+        openzfs_mount_path="/home",
+        metrics=MetricsTarget(remote_write_url="https://aps.example/api/v1/remote_write", region="us-west-2"),
+        slurmdbd_owner="hyperpod",
+    ).to_json()
+
+    def keys(value: object) -> set[str]:
+        if isinstance(value, dict):
+            return {name for name in value if name != "options"} | {k for v in value.values() for k in keys(v)}
+        if isinstance(value, list):
+            return {k for item in value for k in keys(item)}
+        return set()
+
+    text = (ROOT / "docs" / "slurm-mode.md").read_text().split("<!-- BEGIN GENERATED")[0]
+    assert sorted(key for key in keys(everything) if f"`{key}`" not in text) == []

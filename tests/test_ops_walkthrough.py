@@ -1,4 +1,4 @@
-"""README's "Operating the cluster" walkthrough, command by command, against the moto server."""
+"""The walkthrough of docs/deploying.md ("From deploy to a running job"), command by command, against the moto server."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def walkthrough() -> list[list[str]]:
-    section = (ROOT / "README.md").read_text().split("## Operating the cluster\n", 1)[1].split("\n## ", 1)[0]
+    text = (ROOT / "docs" / "deploying.md").read_text()
+    section = text.split("## From deploy to a running job\n", 1)[1].split("\n## ", 1)[0]
     block = re.search(r"```sh\n(.*?)```", section, flags=re.DOTALL)
     assert block, "the walkthrough's sh block"
     lines = [line.split("  #", 1)[0].strip() for line in block.group(1).splitlines()]
