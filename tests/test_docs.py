@@ -128,3 +128,18 @@ def test_slurm_mode_doc_names_every_key_the_parameters_file_can_hold() -> None:
 
     text = (ROOT / "docs" / "slurm-mode.md").read_text().split("<!-- BEGIN GENERATED")[0]
     assert sorted(key for key in keys(everything) if f"`{key}`" not in text) == []
+
+
+def test_module_index_is_current() -> None:
+    generator = _script("gen_module_index")
+    assert generator.DOC.read_text() == generator.render(), "docs/modules.md is stale: run scripts/gen_module_index.py"
+
+
+def test_the_module_index_takes_the_first_sentence_of_each_docstring(tmp_path: Path) -> None:
+    generator = _script("gen_module_index")
+    module = tmp_path / "m.py"
+    module.write_text('"""Thing: does ``x`` for :mod:`a.b`. More here.\n\nDetail."""\n')
+    script = tmp_path / "s.sh"
+    script.write_text("#!/bin/sh\n# Starts the node.\n# Second line.\nset -e\n")
+    assert generator.summary(module) == "Thing: does `x` for `a.b`."
+    assert generator.summary(script) == "Starts the node."
