@@ -143,3 +143,25 @@ def test_the_module_index_takes_the_first_sentence_of_each_docstring(tmp_path: P
     script.write_text("#!/bin/sh\n# Starts the node.\n# Second line.\nset -e\n")
     assert generator.summary(module) == "Thing: does `x` for `a.b`."
     assert generator.summary(script) == "Starts the node."
+
+
+def test_architecture_names_every_resource_type_and_execution_role_action_of_the_default_template() -> None:
+    """docs/architecture.md is what a security reviewer reads: a resource or a grant the default template gains
+    (as the metrics workspace and ``aps:RemoteWrite`` once did) must appear there."""
+    import json
+
+    template = json.loads((ROOT / "tests" / "snapshots" / "trn1-cluster.hyperpod-trn1-cluster.json").read_text())
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    types = {resource["Type"] for resource in template["Resources"].values()}
+    assert sorted(t for t in types if t not in text) == []
+    (policy,) = [
+        resource
+        for name, resource in template["Resources"].items()
+        if resource["Type"] == "AWS::IAM::Policy" and name.startswith("ClusterExecutionRole")
+    ]
+    actions = set()
+    for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+        found = statement["Action"]
+        actions.update([found] if isinstance(found, str) else found)
+    assert "aps:RemoteWrite" in actions
+    assert sorted(action for action in actions if action not in text) == []
