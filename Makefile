@@ -79,7 +79,7 @@ schema: setup
 # Regenerate what the docs repeat from the code (tests fail when a committed copy is stale)
 docs: schema
 	$(PYTHON) -m hyperpod_cdk.rules > docs/rules.md
-	$(PYTHON) scripts/gen_runtime_options_doc.py && $(PYTHON) scripts/gen_construct_reference.py && $(PYTHON) scripts/gen_parameters_example.py && $(PYTHON) scripts/gen_module_index.py
+	$(PYTHON) scripts/gen_runtime_options_doc.py && $(PYTHON) scripts/gen_construct_reference.py && $(PYTHON) scripts/gen_parameters_example.py && $(PYTHON) scripts/gen_module_index.py && $(PYTHON) scripts/gen_plan_example.py
 	$(PYTHON) scripts/gen_dashboards.py
 
 bench: setup

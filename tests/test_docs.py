@@ -165,3 +165,18 @@ def test_architecture_names_every_resource_type_and_execution_role_action_of_the
         actions.update([found] if isinstance(found, str) else found)
     assert "aps:RemoteWrite" in actions
     assert sorted(action for action in actions if action not in text) == []
+
+
+def test_plan_example_is_current() -> None:
+    generator = _script("gen_plan_example")
+    text = generator.DOC.read_text()
+    assert generator.updated(text) == text, "docs/node-runtime.md is stale: run scripts/gen_plan_example.py"
+
+
+def test_the_plan_example_is_the_workers_whole_plan_with_metrics() -> None:
+    """The review found the hand-kept example without the metrics steps (on by default): the generated one is
+    the catalog's plan for that worker, metrics agent included."""
+    generator = _script("gen_plan_example")
+    steps = re.findall(r"^(\S+)\s+WILL CHANGE$", generator.plan_text(), flags=re.MULTILINE)
+    assert steps[0] == "installed-runtime" and "daemon:slurmd" in steps
+    assert steps[-1] == "daemon:hyperpod-cdk-metrics-agent"
