@@ -38,3 +38,21 @@ def test_the_readme_embedding_example_synthesizes(tmp_path: Path) -> None:
     groups = {g["InstanceGroupName"]: g for g in cluster["Properties"]["InstanceGroups"]}
     assert groups["p5"]["InstanceType"] == "ml.p5.48xlarge" and groups["p5"]["InstanceCount"] == 4
     assert "ClusterArn" in template["Outputs"]
+
+
+def test_the_readme_validation_example_reports_exactly_the_problems_it_shows(tmp_path: Path) -> None:
+    section = (ROOT / "README.md").read_text().split("## Validation\n", 1)[1].split("\n## ", 1)[0]
+    config = re.search(r"```yaml\n(.*?)```", section, flags=re.DOTALL)
+    shown = re.search(r"```\n(error: .*?)```", section, flags=re.DOTALL)
+    assert config and shown
+    problems = [line[4:] for line in shown.group(1).splitlines() if line.startswith("  - ")]
+    assert re.match(rf"error: /tmp/bad-cluster.yaml: {len(problems)} problems$", shown.group(1).splitlines()[0])
+    path = tmp_path / "bad-cluster.yaml"
+    path.write_text(config.group(1))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    run = subprocess.run(
+        [sys.executable, "-m", "hyperpod_cdk.cli", "validate", str(path)], env=env, capture_output=True, text=True
+    )
+    assert run.returncode == 1
+    errors = [line.split(": error: ", 1)[1] for line in (run.stdout + run.stderr).splitlines() if ": error: " in line]
+    assert errors == problems
