@@ -122,7 +122,7 @@ def render_value(value: Any) -> str:
 
 def signature_of(cls: type) -> inspect.Signature:
     """The props' signature: a dataclass's fields, or ``__init__`` as the class defines it."""
-    return inspect.signature(cls) if dataclasses.is_dataclass(cls) else inspect.signature(cls.__init__)
+    return inspect.signature(cls) if dataclasses.is_dataclass(cls) else inspect.signature(vars(cls)["__init__"])
 
 
 def text_of(doc: str) -> str:

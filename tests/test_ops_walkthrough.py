@@ -1,4 +1,4 @@
-"""The walkthrough of docs/deploying.md ("From deploy to a running job"), command by command, against the moto server."""
+"""The walkthrough in docs/deploying.md ("From deploy to a running job"), command by command, against moto."""
 
 from __future__ import annotations
 
