@@ -9,6 +9,7 @@ from training_runtime.params import LIFECYCLE_DRIVEN
 from training_runtime.steps import Step
 from training_runtime.steps.accelerators import accelerator_steps
 from training_runtime.steps.accounting import AccountingCluster, LocalDatabase, SlurmdbdConfig
+from training_runtime.steps.configless import ConfiglessPush
 from training_runtime.steps.daemon import RunningDaemon
 from training_runtime.steps.health import health_steps
 from training_runtime.steps.installed import InstalledRuntime
@@ -81,6 +82,9 @@ def steps_for(node: Node) -> List[Step]:
             steps.append(AccountingCluster())
         controller_files = slurm_config_files(node) if generic else [conf_path(node, ACCOUNTING_INCLUDE)]
         steps.append(RunningDaemon(slurmctld(node), controller_files if generic or ours else []))
+        if ours and not generic:
+            # HyperPod's compute and login nodes hold the configuration slurmctld sent them: send the new one.
+            steps.append(ConfiglessPush(controller_files))
     if node.is_compute or (node.is_login and not generic):
         if generic and node.has_systemd:
             steps.append(SlurmdOptions())
