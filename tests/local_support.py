@@ -66,10 +66,11 @@ def cpu_cluster(workdir: Path, prefix: str, subnet: str, platform: str = GENERIC
 
 
 SELF_QUERY = (
-    'for i in $(seq 60); do r=$(sacct -n -X -P -j "$SLURM_JOB_ID" -o jobname,state); [ -n "$r" ] && break; '
-    'sleep 1; done; echo "$r"'
+    'for i in $(seq 60); do r=$(sacct -n -X -P -j "$SLURM_JOB_ID" -o jobid,state); '
+    'case "$r" in *RUNNING*) break;; esac; sleep 1; done; echo "$SLURM_JOB_ID $r"'
 )
-"""A job step's script that prints its own job's sacct record (name|state), waiting up to a minute for it."""
+"""A job step's script that prints its job id and its own job's sacct record (id|state), waiting up to a
+minute for slurmdbd to record it running."""
 
 
 def check_accounting_where_users_are(cluster: LocalCluster, login: str, user: str) -> None:
@@ -95,5 +96,6 @@ def check_accounting_where_users_are(cluster: LocalCluster, login: str, user: st
         assert answer.returncode == 0 and "disabled" not in answer.stdout + answer.stderr, (
             f"{' '.join(argv)} on the login node:\n{answer.stdout}{answer.stderr}"
         )
-    own = as_user("srun", "-N1", "-J", "self-probe", "sh", "-c", SELF_QUERY)
-    assert own.stdout.split() == ["self-probe|RUNNING"], f"a job's own record on its node:\n{own.stdout}{own.stderr}"
+    own = as_user("srun", "-N1", "sh", "-c", SELF_QUERY)
+    words = own.stdout.split()
+    assert len(words) == 2 and words[1] == f"{words[0]}|RUNNING", f"a job's own record:\n{own.stdout}{own.stderr}"

@@ -13,15 +13,15 @@ from hyperpod_cdk.config import parse_config
 from hyperpod_local import platform as emulated
 from hyperpod_local.layout import plan_layout
 from runtime_fakes import RecordingRunner, fake_node, touch
+from training_runtime.hardware import hardware_for
 from training_runtime.node import Node
 from training_runtime.params import API_DRIVEN, COMPUTE, CONTROLLER, LIFECYCLE_DRIVEN, LOGIN
 from training_runtime.plan import StepError, apply_plan
 from training_runtime.render.slurm_conf import Partition, SlurmNode, SlurmSettings, render_slurm_conf
-from training_runtime.hardware import hardware_for
 from training_runtime.retry import RetryPolicy
 from training_runtime.steps import configless
 from training_runtime.steps.catalog import steps_for
-from training_runtime.steps.configless import ConfiglessPush
+from training_runtime.steps.configless import SLURMD_DROP_IN, ConfiglessPush, SlurmdConfServer
 from training_runtime.steps.slurm import accounting_lines, slurmd
 
 ACCOUNTING = {"accounting": {"enabled": True}}
@@ -150,3 +150,24 @@ def test_emulated_login_and_compute_nodes_run_configless(role: str) -> None:
     controller = emulated.agent_script(CONTROLLER, API_DRIVEN, "10.250.0.10")
     assert "install -m 0644 $s/slurm.conf /opt/slurm/etc/slurm.conf" in controller and "--conf-server" not in controller
     assert emulated.conf_server(layout()) == "10.250.0.10"
+
+
+def test_with_systemd_the_runtime_gives_hyperpods_slurmd_unit_its_conf_server(tmp_path: Path) -> None:
+    runner = RecordingRunner()
+    node = fake_node(tmp_path, instance="login-1", mode=LIFECYCLE_DRIVEN, runner=runner)
+    (tmp_path / "opt/sagemaker_cluster").mkdir(parents=True)
+    (tmp_path / "run/systemd/system").mkdir(parents=True)
+    plan = steps_for(node)
+    names = [s.name for s in plan]
+    assert names.index("slurmd-conf-server") < names.index("daemon:slurmd")
+    [daemon] = [s for s in plan if s.name == "daemon:slurmd"]
+    assert daemon.config_files == (SLURMD_DROP_IN,)  # a changed drop-in restarts slurmd
+    step = next(s for s in plan if isinstance(s, SlurmdConfServer))
+    assert apply_plan(node, [step]) == 1
+    assert 'Environment="SLURMD_OPTIONS=--conf-server 10.1.0.10"' in (tmp_path / SLURMD_DROP_IN[1:]).read_text()
+    assert runner.ran("systemctl", "daemon-reload") == [["systemctl", "daemon-reload"]]
+    assert apply_plan(node, [step]) == 0
+    api = fake_node(tmp_path / "api", instance="login-1", mode=API_DRIVEN)
+    (tmp_path / "api/opt/sagemaker_cluster").mkdir(parents=True)
+    (tmp_path / "api/run/systemd/system").mkdir(parents=True)
+    assert "slurmd-conf-server" not in [s.name for s in steps_for(api)]  # HyperPod started its slurmd already

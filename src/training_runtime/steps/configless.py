@@ -7,6 +7,9 @@ when its slurmd started, and its commands (``sacct``, ``sbatch``) read that copy
 file slurm.conf includes on the controller (``accounting.conf``) after those nodes started, ``scontrol
 reconfigure`` sends them the new one (slurm.conf(5), ``enable_configless``: "on any 'scontrol reconfigure'
 command new configs ... will be automatically pushed out"). Nodes that start later fetch it anyway.
+
+Where the runtime itself starts slurmd under systemd (a HyperPod node in the lifecycle-driven mode), it gives
+the AMI's slurmd unit ``--conf-server`` the way AWS's ``start_slurm.sh`` does, through ``SLURMD_OPTIONS``.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from training_runtime.paths import STATE_DIR
 from training_runtime.retry import NotReady, RetryPolicy
 from training_runtime.steps import Step
 from training_runtime.steps.daemon import config_digest
+from training_runtime.steps.slurm import conf_servers
 
 RECONFIGURE_WAIT = RetryPolicy(attempts=100000, base_s=1.0, cap_s=5.0, deadline_s=120.0)
 """slurmctld was just (re)started: give it up to two minutes to answer."""
@@ -61,3 +65,34 @@ class ConfiglessPush(Step):
 
     def describe(self, node: Node) -> List[str]:
         return ["scontrol reconfigure: send {} to configless nodes".format(", ".join(self.files))]
+
+
+SLURMD_DROP_IN = "/etc/systemd/system/slurmd.service.d/hyperpod-cdk-conf-server.conf"
+
+
+class SlurmdConfServer(Step):
+    """``SLURMD_OPTIONS="--conf-server <controllers>"`` for the AMI's slurmd unit, in a systemd drop-in.
+
+    AWS's lifecycle scripts (``start_slurm.sh`` in base-config,
+    https://github.com/aws-samples/awsome-distributed-training/tree/main/1.architectures/5.sagemaker-hyperpod/
+    LifecycleScripts/base-config) start slurmd on compute and login nodes by substituting ``SLURMD_OPTIONS`` into
+    the AMI's ``slurmd.service``, so its ``ExecStart`` names that variable; systemd fills it from this drop-in
+    instead (a unit already rewritten with the value ignores it). [inferred: not run on a HyperPod AMI]
+    """
+
+    name = "slurmd-conf-server"
+
+    def _content(self, node: Node) -> str:
+        return "# Managed by hyperpod-cdk: slurmd fetches slurm.conf from the controllers (configless).\n" + (
+            '[Service]\nEnvironment="SLURMD_OPTIONS=--conf-server {}"\n'.format(conf_servers(node))
+        )
+
+    def needed(self, node: Node) -> bool:
+        return read_text(node, SLURMD_DROP_IN) != self._content(node)
+
+    def apply(self, node: Node) -> None:
+        write_file(node, SLURMD_DROP_IN, self._content(node))
+        node.run(["systemctl", "daemon-reload"], timeout=120)
+
+    def describe(self, node: Node) -> List[str]:
+        return ["write {} (slurmd --conf-server {})".format(SLURMD_DROP_IN, conf_servers(node))]
