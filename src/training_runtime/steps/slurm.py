@@ -4,9 +4,10 @@ Generic platform: every node renders the same slurm.conf from the resource confi
 so all nodes agree without copying files around); the controller runs slurmctld (after slurmdbd when
 accounting is on), compute nodes run slurmd, login nodes only need munge and the clients.
 
-HyperPod platform (``/opt/sagemaker_cluster``): HyperPod writes /opt/slurm/etc/slurm.conf and owns its
-node and partition lines; the runtime waits for the file, never rewrites it, and makes sure the role's
-daemon runs.
+HyperPod platform (``/opt/sagemaker_cluster``): HyperPod writes /opt/slurm/etc/slurm.conf on the controller
+and owns its node and partition lines; the runtime waits for the file, never rewrites it, and makes sure the
+role's daemon runs. Compute and login nodes run slurmd configless (``--conf-server``) and read the
+controller's file and its includes (docs/node-runtime.md, "Configless compute and login nodes").
 """
 
 from __future__ import annotations
