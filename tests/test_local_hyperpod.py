@@ -58,6 +58,9 @@ def test_nodes_run_slurm_24_11_in_hyperpods_layout_under_its_names(cluster: Loca
     # The runtime took its HyperPod path: it never rendered slurm.conf, it only waited for HyperPod's.
     assert "Written by the hyperpod-cdk local emulator in HyperPod's place" in conf
     assert run(cluster, WORKERS[0], "test", "-d", "/opt/sagemaker_cluster") == ""
+    # Configless login and compute nodes, as HyperPod runs them: no local copy, slurmd's fetched one.
+    probe = "test -e /opt/slurm/etc/slurm.conf || grep -c '^include accounting.conf' /run/slurm/conf/slurm.conf"
+    assert {run(cluster, node, "sh", "-c", probe) for node in (LOGIN, *WORKERS)} == {"1\n"}
 
 
 def test_two_node_job_from_the_login_node(cluster: LocalCluster) -> None:
