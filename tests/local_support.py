@@ -63,3 +63,39 @@ def cpu_cluster(workdir: Path, prefix: str, subnet: str, platform: str = GENERIC
         yield cluster
     finally:
         cluster.down()
+
+
+SELF_QUERY = (
+    'for i in $(seq 60); do r=$(sacct -n -X -P -j "$SLURM_JOB_ID" -o jobid,state); '
+    'case "$r" in *RUNNING*) break;; esac; sleep 1; done; echo "$SLURM_JOB_ID $r"'
+)
+"""A job step's script that prints its job id and its own job's sacct record (id|state), waiting up to a
+minute for slurmdbd to record it running."""
+
+
+def check_accounting_where_users_are(cluster: LocalCluster, login: str, user: str) -> None:
+    """Accounting works where researchers work (issue #26): ``sacct`` on the login node lists ``user``'s
+    finished job, ``sreport`` and ``sshare`` answer there, and a job on a compute node finds its own record."""
+
+    def as_user(*argv: str) -> subprocess.CompletedProcess[str]:
+        return cluster.exec(login, ["runuser", "-u", user, "--", *argv], timeout=120)
+
+    ran = as_user("srun", "-N2", "-J", "login-probe", "true")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    out = ""
+    for _ in range(60):
+        listed = as_user("sacct", "-n", "-X", "-P", "-o", "jobname,user,state")
+        out = listed.stdout + listed.stderr
+        if f"login-probe|{user}|COMPLETED" in out.split():
+            break
+        cluster.exec(login, ["sleep", "1"])
+    else:
+        raise AssertionError(f"sacct on the login node never listed the job:\n{out}")
+    for argv in (("sreport", "-n", "-P", "cluster", "utilization"), ("sshare", "-n", "-P")):
+        answer = as_user(*argv)
+        assert answer.returncode == 0 and "disabled" not in answer.stdout + answer.stderr, (
+            f"{' '.join(argv)} on the login node:\n{answer.stdout}{answer.stderr}"
+        )
+    own = as_user("srun", "-N1", "sh", "-c", SELF_QUERY)
+    words = own.stdout.split()
+    assert len(words) == 2 and words[1] == f"{words[0]}|RUNNING", f"a job's own record:\n{own.stdout}{own.stderr}"

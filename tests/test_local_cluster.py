@@ -16,7 +16,7 @@ import pytest
 from hyperpod_local import LocalCluster, agent
 from hyperpod_local.cluster import LIFECYCLE_DIR, RESOURCE_CONFIG_PATH
 from hyperpod_local.namespaces import node_environment
-from local_support import cpu_cluster, requires_local_cluster
+from local_support import check_accounting_where_users_are, cpu_cluster, requires_local_cluster
 from training_runtime.params import ENTRYPOINT_BY_MODE
 
 pytestmark = requires_local_cluster
@@ -85,6 +85,7 @@ def test_accounting_records_a_users_job(cluster: LocalCluster) -> None:
         return "acct-probe|researcher|COMPLETED" in out.split()
 
     wait_for(recorded, "sacct to show the job")
+    check_accounting_where_users_are(cluster, LOGIN, "researcher")
 
 
 def test_munge_key_is_shared_but_root_only(cluster: LocalCluster) -> None:

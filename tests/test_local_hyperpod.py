@@ -12,7 +12,7 @@ import pytest
 
 from hyperpod_local import LocalCluster
 from hyperpod_local.platform import torchrun
-from local_support import CPU_CLUSTER, requires_hyperpod_platform
+from local_support import CPU_CLUSTER, check_accounting_where_users_are, requires_hyperpod_platform
 from training_runtime.node import HYPERPOD
 
 pytestmark = requires_hyperpod_platform
@@ -58,6 +58,9 @@ def test_nodes_run_slurm_24_11_in_hyperpods_layout_under_its_names(cluster: Loca
     # The runtime took its HyperPod path: it never rendered slurm.conf, it only waited for HyperPod's.
     assert "Written by the hyperpod-cdk local emulator in HyperPod's place" in conf
     assert run(cluster, WORKERS[0], "test", "-d", "/opt/sagemaker_cluster") == ""
+    # Configless login and compute nodes, as HyperPod runs them: no local copy, slurmd's fetched one.
+    probe = "test -e /opt/slurm/etc/slurm.conf || grep -c '^include accounting.conf' /run/slurm/conf/slurm.conf"
+    assert {run(cluster, node, "sh", "-c", probe) for node in (LOGIN, *WORKERS)} == {"1\n"}
 
 
 def test_two_node_job_from_the_login_node(cluster: LocalCluster) -> None:
@@ -76,9 +79,11 @@ def test_users_and_accounting(cluster: LocalCluster) -> None:
     for _ in range(60):
         out = run(cluster, CONTROLLER, "sacct", "-a", "-n", "-X", "-P", "-o", "jobname,user,state")
         if "acct-probe|researcher|COMPLETED" in out.split():
-            return
+            break
         cluster.exec(CONTROLLER, ["sleep", "1"])
-    raise AssertionError(f"sacct never showed the job:\n{out}")
+    else:
+        raise AssertionError(f"sacct never showed the job:\n{out}")
+    check_accounting_where_users_are(cluster, LOGIN, "researcher")
 
 
 def test_bootstrap_rerun_changes_nothing(cluster: LocalCluster) -> None:
@@ -93,10 +98,9 @@ def test_bootstrap_rerun_changes_nothing(cluster: LocalCluster) -> None:
 
 def test_lifecycle_driven_mode_on_the_hyperpod_platform(tmp_path: Path) -> None:
     """OnCreate with provisioning_parameters.json: HyperPod writes slurm.conf and runs munge, the runtime
-    starts the Slurm daemons itself."""
+    starts the Slurm daemons itself (slurmd from the controller's configuration), accounting included."""
     config = tmp_path / "lifecycle.yaml"
-    text = CPU_CLUSTER.read_text()
-    config.write_text(text.split("runtime:")[0] + "mode: lifecycle-driven\n")
+    config.write_text(CPU_CLUSTER.read_text() + "mode: lifecycle-driven\n")
     cluster = up(config, tmp_path / "work", "hplc", "10.248.0.0/24")
     try:
         assert cluster.state.mode == "lifecycle-driven"
@@ -105,5 +109,6 @@ def test_lifecycle_driven_mode_on_the_hyperpod_platform(tmp_path: Path) -> None:
         assert run(cluster, WORKERS[0], "sinfo", "--version").split()[1].startswith("24.11.")
         names = run(cluster, LOGIN, "srun", "-N2", "hostname").split()
         assert sorted(names) == sorted(cluster.slurm_name(w) for w in WORKERS)
+        check_accounting_where_users_are(cluster, LOGIN, "researcher")
     finally:
         cluster.down()

@@ -31,6 +31,7 @@ RUNTIME_ACCOUNTING_STEPS = {
     "daemon:slurmdbd",
     "accounting-cluster",
     "slurm-accounting-include",
+    "slurm-configless-push",
 }
 HYPERPOD_SLURMDBD_CONF = "# HyperPod's slurmdbd.conf\nStorageHost=acct.example.com\n"
 HYPERPOD_ACCOUNTING_CONF = "# HyperPod's accounting.conf\nAccountingStorageType=accounting_storage/slurmdbd\n"

@@ -76,7 +76,8 @@ class AccountingOptions:
     """Slurm accounting: slurmdbd on the controller and its database."""
 
     enabled: bool = False
-    """Run slurmdbd on the controller and record jobs (``sacct``)."""
+    """Run slurmdbd on the controller and record jobs: ``sacct``, ``sreport`` and ``sshare`` work on every node,
+    login nodes included, and record GPU use per job."""
     database: str = "local"
     """``local``: MariaDB on the controller, with a password generated there. ``external``: a
     MySQL-compatible database elsewhere (e.g. RDS)."""

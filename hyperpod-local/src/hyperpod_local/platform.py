@@ -8,9 +8,10 @@ runs; our runtime then takes its HyperPod-platform path (``/opt/sagemaker_cluste
 * the node runs Debian trixie's Slurm 24.11 in HyperPod's layout (``/opt/slurm/{bin,sbin,etc}``) from the
   root file system ``scripts/build-node-rootfs.sh`` builds, not the host's packages;
 * its host name and Slurm node name are HyperPod's ``ip-a-b-c-d``;
-* :func:`prepare` writes the marker, ``slurm.conf`` from each group's ``SlurmConfig`` (node type,
-  partition), the cluster's munge key, starts munged and, in the API-driven mode, slurmctld or slurmd, and
-  installs srun with ``--auto-resume`` (:mod:`hyperpod_local.agent`; ``LocalCluster.up`` starts the
+* :func:`prepare` writes the marker, the controller's ``slurm.conf`` from each group's ``SlurmConfig`` (node
+  type, partition) with configless Slurm enabled, the cluster's munge key, starts munged and, in the
+  API-driven mode, slurmctld or (on login and compute nodes, from the controller's configuration) slurmd,
+  and installs srun with ``--auto-resume`` (:mod:`hyperpod_local.agent`; ``LocalCluster.up`` starts the
   emulated HyperPod agent that answers it).
 
 The generic platform (the host's own root and Slurm, the runtime renders slurm.conf) stays available.
@@ -46,6 +47,8 @@ REPOSITORY = Path(__file__).resolve().parents[3]
 ROOTFS_SCRIPT = REPOSITORY / "scripts" / "build-node-rootfs.sh"
 SLURM_ETC = HYPERPOD_SLURM.conf_dir
 ACCOUNTING_CONF = "accounting.conf"
+"""Included by name, next to slurm.conf: slurmctld sends configless nodes only such includes (slurm.conf(5),
+``enable_configless``)."""
 MUNGE_KEY_SIZE = 1024
 STAGING = "/run/hyperpod-agent"
 """Where :func:`prepare` unpacks its files on the node before installing them (a tmpfs: gone at boot)."""
@@ -105,10 +108,11 @@ def torchrun() -> str:
 
 
 def slurm_conf(layout: LocalLayout, cpus: int | None = None) -> str:
-    """``/opt/slurm/etc/slurm.conf`` as HyperPod writes it from the groups' ``SlurmConfig``: the first
-    controller instance is SlurmctldHost (the others its backups), every compute and login instance a
-    NodeName line by its ``ip-a-b-c-d`` name, every compute group's instances in the group's partition
-    (the group's name when it has none); accounting settings go to the included ``accounting.conf``."""
+    """``/opt/slurm/etc/slurm.conf`` as HyperPod writes it on the controller from the groups' ``SlurmConfig``:
+    the first controller instance is SlurmctldHost (the others its backups), every compute and login instance
+    a NodeName line by its ``ip-a-b-c-d`` name, every compute group's instances in the group's partition
+    (the group's name when it has none); accounting settings go to the included ``accounting.conf``. Configless
+    is on (``SlurmctldParameters=enable_configless``): the other nodes fetch this file and its includes."""
     hardware = host_hardware(cpus)
     lines = [
         "# Written by the hyperpod-cdk local emulator in HyperPod's place (docs/local-cluster.md)",
@@ -120,6 +124,7 @@ def slurm_conf(layout: LocalLayout, cpus: int | None = None) -> str:
         "AuthType=auth/munge",
         "CredType=cred/munge",
         f"AuthInfo=cred_expire={EMULATION_SLURM_OPTIONS['cred_expire']}",
+        "SlurmctldParameters=enable_configless",
         "StateSaveLocation=/var/spool/slurmctld",
         "SlurmdSpoolDir=/var/spool/slurmd",
         "SlurmctldPidFile=/run/slurmctld.pid",
@@ -139,7 +144,7 @@ def slurm_conf(layout: LocalLayout, cpus: int | None = None) -> str:
         f"SlurmctldTimeout={EMULATION_SLURM_OPTIONS['slurmctld_timeout']}",
         f"MessageTimeout={EMULATION_SLURM_OPTIONS['message_timeout']}",
         f"SchedulerParameters=sched_interval={EMULATION_SLURM_OPTIONS['sched_interval']}",
-        f"include {SLURM_ETC}/{ACCOUNTING_CONF}",
+        f"include {ACCOUNTING_CONF}",
     ]
     figures = (
         f"CPUs={hardware['cpus']} Sockets={hardware['sockets']} CoresPerSocket={hardware['cores_per_socket']} "
@@ -174,17 +179,33 @@ def munge_key(workdir: Path) -> bytes:
     return path.read_bytes()
 
 
-def agent_script(role: str, mode: str) -> str:
-    """The shell script :func:`prepare` runs on a node (as root; its files are unpacked in STAGING)."""
+def conf_server(layout: LocalLayout) -> str:
+    """``slurmd --conf-server``'s value: every controller's address, the primary first."""
+    return ",".join(n.ip for n in layout.controllers)
+
+
+def agent_script(role: str, mode: str, conf_servers: str) -> str:
+    """The shell script :func:`prepare` runs on a node (as root; its files are unpacked in STAGING).
+
+    As on HyperPod (docs/node-runtime.md, "Configless compute and login nodes"), only the controller keeps
+    slurm.conf; login and compute nodes run ``slurmd --conf-server`` and have no local copy (removed, like
+    the ExecStartPre of HyperPod's slurmd unit does), so their commands read the file slurmd fetched."""
     munged = " ".join(MUNGED.argv)
     run_dir, owner, run_mode = MUNGED.run_dir or ("/run/munge", "munge", 0o755)
     lines = [
         "set -eu",
         f"s={STAGING}",
         f"install -d -m 0755 {HYPERPOD_MARKER} {SLURM_ETC}",
-        f"install -m 0644 $s/slurm.conf {SLURM_ETC}/slurm.conf",
-        # Slurm warns about an empty include: the file starts with a comment (accounting is added to it later).
-        f"[ -e {SLURM_ETC}/{ACCOUNTING_CONF} ] || echo '# Accounting settings' >{SLURM_ETC}/{ACCOUNTING_CONF}",
+    ]
+    if role == CONTROLLER:
+        lines += [
+            f"install -m 0644 $s/slurm.conf {SLURM_ETC}/slurm.conf",
+            # Slurm warns about an empty include: the file starts with a comment (accounting is added later).
+            f"[ -e {SLURM_ETC}/{ACCOUNTING_CONF} ] || echo '# Accounting settings' >{SLURM_ETC}/{ACCOUNTING_CONF}",
+        ]
+    else:
+        lines.append(f"rm -f {SLURM_ETC}/slurm.conf {SLURM_ETC}/{ACCOUNTING_CONF}")
+    lines += [
         "install -d -o munge -g munge -m 0700 /etc/munge",
         f"install -o munge -g munge -m 0400 $s/munge.key {NODE_KEY}",
         "install -d -o slurm -g slurm -m 0755 /var/log/slurm /var/spool/slurmctld",
@@ -198,7 +219,8 @@ def agent_script(role: str, mode: str) -> str:
         if role == CONTROLLER:
             lines.append(f"running /run/slurmctld.pid slurmctld || {HYPERPOD_SLURM.command('slurmctld', True)}")
         else:
-            lines.append(f"running /run/slurmd.pid slurmd || {HYPERPOD_SLURM.command('slurmd', True)}")
+            slurmd = f"{HYPERPOD_SLURM.command('slurmd', True)} --conf-server {conf_servers}"
+            lines.append(f"running /run/slurmd.pid slurmd || {slurmd}")
     return "\n".join(lines) + "\n"
 
 
@@ -214,7 +236,7 @@ def prepare(cluster: LocalCluster, node: LocalNode) -> None:
             info.size, info.mode = len(data), 0o600
             tar.addfile(info, io.BytesIO(data))
     unpack = f'rm -rf {STAGING} && install -d -m 0700 {STAGING} && tar -C {STAGING} -xf - && exec sh -c "$0"'
-    script = agent_script(node.role, cluster.state.mode)
+    script = agent_script(node.role, cluster.state.mode, conf_server(cluster.layout))
     result = cluster.exec(node.name, ["/bin/sh", "-c", unpack, script], input=archive.getvalue())
     if result.returncode != 0:
         raise LocalClusterError(

@@ -18,6 +18,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from training_runtime.hardware import NodeHardware
 from training_runtime.options import MIN_CRED_EXPIRE, SlurmOptions
 from training_runtime.render import slurm_checks
+from training_runtime.render.accounting_keys import accounting_keys
 from training_runtime.render.hostlist import compress
 
 _OPTIONS = SlurmOptions()
@@ -253,18 +254,8 @@ def _global_lines(settings: SlurmSettings, any_gpu: bool) -> Tuple[List[str], Di
         put("GresTypes", "gpu", "", "GPUs are declared per node below and in gres.conf.")
 
     section("accounting")
-    if s.accounting_host is None:
-        put("AccountingStorageType", "accounting_storage/none", "accounting_host", "No slurmdbd: sacct is disabled.")
-        put("JobAcctGatherType", "jobacct_gather/none", "accounting_host")
-    else:
-        put("AccountingStorageType", "accounting_storage/slurmdbd", "accounting_host")
-        put("AccountingStorageHost", s.accounting_host, "accounting_host")
-        if s.accounting_backup_host is not None:
-            put("AccountingStorageBackupHost", s.accounting_backup_host, "accounting_backup_host")
-        if any_gpu:
-            put("AccountingStorageTRES", "gres/gpu", "", "Record GPU use per job (cpu, mem, node are always recorded).")
-        put("JobAcctGatherType", "jobacct_gather/linux", "accounting_host")
-        put("JobAcctGatherFrequency", 30, "", "Seconds between samples of each job step's CPU and memory use.")
+    for key in accounting_keys(s.accounting_host, s.accounting_backup_host, gpu_tres=any_gpu):
+        put(key.key, key.value, key.field, *key.comment)
     put("JobCompType", "jobcomp/none", "")
 
     section("failure detection and recovery")

@@ -9,6 +9,7 @@ from training_runtime.params import LIFECYCLE_DRIVEN
 from training_runtime.steps import Step
 from training_runtime.steps.accelerators import accelerator_steps
 from training_runtime.steps.accounting import AccountingCluster, LocalDatabase, SlurmdbdConfig
+from training_runtime.steps.configless import SLURMD_DROP_IN, ConfiglessPush, SlurmdConfServer
 from training_runtime.steps.daemon import RunningDaemon
 from training_runtime.steps.health import health_steps
 from training_runtime.steps.installed import InstalledRuntime
@@ -81,10 +82,18 @@ def steps_for(node: Node) -> List[Step]:
             steps.append(AccountingCluster())
         controller_files = slurm_config_files(node) if generic else [conf_path(node, ACCOUNTING_INCLUDE)]
         steps.append(RunningDaemon(slurmctld(node), controller_files if generic or ours else []))
+        if ours and not generic:
+            # HyperPod's compute and login nodes hold the configuration slurmctld sent them: send the new one.
+            steps.append(ConfiglessPush(controller_files))
     if node.is_compute or (node.is_login and not generic):
         if generic and node.has_systemd:
             steps.append(SlurmdOptions())
-        steps.append(RunningDaemon(slurmd(node), slurm_config_files(node) if generic else []))
+        slurmd_files = slurm_config_files(node) if generic else []
+        if not generic and node.has_systemd and node.params.mode == LIFECYCLE_DRIVEN:
+            # The runtime starts the AMI's slurmd unit itself here (api-driven: HyperPod already has).
+            steps.append(SlurmdConfServer())
+            slurmd_files = [SLURMD_DROP_IN]
+        steps.append(RunningDaemon(slurmd(node), slurmd_files))
         steps += spot_steps(node)
     if not node.is_controller:
         steps += pytorch_steps(node)

@@ -17,6 +17,18 @@ from training_runtime.services import Daemon
 from training_runtime.steps import Step
 
 
+def config_digest(node: Node, paths: Sequence[str]) -> str:
+    """One digest of the files' paths and contents (a missing file counts as empty)."""
+    digest = hashlib.sha256()
+    for path in paths:
+        try:
+            content = node.path(path).read_bytes()
+        except FileNotFoundError:
+            content = b""
+        digest.update(path.encode() + b"\0" + content + b"\0")
+    return digest.hexdigest()
+
+
 class RunningDaemon(Step):
     def __init__(self, daemon: Daemon, config_files: Sequence[str] = ()) -> None:
         self.daemon = daemon
@@ -28,14 +40,7 @@ class RunningDaemon(Step):
         return "{}/daemons/{}.digest".format(STATE_DIR, self.daemon.unit)
 
     def _digest(self, node: Node) -> str:
-        digest = hashlib.sha256()
-        for path in self.config_files:
-            try:
-                content = node.path(path).read_bytes()
-            except FileNotFoundError:
-                content = b""
-            digest.update(path.encode() + b"\0" + content + b"\0")
-        return digest.hexdigest()
+        return config_digest(node, self.config_files)
 
     def _config_changed(self, node: Node) -> bool:
         if not self.config_files:

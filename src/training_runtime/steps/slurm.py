@@ -4,9 +4,10 @@ Generic platform: every node renders the same slurm.conf from the resource confi
 so all nodes agree without copying files around); the controller runs slurmctld (after slurmdbd when
 accounting is on), compute nodes run slurmd, login nodes only need munge and the clients.
 
-HyperPod platform (``/opt/sagemaker_cluster``): HyperPod writes /opt/slurm/etc/slurm.conf and owns its
-node and partition lines; the runtime waits for the file, never rewrites it, and makes sure the role's
-daemon runs.
+HyperPod platform (``/opt/sagemaker_cluster``): HyperPod writes /opt/slurm/etc/slurm.conf on the controller
+and owns its node and partition lines; the runtime waits for the file, never rewrites it, and makes sure the
+role's daemon runs. Compute and login nodes run slurmd configless (``--conf-server``) and read the
+controller's file and its includes (docs/node-runtime.md, "Configless compute and login nodes").
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from training_runtime.errors import StepFailed
 from training_runtime.files import ensure_dir, file_matches, read_text, write_file
 from training_runtime.hardware import NodeHardware, hardware_for
 from training_runtime.node import Node
+from training_runtime.render.accounting_keys import accounting_keys
 from training_runtime.render.cgroup_conf import render_cgroup_conf
 from training_runtime.render.gres_conf import render_gres_conf
 from training_runtime.render.slurm_conf import Partition, SlurmNode, SlurmSettings, render_slurm_conf
@@ -147,12 +149,17 @@ ACCOUNTING_INCLUDE = "accounting.conf"
 
 
 def accounting_lines(node: Node) -> str:
-    """HyperPod's slurm.conf includes accounting.conf; the runtime owns that file when accounting is on."""
-    return (
-        "# Managed by hyperpod-cdk (runtime option accounting); edits are overwritten.\n"
-        "AccountingStorageType=accounting_storage/slurmdbd\nAccountingStorageHost={}\n"
-        "AccountingStoragePort=6819\nJobAcctGatherType=jobacct_gather/linux\nJobAcctGatherFrequency=30\n"
-    ).format(node.hostname)
+    """HyperPod's slurm.conf includes accounting.conf; the runtime owns that file when accounting is on.
+
+    The keys are the generic slurm.conf's (:func:`~training_runtime.render.accounting_keys.accounting_keys`),
+    with GPU use always recorded as AWS's own accounting.conf does: the node lines (and their GPUs) are
+    HyperPod's. Compute and login nodes read this file too: HyperPod runs their slurmd configless, and
+    slurmctld sends them slurm.conf with the files it includes (see :func:`slurmd`).
+    """
+    lines = ["# Managed by hyperpod-cdk (runtime option accounting); edits are overwritten."]
+    for key in accounting_keys(node.hostname, gpu_tres=True):
+        lines += ["# " + c for c in key.comment] + ["{}={}".format(key.key, key.value)]
+    return "\n".join(lines) + "\n"
 
 
 class HyperPodAccounting(Step):
@@ -235,10 +242,21 @@ def slurmctld(node: Node) -> Daemon:
     return Daemon("slurmctld", "slurmctld", (node.slurm.command("slurmctld", daemon=True),), "/run/slurmctld.pid")
 
 
+def conf_servers(node: Node) -> str:
+    """``slurmd --conf-server``'s value on HyperPod: every controller's address, the primary first."""
+    return ",".join(c.address for c in node.controllers)
+
+
 def slurmd(node: Node) -> Daemon:
+    """slurmd as each platform runs it. Generic: from the slurm.conf every node renders, under the instance's
+    name. HyperPod: configless, from the controller (``--conf-server``), as HyperPod's cluster agent and AWS's
+    lifecycle scripts (``start_slurm.sh``) start it on compute and login nodes; the controller's slurm.conf has
+    ``SlurmctldParameters=enable_configless`` (docs/node-runtime.md, "Configless compute and login nodes")."""
     argv = [node.slurm.command("slurmd", daemon=True)]
     if node.platform == "generic":
         argv += ["-N", node.instance.name]
+    else:
+        argv += ["--conf-server", conf_servers(node)]
     return Daemon("slurmd", "slurmd", tuple(argv), "/run/slurmd.pid")
 
 
