@@ -70,6 +70,9 @@ def _enrich_moto(monkeypatch: pytest.MonkeyPatch) -> None:
     describe, summary = MotoClusterModel.describe, MotoNodeModel.summary
     monkeypatch.setattr(MotoClusterModel, "describe", lambda self: {**describe(self), **getattr(self, "extra", {})})
     monkeypatch.setattr(MotoNodeModel, "summary", lambda self: {**summary(self), **getattr(self, "extra", {})})
+    # moto pages ListClusterNodes by each node's ``arn``, which its ClusterNode lacks: past one page (100 nodes)
+    # every page looks the same and botocore's paginator stops ("the same next token was received twice").
+    monkeypatch.setattr(MotoNodeModel, "arn", property(lambda self: self.instance_id), raising=False)
 
 
 @dataclass
