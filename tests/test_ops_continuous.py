@@ -74,8 +74,10 @@ def test_a_cluster_without_continuous_provisioning_is_judged_by_its_status() -> 
     are failed nodes that a Degraded group already reports, not a reason to wait."""
     made = continuous(current=1, target=2)
     made.model.extra.pop("NodeProvisioningMode")
-    assert Operator()("status", "elastic", "--json").json()["scaling_groups"] == []
-    assert Operator()("status", "elastic").code == 0
+    operator = Operator()
+    assert operator("status", "elastic", "--json").json()["scaling_groups"] == []
+    assert operator("status", "elastic").code == 0
+    assert operator.fakes.batch_calls("ListClusterOperations") == []
 
 
 def test_operations_that_the_caller_may_not_list_are_a_note_not_a_failure() -> None:

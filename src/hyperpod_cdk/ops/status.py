@@ -67,10 +67,17 @@ def settled(cluster: Cluster) -> bool:
 
 
 def operations(sagemaker: Any, cluster: Cluster) -> tuple[list[dict[str, Any]], str | None]:
-    """The cluster's operations in progress (ListClusterOperations), or none and why not: the call is newer than
-    the rest (botocore 1.44) and an IAM policy written before it may not allow it, so its failure is a note."""
+    """A Continuous cluster's operations in progress (ListClusterOperations), or none and why not.
+
+    Only Continuous clusters are asked: the operations the call reports (scaling, on-demand deep health checks)
+    are Continuous-provisioning features on Slurm (sagemaker-hyperpod-scaling-slurm,
+    sagemaker-hyperpod-resiliency-slurm-deep-health-checks); other clusters show scaling as ``Updating``. The
+    call is newer than the rest (botocore 1.44) and an IAM policy written before it may not allow it, so a
+    refusal is a note, not a failure."""
     from botocore.exceptions import ClientError
 
+    if not cluster.continuous:
+        return [], None
     found: list[dict[str, Any]] = []
     try:
         for page in sagemaker.get_paginator("list_cluster_operations").paginate(
