@@ -34,7 +34,12 @@ def register(commands: Any) -> None:
     status.add_argument("--group", help="only the nodes of this instance group")
 
     wait = _cluster(
-        _command(commands, "wait", "status:wait", "wait until the cluster is InService or Failed, with progress")
+        _command(
+            commands,
+            "wait",
+            "status:wait",
+            "wait until the cluster is InService (a Continuous cluster: every group at its target) or Failed",
+        )
     )
     wait.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait at most (default 3600)")
     wait.add_argument("--interval", type=float, default=15.0, help="seconds between polls (default 15)")
