@@ -40,14 +40,18 @@ def scaling(cluster: Cluster) -> list[str]:
     return [
         str(g.get("InstanceGroupName"))
         for g in cluster.groups
-        if int(g.get("CurrentCount") or 0) < int(g.get("TargetCount") or 0) or (g.get("ActiveOperations") or {})
+        if int(g.get("CurrentCount") or 0) < int(g.get("TargetCount") or 0)
+        or any((g.get("ActiveOperations") or {}).values())
     ]
 
 
 def outcome(cluster: Cluster) -> Exit:
-    """0 InService with every group healthy and complete; 1 Failed or a group Failed (or Degraded, once no group
-    is still scaling); 6 still changing, a Continuous cluster's scaling included."""
-    if cluster.status in SETTLED_BAD or any(g.get("Status") == "Failed" for g in cluster.groups):
+    """0 InService with every group healthy and complete; 1 Failed, or a group Degraded/Failed once nothing is
+    changing (on a Continuous cluster, which stays InService, a Failed group at once); 6 still changing, a
+    Continuous cluster's scaling included."""
+    if cluster.status in SETTLED_BAD or (
+        cluster.continuous and any(g.get("Status") == "Failed" for g in cluster.groups)
+    ):
         return Exit.FAILED
     if cluster.status in CHANGING or scaling(cluster):
         return Exit.PENDING
