@@ -70,6 +70,9 @@ def _enrich_moto(monkeypatch: pytest.MonkeyPatch) -> None:
     describe, summary = MotoClusterModel.describe, MotoNodeModel.summary
     monkeypatch.setattr(MotoClusterModel, "describe", lambda self: {**describe(self), **getattr(self, "extra", {})})
     monkeypatch.setattr(MotoNodeModel, "summary", lambda self: {**summary(self), **getattr(self, "extra", {})})
+    # moto pages ListClusterNodes by each node's ``arn``, which its ClusterNode lacks: past one page (100 nodes)
+    # every page looks the same and botocore's paginator stops ("the same next token was received twice").
+    monkeypatch.setattr(MotoNodeModel, "arn", property(lambda self: self.instance_id), raising=False)
 
 
 @dataclass
@@ -139,25 +142,42 @@ class MotoCluster:
 class HyperPodFakes:
     """Answers the HyperPod calls moto 5.2.5 does not implement, on moto's cluster state; records each call.
 
-    - BatchRebootClusterNodes / BatchReplaceClusterNodes: not in moto. The fake enforces the API's 25-id limit
-      (ValidationException above it), answers InstanceIdNotFound for ids the cluster lacks and
-      InvalidInstanceStatus for nodes in ``busy``, and Successful for the rest.
+    - BatchRebootClusterNodes / BatchReplaceClusterNodes: not in moto. The fake enforces the API's limits (1 to
+      25 NodeIds and 1 to 25 NodeLogicalIds: ValidationException beyond them), answers InstanceIdNotFound for
+      ids the cluster lacks and InvalidInstanceStatus for nodes in ``busy``, and Successful for the rest.
+    - BatchDeleteClusterNodes: not in moto. The same, with its own limit (a combined maximum of 50 identifiers)
+      and codes (NodeIdNotFound, InvalidNodeStatus under ``Code``); a deleted node leaves moto's cluster and its
+      group's counts go down by one.
     - UpdateCluster: not in moto. The fake sets the group's TargetCount in moto's state.
-    - ListClusterEvents: not in moto. The fake pages through ``events`` with the paginator's NextToken.
+    - ListClusterEvents and ListClusterOperations: not in moto. The fakes page through ``events`` and
+      ``operations`` with the paginator's NextToken (ListClusterOperations keeps those whose Status is asked).
     Any call can be made to fail with ``fail[operation] = (code, message)``.
     """
+
+    ANSWERED = (
+        "BatchRebootClusterNodes",
+        "BatchReplaceClusterNodes",
+        "BatchDeleteClusterNodes",
+        "UpdateCluster",
+        "ListClusterEvents",
+        "ListClusterOperations",
+    )
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.busy: set[str] = set()
         self.events: list[dict[str, Any]] = []
+        self.operations: list[dict[str, Any]] = []
         self.fail: dict[str, tuple[str, str]] = {}
 
     def install(self, session: boto3.session.Session) -> None:
-        for operation in ("BatchRebootClusterNodes", "BatchReplaceClusterNodes", "UpdateCluster", "ListClusterEvents"):
+        for operation in self.ANSWERED:
             session.events.register(f"before-call.sagemaker.{operation}", self._answer)
         for operation in self.fail:
             session.events.register(f"before-call.sagemaker.{operation}", self._answer)
+
+    def batch_calls(self, name: str) -> list[dict[str, Any]]:
+        return [params for called, params in self.calls if called == name]
 
     def _answer(self, model: Any, params: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]]:
         # ``params`` is the serialized request: SageMaker speaks JSON, so its body holds the call's parameters.
@@ -170,23 +190,56 @@ class HyperPodFakes:
         handler: Callable[[dict[str, Any]], tuple[AWSResponse, dict[str, Any]]] = getattr(self, f"_{name}")
         return handler(params)
 
-    def _batch(self, params: dict[str, Any]) -> tuple[AWSResponse, dict[str, Any]]:
-        ids = params.get("NodeIds", [])
-        if len(ids) > 25:
+    def _batch(self, params: dict[str, Any], deleting: bool = False) -> tuple[AWSResponse, dict[str, Any]]:
+        ids, logical = params.get("NodeIds", []), params.get("NodeLogicalIds", [])
+        if not ids and not logical:
+            return _error("ValidationException", "Either NodeIds or NodeLogicalIds must be provided")
+        if deleting and len(ids) + len(logical) > 50:
+            return _error("ValidationException", "a combined maximum of 50 NodeIds and NodeLogicalIds")
+        if not deleting and (len(ids) > 25 or len(logical) > 25):
             return _error("ValidationException", "NodeIds: member must have length less than or equal to 25")
-        nodes = sagemaker_backends[ACCOUNT][REGION].clusters[params["ClusterName"]].nodes
-        ok, failed = [], []
-        for node_id in ids:
-            if node_id not in nodes:
-                failed.append({"NodeId": node_id, "ErrorCode": "InstanceIdNotFound", "Message": "no such node"})
-            elif node_id in self.busy:
-                failed.append({"NodeId": node_id, "ErrorCode": "InvalidInstanceStatus", "Message": "node is busy"})
-            else:
-                ok.append(node_id)
-        return _ok({"Successful": ok, "Failed": failed})
+        cluster = sagemaker_backends[ACCOUNT][REGION].clusters[params["ClusterName"]]
+        by_logical = {getattr(n, "extra", {}).get("NodeLogicalId"): k for k, n in cluster.nodes.items()}
+        code = "Code" if deleting else "ErrorCode"
+        missing, busy = (
+            ("NodeIdNotFound", "InvalidNodeStatus") if deleting else ("InstanceIdNotFound", "InvalidInstanceStatus")
+        )
+        answer: dict[str, list[Any]] = {
+            "Successful": [],
+            "Failed": [],
+            "SuccessfulNodeLogicalIds": [],
+            "FailedNodeLogicalIds": [],
+        }
+        done: list[str] = []
+        for kind, refs, key in (("Node", ids, None), ("NodeLogical", logical, by_logical)):
+            ok, failed = (
+                answer["Successful" if key is None else "SuccessfulNodeLogicalIds"],
+                answer["Failed" if key is None else "FailedNodeLogicalIds"],
+            )
+            for ref in refs:
+                node_id = ref if key is None else key.get(ref)
+                field = f"{kind}Id"
+                if node_id not in cluster.nodes:
+                    failed.append({field: ref, code: missing, "Message": "no such node"})
+                elif node_id in self.busy:
+                    failed.append({field: ref, code: busy, "Message": "node is busy"})
+                else:
+                    ok.append(ref)
+                    done.append(node_id)
+        if deleting:
+            for node_id in done:
+                node = cluster.nodes.pop(node_id)
+                for group in cluster.instance_groups:
+                    if group["InstanceGroupName"] == node.instance_group_name:
+                        group["TargetCount"] -= 1
+                        group["CurrentCount"] -= 1
+        return _ok({k: v for k, v in answer.items() if v or k in ("Successful", "Failed")})
 
     _BatchRebootClusterNodes = _batch
     _BatchReplaceClusterNodes = _batch
+
+    def _BatchDeleteClusterNodes(self, params: dict[str, Any]) -> tuple[AWSResponse, dict[str, Any]]:
+        return self._batch(params, deleting=True)
 
     def _UpdateCluster(self, params: dict[str, Any]) -> tuple[AWSResponse, dict[str, Any]]:
         cluster = sagemaker_backends[ACCOUNT][REGION].clusters[params["ClusterName"]]
@@ -197,12 +250,20 @@ class HyperPodFakes:
         return _ok({"ClusterArn": cluster.arn})
 
     def _ListClusterEvents(self, params: dict[str, Any]) -> tuple[AWSResponse, dict[str, Any]]:
-        start = int(params.get("NextToken") or 0)
-        size = int(params.get("MaxResults") or 2)
-        page = {"Events": self.events[start : start + size]}
-        if start + size < len(self.events):
-            page["NextToken"] = str(start + size)
-        return _ok(page)
+        return _page(self.events, "Events", params)
+
+    def _ListClusterOperations(self, params: dict[str, Any]) -> tuple[AWSResponse, dict[str, Any]]:
+        wanted = [o for o in self.operations if params.get("Status") in (None, o["Status"])]
+        return _page(wanted, "ClusterOperationSummaries", params)
+
+
+def _page(items: list[dict[str, Any]], key: str, params: dict[str, Any]) -> tuple[AWSResponse, dict[str, Any]]:
+    start = int(params.get("NextToken") or 0)
+    size = int(params.get("MaxResults") or 2)
+    page: dict[str, Any] = {key: items[start : start + size]}
+    if start + size < len(items):
+        page["NextToken"] = str(start + size)
+    return _ok(page)
 
 
 def _ok(parsed: dict[str, Any]) -> tuple[AWSResponse, dict[str, Any]]:

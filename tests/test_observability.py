@@ -23,6 +23,8 @@ from hyperpod_cdk import (
 from hyperpod_cdk.constructs import PublishedLifecycleScripts
 from hyperpod_cdk.constructs.alert_rules import (
     BOOTSTRAP_LOG_HINT,
+    HEALTH_AGENT_DETECTION_PATTERN,
+    HEALTH_AGENT_STREAM_PREFIX,
     LIFECYCLE_FAILURE_PATTERN,
     alert_rules,
     rule_groups_yaml,
@@ -91,6 +93,11 @@ class Built:
 @pytest.fixture(scope="module")
 def default(tmp_path_factory: pytest.TempPathFactory) -> Built:
     return Built(tmp_path_factory.mktemp("default"), {})
+
+
+@pytest.fixture(scope="module")
+def continuous(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    return Built(tmp_path_factory.mktemp("continuous"), {"node_provisioning_mode": "continuous"})
 
 
 @pytest.fixture(scope="module")
@@ -198,42 +205,148 @@ def test_the_new_workspace_sends_its_alerts_to_the_topic(default: Built) -> None
     assert "sns_configs" in definition[0]
 
 
-def test_hyperpod_events_of_this_cluster_go_to_the_topic_and_each_rule_has_an_alarm(default: Built) -> None:
-    topic_id, _ = default.one("AWS::SNS::Topic")
-    cluster_id, _ = default.one("AWS::SageMaker::Cluster")
-    rules = default.of_type("AWS::Events::Rule")
-    kinds = set()
-    for rule_id, rule in rules.items():
+def _rules(built: Built) -> dict[str, str]:
+    """Each event rule's detail-type, after checking it is this cluster's, to the topic, with its own alarm."""
+    topic_id, _ = built.one("AWS::SNS::Topic")
+    cluster_id, _ = built.one("AWS::SageMaker::Cluster")
+    kinds = {}
+    for rule_id, rule in built.of_type("AWS::Events::Rule").items():
         pattern = rule["Properties"]["EventPattern"]
         assert pattern["source"] == ["aws.sagemaker"]
         assert pattern["resources"] == [{"Fn::GetAtt": [cluster_id, "ClusterArn"]}]
         assert rule["Properties"]["Targets"][0]["Arn"] == {"Ref": topic_id}
-        kinds.update(pattern["detail-type"])
+        (kinds[rule_id],) = pattern["detail-type"]
         alarms = [
             a
-            for a in default.of_type("AWS::CloudWatch::Alarm").values()
+            for a in built.of_type("AWS::CloudWatch::Alarm").values()
             if a["Properties"].get("Dimensions") == [{"Name": "RuleName", "Value": {"Ref": rule_id}}]
         ]
         assert len(alarms) == 1 and alarms[0]["Properties"]["MetricName"] == "TriggeredRules"
-    assert kinds == {CLUSTER_STATE_CHANGE, NODE_HEALTH_EVENT, CLUSTER_EVENT}
+    return kinds
+
+
+def test_hyperpod_events_of_this_cluster_go_to_the_topic_and_each_rule_has_an_alarm(default: Built) -> None:
+    """Without continuous provisioning there are no cluster events, so no rule waits for them."""
+    assert sorted(_rules(default).values()) == sorted([CLUSTER_STATE_CHANGE, NODE_HEALTH_EVENT])
+
+
+def test_a_continuous_cluster_also_alarms_on_its_error_events(continuous: Built) -> None:
+    kinds = _rules(continuous)
+    assert sorted(kinds.values()) == sorted([CLUSTER_STATE_CHANGE, NODE_HEALTH_EVENT, CLUSTER_EVENT])
+    (error_rule,) = [k for k, v in kinds.items() if v == CLUSTER_EVENT]
+    pattern = continuous.template["Resources"][error_rule]["Properties"]["EventPattern"]
+    assert pattern["detail"] == {"EventDetails": {"EventLevel": ["Error"]}}
+
+
+def _filter(built: Built, pattern: str) -> dict[str, Any]:
+    (found,) = [
+        f["Properties"]
+        for f in built.of_type("AWS::Logs::MetricFilter").values()
+        if f["Properties"]["FilterPattern"] == pattern
+    ]
+    return found
+
+
+def _alarm_on(built: Built, props: dict[str, Any]) -> dict[str, Any]:
+    (transform,) = props["MetricTransformations"]
+    (alarm,) = [
+        a["Properties"]
+        for a in built.of_type("AWS::CloudWatch::Alarm").values()
+        if a["Properties"]["MetricName"] == transform["MetricName"]
+    ]
+    assert alarm["Namespace"] == transform["MetricNamespace"]
+    return alarm
 
 
 def test_a_failed_lifecycle_run_in_the_clusters_log_group_raises_an_alarm_on_the_topic(default: Built) -> None:
     topic_id, _ = default.one("AWS::SNS::Topic")
     cluster_id, _ = default.one("AWS::SageMaker::Cluster")
-    _, metric_filter = default.one("AWS::Logs::MetricFilter")
-    props = metric_filter["Properties"]
-    assert props["FilterPattern"] == LIFECYCLE_FAILURE_PATTERN
+    props = _filter(default, LIFECYCLE_FAILURE_PATTERN)
     log_group = json.dumps(props["LogGroupName"])
     assert "/aws/sagemaker/Clusters/ml-cluster/" in log_group and f'"{cluster_id}", "ClusterArn"' in log_group
+    assert _alarm_on(default, props)["AlarmActions"] == [{"Ref": topic_id}]
+
+
+@pytest.mark.parametrize("fixture", ["default", "continuous"])
+def test_the_health_agent_s_detections_in_the_clusters_log_group_raise_an_alarm_on_the_topic(
+    fixture: str, request: pytest.FixtureRequest
+) -> None:
+    """On Slurm the agent's GPU faults reach no EventBridge event: the alarm reads its log streams."""
+    built: Built = request.getfixturevalue(fixture)
+    topic_id, _ = built.one("AWS::SNS::Topic")
+    cluster_id, _ = built.one("AWS::SageMaker::Cluster")
+    props = _filter(built, HEALTH_AGENT_DETECTION_PATTERN)
+    # /aws/sagemaker/Clusters/<name>/<id>, the ID being the last segment of the cluster's ARN
+    assert props["LogGroupName"] == {
+        "Fn::Join": [
+            "",
+            [
+                "/aws/sagemaker/Clusters/ml-cluster/",
+                {"Fn::Select": [1, {"Fn::Split": ["cluster/", {"Fn::GetAtt": [cluster_id, "ClusterArn"]}]}]},
+            ],
+        ]
+    }
+    assert props["LogGroupName"] == _filter(built, LIFECYCLE_FAILURE_PATTERN)["LogGroupName"]
     (transform,) = props["MetricTransformations"]
-    (alarm,) = [
-        a
-        for a in default.of_type("AWS::CloudWatch::Alarm").values()
-        if a["Properties"]["MetricName"] == transform["MetricName"]
+    assert transform["MetricValue"] == "1"
+    alarm = _alarm_on(built, props)
+    assert alarm["AlarmActions"] == [{"Ref": topic_id}]
+    assert (alarm["Threshold"], alarm["ComparisonOperator"], alarm["Statistic"]) == (
+        1,
+        "GreaterThanOrEqualToThreshold",
+        "Sum",
+    )
+
+
+def _json_matches(pattern: str, line: str) -> bool:
+    """CloudWatch Logs' rule for a JSON pattern ``{ $.KEY = "VALUE" }``: the event is JSON whose KEY equals VALUE."""
+    match = re.fullmatch(r'\{ \$\.(\w+) = "([^"]+)" \}', pattern)
+    assert match, pattern
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(record, dict) and record.get(match[1]) == match[2]
+
+
+HMA_RECORDS = [
+    # AWS docs, "Health Monitoring Agent" (sagemaker-hyperpod-eks-resiliency-health-monitoring-agent), example output
+    {
+        "level": "info",
+        "ts": "2024-08-21T18:35:35Z",
+        "msg": "NPD caught event: %v",
+        "details": {
+            "severity": "warn",
+            "timestamp": "2024-08-22T20:59:29Z",
+            "reason": "XidHardwareFailure",
+            "message": "Node condition NvidiaErrorReboot is now: True, reason: XidHardwareFailure, message: "
+            '"NVRM: Xid (PCI:0000:b9:00): 71, pid=<unknown>, name=<unknown>, NVLink: fatal error detected on link 6"',
+        },
+        "HealthMonitoringAgentDetectionEvent": "HealthEvent",
+    },
+    # a Slurm record as AWS's own bridge documents it (awsome-distributed-ai, tools/devops-agent, hma_cw_bridge.py)
+    {
+        "level": "info",
+        "ts": "2026-07-20T22:53:17Z",
+        "msg": "DCGM Policy Violation found ",
+        "condition: ": "XID Error",
+        "data: ": {"ErrNum": 79},
+        "HealthMonitoringAgentDetectionEvent": "HealthEvent",
+    },
+]
+
+
+def test_the_health_agent_pattern_matches_its_documented_records_and_nothing_of_the_lifecycle_log() -> None:
+    assert HEALTH_AGENT_STREAM_PREFIX == "SagemakerHealthMonitoringAgent"
+    for record in HMA_RECORDS:
+        assert _json_matches(HEALTH_AGENT_DETECTION_PATTERN, json.dumps(record))
+    others = [
+        json.dumps({"level": "info", "ts": "2026-07-20T22:53:17Z", "msg": "agent started"}),
+        json.dumps({**HMA_RECORDS[0], "HealthMonitoringAgentDetectionEvent": "Heartbeat"}),
+        f"{FAILURE_MARKER} at users: no such group (full log: /var/log/hyperpod-cdk/bootstrap.log)",
+        "[hyperpod-cdk] step storage: ok",
     ]
-    assert alarm["Properties"]["Namespace"] == transform["MetricNamespace"]
-    assert alarm["Properties"]["AlarmActions"] == [{"Ref": topic_id}]
+    assert not any(_json_matches(HEALTH_AGENT_DETECTION_PATTERN, line) for line in others)
 
 
 def _matches(pattern: str, line: str) -> bool:

@@ -168,3 +168,112 @@ class _Raw:
 
     def stream(self, **_: Any) -> Any:
         yield self.body
+
+
+# --- the documented limits, per API -------------------------------------------------------------------------------
+def test_sixty_reboots_go_in_calls_of_25_25_and_10_and_every_node_is_reported_once() -> None:
+    made = MotoCluster("sixty", {"ctl": ("ml.m5.xlarge", 1, "Controller"), "c5": ("ml.c5.xlarge", 60, "Compute")})
+    made.create()
+    operator = Operator()
+    operator.fakes.busy.add(made.ids["c5"][30])  # in the second call
+    result = operator("reboot", "sixty", *made.ids["c5"], "--yes", "--json")
+    assert result.code == 1
+    calls = operator.fakes.batch_calls("BatchRebootClusterNodes")
+    assert [len(c["NodeIds"]) for c in calls] == [25, 25, 10]
+    assert [i for c in calls for i in c["NodeIds"]] == made.ids["c5"]
+    results = result.json()["results"]
+    assert [r["instance_id"] for r in results] == made.ids["c5"]
+    assert [r["instance_id"] for r in results if r["result"] == "Failed"] == [made.ids["c5"][30]]
+    assert results[30]["error_code"] == "InvalidInstanceStatus"
+
+
+def test_120_deletes_go_in_calls_of_50_50_and_20_with_per_node_results() -> None:
+    made = MotoCluster("wide", {"ctl": ("ml.m5.xlarge", 1, "Controller"), "c5": ("ml.c5.xlarge", 121, "Compute")})
+    made.create()
+    doomed = made.ids["c5"][:120]
+    operator = Operator()
+    operator.fakes.busy.add(doomed[75])
+    result = operator("delete", "wide", *doomed, "--yes")
+    assert result.code == 1, result.err
+    calls = operator.fakes.batch_calls("BatchDeleteClusterNodes")
+    assert [len(c["NodeIds"]) for c in calls] == [50, 50, 20]
+    assert [i for c in calls for i in c["NodeIds"]] == doomed
+    assert "119 of 120 node(s) accepted; 1 failed" in result.out
+    row = next(line for line in result.out.splitlines() if doomed[75] in line)
+    assert "InvalidNodeStatus" in row  # BatchDeleteClusterNodes' own code, read from its ``Code`` field
+    assert set(made.model.nodes) == {made.ids["ctl"][0], doomed[75], made.ids["c5"][120]}
+
+
+def test_a_continuous_cluster_s_provisioning_node_goes_by_its_logical_id() -> None:
+    made = big_cluster()
+    made.set(NodeProvisioningMode="Continuous")
+    pending = made.node(made.ids["c5"][0])
+    pending.extra = {**pending.extra, "InstanceId": "", "NodeLogicalId": "c5-logical-0001"}
+    operator = Operator()
+    result = operator("reboot", "big", "c5-logical-0001", made.ids["c5"][1], "--yes", "--json")
+    assert result.code == 0, result.err
+    assert operator.fakes.batch_calls("BatchRebootClusterNodes") == [
+        {"ClusterName": "big", "NodeIds": [made.ids["c5"][1]], "NodeLogicalIds": ["c5-logical-0001"]}
+    ]
+    assert [(r["logical_id"], r["result"]) for r in result.json()["results"]] == [
+        ("c5-logical-0001", "Successful"),
+        (None, "Successful"),
+    ]
+
+
+# --- controllers: refused where the API refuses them, before any call ----------------------------------------------
+@pytest.mark.parametrize("verb", ["replace", "delete"])
+def test_replace_and_delete_refuse_a_controller_node_before_any_call(verb: str) -> None:
+    made = big_cluster()
+    controller = made.ids["ctl"][0]
+    operator = Operator()
+    result = operator(verb, "big", made.ids["c5"][0], "ip-10-1-0-1", "--yes")  # ip-10-1-0-1 is the controller
+    assert result.code == 5
+    assert result.err.count("\n") == 1
+    assert f"not sent: {controller} in group ctl is a Slurm controller node" in result.err
+    assert "its SlurmConfig.NodeType is Controller" in result.err
+    assert "API_Batch" in result.err
+    assert operator.fakes.calls == []
+    assert operator(verb, "big", controller, "--dry-run").code == 5  # a dry run is refused the same way
+    assert operator.fakes.calls == []
+
+
+def test_a_lifecycle_driven_cluster_s_controller_is_known_by_its_group_name() -> None:
+    made = MotoCluster("legacy", {"controller-machine": ("ml.m5.xlarge", 1, None), "worker": ("ml.c5.xlarge", 2, None)})
+    made.create()
+    operator = Operator()
+    result = operator("replace", "legacy", made.ids["controller-machine"][0], "--yes")
+    assert result.code == 5
+    assert "its name says controller" in result.err
+    assert operator.fakes.calls == []
+    assert operator("replace", "legacy", made.ids["worker"][0], "--yes").code == 0
+
+
+def test_reboot_of_the_controller_is_allowed_and_the_question_says_so() -> None:
+    made = big_cluster()
+    operator = Operator()
+    operator.answers = [True]
+    result = operator("reboot", "big", made.ids["ctl"][0])
+    assert result.code == 0, result.err
+    assert "This includes the Slurm controller" in result.err
+    assert operator.fakes.batch_calls("BatchRebootClusterNodes") == [
+        {"ClusterName": "big", "NodeIds": [made.ids["ctl"][0]]}
+    ]
+
+
+def test_delete_refuses_a_stack_owned_cluster_and_names_the_count_change() -> None:
+    made = MotoCluster(
+        "owned",
+        {"ctl": ("ml.m5.xlarge", 1, "Controller"), "c5": ("ml.c5.xlarge", 3, "Compute")},
+        {"aws:cloudformation:stack-name": "hyperpod-owned"},
+    ).create()
+    operator = Operator()
+    refused = operator("delete", "owned", made.ids["c5"][0], made.ids["c5"][1], "--yes")
+    assert refused.code == 5
+    assert "stack hyperpod-owned owns the counts" in refused.err
+    assert "`count: 1` on the instance group named c5 (was 3)" in refused.err
+    assert operator.fakes.batch_calls("BatchDeleteClusterNodes") == []
+    drift = operator("delete", "owned", made.ids["c5"][0], "--yes", "--allow-drift")
+    assert drift.code == 0, drift.err
+    assert "keep it in step" in drift.err
+    assert len(operator.fakes.batch_calls("BatchDeleteClusterNodes")) == 1

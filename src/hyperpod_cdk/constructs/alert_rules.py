@@ -31,6 +31,19 @@ LIFECYCLE_FAILURE_PATTERN = f'"{FAILURE_MARKER}" "{BOOTSTRAP_LOG_HINT}"'
 run ends with, whether the runtime said why or crashed before it could."""
 
 
+# --- the health-monitoring agent's log -----------------------------------------------------------------------
+HEALTH_AGENT_STREAM_PREFIX = "SagemakerHealthMonitoringAgent"
+"""HyperPod's health-monitoring agent (HMA) writes to streams ``SagemakerHealthMonitoringAgent/<group>/<instance>``
+of the cluster's log group (AWS docs, "Health Monitoring Agent", sagemaker-hyperpod-eks-resiliency-health-
+monitoring-agent; the stream grammar from AWS's awsome-distributed-ai devops-agent tooling)."""
+HEALTH_AGENT_DETECTION_PATTERN = '{ $.HealthMonitoringAgentDetectionEvent = "HealthEvent" }'
+"""CloudWatch Logs JSON filter pattern of one HMA detection record. AWS documents the records as JSON lines with
+``"HealthMonitoringAgentDetectionEvent": "HealthEvent"`` at the top (its Logs Insights example filters on that
+word), and AWS's own Slurm bridge (awsome-distributed-ai, tools/devops-agent, hma_cw_bridge.py) subscribes to the
+cluster's log group with exactly this pattern. A metric filter cannot select log streams, so the pattern alone
+keeps lifecycle-script lines out: they are not JSON with that key."""
+
+
 @dataclass(frozen=True)
 class AlertRule:
     """One Prometheus alerting rule."""

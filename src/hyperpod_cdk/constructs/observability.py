@@ -2,9 +2,11 @@
 
 An Amazon Managed Service for Prometheus workspace (new, or an existing one by ARN) that the nodes remote-write
 to, optional Amazon Managed Grafana reading it, and the alarms a platform team expects, all sent to one SNS
-topic (KMS-encrypted, TLS only): HyperPod's EventBridge events (cluster failed, node health, cluster errors),
-a CloudWatch alarm on failed lifecycle runs in the cluster's log group, and Prometheus alert rules (exporter
-down, no metrics, Slurm node drained or down). docs/observability.md says what each one watches and why.
+topic (KMS-encrypted, TLS only): HyperPod's EventBridge events (cluster failed, node health, and cluster errors
+for clusters with continuous provisioning, the only ones that have cluster events), CloudWatch alarms on failed
+lifecycle runs and on the health-monitoring agent's detections in the cluster's log group (on Slurm the agent's
+GPU faults do not arrive as EventBridge events), and Prometheus alert rules (exporter down, no metrics, Slurm
+node drained or down). docs/observability.md says what each one watches and why.
 """
 
 from __future__ import annotations
@@ -25,10 +27,16 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
-from hyperpod_cdk.constructs.alert_rules import LIFECYCLE_FAILURE_PATTERN, alertmanager_yaml, rule_groups_yaml
+from hyperpod_cdk.constructs.alert_rules import (
+    HEALTH_AGENT_DETECTION_PATTERN,
+    LIFECYCLE_FAILURE_PATTERN,
+    alertmanager_yaml,
+    rule_groups_yaml,
+)
 from hyperpod_cdk.constructs.checks import check_props
 from hyperpod_cdk.constructs.cluster import HyperPodCluster
 from hyperpod_cdk.errors import raise_if_any
+from hyperpod_cdk.model import NodeProvisioningMode
 from hyperpod_cdk.ops.lookup import cluster_log_group
 from hyperpod_cdk.rules.observability import WORKSPACE_ARN
 from training_runtime.params import MetricsTarget
@@ -45,6 +53,7 @@ CLUSTER_EVENT = "SageMaker HyperPod Cluster Event"
 Amazon EventBridge"); cluster events come only from clusters with continuous node provisioning."""
 FAILED_CLUSTER_STATES = ("Failed", "RollingBack")
 LIFECYCLE_METRIC = "LifecycleScriptFailures"
+HEALTH_AGENT_METRIC = "HealthAgentDetections"
 METRIC_NAMESPACE = "hyperpod-cdk"
 
 
@@ -154,7 +163,15 @@ class ClusterObservability(Construct):
         )
 
     def watch(self, cluster: HyperPodCluster) -> None:
-        """Let the cluster's nodes write metrics, and alarm on its events and failed lifecycle runs."""
+        """Let the cluster's nodes write metrics, and alarm on its events, failed lifecycle runs and the health
+        agent's detections.
+
+        Every event rule matches ``resources: [<the cluster's ARN>]`` from ``Fn::GetAtt ClusterArn`` (the events
+        carry the cluster's ARN there; AWS docs "Events that Amazon SageMaker AI sends to Amazon EventBridge" and
+        the cluster events reference). The cluster-event rule exists only for a cluster with continuous node
+        provisioning: "Cluster events are available for HyperPod clusters with NodeProvisioningMode set to
+        Continuous" (sagemaker-hyperpod-cluster-events-reference).
+        """
         self.grant_remote_write(cluster.execution_role)
         if self.topic is None:
             return
@@ -169,11 +186,12 @@ class ClusterObservability(Construct):
                 "HyperPod's health monitoring reports a node's health",
                 events.EventPattern(detail_type=[NODE_HEALTH_EVENT]),
             ),
-            "ClusterErrorRule": (
+        }
+        if cluster.resource.node_provisioning_mode == NodeProvisioningMode.CONTINUOUS.cfn:
+            rules["ClusterErrorRule"] = (
                 "HyperPod reports an error (e.g. an instance could not be created; continuous provisioning)",
                 events.EventPattern(detail_type=[CLUSTER_EVENT], detail={"EventDetails": {"EventLevel": ["Error"]}}),
-            ),
-        }
+            )
         for rule_id, (what, pattern) in rules.items():
             rule = events.Rule(
                 self,
@@ -200,17 +218,21 @@ class ClusterObservability(Construct):
                 ),
                 notify=False,
             )
+        # The log group's ID part is the cluster's ID, the last segment of Fn::GetAtt ClusterArn (HyperPodCluster
+        # .cluster_id: Fn::Select/Fn::Split), so CloudFormation creates the filters after the cluster. A metric
+        # filter needs its log group to exist; HyperPod creates the group when the first node runs its lifecycle
+        # script, which is before the cluster is InService, which is when CloudFormation has created the cluster.
+        # (The template cannot create the group itself: HyperPod would find it taken, or the template would.)
         log_group = logs.LogGroup.from_log_group_name(
             self, "LifecycleLogGroup", cluster_log_group(cluster.cluster_name, cluster.cluster_id)
         )
-        # HyperPod creates the group when the first node runs its lifecycle script, which is before the
-        # cluster is InService (when CloudFormation creates this filter: it refers to the cluster's ARN).
+        namespace = Fn.join("/", [METRIC_NAMESPACE, cluster.cluster_name])
         failures = logs.MetricFilter(
             self,
             "LifecycleFailureFilter",
             log_group=log_group,
             filter_pattern=logs.FilterPattern.literal(LIFECYCLE_FAILURE_PATTERN),
-            metric_namespace=Fn.join("/", [METRIC_NAMESPACE, cluster.cluster_name]),
+            metric_namespace=namespace,
             metric_name=LIFECYCLE_METRIC,
             metric_value="1",
         )
@@ -218,6 +240,25 @@ class ClusterObservability(Construct):
             "LifecycleFailureAlarm",
             f"HyperPod cluster {self.cluster_name}: a node's lifecycle script failed (see `hyperpod-cdk logs`)",
             failures.metric(statistic="Sum", period=Duration.minutes(5)),
+            notify=True,
+        )
+        # On Slurm the health agent's faults reach no EventBridge event (AWS's awsome-distributed-ai devops-agent
+        # README: "the control plane does not currently emit that Warn event for HMA-attributed faults"), only
+        # its log streams in the same group.
+        detections = logs.MetricFilter(
+            self,
+            "HealthAgentFilter",
+            log_group=log_group,
+            filter_pattern=logs.FilterPattern.literal(HEALTH_AGENT_DETECTION_PATTERN),
+            metric_namespace=namespace,
+            metric_name=HEALTH_AGENT_METRIC,
+            metric_value="1",
+        )
+        self._alarm(
+            "HealthAgentAlarm",
+            f"HyperPod cluster {self.cluster_name}: the health-monitoring agent detected a fault on a node "
+            "(see `hyperpod-cdk logs --source health`)",
+            detections.metric(statistic="Sum", period=Duration.minutes(5)),
             notify=True,
         )
 

@@ -1,4 +1,12 @@
-"""``events``: ListClusterEvents, which the service offers for clusters with Continuous node provisioning."""
+"""``events``: ListClusterEvents, which the service offers for clusters with Continuous node provisioning.
+
+"This functionality is only supported when the NodeProvisioningMode is set to Continuous" (API reference,
+https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ListClusterEvents.html); "Cluster events are
+available for HyperPod clusters with NodeProvisioningMode set to Continuous"
+(https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-cluster-events-reference.html). So on
+any other cluster the command says so, and where to look instead, without calling the API; a
+ValidationException from the call itself is explained the same way.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +14,7 @@ import argparse
 from datetime import UTC, datetime
 from typing import Any
 
-from hyperpod_cdk.ops.aws import Aws
+from hyperpod_cdk.ops.aws import Aws, error_code, error_message
 from hyperpod_cdk.ops.context import OpsContext
 from hyperpod_cdk.ops.errors import Exit, OpsError
 from hyperpod_cdk.ops.logs import parse_since
@@ -17,15 +25,12 @@ LEVEL_STYLE = {"Error": "red", "Warn": "yellow"}
 
 
 def events(args: argparse.Namespace, ctx: OpsContext) -> int:
+    from botocore.exceptions import ClientError
+
     aws = Aws(ctx.session(args.profile, args.region))
     cluster = get_cluster(aws.sagemaker, args.cluster)
-    mode = cluster.raw.get("NodeProvisioningMode")
-    if mode != "Continuous":
-        raise OpsError(
-            f"cluster {cluster.name} has NodeProvisioningMode {mode or 'unset'}: the service keeps events only for "
-            f"Continuous provisioning; read `hyperpod-cdk logs {cluster.name}` and `status` instead",
-            Exit.UNSUPPORTED,
-        )
+    if not cluster.continuous:
+        raise _no_events(cluster.name, cluster.raw.get("NodeProvisioningMode"))
     params: dict[str, Any] = {"ClusterName": cluster.name, "SortBy": "EventTime", "SortOrder": "Descending"}
     if args.group:
         cluster.group(args.group)
@@ -38,8 +43,17 @@ def events(args: argparse.Namespace, ctx: OpsContext) -> int:
         params["EventTimeAfter"] = datetime.fromtimestamp(ctx.now() - parse_since(args.since), UTC)
     found: list[dict[str, Any]] = []
     paginator = aws.sagemaker.get_paginator("list_cluster_events")
-    for page in paginator.paginate(**params, PaginationConfig={"MaxItems": args.limit}):
-        found.extend(page.get("Events", []))
+    try:
+        for page in paginator.paginate(**params, PaginationConfig={"MaxItems": args.limit}):
+            found.extend(page.get("Events", []))
+    except ClientError as error:
+        if error_code(error) not in ("ValidationException", "ValidationError"):
+            raise
+        raise OpsError(
+            f"ListClusterEvents refused cluster {cluster.name} ({error_message(error)}): cluster events exist only "
+            f"with Continuous node provisioning; read `hyperpod-cdk logs {cluster.name}` and `status` instead",
+            Exit.UNSUPPORTED,
+        ) from None
     found = found[: args.limit]
     if args.json:
         print_json(ctx, {"cluster": cluster.name, "events": found})
@@ -65,6 +79,15 @@ def events(args: argparse.Namespace, ctx: OpsContext) -> int:
         )
     )
     return Exit.OK
+
+
+def _no_events(name: str, mode: object) -> OpsError:
+    return OpsError(
+        f"cluster {name} has NodeProvisioningMode {mode or 'unset'}: HyperPod keeps cluster events only for "
+        f"clusters with Continuous provisioning; read `hyperpod-cdk logs {name}` (lifecycle and health agent) and "
+        f"`hyperpod-cdk status {name}` instead",
+        Exit.UNSUPPORTED,
+    )
 
 
 def _level(level: str) -> str:

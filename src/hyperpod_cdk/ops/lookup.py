@@ -59,6 +59,7 @@ class Node:
             "message": self.message,
             "hostname": self.hostname,
             "launch_time": self.launch_time.isoformat() if self.launch_time else None,
+            "logical_id": self.logical_id or None,
         }
 
 
@@ -93,15 +94,33 @@ class Cluster:
         raise OpsError(f"cluster {self.name} has no instance group {name!r} (groups: {known})", Exit.NOT_FOUND)
 
     @property
+    def continuous(self) -> bool:
+        """``NodeProvisioningMode: Continuous``: the cluster stays InService while its groups scale, and only
+        such clusters have cluster events (API reference: DescribeCluster, ListClusterEvents)."""
+        return self.raw.get("NodeProvisioningMode") == "Continuous"
+
+    @property
+    def controller_groups(self) -> dict[str, str]:
+        """Each Slurm controller group and how it is known: ``SlurmConfig.NodeType`` Controller (API-driven
+        clusters), else, where no group has a SlurmConfig (lifecycle-driven clusters name the controller group in
+        provisioning_parameters.json, which the API does not return), a group named like a controller."""
+        typed = {
+            str(g["InstanceGroupName"]): "its SlurmConfig.NodeType is Controller"
+            for g in self.groups
+            if (g.get("SlurmConfig") or {}).get("NodeType") == "Controller"
+        }
+        if typed or any(g.get("SlurmConfig") for g in self.groups):
+            return typed
+        return {
+            str(g["InstanceGroupName"]): "its name says controller (the cluster's groups have no SlurmConfig)"
+            for g in self.groups
+            if "controller" in str(g.get("InstanceGroupName", "")).lower()
+        }
+
+    @property
     def controller_group(self) -> str | None:
-        """The group whose SlurmConfig.NodeType is Controller; else the one named like a controller."""
-        for group in self.groups:
-            if (group.get("SlurmConfig") or {}).get("NodeType") == "Controller":
-                return str(group["InstanceGroupName"])
-        for group in self.groups:
-            if "controller" in str(group.get("InstanceGroupName", "")).lower():
-                return str(group["InstanceGroupName"])
-        return None
+        """The first of :attr:`controller_groups`."""
+        return next(iter(self.controller_groups), None)
 
 
 def get_cluster(sagemaker: Any, name: str) -> Cluster:
@@ -140,9 +159,14 @@ def get_cluster(sagemaker: Any, name: str) -> Cluster:
     )
 
 
-def list_nodes(sagemaker: Any, cluster: str, group: str | None = None) -> list[Node]:
-    """Every node (ListClusterNodes through its paginator), optionally of groups whose name contains ``group``."""
+def list_nodes(sagemaker: Any, cluster: str, group: str | None = None, *, logical_ids: bool = False) -> list[Node]:
+    """Every node (ListClusterNodes through its paginator), optionally of groups whose name contains ``group``.
+
+    ``logical_ids``: also the nodes still being provisioned, which have a NodeLogicalId and no instance id yet
+    (``IncludeNodeLogicalIds``; Continuous provisioning, API reference: ListClusterNodes)."""
     params: dict[str, Any] = {"ClusterName": cluster}
+    if logical_ids:
+        params["IncludeNodeLogicalIds"] = True
     if group:
         params["InstanceGroupNameContains"] = group
     nodes: list[Node] = []

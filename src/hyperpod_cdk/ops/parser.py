@@ -34,7 +34,12 @@ def register(commands: Any) -> None:
     status.add_argument("--group", help="only the nodes of this instance group")
 
     wait = _cluster(
-        _command(commands, "wait", "status:wait", "wait until the cluster is InService or Failed, with progress")
+        _command(
+            commands,
+            "wait",
+            "status:wait",
+            "wait until the cluster is InService (a Continuous cluster: every group at its target) or Failed",
+        )
     )
     wait.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait at most (default 3600)")
     wait.add_argument("--interval", type=float, default=15.0, help="seconds between polls (default 15)")
@@ -92,11 +97,22 @@ def register(commands: Any) -> None:
     logs.add_argument("--follow", "-f", action="store_true", help="keep printing new events until Ctrl-C")
     logs.add_argument("--interval", type=float, default=5.0, help="seconds between polls with --follow")
 
-    for verb, what in (("reboot", "soft-reboot"), ("replace", "replace (new hardware, volumes lost)")):
-        batch = _cluster(_command(commands, verb, f"nodes:{verb}", f"{what} nodes: batches of at most 25"))
+    for verb, what in (
+        ("reboot", "soft-reboot nodes: calls of at most 25"),
+        ("replace", "replace nodes (new hardware, volumes lost; not the Slurm controller): calls of at most 25"),
+        ("delete", "remove nodes from the cluster (volumes lost; not the Slurm controller): calls of at most 50"),
+    ):
+        batch = _cluster(_command(commands, verb, f"nodes:{verb}", what))
         batch.add_argument("nodes", nargs="+", metavar="NODE", help=NODE_REF)
         batch.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
         batch.add_argument("--dry-run", action="store_true", help="show the calls; change nothing")
+        if verb == "delete":
+            batch.add_argument(
+                "--allow-drift",
+                action="store_true",
+                help="delete nodes of a cluster that a CloudFormation stack owns anyway (the next deploy adds them "
+                "back unless the config's counts change too)",
+            )
 
     scale = _cluster(_command(commands, "scale", "scale:scale", "set one instance group's count with UpdateCluster"))
     scale.add_argument("group", help="instance group name")

@@ -1,4 +1,17 @@
-"""``status`` and ``wait``: DescribeCluster and ListClusterNodes, as tables, JSON and a live progress display."""
+"""``status`` and ``wait``: DescribeCluster and ListClusterNodes, as tables, JSON and a live progress display.
+
+A cluster with Continuous node provisioning "stays InService while it scales": its status says nothing about
+whether the groups have their nodes. So for such a cluster both commands compare each group's ``CurrentCount``
+with its ``TargetCount`` and read the group's ``ActiveOperations`` (``Scaling: 1`` while a scaling operation
+runs), and ``status`` lists the cluster's operations in progress (ListClusterOperations). Each group's
+``ImageVersionStatus`` (UpToDate, UpdateAvailable, SecurityUpdateRequired, EndOfLife) is shown too.
+
+Sources (API reference): DescribeCluster / ClusterInstanceGroupDetails
+(https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ClusterInstanceGroupDetails.html),
+ListClusterOperations (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ListClusterOperations.html);
+continuous provisioning for Slurm
+(https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-scaling-slurm.html).
+"""
 
 from __future__ import annotations
 
@@ -6,27 +19,81 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from hyperpod_cdk.ops.aws import Aws
+from hyperpod_cdk.ops.aws import ACCESS_DENIED, Aws, error_code, error_message
 from hyperpod_cdk.ops.context import OpsContext
 from hyperpod_cdk.ops.errors import Exit
 from hyperpod_cdk.ops.lookup import Cluster, Node, get_cluster, list_nodes, log_stream
-from hyperpod_cdk.ops.render import node_table, print_json, styled, table
+from hyperpod_cdk.ops.render import node_table, print_json, styled, table, when
 
 SETTLED_BAD = {"Failed"}
 CHANGING = {"Creating", "Updating", "SystemUpdating", "RollingBack", "Deleting"}
 BAD_GROUP = {"Degraded", "Failed"}
 BAD_NODE = {"Failure", "NotFound"}
+STALE_IMAGE = {"SecurityUpdateRequired", "EndOfLife"}
+
+
+def scaling(cluster: Cluster) -> list[str]:
+    """The groups of a Continuous cluster that do not have their nodes yet: fewer than TargetCount, or a
+    scaling operation active. Empty for other clusters (their status is Updating while they scale)."""
+    if not cluster.continuous:
+        return []
+    return [
+        str(g.get("InstanceGroupName"))
+        for g in cluster.groups
+        if int(g.get("CurrentCount") or 0) < int(g.get("TargetCount") or 0)
+        or any((g.get("ActiveOperations") or {}).values())
+    ]
 
 
 def outcome(cluster: Cluster) -> Exit:
-    """0 InService with every group healthy; 1 Failed or a group Degraded/Failed; 6 still changing."""
-    if cluster.status in SETTLED_BAD:
+    """0 InService with every group healthy and complete; 1 Failed, or a group Degraded/Failed once nothing is
+    changing (on a Continuous cluster, which stays InService, a Failed group at once); 6 still changing, a
+    Continuous cluster's scaling included."""
+    if cluster.status in SETTLED_BAD or (
+        cluster.continuous and any(g.get("Status") == "Failed" for g in cluster.groups)
+    ):
         return Exit.FAILED
-    if cluster.status in CHANGING:
+    if cluster.status in CHANGING or scaling(cluster):
         return Exit.PENDING
     if any(g.get("Status") in BAD_GROUP for g in cluster.groups):
         return Exit.FAILED
     return Exit.OK
+
+
+def settled(cluster: Cluster) -> bool:
+    """What ``wait`` waits for: Failed, or InService with (on a Continuous cluster) every group complete or
+    a group Failed."""
+    if cluster.status in SETTLED_BAD:
+        return True
+    if cluster.status != "InService":
+        return False
+    return not scaling(cluster) or any(g.get("Status") == "Failed" for g in cluster.groups)
+
+
+def operations(sagemaker: Any, cluster: Cluster) -> tuple[list[dict[str, Any]], str | None]:
+    """A Continuous cluster's operations in progress (ListClusterOperations), or none and why not.
+
+    Only Continuous clusters are asked: the operations the call reports (scaling, on-demand deep health checks)
+    are Continuous-provisioning features on Slurm (sagemaker-hyperpod-scaling-slurm,
+    sagemaker-hyperpod-resiliency-slurm-deep-health-checks); other clusters show scaling as ``Updating``. The
+    call is newer than the rest (botocore 1.44) and an IAM policy written before it may not allow it, so a
+    refusal is a note, not a failure."""
+    from botocore.exceptions import ClientError
+
+    if not cluster.continuous:
+        return [], None
+    found: list[dict[str, Any]] = []
+    try:
+        for page in sagemaker.get_paginator("list_cluster_operations").paginate(
+            ClusterName=cluster.name, Status="InProgress"
+        ):
+            found.extend(page.get("ClusterOperationSummaries", []))
+    except ClientError as error:
+        code = error_code(error)
+        if code in ACCESS_DENIED or code in ("ValidationException", "UnknownOperationException"):
+            return [], f"ListClusterOperations: {code}: {error_message(error)}"
+        raise
+    return found, None
 
 
 def group_rows(cluster: Cluster) -> list[dict[str, Any]]:
@@ -38,7 +105,11 @@ def group_rows(cluster: Cluster) -> list[dict[str, Any]]:
             "slurm_node_type": (g.get("SlurmConfig") or {}).get("NodeType"),
             "current_count": g.get("CurrentCount"),
             "target_count": g.get("TargetCount"),
+            "min_count": g.get("MinCount"),
             "status": g.get("Status"),
+            "active_operations": g.get("ActiveOperations") or {},
+            "image_version_status": g.get("ImageVersionStatus"),
+            "image_release_version": g.get("CurrentImageReleaseVersion"),
         }
         for g in cluster.groups
     ]
@@ -49,6 +120,8 @@ def report(cluster: Cluster, nodes: Sequence[Node]) -> dict[str, Any]:
         "cluster": cluster.name,
         "arn": cluster.arn,
         "status": cluster.status,
+        "node_provisioning_mode": cluster.raw.get("NodeProvisioningMode"),
+        "scaling_groups": scaling(cluster),
         "failure_message": cluster.failure_message or None,
         "log_group": cluster.log_group,
         "groups": group_rows(cluster),
@@ -61,18 +134,22 @@ def status(args: argparse.Namespace, ctx: OpsContext) -> int:
     cluster = get_cluster(aws.sagemaker, args.cluster)
     if args.group:
         cluster.group(args.group)
-    nodes = list_nodes(aws.sagemaker, cluster.name, args.group)
+    nodes = list_nodes(aws.sagemaker, cluster.name, args.group, logical_ids=cluster.continuous)
+    running, note = operations(aws.sagemaker, cluster)
     code = outcome(cluster)
     if args.json:
-        print_json(ctx, {**report(cluster, nodes), "exit_status": int(code)})
+        print_json(
+            ctx, {**report(cluster, nodes), "operations": running, "operations_note": note, "exit_status": int(code)}
+        )
         return code
-    ctx.out.print(f"Cluster [bold]{cluster.name}[/bold]: {styled(cluster.status)}  ({cluster.arn})")
+    mode = "  [Continuous provisioning]" if cluster.continuous else ""
+    ctx.out.print(f"Cluster [bold]{cluster.name}[/bold]: {styled(cluster.status)}{mode}  ({cluster.arn})")
     if cluster.failure_message:
         ctx.out.print(f"[red]Failure:[/red] {cluster.failure_message}")
     ctx.out.print(
         table(
             "Instance groups",
-            ["Group", "Type", "Slurm", "Current/Target", "Status"],
+            ["Group", "Type", "Slurm", "Current/Target", "Status", "Operations", "Image"],
             [
                 [
                     str(row["name"]),
@@ -80,11 +157,43 @@ def status(args: argparse.Namespace, ctx: OpsContext) -> int:
                     str(row["slurm_node_type"] or ""),
                     f"{row['current_count']}/{row['target_count']}",
                     styled(str(row["status"] or "")),
+                    ", ".join(f"{k} {v}" for k, v in row["active_operations"].items()),
+                    " ".join(str(row[k]) for k in ("image_version_status", "image_release_version") if row[k]),
                 ]
                 for row in group_rows(cluster)
             ],
         )
     )
+    short = scaling(cluster)
+    if short:
+        ctx.out.print(
+            f"[yellow]Scaling:[/yellow] {', '.join(short)} (Continuous provisioning keeps the cluster InService "
+            "while its groups scale: compare Current/Target)"
+        )
+    if running:
+        ctx.out.print(
+            table(
+                "Operations in progress",
+                ["Operation", "Type", "Status", "Since"],
+                [
+                    [
+                        str(o.get("OperationId", "")),
+                        str(o.get("Type", "")),
+                        str(o.get("Status", "")),
+                        when(o.get("CreationTime")),
+                    ]
+                    for o in running
+                ],
+            )
+        )
+    if note:
+        ctx.out.print(f"(operations not listed: {note})")
+    stale = [str(r["name"]) for r in group_rows(cluster) if r["image_version_status"] in STALE_IMAGE]
+    if stale:
+        ctx.out.print(
+            f"[yellow]Image:[/yellow] {', '.join(stale)} run an AMI that needs an update "
+            "(UpdateClusterSoftware, or the groups' auto_patch)"
+        )
     ctx.out.print(node_table(nodes))
     return code
 
@@ -101,7 +210,7 @@ def wait(args: argparse.Namespace, ctx: OpsContext) -> int:
         headline = progress.add_task("cluster: ?", total=None)
         while True:
             cluster = get_cluster(aws.sagemaker, args.cluster)
-            nodes = list_nodes(aws.sagemaker, cluster.name)
+            nodes = list_nodes(aws.sagemaker, cluster.name, logical_ids=cluster.continuous)
             progress.update(headline, description=f"cluster {cluster.name}: {cluster.status}")
             for group in cluster.groups:
                 name = str(group.get("InstanceGroupName"))
@@ -110,13 +219,11 @@ def wait(args: argparse.Namespace, ctx: OpsContext) -> int:
                 if name not in tasks:
                     tasks[name] = progress.add_task(f"  {name} ready", total=total)
                 progress.update(tasks[name], completed=ready, total=total)
-            if cluster.status == "InService" or cluster.status in SETTLED_BAD:
-                break
-            if ctx.monotonic() >= deadline:
+            if settled(cluster) or ctx.monotonic() >= deadline:
                 break
             ctx.sleep(args.interval)
     waited = round(ctx.monotonic() - started, 1)
-    if cluster.status == "InService":
+    if cluster.status == "InService" and settled(cluster):
         code = outcome(cluster)
         if args.json:
             print_json(ctx, {**report(cluster, nodes), "waited_s": waited, "exit_status": int(code)})
@@ -129,6 +236,16 @@ def wait(args: argparse.Namespace, ctx: OpsContext) -> int:
         return _failed(args, ctx, cluster, nodes, waited)
     if args.json:
         print_json(ctx, {**report(cluster, nodes), "waited_s": waited, "timed_out": True, "exit_status": 6})
+    elif cluster.status == "InService":
+        counts = ", ".join(
+            f"{g.get('InstanceGroupName')} {g.get('CurrentCount')}/{g.get('TargetCount')}"
+            for g in cluster.groups
+            if str(g.get("InstanceGroupName")) in scaling(cluster)
+        )
+        ctx.err.print(
+            f"timed out after {waited:.0f} s: cluster {cluster.name} is InService but still scaling ({counts}); "
+            "Continuous provisioning keeps retrying: `hyperpod-cdk events` says why"
+        )
     else:
         ctx.err.print(f"timed out after {waited:.0f} s: cluster {cluster.name} is still {cluster.status}")
     return Exit.PENDING
