@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from hyperpod_cdk.api_support import api_rule
 from hyperpod_cdk.model import Capacity, NodeProvisioningMode, NodeRole
 from hyperpod_cdk.rules.groups import MAX_INSTANCE_COUNT, group_path
 from hyperpod_cdk.rules.registry import REGISTRY
@@ -35,12 +36,7 @@ def capacity(view: ClusterView) -> Iterator[Problem]:
             )
 
 
-@rule(
-    "GRP-MIN-COUNT",
-    "instance_groups",
-    "instance_groups[*].min_count",
-    source=f"AWS::SageMaker::Cluster MinInstanceCount (0-6758, at most InstanceCount); {CONTINUOUS_DOC}",
-)
+@api_rule(rule, "min-count", "instance_groups", "instance_groups[*].min_count")
 def min_count(view: ClusterView) -> Iterator[Problem]:
     """min_count is 0 to the group's count, on compute groups only (controller and login nodes are all needed)."""
     for index, group in enumerate(view.groups):
@@ -67,14 +63,7 @@ def min_count(view: ClusterView) -> Iterator[Problem]:
             )
 
 
-@rule(
-    "GRP-SPOT-CONTINUOUS",
-    "instance_groups",
-    "instance_groups[*].capacity",
-    needs=("cluster",),
-    level=WARNING,
-    source=f"{SPOT_DOC}; {CONTINUOUS_DOC} (without it, a group that cannot be filled rolls the operation back)",
-)
+@api_rule(rule, "spot-continuous", "instance_groups", "instance_groups[*].capacity", needs=("cluster",))
 def spot_continuous(view: ClusterView) -> Iterator[Problem]:
     """Spot groups want node_provisioning_mode continuous: otherwise one unfilled group fails the whole create."""
     if view.node_provisioning_mode == NodeProvisioningMode.CONTINUOUS:
