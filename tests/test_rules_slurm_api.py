@@ -51,10 +51,6 @@ MULTI_HEAD = [{"name": "controller", "role": "controller", "instance_type": "ml.
 BAD: dict[str, tuple[dict[str, Any], str]] = {
     "CL-CONTINUOUS-STRATEGY": (_config(slurm_config_strategy="Managed"), "slurm_config_strategy"),
     "CL-CONTINUOUS-MODE": (_config(mode="lifecycle-driven"), "node_provisioning_mode"),
-    "MH-CONTINUOUS": (
-        _config(instance_groups=MULTI_HEAD + GOOD["instance_groups"][1:]),
-        "instance_groups[0].count",
-    ),
     "CL-ACCOUNTING-AMI": (_with_group(1, image_id="ami-0123456789abcdef0"), "instance_groups[1].image_id"),
     "GRP-FLEX-SLURM": (
         _with_group(1, instance_type=None, instance_types=["ml.g5.12xlarge", "ml.g5.24xlarge"]),
@@ -85,6 +81,12 @@ def test_each_rule_fails_the_bad_config_at_its_field(rule: str) -> None:
         assert found[0].level == row.level
         if row.unconfirmed:
             assert row.source in found[0] and row.check in found[0]
+
+
+def test_multi_head_with_continuous_provisioning_is_refused_in_either_mode() -> None:
+    for mode in ("api-driven", "lifecycle-driven"):
+        config = _config(mode=mode, instance_groups=MULTI_HEAD + GOOD["instance_groups"][1:])
+        assert {"MH-MODE", "CL-CONTINUOUS-MODE"} & {p.rule for p in _found(config) if p.level == "error"}, mode
 
 
 def test_default_is_an_image_id() -> None:

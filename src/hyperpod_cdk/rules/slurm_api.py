@@ -12,7 +12,6 @@ from hyperpod_cdk.api_support import api_rule, support_row, unconfirmed_rules
 from hyperpod_cdk.model import Capacity, NodeProvisioningMode, NodeRole, SlurmMode
 from hyperpod_cdk.rules.groups import group_path
 from hyperpod_cdk.rules.images import DEFAULT_IMAGE
-from hyperpod_cdk.rules.multihead import multi_head
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime.params import SLURMDBD_BY_HYPERPOD
@@ -52,21 +51,6 @@ def continuous_api_driven(view: ClusterView) -> Iterator[Problem]:
             got=str(view.node_provisioning_mode),
             fix=f"set {view.path('cluster', 'mode')}: api-driven, or leave node_provisioning_mode out",
         )
-
-
-@rule("continuous-multi-head", "instance_groups", "instance_groups[*].count", needs=("cluster",))
-def continuous_multi_head(view: ClusterView) -> Iterator[Problem]:
-    """With continuous provisioning the controller group has one instance: HyperPod has no multi-head there."""
-    found = multi_head(view)
-    if found is None or not _continuous(view):
-        return
-    index, count = found
-    yield Problem(
-        group_path(view, index, "count"),
-        "several controllers (multi-head) are not supported with continuous provisioning",
-        got=count,
-        fix="give the controller group count 1, or leave node_provisioning_mode out",
-    )
 
 
 def _hyperpod_runs_slurmdbd(view: ClusterView) -> bool:
