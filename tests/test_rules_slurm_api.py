@@ -109,6 +109,11 @@ def test_accepting_an_unconfirmed_rule_silences_only_it() -> None:
     assert {p.rule for p in _found(config)} == {"GRP-DHC-COMPUTE", "GRP-DEEP-HEALTH-ACCELERATED"}
 
 
+def test_a_documented_constraint_cannot_be_accepted() -> None:
+    config = _config(slurm_config_strategy="Merge", accept_unconfirmed=["CL-CONTINUOUS-STRATEGY"])
+    assert {p.rule for p in _found(config)} == {"CL-CONTINUOUS-STRATEGY", "CL-ACCEPT-UNCONFIRMED"}
+
+
 def test_every_rule_of_a_row_is_registered_with_the_rows_level_and_source() -> None:
     registered = {r.id: r for r in all_rules()}
     for row in support_table():
