@@ -176,7 +176,8 @@ def test_the_documented_command_line_loads_the_rules(tmp_path: Path) -> None:
     BREAKS["continuous-no-strategy"](template)
     path = tmp_path / "template.json"
     path.write_text(json.dumps(template))
-    command = [sys.executable, "-m", "cfnlint", "--append-rules", HYPERPOD_CFN_LINT_RULES, "--", str(path)]
+    cfn_lint_script = Path(sys.executable).parent / "cfn-lint"  # the console script beside this Python
+    command = [str(cfn_lint_script), "--append-rules", HYPERPOD_CFN_LINT_RULES, "--", str(path)]
     assert f"--append-rules {HYPERPOD_CFN_LINT_RULES}" in (ROOT / "docs" / "cfn-lint-rules.md").read_text()
     run = subprocess.run(command, capture_output=True, text=True, env=os.environ, check=False)
     assert run.returncode != 0 and "E9101 " in run.stdout, run.stdout + run.stderr
