@@ -70,8 +70,8 @@ def _group(t: dict[str, Any], index: int) -> dict[str, Any]:
     return group
 
 
-def _not_continuous(t: dict[str, Any]) -> None:
-    del _props(t)["NodeProvisioningMode"]
+def _not_continuous(t: dict[str, Any]) -> object:
+    return _props(t).pop("NodeProvisioningMode")
 
 
 def _flexible(t: dict[str, Any]) -> None:
@@ -79,7 +79,7 @@ def _flexible(t: dict[str, Any]) -> None:
     _group(t, 1)["InstanceRequirements"] = {"InstanceTypes": ["ml.g5.xlarge", "ml.g5.2xlarge"]}
 
 
-BREAKS: dict[str, Callable[[dict[str, Any]], None]] = {
+BREAKS: dict[str, Callable[[dict[str, Any]], object]] = {
     "continuous-no-strategy": lambda t: _props(t)["Orchestrator"]["Slurm"].update(SlurmConfigStrategy="Managed"),
     "continuous-api-driven": lambda t: _group(t, 1).pop("SlurmConfig"),
     "continuous-multi-head": lambda t: _group(t, 0).update(InstanceCount=2),

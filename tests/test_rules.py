@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from hyperpod_cdk import ConfigurationError, TrainingClusterStack, parse_config
-from hyperpod_cdk.config import parse_model
 from hyperpod_cdk.api_support import unconfirmed_rules
+from hyperpod_cdk.config import parse_model
 from hyperpod_cdk.rules import all_rules
 from hyperpod_cdk.validate import validate_command, validate_file
 from support import fast_app
@@ -375,7 +375,11 @@ ROWS = [
     ),
     row(
         "CL-ACCOUNTING-AMI",
-        {**groups({**CPU_WORKERS, "image_id": "ami-0123456789abcdef0"}), "runtime": external_accounting(), **CONTINUOUS},
+        {
+            **groups({**CPU_WORKERS, "image_id": "ami-0123456789abcdef0"}),
+            "runtime": external_accounting(),
+            **CONTINUOUS,
+        },
         "instance_groups[1].image_id",
         "released after 2026-08-30",
     ),
@@ -401,7 +405,12 @@ ROWS = [
         "instance_groups[1].instance_types",
         "Slurm support is unconfirmed",
     ),
-    row("GRP-SPOT-SLURM", {**groups({**CPU_WORKERS, "capacity": "spot"}), **CONTINUOUS}, "instance_groups[1].capacity", "EKS clusters only"),
+    row(
+        "GRP-SPOT-SLURM",
+        {**groups({**CPU_WORKERS, "capacity": "spot"}), **CONTINUOUS},
+        "instance_groups[1].capacity",
+        "EKS clusters only",
+    ),
     row(
         "GRP-DHC-CONTINUOUS",
         {**groups({**P5_WORKERS, "deep_health_checks": ["InstanceStress"]}), "storage": None},
@@ -410,7 +419,14 @@ ROWS = [
     ),
     row(
         "GRP-DHC-COMPUTE",
-        {"instance_groups": [{**CONTROLLER, "deep_health_checks": ["InstanceStress"], "instance_type": "ml.p5.48xlarge"}, CPU_WORKERS], **CONTINUOUS, "storage": None},
+        {
+            "instance_groups": [
+                {**CONTROLLER, "deep_health_checks": ["InstanceStress"], "instance_type": "ml.p5.48xlarge"},
+                CPU_WORKERS,
+            ],
+            **CONTINUOUS,
+            "storage": None,
+        },
         "instance_groups[0].deep_health_checks",
         "this is a controller group",
     ),

@@ -90,7 +90,9 @@ def test_multi_head_with_continuous_provisioning_is_refused_in_either_mode() -> 
 
 
 def test_default_is_an_image_id() -> None:
-    assert [p for p in _found(_with_group(1, image_id="default")) if p.rule in ("GRP-IMAGE-ID", "CL-ACCOUNTING-AMI")] == []
+    assert [
+        p for p in _found(_with_group(1, image_id="default")) if p.rule in ("GRP-IMAGE-ID", "CL-ACCOUNTING-AMI")
+    ] == []
 
 
 def test_attaching_the_database_warns_and_detaching_it_is_refused() -> None:

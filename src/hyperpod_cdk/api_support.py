@@ -36,7 +36,8 @@ class SupportRow:
     """One property or combination rule of the HyperPod API, as AWS documents it for Slurm."""
 
     id: str
-    property: str
+    setting: str
+    """The API property (``property`` in the file) or the combination the row is about."""
     slurm: str
     """yes, no or unconfirmed: whether a Slurm cluster takes it (or, for a combination, whether it is allowed)."""
     constraint: str
@@ -78,7 +79,7 @@ class SupportRow:
 def _row(entry: dict[str, Any]) -> SupportRow:
     row = SupportRow(
         id=entry["id"],
-        property=entry["property"],
+        setting=entry["property"],
         slurm=str(entry["slurm"]),
         constraint=entry["constraint"],
         source=entry["source"],
@@ -175,7 +176,10 @@ def api_rule(
             noted.__name__ = check.__name__
             register(row.rule, section, field, needs=needs, level=row.level, source=row.cited)(noted)
             return check
-        return register(row.rule, section, field, needs=needs, level=row.level, source=row.cited)(check)
+        registered: Callable[..., Iterable[Problem]] = register(
+            row.rule, section, field, needs=needs, level=row.level, source=row.cited
+        )(check)
+        return registered
 
     return decorate
 

@@ -33,7 +33,7 @@ def alternatives(value: Any, path: Path) -> Iterator[tuple[Any, Path]]:
     """The literal values ``value`` may take, with their paths: both branches of an ``Fn::If``; nothing for another
     intrinsic function (its value is not known before deployment)."""
     if isinstance(value, dict) and len(value) == 1:
-        (key, inner), = value.items()
+        ((key, inner),) = value.items()
         if key == "Fn::If" and isinstance(inner, list) and len(inner) == 3:
             for branch in (1, 2):
                 yield from alternatives(inner[branch], [*path, "Fn::If", branch])
@@ -45,7 +45,11 @@ def alternatives(value: Any, path: Path) -> Iterator[tuple[Any, Path]]:
 
 def _literal(value: Any) -> Any:
     """``value`` when cfn-lint can know it (no intrinsic function), else None."""
-    if isinstance(value, dict) and len(value) == 1 and (next(iter(value)) == "Ref" or next(iter(value)).startswith("Fn::")):
+    if (
+        isinstance(value, dict)
+        and len(value) == 1
+        and (next(iter(value)) == "Ref" or next(iter(value)).startswith("Fn::"))
+    ):
         return None
     return value
 
@@ -60,11 +64,11 @@ class Cluster:
     @property
     def slurm(self) -> bool:
         orchestrator = _literal(self.properties.get("Orchestrator"))
-        return not (isinstance(orchestrator, dict) and "Eks" in orchestrator)
+        return not (isinstance(orchestrator, dict) and "Eks" in orchestrator)  # no Orchestrator: a legacy Slurm cluster
 
     @property
     def continuous(self) -> bool:
-        return _literal(self.properties.get("NodeProvisioningMode")) == CONTINUOUS
+        return bool(_literal(self.properties.get("NodeProvisioningMode")) == CONTINUOUS)
 
     @property
     def not_continuous(self) -> bool:
@@ -95,9 +99,12 @@ class Cluster:
 
 def _continuous_strategy(cluster: Cluster) -> Iterator[Finding]:
     if cluster.continuous and "SlurmConfigStrategy" in cluster.slurm_config:
-        yield [*cluster.path, "Orchestrator", "Slurm", "SlurmConfigStrategy"], (
-            "SlurmConfigStrategy with NodeProvisioningMode Continuous: the API rejects any strategy there; write "
-            "Orchestrator: {Slurm: {}} (or only its AccountingDatabase)"
+        yield (
+            [*cluster.path, "Orchestrator", "Slurm", "SlurmConfigStrategy"],
+            (
+                "SlurmConfigStrategy with NodeProvisioningMode Continuous: the API rejects any strategy there; write "
+                "Orchestrator: {Slurm: {}} (or only its AccountingDatabase)"
+            ),
         )
 
 
@@ -105,9 +112,12 @@ def _continuous_api_driven(cluster: Cluster) -> Iterator[Finding]:
     if cluster.continuous:
         for group, path in cluster.groups():
             if "SlurmConfig" not in group:
-                yield path, (
-                    "instance group without SlurmConfig in a Continuous cluster: continuous provisioning needs the "
-                    "API-driven Slurm configuration (provisioning_parameters.json clusters are not compatible)"
+                yield (
+                    path,
+                    (
+                        "instance group without SlurmConfig in a Continuous cluster: continuous provisioning needs the "
+                        "API-driven Slurm configuration (provisioning_parameters.json clusters are not compatible)"
+                    ),
                 )
 
 
@@ -116,9 +126,12 @@ def _continuous_multi_head(cluster: Cluster) -> Iterator[Finding]:
         for group, path in cluster.groups():
             count = _literal(group.get("InstanceCount"))
             if cluster.node_type(group) == "Controller" and isinstance(count, int) and count > 1:
-                yield [*path, "InstanceCount"], (
-                    f"{count} controllers in a Continuous cluster: multi-head is not supported with continuous "
-                    "provisioning"
+                yield (
+                    [*path, "InstanceCount"],
+                    (
+                        f"{count} controllers in a Continuous cluster: multi-head is not supported with continuous "
+                        "provisioning"
+                    ),
                 )
 
 
@@ -129,8 +142,9 @@ def _accounting(cluster: Cluster) -> dict[str, Any] | None:
 
 def _accounting_continuous(cluster: Cluster) -> Iterator[Finding]:
     if _accounting(cluster) is not None and cluster.not_continuous:
-        yield [*cluster.path, "Orchestrator", "Slurm", "AccountingDatabase"], (
-            "AccountingDatabase needs NodeProvisioningMode Continuous"
+        yield (
+            [*cluster.path, "Orchestrator", "Slurm", "AccountingDatabase"],
+            ("AccountingDatabase needs NodeProvisioningMode Continuous"),
         )
 
 
@@ -140,26 +154,35 @@ def _accounting_ami(cluster: Cluster) -> Iterator[Finding]:
     for group, path in cluster.groups():
         image = _literal(group.get("ImageId"))
         if isinstance(image, str) and image.startswith("ami-"):
-            yield [*path, "ImageId"], (
-                f"custom AMI {image} in a cluster with an external AccountingDatabase, which needs AMIs released "
-                "after 2026-08-30"
+            yield (
+                [*path, "ImageId"],
+                (
+                    f"custom AMI {image} in a cluster with an external AccountingDatabase, which needs AMIs released "
+                    "after 2026-08-30"
+                ),
             )
 
 
 def _accounting_one_way(cluster: Cluster) -> Iterator[Finding]:
     if _accounting(cluster) is not None:
-        yield [*cluster.path, "Orchestrator", "Slurm", "AccountingDatabase"], (
-            "an external AccountingDatabase cannot be removed from the cluster later (no revert to the internal "
-            "MariaDB database)"
+        yield (
+            [*cluster.path, "Orchestrator", "Slurm", "AccountingDatabase"],
+            (
+                "an external AccountingDatabase cannot be removed from the cluster later (no revert to the internal "
+                "MariaDB database)"
+            ),
         )
 
 
 def _accounting_name(cluster: Cluster) -> Iterator[Finding]:
     database = _accounting(cluster)
     if database is not None and "Name" not in database:
-        yield [*cluster.path, "Orchestrator", "Slurm", "AccountingDatabase"], (
-            "AccountingDatabase without Name: CloudFormation documents slurm_acct_db as the default and the API "
-            "slurm_acct_db_<cluster id>; give Name explicitly"
+        yield (
+            [*cluster.path, "Orchestrator", "Slurm", "AccountingDatabase"],
+            (
+                "AccountingDatabase without Name: CloudFormation documents slurm_acct_db as the default and the API "
+                "slurm_acct_db_<cluster id>; give Name explicitly"
+            ),
         )
 
 
@@ -211,39 +234,46 @@ CHECKS: dict[str, Callable[[Cluster], Iterator[Finding]]] = {
     "accounting-one-way": _accounting_one_way,
     "accounting-name": _accounting_name,
     "flexible-slurm": _group_check(
-        lambda c, g: "InstanceRequirements (a flexible instance group) on a Slurm cluster"
-        if "InstanceRequirements" in g
-        else None,
+        lambda c, g: (
+            "InstanceRequirements (a flexible instance group) on a Slurm cluster"
+            if "InstanceRequirements" in g
+            else None
+        ),
         "InstanceRequirements",
     ),
     "spot-slurm": _group_check(
         lambda c, g: "Spot capacity on a Slurm cluster" if _spot(g) else None, "CapacityRequirements"
     ),
     "spot-continuous": _group_check(
-        lambda c, g: "Spot capacity without NodeProvisioningMode Continuous: an unfilled group fails the whole "
-        "operation"
-        if _spot(g) and c.not_continuous
-        else None,
+        lambda c, g: (
+            "Spot capacity without NodeProvisioningMode Continuous: an unfilled group fails the whole operation"
+            if _spot(g) and c.not_continuous
+            else None
+        ),
         "CapacityRequirements",
     ),
     "image-release-version": _group_check(
-        lambda c, g: "ImageReleaseVersion is supported only on EKS-orchestrated clusters"
-        if "ImageReleaseVersion" in g
-        else None,
+        lambda c, g: (
+            "ImageReleaseVersion is supported only on EKS-orchestrated clusters" if "ImageReleaseVersion" in g else None
+        ),
         "ImageReleaseVersion",
     ),
     "auto-patch": _group_check(_auto_patch, "AutoPatchConfig"),
     "min-count": _group_check(_min_count, "MinInstanceCount"),
     "deep-health-continuous": _group_check(
-        lambda c, g: "OnStartDeepHealthChecks on a Slurm cluster without NodeProvisioningMode Continuous"
-        if g.get("OnStartDeepHealthChecks") and c.not_continuous
-        else None,
+        lambda c, g: (
+            "OnStartDeepHealthChecks on a Slurm cluster without NodeProvisioningMode Continuous"
+            if g.get("OnStartDeepHealthChecks") and c.not_continuous
+            else None
+        ),
         "OnStartDeepHealthChecks",
     ),
     "deep-health-workers": _group_check(
-        lambda c, g: f"OnStartDeepHealthChecks on a {c.node_type(g)} group: on Slurm they test worker nodes"
-        if g.get("OnStartDeepHealthChecks") and c.node_type(g) in ("Controller", "Login")
-        else None,
+        lambda c, g: (
+            f"OnStartDeepHealthChecks on a {c.node_type(g)} group: on Slurm they test worker nodes"
+            if g.get("OnStartDeepHealthChecks") and c.node_type(g) in ("Controller", "Login")
+            else None
+        ),
         "OnStartDeepHealthChecks",
     ),
 }
@@ -268,21 +298,22 @@ class _SupportRule:
         return matches
 
 
-def _rule_class(row_id: str) -> type:
+def _rule_class(row_id: str) -> type[CloudFormationLintRule]:
     row = support_row(row_id)
     name = row.cfn_lint + "".join(part.capitalize() for part in row_id.split("-"))
-    return type(
+    rule: type[CloudFormationLintRule] = type(
         name,
         (_SupportRule, CloudFormationLintRule),
         {
             "id": row.cfn_lint,
-            "shortdesc": f"HyperPod on Slurm: {row.property}",
+            "shortdesc": f"HyperPod on Slurm: {row.setting}",
             "description": row.constraint,
             "source_url": row.source,
             "tags": ["resources", "sagemaker", "hyperpod", "slurm"],
             "row_id": row_id,
         },
     )
+    return rule
 
 
 RULES = {row_id: _rule_class(row_id) for row_id in CHECKS}

@@ -28,7 +28,7 @@ MAX_ROLLBACK_ALARMS = 10
 MAX_ALARM_NAME = 256
 MAX_PERCENTAGE = 100
 DEFAULT_IMAGE = "default"
-"""``ImageId: default``: HyperPod's latest image (the API reference's accepted values are ``ami-...`` and ``default``)."""
+"""``ImageId: default``: HyperPod's latest image (the API reference accepts ``ami-...`` and ``default``)."""
 AUTO_PATCH_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-ami-auto-patching.html"
 
 rule = REGISTRY.rule

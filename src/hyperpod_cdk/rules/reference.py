@@ -96,7 +96,7 @@ def support_reference() -> str:
         check = f" Check: {row.check}." if row.unconfirmed else ""
         cells = (
             f"`{row.id}`",
-            f"`{row.property}`",
+            f"`{row.setting}`",
             row.slurm,
             (row.constraint + check).replace("|", "\\|"),
             rule,

@@ -128,7 +128,8 @@ def _spot_groups(view: ClusterView) -> Iterator[tuple[str, object]]:
     """(path, value) of every group that runs on Spot, or that a launch parameter lets run on Spot."""
     choices = view.parameters.instance_groups if view.parameters is not None else {}
     for index, group in enumerate(view.groups):
-        allowed = choices.get(group.name).capacity if group.name in choices else None
+        chosen = choices.get(group.name)
+        allowed = chosen.capacity if chosen is not None else None
         if group.capacity == Capacity.SPOT:
             yield group_path(view, index, "capacity"), str(group.capacity)
         elif allowed and Capacity.SPOT in allowed:
