@@ -21,6 +21,7 @@ from support import HYPERPOD_CFN_LINT_RULES, ROOT, cfn_lint
 
 OURS = {cls.id for cls in RULES.values()}
 ROLE = "arn:aws:iam::111122223333:role/hyperpod"
+KEY = "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 DATABASE = {
     "Endpoint": "acct.abc123.us-east-1.rds.amazonaws.com",
     "SecretArn": "arn:aws:secretsmanager:us-east-1:111122223333:secret:acct-AbCdEf",
@@ -108,6 +109,20 @@ BREAKS: dict[str, Callable[[dict[str, Any]], object]] = {
         _group(t, 1).update(OnStartDeepHealthChecks=["InstanceStress"]),
     ),
     "deep-health-workers": lambda t: _group(t, 0).update(OnStartDeepHealthChecks=["InstanceStress"]),
+    "volume-key-continuous": lambda t: (
+        _not_continuous(t),
+        _group(t, 1).update(InstanceStorageConfigs=[{"EbsVolumeConfig": {"RootVolume": True, "VolumeKmsKeyId": KEY}}]),
+    ),
+    "fsx-custom-vpc": lambda t: _group(t, 1).update(
+        InstanceStorageConfigs=[
+            {
+                "FsxLustreConfig": {
+                    "DnsName": "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com",
+                    "MountName": "abcdefgh",
+                }
+            }
+        ]
+    ),
 }
 """One small break per rule."""
 

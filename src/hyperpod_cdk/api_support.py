@@ -27,6 +27,8 @@ CONFIDENCE_TEXT = {
     "third-party-summary": "third-party summary",
 }
 CFN_LINT_LEVELS = {"E": "error", "W": "warning", "I": "informational"}
+NO_CFN_LINT_RULE = "-"
+"""A row cfn-lint cannot judge: it compares with the deployed config (``validate --previous``)."""
 OWN_CFN_LINT_RULE = "9"
 """Our cfn-lint rule ids are E9xxx/W9xxx/I9xxx; any other id names a built-in cfn-lint rule that covers the row."""
 
@@ -111,8 +113,8 @@ def row_problems(row: SupportRow) -> Iterable[str]:
         yield "an unconfirmed row warns (level warning, a W cfn-lint rule) and says what to check"
     if row.rule is None and not row.emitted:
         yield "a row without a config rule says how the template complies (emitted)"
-    if row.cfn_lint[:1] not in CFN_LINT_LEVELS:
-        yield f"cfn_lint {row.cfn_lint!r} is not a cfn-lint rule id"
+    if row.cfn_lint != NO_CFN_LINT_RULE and row.cfn_lint[:1] not in CFN_LINT_LEVELS:
+        yield f"cfn_lint {row.cfn_lint!r} is not a cfn-lint rule id (or {NO_CFN_LINT_RULE!r})"
 
 
 @cache

@@ -225,6 +225,28 @@ def _min_count(cluster: Cluster, group: dict[str, Any]) -> str | None:
     return None
 
 
+def _volume_key(cluster: Cluster, group: dict[str, Any]) -> str | None:
+    configs = _literal(group.get("InstanceStorageConfigs"))
+    for config in configs if isinstance(configs, list) else []:
+        volume = _literal(config.get("EbsVolumeConfig")) if isinstance(config, dict) else None
+        if isinstance(volume, dict) and "VolumeKmsKeyId" in volume and cluster.not_continuous:
+            return "VolumeKmsKeyId without NodeProvisioningMode Continuous: HyperPod takes customer keys only there"
+    return None
+
+
+def _fsx_vpc(cluster: Cluster) -> Iterator[Finding]:
+    if "VpcConfig" in cluster.properties:
+        return
+    for group, path in cluster.groups():
+        configs = _literal(group.get("InstanceStorageConfigs"))
+        for index, config in enumerate(configs if isinstance(configs, list) else []):
+            if isinstance(config, dict) and {"FsxLustreConfig", "FsxOpenZfsConfig"} & set(config):
+                yield (
+                    [*path, "InstanceStorageConfigs", index],
+                    ("an FSx file system mounted through InstanceStorageConfigs needs the cluster's own VpcConfig"),
+                )
+
+
 CHECKS: dict[str, Callable[[Cluster], Iterator[Finding]]] = {
     "continuous-no-strategy": _continuous_strategy,
     "continuous-api-driven": _continuous_api_driven,
@@ -276,6 +298,8 @@ CHECKS: dict[str, Callable[[Cluster], Iterator[Finding]]] = {
         ),
         "OnStartDeepHealthChecks",
     ),
+    "volume-key-continuous": _group_check(_volume_key, "InstanceStorageConfigs"),
+    "fsx-custom-vpc": _fsx_vpc,
 }
 """The check of each support-table row that has a cfn-lint rule of ours."""
 

@@ -9,7 +9,7 @@ from hyperpod_cdk.model import Capacity, NodeProvisioningMode, NodeRole
 from hyperpod_cdk.rules.groups import MAX_INSTANCE_COUNT, group_path
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.view import ClusterView
-from training_runtime.problems import WARNING, Problem
+from training_runtime.problems import Problem
 
 SPOT_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-spot.html"
 CONTINUOUS_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-scaling-slurm.html"
@@ -79,22 +79,18 @@ def spot_continuous(view: ClusterView) -> Iterator[Problem]:
             )
 
 
-@rule(
-    "CL-PROVISIONING",
-    "cluster",
-    "node_provisioning_mode",
-    level=WARNING,
-    source=f"{CONTINUOUS_DOC} (available for new clusters; existing clusters cannot be migrated)",
-)
+@api_rule(rule, "provisioning-change", "cluster", "node_provisioning_mode")
 def provisioning_changes(view: ClusterView) -> Iterator[Problem]:
-    """node_provisioning_mode is chosen when the cluster is created: a deployed cluster cannot switch."""
+    """Changing a deployed cluster's node_provisioning_mode: AWS's sources disagree on switching to continuous,
+    and nothing switches back."""
     previous = view.previous
     if previous is None or previous.node_provisioning_mode == view.node_provisioning_mode:
         return
     yield Problem(
         view.path("cluster", "node_provisioning_mode"),
-        f"changed from {previous.node_provisioning_mode or 'none'}: HyperPod sets the provisioning mode at "
-        "creation and cannot migrate a deployed cluster; the update fails",
+        f"changed from {previous.node_provisioning_mode or 'none'}: AWS's Slurm page offers continuous "
+        "provisioning for new clusters while UpdateCluster takes NodeProvisioningMode, and no value switches a "
+        "continuous cluster back; the update may fail",
         got=view.node_provisioning_mode,
-        fix="keep the deployed value, or create a new cluster",
+        fix="keep the deployed value, or create a new cluster (or try the switch on a test cluster first)",
     )
