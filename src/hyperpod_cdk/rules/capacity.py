@@ -12,7 +12,6 @@ from hyperpod_cdk.rules.view import ClusterView
 from training_runtime.problems import Problem
 
 SPOT_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-spot.html"
-CONTINUOUS_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-scaling-slurm.html"
 
 rule = REGISTRY.rule
 
