@@ -134,6 +134,25 @@ def _ours(template: dict[str, Any]) -> list[str]:
 
 def test_every_rule_has_a_breaking_template() -> None:
     assert set(BREAKS) == set(CHECKS)
+    assert {row.id for row in support_table() if row.own_cfn_lint_rule} == set(CHECKS)
+
+
+BUILT_IN: dict[str, tuple[str, Callable[[dict[str, Any]], object]]] = {
+    "image-id": ("E3031", lambda t: _group(t, 1).update(ImageId="ami-xyz")),
+    "training-plan": ("E3031", lambda t: _group(t, 1).update(TrainingPlanArn="my-plan")),
+    "instance-count": ("E3034", lambda t: _group(t, 1).update(InstanceCount=7000)),
+    "threads-per-core": ("E3034", lambda t: _group(t, 1).update(ThreadsPerCore=3)),
+}
+"""Rows that name one of cfn-lint's own schema rules, with a break it catches."""
+
+
+def test_rows_naming_a_built_in_rule_are_caught_by_it() -> None:
+    named = {row.id: row.cfn_lint for row in support_table() if not row.own_cfn_lint_rule and row.cfn_lint != "-"}
+    assert named == {row_id: rule for row_id, (rule, _) in BUILT_IN.items()}
+    for row_id, (rule, breaks) in BUILT_IN.items():
+        template = _template()
+        breaks(template)
+        assert any(f.startswith(rule + " ") for f in cfn_lint(template)), row_id
 
 
 def test_the_good_template_keeps_every_rule() -> None:

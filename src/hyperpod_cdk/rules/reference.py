@@ -81,7 +81,8 @@ What the SageMaker HyperPod API accepts on a Slurm cluster for the settings hype
 no, or unconfirmed (AWS's pages say nothing for Slurm, or only a secondary source does). An unconfirmed setting
 warns with what to check; once you have checked it, list its rule under `accept_unconfirmed` (the cluster resource
 then tells cfn-lint to skip the matching rule too). The cfn-lint rules (`E9…`, `W9…`, `I9…`) ship in
-`hyperpod_cdk.cfnlint_rules` (docs/cfn-lint-rules.md); other ids are cfn-lint's own schema checks.
+`hyperpod_cdk.cfnlint_rules` (docs/cfn-lint-rules.md); other ids are cfn-lint's own schema checks, and `-` marks
+a row that compares with the deployed cluster (`validate --previous`), which cfn-lint cannot see.
 
 | row | property | Slurm | constraint | rule | cfn-lint | confidence | source | checked |
 |---|---|---|---|---|---|---|---|---|
