@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,12 +49,22 @@ def template_of(stack: cdk.Stack) -> dict[str, Any]:
     return cdk.assertions.Template.from_stack(stack).to_json()
 
 
-def cfn_lint(template: dict[str, Any]) -> list[str]:
+HYPERPOD_CFN_LINT_RULES = "hyperpod_cdk.cfnlint_rules"
+"""Our cfn-lint rules (the HyperPod API's constraints on Slurm), appended as ``cfn-lint --append-rules`` does."""
+
+
+def cfn_lint(template: dict[str, Any], include: Sequence[str] = ()) -> list[str]:
+    """cfn-lint's findings with our rules appended; ``include`` adds checks left out by default (e.g. ``I``)."""
     from cfnlint.api import ManualArgs, lint
 
     matches = lint(
         json.dumps(template),
-        config=ManualArgs(regions=["us-east-1", "us-west-2"], ignore_checks=list(CFN_LINT_IGNORED)),
+        config=ManualArgs(
+            regions=["us-east-1", "us-west-2"],
+            ignore_checks=list(CFN_LINT_IGNORED),
+            append_rules=[HYPERPOD_CFN_LINT_RULES],
+            include_checks=list(include),
+        ),
     )
     return [f"{m.rule.id} {m.message} ({'/'.join(map(str, m.path))})" for m in matches]
 

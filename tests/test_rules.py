@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from hyperpod_cdk import ConfigurationError, TrainingClusterStack, parse_config
+from hyperpod_cdk.api_support import unconfirmed_rules
 from hyperpod_cdk.config import parse_model
 from hyperpod_cdk.rules import all_rules
 from hyperpod_cdk.validate import validate_command, validate_file
@@ -90,6 +91,10 @@ class Row:
 
 
 def row(rule: str, config: dict[str, Any], path: str, words: str, **kw: Any) -> Row:
+    """A row; a rule other than an unconfirmed-support warning runs with those warnings accepted, so the smallest
+    breaking config (a flexible group, Spot, deep health checks) breaks only the rule it names."""
+    if rule not in unconfirmed_rules() and "accept_unconfirmed" not in config:
+        config = {**config, "accept_unconfirmed": sorted(unconfirmed_rules())}
     return Row(rule, config, path, words, **kw)
 
 
@@ -355,6 +360,77 @@ ROWS = [
         "runtime.accounting.database",
         "only with continuous node provisioning",
     ),
+    # --- the HyperPod API support table (data/api_support.yaml)
+    row(
+        "CL-CONTINUOUS-STRATEGY",
+        {**CONTINUOUS, "slurm_config_strategy": "Merge"},
+        "slurm_config_strategy",
+        "rejects any SlurmConfigStrategy",
+    ),
+    row(
+        "CL-CONTINUOUS-MODE",
+        {**CONTINUOUS, "mode": "lifecycle-driven"},
+        "node_provisioning_mode",
+        "provisioning_parameters.json",
+    ),
+    row(
+        "CL-ACCOUNTING-AMI",
+        {
+            **groups({**CPU_WORKERS, "image_id": "ami-0123456789abcdef0"}),
+            "runtime": external_accounting(),
+            **CONTINUOUS,
+        },
+        "instance_groups[1].image_id",
+        "released after 2026-08-30",
+    ),
+    row(
+        "CL-ACCOUNTING-ONE-WAY",
+        {"runtime": external_accounting(), **CONTINUOUS},
+        "runtime.accounting.database",
+        "cannot revert",
+        previous=CONTINUOUS,
+        has_previous=True,
+    ),
+    row(
+        "CL-ACCOUNTING-NO-REVERT",
+        CONTINUOUS,
+        "runtime.accounting",
+        "cannot revert it to the internal MariaDB",
+        previous={"runtime": external_accounting(), **CONTINUOUS},
+        has_previous=True,
+    ),
+    row(
+        "GRP-FLEX-SLURM",
+        groups(FLEX_WORKERS),
+        "instance_groups[1].instance_types",
+        "Slurm support is unconfirmed",
+    ),
+    row(
+        "GRP-SPOT-SLURM",
+        {**groups({**CPU_WORKERS, "capacity": "spot"}), **CONTINUOUS},
+        "instance_groups[1].capacity",
+        "EKS clusters only",
+    ),
+    row(
+        "GRP-DHC-CONTINUOUS",
+        {**groups({**P5_WORKERS, "deep_health_checks": ["InstanceStress"]}), "storage": None},
+        "instance_groups[1].deep_health_checks",
+        "announced with continuous provisioning",
+    ),
+    row(
+        "GRP-DHC-COMPUTE",
+        {
+            "instance_groups": [
+                {**CONTROLLER, "deep_health_checks": ["InstanceStress"], "instance_type": "ml.p5.48xlarge"},
+                CPU_WORKERS,
+            ],
+            **CONTINUOUS,
+            "storage": None,
+        },
+        "instance_groups[0].deep_health_checks",
+        "this is a controller group",
+    ),
+    row("CL-ACCEPT-UNCONFIRMED", {"accept_unconfirmed": ["CL-NAME"]}, "accept_unconfirmed[0]", "only the warnings"),
     row(
         "ZFS-MODE",
         {"mode": "lifecycle-driven", "storage_openzfs": OPENZFS},

@@ -13,10 +13,12 @@ CONTROLLER = {"name": "controller", "role": "controller", "instance_type": "ml.m
 
 
 def found(group: dict[str, Any], **top: Any) -> list[tuple[str, str]]:
-    """(rule, path) of every problem of a cluster with this compute group (continuous, so Spot is quiet)."""
+    """(rule, path) of every problem of a cluster with this compute group (continuous, so Spot is quiet; Spot's
+    unconfirmed Slurm support accepted, GRP-SPOT-SLURM has tests of its own)."""
     config = parse_model(
         {
             "node_provisioning_mode": "continuous",
+            "accept_unconfirmed": ["GRP-SPOT-SLURM"],
             "storage": None,
             "instance_groups": [CONTROLLER, {"name": "w", "instance_type": "ml.p5.48xlarge", "count": 4, **group}],
             **top,
@@ -82,6 +84,7 @@ def test_min_count_and_capacity() -> None:
         {
             "storage": None,
             "node_provisioning_mode": "continuous",
+            "accept_unconfirmed": ["GRP-SPOT-SLURM"],
             "instance_groups": [CONTROLLER, login, {"name": "w", "instance_type": "ml.c5.xlarge", "count": 1}],
         }
     )
@@ -92,6 +95,8 @@ def test_image_ids() -> None:
     assert found({"image_id": "ami-0123abcd"}) == []
     assert found({"image_id": "ami-0123456789abcdef0"}) == []
     assert found({"image_id": "ami-0123ABCD"}) == [("GRP-IMAGE-ID", "instance_groups[1].image_id")]
+    assert found({"image_id": "default"}) == []
+    assert found({"image_id": "Default"}) == [("GRP-IMAGE-ID", "instance_groups[1].image_id")]
 
 
 def test_override_vpc_lists_and_interfaces() -> None:

@@ -13,6 +13,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
+from hyperpod_cdk.api_support import accepted_cfn_lint_rules
 from hyperpod_cdk.constructs.checks import check_props
 from hyperpod_cdk.constructs.group_api import accounting_database, group_api_properties, volume_configs
 from hyperpod_cdk.constructs.lifecycle import LifecycleSource
@@ -59,12 +60,17 @@ class HyperPodCluster(Construct):
     :param mode: who configures Slurm. Default: ``SlurmMode.API_DRIVEN`` (AWS's recommended model).
     :param fsx_mount_path: where the file system is mounted. Default: ``/fsx``.
     :param node_recovery: Default: ``NodeRecovery.AUTOMATIC``.
-    :param slurm_config_strategy: API-driven mode only. Default: ``SlurmConfigStrategy.MANAGED`` there.
+    :param slurm_config_strategy: API-driven mode without continuous provisioning only (HyperPod rejects any
+        strategy with continuous provisioning, rule CL-CONTINUOUS-STRATEGY). Default: ``SlurmConfigStrategy.MANAGED``
+        there, none with continuous provisioning.
     :param node_provisioning_mode: ``NodeProvisioningMode.CONTINUOUS``: partial capacity is accepted and
         worker launches are retried (new clusters only). Default: none (HyperPod's all-or-nothing model).
     :param role: the nodes' execution role. Default: a new role with least privilege.
     :param runtime_options: options passed to the node runtime through the parameters. Default: none.
     :param tags: tags for the cluster and its role. Default: none.
+    :param accept_unconfirmed: rule ids of settings of unconfirmed Slurm support you have checked (the config's
+        ``accept_unconfirmed``): their warnings are dropped and cfn-lint is told to skip their rules on the cluster.
+        Default: none.
     :param metrics: where the nodes remote-write their metrics (``ClusterObservability.metrics_target``; the
         role needs ``aps:RemoteWrite`` there, which ``ClusterObservability.watch`` grants). Default: nowhere.
     """
@@ -90,6 +96,7 @@ class HyperPodCluster(Construct):
         node_provisioning_mode: NodeProvisioningMode | None = None,
         openzfs: OpenZfsStorage | None = None,
         metrics: MetricsTarget | None = None,
+        accept_unconfirmed: Sequence[str] = (),
     ) -> None:
         super().__init__(scope, id)
         node_cluster_name = slurm_cluster_name or cluster_name
@@ -108,6 +115,7 @@ class HyperPodCluster(Construct):
             runtime=dict(runtime_options or {}),
             openzfs=openzfs.config if openzfs else None,
             paths={"cluster": "", "runtime": "runtime_options", "storage_openzfs": "openzfs"},
+            accepted=tuple(accept_unconfirmed),
         )
         self.cluster_name = cluster_name
         self.mode = SlurmMode(mode)
@@ -151,7 +159,10 @@ class HyperPodCluster(Construct):
             node_provisioning_mode=NodeProvisioningMode(node_provisioning_mode).cfn if node_provisioning_mode else None,
             orchestrator=sagemaker.CfnCluster.OrchestratorProperty(
                 slurm=sagemaker.CfnCluster.ClusterOrchestratorSlurmConfigProperty(
-                    slurm_config_strategy=str(slurm_config_strategy or SlurmConfigStrategy.MANAGED),
+                    # None with continuous provisioning: the API rejects any strategy there (CL-CONTINUOUS-STRATEGY).
+                    slurm_config_strategy=None
+                    if node_provisioning_mode == NodeProvisioningMode.CONTINUOUS
+                    else str(slurm_config_strategy or SlurmConfigStrategy.MANAGED),
                     accounting_database=accounting_database(options.accounting)
                     if parameters.slurmdbd_by_hyperpod  # the node's parameters say the same: one decision
                     else None,
@@ -168,6 +179,9 @@ class HyperPodCluster(Construct):
                 for g in self.instance_groups
             ],
         )
+        skipped = accepted_cfn_lint_rules(accept_unconfirmed)
+        if skipped:
+            self.resource.add_metadata("cfn-lint", {"config": {"ignore_checks": skipped}})
         for key, value in (tags or {}).items():
             Tags.of(self).add(key, value)
         # Creation must not race what the nodes need at boot.

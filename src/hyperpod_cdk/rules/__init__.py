@@ -28,6 +28,7 @@ from hyperpod_cdk.rules import group_network as _group_network  # noqa: F401
 from hyperpod_cdk.rules import images as _images  # noqa: F401
 from hyperpod_cdk.rules import multihead as _multihead  # noqa: F401
 from hyperpod_cdk.rules import openzfs as _openzfs  # noqa: F401
+from hyperpod_cdk.rules import slurm_api as _slurm_api  # noqa: F401
 from hyperpod_cdk.rules import volumes as _volumes  # noqa: F401
 
 # isort: split

@@ -10,15 +10,15 @@ from collections.abc import Iterator
 
 from hyperpod_cdk.accounting import (
     ACCOUNTING_DATABASE_API,
-    EXTERNAL_ACCOUNTING_DOC,
     external_database,
     slurmdbd_owner,
 )
+from hyperpod_cdk.api_support import api_rule
 from hyperpod_cdk.model import SlurmMode
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime.params import SLURMDBD_BY_HYPERPOD
-from training_runtime.problems import WARNING, Problem
+from training_runtime.problems import Problem
 
 ENDPOINT_PATTERN = re.compile(
     r"^(?=.{1,255}$)([a-zA-Z0-9]([a-zA-Z0-9\-]{0,61}[a-zA-Z0-9])?)(\.[a-zA-Z0-9]([a-zA-Z0-9\-]{0,61}[a-zA-Z0-9])?)*$"
@@ -53,14 +53,7 @@ def accounting_endpoint(view: ClusterView) -> Iterator[Problem]:
         )
 
 
-@rule(
-    "CL-ACCOUNTING-CONTINUOUS",
-    "runtime",
-    "runtime.accounting.database",
-    needs=("cluster",),
-    level=WARNING,
-    source=f"{EXTERNAL_ACCOUNTING_DOC} (an external accounting database requires continuous provisioning)",
-)
+@api_rule(rule, "accounting-continuous", "runtime", "runtime.accounting.database", needs=("cluster",))
 def accounting_continuous(view: ClusterView) -> Iterator[Problem]:
     """In api-driven mode without continuous provisioning, the runtime, not HyperPod, runs slurmdbd for the database."""
     options = view.runtime_options

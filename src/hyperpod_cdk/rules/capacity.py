@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from hyperpod_cdk.api_support import api_rule
 from hyperpod_cdk.model import Capacity, NodeProvisioningMode, NodeRole
 from hyperpod_cdk.rules.groups import MAX_INSTANCE_COUNT, group_path
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.view import ClusterView
-from training_runtime.problems import WARNING, Problem
+from training_runtime.problems import Problem
 
 SPOT_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-spot.html"
-CONTINUOUS_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-scaling-slurm.html"
 
 rule = REGISTRY.rule
 
@@ -35,12 +35,7 @@ def capacity(view: ClusterView) -> Iterator[Problem]:
             )
 
 
-@rule(
-    "GRP-MIN-COUNT",
-    "instance_groups",
-    "instance_groups[*].min_count",
-    source=f"AWS::SageMaker::Cluster MinInstanceCount (0-6758, at most InstanceCount); {CONTINUOUS_DOC}",
-)
+@api_rule(rule, "min-count", "instance_groups", "instance_groups[*].min_count")
 def min_count(view: ClusterView) -> Iterator[Problem]:
     """min_count is 0 to the group's count, on compute groups only (controller and login nodes are all needed)."""
     for index, group in enumerate(view.groups):
@@ -67,14 +62,7 @@ def min_count(view: ClusterView) -> Iterator[Problem]:
             )
 
 
-@rule(
-    "GRP-SPOT-CONTINUOUS",
-    "instance_groups",
-    "instance_groups[*].capacity",
-    needs=("cluster",),
-    level=WARNING,
-    source=f"{SPOT_DOC}; {CONTINUOUS_DOC} (without it, a group that cannot be filled rolls the operation back)",
-)
+@api_rule(rule, "spot-continuous", "instance_groups", "instance_groups[*].capacity", needs=("cluster",))
 def spot_continuous(view: ClusterView) -> Iterator[Problem]:
     """Spot groups want node_provisioning_mode continuous: otherwise one unfilled group fails the whole create."""
     if view.node_provisioning_mode == NodeProvisioningMode.CONTINUOUS:
@@ -90,22 +78,18 @@ def spot_continuous(view: ClusterView) -> Iterator[Problem]:
             )
 
 
-@rule(
-    "CL-PROVISIONING",
-    "cluster",
-    "node_provisioning_mode",
-    level=WARNING,
-    source=f"{CONTINUOUS_DOC} (available for new clusters; existing clusters cannot be migrated)",
-)
+@api_rule(rule, "provisioning-change", "cluster", "node_provisioning_mode")
 def provisioning_changes(view: ClusterView) -> Iterator[Problem]:
-    """node_provisioning_mode is chosen when the cluster is created: a deployed cluster cannot switch."""
+    """Changing a deployed cluster's node_provisioning_mode: AWS's sources disagree on switching to continuous,
+    and nothing switches back."""
     previous = view.previous
     if previous is None or previous.node_provisioning_mode == view.node_provisioning_mode:
         return
     yield Problem(
         view.path("cluster", "node_provisioning_mode"),
-        f"changed from {previous.node_provisioning_mode or 'none'}: HyperPod sets the provisioning mode at "
-        "creation and cannot migrate a deployed cluster; the update fails",
+        f"changed from {previous.node_provisioning_mode or 'none'}: AWS's Slurm page offers continuous "
+        "provisioning for new clusters while UpdateCluster takes NodeProvisioningMode, and no value switches a "
+        "continuous cluster back; the update may fail",
         got=view.node_provisioning_mode,
-        fix="keep the deployed value, or create a new cluster",
+        fix="keep the deployed value, or create a new cluster (or try the switch on a test cluster first)",
     )

@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterator
 
 from hyperpod_cdk import instance_catalog
+from hyperpod_cdk.api_support import api_rule
 from hyperpod_cdk.model import DeepHealthCheck, NodeRole
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.view import ClusterView
@@ -126,9 +127,7 @@ def known_region(view: ClusterView) -> Iterator[Problem]:
         )
 
 
-@rule(
-    "GRP-INSTANCE-COUNT", "instance_groups", "instance_groups[*].count", source="AWS::SageMaker::Cluster InstanceCount"
-)
+@api_rule(rule, "instance-count", "instance_groups", "instance_groups[*].count")
 def instance_count(view: ClusterView) -> Iterator[Problem]:
     """A group has 0 to 6758 instances; controller and login groups at least 1."""
     for index, group in enumerate(view.groups):
@@ -143,13 +142,7 @@ def instance_count(view: ClusterView) -> Iterator[Problem]:
             )
 
 
-@rule(
-    "GRP-THREADS-PER-CORE",
-    "instance_groups",
-    "instance_groups[*].threads_per_core",
-    needs=("hardware",),
-    source="SageMaker ClusterInstanceGroupSpecification.ThreadsPerCore",
-)
+@api_rule(rule, "threads-per-core", "instance_groups", "instance_groups[*].threads_per_core", needs=("hardware",))
 def threads_per_core(view: ClusterView) -> Iterator[Problem]:
     """threads_per_core is 1 (SMT off) or 2 (SMT on), and 1 on types without SMT (Graviton)."""
     for index, group in enumerate(view.groups):
@@ -276,12 +269,7 @@ def deep_health_checks_accelerated(view: ClusterView) -> Iterator[Problem]:
             )
 
 
-@rule(
-    "GRP-TRAINING-PLAN",
-    "instance_groups",
-    "instance_groups[*].training_plan_arn",
-    source="AWS::SageMaker::Cluster TrainingPlanArn",
-)
+@api_rule(rule, "training-plan", "instance_groups", "instance_groups[*].training_plan_arn")
 def training_plan(view: ClusterView) -> Iterator[Problem]:
     """A training plan is given by its ARN."""
     for index, group in enumerate(view.groups):
@@ -294,13 +282,7 @@ def training_plan(view: ClusterView) -> Iterator[Problem]:
             )
 
 
-@rule(
-    "GRP-ROLE-REPLACES",
-    "instance_groups",
-    "instance_groups[*].role",
-    level=WARNING,
-    source="HyperPod Slurm configuration (NodeType is immutable)",
-)
+@api_rule(rule, "node-type-immutable", "instance_groups", "instance_groups[*].role")
 def role_changes(view: ClusterView) -> Iterator[Problem]:
     """A group's Slurm role (NodeType) cannot change once the cluster exists; removing a group deletes its nodes."""
     previous = view.previous

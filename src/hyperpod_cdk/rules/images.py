@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from hyperpod_cdk.api_support import api_rule
 from hyperpod_cdk.model import BatchSize, BatchSizeType, InstanceGroup, RollingDeployment
 from hyperpod_cdk.rules.groups import group_path
 from hyperpod_cdk.rules.network import aws_id_pattern, id_format_problem
@@ -26,23 +27,20 @@ MAX_WAIT_INTERVAL_S = 3600
 MAX_ROLLBACK_ALARMS = 10
 MAX_ALARM_NAME = 256
 MAX_PERCENTAGE = 100
+DEFAULT_IMAGE = "default"
+"""``ImageId: default``: HyperPod's latest image (the API reference accepts ``ami-...`` and ``default``)."""
 AUTO_PATCH_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-ami-auto-patching.html"
 
 rule = REGISTRY.rule
 
 
-@rule(
-    "GRP-IMAGE-ID",
-    "instance_groups",
-    "instance_groups[*].image_id",
-    source="AWS::SageMaker::Cluster ImageId; "
-    "https://docs.aws.amazon.com/sagemaker/latest/dg/hyperpod-custom-ami-cluster-management.html",
-)
+@api_rule(rule, "image-id", "instance_groups", "instance_groups[*].image_id")
 def image_id(view: ClusterView) -> Iterator[Problem]:
-    """A custom AMI is given by its ID: ami- followed by 8 or 17 lower-case hex digits."""
+    """image_id is a custom AMI's ID (ami- followed by 8 or 17 lower-case hex digits) or default (HyperPod's
+    latest image)."""
     for index, group in enumerate(view.groups):
         value = group.image_id
-        if value is None or not view.concrete(value):
+        if value is None or not view.concrete(value) or value == DEFAULT_IMAGE:
             continue
         problem = id_format_problem(group_path(view, index, "image_id"), AMI_ID_PATTERN, value)
         if problem:

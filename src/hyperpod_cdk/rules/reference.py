@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from hyperpod_cdk.api_support import CONFIDENCE_TEXT, support_table
 from hyperpod_cdk.rules import all_rules
 from hyperpod_cdk.rules.registry import SECTIONS
 from training_runtime.group_rules import GROUP_RULES
@@ -68,4 +69,42 @@ def reference() -> str:
             row = (rule.id, rule.level, rule.field, doc, needs, node, rule.source)
             lines.append("| `{}` | {} | `{}` | {} | {} | {} | {} |".format(*row))
     lines.append(f"\n{len(rules)} rules.\n")
+    lines.append(support_reference())
     return "\n".join(lines)
+
+
+SUPPORT_HEADER = """
+## HyperPod API support on Slurm
+
+What the SageMaker HyperPod API accepts on a Slurm cluster for the settings hyperpod-cdk emits, from
+`src/hyperpod_cdk/data/api_support.yaml` (the rules above take their level and source from it). **Slurm**: yes,
+no, or unconfirmed (AWS's pages say nothing for Slurm, or only a secondary source does). An unconfirmed setting
+warns with what to check; once you have checked it, list its rule under `accept_unconfirmed` (the cluster resource
+then tells cfn-lint to skip the matching rule too). The cfn-lint rules (`E9…`, `W9…`, `I9…`) ship in
+`hyperpod_cdk.cfnlint_rules` (docs/cfn-lint-rules.md); other ids are cfn-lint's own schema checks, and `-` marks
+a row that compares with the deployed cluster (`validate --previous`), which cfn-lint cannot see.
+
+| row | property | Slurm | constraint | rule | cfn-lint | confidence | source | checked |
+|---|---|---|---|---|---|---|---|---|
+"""
+
+
+def support_reference() -> str:
+    """The support table as docs/rules.md shows it."""
+    rows = []
+    for row in support_table():
+        rule = f"`{row.rule}`" if row.rule else f"none: {row.emitted}"
+        check = f" Check: {row.check}." if row.unconfirmed else ""
+        cells = (
+            f"`{row.id}`",
+            f"`{row.setting}`",
+            row.slurm,
+            (row.constraint + check).replace("|", "\\|"),
+            rule,
+            f"`{row.cfn_lint}`",
+            CONFIDENCE_TEXT[row.confidence],
+            row.source,
+            row.checked,
+        )
+        rows.append("| " + " | ".join(cells) + " |")
+    return SUPPORT_HEADER + "\n".join(rows) + "\n"

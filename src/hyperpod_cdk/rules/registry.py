@@ -35,8 +35,13 @@ def all_rules() -> list[Rule]:
 
 
 def run(view: ClusterView) -> list[Problem]:
+    from hyperpod_cdk.api_support import unconfirmed_rules
+
     found: list[Problem] = []
+    accepted = set(view.accepted) & unconfirmed_rules()
     for rule in REGISTRY.rules:
+        if rule.id in accepted:
+            continue
         wanted = {rule.section, *(n for n in rule.needs if n not in FACTS)}
         if not wanted <= view.sections:
             continue

@@ -61,6 +61,8 @@ class ClusterView:
     paths: Mapping[str, str] = field(default_factory=dict)
     given: frozenset[str] = frozenset()
     """The top-level fields the file sets (a field left out takes its default)."""
+    accepted: tuple[str, ...] = ()
+    """Rules of unconfirmed Slurm support whose warnings the config accepts (``accept_unconfirmed``)."""
     previous: ClusterView | None = None
     """The deployed config (``validate --previous``): rules warn about changes that replace resources."""
 
@@ -90,6 +92,7 @@ class ClusterView:
             observability=config.observability,
             region=region,
             given=frozenset(config.model_fields_set),
+            accepted=tuple(config.accept_unconfirmed),
             previous=cls.of_config(previous, region) if previous is not None else None,
         )
 

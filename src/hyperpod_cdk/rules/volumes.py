@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from hyperpod_cdk.api_support import api_rule
 from hyperpod_cdk.model import NodeProvisioningMode
 from hyperpod_cdk.rules.groups import group_path
 from hyperpod_cdk.rules.organization import KMS_KEY_ARN
@@ -40,13 +41,7 @@ def volume_key(view: ClusterView) -> Iterator[Problem]:
             )
 
 
-@rule(
-    "GRP-VOLUME-KEY-CONTINUOUS",
-    "instance_groups",
-    "instance_groups[*].volume_kms_key_arn",
-    needs=("cluster",),
-    source=f"{CMK_DOC} (customer managed keys only with the continuous node provisioning mode)",
-)
+@api_rule(rule, "volume-key-continuous", "instance_groups", "instance_groups[*].volume_kms_key_arn", needs=("cluster",))
 def volume_key_continuous(view: ClusterView) -> Iterator[Problem]:
     """A group's volume key needs node_provisioning_mode continuous: HyperPod supports customer keys only there."""
     if view.node_provisioning_mode == NodeProvisioningMode.CONTINUOUS:

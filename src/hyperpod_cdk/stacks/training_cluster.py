@@ -101,6 +101,7 @@ class TrainingCluster:
             else None,
             runtime_options=config.runtime,
             metrics=self.observability.metrics_target if self.observability else None,
+            accept_unconfirmed=config.accept_unconfirmed,
         )
         if self.observability is not None:
             self.observability.watch(self.cluster)

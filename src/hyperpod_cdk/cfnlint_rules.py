@@ -1,0 +1,345 @@
+"""cfn-lint rules for ``AWS::SageMaker::Cluster`` on Slurm: the HyperPod API's constraints that the resource schema
+cannot express, one rule per row of the support table (``data/api_support.yaml``), whose id, level, text and source
+URL they take. They judge any template, ours or not:
+
+    cfn-lint --append-rules hyperpod_cdk.cfnlint_rules -- template.json
+
+(cfn-lint and hyperpod-cdk installed in the same Python environment; docs/cfn-lint-rules.md). A value cfn-lint cannot
+know (``Ref``, ``Fn::GetAtt``…) is skipped; ``Fn::If`` is judged on both branches. A cluster with ``Orchestrator.Eks``
+is not a Slurm cluster and is left alone. To skip a rule on one cluster, as ``accept_unconfirmed`` does, the
+resource's ``Metadata: {cfn-lint: {config: {ignore_checks: [W9109]}}}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from cfnlint.rules import CloudFormationLintRule, RuleMatch
+
+from hyperpod_cdk.api_support import CONFIDENCE_TEXT, support_row
+
+CLUSTER = "AWS::SageMaker::Cluster"
+CONTINUOUS = "Continuous"
+IDLE_WAIT_RANGE = (3600, 2160000)
+"""``AutoPatchConfig.IdleWaitWindowInSeconds``: 1 hour to 25 days (API reference ClusterAutoPatchConfig)."""
+SLURM_PATCHING = ("WhenIdle", "WhenAllIdle")
+
+Path = list[str | int]
+Finding = tuple[Path, str]
+
+
+def alternatives(value: Any, path: Path) -> Iterator[tuple[Any, Path]]:
+    """The literal values ``value`` may take, with their paths: both branches of an ``Fn::If``; nothing for another
+    intrinsic function (its value is not known before deployment)."""
+    if isinstance(value, dict) and len(value) == 1:
+        ((key, inner),) = value.items()
+        if key == "Fn::If" and isinstance(inner, list) and len(inner) == 3:
+            for branch in (1, 2):
+                yield from alternatives(inner[branch], [*path, "Fn::If", branch])
+            return
+        if key.startswith("Fn::") or key == "Ref":
+            return
+    yield value, path
+
+
+def _literal(value: Any) -> Any:
+    """``value`` when cfn-lint can know it (no intrinsic function), else None."""
+    if (
+        isinstance(value, dict)
+        and len(value) == 1
+        and (next(iter(value)) == "Ref" or next(iter(value)).startswith("Fn::"))
+    ):
+        return None
+    return value
+
+
+class Cluster:
+    """One ``AWS::SageMaker::Cluster``'s properties as the rules read them."""
+
+    def __init__(self, properties: dict[str, Any], path: Path) -> None:
+        self.properties = properties if isinstance(properties, dict) else {}
+        self.path = path
+
+    @property
+    def slurm(self) -> bool:
+        orchestrator = _literal(self.properties.get("Orchestrator"))
+        return not (isinstance(orchestrator, dict) and "Eks" in orchestrator)  # no Orchestrator: a legacy Slurm cluster
+
+    @property
+    def continuous(self) -> bool:
+        return bool(_literal(self.properties.get("NodeProvisioningMode")) == CONTINUOUS)
+
+    @property
+    def not_continuous(self) -> bool:
+        """Known not to be Continuous: no NodeProvisioningMode, or a literal other value (a token is unknown)."""
+        if "NodeProvisioningMode" not in self.properties:
+            return True
+        value = _literal(self.properties["NodeProvisioningMode"])
+        return value is not None and value != CONTINUOUS
+
+    @property
+    def slurm_config(self) -> dict[str, Any]:
+        orchestrator = _literal(self.properties.get("Orchestrator"))
+        slurm = orchestrator.get("Slurm") if isinstance(orchestrator, dict) else None
+        return slurm if isinstance(slurm, dict) else {}
+
+    def groups(self) -> Iterator[tuple[dict[str, Any], Path]]:
+        groups = _literal(self.properties.get("InstanceGroups"))
+        for index, group in enumerate(groups if isinstance(groups, list) else []):
+            for literal, path in alternatives(group, [*self.path, "InstanceGroups", index]):
+                if isinstance(literal, dict):
+                    yield literal, path
+
+    def node_type(self, group: dict[str, Any]) -> str | None:
+        config = _literal(group.get("SlurmConfig"))
+        node_type = _literal(config.get("NodeType")) if isinstance(config, dict) else None
+        return node_type if isinstance(node_type, str) else None
+
+
+def _continuous_strategy(cluster: Cluster) -> Iterator[Finding]:
+    if cluster.continuous and "SlurmConfigStrategy" in cluster.slurm_config:
+        yield (
+            [*cluster.path, "Orchestrator", "Slurm", "SlurmConfigStrategy"],
+            (
+                "SlurmConfigStrategy with NodeProvisioningMode Continuous: the API rejects any strategy there; write "
+                "Orchestrator: {Slurm: {}} (or only its AccountingDatabase)"
+            ),
+        )
+
+
+def _continuous_api_driven(cluster: Cluster) -> Iterator[Finding]:
+    if cluster.continuous:
+        for group, path in cluster.groups():
+            if "SlurmConfig" not in group:
+                yield (
+                    path,
+                    (
+                        "instance group without SlurmConfig in a Continuous cluster: continuous provisioning needs the "
+                        "API-driven Slurm configuration (provisioning_parameters.json clusters are not compatible)"
+                    ),
+                )
+
+
+def _continuous_multi_head(cluster: Cluster) -> Iterator[Finding]:
+    if cluster.continuous:
+        for group, path in cluster.groups():
+            count = _literal(group.get("InstanceCount"))
+            if cluster.node_type(group) == "Controller" and isinstance(count, int) and count > 1:
+                yield (
+                    [*path, "InstanceCount"],
+                    (
+                        f"{count} controllers in a Continuous cluster: multi-head is not supported with continuous "
+                        "provisioning"
+                    ),
+                )
+
+
+def _accounting(cluster: Cluster) -> dict[str, Any] | None:
+    database = _literal(cluster.slurm_config.get("AccountingDatabase"))
+    return database if isinstance(database, dict) else None
+
+
+def _accounting_continuous(cluster: Cluster) -> Iterator[Finding]:
+    if _accounting(cluster) is not None and cluster.not_continuous:
+        yield (
+            [*cluster.path, "Orchestrator", "Slurm", "AccountingDatabase"],
+            ("AccountingDatabase needs NodeProvisioningMode Continuous"),
+        )
+
+
+def _accounting_ami(cluster: Cluster) -> Iterator[Finding]:
+    if _accounting(cluster) is None:
+        return
+    for group, path in cluster.groups():
+        image = _literal(group.get("ImageId"))
+        if isinstance(image, str) and image.startswith("ami-"):
+            yield (
+                [*path, "ImageId"],
+                (
+                    f"custom AMI {image} in a cluster with an external AccountingDatabase, which needs AMIs released "
+                    "after 2026-08-30"
+                ),
+            )
+
+
+def _accounting_one_way(cluster: Cluster) -> Iterator[Finding]:
+    if _accounting(cluster) is not None:
+        yield (
+            [*cluster.path, "Orchestrator", "Slurm", "AccountingDatabase"],
+            (
+                "an external AccountingDatabase cannot be removed from the cluster later (no revert to the internal "
+                "MariaDB database)"
+            ),
+        )
+
+
+def _accounting_name(cluster: Cluster) -> Iterator[Finding]:
+    database = _accounting(cluster)
+    if database is not None and "Name" not in database:
+        yield (
+            [*cluster.path, "Orchestrator", "Slurm", "AccountingDatabase"],
+            (
+                "AccountingDatabase without Name: CloudFormation documents slurm_acct_db as the default and the API "
+                "slurm_acct_db_<cluster id>; give Name explicitly"
+            ),
+        )
+
+
+def _group_check(test: Callable[[Cluster, dict[str, Any]], str | None], key: str) -> Callable[..., Iterator[Finding]]:
+    """A rule that judges each instance group of a Slurm cluster: ``test`` returns the message, or None."""
+
+    def check(cluster: Cluster) -> Iterator[Finding]:
+        if not cluster.slurm:
+            return
+        for group, path in cluster.groups():
+            message = test(cluster, group)
+            if message:
+                yield [*path, key], message
+
+    return check
+
+
+def _spot(group: dict[str, Any]) -> bool:
+    capacity = _literal(group.get("CapacityRequirements"))
+    return isinstance(capacity, dict) and "Spot" in capacity
+
+
+def _auto_patch(cluster: Cluster, group: dict[str, Any]) -> str | None:
+    patch = _literal(group.get("AutoPatchConfig"))
+    if not isinstance(patch, dict):
+        return None
+    strategy = _literal(patch.get("PatchingStrategy"))
+    wait = _literal(patch.get("IdleWaitWindowInSeconds"))
+    if isinstance(strategy, str) and strategy not in SLURM_PATCHING:
+        return f"PatchingStrategy {strategy} on a Slurm cluster: allowed {', '.join(SLURM_PATCHING)}"
+    if isinstance(wait, int) and not IDLE_WAIT_RANGE[0] <= wait <= IDLE_WAIT_RANGE[1]:
+        return f"IdleWaitWindowInSeconds {wait}: allowed {IDLE_WAIT_RANGE[0]} to {IDLE_WAIT_RANGE[1]}"
+    return None
+
+
+def _min_count(cluster: Cluster, group: dict[str, Any]) -> str | None:
+    low, count = _literal(group.get("MinInstanceCount")), _literal(group.get("InstanceCount"))
+    if isinstance(low, int) and isinstance(count, int) and low > count:
+        return f"MinInstanceCount {low} is above InstanceCount {count}"
+    return None
+
+
+def _volume_key(cluster: Cluster, group: dict[str, Any]) -> str | None:
+    configs = _literal(group.get("InstanceStorageConfigs"))
+    for config in configs if isinstance(configs, list) else []:
+        volume = _literal(config.get("EbsVolumeConfig")) if isinstance(config, dict) else None
+        if isinstance(volume, dict) and "VolumeKmsKeyId" in volume and cluster.not_continuous:
+            return "VolumeKmsKeyId without NodeProvisioningMode Continuous: HyperPod takes customer keys only there"
+    return None
+
+
+def _fsx_vpc(cluster: Cluster) -> Iterator[Finding]:
+    if "VpcConfig" in cluster.properties:
+        return
+    for group, path in cluster.groups():
+        configs = _literal(group.get("InstanceStorageConfigs"))
+        for index, config in enumerate(configs if isinstance(configs, list) else []):
+            if isinstance(config, dict) and {"FsxLustreConfig", "FsxOpenZfsConfig"} & set(config):
+                yield (
+                    [*path, "InstanceStorageConfigs", index],
+                    ("an FSx file system mounted through InstanceStorageConfigs needs the cluster's own VpcConfig"),
+                )
+
+
+CHECKS: dict[str, Callable[[Cluster], Iterator[Finding]]] = {
+    "continuous-no-strategy": _continuous_strategy,
+    "continuous-api-driven": _continuous_api_driven,
+    "continuous-multi-head": _continuous_multi_head,
+    "accounting-continuous": _accounting_continuous,
+    "accounting-ami": _accounting_ami,
+    "accounting-one-way": _accounting_one_way,
+    "accounting-name": _accounting_name,
+    "flexible-slurm": _group_check(
+        lambda c, g: (
+            "InstanceRequirements (a flexible instance group) on a Slurm cluster"
+            if "InstanceRequirements" in g
+            else None
+        ),
+        "InstanceRequirements",
+    ),
+    "spot-slurm": _group_check(
+        lambda c, g: "Spot capacity on a Slurm cluster" if _spot(g) else None, "CapacityRequirements"
+    ),
+    "spot-continuous": _group_check(
+        lambda c, g: (
+            "Spot capacity without NodeProvisioningMode Continuous: an unfilled group fails the whole operation"
+            if _spot(g) and c.not_continuous
+            else None
+        ),
+        "CapacityRequirements",
+    ),
+    "image-release-version": _group_check(
+        lambda c, g: (
+            "ImageReleaseVersion is supported only on EKS-orchestrated clusters" if "ImageReleaseVersion" in g else None
+        ),
+        "ImageReleaseVersion",
+    ),
+    "auto-patch": _group_check(_auto_patch, "AutoPatchConfig"),
+    "min-count": _group_check(_min_count, "MinInstanceCount"),
+    "deep-health-continuous": _group_check(
+        lambda c, g: (
+            "OnStartDeepHealthChecks on a Slurm cluster without NodeProvisioningMode Continuous"
+            if g.get("OnStartDeepHealthChecks") and c.not_continuous
+            else None
+        ),
+        "OnStartDeepHealthChecks",
+    ),
+    "deep-health-workers": _group_check(
+        lambda c, g: (
+            f"OnStartDeepHealthChecks on a {c.node_type(g)} group: on Slurm they test worker nodes"
+            if g.get("OnStartDeepHealthChecks") and c.node_type(g) in ("Controller", "Login")
+            else None
+        ),
+        "OnStartDeepHealthChecks",
+    ),
+    "volume-key-continuous": _group_check(_volume_key, "InstanceStorageConfigs"),
+    "fsx-custom-vpc": _fsx_vpc,
+}
+"""The check of each support-table row that has a cfn-lint rule of ours."""
+
+
+class _SupportRule:
+    """What each generated rule shares: its row, and ``match`` over every cluster of the template."""
+
+    row_id = ""
+
+    def match(self, cfn: Any) -> list[RuleMatch]:
+        row = support_row(self.row_id)
+        note = f" ({row.source}; {CONFIDENCE_TEXT[row.confidence]}, checked {row.checked})"
+        if row.unconfirmed:
+            note += f". Slurm support is unconfirmed: check {row.check}"
+        matches = []
+        for name, resource in cfn.get_resources([CLUSTER]).items():
+            cluster = Cluster(resource.get("Properties", {}), ["Resources", name, "Properties"])
+            for path, message in CHECKS[self.row_id](cluster):
+                matches.append(RuleMatch(path, message + note))
+        return matches
+
+
+def _rule_class(row_id: str) -> type[CloudFormationLintRule]:
+    row = support_row(row_id)
+    name = row.cfn_lint + "".join(part.capitalize() for part in row_id.split("-"))
+    rule: type[CloudFormationLintRule] = type(
+        name,
+        (_SupportRule, CloudFormationLintRule),
+        {
+            "id": row.cfn_lint,
+            "shortdesc": f"HyperPod on Slurm: {row.setting}",
+            "description": row.constraint,
+            "source_url": row.source,
+            "tags": ["resources", "sagemaker", "hyperpod", "slurm"],
+            "row_id": row_id,
+        },
+    )
+    return rule
+
+
+RULES = {row_id: _rule_class(row_id) for row_id in CHECKS}
+"""The rule class of each row; cfn-lint finds them among this module's names."""
+globals().update({cls.__name__: cls for cls in RULES.values()})
