@@ -1,17 +1,48 @@
-"""``hyperpod-cdk``: offline commands (config validation, JSON Schema export), publishing and the local cluster."""
+"""``hyperpod-cdk``: offline commands (config validation, JSON Schema export, a new project), publishing,
+the operator commands, and commands other distributions plug in (``local``: the hyperpod-local package).
+
+A plug-in command is an entry point in the group ``hyperpod_cdk.commands``: its name is the command, its object
+a function taking the rest of the command line and returning the exit status. It is looked up only when its
+command runs, so ``--help`` and the built-in commands import nothing of it (and do not scan installed
+distributions' metadata either).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from typing import Any
+from collections.abc import Callable
 
 from hyperpod_cdk import ops as operator_commands
+from hyperpod_cdk.node_banner import silence_node_end_of_life_banner
 from hyperpod_cdk.publishing import command as publishing
 
+PLUGIN_GROUP = "hyperpod_cdk.commands"
+Plugin = Callable[[list[str]], int]
+KNOWN_PLUGINS = {
+    "local": (
+        "a HyperPod Slurm cluster emulated on this machine (root; the hyperpod-local package)",
+        "the local cluster is the hyperpod-local package: pip install hyperpod-local "
+        "(from a checkout of hyperpod-cdk: pip install ./hyperpod-local)",
+    ),
+}
+"""Plug-in commands ``--help`` lists even when their package is not installed: (help, how to install it)."""
 
-def main(argv: list[str] | None = None) -> int:
+
+def installed_plugin(name: str) -> Plugin | None:
+    """The entry point named ``name`` in :data:`PLUGIN_GROUP`, loaded; ``None`` when no distribution has one."""
+    from importlib.metadata import entry_points  # scans every installed distribution: only when one runs
+
+    for entry_point in entry_points(group=PLUGIN_GROUP, name=name):
+        plugin: Plugin = entry_point.load()
+        return plugin
+    return None
+
+
+def main(argv: list[str] | None = None, plugins: Callable[[str], Plugin | None] = installed_plugin) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    silence_node_end_of_life_banner()  # a command of ours: jsii's banner stays out of it (node_banner.py)
     parser = argparse.ArgumentParser(prog="hyperpod-cdk")
     commands = parser.add_subparsers(dest="command", required=True)
     validate = commands.add_parser(
@@ -28,14 +59,32 @@ def main(argv: list[str] | None = None) -> int:
     validate.add_argument("--strict", action="store_true", help="warnings fail too")
     validate.add_argument("--json", action="store_true", help="print the problems as JSON")
     commands.add_parser("schema", help="print the config file's JSON Schema")
+    init = commands.add_parser(
+        "init",
+        help="create a new CDK app project that deploys a cluster (app.py, cdk.json, cluster.yaml, requirements)",
+        description="Writes a CDK app into DIR (new or empty) that `cdk synth` accepts as it is: app.py, cdk.json "
+        "with CDK's recommended feature flags, cluster.yaml (with its JSON Schema for editors) and requirements.txt "
+        "pinning the versions this package was tested with.",
+    )
+    init.add_argument("dir", help="the project's directory (created; it must be empty if it exists)")
     publishing.register(commands)
-    _add_local_commands(commands)
     operator_commands.register(commands)
+    for name, (summary, _) in KNOWN_PLUGINS.items():
+        commands.add_parser(name, help=summary, add_help=False)
+    if argv and argv[0] not in commands.choices.keys() - KNOWN_PLUGINS.keys() and not argv[0].startswith("-"):
+        plugin = plugins(argv[0])  # a plug-in command parses its own arguments
+        if plugin is not None:
+            return plugin(argv[1:])
+        if argv[0] in KNOWN_PLUGINS:
+            print(f"error: {KNOWN_PLUGINS[argv[0]][1]}", file=sys.stderr)
+            return 2
     args = parser.parse_args(argv)
     if getattr(args, "operator", None):
         return operator_commands.run(args)
-    if args.command == "local":
-        return _run_local(args)
+    if args.command == "init":
+        from hyperpod_cdk.project import init_command
+
+        return init_command(args.dir)
     if args.command == "publish":
         return publishing.run(args)
     if args.command == "schema":
@@ -49,28 +98,6 @@ def main(argv: list[str] | None = None) -> int:
     return validate_command(
         args.config, region=args.region, previous=args.previous, strict=args.strict, as_json=args.json
     )
-
-
-# --- hyperpod-cdk local ...: the emulator's own command line (the hyperpod-local distribution) ---------------
-def _add_local_commands(commands: Any) -> None:
-    local = commands.add_parser(
-        "local", help="a HyperPod Slurm cluster emulated on this machine (root; the hyperpod-local package)"
-    )
-    try:
-        from hyperpod_local.cli import add_commands
-    except ImportError:  # the emulator is a separate distribution
-        local.add_argument("rest", nargs=argparse.REMAINDER)
-        return
-    add_commands(local)
-
-
-def _run_local(args: argparse.Namespace) -> int:
-    try:
-        from hyperpod_local.cli import run
-    except ImportError:
-        print("error: the local cluster is the hyperpod-local package: pip install ./hyperpod-local", file=sys.stderr)
-        return 2
-    return run(args)
 
 
 if __name__ == "__main__":
