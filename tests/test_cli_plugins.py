@@ -27,8 +27,9 @@ print(json.dumps({"code": code, "modules": sorted(sys.modules)}), file=sys.stder
 
 
 def loaded_by(*args: str) -> set[str]:
-    """The top-level packages (and importlib.metadata, which scans every distribution) a fresh interpreter holds after running ``hyperpod-cdk ARGS``; the emulator is on
-    its path (as `make setup` installs it), so leaving it out is the CLI's doing."""
+    """The top-level packages (and importlib.metadata, which scans every distribution) a fresh interpreter holds
+    after running ``hyperpod-cdk ARGS``; the emulator is on its path (as `make setup` installs it), so leaving it
+    out is the CLI's doing."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT / "hyperpod-local" / "src")]))
     result = subprocess.run(
         [sys.executable, "-c", PROBE, *args], env=env, capture_output=True, text=True, timeout=120, check=False
