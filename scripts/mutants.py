@@ -106,7 +106,10 @@ def load(tables: Path) -> tuple[Mutation, ...]:
     """Every entry of every ``*.yaml`` under ``tables``, in file-name order; ids and aliases unique."""
     mutations: list[Mutation] = []
     for path in sorted(tables.glob("*.yaml")):
-        entries = yaml.safe_load(path.read_text()) or []
+        try:
+            entries = yaml.safe_load(path.read_text()) or []
+        except yaml.YAMLError as error:
+            raise TableError(f"{path.name}: not YAML: {error}") from None
         if not isinstance(entries, list):
             raise TableError(f"{path.name}: must be a YAML list of mutations")
         mutations.extend(_entry(raw, f"{path.name}[{index}]") for index, raw in enumerate(entries))
@@ -150,8 +153,9 @@ def copy_repository(root: Path, target: Path) -> None:
         destination = target / name
         destination.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(root / name, destination)
-    if (root / ".venv-scan").is_dir():  # checkov's own venv (make setup), for the scanner tests
-        (target / ".venv-scan").symlink_to(root / ".venv-scan")
+    for installed in (".venv-scan", "node_modules"):  # checkov's venv and the pinned CDK CLI (make setup)
+        if (root / installed).is_dir():
+            (target / installed).symlink_to(root / installed)
 
 
 def tests_pass(copy: Path, tests: tuple[str, ...], compliance: bool = False) -> tuple[bool, str]:

@@ -31,7 +31,7 @@ def tables(tmp_path: Path, **files: list[Any]) -> Path:
     folder = tmp_path / "mutations"
     folder.mkdir()
     for name, entries in files.items():
-        (folder / f"{name}.yaml").write_text(yaml.safe_dump(entries))
+        (folder / f"{name}.yaml").write_text(entries if isinstance(entries, str) else yaml.safe_dump(entries))
     return folder
 
 
@@ -58,6 +58,7 @@ def test_every_file_is_read_and_an_alias_names_its_entry(tmp_path: Path) -> None
         ({"a": [entry(old="")]}, "old not empty"),
         ({"a": [entry(compliance="yes")]}, "compliance must be true or false"),
         ({"a": {"id": "x.y"}}, "must be a YAML list"),
+        ({"a": "old: a: b"}, "a.yaml: not YAML: mapping values are not allowed here"),
     ],
 )
 def test_a_malformed_table_is_refused_naming_the_entry(tmp_path: Path, files: dict[str, Any], message: str) -> None:
