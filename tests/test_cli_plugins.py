@@ -118,3 +118,21 @@ def test_the_banner_variable_keeps_what_the_user_listed(monkeypatch: pytest.Monk
     monkeypatch.delenv(VARIABLE)
     silence_node_end_of_life_banner()
     assert os.environ[VARIABLE] == "20"
+
+
+def test_help_wraps_as_argparse_would(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The CLI tells argparse the width itself (sparing argparse's shutil import); the text is argparse's."""
+    import argparse
+
+    from hyperpod_cdk import cli
+
+    def help_text(columns: str) -> str:
+        monkeypatch.setenv("COLUMNS", columns)
+        with pytest.raises(SystemExit):
+            main(["--help"])
+        return capsys.readouterr().out
+
+    ours = {columns: help_text(columns) for columns in ("60", "132", "")}
+    monkeypatch.setattr(cli, "_HelpFormatter", argparse.HelpFormatter)
+    assert ours == {columns: help_text(columns) for columns in ours}
+    assert ours["60"] != ours["132"] and ours[""] not in (ours["60"], ours["132"])  # the width is used

@@ -8,7 +8,8 @@ process's environment (jsii's Node.js end-of-life banner: :mod:`hyperpod_cdk.nod
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (`hyperpod-cdk --help` stays light)
 
 _HOMES = {
     "ClusterConfig": "hyperpod_cdk.config",
@@ -69,6 +70,8 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from hyperpod_cdk.config import ClusterConfig, load_config, parse_config
     from hyperpod_cdk.constructs import (
         ClusterNetwork,

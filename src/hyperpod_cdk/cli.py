@@ -18,6 +18,10 @@ from hyperpod_cdk import ops as operator_commands
 from hyperpod_cdk.node_banner import silence_node_end_of_life_banner
 from hyperpod_cdk.publishing import command as publishing
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (`hyperpod-cdk --help` stays light)
+if TYPE_CHECKING:
+    from typing import Any
+
 PLUGIN_GROUP = "hyperpod_cdk.commands"
 Plugin = Callable[[list[str]], int]
 KNOWN_PLUGINS = {
@@ -40,11 +44,55 @@ def installed_plugin(name: str) -> Plugin | None:
     return None
 
 
+def _terminal_columns() -> int:
+    """What ``shutil.get_terminal_size`` answers (COLUMNS, the terminal, else 80), without importing shutil."""
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 80
+    return columns or 80
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's own, told the width (argparse imports shutil and its compressors for it: a third of the time
+    `hyperpod-cdk --help` spends in argparse)."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=_terminal_columns() - 2)
+
+
+class _Listed:
+    """A command that is not the one running: ``--help`` lists it; its arguments are never built."""
+
+    def __getattr__(self, name: str) -> Callable[..., _Listed]:
+        return lambda *args, **kwargs: self
+
+
+class _Commands:
+    """The sub-command parsers, building in full only the command ``running`` (all of them for none)."""
+
+    def __init__(self, action: argparse._SubParsersAction[argparse.ArgumentParser], running: str | None) -> None:
+        self.action, self.running = action, running
+
+    def add_parser(self, name: str, **kwargs: object) -> argparse.ArgumentParser | _Listed:
+        if name == self.running:
+            return self.action.add_parser(name, **kwargs)  # type: ignore[arg-type]
+        self.action.add_parser(name, help=kwargs.get("help"), add_help=False)  # type: ignore[arg-type]
+        return _Listed()
+
+
 def main(argv: list[str] | None = None, plugins: Callable[[str], Plugin | None] = installed_plugin) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     silence_node_end_of_life_banner()  # a command of ours: jsii's banner stays out of it (node_banner.py)
-    parser = argparse.ArgumentParser(prog="hyperpod-cdk")
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(prog="hyperpod-cdk", formatter_class=_HelpFormatter)
+    action = parser.add_subparsers(dest="command", required=True)
+    # Only the command that runs gets its arguments: `--help` lists the others by name and help line.
+    commands: Any = _Commands(action, argv[0] if argv and not argv[0].startswith("-") else None)
     validate = commands.add_parser(
         "validate",
         help="check a cluster config file offline; every problem is listed",
@@ -70,8 +118,8 @@ def main(argv: list[str] | None = None, plugins: Callable[[str], Plugin | None] 
     publishing.register(commands)
     operator_commands.register(commands)
     for name, (summary, _) in KNOWN_PLUGINS.items():
-        commands.add_parser(name, help=summary, add_help=False)
-    if argv and argv[0] not in commands.choices.keys() - KNOWN_PLUGINS.keys() and not argv[0].startswith("-"):
+        action.add_parser(name, help=summary, add_help=False)
+    if argv and argv[0] not in action.choices.keys() - KNOWN_PLUGINS.keys() and not argv[0].startswith("-"):
         plugin = plugins(argv[0])  # a plug-in command parses its own arguments
         if plugin is not None:
             return plugin(argv[1:])

@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import TYPE_CHECKING, Any
 
 from hyperpod_cdk.ops.errors import Exit, OpsError
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (`hyperpod-cdk --help` stays light)
+
 if TYPE_CHECKING:  # `hyperpod-cdk --help` builds these parsers: the context (subprocess, dataclasses) loads on run
+    from typing import Any
+
     from hyperpod_cdk.ops.context import OpsContext
 
 NODE_REF = "instance id (i-...) or Slurm hostname (ip-a-b-c-d)"

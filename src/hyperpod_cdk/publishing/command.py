@@ -7,12 +7,13 @@ credentials, missing bucket, access denied: one line saying what to do).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TextIO
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (`hyperpod-cdk --help` stays light)
 if TYPE_CHECKING:  # `hyperpod-cdk --help` builds this command's parser: it loads only what the parser needs
+    from typing import Any, TextIO
+
     from hyperpod_cdk.publishing.layout import PublishTarget
     from hyperpod_cdk.publishing.synth import BuildApp
 
@@ -143,6 +144,8 @@ def publish(
             }
         )
     if as_json:
+        import json
+
         json.dump(report, out, indent=2)
         out.write("\n")
     else:
