@@ -127,10 +127,6 @@ def main(argv: list[str] | None = None, plugins: Callable[[str], Plugin | None] 
             print(f"error: {KNOWN_PLUGINS[argv[0]][1]}", file=sys.stderr)
             return 2
     args = parser.parse_args(argv)
-    # pydantic scans every installed distribution's entry points for its plug-ins (observability hooks) when it
-    # builds the first model: much of `validate`'s time in a venv with the dev tools, for nothing a command of
-    # ours uses. The process is this command's; a value the user set stays.
-    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     if getattr(args, "operator", None):
         return operator_commands.run(args)
     if args.command == "init":
