@@ -136,3 +136,39 @@ def test_help_wraps_as_argparse_would(monkeypatch: pytest.MonkeyPatch, capsys: p
     monkeypatch.setattr(cli, "_HelpFormatter", argparse.HelpFormatter)
     assert ours == {columns: help_text(columns) for columns in ours}
     assert ours["60"] != ours["132"] and ours[""] not in (ours["60"], ours["132"])  # the width is used
+
+
+STOP_AT_CDK = """
+import os, runpy, sys
+
+class StopAtCdk:
+    def find_spec(self, name, path=None, target=None):
+        if name == "aws_cdk":
+            print("AT_CDK=" + os.environ.get("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "<unset>"))
+            sys.exit(0)
+        return None
+
+sys.meta_path.insert(0, StopAtCdk())
+sys.argv = [sys.argv[1]]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def banner_variable_when_cdk_loads(app: Path) -> str:
+    """Run ``app`` until it imports aws_cdk (jsii starts Node.js then): the banner variable at that moment."""
+    env = {k: v for k, v in os.environ.items() if k != "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION"}
+    env["PYTHONPATH"] = str(ROOT / "src")
+    result = subprocess.run(
+        [sys.executable, "-c", STOP_AT_CDK, str(app)], cwd=app.parent, env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip().splitlines()[-1]
+
+
+def test_the_bundled_app_silences_the_banner_before_cdk_loads() -> None:
+    assert banner_variable_when_cdk_loads(ROOT / "app.py") == "AT_CDK=20"
+
+
+def test_an_init_projects_app_silences_the_banner_before_cdk_loads(tmp_path: Path) -> None:
+    assert main(["init", str(tmp_path / "project")]) == 0
+    assert banner_variable_when_cdk_loads(tmp_path / "project" / "app.py") == "AT_CDK=20"
