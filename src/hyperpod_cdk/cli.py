@@ -4,7 +4,8 @@ the operator commands, and commands other distributions plug in (``local``: the 
 A plug-in command is an entry point in the group ``hyperpod_cdk.commands``: its name is the command, its object
 a function taking the rest of the command line and returning the exit status. It is looked up only when its
 command runs, so ``--help`` and the built-in commands import nothing of it (and do not scan installed
-distributions' metadata either).
+distributions' metadata either). So ``--help`` lists the plug-ins of :data:`KNOWN_PLUGINS` only; any other runs
+by its name all the same.
 """
 
 from __future__ import annotations
