@@ -12,7 +12,7 @@ from reviewed_files import check_reviewed
 def test_a_missing_copy_fails_and_stays_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("UPDATE_X", raising=False)
     path = tmp_path / "snapshots" / "a.json"
-    with pytest.raises(AssertionError, match="a.json is missing: create it with UPDATE_X=1"):
+    with pytest.raises(AssertionError, match=r"a\.json is missing: create it with UPDATE_X=1"):
         check_reviewed(path, "{}", "UPDATE_X")
     assert not path.exists()
 
