@@ -22,14 +22,14 @@ CHECKOV_VERSION := 3.3.30
 
 SHELL_SCRIPTS := $(wildcard src/hyperpod_cdk/lifecycle_assets/*.sh hyperpod-local/src/hyperpod_local/*.sh scripts/*.sh examples/jobs/*.sbatch .ci/run)
 
-.PHONY: prerequisites setup system-packages node-rootfs synth test lint typecheck unit unit38 mutants bench schema docs lock clean
+.PHONY: prerequisites setup system-packages node-rootfs scanner synth test lint typecheck unit unit38 mutants bench schema docs lock clean
 
 prerequisites:
 	@./scripts/check-prerequisites.sh
 
 # Everything `make test` uses. The local cluster's parts install only where the machine can have them (Debian or
 # Ubuntu, root); elsewhere each says so once and its tests skip.
-setup: $(VENV)/.installed-dev $(SCAN_VENV)/.installed-$(CHECKOV_VERSION) node_modules/.installed system-packages node-rootfs
+setup: $(VENV)/.installed-dev scanner node_modules/.installed system-packages node-rootfs
 
 # Slurm, munge, MariaDB and shellcheck for the local cluster (installs only what is missing; needs root and apt)
 system-packages:
@@ -56,6 +56,7 @@ $(VENV)/.installed-dev: $(VENV)/.installed-app hyperpod-local/pyproject.toml
 	touch $@
 
 # checkov (the IaC scanner tests/test_scanners.py runs) in a venv of its own: its pins would fight ours.
+scanner: $(SCAN_VENV)/.installed-$(CHECKOV_VERSION)
 $(SCAN_VENV)/.installed-$(CHECKOV_VERSION): | prerequisites
 	$(PYTHON3) -m venv $(SCAN_VENV)
 	$(SCAN_VENV)/bin/python -m pip install --quiet --upgrade pip
