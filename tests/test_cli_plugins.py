@@ -52,6 +52,15 @@ def test_validate_imports_no_emulator_and_no_cdk() -> None:
     assert not loaded & {"hyperpod_local", "aws_cdk", "jsii"}, loaded
 
 
+def test_version_is_the_installed_distributions(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out == f"hyperpod-cdk {version('hyperpod-cdk')}\n"
+
+
 def test_a_plugin_command_gets_the_rest_of_the_command_line() -> None:
     calls: list[tuple[str, list[str]]] = []
 

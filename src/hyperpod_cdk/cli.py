@@ -67,6 +67,19 @@ class _HelpFormatter(argparse.HelpFormatter):
         super().__init__(prog, width=_terminal_columns() - 2)
 
 
+class _Version(argparse.Action):
+    """``--version``: the installed distribution's version, looked up only when asked (not on every start)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print hyperpod-cdk's version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        from importlib.metadata import version
+
+        print(f"hyperpod-cdk {version('hyperpod-cdk')}")
+        parser.exit()
+
+
 class _Listed:
     """A command that is not the one running: ``--help`` lists it; its arguments are never built."""
 
@@ -91,6 +104,7 @@ def main(argv: list[str] | None = None, plugins: Callable[[str], Plugin | None] 
     argv = sys.argv[1:] if argv is None else list(argv)
     silence_node_end_of_life_banner()  # a command of ours: jsii's banner stays out of it (node_banner.py)
     parser = argparse.ArgumentParser(prog="hyperpod-cdk", formatter_class=_HelpFormatter)
+    parser.add_argument("--version", action=_Version)
     action = parser.add_subparsers(dest="command", required=True)
     # Only the command that runs gets its arguments: `--help` lists the others by name and help line.
     commands: Any = _Commands(action, argv[0] if argv and not argv[0].startswith("-") else None)
