@@ -1,8 +1,14 @@
-# make synth: set up and synthesize the default cluster into cdk.out/ (no AWS credentials needed)
-# make test:  set up and run every check: lint, types and the test suite
+# make synth: synthesize the default cluster into cdk.out/ (no AWS credentials). Needs Python 3.11+, Node.js
+#             and npm, nothing else: it installs the package (pinned, requirements/constraints.txt) and the CDK CLI.
+# make test:  set up everything (dev tools, the scanner's venv, and, where the machine can have them, the local
+#             cluster's Debian packages and node root file system) and run every check: lint, types, the tests.
+# make mutants: check that every curated mutation (tests/mutations/*.yaml) still applies, then run them all.
 SHELL := /bin/bash
 VENV := .venv
 PYTHON := $(VENV)/bin/python
+PYTHON3 ?= python3
+export PYTHON3
+CONSTRAINTS := requirements/constraints.txt
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_VERSION_CHECK := 1
@@ -16,38 +22,52 @@ CHECKOV_VERSION := 3.3.30
 
 SHELL_SCRIPTS := $(wildcard src/hyperpod_cdk/lifecycle_assets/*.sh hyperpod-local/src/hyperpod_local/*.sh scripts/*.sh examples/jobs/*.sbatch .ci/run)
 
-.PHONY: setup system-packages node-rootfs synth test lint typecheck unit unit38 bench schema docs clean
+.PHONY: prerequisites setup system-packages node-rootfs scanner synth test lint typecheck unit unit38 mutants bench schema docs lock clean
 
-setup: $(VENV)/.installed $(SCAN_VENV)/.installed-$(CHECKOV_VERSION) node_modules/.installed system-packages node-rootfs
+prerequisites:
+	@./scripts/check-prerequisites.sh
 
-# Slurm, munge, MariaDB and shellcheck for the local cluster (installs only what is missing; needs root)
+# Everything `make test` uses. The local cluster's parts install only where the machine can have them (Debian or
+# Ubuntu, root); elsewhere each says so once and its tests skip.
+setup: $(VENV)/.installed-dev scanner node_modules/.installed system-packages node-rootfs
+
+# Slurm, munge, MariaDB and shellcheck for the local cluster (installs only what is missing; needs root and apt)
 system-packages:
-	./scripts/install-system-packages.sh
+	@./scripts/install-system-packages.sh
 
 # The emulated HyperPod platform's node root file system: Debian trixie with Slurm 24.11 (docs/local-cluster.md;
 # about 25 s and 650 MB in /var/cache/hyperpod-cdk, once per package list; needs root and the Debian mirror)
 node-rootfs: system-packages
-	@if [ "$$(id -u)" -eq 0 ]; then ./scripts/build-node-rootfs.sh >/dev/null; \
-	else echo "node-rootfs: skipped (needs root; the HyperPod-platform local tests skip without it)"; fi
+	@if [ "$$(id -u)" -ne 0 ]; then echo "node-rootfs: skipped (needs root; the HyperPod-platform local tests skip without it)"; \
+	elif ! command -v mmdebstrap >/dev/null; then echo "node-rootfs: skipped (needs mmdebstrap: a Debian or Ubuntu machine)"; \
+	else ./scripts/build-node-rootfs.sh >/dev/null; fi
 
-$(VENV)/.installed: pyproject.toml hyperpod-local/pyproject.toml
-	python3 -m venv $(VENV)
-	$(PYTHON) -m pip install --quiet --upgrade pip
-	$(PYTHON) -m pip install --quiet --editable '.[dev]' --editable ./hyperpod-local
+# The package and its pinned dependencies: all `make synth` needs of Python. --no-compile: byte-compiling all of
+# aws-cdk-lib took 35 of the 45 s this step took on a fresh clone; Python compiles what an import needs, once.
+PIP_INSTALL := $(PYTHON) -m pip install --quiet --no-compile --constraint $(CONSTRAINTS)
+$(VENV)/.installed-app: pyproject.toml $(CONSTRAINTS) | prerequisites
+	$(PYTHON3) -m venv $(VENV)
+	$(PIP_INSTALL) --editable .
+	touch $@
+
+# The test and dev tools, and the emulator (hyperpod-local), on top.
+$(VENV)/.installed-dev: $(VENV)/.installed-app hyperpod-local/pyproject.toml
+	$(PIP_INSTALL) --editable '.[dev]' --editable ./hyperpod-local
 	touch $@
 
 # checkov (the IaC scanner tests/test_scanners.py runs) in a venv of its own: its pins would fight ours.
-$(SCAN_VENV)/.installed-$(CHECKOV_VERSION):
-	python3 -m venv $(SCAN_VENV)
+scanner: $(SCAN_VENV)/.installed-$(CHECKOV_VERSION)
+$(SCAN_VENV)/.installed-$(CHECKOV_VERSION): | prerequisites
+	$(PYTHON3) -m venv $(SCAN_VENV)
 	$(SCAN_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(SCAN_VENV)/bin/python -m pip install --quiet "checkov==$(CHECKOV_VERSION)"
 	touch $@
 
-node_modules/.installed: package.json package-lock.json
+node_modules/.installed: package.json package-lock.json | prerequisites
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-synth: setup
+synth: $(VENV)/.installed-app node_modules/.installed
 	npx --no-install cdk synth --quiet $(if $(CONFIG),--context config=$(CONFIG))
 	@echo "Templates in cdk.out/: $$(ls cdk.out/*.template.json)"
 
@@ -57,13 +77,19 @@ lint: setup
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
 	$(PYTHON) -m ruff check --target-version py38 src/training_runtime
-	shellcheck -x $(SHELL_SCRIPTS)
+	@if command -v shellcheck >/dev/null; then shellcheck -x $(SHELL_SCRIPTS); \
+	else echo "lint: shell scripts not checked: no shellcheck here (make system-packages, or your package manager)"; fi
 
 typecheck: setup
 	$(PYTHON) -m mypy
 
 unit: setup
 	$(PYTHON) -m pytest
+
+# The curated mutations: first that each still applies (text found once, tests present), then each caught.
+mutants: setup
+	$(PYTHON) scripts/mutants.py --check
+	$(PYTHON) scripts/mutants.py
 
 # The node runtime's stdlib-only tests (scripts/runtime_tests.py lists them) on Python 3.8.
 unit38: setup
@@ -73,12 +99,13 @@ unit38: setup
 	  PYTHONPATH=src:tests $(VENV38)/bin/python -m pytest -q -p no:cacheprovider $$($(PYTHON) scripts/runtime_tests.py); \
 	fi
 
-schema: setup
+schema: $(VENV)/.installed-app
 	$(VENV)/bin/hyperpod-cdk schema > schema/cluster-config.schema.json
 
 # Regenerate what the docs repeat from the code (tests fail when a committed copy is stale)
-docs: schema
+docs: setup schema
 	$(PYTHON) -m hyperpod_cdk.rules > docs/rules.md
+	cp node_modules/aws-cdk/lib/init-templates/.recommended-feature-flags.json src/hyperpod_cdk/data/recommended-feature-flags.json
 	$(PYTHON) scripts/gen_runtime_options_doc.py && $(PYTHON) scripts/gen_construct_reference.py && $(PYTHON) scripts/gen_parameters_example.py && $(PYTHON) scripts/gen_module_index.py && $(PYTHON) scripts/gen_plan_example.py
 	$(PYTHON) scripts/gen_dashboards.py
 
@@ -86,6 +113,11 @@ bench: setup
 	$(PYTHON) bench/synth.py
 	$(PYTHON) bench/validate.py
 	$(PYTHON) bench/cli_startup.py
+
+# requirements/constraints.txt from the dev venv (after changing a pin in pyproject.toml or package versions)
+lock: $(VENV)/.installed-dev
+	{ sed -n '1,2p' $(CONSTRAINTS); $(PYTHON) -m pip freeze --exclude-editable | sed 's/+cpu$$//'; } > $(CONSTRAINTS).new
+	mv $(CONSTRAINTS).new $(CONSTRAINTS)
 
 clean:
 	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache $(VENV38)

@@ -13,7 +13,9 @@ import sys
 # them before it exits: the cyclic collector only costs time here (measured in bench/synth.py).
 gc.disable()
 
-import hyperpod_cdk  # noqa: F401 - first: it silences jsii's Node end-of-life banner before aws_cdk loads
+from hyperpod_cdk.node_banner import silence_node_end_of_life_banner
+
+silence_node_end_of_life_banner()  # before aws_cdk starts Node.js (hyperpod_cdk.node_banner says why)
 
 # isort: split
 import aws_cdk as cdk

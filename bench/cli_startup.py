@@ -2,8 +2,8 @@
 
 Run in the repo root: ``.venv/bin/python bench/cli_startup.py`` (needs the test extra: moto). The script starts a
 moto server on 127.0.0.1 with one cluster, so `status` makes its real calls (DescribeCluster, ListClusterNodes)
-over HTTP. Each command runs as a fresh process, alternating, ``--runs`` times; the report gives medians and the
-ratio to the bare interpreter measured in the same run. Timings are reported, never asserted.
+over HTTP. Each command runs as a fresh process, alternating, ``--runs`` times (bench/timing.py); the report gives
+medians and the ratio to the bare interpreter measured in the same run. Timings are reported, never asserted.
 """
 
 from __future__ import annotations
@@ -11,36 +11,25 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import platform
-import statistics
-import subprocess
 import sys
-import time
-from pathlib import Path
 
 import boto3
 from moto.server import ThreadedMotoServer
 
-ROOT = Path(__file__).resolve().parent.parent
-CLI = str(Path(sys.executable).parent / "hyperpod-cdk")
+from timing import cli, measure, report
+
+CLI = cli()
 IMPORTS = "import boto3, botocore.config, rich.console, rich.table"
 
 
 def commands() -> dict[str, list[str]]:
     return {
-        "python -c pass": [sys.executable, "-c", "pass"],
         "hyperpod-cdk --help": [CLI, "--help"],
         "hyperpod-cdk status --help": [CLI, "status", "--help"],
         "python -c 'import boto3, rich' (for scale)": [sys.executable, "-c", IMPORTS],
         "hyperpod-cdk status bench --json (moto)": [CLI, "status", "bench", "--json"],
         "hyperpod-cdk status bench (moto, table)": [CLI, "status", "bench"],
     }
-
-
-def wall(command: list[str], env: dict[str, str]) -> float:
-    start = time.perf_counter()
-    subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-    return time.perf_counter() - start
 
 
 def moto_cluster(env: dict[str, str]) -> None:
@@ -84,27 +73,11 @@ def main() -> None:
     )
     try:
         moto_cluster(env)
-        timed = commands()
-        times: dict[str, list[float]] = {name: [] for name in timed}
-        for command in timed.values():
-            wall(command, env)  # warm the page cache and .pyc files
-        for _ in range(args.runs):
-            for name, command in timed.items():
-                times[name].append(wall(command, env))
+        times = measure(commands(), args.runs, env)
     finally:
         server.stop()
-    bare = statistics.median(times["python -c pass"])
-    load = os.getloadavg()[0]
-    print(
-        f"Machine: nproc {os.cpu_count()}, {platform.system()} {platform.machine()}, Python {platform.python_version()}"
-    )
-    print(f"1-minute load average at the end: {load:.2f}\n")
-    print("| command | median (s) | min (s) | ratio to `python -c pass` |")
-    print("|---|---:|---:|---:|")
-    for name, samples in times.items():
-        median = statistics.median(samples)
-        print(f"| `{name}` | {median:.3f} | {min(samples):.3f} | {median / bare:.1f}x |")
-    print(f"\n{args.runs} runs each, interleaved; command: `.venv/bin/python bench/cli_startup.py --runs {args.runs}`")
+    command_line = f".venv/bin/python bench/cli_startup.py --runs {args.runs}"
+    print(report(times, {"hyperpod-cdk --help": 3.0}, command_line))
 
 
 if __name__ == "__main__":

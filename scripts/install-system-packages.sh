@@ -4,6 +4,11 @@
 # Installs only what is missing. Package scripts must not start daemons on this machine, so a policy-rc.d
 # that denies them is put in place for the install when the machine has none.
 set -euo pipefail
+if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
+  echo "system-packages: skipped: the local cluster needs a Debian or Ubuntu machine (apt) and root; its tests" \
+    "skip here, and make synth needs none of it" >&2
+  exit 0
+fi
 packages=(slurm-wlm slurmdbd munge mariadb-server mariadb-client shellcheck openssh-client iproute2 util-linux procps
   prometheus prometheus-node-exporter mmdebstrap)
 missing=()
@@ -14,7 +19,8 @@ if [ "${#missing[@]}" -eq 0 ]; then
   exit 0
 fi
 if [ "$(id -u)" -ne 0 ]; then
-  echo "install-system-packages: missing ${missing[*]}; run this script as root (local-cluster tests skip without them)" >&2
+  echo "system-packages: skipped: missing ${missing[*]}; installing them needs root (sudo make system-packages);" \
+    "the local-cluster tests skip without them" >&2
   exit 0
 fi
 policy=/usr/sbin/policy-rc.d

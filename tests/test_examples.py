@@ -14,19 +14,19 @@ in the resource config.
 
 After a reviewed change, regenerate them with ``UPDATE_SNAPSHOTS=1`` (snapshots) or ``UPDATE_GOLDEN=1``
 (golden files), e.g. ``UPDATE_SNAPSHOTS=1 UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_examples.py``,
-and review the diff.
+and review the diff. A missing file fails the test like a changed one (tests/reviewed_files.py).
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from cfn_parameters import resolved
+from reviewed_files import check_reviewed
 from runtime_fakes import fake_node
 from support import CFN_LINT_IGNORED, EXAMPLES, build_example, cfn_lint, fast_app, normalised, uploaded_files
 from training_runtime.params import ProvisioningParameters
@@ -67,14 +67,7 @@ def example(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     return Example(request.param, tmp_path_factory.mktemp(request.param.stem))
 
 
-def _check(path: Path, current: str, variable: str) -> None:
-    """``current`` equals the committed ``path``; ``variable=1`` (or a missing file) rewrites it."""
-    if os.environ.get(variable) == "1" or not path.exists():
-        path.parent.mkdir(exist_ok=True)
-        path.write_text(current)
-        if os.environ.get("CI"):
-            pytest.fail(f"{path.name} was missing; commit it")
-    assert current == path.read_text(), f"{path.name} changed; review it and regenerate with {variable}=1"
+_check = check_reviewed  # a missing snapshot or golden file fails; UPDATE_SNAPSHOTS=1 / UPDATE_GOLDEN=1 write them
 
 
 def _dump(data: Any) -> str:

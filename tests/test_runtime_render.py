@@ -6,13 +6,13 @@ Golden files live in tests/golden/. After an intended change, regenerate them wi
 
 from __future__ import annotations
 
-import os
 import random
 import re
 from pathlib import Path
 
 import pytest
 
+from reviewed_files import check_reviewed
 from training_runtime.hardware import INSTANCE_HARDWARE, NodeHardware, hardware_for
 from training_runtime.render import (
     Partition,
@@ -33,19 +33,8 @@ GOLDEN = Path(__file__).parent / "golden"
 
 
 def check_golden(name: str, text: str) -> None:
-    """Compare with tests/golden/<name>; UPDATE_GOLDEN=1 rewrites it; a missing file fails under CI."""
-    path = GOLDEN / name
-    if os.environ.get("UPDATE_GOLDEN") == "1":
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        return
-    if not path.exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"golden file {path} is missing; create it with UPDATE_GOLDEN=1 and commit it")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        pytest.skip(f"created golden file {path}; review and commit it")
-    assert text == path.read_text(), f"{name} changed; if intended, regenerate with UPDATE_GOLDEN=1"
+    """Compare with tests/golden/<name>; UPDATE_GOLDEN=1 writes it; a missing file fails (tests/reviewed_files.py)."""
+    check_reviewed(GOLDEN / name, text, "UPDATE_GOLDEN")
 
 
 def nodes_of(instance_type: str, names_and_ips: list[tuple[str, str]]) -> list[SlurmNode]:

@@ -9,7 +9,6 @@ A finding we keep on purpose is recorded in the resource's ``Metadata.checkov.sk
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -26,6 +25,7 @@ from hyperpod_cdk import (
     load_config,
     parse_config,
 )
+from reviewed_files import check_reviewed
 from support import EXAMPLES, ROOT, build_example, fast_app, template_of
 
 CHECKOV = ROOT / ".venv-scan" / "bin" / "checkov"
@@ -181,7 +181,4 @@ def findings_table(report: dict[str, Any]) -> str:
 
 
 def test_the_kept_findings_table_is_current(report: dict[str, Any]) -> None:
-    current = findings_table(report)
-    if os.environ.get("UPDATE_SNAPSHOTS") == "1" or not FINDINGS_DOC.exists():
-        FINDINGS_DOC.write_text(current)
-    assert current == FINDINGS_DOC.read_text(), "docs/scanner-findings.md is stale: UPDATE_SNAPSHOTS=1 regenerates it"
+    check_reviewed(FINDINGS_DOC, findings_table(report), "UPDATE_SNAPSHOTS")

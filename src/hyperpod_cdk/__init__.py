@@ -1,19 +1,15 @@
 """hyperpod-cdk: AWS CDK constructs for SageMaker HyperPod Slurm training clusters.
 
 The names below load on first use (PEP 562), so ``hyperpod_cdk.config``, ``hyperpod_cdk.rules`` and the
-command line work without importing aws_cdk or starting Node.js.
+command line work without importing aws_cdk or starting Node.js. Importing the package changes nothing in the
+process's environment (jsii's Node.js end-of-life banner: :mod:`hyperpod_cdk.node_banner`).
 """
 
 from __future__ import annotations
 
 import importlib
-import os
-from typing import TYPE_CHECKING, Any
 
-# jsii prints a Node end-of-life banner in every process that loads aws_cdk with Node 20; the pinned CDK works
-# with it. Set here, before any aws_cdk import of ours, so every entry point (the app, `hyperpod-cdk publish`,
-# a user's own app that imports these constructs) is silent.
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (`hyperpod-cdk --help` stays light)
 
 _HOMES = {
     "ClusterConfig": "hyperpod_cdk.config",
@@ -41,6 +37,7 @@ _HOMES = {
     "PublishedTrainingClusterStack": "hyperpod_cdk.stacks",
     "PublishedLifecycleScripts": "hyperpod_cdk.constructs",
     "PublishTarget": "hyperpod_cdk.publishing.layout",
+    "silence_node_end_of_life_banner": "hyperpod_cdk.node_banner",
 }
 
 __all__ = [
@@ -69,9 +66,12 @@ __all__ = [
     "TrainingClusterStack",
     "load_config",
     "parse_config",
+    "silence_node_end_of_life_banner",
 ]
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from hyperpod_cdk.config import ClusterConfig, load_config, parse_config
     from hyperpod_cdk.constructs import (
         ClusterNetwork,
@@ -94,6 +94,7 @@ if TYPE_CHECKING:
         SlurmConfigStrategy,
         SlurmMode,
     )
+    from hyperpod_cdk.node_banner import silence_node_end_of_life_banner
     from hyperpod_cdk.organization import OrganizationRules
     from hyperpod_cdk.publishing.layout import PublishTarget
     from hyperpod_cdk.stacks import PublishedTrainingClusterStack, TrainingCluster, TrainingClusterStack

@@ -14,12 +14,15 @@ from hyperpod_local.platform import PLATFORMS
 from training_runtime.node import HYPERPOD
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="hyperpod-local", description="A HyperPod Slurm cluster emulated on this machine (root)."
-    )
+def main(argv: list[str] | None = None, prog: str = "hyperpod-local") -> int:
+    parser = argparse.ArgumentParser(prog=prog, description="A HyperPod Slurm cluster emulated on this machine (root).")
     add_commands(parser)
     return run(parser.parse_args(argv))
+
+
+def hyperpod_cdk_local(argv: list[str]) -> int:
+    """``hyperpod-cdk local ...``: the entry point this package declares in the group ``hyperpod_cdk.commands``."""
+    return main(argv, prog="hyperpod-cdk local")
 
 
 def add_commands(local: argparse.ArgumentParser) -> None:

@@ -5,10 +5,15 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import Any
 
-from hyperpod_cdk.ops.context import OpsContext
 from hyperpod_cdk.ops.errors import Exit, OpsError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (`hyperpod-cdk --help` stays light)
+
+if TYPE_CHECKING:  # `hyperpod-cdk --help` builds these parsers: the context (subprocess, dataclasses) loads on run
+    from typing import Any
+
+    from hyperpod_cdk.ops.context import OpsContext
 
 NODE_REF = "instance id (i-...) or Slurm hostname (ip-a-b-c-d)"
 EXIT_NOTE = "Exit status: see docs/operations.md (0 ok, 1 failed, 3 not found, 4 credentials/access, 5 unsupported)."
@@ -156,7 +161,11 @@ def run(args: argparse.Namespace, context: OpsContext | None = None) -> int:
     """Runs the operator command ``args`` names; prints one line and returns its status on a known failure."""
     from hyperpod_cdk.ops.aws import aws_errors
 
-    ctx = context or OpsContext()
+    if context is None:
+        from hyperpod_cdk.ops.context import OpsContext
+
+        context = OpsContext()
+    ctx = context
     module_name, function = str(args.operator).split(":")
     module = importlib.import_module(f"hyperpod_cdk.ops.{module_name}")
     try:

@@ -7,15 +7,15 @@ credentials, missing bucket, access denied: one line saying what to do).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import tempfile
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any, TextIO
 
-from hyperpod_cdk.publishing.layout import PublishTarget, prefix_problem
-from hyperpod_cdk.publishing.synth import BuildApp
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (`hyperpod-cdk --help` stays light)
+if TYPE_CHECKING:  # `hyperpod-cdk --help` builds this command's parser: it loads only what the parser needs
+    from typing import Any, TextIO
+
+    from hyperpod_cdk.publishing.layout import PublishTarget
+    from hyperpod_cdk.publishing.synth import BuildApp
 
 EXIT_CONFIG = 1
 EXIT_FAILED = 2
@@ -48,6 +48,7 @@ def register(commands: Any) -> None:
 def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     """``hyperpod-cdk publish`` for a config file."""
     from hyperpod_cdk.errors import ConfigurationError
+    from hyperpod_cdk.publishing.layout import PublishTarget, prefix_problem
     from hyperpod_cdk.publishing.synth import app_stacks, config_stacks
     from hyperpod_cdk.rules.repositories import bucket_name_problem
 
@@ -96,6 +97,9 @@ def publish(
     session_factory: Callable[[str | None, str | None], Any] | None = None,
 ) -> int:
     """Synthesizes ``build``'s app into a temporary directory and publishes what it holds to ``target``."""
+    import tempfile
+    from pathlib import Path
+
     from hyperpod_cdk.errors import ConfigurationError
     from hyperpod_cdk.ops.aws import aws_errors
     from hyperpod_cdk.ops.context import make_session
@@ -140,6 +144,8 @@ def publish(
             }
         )
     if as_json:
+        import json
+
         json.dump(report, out, indent=2)
         out.write("\n")
     else:

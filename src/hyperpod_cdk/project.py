@@ -1,0 +1,86 @@
+"""``hyperpod-cdk init DIR``: a new CDK app project that deploys one cluster, which ``cdk synth`` accepts as it is.
+
+The project: ``app.py`` (a ``TrainingClusterStack`` from ``cluster.yaml``), ``cluster.yaml`` and its JSON Schema
+(``cluster-config.schema.json``, the one ``hyperpod-cdk schema`` prints, named in the file's
+``yaml-language-server`` comment), ``cdk.json`` with the CDK feature flags the pinned CDK CLI's own ``cdk init``
+writes (``data/recommended-feature-flags.json``, copied from it by ``make docs``), ``requirements.txt`` pinning
+hyperpod-cdk, aws-cdk-lib and constructs at the versions installed here, a README and a ``.gitignore``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from importlib import metadata, resources
+from pathlib import Path
+
+TEMPLATE = "project_template"
+PINNED = ("hyperpod-cdk", "aws-cdk-lib", "constructs")
+"""The distributions ``requirements.txt`` pins (their dependencies follow from them)."""
+SCHEMA_FILE = "cluster-config.schema.json"
+
+
+class ProjectError(Exception):
+    """The directory cannot take a new project."""
+
+
+def recommended_feature_flags() -> dict[str, object]:
+    """The feature flags ``cdk init`` of the pinned CDK CLI writes into a new project's ``cdk.json``."""
+    text = resources.files("hyperpod_cdk").joinpath("data", "recommended-feature-flags.json").read_text()
+    flags: dict[str, object] = json.loads(text)
+    return flags
+
+
+def requirements() -> str:
+    """``requirements.txt``: exact versions of :data:`PINNED` as installed in this environment."""
+    return "".join(f"{name}=={metadata.version(name)}\n" for name in PINNED)
+
+
+def project_files() -> dict[str, str]:
+    """Every file of a new project: its name in the project, its text."""
+    from hyperpod_cdk.config import json_schema
+
+    template = resources.files("hyperpod_cdk").joinpath(TEMPLATE)
+    cdk_json = {
+        "app": "python3 app.py",  # as `cdk init app --language python` writes it
+        "watch": {"include": ["app.py", "cluster.yaml"]},
+        "context": recommended_feature_flags(),
+    }
+    return {
+        "app.py": template.joinpath("app.py.template").read_text(),
+        "cluster.yaml": template.joinpath("cluster.yaml").read_text(),
+        SCHEMA_FILE: json.dumps(json_schema(), indent=2, sort_keys=True) + "\n",
+        "cdk.json": json.dumps(cdk_json, indent=2) + "\n",
+        "requirements.txt": requirements(),
+        "README.md": template.joinpath("README.md").read_text(),
+        ".gitignore": template.joinpath("gitignore").read_text(),
+    }
+
+
+def init_project(directory: Path) -> list[Path]:
+    """Write a new project into ``directory`` (created; if it exists it must be empty); the files written."""
+    if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
+        raise ProjectError(f"{directory} exists and is not an empty directory: give a new or empty one")
+    files = project_files()
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in files.items():
+        path = directory / name
+        path.write_text(text)
+        written.append(path)
+    return written
+
+
+def init_command(directory: str) -> int:
+    """``hyperpod-cdk init DIR``: 0 when the project is written, 1 when the directory cannot take it."""
+    try:
+        init_project(Path(directory))
+    except ProjectError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    print(
+        f"A new CDK app in {directory}: edit cluster.yaml, then\n"
+        f"  cd {directory} && python3 -m venv .venv && . .venv/bin/activate && pip install -r requirements.txt\n"
+        "  cdk synth   (the CDK CLI: npm install -g aws-cdk)"
+    )
+    return 0
