@@ -526,6 +526,7 @@ def test_expand_follows_slurms_width_rule() -> None:
     assert expand("w[9-11]") == ["w9", "w10", "w11"]
     assert expand("w[098-101]") == ["w098", "w099", "w100", "w101"]
     assert expand("r[1-2]n[01-02]x,ctl") == ["r1n01x", "r1n02x", "r2n01x", "r2n02x", "ctl"]
+    assert expand("a[1-3,05],b-[1-2]x[1-2],c") == ["a1", "a2", "a3", "a05", "b-1x1", "b-1x2", "b-2x1", "b-2x2", "c"]
     assert expand("") == []
 
 
