@@ -148,7 +148,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     return 0
 
 
-LOCK_WAIT = RetryPolicy(attempts=100000, base_s=1.0, cap_s=10.0, deadline_s=1800.0)
+LOCK_WAIT = RetryPolicy(attempts=None, base_s=1.0, cap_s=10.0, deadline_s=1800.0)
 """How long a bootstrap waits for an earlier one on the same node: 30 minutes, then it fails clearly."""
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass
-from typing import Callable, Tuple, Type, TypeVar
+from typing import Callable, Optional, Tuple, Type, TypeVar
 
 from training_runtime.log import log
 
@@ -18,7 +18,9 @@ class NotReady(RuntimeError):
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    attempts: int = 8
+    """Retry until ``attempts`` tries (``None``: no cap, the deadline alone bounds it) or ``deadline_s``."""
+
+    attempts: Optional[int] = 8
     base_s: float = 1.0
     cap_s: float = 30.0
     deadline_s: float = 600.0
@@ -44,7 +46,7 @@ class RetryPolicy:
                 return action()
             except retry_on as error:
                 waited = clock() - started
-                if attempt >= self.attempts or waited >= self.deadline_s:
+                if (self.attempts is not None and attempt >= self.attempts) or waited >= self.deadline_s:
                     log("retry_gave_up", what=what, attempts=attempt, waited_s=round(waited, 1), error=str(error))
                     raise
                 pause = min(self.delay(attempt), max(0.0, self.deadline_s - waited))

@@ -66,7 +66,7 @@ from training_runtime.steps import Step
 PROFILE_SCRIPT = "/etc/profile.d/hyperpod-cdk-pytorch.sh"
 MARKER = ".complete"
 PIP_TIMEOUT_S = 3600.0
-BUILD_WAIT = RetryPolicy(attempts=100000, base_s=5.0, cap_s=30.0, deadline_s=7200.0)
+BUILD_WAIT = RetryPolicy(attempts=None, base_s=5.0, cap_s=30.0, deadline_s=7200.0)
 """How long a node waits for another node's build: two hours, checking at most every 30 s."""
 
 NEURON = "neuron"

@@ -193,7 +193,7 @@ class SlurmConfig(Step):
         ]
 
 
-HYPERPOD_CONF_WAIT = RetryPolicy(attempts=100000, base_s=2.0, cap_s=10.0, deadline_s=600.0)
+HYPERPOD_CONF_WAIT = RetryPolicy(attempts=None, base_s=2.0, cap_s=10.0, deadline_s=600.0)
 """Up to ten minutes, checking at most every 10 s: the deadline binds, so the failure message's figure is true."""
 
 
