@@ -63,3 +63,8 @@ def test_other_errors_are_not_retried() -> None:
     with pytest.raises(KeyError):
         RetryPolicy(attempts=None).call(broken, what="x", sleep=time.sleep, clock=time.clock)
     assert time.sleeps == []
+
+
+def test_the_pause_stays_under_the_cap_however_many_attempts() -> None:
+    """With no attempt cap a fast poller reaches thousands of attempts; 2**1024 would overflow a float."""
+    assert 0.0 <= RetryPolicy(attempts=None, base_s=0.01, cap_s=2.0).delay(5000) <= 2.0

@@ -13,7 +13,6 @@ naming what failed.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import os
 import sys
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 from training_runtime.errors import InputError, StepFailed
+from training_runtime.files import HolderLock
 from training_runtime.health import main as health_main
 from training_runtime.launch import main as launch_main
 from training_runtime.log import FAILURE_MARKER, log
@@ -158,38 +158,25 @@ class BootstrapLock:
     behind it forever."""
 
     def __init__(self, node: Node, wait: RetryPolicy = LOCK_WAIT) -> None:
-        self.path = node.path(STATE_DIR + "/bootstrap.lock")
+        self.lock = HolderLock(node.path(STATE_DIR + "/bootstrap.lock"))
         self.wait = wait
 
     def __enter__(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.handle = open(str(self.path), "a+")
-
-        def take() -> None:
-            try:
-                fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise NotReady("another bootstrap holds {}".format(self.path)) from None
-
+        self.lock.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self.wait.call(take, what="the bootstrap lock")
+            self.lock.take(self.wait, what="the bootstrap lock")
         except NotReady:
-            self.handle.seek(0)
-            holder = self.handle.read().strip() or "unknown"
-            self.handle.close()
+            holder = self.lock.holder() or "unknown"
             raise StepFailed(
                 "another bootstrap (pid {}) has held {} for {:.0f} s or more; it may hang. Fix: find it with "
                 "`ps -fp {}`, stop it if it is stuck, and re-run".format(
-                    holder, self.path, self.wait.deadline_s, holder
+                    holder, self.lock.path, self.wait.deadline_s, holder
                 )
             ) from None
-        self.handle.seek(0)
-        self.handle.truncate()
-        self.handle.write(str(os.getpid()))
-        self.handle.flush()
+        self.lock.record(str(os.getpid()))
 
     def __exit__(self, *exc: Any) -> None:
-        self.handle.close()
+        self.lock.release()
 
 
 def fail(name: str, error: BaseException) -> int:

@@ -27,7 +27,7 @@ class RetryPolicy:
 
     def delay(self, attempt: int) -> float:
         """Seconds to wait after failed ``attempt`` (1-based): full jitter over the capped exponential."""
-        return random.uniform(0, min(self.cap_s, self.base_s * (2 ** (attempt - 1))))
+        return random.uniform(0, min(self.cap_s, self.base_s * (2 ** min(attempt - 1, 60))))  # 2**1024 overflows
 
     def call(
         self,
