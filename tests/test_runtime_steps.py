@@ -343,7 +343,7 @@ def test_slurm_conf_follows_the_resource_config(tmp_path: Path) -> None:
 
 
 def test_a_group_with_smt_on_declares_its_hardware_threads(tmp_path: Path) -> None:
-    from training_runtime.params import GroupSpec
+    from training_runtime.groups import GroupSpec
     from training_runtime.steps.installed import node_facts
 
     groups = (

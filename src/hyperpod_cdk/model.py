@@ -14,16 +14,8 @@ from typing import Annotated, Any
 from pydantic import ConfigDict, ValidatorFunctionWrapHandler, WrapValidator
 from pydantic.dataclasses import dataclass
 
-from training_runtime.params import (
-    API_DRIVEN,
-    COMPUTE,
-    CONTROLLER,
-    LIFECYCLE_DRIVEN,
-    LOGIN,
-    ON_DEMAND,
-    SPOT,
-    GroupSpec,
-)
+from training_runtime.groups import COMPUTE, CONTROLLER, LOGIN, ON_DEMAND, SPOT, GroupSpec
+from training_runtime.params import API_DRIVEN, LIFECYCLE_DRIVEN
 from training_runtime.params import DEFAULT_FSX_MOUNT_PATH as DEFAULT_FSX_MOUNT_PATH
 
 DEFAULT_LIFECYCLE_PREFIX = "lifecycle/"

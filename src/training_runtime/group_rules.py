@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from training_runtime.params import (
+from training_runtime.groups import (
     COMPUTE,
     CONTROLLER,
     LOGIN,

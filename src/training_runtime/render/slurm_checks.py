@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, Sequence, Set, Tuple
 
+from training_runtime.groups import MAX_PARTITION_LENGTH
 from training_runtime.options import MAX_SLURM_SECONDS, MIN_CRED_EXPIRE, RETURN_TO_SERVICE
-from training_runtime.params import MAX_PARTITION_LENGTH
 from training_runtime.users import USER_NAME
 
 if TYPE_CHECKING:
