@@ -1,6 +1,6 @@
 """Every rule the configuration decides, in one registry (no aws_cdk import).
 
-``hyperpod-cdk validate``, ``ClusterConfig.check()`` and the constructs run the same rules: the config
+``hyperpod-cdk validate``, ``ClusterConfig.warnings_if_valid()`` and the constructs run the same rules: the config
 through a :class:`ClusterView` of the whole file, each construct through a view of its own props, with
 CDK tokens skipped (the construct injects ``Token.is_unresolved``; a YAML file never holds tokens).
 ``docs/rules.md`` is generated from this registry (``python -m hyperpod_cdk.rules``).
