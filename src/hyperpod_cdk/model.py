@@ -21,6 +21,14 @@ from training_runtime.params import DEFAULT_FSX_MOUNT_PATH as DEFAULT_FSX_MOUNT_
 DEFAULT_LIFECYCLE_PREFIX = "lifecycle/"
 
 
+def cluster_log_group(cluster_name: str, cluster_id: str) -> str:
+    """The CloudWatch Logs group HyperPod sends a cluster's lifecycle-script and health-agent output to (it
+    creates the group when the first node runs its lifecycle script; AWS's managed policy
+    AmazonSageMakerClusterInstanceRolePolicy grants ``log-group:/aws/sagemaker/Clusters/*``). The parts may be
+    CDK tokens. Used by the observability construct (a metric filter) and the operator CLI (``logs``)."""
+    return f"/aws/sagemaker/Clusters/{cluster_name}/{cluster_id}"
+
+
 class SlurmMode(enum.StrEnum):
     """Who configures Slurm on the nodes."""
 

@@ -7,8 +7,8 @@ import importlib
 import sys
 from typing import Any
 
+from hyperpod_cdk.aws.errors import Exit, OpsError
 from hyperpod_cdk.ops.context import OpsContext
-from hyperpod_cdk.ops.errors import Exit, OpsError
 
 NODE_REF = "instance id (i-...) or Slurm hostname (ip-a-b-c-d)"
 EXIT_NOTE = "Exit status: see docs/operations.md (0 ok, 1 failed, 3 not found, 4 credentials/access, 5 unsupported)."
@@ -138,7 +138,7 @@ def _node_choice(parser: Any) -> None:
 
 def run(args: argparse.Namespace, context: OpsContext | None = None) -> int:
     """Runs the operator command ``args`` names; prints one line and returns its status on a known failure."""
-    from hyperpod_cdk.ops.aws import aws_errors
+    from hyperpod_cdk.aws.clients import aws_errors
 
     ctx = context or OpsContext()
     module_name, function = str(args.operator).split(":")

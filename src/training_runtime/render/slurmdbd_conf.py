@@ -15,6 +15,9 @@ from training_runtime.render.slurm_checks import ADDRESS, NODE_NAME
 from training_runtime.render.slurm_conf import RenderError
 from training_runtime.users import USER_NAME
 
+DATABASE_NAME = "slurm_acct_db"
+"""The accounting database (``StorageLoc``) of every cluster: the runtime's slurmdbd and, when HyperPod runs
+slurmdbd, the name the constructs give its ``AccountingDatabase`` (one history whoever runs slurmdbd)."""
 DB_NAME = re.compile(r"^[A-Za-z0-9_]{1,64}$")
 DB_USER = re.compile(r"^[A-Za-z0-9_.@-]{1,80}$")
 _PASSWORD_FORBIDDEN = re.compile(r'[\s"\x00-\x1f\x7f]')
@@ -32,7 +35,7 @@ def render_slurmdbd_conf(
     storage_port: int,
     storage_user: str,
     storage_pass: str,
-    storage_loc: str = "slurm_acct_db",
+    storage_loc: str = DATABASE_NAME,
     log_dir: str = "/var/log/slurm",
     run_dir: str = "/run",
     slurm_user: str = "slurm",
