@@ -19,6 +19,10 @@ from training_runtime.params import API_DRIVEN, LIFECYCLE_DRIVEN
 from training_runtime.params import DEFAULT_FSX_MOUNT_PATH as DEFAULT_FSX_MOUNT_PATH
 
 DEFAULT_LIFECYCLE_PREFIX = "lifecycle/"
+DEFAULT_THROUGHPUT_MB_PER_TIB = 250
+"""A new PERSISTENT_2 Lustre file system's per-unit storage throughput (MB/s/TiB) when the config sets none
+(the FSx API requires ``PerUnitStorageThroughput`` for PERSISTENT types: CreateFileSystemLustreConfiguration).
+The constructs apply it; the storage rules name it in their message."""
 
 
 def cluster_log_group(cluster_name: str, cluster_id: str) -> str:

@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterator
 
 from hyperpod_cdk import instance_catalog
+from hyperpod_cdk.model import DEFAULT_THROUGHPUT_MB_PER_TIB as DEFAULT_THROUGHPUT
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.view import ClusterView
 from hyperpod_cdk.rules.view import has_new_storage as _new
@@ -14,7 +15,6 @@ from training_runtime.problems import WARNING, Problem
 
 PERSISTENT_THROUGHPUTS = {"PERSISTENT_2": (125, 250, 500, 1000), "PERSISTENT_1": (50, 100, 200)}
 """Per-unit storage throughput (MB/s/TiB) on SSD, by deployment type (FSx CreateFileSystem API)."""
-DEFAULT_THROUGHPUT = 250
 METADATA_IOPS = (1500, 3000, 6000, 12000, *range(24000, 192001, 12000))
 NEW_FILE_SYSTEM_FIELDS = (
     "storage_capacity_gib",
