@@ -18,7 +18,7 @@ import pytest
 
 from runtime_fakes import RecordingRunner, fake_node, touch
 from training_runtime import health
-from training_runtime.facts import BIN_DIR, NodeFacts
+from training_runtime.facts import NodeFacts
 from training_runtime.health import (
     FAILED,
     OK,
@@ -43,7 +43,7 @@ from training_runtime.health import (
     situation,
 )
 from training_runtime.options import HealthOptions, options_problems, parse_options
-from training_runtime.paths import DONE_MARKER
+from training_runtime.paths import BIN_DIR, DONE_MARKER
 from training_runtime.run import CommandError, Result, Runner
 from training_runtime.steps.catalog import steps_for
 from training_runtime.steps.health import (

@@ -32,9 +32,9 @@ from training_runtime.params import (
     ParametersError,
     ProvisioningParameters,
 )
-from training_runtime.paths import STATE_DIR
+from training_runtime.paths import RESOURCE_CONFIG_PATH, STATE_DIR
 from training_runtime.plan import StepError, apply_plan, describe_plan, step_status
-from training_runtime.resources import DEFAULT_PATH, ResourceConfig, ResourceConfigError
+from training_runtime.resources import ResourceConfig, ResourceConfigError
 from training_runtime.retry import NotReady, RetryPolicy
 from training_runtime.run import CommandError, Runner
 from training_runtime.steps.catalog import steps_for
@@ -109,7 +109,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument(
         "--resource-config",
         type=Path,
-        default=Path(os.environ.get("SAGEMAKER_RESOURCE_CONFIG_PATH", DEFAULT_PATH)),
+        default=Path(os.environ.get("SAGEMAKER_RESOURCE_CONFIG_PATH", RESOURCE_CONFIG_PATH)),
     )
     parser.add_argument("--ip", action="append", default=[], help="this node's IP (default: from hostname -I)")
     parser.add_argument("--json", action="store_true", help="plan/status: one JSON object per step")

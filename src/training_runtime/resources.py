@@ -15,9 +15,6 @@ from training_runtime.errors import InputError
 from training_runtime.groups import GroupSpec
 from training_runtime.params import ProvisioningParameters
 
-DEFAULT_PATH = "/opt/ml/config/resource_config.json"
-"""Where HyperPod writes the file; ``SAGEMAKER_RESOURCE_CONFIG_PATH`` overrides it."""
-
 
 class ResourceConfigError(InputError):
     subject = "resource config"

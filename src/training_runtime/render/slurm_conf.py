@@ -17,6 +17,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from training_runtime.hardware import NodeHardware
 from training_runtime.options import MIN_CRED_EXPIRE, SlurmOptions
+from training_runtime.paths import SLURM_LOG_DIR, SLURMCTLD_STATE_DIR, SLURMD_SPOOL_DIR
 from training_runtime.render import slurm_checks
 from training_runtime.render.hostlist import compress
 
@@ -77,9 +78,9 @@ class SlurmSettings:
     accounting_backup_host: Optional[str] = None
     """A second slurmdbd that slurmctld uses when ``accounting_host``'s does not answer
     (``AccountingStorageBackupHost``); both must use the same database."""
-    state_save_location: str = "/var/spool/slurmctld"
-    slurmd_spool_dir: str = "/var/spool/slurmd"
-    log_dir: str = "/var/log/slurm"
+    state_save_location: str = SLURMCTLD_STATE_DIR
+    slurmd_spool_dir: str = SLURMD_SPOOL_DIR
+    log_dir: str = SLURM_LOG_DIR
     run_dir: str = "/run"
     """Where slurmctld.pid and slurmd.pid go."""
     slurm_user: str = "slurm"

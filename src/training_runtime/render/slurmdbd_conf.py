@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import List
 
+from training_runtime.paths import SLURM_LOG_DIR
 from training_runtime.render.slurm_checks import ADDRESS, NODE_NAME
 from training_runtime.render.slurm_conf import RenderError
 from training_runtime.users import USER_NAME
@@ -36,7 +37,7 @@ def render_slurmdbd_conf(
     storage_user: str,
     storage_pass: str,
     storage_loc: str = DATABASE_NAME,
-    log_dir: str = "/var/log/slurm",
+    log_dir: str = SLURM_LOG_DIR,
     run_dir: str = "/run",
     slurm_user: str = "slurm",
 ) -> str:
