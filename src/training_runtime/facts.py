@@ -5,8 +5,6 @@ parameters file or HyperPod's resource config (both are root-only or gone by the
 writes the facts they need to :data:`~training_runtime.paths.FACTS_PATH` (world-readable, nothing secret),
 and installs a copy of this package under :data:`~training_runtime.paths.INSTALL_DIR` so they can run as
 ``PYTHONPATH=/opt/hyperpod-cdk/lib python3 -m training_runtime ...``.
-
-Runs on the node's system Python (3.8 and newer), so: stdlib only, ``typing`` generics.
 """
 
 from __future__ import annotations

@@ -4,8 +4,6 @@ The constructs produce this file into the lifecycle-script prefix; every node re
 HyperPod's own keys (``version``, ``workload_manager``, ``controller_group``, ``login_group``,
 ``worker_groups``, ``fsx_dns_name``, ``fsx_mountname``) keep the names and shapes HyperPod reads;
 everything of ours lives under the single key ``hyperpod_cdk``.
-
-Runs on the node's system Python (3.8 and newer), so: stdlib only, ``typing`` generics.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The launcher, the health checks and the checkpoint helpers run long after bootstrap, so they must not
 import bootstrap machinery (``plan``, ``steps``, ``apt``) for a path or a program name: those facts live
-here, once. Runs on the node's system Python (3.8 and newer): stdlib only.
+here, once.
 """
 
 from __future__ import annotations

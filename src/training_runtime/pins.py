@@ -1,7 +1,7 @@
 """Every pinned version of outside software the runtime installs, in one place.
 
 Moving a cluster forward means changing a line here (and the tests that pin the same figures on purpose,
-as an independent transcription). Runs on the node's system Python (3.8 and newer): stdlib only.
+as an independent transcription).
 """
 
 from __future__ import annotations

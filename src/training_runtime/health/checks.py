@@ -1,7 +1,4 @@
-"""The checks themselves: each compares the node with its facts and returns ok, skipped or failed.
-
-Runs on the node's system Python (3.8 and newer), so: stdlib only, ``typing`` generics.
-"""
+"""The checks themselves: each compares the node with its facts and returns ok, skipped or failed."""
 
 from __future__ import annotations
 

@@ -6,8 +6,6 @@ only works when Slurm was built against NVML. Nodes with the same GPU count and 
 Trainium's Neuron devices are not declared: Slurm 22.05 has no GRES plugin for them. Slurm 23.11 and
 newer ship ``gpu/nrt`` (``AutoDetect=nrt``), which presents them as ``gres/gpu``; HyperPod does not
 configure it, and jobs on Trainium nodes take whole nodes anyway.
-
-Runs on the node's system Python (3.8 and newer), so: stdlib only, ``typing`` generics.
 """
 
 from __future__ import annotations

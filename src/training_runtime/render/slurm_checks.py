@@ -3,8 +3,6 @@
 The values a config decides (timeouts, cred_expire, return_to_service, names) are checked before deploy by
 the option and group rules; these checks re-assert them with the same constants, and check what only the
 node assembles (node names and addresses, partitions, extra lines).
-
-Runs on the node's system Python (3.8 and newer), so: stdlib only, ``typing`` generics.
 """
 
 from __future__ import annotations

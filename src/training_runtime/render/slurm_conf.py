@@ -5,8 +5,6 @@ except where noted there); the local cluster sets fast failure detection through
 (``hyperpod_local/layout.py``, docs/research/local-slurm.md §6.6).
 The file is valid for Slurm 22.05 (Debian, the emulation) and 24.11/25.11 (HyperPod): the ``*/none``
 plugin names that 23.11 removed are still accepted there and mean "no plugin".
-
-Runs on the node's system Python (3.8 and newer), so: stdlib only, ``typing`` generics.
 """
 
 from __future__ import annotations

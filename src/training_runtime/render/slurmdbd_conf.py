@@ -2,8 +2,6 @@
 
 The file holds the database password and nothing else does, so the caller writes it mode 0600, owner
 ``slurm_user`` (slurmdbd refuses to start otherwise). Problems are reported without echoing the password.
-
-Runs on the node's system Python (3.8 and newer), so: stdlib only, ``typing`` generics.
 """
 
 from __future__ import annotations
