@@ -497,6 +497,13 @@ def test_slurmdbd_conf_reports_every_problem_without_the_password() -> None:
     assert "has space" not in message
 
 
+def test_slurmdbd_storage_port_is_a_tcp_port() -> None:
+    assert "StoragePort=65535" in dbd(storage_port=65535) and "StoragePort=1\n" in dbd(storage_port=1)
+    for bad in (0, 65536, True):
+        with pytest.raises(RenderError, match=r"storage_port: got .*; expected a TCP port from 1 to 65535"):
+            dbd(storage_port=bad)
+
+
 # --- hostlist ---------------------------------------------------------------------------------------
 
 

@@ -10,7 +10,7 @@ import re
 from typing import List
 
 from training_runtime.paths import SLURM_LOG_DIR
-from training_runtime.render.slurm_checks import ADDRESS, NODE_NAME
+from training_runtime.render.slurm_checks import ADDRESS, NODE_NAME, TCP_PORTS
 from training_runtime.render.slurm_conf import RenderError
 from training_runtime.users import USER_NAME
 
@@ -49,8 +49,8 @@ def render_slurmdbd_conf(
         bad("dbd_host", dbd_host, "expected the controller's host name (SlurmctldHost's name)")
     if not isinstance(storage_host, str) or not ADDRESS.match(storage_host):
         bad("storage_host", storage_host, "expected a host name or IP address")
-    if isinstance(storage_port, bool) or not isinstance(storage_port, int) or not 1 <= storage_port <= 65535:
-        bad("storage_port", storage_port, "expected a TCP port from 1 to 65535")
+    if isinstance(storage_port, bool) or not isinstance(storage_port, int) or storage_port not in TCP_PORTS:
+        bad("storage_port", storage_port, "expected a TCP port from {} to {}".format(TCP_PORTS[0], TCP_PORTS[-1]))
     if not isinstance(storage_user, str) or not DB_USER.match(storage_user):
         bad("storage_user", storage_user, "expected 1-80 letters, digits, '_', '.', '@' or '-'")
     if not isinstance(storage_pass, str) or not storage_pass or _PASSWORD_FORBIDDEN.search(storage_pass):
