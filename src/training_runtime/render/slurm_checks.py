@@ -8,14 +8,12 @@ node assembles (node names and addresses, partitions, extra lines).
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, Sequence, Set, Tuple
+from typing import Callable, Dict, List, Mapping, Sequence, Set, Tuple
 
 from training_runtime.groups import MAX_PARTITION_LENGTH
 from training_runtime.options import MAX_SLURM_SECONDS, MIN_CRED_EXPIRE, RETURN_TO_SERVICE
+from training_runtime.render.slurm_types import Partition, SlurmNode, SlurmSettings
 from training_runtime.users import USER_NAME
-
-if TYPE_CHECKING:
-    from training_runtime.render.slurm_conf import Partition, SlurmNode, SlurmSettings
 
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 ADDRESS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:_-]{0,252}$")

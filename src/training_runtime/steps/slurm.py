@@ -21,7 +21,8 @@ from training_runtime.node import Node
 from training_runtime.paths import SLURM_LOG_DIR, SLURMCTLD_STATE_DIR, SLURMD_SPOOL_DIR
 from training_runtime.render.cgroup_conf import render_cgroup_conf
 from training_runtime.render.gres_conf import render_gres_conf
-from training_runtime.render.slurm_conf import Partition, SlurmNode, SlurmSettings, render_slurm_conf
+from training_runtime.render.slurm_conf import render_slurm_conf
+from training_runtime.render.slurm_types import Partition, SlurmNode, SlurmSettings
 from training_runtime.resources import instance_type_of
 from training_runtime.retry import NotReady, RetryPolicy
 from training_runtime.services import Daemon
