@@ -28,7 +28,8 @@ from moto.sagemaker.models import ClusterNode as MotoNodeModel
 from moto.sagemaker.models import sagemaker_backends
 from moto.server import ThreadedMotoServer
 
-from hyperpod_cdk.ops.context import OpsContext, make_session
+from hyperpod_cdk.aws.session import make_session
+from hyperpod_cdk.ops.context import OpsContext
 from hyperpod_cdk.ops.parser import main as ops_main
 
 ACCOUNT = "123456789012"  # moto's account

@@ -8,8 +8,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Callable, List, Optional
 
+from training_runtime.groups import GroupSpec
 from training_runtime.node import Host, Node
-from training_runtime.params import GroupSpec, ProvisioningParameters
+from training_runtime.params import ProvisioningParameters
 from training_runtime.resources import ResourceConfig
 from training_runtime.retry import RetryPolicy
 from training_runtime.run import CommandError, Result, Runner

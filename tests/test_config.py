@@ -6,14 +6,14 @@ from pathlib import Path
 import pytest
 
 from hyperpod_cdk import ClusterConfig, ConfigurationError, NodeRole, load_config, parse_config
-from hyperpod_cdk.config import json_schema
+from hyperpod_cdk.config import json_schema, parse_model
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_default_is_a_trainium_cluster_with_a_data_repository() -> None:
     config = ClusterConfig()
-    config.check()
+    assert config.warnings_if_valid() == []
     groups = [(g.role, g.instance_type, g.count) for g in config.instance_groups]
     assert groups == [(NodeRole.CONTROLLER, "ml.m5.xlarge", 1), (NodeRole.COMPUTE, "ml.trn1.32xlarge", 4)]
     assert config.storage is not None
@@ -21,6 +21,18 @@ def test_default_is_a_trainium_cluster_with_a_data_repository() -> None:
 
 
 USER = {"name": "researcher", "uid": 2001}
+
+
+def test_warnings_if_valid_raises_every_error_and_otherwise_returns_the_warnings() -> None:
+    controller = {"name": "controller", "role": "controller", "count": 1, "instance_type": "ml.m5.xlarge"}
+    efa = {"name": "gpu", "role": "compute", "count": 2, "instance_type": "ml.p5.48xlarge"}
+    warned = parse_model({"instance_groups": [controller, efa]})
+    assert [(p.rule, p.level) for p in warned.warnings_if_valid()] == [("FSX-EFA-CLIENTS", "warning")]
+    assert warned.check() == warned.warnings_if_valid()  # the former name still works
+    broken = parse_model({"cluster_name": "-bad", "instance_groups": [controller, {**efa, "name": "bad_name"}]})
+    with pytest.raises(ConfigurationError, match=r"my file: 2 problems") as raised:
+        broken.warnings_if_valid("my file")
+    assert "[CL-NAME]" in str(raised.value) and "[GRP-NAME]" in str(raised.value)
 
 
 @pytest.mark.parametrize(

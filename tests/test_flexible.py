@@ -18,8 +18,9 @@ from hyperpod_cdk.parameters import cluster_parameters
 from hyperpod_local.layout import host_hardware, parameters, plan_layout, resource_config
 from runtime_fakes import FakeHost, fake_node
 from training_runtime.errors import StepFailed
+from training_runtime.groups import GroupSpec
 from training_runtime.launch import family_of
-from training_runtime.params import GroupSpec, ProvisioningParameters
+from training_runtime.params import ProvisioningParameters
 from training_runtime.resources import ResourceConfig, ResourceConfigError, resolve_instance_types
 from training_runtime.steps.installed import node_facts
 from training_runtime.steps.slurm import rendered_files

@@ -125,7 +125,8 @@ def test_parameters_can_be_added_once() -> None:
 
 
 def _parameters():  # type: ignore[no-untyped-def]
-    from training_runtime.params import GroupSpec, ProvisioningParameters
+    from training_runtime.groups import GroupSpec
+    from training_runtime.params import ProvisioningParameters
 
     return ProvisioningParameters(
         cluster_name="c",

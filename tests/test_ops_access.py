@@ -182,7 +182,7 @@ def test_ssh_config_print_writes_nothing(tmp_path: Path) -> None:
 
 
 def test_the_default_executor_names_a_missing_aws_cli(monkeypatch: pytest.MonkeyPatch) -> None:
-    from hyperpod_cdk.ops.errors import OpsError
+    from hyperpod_cdk.aws.errors import OpsError
 
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(OpsError, match="aws is not on PATH: install the AWS CLI v2 and the Session Manager plugin"):

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from hyperpod_cdk.ops.context import make_session
+from hyperpod_cdk.aws.session import make_session
 from ops_support import MotoCluster, Operator, aws_env, moto_url  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("aws_env")

@@ -12,8 +12,8 @@ import botocore.endpoint
 import pytest
 from botocore.awsrequest import AWSResponse
 
-from hyperpod_cdk.ops.aws import RETRIES, Aws
-from hyperpod_cdk.ops.context import make_session
+from hyperpod_cdk.aws.clients import RETRIES, Aws
+from hyperpod_cdk.aws.session import make_session
 from ops_support import MotoCluster, Operator, aws_env, moto_url  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("aws_env")
@@ -145,7 +145,7 @@ def test_throttling_that_never_ends_is_one_line(monkeypatch: pytest.MonkeyPatch)
     big_cluster()
     monkeypatch.setattr(botocore.endpoint, "time", _Clock())
     # 3 attempts instead of 8: adaptive mode's client-side rate limiter really waits between throttled calls
-    monkeypatch.setattr("hyperpod_cdk.ops.aws.RETRIES", {"mode": "adaptive", "total_max_attempts": 3})
+    monkeypatch.setattr("hyperpod_cdk.aws.clients.RETRIES", {"mode": "adaptive", "total_max_attempts": 3})
 
     def throttle(request: Any, **_: Any) -> AWSResponse:
         body = b'{"__type": "ThrottlingException", "message": "Rate exceeded"}'

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hyperpod_cdk.ops.context import make_session
+from hyperpod_cdk.aws.session import make_session
 from ops_support import MotoCluster, Operator, aws_env, moto_url  # noqa: F401
 
 ROOT = Path(__file__).resolve().parent.parent

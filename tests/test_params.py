@@ -9,14 +9,9 @@ from pathlib import Path
 import pytest
 
 from runtime_fakes import fake_node, resource_config
+from training_runtime.groups import GroupSpec
 from training_runtime.hardware import hardware_for
-from training_runtime.params import (
-    API_DRIVEN,
-    LIFECYCLE_DRIVEN,
-    GroupSpec,
-    ParametersError,
-    ProvisioningParameters,
-)
+from training_runtime.params import API_DRIVEN, LIFECYCLE_DRIVEN, ParametersError, ProvisioningParameters
 from training_runtime.resources import ResourceConfig, ResourceConfigError
 from training_runtime.steps.installed import node_facts
 from training_runtime.steps.slurm import slurm_nodes

@@ -969,7 +969,7 @@ def test_validate_exit_codes_and_strict(tmp_path: Path, capsys: pytest.CaptureFi
 
 def test_node_checks_group_roles_in_its_parameters_file() -> None:
     from training_runtime.group_rules import group_problems
-    from training_runtime.params import GroupSpec
+    from training_runtime.groups import GroupSpec
 
     found = group_problems(
         [GroupSpec("c", "controller", "ml.m5.xlarge"), GroupSpec("w", "boss", "ml.c5.xlarge")], "groups"

@@ -14,8 +14,8 @@ from runtime_fakes import RecordingRunner, fake_node, touch
 from training_runtime.accelerators import Accelerators, detect, detection_warnings
 from training_runtime.apt import APT_OPTIONS, version_matches
 from training_runtime.errors import StepFailed
+from training_runtime.groups import GroupSpec
 from training_runtime.node import Node
-from training_runtime.params import GroupSpec
 from training_runtime.paths import FI_INFO, NEURON_LS
 from training_runtime.run import Result
 from training_runtime.steps.accelerators import accelerator_steps

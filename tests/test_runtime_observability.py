@@ -17,10 +17,11 @@ import pytest
 from runtime_fakes import CLUSTER_GROUPS, RecordingRunner, fake_node, touch
 from training_runtime.accelerators import Accelerators
 from training_runtime.errors import StepFailed
+from training_runtime.groups import GroupSpec
 from training_runtime.metrics.catalog import dcgm_counters_csv
 from training_runtime.metrics.layout import GPU_JOB_DIR, TEXTFILE_DIR
 from training_runtime.options import OptionsError, parse_options
-from training_runtime.params import GroupSpec, MetricsTarget, ParametersError, ProvisioningParameters
+from training_runtime.params import MetricsTarget, ParametersError, ProvisioningParameters
 from training_runtime.steps import observability as obs
 from training_runtime.steps.catalog import steps_for
 from training_runtime.steps.health import EPILOG_PROGRAM, PROLOG_PROGRAM, HealthPrograms, health_steps

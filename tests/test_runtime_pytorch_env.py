@@ -17,6 +17,7 @@ from runtime_fakes import RecordingRunner, fake_node, touch
 from training_runtime.errors import StepFailed
 from training_runtime.node import Node
 from training_runtime.options import options_problems
+from training_runtime.pins import NEURON_TORCH_SERIES
 from training_runtime.retry import NotReady, RetryPolicy
 from training_runtime.run import Result
 from training_runtime.steps.pytorch_env import (
@@ -312,6 +313,7 @@ def test_trainium_nodes_get_the_pinned_torch_neuronx_stack(tmp_path: Path, share
         [env + "/bin/python", "-c", "import torch, torch_neuronx; print(torch.__version__)"],
     ]
     assert TORCH_NEURONX == "torch-neuronx==2.9.0.2.12.22436"
+    assert NEURON_TORCH_SERIES == "2.9"  # derived from the pin above
     assert json.loads(node.path(env + "/.complete").read_text())["flavor"] == "neuron"
     cpu = make_node(tmp_path / "login", shared, "login-1", pytorch={"version": "2.9.0", "index_url": CU124})
     assert env_of(cpu) != env  # CPU/GPU nodes get the default flavour, in its own environment

@@ -486,6 +486,13 @@ def test_slurmdbd_conf_reports_every_problem_without_the_password() -> None:
     assert "has space" not in message
 
 
+def test_slurmdbd_storage_port_is_a_tcp_port() -> None:
+    assert "StoragePort=65535" in dbd(storage_port=65535) and "StoragePort=1\n" in dbd(storage_port=1)
+    for bad in (0, 65536, True):
+        with pytest.raises(RenderError, match=r"storage_port: got .*; expected a TCP port from 1 to 65535"):
+            dbd(storage_port=bad)
+
+
 # --- hostlist ---------------------------------------------------------------------------------------
 
 
@@ -515,6 +522,7 @@ def test_expand_follows_slurms_width_rule() -> None:
     assert expand("w[9-11]") == ["w9", "w10", "w11"]
     assert expand("w[098-101]") == ["w098", "w099", "w100", "w101"]
     assert expand("r[1-2]n[01-02]x,ctl") == ["r1n01x", "r1n02x", "r2n01x", "r2n02x", "ctl"]
+    assert expand("a[1-3,05],b-[1-2]x[1-2],c") == ["a1", "a2", "a3", "a05", "b-1x1", "b-1x2", "b-2x1", "b-2x2", "c"]
     assert expand("") == []
 
 

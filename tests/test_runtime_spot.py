@@ -20,9 +20,9 @@ import pytest
 from runtime_fakes import CLUSTER_GROUPS, RecordingRunner, fake_node, running_daemon
 from training_runtime import checkpoint
 from training_runtime.checkpoint.interrupt import CHECKPOINT_SIGNAL
+from training_runtime.groups import GroupSpec
 from training_runtime.health.remedy import Situation, parse_node_state, plan_actions
 from training_runtime.health.results import PERIODIC
-from training_runtime.params import GroupSpec
 from training_runtime.spot import INSTANCE_ACTION_PATH, TOKEN_PATH, Imds, ImdsError, Notice, Watcher
 from training_runtime.steps.catalog import steps_for
 from training_runtime.steps.daemon import RunningDaemon

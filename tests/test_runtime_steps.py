@@ -289,6 +289,26 @@ def test_ssh_keys_are_made_once_and_authorised(tmp_path: Path) -> None:
     assert not step.needed(node)
 
 
+def test_a_held_key_lock_on_shared_storage_fails_at_its_deadline_naming_the_holder(tmp_path: Path) -> None:
+    """Another node making alice's key pair (or hung on the mount while holding the lock) never hangs this one."""
+    import fcntl
+
+    from training_runtime.retry import RetryPolicy
+
+    runner = RecordingRunner()
+    node = fake_node(tmp_path, runner=runner)
+    touch(tmp_path, "/fsx/home/alice/.ssh/.keygen.lock", "workers-2")
+    with open(tmp_path / "fsx/home/alice/.ssh/.keygen.lock") as other:
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held the way another node's flock holds it
+        quick = RetryPolicy(attempts=None, base_s=0.01, cap_s=0.02, deadline_s=0.2)
+        with pytest.raises(StepFailed, match=r"gave up after 0 s waiting for .*/\.keygen\.lock \(held by workers-2\)"):
+            SshBetweenNodes([ALICE], wait=quick).apply(node)
+    assert runner.ran("runuser", "-u", "alice", "--", "ssh-keygen") == []
+    SshBetweenNodes([ALICE], wait=quick).apply(node)  # released: the next run takes it and makes the key
+    assert len(runner.ran("runuser", "-u", "alice", "--", "ssh-keygen")) == 1
+    assert (tmp_path / "fsx/home/alice/.ssh/.keygen.lock").read_text() == node.instance.name
+
+
 # --- slurm -------------------------------------------------------------------------------------
 
 
@@ -323,7 +343,7 @@ def test_slurm_conf_follows_the_resource_config(tmp_path: Path) -> None:
 
 
 def test_a_group_with_smt_on_declares_its_hardware_threads(tmp_path: Path) -> None:
-    from training_runtime.params import GroupSpec
+    from training_runtime.groups import GroupSpec
     from training_runtime.steps.installed import node_facts
 
     groups = (

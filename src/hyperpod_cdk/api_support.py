@@ -176,6 +176,7 @@ def api_rule(
 
             noted.__doc__ = check.__doc__
             noted.__name__ = check.__name__
+            noted.__module__ = check.__module__  # the rule's report order is its module's (rules.RULE_MODULES)
             register(row.rule, section, field, needs=needs, level=row.level, source=row.cited)(noted)
             return check
         registered: Callable[..., Iterable[Problem]] = register(

@@ -320,17 +320,22 @@ class ClusterConfig(_Model):
 
         return check(ClusterView.of_config(self, region=region, previous=previous))
 
-    def check(self, source: str = "cluster configuration", region: str | None = None) -> list[Problem]:
-        """Raise :class:`ConfigurationError` listing every error; return the warnings."""
+    def warnings_if_valid(self, source: str = "cluster configuration", region: str | None = None) -> list[Problem]:
+        """Raise :class:`ConfigurationError` listing every error; when there is none, return the warnings."""
         found = self.problems(region)
         raise_if_any(source, errors(found))
         return warnings(found)
+
+    def check(self, source: str = "cluster configuration", region: str | None = None) -> list[Problem]:
+        """The former name of :meth:`warnings_if_valid` (it raises on errors and returns the warnings), kept so
+        callers keep working; use :meth:`warnings_if_valid`."""
+        return self.warnings_if_valid(source, region)
 
 
 def load_config(path: str | Path, region: str | None = None) -> ClusterConfig:
     """Read a YAML or JSON file; raises ConfigurationError listing every error with its field path."""
     config = parse_model(load_file(path), str(path))
-    config.check(str(path), region=region)
+    config.warnings_if_valid(str(path), region=region)
     return config
 
 
@@ -346,7 +351,7 @@ def load_file(path: str | Path) -> Any:
 def parse_config(data: Any, source: str = "cluster configuration", region: str | None = None) -> ClusterConfig:
     """The config from parsed data, checked by every rule; ConfigurationError lists every error."""
     config = parse_model(data, source)
-    config.check(source, region=region)
+    config.warnings_if_valid(source, region=region)
     return config
 
 

@@ -14,19 +14,23 @@ from typing import Annotated, Any
 from pydantic import ConfigDict, ValidatorFunctionWrapHandler, WrapValidator
 from pydantic.dataclasses import dataclass
 
-from training_runtime.params import (
-    API_DRIVEN,
-    COMPUTE,
-    CONTROLLER,
-    LIFECYCLE_DRIVEN,
-    LOGIN,
-    ON_DEMAND,
-    SPOT,
-    GroupSpec,
-)
+from training_runtime.groups import COMPUTE, CONTROLLER, LOGIN, ON_DEMAND, SPOT, GroupSpec
+from training_runtime.params import API_DRIVEN, LIFECYCLE_DRIVEN
 from training_runtime.params import DEFAULT_FSX_MOUNT_PATH as DEFAULT_FSX_MOUNT_PATH
 
 DEFAULT_LIFECYCLE_PREFIX = "lifecycle/"
+DEFAULT_THROUGHPUT_MB_PER_TIB = 250
+"""A new PERSISTENT_2 Lustre file system's per-unit storage throughput (MB/s/TiB) when the config sets none
+(the FSx API requires ``PerUnitStorageThroughput`` for PERSISTENT types: CreateFileSystemLustreConfiguration).
+The constructs apply it; the storage rules name it in their message."""
+
+
+def cluster_log_group(cluster_name: str, cluster_id: str) -> str:
+    """The CloudWatch Logs group HyperPod sends a cluster's lifecycle-script and health-agent output to (it
+    creates the group when the first node runs its lifecycle script; AWS's managed policy
+    AmazonSageMakerClusterInstanceRolePolicy grants ``log-group:/aws/sagemaker/Clusters/*``). The parts may be
+    CDK tokens. Used by the observability construct (a metric filter) and the operator CLI (``logs``)."""
+    return f"/aws/sagemaker/Clusters/{cluster_name}/{cluster_id}"
 
 
 class SlurmMode(enum.StrEnum):

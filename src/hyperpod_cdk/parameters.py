@@ -15,8 +15,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from hyperpod_cdk.accounting import slurmdbd_owner
+from training_runtime.groups import GroupSpec
 from training_runtime.options import OptionsError, parse_options
-from training_runtime.params import SLURMDBD_BY_RUNTIME, GroupSpec, MetricsTarget, ProvisioningParameters
+from training_runtime.params import SLURMDBD_BY_RUNTIME, MetricsTarget, ProvisioningParameters
 
 
 class HasGroupSpec(Protocol):

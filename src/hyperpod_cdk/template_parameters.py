@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from hyperpod_cdk.model import pascal_case
 from hyperpod_cdk.rules.registry import rule_doc
 from hyperpod_cdk.rules.repositories import S3_PREFIX_PARAMETER, bucket_name_pattern, prefix_default
-from training_runtime.params import MAX_NAME_LENGTH, NAME_PATTERN
+from training_runtime.groups import MAX_NAME_LENGTH, NAME_PATTERN
 
 if TYPE_CHECKING:
     from hyperpod_cdk.config import ClusterConfig

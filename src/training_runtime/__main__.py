@@ -13,7 +13,6 @@ naming what failed.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import os
 import sys
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 from training_runtime.errors import InputError, StepFailed
+from training_runtime.files import HolderLock
 from training_runtime.health import main as health_main
 from training_runtime.launch import main as launch_main
 from training_runtime.log import FAILURE_MARKER, log
@@ -32,9 +32,9 @@ from training_runtime.params import (
     ParametersError,
     ProvisioningParameters,
 )
-from training_runtime.paths import STATE_DIR
+from training_runtime.paths import RESOURCE_CONFIG_PATH, STATE_DIR
 from training_runtime.plan import StepError, apply_plan, describe_plan, step_status
-from training_runtime.resources import DEFAULT_PATH, ResourceConfig, ResourceConfigError
+from training_runtime.resources import ResourceConfig, ResourceConfigError
 from training_runtime.retry import NotReady, RetryPolicy
 from training_runtime.run import CommandError, Runner
 from training_runtime.steps.catalog import steps_for
@@ -109,7 +109,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument(
         "--resource-config",
         type=Path,
-        default=Path(os.environ.get("SAGEMAKER_RESOURCE_CONFIG_PATH", DEFAULT_PATH)),
+        default=Path(os.environ.get("SAGEMAKER_RESOURCE_CONFIG_PATH", RESOURCE_CONFIG_PATH)),
     )
     parser.add_argument("--ip", action="append", default=[], help="this node's IP (default: from hostname -I)")
     parser.add_argument("--json", action="store_true", help="plan/status: one JSON object per step")
@@ -148,7 +148,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     return 0
 
 
-LOCK_WAIT = RetryPolicy(attempts=100000, base_s=1.0, cap_s=10.0, deadline_s=1800.0)
+LOCK_WAIT = RetryPolicy(attempts=None, base_s=1.0, cap_s=10.0, deadline_s=1800.0)
 """How long a bootstrap waits for an earlier one on the same node: 30 minutes, then it fails clearly."""
 
 
@@ -158,38 +158,25 @@ class BootstrapLock:
     behind it forever."""
 
     def __init__(self, node: Node, wait: RetryPolicy = LOCK_WAIT) -> None:
-        self.path = node.path(STATE_DIR + "/bootstrap.lock")
+        self.lock = HolderLock(node.path(STATE_DIR + "/bootstrap.lock"))
         self.wait = wait
 
     def __enter__(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.handle = open(str(self.path), "a+")
-
-        def take() -> None:
-            try:
-                fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise NotReady("another bootstrap holds {}".format(self.path)) from None
-
+        self.lock.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self.wait.call(take, what="the bootstrap lock")
+            self.lock.take(self.wait, what="the bootstrap lock")
         except NotReady:
-            self.handle.seek(0)
-            holder = self.handle.read().strip() or "unknown"
-            self.handle.close()
+            holder = self.lock.holder() or "unknown"
             raise StepFailed(
                 "another bootstrap (pid {}) has held {} for {:.0f} s or more; it may hang. Fix: find it with "
                 "`ps -fp {}`, stop it if it is stuck, and re-run".format(
-                    holder, self.path, self.wait.deadline_s, holder
+                    holder, self.lock.path, self.wait.deadline_s, holder
                 )
             ) from None
-        self.handle.seek(0)
-        self.handle.truncate()
-        self.handle.write(str(os.getpid()))
-        self.handle.flush()
+        self.lock.record(str(os.getpid()))
 
     def __exit__(self, *exc: Any) -> None:
-        self.handle.close()
+        self.lock.release()
 
 
 def fail(name: str, error: BaseException) -> int:

@@ -2,11 +2,9 @@
 
 The launcher and the health checks run long after the lifecycle scripts, as any user, and without the
 parameters file or HyperPod's resource config (both are root-only or gone by then). Bootstrap therefore
-writes the facts they need to :data:`FACTS_PATH` (world-readable, nothing secret), and installs a copy of
-this package under :data:`INSTALL_DIR` so they can run as ``PYTHONPATH=/opt/hyperpod-cdk/lib python3 -m
-training_runtime ...``.
-
-Runs on the node's system Python (3.8 and newer), so: stdlib only, ``typing`` generics.
+writes the facts they need to :data:`~training_runtime.paths.FACTS_PATH` (world-readable, nothing secret),
+and installs a copy of this package under :data:`~training_runtime.paths.INSTALL_DIR` so they can run as
+``PYTHONPATH=/opt/hyperpod-cdk/lib python3 -m training_runtime ...``.
 """
 
 from __future__ import annotations
@@ -17,13 +15,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 
 from training_runtime.hardware import NodeHardware
-
-HOME = "/opt/hyperpod-cdk"
-INSTALL_DIR = HOME + "/lib"
-"""Holds the ``training_runtime`` package as installed on the node (not the lifecycle prefix's copy)."""
-BIN_DIR = HOME + "/bin"
-"""Programs Slurm runs (health check, prolog) and the ``hyperpod-launch`` wrapper."""
-FACTS_PATH = "/etc/hyperpod-cdk/node.json"
+from training_runtime.paths import FACTS_PATH
 
 
 class FactsError(RuntimeError):

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
 import tempfile
 from pathlib import Path
-from typing import List, Optional, Tuple, Union
+from typing import Any, List, Optional, Tuple, Union
 
+from training_runtime.errors import StepFailed
 from training_runtime.node import Node
+from training_runtime.retry import NotReady, RetryPolicy
 
 Content = Union[str, bytes]
 BEGIN = "# BEGIN hyperpod-cdk {}"
@@ -127,3 +131,69 @@ def mount_points(root: Path) -> List[str]:
 def is_mountpoint(node: Node, path: str) -> bool:
     """Whether ``path`` is a mount point, read from the node's mount table."""
     return (path.rstrip("/") or "/") in mount_points(node.root)
+
+
+class HolderLock:
+    """An exclusive, non-blocking ``flock`` on ``path`` whose holder records who it is, so that whoever gives
+    up waiting can name it. Never blocks: :meth:`take` retries under a :class:`RetryPolicy` whose deadline
+    always ends the wait (a lock on shared storage held by a hung node must not hang this one too).
+
+    A process that dies loses its lock with it; on FSx for Lustre (mounted with ``flock``) the lock is
+    cluster-wide."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fd: Optional[int] = None
+
+    def acquire(self) -> bool:
+        """Take the lock if it is free; False if another open file description holds it."""
+        fd = os.open(str(self.path), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        except OSError as error:
+            os.close(fd)
+            if error.errno in (errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOLCK, errno.EINVAL):
+                raise StepFailed(
+                    "cannot lock {} ({}): the file system does not support flock. Fix: mount FSx for "
+                    "Lustre with the flock option".format(self.path, error)
+                ) from None
+            raise
+        self.fd = fd
+        return True
+
+    def take(self, wait: RetryPolicy, what: str) -> None:
+        """Acquire within ``wait``'s attempts and deadline; raises :class:`NotReady` when they run out."""
+
+        def attempt() -> None:
+            if not self.acquire():
+                raise NotReady("{} is held ({})".format(self.path, self.holder() or "holder unknown"))
+
+        wait.call(attempt, what=what)
+
+    def record(self, text: str) -> None:
+        """Say who holds the lock, for the error message of a process that gives up waiting."""
+        if self.fd is not None:
+            os.ftruncate(self.fd, 0)
+            os.pwrite(self.fd, text.encode(), 0)
+
+    def holder(self) -> str:
+        """What the holder recorded ("" if nothing, or no file)."""
+        try:
+            return self.path.read_text().strip()
+        except (FileNotFoundError, NotADirectoryError):
+            return ""
+
+    def release(self) -> None:
+        if self.fd is not None:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
+
+    def __enter__(self) -> "HolderLock":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()

@@ -1,14 +1,12 @@
 """The rules on a cluster's instance groups as a whole (names, roles, partitions), shared by the constructs,
 ``hyperpod-cdk validate`` and the node, which re-checks the parameters file it reads.
-
-Runs on the node's system Python (3.8 and newer), so: stdlib only, ``typing`` generics.
 """
 
 from __future__ import annotations
 
 from typing import Dict, List
 
-from training_runtime.params import (
+from training_runtime.groups import (
     COMPUTE,
     CONTROLLER,
     LOGIN,

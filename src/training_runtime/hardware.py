@@ -11,8 +11,6 @@ an instance. A group's ``threads_per_core`` reaches the node in the parameters f
 SMT on (2) declares twice the CPUs and ``ThreadsPerCore=2``.
 Declaring fewer CPUs than a node has is harmless (Slurm schedules what slurm.conf says); declaring more
 makes slurmctld drain the node ("Low socket*core*thread count"), so the table errs low.
-
-Runs on the node's system Python (3.8 and newer), so: stdlib only, ``typing`` generics.
 """
 
 from __future__ import annotations

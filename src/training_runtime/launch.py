@@ -18,8 +18,6 @@ Run it from a batch script (``sbatch``), on the first node of the allocation. It
 
 ``--dry-run`` prints the environment, the srun command and the torchrun command each node will run,
 exactly as they would be executed, and runs nothing.
-
-Runs on the node's system Python (3.8 and newer), so: stdlib only, ``typing`` generics.
 """
 
 from __future__ import annotations

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Optional, Sequence, Tuple
 
+from training_runtime.groups import COMPUTE, CONTROLLER, LOGIN, GroupSpec
 from training_runtime.options import RuntimeOptions, parse_options
-from training_runtime.params import COMPUTE, CONTROLLER, LOGIN, GroupSpec, ProvisioningParameters
+from training_runtime.params import ProvisioningParameters
 from training_runtime.paths import RUNTIME_DIR_ON_SHARED
 from training_runtime.resources import (
     Instance,

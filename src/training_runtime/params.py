@@ -4,18 +4,21 @@ The constructs produce this file into the lifecycle-script prefix; every node re
 HyperPod's own keys (``version``, ``workload_manager``, ``controller_group``, ``login_group``,
 ``worker_groups``, ``fsx_dns_name``, ``fsx_mountname``) keep the names and shapes HyperPod reads;
 everything of ours lives under the single key ``hyperpod_cdk``.
-
-Runs on the node's system Python (3.8 and newer), so: stdlib only, ``typing`` generics.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from training_runtime.errors import InputError
+from training_runtime.group_rules import group_problems
+from training_runtime.groups import CAPACITIES
+from training_runtime.groups import COMPUTE as COMPUTE  # re-exported for hyperpod_local until it imports .groups
+from training_runtime.groups import CONTROLLER as CONTROLLER
+from training_runtime.groups import LOGIN as LOGIN
+from training_runtime.groups import GroupSpec as GroupSpec
 
 CONTRACT_VERSION = 2
 """Version of the ``hyperpod_cdk`` section; bump it when a key changes meaning.
@@ -57,70 +60,16 @@ DEFAULT_FSX_MOUNT_PATH = "/fsx"
 
 ENTRYPOINT_BY_MODE = {LIFECYCLE_DRIVEN: "on_create.sh", API_DRIVEN: "on_init_complete.sh"}
 
-CONTROLLER = "controller"
-LOGIN = "login"
-COMPUTE = "compute"
-ROLES = (CONTROLLER, LOGIN, COMPUTE)
-
-SPOT = "spot"
-ON_DEMAND = "on-demand"
-CAPACITIES = (SPOT, ON_DEMAND)
-"""A group's ``capacity``: where its instances come from (HyperPod's ``CapacityRequirements``)."""
-
 SLURMDBD_BY_RUNTIME = "runtime"
 SLURMDBD_BY_HYPERPOD = "hyperpod"
 SLURMDBD_OWNERS = (SLURMDBD_BY_RUNTIME, SLURMDBD_BY_HYPERPOD)
 """Who configures and runs slurmdbd on the controller (``hyperpod_cdk.slurmdbd_owner``)."""
-
-NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
-"""Cluster, instance-group and partition names (HyperPod's pattern, also valid Slurm names)."""
-MAX_NAME_LENGTH = 63
-"""Cluster and instance-group names (HyperPod)."""
-MAX_PARTITION_LENGTH = 128
-"""Slurm partition names (the renderer's limit too)."""
 
 
 class ParametersError(InputError):
     """The parameters file is malformed; ``problems`` lists every one of them."""
 
     subject = "provisioning parameters"
-
-
-@dataclass(frozen=True)
-class GroupSpec:
-    """What the runtime needs to know about one instance group."""
-
-    name: str
-    role: str
-    instance_type: Optional[str]
-    """The SageMaker instance type; None when the template leaves it to a parameter (the node then takes it
-    from HyperPod's resource config before any step runs)."""
-    partition: Optional[str] = None
-    threads_per_core: int = 1
-    """HyperPod's ``ThreadsPerCore`` for the group: 1 (SMT off) or 2 (SMT on); sizes the node in slurm.conf."""
-    instance_types: Tuple[str, ...] = ()
-    """A flexible group's candidate types in priority order (``InstanceRequirements.InstanceTypes``); its nodes
-    may differ in type, so ``instance_type`` is None and each node's own type comes from the resource config."""
-    capacity: Optional[str] = None
-    """``spot``, ``on-demand``, or None (not said: HyperPod's default, On-Demand). A Spot group's compute
-    nodes watch for EC2's interruption notice (:mod:`training_runtime.spot`)."""
-
-    @property
-    def flexible(self) -> bool:
-        return bool(self.instance_types)
-
-    @property
-    def is_spot(self) -> bool:
-        return self.capacity == SPOT
-
-    @property
-    def resolved_type(self) -> str:
-        """The instance type, known on a node once :class:`training_runtime.node.Node` has resolved it."""
-        if self.instance_type is None:
-            raise ValueError(
-                "instance group {!r}: the instance type was not resolved from the resource config".format(self.name)
-            )
-        return self.instance_type
 
 
 INSECURE_SCHEMES = ("http://",)
@@ -457,8 +406,6 @@ def _parse_groups(raw: Any, path: str, problems: List[str]) -> List[GroupSpec]:
                 )
             )
     if len(groups) == len(raw):
-        from training_runtime.group_rules import group_problems  # it imports this module's definitions
-
         problems.extend(group_problems(groups, path))
     return groups
 

@@ -2,7 +2,7 @@
 
 The launcher, the health checks and the checkpoint helpers run long after bootstrap, so they must not
 import bootstrap machinery (``plan``, ``steps``, ``apt``) for a path or a program name: those facts live
-here, once. Runs on the node's system Python (3.8 and newer): stdlib only.
+here, once.
 """
 
 from __future__ import annotations
@@ -13,6 +13,25 @@ DONE_MARKER = STATE_DIR + "/bootstrap.done"
 """Written last by a bootstrap that converged; removed first by the next run."""
 RUNTIME_DIR_ON_SHARED = ".hyperpod-cdk"
 """Directory on the shared file system for cluster-wide state (munge key, environments, locks)."""
+
+HOME = "/opt/hyperpod-cdk"
+INSTALL_DIR = HOME + "/lib"
+"""Holds the ``training_runtime`` package as installed on the node (not the lifecycle prefix's copy)."""
+BIN_DIR = HOME + "/bin"
+"""Programs Slurm runs (health check, prolog) and the ``hyperpod-launch`` wrapper."""
+FACTS_PATH = "/etc/hyperpod-cdk/node.json"
+"""The node's facts for job-time tools (:mod:`training_runtime.facts`)."""
+
+RESOURCE_CONFIG_PATH = "/opt/ml/config/resource_config.json"
+"""Where HyperPod writes the cluster's resource config; ``SAGEMAKER_RESOURCE_CONFIG_PATH`` overrides it."""
+
+SLURM_LOG_DIR = "/var/log/slurm"
+"""slurmctld's, slurmd's and slurmdbd's log files (``SlurmctldLogFile``, ``SlurmdLogFile``, ``LogFile``)."""
+SLURMD_SPOOL_DIR = "/var/spool/slurmd"
+"""slurmd's ``SlurmdSpoolDir`` (Slurm's default): job scripts and state on a compute node's own disk."""
+SLURMCTLD_STATE_DIR = "/var/spool/slurmctld"
+"""slurmctld's ``StateSaveLocation`` with one controller (on its own disk), and Slurm's default where a
+slurm.conf names none."""
 
 FI_INFO = "/opt/amazon/efa/bin/fi_info"
 """libfabric's probe, as the EFA installer puts it."""

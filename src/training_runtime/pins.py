@@ -1,7 +1,7 @@
 """Every pinned version of outside software the runtime installs, in one place.
 
 Moving a cluster forward means changing a line here (and the tests that pin the same figures on purpose,
-as an independent transcription). Runs on the node's system Python (3.8 and newer): stdlib only.
+as an independent transcription).
 """
 
 from __future__ import annotations
@@ -40,8 +40,9 @@ NEURON_PACKAGES: Tuple[Tuple[str, str], ...] = (
 NEURON_PIP_INDEX = "https://pip.repos.neuron.amazonaws.com"
 TORCH_NEURONX = "torch-neuronx==2.9.0.2.12.22436"
 NEURONX_CC = "neuronx-cc==2.23.6484.0"
-NEURON_TORCH_SERIES = "2.9"
-"""torch-neuronx 2.9.0.x runs on PyTorch 2.9; the last PyTorch/XLA line that Neuron supports for training."""
+NEURON_TORCH_SERIES = ".".join(TORCH_NEURONX.split("==")[1].split(".")[:2])
+"""The PyTorch series the pinned torch-neuronx runs on, from its version (``2.9.0.x`` runs on PyTorch 2.9): the
+last PyTorch/XLA line that Neuron supports for training."""
 NEURON_PYTHONS = ("3.10", "3.11", "3.12")
 """Python versions the pinned torch-neuronx and neuronx-cc wheels exist for (Neuron 2.28.1 manifest)."""
 

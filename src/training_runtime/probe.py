@@ -2,7 +2,7 @@
 
 A write to a hung Lustre mount blocks in the kernel, and no retry can interrupt it; only a child process
 can be abandoned at the deadline. Bootstrap (``steps/storage.py``) and the health checks ask the same
-question this one way. Runs on the node's system Python (3.8 and newer): stdlib only.
+question this one way.
 """
 
 from __future__ import annotations

@@ -9,8 +9,6 @@ A :class:`RuleBook` holds small rules, each a function with an id, the section o
 what it needs and a one-line docstring that becomes its documentation (``docs/rules.md``). The node
 runtime keeps its rules (runtime options, users, instance groups) in books here; ``hyperpod_cdk.rules``
 registers them next to the construct-side rules so ``hyperpod-cdk validate`` and synth run all of them.
-
-Runs on the node's system Python (3.8 and newer), so: stdlib only, ``typing`` generics.
 """
 
 from __future__ import annotations

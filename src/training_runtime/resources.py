@@ -12,10 +12,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from training_runtime.errors import InputError
-from training_runtime.params import GroupSpec, ProvisioningParameters
-
-DEFAULT_PATH = "/opt/ml/config/resource_config.json"
-"""Where HyperPod writes the file; ``SAGEMAKER_RESOURCE_CONFIG_PATH`` overrides it."""
+from training_runtime.groups import GroupSpec
+from training_runtime.params import ProvisioningParameters
 
 
 class ResourceConfigError(InputError):

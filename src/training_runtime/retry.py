@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass
-from typing import Callable, Tuple, Type, TypeVar
+from typing import Callable, Optional, Tuple, Type, TypeVar
 
 from training_runtime.log import log
 
@@ -18,14 +18,16 @@ class NotReady(RuntimeError):
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    attempts: int = 8
+    """Retry until ``attempts`` tries (``None``: no cap, the deadline alone bounds it) or ``deadline_s``."""
+
+    attempts: Optional[int] = 8
     base_s: float = 1.0
     cap_s: float = 30.0
     deadline_s: float = 600.0
 
     def delay(self, attempt: int) -> float:
         """Seconds to wait after failed ``attempt`` (1-based): full jitter over the capped exponential."""
-        return random.uniform(0, min(self.cap_s, self.base_s * (2 ** (attempt - 1))))
+        return random.uniform(0, min(self.cap_s, self.base_s * (2 ** min(attempt - 1, 60))))  # 2**1024 overflows
 
     def call(
         self,
@@ -44,7 +46,7 @@ class RetryPolicy:
                 return action()
             except retry_on as error:
                 waited = clock() - started
-                if attempt >= self.attempts or waited >= self.deadline_s:
+                if (self.attempts is not None and attempt >= self.attempts) or waited >= self.deadline_s:
                     log("retry_gave_up", what=what, attempts=attempt, waited_s=round(waited, 1), error=str(error))
                     raise
                 pause = min(self.delay(attempt), max(0.0, self.deadline_s - waited))

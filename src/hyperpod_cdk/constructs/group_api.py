@@ -18,7 +18,7 @@ from hyperpod_cdk.model import (
     ScheduledUpdate,
 )
 from training_runtime.options import AccountingOptions
-from training_runtime.steps.accounting import DB_NAME
+from training_runtime.render.slurmdbd_conf import DATABASE_NAME
 
 Cfn = sagemaker.CfnCluster
 
@@ -104,7 +104,7 @@ def accounting_database(accounting: AccountingOptions) -> Any:
     # RT-ACCOUNTING-EXTERNAL requires both for an external database before anything renders.
     assert accounting.host is not None and accounting.password_secret_arn is not None
     return Cfn.ClusterAccountingDatabaseProperty(
-        endpoint=accounting.host, port=accounting.port, secret_arn=accounting.password_secret_arn, name=DB_NAME
+        endpoint=accounting.host, port=accounting.port, secret_arn=accounting.password_secret_arn, name=DATABASE_NAME
     )
 
 

@@ -36,8 +36,7 @@ from hyperpod_cdk.constructs.alert_rules import (
 from hyperpod_cdk.constructs.checks import check_props
 from hyperpod_cdk.constructs.cluster import HyperPodCluster
 from hyperpod_cdk.errors import raise_if_any
-from hyperpod_cdk.model import NodeProvisioningMode
-from hyperpod_cdk.ops.lookup import cluster_log_group
+from hyperpod_cdk.model import NodeProvisioningMode, cluster_log_group
 from hyperpod_cdk.rules.observability import WORKSPACE_ARN
 from training_runtime.params import MetricsTarget
 

@@ -15,9 +15,8 @@ from constructs import Construct
 from hyperpod_cdk.config import DataRepositoryConfig, ExistingFileSystemConfig, StorageConfig
 from hyperpod_cdk.constructs.checks import check_props
 from hyperpod_cdk.constructs.network import ClusterNetwork
-from hyperpod_cdk.model import ALL_EVENTS, DataRepositoryEvent, pascal_case
+from hyperpod_cdk.model import ALL_EVENTS, DEFAULT_THROUGHPUT_MB_PER_TIB, DataRepositoryEvent, pascal_case
 from hyperpod_cdk.rules.repositories import prefix_default
-from hyperpod_cdk.rules.storage import DEFAULT_THROUGHPUT
 
 _DEFAULTS = StorageConfig()
 """The config file's defaults are the props' defaults (one definition)."""
@@ -157,7 +156,7 @@ class LustreStorage(Construct):
             paths={"storage": ""},
         )
         if existing is None and throughput_mb_per_tib is None and deployment_type.name == "PERSISTENT_2":
-            throughput_mb_per_tib = DEFAULT_THROUGHPUT
+            throughput_mb_per_tib = DEFAULT_THROUGHPUT_MB_PER_TIB
 
         self._efa_enabled = efa_enabled and existing is None
         self.file_system: fsx.IFileSystem

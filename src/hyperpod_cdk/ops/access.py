@@ -14,9 +14,9 @@ import shlex
 import tempfile
 from pathlib import Path
 
-from hyperpod_cdk.ops.aws import Aws
+from hyperpod_cdk.aws.clients import Aws
+from hyperpod_cdk.aws.errors import Exit, OpsError
 from hyperpod_cdk.ops.context import OpsContext
-from hyperpod_cdk.ops.errors import Exit, OpsError
 from hyperpod_cdk.ops.lookup import Cluster, Node, get_cluster, list_nodes, pick_node
 from hyperpod_cdk.ops.render import print_json
 

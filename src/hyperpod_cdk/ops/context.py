@@ -11,22 +11,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from hyperpod_cdk.aws.session import make_session
+
 if TYPE_CHECKING:
     import boto3
     from rich.console import Console
 
 
-def make_session(profile: str | None, region: str | None) -> boto3.session.Session:
-    """A boto3 Session: --profile / --region first, then AWS_PROFILE and AWS_REGION (which botocore alone does
-    not read; it reads AWS_DEFAULT_REGION), then the config files. AWS_ENDPOINT_URL is botocore's own."""
-    import boto3
-
-    return boto3.session.Session(profile_name=profile, region_name=region or os.environ.get("AWS_REGION") or None)
-
-
 def run_process(argv: Sequence[str]) -> int:
     """Runs a command in the foreground (the terminal stays the user's); returns its exit status."""
-    from hyperpod_cdk.ops.errors import Exit, OpsError
+    from hyperpod_cdk.aws.errors import Exit, OpsError
 
     try:
         return subprocess.call(list(argv))

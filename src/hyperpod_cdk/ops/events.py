@@ -14,9 +14,9 @@ import argparse
 from datetime import UTC, datetime
 from typing import Any
 
-from hyperpod_cdk.ops.aws import Aws, error_code, error_message
+from hyperpod_cdk.aws.clients import Aws, error_code, error_message
+from hyperpod_cdk.aws.errors import Exit, OpsError
 from hyperpod_cdk.ops.context import OpsContext
-from hyperpod_cdk.ops.errors import Exit, OpsError
 from hyperpod_cdk.ops.logs import parse_since
 from hyperpod_cdk.ops.lookup import get_cluster, list_nodes, resolve_nodes
 from hyperpod_cdk.ops.render import print_json, table, when

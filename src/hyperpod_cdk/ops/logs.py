@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from hyperpod_cdk.ops.aws import Aws, error_code
+from hyperpod_cdk.aws.clients import Aws, error_code
+from hyperpod_cdk.aws.errors import Exit, OpsError
 from hyperpod_cdk.ops.context import OpsContext
-from hyperpod_cdk.ops.errors import Exit, OpsError
 from hyperpod_cdk.ops.lookup import LOG_STREAM_PREFIXES, Cluster, get_cluster, list_nodes, log_stream, resolve_nodes
 
 DURATION = re.compile(r"^(\d+)([smhd])$")

@@ -8,15 +8,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from hyperpod_cdk.ops.aws import error_code, error_message
-from hyperpod_cdk.ops.errors import Exit, OpsError
-
-
-def cluster_log_group(cluster_name: str, cluster_id: str) -> str:
-    """The CloudWatch Logs group HyperPod sends a cluster's lifecycle-script and health-agent output to (it
-    creates the group when the first node runs its lifecycle script). The parts may be CDK tokens."""
-    return f"/aws/sagemaker/Clusters/{cluster_name}/{cluster_id}"
-
+from hyperpod_cdk.aws.clients import error_code, error_message
+from hyperpod_cdk.aws.errors import Exit, OpsError
+from hyperpod_cdk.model import cluster_log_group
 
 HOSTNAME = re.compile(r"^ip-(\d{1,3})-(\d{1,3})-(\d{1,3})-(\d{1,3})$")
 """A Slurm node name on HyperPod: the EC2 private DNS name's first label."""

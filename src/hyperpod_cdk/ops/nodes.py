@@ -31,9 +31,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hyperpod_cdk.ops.aws import ACCESS_DENIED, BAD_CREDENTIALS, THROTTLED, Aws, error_code, error_message
+from hyperpod_cdk.aws.clients import ACCESS_DENIED, BAD_CREDENTIALS, THROTTLED, Aws, error_code, error_message
+from hyperpod_cdk.aws.errors import Exit, OpsError
 from hyperpod_cdk.ops.context import OpsContext
-from hyperpod_cdk.ops.errors import Exit, OpsError
 from hyperpod_cdk.ops.lookup import Cluster, Node, get_cluster, list_nodes, resolve_nodes
 from hyperpod_cdk.ops.render import print_json, styled, table
 

@@ -6,7 +6,7 @@ import argparse
 import importlib
 import sys
 
-from hyperpod_cdk.ops.errors import Exit, OpsError
+from hyperpod_cdk.aws.errors import Exit, OpsError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (`hyperpod-cdk --help` stays light)
 
@@ -159,7 +159,7 @@ def _node_choice(parser: Any) -> None:
 
 def run(args: argparse.Namespace, context: OpsContext | None = None) -> int:
     """Runs the operator command ``args`` names; prints one line and returns its status on a known failure."""
-    from hyperpod_cdk.ops.aws import aws_errors
+    from hyperpod_cdk.aws.clients import aws_errors
 
     if context is None:
         from hyperpod_cdk.ops.context import OpsContext

@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from hyperpod_cdk.ops.aws import Aws
+from hyperpod_cdk.aws.clients import Aws
+from hyperpod_cdk.aws.errors import Exit, OpsError
 from hyperpod_cdk.ops.context import OpsContext
-from hyperpod_cdk.ops.errors import Exit, OpsError
 from hyperpod_cdk.ops.lookup import Cluster, get_cluster
 from hyperpod_cdk.ops.render import print_json
 

@@ -19,9 +19,9 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from hyperpod_cdk.ops.aws import ACCESS_DENIED, Aws, error_code, error_message
+from hyperpod_cdk.aws.clients import ACCESS_DENIED, Aws, error_code, error_message
+from hyperpod_cdk.aws.errors import Exit
 from hyperpod_cdk.ops.context import OpsContext
-from hyperpod_cdk.ops.errors import Exit
 from hyperpod_cdk.ops.lookup import Cluster, Node, get_cluster, list_nodes, log_stream
 from hyperpod_cdk.ops.render import node_table, print_json, styled, table, when
 

@@ -10,9 +10,9 @@ import argparse
 import posixpath
 from typing import Any
 
-from hyperpod_cdk.ops.aws import Aws, error_code, error_message
+from hyperpod_cdk.aws.clients import Aws, error_code, error_message
+from hyperpod_cdk.aws.errors import Exit, OpsError
 from hyperpod_cdk.ops.context import OpsContext
-from hyperpod_cdk.ops.errors import Exit, OpsError
 from hyperpod_cdk.ops.render import to_json
 
 # Output names of TrainingClusterStack (stacks/training_cluster.py `_outputs`); tests compare them with the

@@ -11,7 +11,7 @@ from constructs import IConstruct
 
 from hyperpod_cdk.rules.organization import prefixed
 from hyperpod_cdk.rules.repositories import bucket_name_problem
-from training_runtime.params import MAX_NAME_LENGTH, NAME_PATTERN
+from training_runtime.groups import MAX_NAME_LENGTH, NAME_PATTERN
 
 
 @dataclass(frozen=True)

@@ -100,10 +100,10 @@ def publish(
     import tempfile
     from pathlib import Path
 
+    from hyperpod_cdk.aws.clients import aws_errors
+    from hyperpod_cdk.aws.errors import OpsError
+    from hyperpod_cdk.aws.session import make_session
     from hyperpod_cdk.errors import ConfigurationError
-    from hyperpod_cdk.ops.aws import aws_errors
-    from hyperpod_cdk.ops.context import make_session
-    from hyperpod_cdk.ops.errors import OpsError
     from hyperpod_cdk.publishing.synth import synthesize
     from hyperpod_cdk.publishing.upload import PublishError, plan, upload
 

@@ -150,7 +150,7 @@ def check_bucket(s3: Any, bucket: str) -> None:
     """Raises :class:`PublishError` when ``bucket`` is missing or the caller may not use it."""
     from botocore.exceptions import ClientError
 
-    from hyperpod_cdk.ops.aws import ACCESS_DENIED, error_code
+    from hyperpod_cdk.aws.clients import ACCESS_DENIED, error_code
 
     try:
         s3.head_bucket(Bucket=bucket)
@@ -171,7 +171,7 @@ def check_bucket(s3: Any, bucket: str) -> None:
 def _exists(s3: Any, bucket: str, key: str) -> bool:
     from botocore.exceptions import ClientError
 
-    from hyperpod_cdk.ops.aws import error_code
+    from hyperpod_cdk.aws.clients import error_code
 
     try:
         s3.head_object(Bucket=bucket, Key=key)

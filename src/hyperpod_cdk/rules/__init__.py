@@ -1,6 +1,6 @@
 """Every rule the configuration decides, in one registry (no aws_cdk import).
 
-``hyperpod-cdk validate``, ``ClusterConfig.check()`` and the constructs run the same rules: the config
+``hyperpod-cdk validate``, ``ClusterConfig.warnings_if_valid()`` and the constructs run the same rules: the config
 through a :class:`ClusterView` of the whole file, each construct through a view of its own props, with
 CDK tokens skipped (the construct injects ``Token.is_unresolved``; a YAML file never holds tokens).
 ``docs/rules.md`` is generated from this registry (``python -m hyperpod_cdk.rules``).
@@ -8,33 +8,14 @@ CDK tokens skipped (the construct injects ``Token.is_unresolved``; a YAML file n
 
 from __future__ import annotations
 
-# Importing the rule modules registers their rules, in this order (the order problems are reported in).
-from hyperpod_cdk.rules import cluster as _cluster  # noqa: F401
-from hyperpod_cdk.rules import groups as _groups  # noqa: F401
-from hyperpod_cdk.rules import lifecycle as _lifecycle  # noqa: F401
-from hyperpod_cdk.rules import network as _network  # noqa: F401
-from hyperpod_cdk.rules import observability as _observability  # noqa: F401
-from hyperpod_cdk.rules import organization as _organization  # noqa: F401
-from hyperpod_cdk.rules import parameters as _parameters  # noqa: F401
-from hyperpod_cdk.rules import runtime as _runtime  # noqa: F401
-from hyperpod_cdk.rules import storage as _storage  # noqa: F401
+import importlib
 
-# isort: split
-# The rules on the HyperPod API's newer group settings, after the rules they build on.
-from hyperpod_cdk.rules import accounting as _accounting  # noqa: F401
-from hyperpod_cdk.rules import capacity as _capacity  # noqa: F401
-from hyperpod_cdk.rules import flexible as _flexible  # noqa: F401
-from hyperpod_cdk.rules import group_network as _group_network  # noqa: F401
-from hyperpod_cdk.rules import images as _images  # noqa: F401
-from hyperpod_cdk.rules import multihead as _multihead  # noqa: F401
-from hyperpod_cdk.rules import openzfs as _openzfs  # noqa: F401
-from hyperpod_cdk.rules import slurm_api as _slurm_api  # noqa: F401
-from hyperpod_cdk.rules import volumes as _volumes  # noqa: F401
-
-# isort: split
-from hyperpod_cdk.rules.registry import REGISTRY, SECTIONS, all_rules, run
+from hyperpod_cdk.rules.registry import REGISTRY, RULE_MODULES, SECTIONS, all_rules, run
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime.problems import ERROR, WARNING, Problem, Rule, errors, warnings
+
+for _module in RULE_MODULES:  # importing a rule module registers its rules (report order: RULE_MODULES)
+    importlib.import_module("hyperpod_cdk.rules." + _module)
 
 
 def check(view: ClusterView) -> list[Problem]:
@@ -45,6 +26,7 @@ def check(view: ClusterView) -> list[Problem]:
 __all__ = [
     "ERROR",
     "REGISTRY",
+    "RULE_MODULES",
     "SECTIONS",
     "WARNING",
     "ClusterView",

@@ -11,8 +11,9 @@ from hyperpod_cdk.model import DeepHealthCheck, NodeRole
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime.group_rules import GROUP_RULES, group_problems
+from training_runtime.groups import GroupSpec
 from training_runtime.hardware import THREADS_PER_CORE
-from training_runtime.params import LIFECYCLE_DRIVEN, GroupSpec
+from training_runtime.params import LIFECYCLE_DRIVEN
 from training_runtime.problems import WARNING, Problem
 
 MAX_INSTANCE_GROUPS = 100

@@ -10,7 +10,7 @@ from hyperpod_cdk.rules.cluster import tag_problems
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.repositories import S3_PREFIX, bucket_name_problem
 from hyperpod_cdk.rules.view import ClusterView
-from training_runtime.params import MAX_NAME_LENGTH
+from training_runtime.groups import MAX_NAME_LENGTH
 from training_runtime.problems import Problem
 
 BOUNDARY_ARN = re.compile(r"^arn:aws[a-z-]*:iam::([0-9]{12}|aws):policy/[\w+=,.@/-]{1,512}$")

@@ -2,36 +2,51 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from hyperpod_cdk.rules.view import FACTS, ClusterView
+from hyperpod_cdk.rules.view import SECTIONS as SECTIONS  # re-exported: the rule modules import it from here
 from training_runtime.problems import Problem, Rule, RuleBook
 
-if TYPE_CHECKING:
-    from hyperpod_cdk.rules.view import ClusterView
-
-SECTIONS = (
+RULE_MODULES = (
     "cluster",
-    "instance_groups",
-    "network",
+    "groups",
     "storage",
-    "storage_openzfs",
+    "repositories",
     "lifecycle",
-    "runtime",
-    "users",
-    "parameters",
-    "organization",
+    "network",
     "observability",
+    "organization",
+    "parameters",
+    "runtime",
+    # The rules on the HyperPod API's newer group settings, after the rules they build on.
+    "accounting",
+    "capacity",
+    "flexible",
+    "group_network",
+    "images",
+    "multihead",
+    "openzfs",
+    "slurm_api",
+    "volumes",
 )
-"""The config file's sections, in the order the reference lists them."""
-FACTS = ("hardware", "region")
-"""What a rule may need besides sections: the instance catalogue (always there) and the Region (optional)."""
+"""The rule modules (``hyperpod_cdk.rules.<name>``): the package imports each, which registers its rules.
+Problems are reported, and docs/rules.md lists rules, in this order, then in each module's own order:
+explicit here, whatever order the modules happen to be imported in. A new rule module is added here."""
 
 REGISTRY = RuleBook("hyperpod-cdk")
 """Rules that take a :class:`ClusterView`."""
 
 
+def report_position(rule: Rule) -> int:
+    """Where ``rule``'s module stands in :data:`RULE_MODULES` (a rule from an unlisted module is a bug)."""
+    module = rule.check.__module__.rpartition(".")[2]
+    if module not in RULE_MODULES:
+        raise LookupError(f"rule {rule.id} is registered by {rule.check.__module__}; list it in RULE_MODULES")
+    return RULE_MODULES.index(module)
+
+
 def all_rules() -> list[Rule]:
-    return list(REGISTRY.rules)
+    """Every registered rule in report order: by :data:`RULE_MODULES`, then as each module defines them."""
+    return sorted(REGISTRY.rules, key=report_position)
 
 
 def run(view: ClusterView) -> list[Problem]:
@@ -39,7 +54,7 @@ def run(view: ClusterView) -> list[Problem]:
 
     found: list[Problem] = []
     accepted = set(view.accepted) & unconfirmed_rules()
-    for rule in REGISTRY.rules:
+    for rule in all_rules():
         if rule.id in accepted:
             continue
         wanted = {rule.section, *(n for n in rule.needs if n not in FACTS)}

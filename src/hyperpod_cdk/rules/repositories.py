@@ -7,8 +7,9 @@ from collections.abc import Iterator
 
 from hyperpod_cdk.model import pascal_case
 from hyperpod_cdk.rules.registry import REGISTRY
-from hyperpod_cdk.rules.storage import _at, _new
 from hyperpod_cdk.rules.view import ClusterView
+from hyperpod_cdk.rules.view import has_new_storage as _new
+from hyperpod_cdk.rules.view import storage_path as _at
 from training_runtime.problems import WARNING, Problem
 
 MAX_DATA_REPOSITORIES = 8

@@ -6,13 +6,15 @@ import re
 from collections.abc import Iterator
 
 from hyperpod_cdk import instance_catalog
+from hyperpod_cdk.model import DEFAULT_THROUGHPUT_MB_PER_TIB as DEFAULT_THROUGHPUT
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.view import ClusterView
+from hyperpod_cdk.rules.view import has_new_storage as _new
+from hyperpod_cdk.rules.view import storage_path as _at
 from training_runtime.problems import WARNING, Problem
 
 PERSISTENT_THROUGHPUTS = {"PERSISTENT_2": (125, 250, 500, 1000), "PERSISTENT_1": (50, 100, 200)}
 """Per-unit storage throughput (MB/s/TiB) on SSD, by deployment type (FSx CreateFileSystem API)."""
-DEFAULT_THROUGHPUT = 250
 METADATA_IOPS = (1500, 3000, 6000, 12000, *range(24000, 192001, 12000))
 NEW_FILE_SYSTEM_FIELDS = (
     "storage_capacity_gib",
@@ -30,15 +32,6 @@ SECURITY_GROUP_ID = re.compile(r"^sg-([0-9a-f]{8}|[0-9a-f]{17})$")
 DNS_NAME = re.compile(r"^(fs|fc)i?-[0-9a-f]{8,}\..{4,253}$")
 
 rule = REGISTRY.rule
-
-
-def _new(view: ClusterView) -> bool:
-    """Whether the view has a new (not adopted) file system to judge."""
-    return view.storage is not None and view.storage.existing is None
-
-
-def _at(view: ClusterView, field: str) -> str:
-    return view.path("storage", field)
 
 
 def capacity_step(deployment_type: str) -> int:

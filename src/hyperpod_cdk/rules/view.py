@@ -24,6 +24,25 @@ if TYPE_CHECKING:
     )
 
 
+SECTIONS = (
+    "cluster",
+    "instance_groups",
+    "network",
+    "storage",
+    "storage_openzfs",
+    "lifecycle",
+    "runtime",
+    "users",
+    "parameters",
+    "organization",
+    "observability",
+)
+"""The config file's sections, in the order the reference lists them: ``cluster`` (the top-level scalars),
+then ClusterConfig's nested fields in their order (tests/test_rules_reference.py checks it against the model)."""
+FACTS = ("hardware", "region")
+"""What a rule may need besides sections: the instance catalogue (always there) and the Region (optional)."""
+
+
 def never_unresolved(value: Any) -> bool:
     """A config file's values are always concrete (YAML cannot hold a CDK token)."""
     return False
@@ -70,8 +89,6 @@ class ClusterView:
     def of_config(
         cls, config: ClusterConfig, region: str | None = None, previous: ClusterConfig | None = None
     ) -> ClusterView:
-        from hyperpod_cdk.rules.registry import SECTIONS
-
         return cls(
             sections=frozenset(SECTIONS),
             cluster_name=config.cluster_name,
@@ -135,3 +152,13 @@ class ClusterView:
     @property
     def compute_groups(self) -> list[InstanceGroup]:
         return [g for g in self.groups if g.role == "compute"]
+
+
+def storage_path(view: ClusterView, field: str) -> str:
+    """The field path of ``field`` in the ``storage`` section (used by the storage and data repository rules)."""
+    return view.path("storage", field)
+
+
+def has_new_storage(view: ClusterView) -> bool:
+    """Whether the view has a new (not adopted) Lustre file system to judge."""
+    return view.storage is not None and view.storage.existing is None

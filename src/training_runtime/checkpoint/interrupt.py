@@ -15,7 +15,7 @@ for it sees it::
     if stop.requested_anywhere and rank == 0:
         checkpoint.requeue_job()              # the job runs again, elsewhere, from this checkpoint
 
-Runs on the node's system Python (3.8 and newer): stdlib only; ``torch`` is imported inside :func:`any_rank`.
+``torch`` is imported inside :func:`any_rank` only (the rest of the package needs no torch).
 """
 
 from __future__ import annotations

@@ -1,7 +1,4 @@
-"""The on-disk layout of checkpoints and how to read it: torch-free (drills, tools and the save path use it).
-
-Runs on the node's system Python (3.8 and newer), so: stdlib only, ``typing`` generics.
-"""
+"""The on-disk layout of checkpoints and how to read it: torch-free (drills, tools and the save path use it)."""
 
 from __future__ import annotations
 

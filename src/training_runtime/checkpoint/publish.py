@@ -1,7 +1,5 @@
 """The write protocol: prepare a temporary directory, finish it with a manifest, publish it with renames,
 move the pointer, prune. Torch-free; :mod:`training_runtime.checkpoint.torch_io` writes the data.
-
-Runs on the node's system Python (3.8 and newer), so: stdlib only, ``typing`` generics.
 """
 
 from __future__ import annotations

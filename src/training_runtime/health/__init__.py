@@ -17,8 +17,6 @@ is never touched. ``--report`` runs every check, prints the results and changes 
 Everything has a deadline: Slurm kills a HealthCheckProgram after 60 s, and a hung GPU or file system
 must not hang the check, so the checks run in parallel threads and a check still running at the
 deadline counts as failed.
-
-Runs on the node's system Python (3.8 and newer), so: stdlib only, ``typing`` generics.
 """
 
 from training_runtime.health.checks import (

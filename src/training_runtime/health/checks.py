@@ -1,7 +1,4 @@
-"""The checks themselves: each compares the node with its facts and returns ok, skipped or failed.
-
-Runs on the node's system Python (3.8 and newer), so: stdlib only, ``typing`` generics.
-"""
+"""The checks themselves: each compares the node with its facts and returns ok, skipped or failed."""
 
 from __future__ import annotations
 
@@ -32,11 +29,11 @@ from training_runtime.health.results import (
 )
 from training_runtime.node import HYPERPOD, SLURM_LAYOUTS, SlurmLayout, which_under
 from training_runtime.options import HealthOptions
-from training_runtime.paths import DCGM_BINARY, FI_INFO, NEURON_LS, RUNTIME_DIR_ON_SHARED
+from training_runtime.paths import DCGM_BINARY, FI_INFO, NEURON_LS, RUNTIME_DIR_ON_SHARED, SLURMD_SPOOL_DIR
 from training_runtime.probe import PROBE_TIMEOUT_S, probe_argv
 from training_runtime.run import CommandError, Result, Runner
 
-SLURMD_SPOOL = "/var/spool/slurmd"
+SLURMD_SPOOL = SLURMD_SPOOL_DIR
 GIB = 1024**3
 DISK_SHARE = 0.05
 """A file system passes with :attr:`HealthOptions.min_free_disk_gib` free, or 5 % of its size if smaller."""

@@ -1,8 +1,6 @@
 """The health program Slurm runs: checks, then the Slurm changes the results call for, logged as JSON.
 
 ``python3 -m training_runtime health --periodic | --prolog | --report``
-
-Runs on the node's system Python (3.8 and newer), so: stdlib only, ``typing`` generics.
 """
 
 from __future__ import annotations

@@ -2,8 +2,6 @@
 
 The caller (:mod:`training_runtime.health.cli`) reads the node's state and the recovery history, and
 runs and records what :func:`plan_actions` returns.
-
-Runs on the node's system Python (3.8 and newer), so: stdlib only, ``typing`` generics.
 """
 
 from __future__ import annotations

@@ -1,7 +1,4 @@
-"""What a health check found, and the fixed vocabulary of checks, statuses and remedies.
-
-Runs on the node's system Python (3.8 and newer), so: stdlib only, ``typing`` generics.
-"""
+"""What a health check found, and the fixed vocabulary of checks, statuses and remedies."""
 
 from __future__ import annotations
 

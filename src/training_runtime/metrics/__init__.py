@@ -3,5 +3,5 @@
 Slurm prolog and epilog keep for dcgm-exporter (:mod:`.gpu_jobs`).
 
 Job-time and collector code here imports only the standard library and the bottom layer of the runtime,
-never bootstrap machinery (``steps``, ``plan``, ``apt``). Runs on the node's system Python (3.8 and newer).
+never bootstrap machinery (``steps``, ``plan``, ``apt``).
 """

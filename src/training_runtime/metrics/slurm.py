@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from training_runtime.metrics.exposition import Family
+from training_runtime.render.hostlist import expand
 
 NODES = "slurm_nodes"
 NODE_STATE = "slurm_node_state"
@@ -84,46 +85,6 @@ def parse_sinfo(text: str) -> List[NodeRow]:
     return list(rows.values())
 
 
-def expand_hostlist(text: str) -> List[str]:
-    """Slurm's compressed host list: ``a[1-3,05],b-[1-2]x[1-2]`` -> a1 a2 a3 a05 b-1x1 b-1x2 b-2x1 b-2x2."""
-    names: List[str] = []
-    for item in _split_top(text.strip()):
-        names.extend(_expand_one(item))
-    return names
-
-
-def _split_top(text: str) -> List[str]:
-    items, depth, current = [], 0, ""
-    for char in text:
-        if char == "," and depth == 0:
-            if current:
-                items.append(current)
-            current = ""
-            continue
-        depth += {"[": 1, "]": -1}.get(char, 0)
-        current += char
-    if current:
-        items.append(current)
-    return items
-
-
-def _expand_one(item: str) -> List[str]:
-    start = item.find("[")
-    if start < 0:
-        return [item]
-    stop = item.index("]", start)
-    prefix, ranges, rest = item[:start], item[start + 1 : stop], item[stop + 1 :]
-    values: List[str] = []
-    for part in ranges.split(","):
-        low, _, high = part.partition("-")
-        if not high:
-            values.append(low)
-            continue
-        width = len(low) if low.startswith("0") else 0
-        values.extend(str(n).zfill(width) for n in range(int(low), int(high) + 1))
-    return [prefix + value + tail for value in values for tail in _expand_one(rest)]
-
-
 @dataclass(frozen=True)
 class JobRow:
     job_id: str
@@ -140,7 +101,7 @@ def parse_squeue(text: str) -> List[JobRow]:
         if len(parts) != 5 or not parts[0]:
             continue
         job_id, state, partition, user, nodes = parts
-        listed = tuple(expand_hostlist(nodes)) if nodes and not nodes.startswith("(") else ()
+        listed = tuple(expand(nodes)) if nodes and not nodes.startswith("(") else ()
         jobs.append(JobRow(job_id, state, partition, user, listed))
     return jobs
 

@@ -8,14 +8,8 @@ raises :class:`RenderError` listing every problem at once.
 from training_runtime.render.cgroup_conf import render_cgroup_conf
 from training_runtime.render.gres_conf import render_gres_conf
 from training_runtime.render.hostlist import compress, expand
-from training_runtime.render.slurm_conf import (
-    Partition,
-    RenderError,
-    SlurmNode,
-    SlurmSettings,
-    render_slurm_conf,
-    slurm_conf_problems,
-)
+from training_runtime.render.slurm_conf import RenderError, render_slurm_conf, slurm_conf_problems
+from training_runtime.render.slurm_types import Partition, SlurmNode, SlurmSettings
 from training_runtime.render.slurmdbd_conf import render_slurmdbd_conf
 
 __all__ = [

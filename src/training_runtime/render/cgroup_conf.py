@@ -3,8 +3,6 @@
 Slurm reads cgroup.conf only when a cgroup plugin is configured (``proctrack/cgroup``, ``task/cgroup``,
 ``jobacct_gather/cgroup``), but the file is written either way so that switching plugins is only a
 slurm.conf change. ``CgroupPlugin=autodetect`` picks cgroup v1 or v2 from the host.
-
-Runs on the node's system Python (3.8 and newer), so: stdlib only.
 """
 
 from __future__ import annotations

@@ -3,27 +3,25 @@
 The values a config decides (timeouts, cred_expire, return_to_service, names) are checked before deploy by
 the option and group rules; these checks re-assert them with the same constants, and check what only the
 node assembles (node names and addresses, partitions, extra lines).
-
-Runs on the node's system Python (3.8 and newer), so: stdlib only, ``typing`` generics.
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, Sequence, Set, Tuple
+from typing import Callable, Dict, List, Mapping, Sequence, Set, Tuple
 
+from training_runtime.groups import MAX_PARTITION_LENGTH
 from training_runtime.options import MAX_SLURM_SECONDS, MIN_CRED_EXPIRE, RETURN_TO_SERVICE
-from training_runtime.params import MAX_PARTITION_LENGTH
+from training_runtime.render.slurm_types import Partition, SlurmNode, SlurmSettings
 from training_runtime.users import USER_NAME
-
-if TYPE_CHECKING:
-    from training_runtime.render.slurm_conf import Partition, SlurmNode, SlurmSettings
 
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 ADDRESS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:_-]{0,252}$")
 PARTITION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,%d}$" % (MAX_PARTITION_LENGTH - 1))
 CLUSTER_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 PLUGIN_WORD = re.compile(r"^[A-Za-z0-9_]+$")
+TCP_PORTS = range(1, 65536)
+"""A TCP port: 1 to 65535 (slurmdbd's ``StoragePort``; the accounting port option's rule states the same range)."""
 
 PROCTRACK_PLUGINS = ("proctrack/linuxproc", "proctrack/cgroup", "proctrack/pgid")
 TASK_PLUGINS = ("task/none", "task/affinity", "task/cgroup")

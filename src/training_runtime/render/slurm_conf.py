@@ -5,24 +5,18 @@ except where noted there); the local cluster sets fast failure detection through
 (``hyperpod_local/layout.py``, docs/research/local-slurm.md §6.6).
 The file is valid for Slurm 22.05 (Debian, the emulation) and 24.11/25.11 (HyperPod): the ``*/none``
 plugin names that 23.11 removed are still accepted there and mean "no plugin".
-
-Runs on the node's system Python (3.8 and newer), so: stdlib only, ``typing`` generics.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
-from training_runtime.hardware import NodeHardware
-from training_runtime.options import MIN_CRED_EXPIRE, SlurmOptions
+from training_runtime.options import MIN_CRED_EXPIRE
 from training_runtime.render import slurm_checks
 from training_runtime.render.accounting_keys import accounting_keys
 from training_runtime.render.hostlist import compress
-
-_OPTIONS = SlurmOptions()
-"""The runtime options' defaults are the renderer's (one definition)."""
+from training_runtime.render.slurm_types import Partition, SlurmNode, SlurmSettings
 
 # The value rules (timeouts, cred_expire, return_to_service, names) are checked before deploy by the
 # options and group rules; the renderer re-asserts them on its inputs with the same constants.
@@ -41,89 +35,6 @@ class RenderError(ValueError):
                 "\n".join("  - " + p for p in self.problems),
             )
         )
-
-
-@dataclass(frozen=True)
-class SlurmNode:
-    """A compute node: its Slurm name (the host name slurmd runs as), its address and its hardware."""
-
-    name: str
-    address: str
-    hardware: Optional[NodeHardware]
-    """None: only NodeName/NodeAddr are written and Slurm's defaults apply (1 CPU, RealMemory=1)."""
-
-
-@dataclass(frozen=True)
-class Partition:
-    name: str
-    nodes: Tuple[str, ...]
-    default: bool = False
-    """At most one partition may be marked; when none is, the first one is the default."""
-
-
-@dataclass(frozen=True)
-class SlurmSettings:
-    """Everything in slurm.conf apart from nodes and partitions. Defaults are Slurm's unless noted."""
-
-    cluster_name: str
-    """Written lower-cased, as Slurm and sacctmgr use it."""
-    controller_name: str
-    controller_address: str
-    """The primary controller: the first ``SlurmctldHost`` line."""
-    backup_controllers: Tuple[Tuple[str, str], ...] = ()
-    """(name, address) of each backup controller, in takeover order: one more ``SlurmctldHost`` line each.
-    With backups, ``state_save_location`` must be on storage every controller mounts."""
-    accounting_host: Optional[str] = None
-    """slurmdbd's host. None: no accounting (no slurmdbd, ``sacct`` says accounting is disabled)."""
-    accounting_backup_host: Optional[str] = None
-    """A second slurmdbd that slurmctld uses when ``accounting_host``'s does not answer
-    (``AccountingStorageBackupHost``); both must use the same database."""
-    state_save_location: str = "/var/spool/slurmctld"
-    slurmd_spool_dir: str = "/var/spool/slurmd"
-    log_dir: str = "/var/log/slurm"
-    run_dir: str = "/run"
-    """Where slurmctld.pid and slurmd.pid go."""
-    slurm_user: str = "slurm"
-    proctrack: str = "proctrack/linuxproc"
-    """linuxproc works everywhere, including hosts without a usable cgroup tree (the emulation)."""
-    task_plugin: str = "task/none"
-    """HyperPod's own slurm.conf uses task/none ("required for auto-resume")."""
-    select_type_parameters: str = "CR_Core"
-    mpi_default: str = "none"
-    mail_prog: str = "/bin/true"
-    """Not Slurm's default (/bin/mail, absent on the nodes: slurmctld logs "MailProg is invalid")."""
-    log_level: str = "info"
-    return_to_service: int = _OPTIONS.return_to_service
-    """2: a DOWN node that registers again becomes available. 1 also detects unexpected reboots, but
-    rebooted nodes then stay DOWN until something resumes them (docs/research/local-slurm.md §6.4)."""
-    slurmd_timeout: int = _OPTIONS.slurmd_timeout
-    slurmctld_timeout: int = _OPTIONS.slurmctld_timeout
-    """Seconds the primary controller may be silent before a backup takes over."""
-    message_timeout: int = _OPTIONS.message_timeout
-    cred_expire: int = _OPTIONS.cred_expire
-    """Also the delay before a requeued job may start again; at least 70 (docs/research/local-slurm.md §6.3)."""
-    job_requeue: bool = True
-    kill_wait: int = 30
-    sched_interval: int = _OPTIONS.sched_interval
-    bf_interval: int = 30
-    health_check_program: Optional[str] = None
-    health_check_interval: int = _OPTIONS.health_check_interval
-    health_check_node_state: str = "ANY"
-    prolog: Optional[str] = None
-    epilog: Optional[str] = None
-    prolog_flags: Optional[str] = None
-    nohold_on_prolog_fail: bool = False
-    """``SchedulerParameters=...,nohold_on_prolog_fail``: a batch job requeued because the prolog failed on
-    a node runs elsewhere at once instead of being held (Slurm's default holds it)."""
-    configless: bool = False
-    """``SlurmctldParameters=enable_configless``: nodes may fetch this file with ``slurmd --conf-server``."""
-    extra_lines: Tuple[str, ...] = ()
-    """Appended verbatim; may not set a key this file already sets (use the field instead)."""
-
-    @property
-    def uses_cgroup(self) -> bool:
-        """Whether a plugin here needs cgroup.conf's constraints (``render_cgroup_conf(constrain=...)``)."""
-        return "cgroup" in self.proctrack or "cgroup" in self.task_plugin
 
 
 def render_slurm_conf(settings: SlurmSettings, nodes: Sequence[SlurmNode], partitions: Sequence[Partition]) -> str:

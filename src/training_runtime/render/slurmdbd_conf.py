@@ -2,8 +2,6 @@
 
 The file holds the database password and nothing else does, so the caller writes it mode 0600, owner
 ``slurm_user`` (slurmdbd refuses to start otherwise). Problems are reported without echoing the password.
-
-Runs on the node's system Python (3.8 and newer), so: stdlib only, ``typing`` generics.
 """
 
 from __future__ import annotations
@@ -11,10 +9,14 @@ from __future__ import annotations
 import re
 from typing import List
 
-from training_runtime.render.slurm_checks import ADDRESS, NODE_NAME
+from training_runtime.paths import SLURM_LOG_DIR
+from training_runtime.render.slurm_checks import ADDRESS, NODE_NAME, TCP_PORTS
 from training_runtime.render.slurm_conf import RenderError
 from training_runtime.users import USER_NAME
 
+DATABASE_NAME = "slurm_acct_db"
+"""The accounting database (``StorageLoc``) of every cluster: the runtime's slurmdbd and, when HyperPod runs
+slurmdbd, the name the constructs give its ``AccountingDatabase`` (one history whoever runs slurmdbd)."""
 DB_NAME = re.compile(r"^[A-Za-z0-9_]{1,64}$")
 DB_USER = re.compile(r"^[A-Za-z0-9_.@-]{1,80}$")
 _PASSWORD_FORBIDDEN = re.compile(r'[\s"\x00-\x1f\x7f]')
@@ -32,8 +34,8 @@ def render_slurmdbd_conf(
     storage_port: int,
     storage_user: str,
     storage_pass: str,
-    storage_loc: str = "slurm_acct_db",
-    log_dir: str = "/var/log/slurm",
+    storage_loc: str = DATABASE_NAME,
+    log_dir: str = SLURM_LOG_DIR,
     run_dir: str = "/run",
     slurm_user: str = "slurm",
 ) -> str:
@@ -47,8 +49,8 @@ def render_slurmdbd_conf(
         bad("dbd_host", dbd_host, "expected the controller's host name (SlurmctldHost's name)")
     if not isinstance(storage_host, str) or not ADDRESS.match(storage_host):
         bad("storage_host", storage_host, "expected a host name or IP address")
-    if isinstance(storage_port, bool) or not isinstance(storage_port, int) or not 1 <= storage_port <= 65535:
-        bad("storage_port", storage_port, "expected a TCP port from 1 to 65535")
+    if isinstance(storage_port, bool) or not isinstance(storage_port, int) or storage_port not in TCP_PORTS:
+        bad("storage_port", storage_port, "expected a TCP port from {} to {}".format(TCP_PORTS[0], TCP_PORTS[-1]))
     if not isinstance(storage_user, str) or not DB_USER.match(storage_user):
         bad("storage_user", storage_user, "expected 1-80 letters, digits, '_', '.', '@' or '-'")
     if not isinstance(storage_pass, str) or not storage_pass or _PASSWORD_FORBIDDEN.search(storage_pass):

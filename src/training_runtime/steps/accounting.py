@@ -12,8 +12,8 @@ from training_runtime import services
 from training_runtime.errors import StepFailed
 from training_runtime.files import ensure_dir, file_matches, read_text, write_file
 from training_runtime.node import HYPERPOD, Node
-from training_runtime.paths import STATE_DIR
-from training_runtime.render.slurmdbd_conf import render_slurmdbd_conf
+from training_runtime.paths import SLURMCTLD_STATE_DIR, STATE_DIR
+from training_runtime.render.slurmdbd_conf import DATABASE_NAME, render_slurmdbd_conf
 from training_runtime.retry import NotReady
 from training_runtime.run import CommandError
 from training_runtime.services import Daemon
@@ -21,9 +21,9 @@ from training_runtime.steps import Step
 from training_runtime.steps.slurm import SLURM_USER, conf_path, slurm_cluster_name
 
 DB_PASSWORD_FILE = STATE_DIR + "/secrets/slurmdbd-password"
-DEFAULT_STATE_SAVE_LOCATION = "/var/spool/slurmctld"
+DEFAULT_STATE_SAVE_LOCATION = SLURMCTLD_STATE_DIR
 """Slurm's default StateSaveLocation, where a slurm.conf names none."""
-DB_NAME = "slurm_acct_db"
+DB_NAME = DATABASE_NAME
 DB_SOCKET = "/run/mysqld/mysqld.sock"
 
 

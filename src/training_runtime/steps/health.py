@@ -20,11 +20,11 @@ from dataclasses import asdict
 from typing import List, Tuple
 
 from training_runtime import services
-from training_runtime.facts import BIN_DIR, INSTALL_DIR
 from training_runtime.files import file_matches, write_file
 from training_runtime.hardware import hardware_for
 from training_runtime.health import HEALTH_CONFIG, PERIODIC, PROLOG
 from training_runtime.node import GENERIC, HYPERPOD, Node
+from training_runtime.paths import BIN_DIR, INSTALL_DIR
 from training_runtime.steps import Step
 from training_runtime.steps.installed import PACKAGE_NAME, program
 

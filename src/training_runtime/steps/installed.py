@@ -2,7 +2,7 @@
 
 The lifecycle prefix the bootstrap runs from is HyperPod's download directory, which need not outlive
 the boot; what runs later (the launcher, Slurm's health check and prolog) uses the copy under
-:data:`~training_runtime.facts.INSTALL_DIR` instead. The copy is node-local on purpose: a health check
+:data:`~training_runtime.paths.INSTALL_DIR` instead. The copy is node-local on purpose: a health check
 must still run when the shared file system is what broke.
 """
 
@@ -12,10 +12,11 @@ import hashlib
 from pathlib import Path
 from typing import Dict, List
 
-from training_runtime.facts import BIN_DIR, FACTS_PATH, INSTALL_DIR, NodeFacts, facts_from
+from training_runtime.facts import NodeFacts, facts_from
 from training_runtime.files import read_text, write_file
 from training_runtime.hardware import NodeHardware, hardware_for
 from training_runtime.node import Node
+from training_runtime.paths import BIN_DIR, FACTS_PATH, INSTALL_DIR
 from training_runtime.steps import Step
 
 PACKAGE_SOURCE = Path(__file__).resolve().parent.parent

@@ -23,7 +23,6 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from training_runtime.accelerators import Accelerators, detect
 from training_runtime.apt import apt_install, download
 from training_runtime.errors import StepFailed
-from training_runtime.facts import BIN_DIR, HOME
 from training_runtime.files import ensure_dir, file_matches, write_file
 from training_runtime.metrics.catalog import dcgm_counters_csv
 from training_runtime.metrics.collect import program_arguments
@@ -35,7 +34,7 @@ from training_runtime.metrics.ports import (
     PROMETHEUS_AGENT_PORT,
 )
 from training_runtime.node import Node
-from training_runtime.paths import STATE_DIR
+from training_runtime.paths import BIN_DIR, HOME, STATE_DIR
 from training_runtime.pins import PROMETHEUS_AGENT_MINIMUM, PROMETHEUS_ARCHIVES, PROMETHEUS_VERSION
 from training_runtime.services import Daemon
 from training_runtime.steps import Step

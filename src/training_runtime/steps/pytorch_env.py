@@ -29,8 +29,6 @@ a conda build of PyTorch and in the SMP container images, which a pip environmen
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import hashlib
 import json
 import os
@@ -46,7 +44,7 @@ from typing import Any, Dict, List, Optional
 
 from training_runtime.accelerators import detect
 from training_runtime.errors import StepFailed
-from training_runtime.files import ensure_dir, file_matches, read_text, write_file
+from training_runtime.files import HolderLock, ensure_dir, file_matches, read_text, write_file
 from training_runtime.log import log
 from training_runtime.node import Node
 from training_runtime.options import PytorchOptions
@@ -66,7 +64,7 @@ from training_runtime.steps import Step
 PROFILE_SCRIPT = "/etc/profile.d/hyperpod-cdk-pytorch.sh"
 MARKER = ".complete"
 PIP_TIMEOUT_S = 3600.0
-BUILD_WAIT = RetryPolicy(attempts=100000, base_s=5.0, cap_s=30.0, deadline_s=7200.0)
+BUILD_WAIT = RetryPolicy(attempts=None, base_s=5.0, cap_s=30.0, deadline_s=7200.0)
 """How long a node waits for another node's build: two hours, checking at most every 30 s."""
 
 NEURON = "neuron"
@@ -241,44 +239,6 @@ def profile_script(env: str) -> str:
     ).format(ENV_VARIABLE, shlex.quote(env), bin_dir, bin_dir)
 
 
-class SharedLock:
-    """A non-blocking ``flock`` on a file on the shared file system."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.fd: Optional[int] = None
-
-    def acquire(self) -> bool:
-        fd = os.open(str(self.path), os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return False
-        except OSError as error:
-            os.close(fd)
-            if error.errno in (errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOLCK, errno.EINVAL):
-                raise StepFailed(
-                    "cannot lock {} ({}): the shared file system does not support flock. Fix: mount FSx for "
-                    "Lustre with the flock option".format(self.path, error)
-                ) from None
-            raise
-        self.fd = fd
-        return True
-
-    def record(self, text: str) -> None:
-        """Say who holds the lock, for the error message of a node that gives up waiting."""
-        if self.fd is not None:
-            os.ftruncate(self.fd, 0)
-            os.pwrite(self.fd, text.encode(), 0)
-
-    def release(self) -> None:
-        if self.fd is not None:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-            os.close(self.fd)
-            self.fd = None
-
-
 class PytorchEnvironment(Step):
     """The cluster's PyTorch environment exists (built once, by one node) and this node's shells use it."""
 
@@ -324,7 +284,7 @@ class PytorchEnvironment(Step):
         def attempt() -> None:
             if self.complete(node, plan):
                 return
-            lock = SharedLock(node.path(lock_path))
+            lock = HolderLock(node.path(lock_path))
             if not lock.acquire():
                 raise NotReady("{} is being built by another node ({})".format(plan.env, self.holder(node, lock_path)))
             try:

@@ -19,10 +19,12 @@ from training_runtime.errors import StepFailed
 from training_runtime.files import ensure_dir, file_matches, read_text, write_file
 from training_runtime.hardware import NodeHardware, hardware_for
 from training_runtime.node import Node
+from training_runtime.paths import SLURM_LOG_DIR, SLURMCTLD_STATE_DIR, SLURMD_SPOOL_DIR
 from training_runtime.render.accounting_keys import accounting_keys
 from training_runtime.render.cgroup_conf import render_cgroup_conf
 from training_runtime.render.gres_conf import render_gres_conf
-from training_runtime.render.slurm_conf import Partition, SlurmNode, SlurmSettings, render_slurm_conf
+from training_runtime.render.slurm_conf import render_slurm_conf
+from training_runtime.render.slurm_types import Partition, SlurmNode, SlurmSettings
 from training_runtime.resources import instance_type_of
 from training_runtime.retry import NotReady, RetryPolicy
 from training_runtime.services import Daemon
@@ -81,7 +83,7 @@ def partitions(node: Node) -> List[Partition]:
     return result
 
 
-LOCAL_STATE_DIR = "/var/spool/slurmctld"
+LOCAL_STATE_DIR = SLURMCTLD_STATE_DIR
 """slurmctld's state with one controller: on the controller's own disk."""
 
 
@@ -184,11 +186,11 @@ class SlurmConfig(Step):
     def apply(self, node: Node) -> None:
         for path, content, mode, owner in rendered_files(node):
             write_file(node, path, content, mode=mode, owner=owner)
-        for directory in ("/var/log/slurm", state_save_location(node) if node.is_controller else None):
+        for directory in (SLURM_LOG_DIR, state_save_location(node) if node.is_controller else None):
             if directory:
                 ensure_dir(node, directory, mode=0o755, owner=SLURM_USER, group=SLURM_USER)
         if node.is_compute:
-            ensure_dir(node, "/var/spool/slurmd", mode=0o755)
+            ensure_dir(node, SLURMD_SPOOL_DIR, mode=0o755)
 
     def describe(self, node: Node) -> List[str]:
         return [
@@ -200,7 +202,7 @@ class SlurmConfig(Step):
         ]
 
 
-HYPERPOD_CONF_WAIT = RetryPolicy(attempts=100000, base_s=2.0, cap_s=10.0, deadline_s=600.0)
+HYPERPOD_CONF_WAIT = RetryPolicy(attempts=None, base_s=2.0, cap_s=10.0, deadline_s=600.0)
 """Up to ten minutes, checking at most every 10 s: the deadline binds, so the failure message's figure is true."""
 
 

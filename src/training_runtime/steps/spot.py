@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import List, Tuple
 
-from training_runtime.facts import BIN_DIR
 from training_runtime.files import file_matches, write_file
 from training_runtime.node import Node
+from training_runtime.paths import BIN_DIR
 from training_runtime.services import Daemon
 from training_runtime.spot import PID_FILE, PROCESS_NAME
 from training_runtime.steps import Step

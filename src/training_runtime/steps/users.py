@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-import fcntl
 from typing import Dict, List, Optional, Tuple
 
 from training_runtime.errors import StepFailed
-from training_runtime.files import ensure_dir, is_mountpoint, read_text, with_block, write_file
+from training_runtime.files import HolderLock, ensure_dir, is_mountpoint, read_text, with_block, write_file
 from training_runtime.node import Node
-from training_runtime.retry import NotReady
+from training_runtime.retry import NotReady, RetryPolicy
 from training_runtime.steps import Step
 from training_runtime.users import User
 
 SUDOERS = "/etc/sudoers.d/hyperpod-cdk"
 SSH_CLIENT_CONFIG = "/etc/ssh/ssh_config.d/hyperpod-cdk.conf"
 KEY_NAME = "id_ed25519"
+KEYGEN_WAIT = RetryPolicy(attempts=None, base_s=0.5, cap_s=5.0, deadline_s=300.0)
+"""How long a node waits for another making the same user's key pair on shared storage (ssh-keygen takes
+well under a second): then it fails naming the holder instead of hanging behind a hung mount."""
 
 
 def home(node: Node, user: User) -> str:
@@ -147,8 +149,9 @@ class SshBetweenNodes(Step):
 
     name = "ssh"
 
-    def __init__(self, users: List[User]) -> None:
+    def __init__(self, users: List[User], wait: RetryPolicy = KEYGEN_WAIT) -> None:
         self.users = users
+        self.wait = wait
 
     def _client_config(self, node: Node) -> str:
         hosts = sorted(
@@ -180,9 +183,18 @@ class SshBetweenNodes(Step):
         for user in self.users:
             ssh_dir = home(node, user) + "/.ssh"
             ensure_dir(node, ssh_dir, mode=0o700, owner=user.name, group=user.name)
-            lock_path = node.path(ssh_dir + "/.keygen.lock")
-            with open(str(lock_path), "a") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)
+            with HolderLock(node.path(ssh_dir + "/.keygen.lock")) as lock:
+                try:
+                    lock.take(self.wait, what="the ssh key lock of " + user.name)
+                except NotReady:
+                    raise StepFailed(
+                        "gave up after {:.0f} s waiting for {}/.keygen.lock (held by {}): another node is making "
+                        "{}'s key pair on the shared file system and has not finished. Fix: look at that node's "
+                        "bootstrap log (is the shared file system hung?), then re-run".format(
+                            self.wait.deadline_s, ssh_dir, lock.holder() or "an unknown node", user.name
+                        )
+                    ) from None
+                lock.record(node.instance.name)
                 if not node.path("{}/{}".format(ssh_dir, KEY_NAME)).exists():
                     node.run(
                         [

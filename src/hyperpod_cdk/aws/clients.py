@@ -10,7 +10,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from hyperpod_cdk.ops.errors import Exit, OpsError
+from hyperpod_cdk.aws.errors import Exit, OpsError
 
 RETRIES = {"mode": "adaptive", "total_max_attempts": 8}
 """8 attempts: HyperPod's control-plane APIs throttle at a few calls per second per account."""

@@ -1,0 +1,100 @@
+"""The inputs of slurm.conf: its nodes, partitions and settings (no rendering here).
+
+The renderer (:mod:`.slurm_conf`) and its input checks (:mod:`.slurm_checks`) both import these, so neither
+needs the other's types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+from training_runtime.hardware import NodeHardware
+from training_runtime.options import SlurmOptions
+from training_runtime.paths import SLURM_LOG_DIR, SLURMCTLD_STATE_DIR, SLURMD_SPOOL_DIR
+
+_OPTIONS = SlurmOptions()
+"""The runtime options' defaults are the renderer's (one definition)."""
+
+
+@dataclass(frozen=True)
+class SlurmNode:
+    """A compute node: its Slurm name (the host name slurmd runs as), its address and its hardware."""
+
+    name: str
+    address: str
+    hardware: Optional[NodeHardware]
+    """None: only NodeName/NodeAddr are written and Slurm's defaults apply (1 CPU, RealMemory=1)."""
+
+
+@dataclass(frozen=True)
+class Partition:
+    name: str
+    nodes: Tuple[str, ...]
+    default: bool = False
+    """At most one partition may be marked; when none is, the first one is the default."""
+
+
+@dataclass(frozen=True)
+class SlurmSettings:
+    """Everything in slurm.conf apart from nodes and partitions. Defaults are Slurm's unless noted."""
+
+    cluster_name: str
+    """Written lower-cased, as Slurm and sacctmgr use it."""
+    controller_name: str
+    controller_address: str
+    """The primary controller: the first ``SlurmctldHost`` line."""
+    backup_controllers: Tuple[Tuple[str, str], ...] = ()
+    """(name, address) of each backup controller, in takeover order: one more ``SlurmctldHost`` line each.
+    With backups, ``state_save_location`` must be on storage every controller mounts."""
+    accounting_host: Optional[str] = None
+    """slurmdbd's host. None: no accounting (no slurmdbd, ``sacct`` says accounting is disabled)."""
+    accounting_backup_host: Optional[str] = None
+    """A second slurmdbd that slurmctld uses when ``accounting_host``'s does not answer
+    (``AccountingStorageBackupHost``); both must use the same database."""
+    state_save_location: str = SLURMCTLD_STATE_DIR
+    slurmd_spool_dir: str = SLURMD_SPOOL_DIR
+    log_dir: str = SLURM_LOG_DIR
+    run_dir: str = "/run"
+    """Where slurmctld.pid and slurmd.pid go."""
+    slurm_user: str = "slurm"
+    proctrack: str = "proctrack/linuxproc"
+    """linuxproc works everywhere, including hosts without a usable cgroup tree (the emulation)."""
+    task_plugin: str = "task/none"
+    """HyperPod's own slurm.conf uses task/none ("required for auto-resume")."""
+    select_type_parameters: str = "CR_Core"
+    mpi_default: str = "none"
+    mail_prog: str = "/bin/true"
+    """Not Slurm's default (/bin/mail, absent on the nodes: slurmctld logs "MailProg is invalid")."""
+    log_level: str = "info"
+    return_to_service: int = _OPTIONS.return_to_service
+    """2: a DOWN node that registers again becomes available. 1 also detects unexpected reboots, but
+    rebooted nodes then stay DOWN until something resumes them (docs/research/local-slurm.md §6.4)."""
+    slurmd_timeout: int = _OPTIONS.slurmd_timeout
+    slurmctld_timeout: int = _OPTIONS.slurmctld_timeout
+    """Seconds the primary controller may be silent before a backup takes over."""
+    message_timeout: int = _OPTIONS.message_timeout
+    cred_expire: int = _OPTIONS.cred_expire
+    """Also the delay before a requeued job may start again; at least 70 (docs/research/local-slurm.md §6.3)."""
+    job_requeue: bool = True
+    kill_wait: int = 30
+    sched_interval: int = _OPTIONS.sched_interval
+    bf_interval: int = 30
+    health_check_program: Optional[str] = None
+    health_check_interval: int = _OPTIONS.health_check_interval
+    health_check_node_state: str = "ANY"
+    prolog: Optional[str] = None
+    epilog: Optional[str] = None
+    prolog_flags: Optional[str] = None
+    nohold_on_prolog_fail: bool = False
+    """``SchedulerParameters=...,nohold_on_prolog_fail``: a batch job requeued because the prolog failed on
+    a node runs elsewhere at once instead of being held (Slurm's default holds it)."""
+    configless: bool = False
+    """``SlurmctldParameters=enable_configless``: nodes may fetch this file with ``slurmd --conf-server``."""
+    extra_lines: Tuple[str, ...] = ()
+    """Appended verbatim; may not set a key this file already sets (use the field instead)."""
+
+    @property
+    def uses_cgroup(self) -> bool:
+        """Whether a plugin here needs cgroup.conf's constraints (``render_cgroup_conf(constrain=...)``)."""
+        return "cgroup" in self.proctrack or "cgroup" in self.task_plugin

@@ -1,0 +1,36 @@
+"""The library's layers point one way: the constructs never load the operator CLI or the runtime's bootstrap
+machinery, and ``publish`` shares AWS helpers from :mod:`hyperpod_cdk.aws`, not from the operator CLI."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BOOTSTRAP = ("training_runtime.plan", "training_runtime.steps", "training_runtime.apt")
+OPERATOR_CLI = ("hyperpod_cdk.ops",)
+
+
+def loaded_after(statement: str, prefixes: tuple[str, ...]) -> list[str]:
+    probe = f"import sys\n{statement}\nprint('\\n'.join(m for m in sys.modules if m.startswith({prefixes!r})))"
+    env = {"PYTHONPATH": str(ROOT / "src"), "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
+    result = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    return result.stdout.split()
+
+
+def test_the_constructs_load_neither_the_operator_cli_nor_bootstrap_machinery() -> None:
+    """Synth needs a log group's name and a database's name, not ``ops`` (boto3, rich) or ``steps``."""
+    statement = (
+        "import hyperpod_cdk.constructs, hyperpod_cdk.constructs.observability, hyperpod_cdk.constructs.group_api"
+    )
+    assert loaded_after(statement, OPERATOR_CLI + BOOTSTRAP) == []
+
+
+@pytest.mark.parametrize("module", ["hyperpod_cdk.publishing.command", "hyperpod_cdk.publishing.upload"])
+def test_publishing_does_not_load_the_operator_cli(module: str) -> None:
+    source = (ROOT / "src" / (module.replace(".", "/") + ".py")).read_text()
+    assert "hyperpod_cdk.ops" not in source  # its AWS helpers are imported where they are used, from .aws
+    assert loaded_after(f"import {module}", OPERATOR_CLI) == []
