@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from hyperpod_cdk import ops as operator_commands
+from hyperpod_cdk.preflight import command as preflight
 from hyperpod_cdk.publishing import command as publishing
 
 
@@ -27,6 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     validate.add_argument("--strict", action="store_true", help="warnings fail too")
     validate.add_argument("--json", action="store_true", help="print the problems as JSON")
+    preflight.add_online_arguments(validate)
+    preflight.register(commands)
     commands.add_parser("schema", help="print the config file's JSON Schema")
     publishing.register(commands)
     _add_local_commands(commands)
@@ -36,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
         return operator_commands.run(args)
     if args.command == "local":
         return _run_local(args)
+    if getattr(args, "preflight", False) or getattr(args, "online", False):
+        return preflight.dispatch(args)
     if args.command == "publish":
         return publishing.run(args)
     if args.command == "schema":

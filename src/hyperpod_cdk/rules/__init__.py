@@ -31,6 +31,10 @@ from hyperpod_cdk.rules import openzfs as _openzfs  # noqa: F401
 from hyperpod_cdk.rules import volumes as _volumes  # noqa: F401
 
 # isort: split
+# The online rules (needs aws): only `hyperpod-cdk preflight` / `validate --online` run them; no boto3 import.
+from hyperpod_cdk.preflight import rules as _preflight  # noqa: F401
+
+# isort: split
 from hyperpod_cdk.rules.registry import REGISTRY, SECTIONS, all_rules, run
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime.problems import ERROR, WARNING, Problem, Rule, errors, warnings

@@ -12,6 +12,7 @@ from training_runtime.hardware import NodeHardware, hardware_for
 from training_runtime.options import RuntimeOptions, parse_options
 
 if TYPE_CHECKING:
+    from hyperpod_cdk.preflight.account import Account
     from hyperpod_cdk.config import (
         ClusterConfig,
         LifecycleConfig,
@@ -63,6 +64,8 @@ class ClusterView:
     """The top-level fields the file sets (a field left out takes its default)."""
     previous: ClusterView | None = None
     """The deployed config (``validate --previous``): rules warn about changes that replace resources."""
+    account: Account | None = None
+    """The AWS account's look-ups (``hyperpod-cdk preflight``), with ``aws`` in ``sections``; None offline."""
 
     @classmethod
     def of_config(

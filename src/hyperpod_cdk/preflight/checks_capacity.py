@@ -1,0 +1,202 @@
+"""Online rules on capacity: the SageMaker quotas "<type> for cluster usage" and the groups' training plans."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+from hyperpod_cdk.preflight import lookups
+from hyperpod_cdk.preflight.online import account_of, guarded, online_rule
+from hyperpod_cdk.rules.groups import group_path
+from hyperpod_cdk.rules.organization import prefixed
+from hyperpod_cdk.rules.view import ClusterView
+from training_runtime.problems import WARNING, Problem
+
+QUOTAS_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-prerequisites.html (quotas)"
+PLANS_DOC = (
+    "https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_DescribeTrainingPlan.html; "
+    "https://docs.aws.amazon.com/sagemaker/latest/dg/training-plan.html"
+)
+QUOTA_NAME = "{} for cluster usage"
+"""SageMaker's per-type HyperPod quota, as Service Quotas names it (e.g. "ml.p5.48xlarge for cluster usage")."""
+USABLE_PLAN = ("Active", "Scheduled")
+
+
+def cluster_name(view: ClusterView) -> str:
+    """The cluster's physical name (with the organization's prefix)."""
+    org = view.organization
+    return prefixed(org.name_prefix, view.cluster_name) if org is not None and org.name_prefix else view.cluster_name
+
+
+def used_by_others(clusters: list[dict[str, Any]], own: str) -> dict[str, int]:
+    """Instances per type that the account's other clusters hold (their groups' current or target counts)."""
+    used: dict[str, int] = {}
+    for cluster in clusters:
+        if cluster.get("ClusterName") == own or cluster.get("ClusterStatus") in ("Failed", "Deleting"):
+            continue
+        for group in cluster.get("InstanceGroups", []):
+            count = max(int(group.get("CurrentCount") or 0), int(group.get("TargetCount") or 0))
+            used[group["InstanceType"]] = used.get(group["InstanceType"], 0) + count
+    return used
+
+
+@online_rule(
+    "AWS-QUOTA",
+    "instance_groups",
+    "instance_groups[*].count",
+    actions=("servicequotas:ListServiceQuotas", "sagemaker:ListClusters", "sagemaker:DescribeCluster"),
+    source=f"{QUOTAS_DOC}; Service Quotas API ListServiceQuotas (ServiceCode sagemaker)",
+)
+def quotas(view: ClusterView) -> Iterator[Problem]:
+    """Each type's quota "for cluster usage" covers the config's count plus what the account's other clusters use."""
+    account = account_of(view)
+    where = view.path("instance_groups")
+
+    def check() -> Iterator[Problem]:
+        wanted: dict[str, list[tuple[int, Any]]] = {}
+        flexible = []
+        for index, group in enumerate(view.groups):
+            types = view.types_of(group)
+            if not (types and view.concrete(group.count)):
+                continue
+            if len(types) == 1:
+                wanted.setdefault(types[0], []).append((index, group))
+            else:
+                flexible.append((index, group, types))
+        if not (wanted or flexible):
+            return
+        limits = lookups.cluster_quotas(account)
+        used = used_by_others(lookups.clusters_in_use(account), cluster_name(view))
+
+        def free(instance_type: str) -> int | None:
+            limit = limits.get(QUOTA_NAME.format(instance_type))
+            return None if limit is None else int(limit) - used.get(instance_type, 0)
+
+        for instance_type, groups in wanted.items():
+            needed = sum(int(g.count) for _, g in groups)
+            room = free(instance_type)
+            index = groups[0][0]
+            if room is None:
+                yield Problem(
+                    group_path(view, index, "instance_type"),
+                    f"Service Quotas has no quota {QUOTA_NAME.format(instance_type)!r} in {account.region}: "
+                    "the type is not offered for HyperPod there, or the account has none",
+                    got=instance_type,
+                    fix="pick a type HyperPod offers in this Region, or request the quota in the Service Quotas console",
+                )
+            elif needed > room:
+                yield Problem(
+                    group_path(view, index, "count"),
+                    f"{instance_type}: the groups want {needed}; the quota {QUOTA_NAME.format(instance_type)!r} is "
+                    f"{int(limits[QUOTA_NAME.format(instance_type)])} and other clusters use "
+                    f"{used.get(instance_type, 0)}, leaving {room}",
+                    got=needed,
+                    fix=f"request an increase of {QUOTA_NAME.format(instance_type)!r} to at least "
+                    f"{needed + used.get(instance_type, 0)} (Service Quotas, SageMaker), or lower the count",
+                )
+        for index, group, types in flexible:
+            room = sum(max(free(t) or 0, 0) for t in types)
+            if int(group.count) > room:
+                yield Problem(
+                    group_path(view, index, "count"),
+                    f"the quotas for cluster usage of {', '.join(types)} leave {room} instances in all",
+                    got=group.count,
+                    fix="request a quota increase for one of the types, or lower the count",
+                )
+
+    yield from guarded(where, check)
+
+
+def _plan_name(arn: str) -> str:
+    return arn.rsplit("/", 1)[-1]
+
+
+def nodes_az(view: ClusterView) -> str | None:
+    """The nodes' AZ when the config or its existing subnet names one (a new VPC without one: CDK picks)."""
+    net = view.network
+    if net is None:
+        return None
+    if net.availability_zone:
+        return net.availability_zone
+    if net.subnet_id is not None:
+        found = lookups.subnet(account_of(view), net.subnet_id)
+        return str(found["AvailabilityZone"]) if found else None
+    return None
+
+
+@online_rule(
+    "AWS-TRAINING-PLAN",
+    "instance_groups",
+    "instance_groups[*].training_plan_arn",
+    actions=("sagemaker:DescribeTrainingPlan", "ec2:DescribeSubnets"),
+    needs=("network",),
+    source=PLANS_DOC,
+)
+def training_plans(view: ClusterView) -> Iterator[Problem]:
+    """A group's training plan is active or scheduled, for HyperPod, of the group's type and AZ, with room and time."""
+    account = account_of(view)
+    for index, group in enumerate(view.groups):
+        arn = group.training_plan_arn
+        if not view.concrete(arn):
+            continue
+        where = group_path(view, index, "training_plan_arn")
+
+        def check(arn: str = str(arn), where: str = where, group: Any = group) -> Iterator[Problem]:
+            plan = lookups.training_plan(account, _plan_name(arn))
+            if plan is None:
+                yield Problem(where, f"no such training plan in {account.region}", got=arn)
+                return
+            status = plan.get("Status")
+            if status not in USABLE_PLAN:
+                yield Problem(where, f"the plan is {status}: HyperPod can launch nothing from it", got=arn)
+                return
+            if "hyperpod-cluster" not in plan.get("TargetResources", []):
+                yield Problem(
+                    where,
+                    f"the plan reserves capacity for {', '.join(plan.get('TargetResources', []))}, not hyperpod-cluster",
+                    got=arn,
+                    fix="buy a plan with target resource hyperpod-cluster",
+                )
+            now = datetime.fromtimestamp(account.now(), UTC)
+            end, start = plan.get("EndTime"), plan.get("StartTime")
+            if end is not None and end <= now:
+                yield Problem(where, f"the plan ended at {end:%Y-%m-%d %H:%M} UTC", got=arn)
+            elif start is not None and start > now:
+                yield Problem(
+                    where,
+                    f"the plan starts at {start:%Y-%m-%d %H:%M} UTC: the group has no capacity before then",
+                    got=arn,
+                    level=WARNING,
+                )
+            types = set(view.types_of(group))
+            reserved = [r for r in plan.get("ReservedCapacitySummaries", []) if r.get("InstanceType") in types]
+            if types and not reserved:
+                offered = sorted({str(r.get("InstanceType")) for r in plan.get("ReservedCapacitySummaries", [])})
+                yield Problem(
+                    where,
+                    f"the plan reserves {', '.join(offered) or 'no instances'}, not the group's {', '.join(sorted(types))}",
+                    got=arn,
+                    fix="use the plan's instance type, or a plan for this type",
+                )
+                return
+            available = plan.get("AvailableInstanceCount")
+            if view.concrete(group.count) and available is not None and int(group.count) > int(available):
+                yield Problem(
+                    group_path(view, index, "count"),
+                    f"the training plan has {available} instances available ({plan.get('InUseInstanceCount', 0)} in use)",
+                    got=group.count,
+                    fix=f"lower the count to {available}, or extend the plan",
+                )
+            az = nodes_az(view)
+            zones = {str(r.get("AvailabilityZone")) for r in reserved if r.get("AvailabilityZone")}
+            if az and zones and az not in zones:
+                yield Problem(
+                    where,
+                    f"the plan's capacity is in {', '.join(sorted(zones))}; the nodes' subnet is in {az}: HyperPod "
+                    "reports the mismatch as a capacity failure",
+                    got=arn,
+                    fix=f"put the nodes in {', '.join(sorted(zones))} (network.availability_zone or a subnet there)",
+                )
+
+        yield from guarded(where, check)
