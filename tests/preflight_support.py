@@ -12,7 +12,8 @@ ListClusters/DescribeCluster over real botocore. ``AccountFakes`` answers, throu
   missing in the Region): IAM permissions are not enforced by moto.
 
 moto's FSx does not create network interfaces or report Lifecycle / MountName, so ``MotoAccount.file_system``
-creates the interfaces in moto's EC2 and adds the fields the service returns to moto's record (``extra``).
+creates the interfaces in moto's EC2 and adds the fields the service returns to moto's record (``extra``); moto's
+AMIs do not report ``Encrypted`` on their block devices, so ``moto_extras`` adds it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 import boto3
 import pytest
 from botocore.awsrequest import AWSResponse
+from moto.ec2.models.amis import Ami as MotoAmi
 from moto.fsx.models import FileSystem as MotoFileSystem
 
 from hyperpod_cdk.ops.context import make_session
@@ -109,11 +111,22 @@ def plan(name: str, instance_type: str = "ml.p5.48xlarge", count: int = 4, az: s
     return answer
 
 
-@pytest.fixture
-def fsx_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    """moto's FSx record plus the fields the service returns (``extra``: Lifecycle, NetworkInterfaceIds, ...)."""
+@pytest.fixture(autouse=True)
+def moto_extras(monkeypatch: pytest.MonkeyPatch) -> None:
+    """moto's FSx record plus the fields the service returns (``extra``: Lifecycle, NetworkInterfaceIds, ...), and
+    its AMIs' block devices with ``Encrypted`` (moto leaves it out; an AMI built from an encrypted volume has it)."""
     to_dict = MotoFileSystem.to_dict
     monkeypatch.setattr(MotoFileSystem, "to_dict", lambda self: {**to_dict(self), **getattr(self, "extra", {})})
+    devices = MotoAmi.block_device_mappings.fget
+    assert devices is not None
+
+    def with_encryption(self: Any) -> list[dict[str, Any]]:
+        found = devices(self)
+        for device in found:
+            device["Ebs"]["Encrypted"] = getattr(self, "encrypted", False)
+        return found
+
+    monkeypatch.setattr(MotoAmi, "block_device_mappings", property(with_encryption))
 
 
 class MotoAccount:
@@ -179,7 +192,7 @@ class MotoAccount:
         params = {"Policy": json.dumps(policy)} if policy is not None else {}
         arn = str(self.kms.create_key(**params)["KeyMetadata"]["Arn"])
         if not enabled:
-            self.kms.disable_key(KeyId=arn)
+            self.kms.disable_key(KeyId=arn.rsplit("/", 1)[-1])
         return arn
 
     def image(self, encrypted: bool = False) -> str:
@@ -191,7 +204,7 @@ class MotoAccount:
             from moto.ec2.models import ec2_backends
 
             ami = ec2_backends[ACCOUNT][REGION].amis[image_id]
-            ami.ebs_snapshot.encrypted = True  # moto copies the instance's (unencrypted) root volume
+            ami.encrypted = True
         return image_id
 
     def cluster(self, name: str, instance_type: str, count: int) -> None:
@@ -202,8 +215,9 @@ class MotoAccount:
                     "InstanceGroupName": "workers",
                     "InstanceType": instance_type,
                     "InstanceCount": count,
-                    "LifeCycleConfig": {"SourceS3Uri": "s3://b/lifecycle/", "OnCreate": "on_create.sh"},
+                    "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-lifecycle/lifecycle/", "OnCreate": "on_create.sh"},
                     "ExecutionRole": f"arn:aws:iam::{ACCOUNT}:role/hp",
+                    "ThreadsPerCore": 1,
                 }
             ],
             VpcConfig={"SecurityGroupIds": [self.sg], "Subnets": [self.subnet]},
