@@ -119,7 +119,7 @@ def accounting_secret(view: ClusterView) -> Iterator[Problem]:
     "AWS-SECRET-KEYS",
     "runtime",
     "runtime.accounting.password_secret_arn",
-    actions=("secretsmanager:GetSecretValue",),
+    actions=("secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue"),
     needs=("cluster",),
     source=f"{ACCOUNTING_DATABASE_API} (\"contains the user name and password\"); {EXTERNAL_ACCOUNTING_DOC}",
 )
