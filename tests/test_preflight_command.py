@@ -234,6 +234,8 @@ def test_policy_is_every_declared_action_and_docs_show_it() -> None:
 def test_policy_flag_prints_it(preflight: Preflight) -> None:
     result = preflight(None, "--policy")
     assert result.code == 0 and json.loads(result.out) == policy()
+    fresh = run_cli("preflight", "--policy")  # a fresh interpreter: the rules register before the policy is read
+    assert json.loads(fresh.stdout) == policy() and len(policy()["Statement"][0]["Action"]) > 10
 
 
 def test_help_and_offline_validate_do_not_import_boto3() -> None:

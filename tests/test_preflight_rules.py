@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -59,6 +60,13 @@ def check(rule_id: str, data: dict[str, Any], fakes: AccountFakes) -> tuple[list
     view = ClusterView.of_config(parse_model(data), region=REGION)
     rule = next(r for r in all_rules() if r.id == rule_id)
     return run_online(view, account, [rule]), account
+
+
+def test_every_online_rule_is_tested_here() -> None:
+    source = Path(__file__).read_text()
+    online = [r.id for r in all_rules() if "aws" in r.needs]
+    assert len(online) >= 14
+    assert [i for i in online if source.count(f'"{i}"') < 2] == [], "test each rule: a broken and a good account"
 
 
 def only(problems: list[Problem]) -> Problem:

@@ -251,14 +251,7 @@ def workspace_exists(view: ClusterView) -> Iterator[Problem]:
     def check() -> Iterator[Problem]:
         region = arn.split(":")[3] if arn.count(":") >= 5 else ""
         if region and region != account.region:
-            yield Problem(
-                where,
-                f"the workspace is in {region}, the cluster in {account.region}",
-                got=arn,
-                level=WARNING,
-                fix="use a workspace in the cluster's Region (remote write across Regions costs transfer)",
-            )
-            return
+            return  # looked up in its own Region it may exist; OBS-WORKSPACE-REGION warns about the distance
         found = lookups.workspace(account, arn.rsplit("/", 1)[-1])
         if found is None:
             yield Problem(where, f"no such workspace in {account.region}", got=arn, fix="fix the ARN, or leave it out")

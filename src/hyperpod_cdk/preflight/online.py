@@ -58,6 +58,8 @@ def policy() -> dict[str, Any]:
 
     The look-ups name resources the config chooses, and most Describe/List actions take no resource-level
     permission, so the statement is on ``*``; sts:GetCallerIdentity needs no permission."""
+    import hyperpod_cdk.rules  # noqa: F401  # registers the rules, and with them their actions
+
     actions = sorted({a for listed in ACTIONS.values() for a in listed})
     return {
         "Version": "2012-10-17",
