@@ -113,6 +113,10 @@ def plan(name: str, instance_type: str = "ml.p5.48xlarge", count: int = 4, az: s
 
 @pytest.fixture(autouse=True)
 def moto_extras(monkeypatch: pytest.MonkeyPatch) -> None:
+    enrich_moto(monkeypatch)
+
+
+def enrich_moto(monkeypatch: pytest.MonkeyPatch) -> None:
     """moto's FSx record plus the fields the service returns (``extra``: Lifecycle, NetworkInterfaceIds, ...), and
     its AMIs' block devices with ``Encrypted`` (moto leaves it out; an AMI built from an encrypted volume has it)."""
     to_dict = MotoFileSystem.to_dict
