@@ -29,12 +29,11 @@ from moto.server import ThreadedMotoServer
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from preflight_support import NOW, AccountFakes, MotoAccount, plan  # noqa: E402
-
 from hyperpod_cdk.config import parse_model  # noqa: E402
 from hyperpod_cdk.ops.context import OpsContext, make_session  # noqa: E402
 from hyperpod_cdk.preflight import command, runner  # noqa: E402
 from hyperpod_cdk.validate import validate_file  # noqa: E402
+from preflight_support import NOW, AccountFakes, MotoAccount, plan  # noqa: E402
 
 P5 = "ml.p5.48xlarge"
 

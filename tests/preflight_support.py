@@ -82,7 +82,9 @@ class AccountFakes:
         return _ok(self.plans[name])
 
 
-def plan(name: str, instance_type: str = "ml.p5.48xlarge", count: int = 4, az: str = AZ, **changes: Any) -> dict[str, Any]:
+def plan(
+    name: str, instance_type: str = "ml.p5.48xlarge", count: int = 4, az: str = AZ, **changes: Any
+) -> dict[str, Any]:
     """A DescribeTrainingPlan answer: Active, for HyperPod, started a day ago, ending in a week."""
     start, end = NOW - timedelta(days=1), NOW + timedelta(days=7)
     answer = {
@@ -175,7 +177,9 @@ class MotoAccount:
         record.extra = {"Lifecycle": "AVAILABLE", "NetworkInterfaceIds": [eni], **extra}
         return fs_id
 
-    def bucket(self, name: str, region: str = REGION, policy: dict[str, Any] | None = None, key: str | None = None) -> str:
+    def bucket(
+        self, name: str, region: str = REGION, policy: dict[str, Any] | None = None, key: str | None = None
+    ) -> str:
         client = self.s3 if region == REGION else make_session(None, region).client("s3")
         if region == "us-east-1":
             client.create_bucket(Bucket=name)
@@ -187,7 +191,9 @@ class MotoAccount:
             client.put_bucket_encryption(
                 Bucket=name,
                 ServerSideEncryptionConfiguration={
-                    "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": key}}]
+                    "Rules": [
+                        {"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": key}}
+                    ]
                 },
             )
         return name
@@ -219,7 +225,10 @@ class MotoAccount:
                     "InstanceGroupName": "workers",
                     "InstanceType": instance_type,
                     "InstanceCount": count,
-                    "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-lifecycle/lifecycle/", "OnCreate": "on_create.sh"},
+                    "LifeCycleConfig": {
+                        "SourceS3Uri": "s3://sagemaker-lifecycle/lifecycle/",
+                        "OnCreate": "on_create.sh",
+                    },
                     "ExecutionRole": f"arn:aws:iam::{ACCOUNT}:role/hp",
                     "ThreadsPerCore": 1,
                 }

@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 import yaml
-from ops_support import ACCOUNT, REGION, Run, aws_env, moto_url  # noqa: F401
-from preflight_support import NOW, AccountFakes, MotoAccount, moto_extras, plan  # noqa: F401
-from test_ops_startup import run_cli
-from test_preflight_rules import NO_ROOT_POLICY, P5, check, config
 
 from hyperpod_cdk.ops.context import OpsContext, make_session
 from hyperpod_cdk.preflight import command
 from hyperpod_cdk.preflight.online import ACTIONS, online_rules, policy
+from ops_support import ACCOUNT, REGION, Run, aws_env, moto_url  # noqa: F401
+from preflight_support import NOW, AccountFakes, MotoAccount, moto_extras, plan  # noqa: F401
+from test_ops_startup import run_cli
+from test_preflight_rules import NO_ROOT_POLICY, P5, check, config
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -139,7 +139,9 @@ def test_a_rule_that_breaks_is_a_warning_not_a_crash(acct: MotoAccount, prefligh
     assert problem["level"] == "warning" and problem["expected"].startswith("could not be checked: ValueError")
 
 
-def test_usage_credentials_and_shape_errors(acct: MotoAccount, preflight: Preflight, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_usage_credentials_and_shape_errors(
+    acct: MotoAccount, preflight: Preflight, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert preflight(None).code == 2
     assert "needs a CONFIG" in preflight(None).err
     bad = preflight({"instance_groups": "none"})
@@ -177,7 +179,10 @@ def test_rules_run_concurrently(acct: MotoAccount, preflight: Preflight) -> None
 
     preflight.session = session  # type: ignore[method-assign]
     arn = acct.iam.create_policy(
-        PolicyName="b", PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]})
+        PolicyName="b",
+        PolicyDocument=json.dumps(
+            {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+        ),
     )["Policy"]["Arn"]
     result = preflight(config(acct, organization={"permission_boundary_arn": arn}), "--json")
     assert result.json()["problems"] == [], result.out
@@ -192,17 +197,37 @@ def full_config(acct: MotoAccount, fakes: AccountFakes) -> dict[str, Any]:
     zfs = acct.file_system("OPENZFS", acct.sg)
     secret = acct.secrets.create_secret(Name="db", SecretString='{"username": "u", "password": "p"}')["ARN"]
     boundary = acct.iam.create_policy(
-        PolicyName="b", PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]})
+        PolicyName="b",
+        PolicyDocument=json.dumps(
+            {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+        ),
     )["Policy"]["Arn"]
     data = config(
         acct,
         node_provisioning_mode="continuous",
         lifecycle={"bucket_name": acct.bucket("sagemaker-scripts", key=key)},
         storage={"existing": {"file_system_id": fs_id, "mount_name": "abcdef", "security_group_id": acct.sg}},
-        storage_openzfs={"existing": {"file_system_id": zfs, "dns_name": f"{zfs}.fsx.{REGION}.amazonaws.com", "security_group_id": acct.sg}},
-        organization={"kms_key_arn": key, "permission_boundary_arn": boundary, "access_logs_bucket": acct.bucket("logs")},
+        storage_openzfs={
+            "existing": {
+                "file_system_id": zfs,
+                "dns_name": f"{zfs}.fsx.{REGION}.amazonaws.com",
+                "security_group_id": acct.sg,
+            }
+        },
+        organization={
+            "kms_key_arn": key,
+            "permission_boundary_arn": boundary,
+            "access_logs_bucket": acct.bucket("logs"),
+        },
         observability={"workspace_arn": acct.amp.create_workspace(alias="m")["arn"]},
-        runtime={"accounting": {"enabled": True, "database": "external", "host": "db.example.com", "password_secret_arn": secret}},
+        runtime={
+            "accounting": {
+                "enabled": True,
+                "database": "external",
+                "host": "db.example.com",
+                "password_secret_arn": secret,
+            }
+        },
     )
     data["instance_groups"][1].update(
         training_plan_arn=f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:training-plan/plan", image_id=acct.image()

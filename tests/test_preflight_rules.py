@@ -11,14 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ops_support import ACCOUNT, REGION, aws_env, moto_url  # noqa: F401
-from preflight_support import AZ, NOW, OTHER_AZ, AccountFakes, MotoAccount, moto_extras, plan  # noqa: F401
 
 from hyperpod_cdk.config import parse_model
 from hyperpod_cdk.ops.context import make_session
 from hyperpod_cdk.preflight.account import Account
 from hyperpod_cdk.preflight.runner import run_online
 from hyperpod_cdk.rules import ClusterView, all_rules
+from ops_support import ACCOUNT, REGION, aws_env, moto_url  # noqa: F401
+from preflight_support import AZ, NOW, OTHER_AZ, AccountFakes, MotoAccount, moto_extras, plan  # noqa: F401
 from training_runtime.problems import Problem
 
 pytestmark = pytest.mark.usefixtures("aws_env")
@@ -40,7 +40,12 @@ def config(acct: MotoAccount, **changes: Any) -> dict[str, Any]:
     """An existing-network config: a controller and four p5 workers, no storage, no observability."""
     base: dict[str, Any] = {
         "cluster_name": "c1",
-        "network": {"vpc_id": acct.vpc, "subnet_id": acct.subnet, "security_group_id": acct.sg, "availability_zone": AZ},
+        "network": {
+            "vpc_id": acct.vpc,
+            "subnet_id": acct.subnet,
+            "security_group_id": acct.sg,
+            "availability_zone": AZ,
+        },
         "instance_groups": [
             {"name": "controller", "role": "controller", "instance_type": "ml.m5.xlarge", "count": 1},
             {"name": "workers", "instance_type": P5, "count": 4},
@@ -72,7 +77,6 @@ def test_every_online_rule_is_tested_here() -> None:
 def only(problems: list[Problem]) -> Problem:
     assert len(problems) == 1, [str(p) for p in problems]
     return problems[0]
-
 
 
 # --- AWS-QUOTA ----------------------------------------------------------------------------------------------------
@@ -209,7 +213,12 @@ def test_security_group_without_self_rule(acct: MotoAccount, fakes: AccountFakes
 NO_ROOT_POLICY = {
     "Version": "2012-10-17",
     "Statement": [
-        {"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:role/admin"}, "Action": "kms:*", "Resource": "*"}
+        {
+            "Effect": "Allow",
+            "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:role/admin"},
+            "Action": "kms:*",
+            "Resource": "*",
+        }
     ],
 }
 
@@ -360,7 +369,9 @@ def test_openzfs(acct: MotoAccount, fakes: AccountFakes) -> None:
 
 
 # --- AWS-BUCKET ---------------------------------------------------------------------------------------------------
-def with_buckets(acct: MotoAccount, lifecycle: str | None = None, data: str | None = None, logs: str | None = None) -> dict[str, Any]:
+def with_buckets(
+    acct: MotoAccount, lifecycle: str | None = None, data: str | None = None, logs: str | None = None
+) -> dict[str, Any]:
     extra: dict[str, Any] = {}
     if lifecycle:
         extra["lifecycle"] = {"bucket_name": lifecycle}
@@ -375,7 +386,13 @@ def with_buckets(acct: MotoAccount, lifecycle: str | None = None, data: str | No
 DENY_ALL_READS = {
     "Version": "2012-10-17",
     "Statement": [
-        {"Sid": "Lockdown", "Effect": "Deny", "Principal": "*", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::b/*"}
+        {
+            "Sid": "Lockdown",
+            "Effect": "Deny",
+            "Principal": "*",
+            "Action": "s3:GetObject",
+            "Resource": "arn:aws:s3:::b/*",
+        }
     ],
 }
 TLS_ONLY = {
@@ -395,7 +412,10 @@ TLS_ONLY = {
 
 def test_buckets_good(acct: MotoAccount, fakes: AccountFakes) -> None:
     data = with_buckets(
-        acct, lifecycle=acct.bucket("sagemaker-scripts", policy=TLS_ONLY), data=acct.bucket("datasets"), logs=acct.bucket("logs")
+        acct,
+        lifecycle=acct.bucket("sagemaker-scripts", policy=TLS_ONLY),
+        data=acct.bucket("datasets"),
+        logs=acct.bucket("logs"),
     )
     assert check("AWS-BUCKET", data, fakes)[0] == []
 
@@ -421,4 +441,6 @@ def test_bucket_key_denies_the_account(acct: MotoAccount, fakes: AccountFakes) -
     key = acct.key(policy=NO_ROOT_POLICY)
     data = with_buckets(acct, data=acct.bucket("sealed", key=key))
     problem = only(check("AWS-BUCKET", data, fakes)[0])
-    assert problem.path == "storage.data_repositories[0].bucket_name" and "the key policy does not let" in problem.expected
+    assert (
+        problem.path == "storage.data_repositories[0].bucket_name" and "the key policy does not let" in problem.expected
+    )

@@ -100,11 +100,11 @@ class Account:
             if key not in self._memo:
                 try:
                     self._memo[key] = (look_up(), None)
-                except Unchecked as error:
-                    self._memo[key] = (None, error)
-            value, error = self._memo[key]
-        if error is not None:
-            raise error
+                except Unchecked as failure:
+                    self._memo[key] = (None, failure)
+            value, failed = self._memo[key]
+        if failed is not None:
+            raise failed
         return value
 
     def call(self, service: str, method: str, *, missing: frozenset[str] = frozenset(), **params: Any) -> Any:

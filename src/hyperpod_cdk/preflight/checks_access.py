@@ -3,6 +3,7 @@ permission boundary and the Prometheus workspace."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -85,7 +86,7 @@ def kms_keys(view: ClusterView) -> Iterator[Problem]:
         if view.concrete(group.volume_kms_key_arn):
             keys.append((group_path(view, index, "volume_kms_key_arn"), str(group.volume_kms_key_arn)))
     for where, key in keys:
-        yield from guarded(where, lambda where=where, key=key: key_problems(account, where, key))
+        yield from guarded(where, functools.partial(key_problems, account, where, key))
 
 
 @online_rule(
@@ -121,7 +122,7 @@ def accounting_secret(view: ClusterView) -> Iterator[Problem]:
     "runtime.accounting.password_secret_arn",
     actions=("secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue"),
     needs=("cluster",),
-    source=f"{ACCOUNTING_DATABASE_API} (\"contains the user name and password\"); {EXTERNAL_ACCOUNTING_DOC}",
+    source=f'{ACCOUNTING_DATABASE_API} ("contains the user name and password"); {EXTERNAL_ACCOUNTING_DOC}',
 )
 def accounting_secret_keys(view: ClusterView) -> Iterator[Problem]:
     """The secret holds what its reader needs: username and password (HyperPod), or a password (the runtime)."""

@@ -83,7 +83,7 @@ def quotas(view: ClusterView) -> Iterator[Problem]:
                     f"Service Quotas has no quota {QUOTA_NAME.format(instance_type)!r} in {account.region}: "
                     "the type is not offered for HyperPod there, or the account has none",
                     got=instance_type,
-                    fix="pick a type HyperPod offers in this Region, or request the quota in the Service Quotas console",
+                    fix="pick a type HyperPod offers in this Region, or request the quota (Service Quotas console)",
                 )
             elif needed > room:
                 yield Problem(
@@ -142,7 +142,7 @@ def training_plans(view: ClusterView) -> Iterator[Problem]:
             continue
         where = group_path(view, index, "training_plan_arn")
 
-        def check(arn: str = str(arn), where: str = where, group: Any = group) -> Iterator[Problem]:
+        def check(arn: str = str(arn), where: str = where, group: Any = group, index: int = index) -> Iterator[Problem]:
             plan = lookups.training_plan(account, _plan_name(arn))
             if plan is None:
                 yield Problem(where, f"no such training plan in {account.region}", got=arn)
@@ -154,7 +154,8 @@ def training_plans(view: ClusterView) -> Iterator[Problem]:
             if "hyperpod-cluster" not in plan.get("TargetResources", []):
                 yield Problem(
                     where,
-                    f"the plan reserves capacity for {', '.join(plan.get('TargetResources', []))}, not hyperpod-cluster",
+                    f"the plan reserves capacity for {', '.join(plan.get('TargetResources', []))}, not "
+                    "hyperpod-cluster",
                     got=arn,
                     fix="buy a plan with target resource hyperpod-cluster",
                 )
@@ -175,7 +176,8 @@ def training_plans(view: ClusterView) -> Iterator[Problem]:
                 offered = sorted({str(r.get("InstanceType")) for r in plan.get("ReservedCapacitySummaries", [])})
                 yield Problem(
                     where,
-                    f"the plan reserves {', '.join(offered) or 'no instances'}, not the group's {', '.join(sorted(types))}",
+                    f"the plan reserves {', '.join(offered) or 'no instances'}, not the group's "
+                    f"{', '.join(sorted(types))}",
                     got=arn,
                     fix="use the plan's instance type, or a plan for this type",
                 )
@@ -184,7 +186,8 @@ def training_plans(view: ClusterView) -> Iterator[Problem]:
             if view.concrete(group.count) and available is not None and int(group.count) > int(available):
                 yield Problem(
                     group_path(view, index, "count"),
-                    f"the training plan has {available} instances available ({plan.get('InUseInstanceCount', 0)} in use)",
+                    f"the training plan has {available} instances available "
+                    f"({plan.get('InUseInstanceCount', 0)} in use)",
                     got=group.count,
                     fix=f"lower the count to {available}, or extend the plan",
                 )

@@ -6,6 +6,7 @@ A new VPC is the stack's own and is not looked up.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from hyperpod_cdk.model import InstanceGroup, NetworkInterfaceType
 from hyperpod_cdk.preflight import lookups
@@ -40,12 +41,14 @@ def subnets_in_use(view: ClusterView) -> list[tuple[tuple[str, ...], str, list[I
     net = view.network
     assert net is not None
     shared = [g for g in view.groups if g.override_vpc is None]
-    found = []
+    found: list[tuple[tuple[str, ...], str, list[InstanceGroup]]] = []
     if net.subnet_id is not None:
         found.append(((net.subnet_id,), view.path("network", "subnet_id"), shared))
     for index, group in enumerate(view.groups):
         if group.override_vpc is not None:
-            found.append((tuple(group.override_vpc.subnet_ids), group_path(view, index, "override_vpc.subnet_ids"), [group]))
+            found.append(
+                (tuple(group.override_vpc.subnet_ids), group_path(view, index, "override_vpc.subnet_ids"), [group])
+            )
     return found
 
 
@@ -91,12 +94,16 @@ def subnet_fits(view: ClusterView) -> Iterator[Problem]:
     account = account_of(view)
     for subnet_ids, where, groups in subnets_in_use(view):
 
-        def check(subnet_ids: tuple[str, ...] = subnet_ids, where: str = where, groups: list[InstanceGroup] = groups) -> Iterator[Problem]:
+        def check(
+            subnet_ids: tuple[str, ...] = subnet_ids, where: str = where, groups: list[InstanceGroup] = groups
+        ) -> Iterator[Problem]:
             free = 0
             for subnet_id in subnet_ids:
                 found = lookups.subnet(account, subnet_id)
                 if found is None:
-                    yield Problem(where, f"no such subnet in {account.region}", got=subnet_id, fix="check the ID and the Region")
+                    yield Problem(
+                        where, f"no such subnet in {account.region}", got=subnet_id, fix="check the ID and the Region"
+                    )
                     return
                 if found["VpcId"] != net.vpc_id:
                     yield Problem(
@@ -175,14 +182,14 @@ def security_group_self(view: ClusterView) -> Iterator[Problem]:
         yield from guarded(where, check)
 
 
-def _allows_self(permissions: list[dict[str, object]], group_id: str, any_address: bool = False) -> bool:
+def _allows_self(permissions: list[dict[str, Any]], group_id: str, any_address: bool = False) -> bool:
     for permission in permissions:
         if permission.get("IpProtocol") != "-1":
             continue
         pairs = permission.get("UserIdGroupPairs") or []
-        if any(p.get("GroupId") == group_id for p in pairs):  # type: ignore[union-attr]
+        if any(p.get("GroupId") == group_id for p in pairs):
             return True
         ranges = permission.get("IpRanges") or []
-        if any_address and any(r.get("CidrIp") == "0.0.0.0/0" for r in ranges):  # type: ignore[union-attr]
+        if any_address and any(r.get("CidrIp") == "0.0.0.0/0" for r in ranges):
             return True
     return False

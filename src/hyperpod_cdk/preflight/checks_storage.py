@@ -39,7 +39,9 @@ def file_system_problems(
         yield Problem(where, f"no such file system in {account.region}", got=existing.file_system_id)
         return
     if found.get("FileSystemType") != kind:
-        yield Problem(where, f"the file system is {found.get('FileSystemType')}, not {kind}", got=existing.file_system_id)
+        yield Problem(
+            where, f"the file system is {found.get('FileSystemType')}, not {kind}", got=existing.file_system_id
+        )
         return
     if found.get("Lifecycle", "AVAILABLE") != "AVAILABLE":
         yield Problem(where, f"the file system is {found.get('Lifecycle')}, not AVAILABLE", got=existing.file_system_id)

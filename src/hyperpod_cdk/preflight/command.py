@@ -93,8 +93,8 @@ def report(ctx: OpsContext, path: str, account: Any, found: list[Problem], *, st
     failing = errors(found) + (warnings(found) if strict else [])
     status = 1 if failing else 0
     if as_json:
-        where = {"account": account.account_id, "region": account.region} if account is not None else {}
-        value = {"config": path, **where, "valid": not failing, "problems": [p.as_dict() for p in found]}
+        found_in = {"account": account.account_id, "region": account.region} if account is not None else {}
+        value = {"config": path, **found_in, "valid": not failing, "problems": [p.as_dict() for p in found]}
         ctx.write(json.dumps(value, indent=2, default=str))
         return status
     if found:

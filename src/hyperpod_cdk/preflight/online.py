@@ -89,7 +89,6 @@ def guarded(path: str, check: Callable[[], Iterable[Problem]]) -> Iterator[Probl
     from hyperpod_cdk.preflight.account import Unchecked
 
     try:
-        for problem in check():
-            yield problem
+        yield from check()
     except Unchecked as error:
         yield unchecked(path, error)

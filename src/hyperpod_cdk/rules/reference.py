@@ -23,7 +23,8 @@ Every rule below runs in `hyperpod-cdk validate` (offline: no AWS credentials, C
 synth, before any construct is built; each construct runs the rules of its own props again, with CDK
 tokens skipped. The exception is the rules that need `aws` (ids `AWS-*`): they read the AWS account with
 read-only calls and run only in `hyperpod-cdk preflight` and `validate --online` (docs/operations.md,
-"preflight"), where a check the account will not answer is a warning naming the IAM action. All problems are reported at once, each with its field path, the value, what is allowed
+"preflight"), where a check the account will not answer is a warning naming the IAM action.
+All problems are reported at once, each with its field path, the value, what is allowed
 and a fix, tagged with the rule id. **Errors** stop synth; **warnings** are printed by `validate` and
 added to the stack as CDK warnings — `validate --strict` (or `cdk synth --strict`) makes them fail.
 

@@ -12,7 +12,6 @@ from training_runtime.hardware import NodeHardware, hardware_for
 from training_runtime.options import RuntimeOptions, parse_options
 
 if TYPE_CHECKING:
-    from hyperpod_cdk.preflight.account import Account
     from hyperpod_cdk.config import (
         ClusterConfig,
         LifecycleConfig,
@@ -23,6 +22,7 @@ if TYPE_CHECKING:
         ParametersConfig,
         StorageConfig,
     )
+    from hyperpod_cdk.preflight.account import Account
 
 
 def never_unresolved(value: Any) -> bool:
