@@ -29,10 +29,16 @@ from botocore.awsrequest import AWSResponse
 from moto.ec2.models.amis import Ami as MotoAmi
 from moto.fsx.models import FileSystem as MotoFileSystem
 
+from hyperpod_cdk.config import parse_model
 from hyperpod_cdk.ops.context import make_session
+from hyperpod_cdk.preflight.account import Account
+from hyperpod_cdk.preflight.runner import run_online
+from hyperpod_cdk.rules import ClusterView, all_rules
 from ops_support import ACCOUNT, REGION, _error, _ok
+from training_runtime.problems import Problem
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+P5 = "ml.p5.48xlarge"
 AZ = f"{REGION}a"
 OTHER_AZ = f"{REGION}b"
 
@@ -235,3 +241,53 @@ class MotoAccount:
             ],
             VpcConfig={"SecurityGroupIds": [self.sg], "Subnets": [self.subnet]},
         )
+
+
+# --- what every rule test uses ---------------------------------------------------------------------------------
+@pytest.fixture(name="acct")
+def acct_fixture() -> MotoAccount:
+    return MotoAccount()
+
+
+@pytest.fixture(name="fakes")
+def fakes_fixture() -> AccountFakes:
+    """SageMaker's quotas; three, so the p5 quota comes on the second page of ListServiceQuotas."""
+    return AccountFakes(
+        quotas={f"{P5} for cluster usage": 8, "ml.m5.xlarge for cluster usage": 4, "ml.c5.xlarge for cluster usage": 2}
+    )
+
+
+def config(acct: MotoAccount, **changes: Any) -> dict[str, Any]:
+    """An existing-network config: a controller and four p5 workers, no storage, no observability."""
+    base: dict[str, Any] = {
+        "cluster_name": "c1",
+        "network": {
+            "vpc_id": acct.vpc,
+            "subnet_id": acct.subnet,
+            "security_group_id": acct.sg,
+            "availability_zone": AZ,
+        },
+        "instance_groups": [
+            {"name": "controller", "role": "controller", "instance_type": "ml.m5.xlarge", "count": 1},
+            {"name": "workers", "instance_type": P5, "count": 4},
+        ],
+        "storage": None,
+        "observability": {"enabled": False},
+    }
+    base.update(changes)
+    return base
+
+
+def check(rule_id: str, data: dict[str, Any], fakes: AccountFakes) -> tuple[list[Problem], Account]:
+    """The rule's problems, run alone on a fresh account (its calls are its own)."""
+    session = make_session(None, None)
+    fakes.install(session)
+    account = Account(session, now=lambda: NOW.timestamp())
+    view = ClusterView.of_config(parse_model(data), region=REGION)
+    rule = next(r for r in all_rules() if r.id == rule_id)
+    return run_online(view, account, [rule]), account
+
+
+def only(problems: list[Problem]) -> Problem:
+    assert len(problems) == 1, [str(p) for p in problems]
+    return problems[0]

@@ -18,9 +18,9 @@ from hyperpod_cdk.ops.context import OpsContext, make_session
 from hyperpod_cdk.preflight import command
 from hyperpod_cdk.preflight.online import ACTIONS, online_rules, policy
 from ops_support import ACCOUNT, REGION, Run, aws_env, moto_url  # noqa: F401
-from preflight_support import NOW, AccountFakes, MotoAccount, moto_extras, plan  # noqa: F401
+from preflight_support import NOW, P5, AccountFakes, MotoAccount, acct_fixture, check, config, moto_extras, plan  # noqa: F401
 from test_ops_startup import run_cli
-from test_preflight_rules import NO_ROOT_POLICY, P5, check, config
+from test_preflight_resources import NO_ROOT_POLICY
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -62,11 +62,6 @@ def run_via_cli(argv: list[str], ctx: OpsContext) -> int:
 
 
 pytestmark = pytest.mark.usefixtures("aws_env")
-
-
-@pytest.fixture
-def acct() -> MotoAccount:
-    return MotoAccount()
 
 
 @pytest.fixture
