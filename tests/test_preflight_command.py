@@ -113,6 +113,7 @@ def test_access_denied_is_a_warning_and_strict_fails_on_it(acct: MotoAccount, pr
     subnet = warned[("AWS-SUBNET", "network.subnet_id")]
     assert subnet["level"] == "warning"
     assert subnet["expected"] == "could not be checked: ec2:DescribeSubnets access denied"
+    assert subnet["got"] == acct.subnet  # which resource went unchecked
     assert "--policy" in subnet["fix"]
     assert preflight(config(acct), "--strict").code == 1
 
@@ -141,6 +142,12 @@ def test_usage_credentials_and_shape_errors(
     assert "needs a CONFIG" in preflight(None).err
     bad = preflight({"instance_groups": "none"})
     assert bad.code == 1 and "instance_groups" in bad.out + bad.err
+    profile = preflight(config(acct), "--profile", "nobody")
+    assert profile.code == 4 and "nobody" in profile.err
+    monkeypatch.delenv("AWS_REGION")
+    no_region = preflight(config(acct))
+    assert no_region.code == 2 and "no AWS Region" in no_region.err
+    monkeypatch.setenv("AWS_REGION", REGION)
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.delenv(name)
     result = preflight(config(acct))

@@ -52,7 +52,8 @@ def test_kms_key_policy_without_the_account(acct: MotoAccount, fakes: AccountFak
     problem = only(check("AWS-KMS", with_key(acct, key), fakes)[0])
     assert problem.path == "organization.kms_key_arn" and problem.got == key
     assert f"does not let IAM policies in account {ACCOUNT} grant the key" in problem.expected
-    assert f"arn:aws:iam::{ACCOUNT}:root" in problem.fix
+    statement = problem.fix.removeprefix("add the statement ").removesuffix(" to the key policy")
+    assert json.loads(statement)["Principal"] == {"AWS": f"arn:aws:iam::{ACCOUNT}:root"}
 
 
 def test_kms_key_disabled_or_missing(acct: MotoAccount, fakes: AccountFakes) -> None:

@@ -49,7 +49,7 @@ def key_problems(account: Account, where: str, key: str) -> Iterator[Problem]:
             "creates cannot use it",
             got=key,
             fix=f'add the statement {{"Effect": "Allow", "Principal": {{"AWS": "arn:aws:iam::{owner}:root"}}, '
-            '"Action": "kms:*", "Resource": "*"}} to the key policy',
+            '"Action": "kms:*", "Resource": "*"} to the key policy',
         )
 
 
@@ -86,7 +86,7 @@ def kms_keys(view: ClusterView) -> Iterator[Problem]:
         if view.concrete(group.volume_kms_key_arn):
             keys.append((group_path(view, index, "volume_kms_key_arn"), str(group.volume_kms_key_arn)))
     for where, key in keys:
-        yield from guarded(where, functools.partial(key_problems, account, where, key))
+        yield from guarded(where, functools.partial(key_problems, account, where, key), got=key)
 
 
 @online_rule(
@@ -113,7 +113,7 @@ def accounting_secret(view: ClusterView) -> Iterator[Problem]:
         elif found.get("DeletedDate"):
             yield Problem(where, "the secret is scheduled for deletion", got=arn, fix="restore it (RestoreSecret)")
 
-    yield from guarded(where, check)
+    yield from guarded(where, check, got=arn)
 
 
 @online_rule(
@@ -159,7 +159,7 @@ def accounting_secret_keys(view: ClusterView) -> Iterator[Problem]:
                 fix='store the password as the whole string, or as {"password": ...}',
             )
 
-    yield from guarded(where, check)
+    yield from guarded(where, check, got=arn)
 
 
 @online_rule(
@@ -207,7 +207,7 @@ def custom_images(view: ClusterView) -> Iterator[Problem]:
                     fix="build the custom AMI unencrypted (encrypt the nodes' volumes with volume_kms_key_arn)",
                 )
 
-        yield from guarded(where, check)
+        yield from guarded(where, check, got=image_id)
 
 
 @online_rule(
@@ -230,7 +230,7 @@ def boundary_exists(view: ClusterView) -> Iterator[Problem]:
         if lookups.managed_policy(account, arn) is None:
             yield Problem(where, "no such managed policy", got=arn, fix="create it, or fix the ARN")
 
-    yield from guarded(where, check)
+    yield from guarded(where, check, got=arn)
 
 
 @online_rule(
@@ -259,4 +259,4 @@ def workspace_exists(view: ClusterView) -> Iterator[Problem]:
         elif found.get("status", {}).get("statusCode") not in ("ACTIVE", "UPDATING"):
             yield Problem(where, f"the workspace is {found.get('status', {}).get('statusCode')}", got=arn)
 
-    yield from guarded(where, check)
+    yield from guarded(where, check, got=arn)

@@ -202,4 +202,4 @@ def training_plans(view: ClusterView) -> Iterator[Problem]:
                     fix=f"put the nodes in {', '.join(sorted(zones))} (network.availability_zone or a subnet there)",
                 )
 
-        yield from guarded(where, check)
+        yield from guarded(where, check, got=str(arn))

@@ -74,7 +74,7 @@ def vpc_exists(view: ClusterView) -> Iterator[Problem]:
         elif found.get("State") != "available":
             yield Problem(where, f"the VPC is {found.get('State')}, not available", got=vpc_id)
 
-    yield from guarded(where, check)
+    yield from guarded(where, check, got=vpc_id)
 
 
 @online_rule(
@@ -134,7 +134,7 @@ def subnet_fits(view: ClusterView) -> Iterator[Problem]:
                     "network_interface: efa-only on the EFA groups",
                 )
 
-        yield from guarded(where, check)
+        yield from guarded(where, check, got=", ".join(subnet_ids))
 
 
 @online_rule(
@@ -179,7 +179,7 @@ def security_group_self(view: ClusterView) -> Iterator[Problem]:
                     fix=f"add rules for all protocols and ports with source and destination {group_id}",
                 )
 
-        yield from guarded(where, check)
+        yield from guarded(where, check, got=group_id)
 
 
 def _allows_self(permissions: list[dict[str, Any]], group_id: str, any_address: bool = False) -> bool:

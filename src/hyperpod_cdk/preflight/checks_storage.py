@@ -105,7 +105,7 @@ def lustre_exists(view: ClusterView) -> Iterator[Problem]:
         }
         yield from file_system_problems(account, view, "storage", "LUSTRE", existing, checks)
 
-    yield from guarded(view.path("storage", "existing"), check)
+    yield from guarded(view.path("storage", "existing"), check, got=existing.file_system_id)
 
 
 @online_rule(
@@ -129,7 +129,7 @@ def openzfs_exists(view: ClusterView) -> Iterator[Problem]:
         checks = {"dns_name": str(found.get("DNSName", ""))}
         yield from file_system_problems(account, view, "storage_openzfs", "OPENZFS", existing, checks)
 
-    yield from guarded(view.path("storage_openzfs", "existing"), check)
+    yield from guarded(view.path("storage_openzfs", "existing"), check, got=existing.file_system_id)
 
 
 def buckets(view: ClusterView) -> list[tuple[str, str, str]]:
@@ -189,7 +189,7 @@ def existing_buckets(view: ClusterView) -> Iterator[Problem]:
             if key is not None:
                 yield from key_problems(account, where, key)
 
-        yield from guarded(where, check)
+        yield from guarded(where, check, got=name)
 
 
 def _policy_problems(where: str, name: str, policy: dict[str, Any] | None) -> Iterator[Problem]:

@@ -74,21 +74,21 @@ def account_of(view: ClusterView) -> Account:
     return account  # type: ignore[no-any-return]
 
 
-def unchecked(path: str, error: Unchecked) -> Problem:
+def unchecked(path: str, error: Unchecked, got: str | None = None) -> Problem:
     """The warning for a look-up the account would not answer: what could not be checked and the action."""
-    return Problem(
-        path,
-        f"could not be checked: {error.action} {error.reason}",
-        fix=POLICY_FIX if error.denied else "check it by hand, or run preflight again",
-        level=WARNING,
-    )
+    fix = POLICY_FIX if error.denied else "check it by hand, or run preflight again"
+    text = f"could not be checked: {error.action} {error.reason}"
+    if got is None:
+        return Problem(path, text, fix=fix, level=WARNING)
+    return Problem(path, text, got=got, fix=fix, level=WARNING)
 
 
-def guarded(path: str, check: Callable[[], Iterable[Problem]]) -> Iterator[Problem]:
-    """``check()``'s problems; a look-up it cannot make becomes one warning at ``path`` (other items go on)."""
+def guarded(path: str, check: Callable[[], Iterable[Problem]], got: str | None = None) -> Iterator[Problem]:
+    """``check()``'s problems; a look-up it cannot make becomes one warning at ``path`` naming the resource ``got``
+    (the rule's other items go on)."""
     from hyperpod_cdk.preflight.account import Unchecked
 
     try:
         yield from check()
     except Unchecked as error:
-        yield unchecked(path, error)
+        yield unchecked(path, error, got)
