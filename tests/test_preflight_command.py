@@ -242,11 +242,15 @@ def full_config(acct: MotoAccount, fakes: AccountFakes) -> dict[str, Any]:
 def test_each_rule_calls_exactly_the_actions_it_declares(acct: MotoAccount) -> None:
     fakes = AccountFakes(quotas={f"{P5} for cluster usage": 8, "ml.m5.xlarge for cluster usage": 4})
     data = full_config(acct, fakes)
+    # A new Multi-AZ OpenZFS file system instead of the adopted one (its standby subnet is looked up).
+    multi_az = {**data, "storage_openzfs": {"deployment_type": "MULTI_AZ_1", "standby_subnet_id": acct.other_subnet}}
     for rule in online_rules():
-        found, account = check(rule.id, data, fakes)
-        called = {action for _, action in account.calls}
+        called: set[str] = set()
+        for variant in (data, multi_az):
+            found, account = check(rule.id, variant, fakes)
+            called |= {action for _, action in account.calls}
+            assert {who for who, _ in account.calls} <= {rule.id}
         assert called == set(ACTIONS[rule.id]), (rule.id, [str(p) for p in found])
-        assert {who for who, _ in account.calls} == {rule.id}
 
 
 def test_policy_is_every_declared_action_and_docs_show_it() -> None:

@@ -185,6 +185,19 @@ def test_openzfs(acct: MotoAccount, fakes: AccountFakes) -> None:
     assert problem.path == "storage_openzfs.existing.dns_name" and problem.fix == f"set it to {dns!r}"
 
 
+def test_standby_subnet(acct: MotoAccount, fakes: AccountFakes) -> None:
+    def multi_az(standby: str) -> dict[str, Any]:
+        zfs = {"deployment_type": "MULTI_AZ_1", "standby_subnet_id": standby, "client_cidrs": ["10.0.0.0/16"]}
+        return config(acct, storage_openzfs=zfs)
+
+    assert check("AWS-STANDBY-SUBNET", multi_az(acct.other_subnet), fakes)[0] == []
+    problem = only(check("AWS-STANDBY-SUBNET", multi_az(acct.make_subnet("10.0.48.0/24", AZ)), fakes)[0])
+    assert problem.path == "storage_openzfs.standby_subnet_id" and f"in the nodes' AZ {AZ}" in problem.expected
+    assert (
+        "no such subnet" in only(check("AWS-STANDBY-SUBNET", multi_az("subnet-0123456789abcdef0"), fakes)[0]).expected
+    )
+
+
 # --- AWS-BUCKET ---------------------------------------------------------------------------------------------------
 def with_buckets(
     acct: MotoAccount, lifecycle: str | None = None, data: str | None = None, logs: str | None = None

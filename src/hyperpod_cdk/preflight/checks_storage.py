@@ -132,6 +132,47 @@ def openzfs_exists(view: ClusterView) -> Iterator[Problem]:
     yield from guarded(view.path("storage_openzfs", "existing"), check, got=existing.file_system_id)
 
 
+@online_rule(
+    "AWS-STANDBY-SUBNET",
+    "storage_openzfs",
+    "storage_openzfs.standby_subnet_id",
+    actions=("ec2:DescribeSubnets",),
+    needs=("network",),
+    source="https://docs.aws.amazon.com/fsx/latest/OpenZFSGuide/availability-durability.html (Multi-AZ: a standby "
+    "file server in another AZ); Amazon EC2 API DescribeSubnets",
+)
+def standby_subnet(view: ClusterView) -> Iterator[Problem]:
+    """A new Multi-AZ OpenZFS file system's standby subnet exists in the VPC, in another AZ than the nodes'."""
+    openzfs, net = view.openzfs, view.network
+    if openzfs is None or openzfs.existing is not None or not openzfs.standby_subnet_id or net is None:
+        return
+    if openzfs.deployment_type != "MULTI_AZ_1" or net.vpc_id is None:
+        return
+    account = account_of(view)
+    where = view.path("storage_openzfs", "standby_subnet_id")
+    subnet_id = openzfs.standby_subnet_id
+
+    def check() -> Iterator[Problem]:
+        found = lookups.subnet(account, subnet_id)
+        if found is None:
+            yield Problem(
+                where, f"no such subnet in {account.region}", got=subnet_id, fix="check the ID and the Region"
+            )
+            return
+        if found["VpcId"] != net.vpc_id:
+            yield Problem(where, f"the subnet is in {found['VpcId']}, not in {net.vpc_id}", got=subnet_id)
+        if found["AvailabilityZone"] == nodes_az(view):
+            yield Problem(
+                where,
+                f"the standby subnet is in the nodes' AZ {found['AvailabilityZone']}: Multi-AZ needs the standby "
+                "file server in another AZ",
+                got=subnet_id,
+                fix="pick a subnet of the VPC in another AZ",
+            )
+
+    yield from guarded(where, check, got=subnet_id)
+
+
 def buckets(view: ClusterView) -> list[tuple[str, str, str]]:
     """(field path, bucket, use) of every existing bucket the config names."""
     found = []
