@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from hyperpod_cdk.preflight import lookups
+from hyperpod_cdk.preflight.checks_network import nodes_az
 from hyperpod_cdk.preflight.online import account_of, guarded, online_rule
 from hyperpod_cdk.rules.groups import group_path
 from hyperpod_cdk.rules.organization import prefixed
@@ -110,19 +111,6 @@ def quotas(view: ClusterView) -> Iterator[Problem]:
 
 def _plan_name(arn: str) -> str:
     return arn.rsplit("/", 1)[-1]
-
-
-def nodes_az(view: ClusterView) -> str | None:
-    """The nodes' AZ when the config or its existing subnet names one (a new VPC without one: CDK picks)."""
-    net = view.network
-    if net is None:
-        return None
-    if net.availability_zone:
-        return net.availability_zone
-    if net.subnet_id is not None:
-        found = lookups.subnet(account_of(view), net.subnet_id)
-        return str(found["AvailabilityZone"]) if found else None
-    return None
 
 
 @online_rule(

@@ -28,6 +28,19 @@ def existing_network(view: ClusterView) -> bool:
     return view.network is not None and view.network.vpc_id is not None
 
 
+def nodes_az(view: ClusterView) -> str | None:
+    """The nodes' AZ when the config or its existing subnet names one (a new VPC without one: CDK picks)."""
+    net = view.network
+    if net is None:
+        return None
+    if net.availability_zone:
+        return net.availability_zone
+    if net.subnet_id is not None:
+        found = lookups.subnet(account_of(view), net.subnet_id)
+        return str(found["AvailabilityZone"]) if found else None
+    return None
+
+
 def addresses_of(view: ClusterView, group: InstanceGroup) -> int:
     """Addresses one of the group's nodes takes: 1 for its primary interface, plus one per EFA interface unless
     the group's interfaces are efa-only (which have no IP address). A flexible group counts its hungriest type."""

@@ -8,7 +8,7 @@ from typing import Any
 from hyperpod_cdk.preflight import lookups
 from hyperpod_cdk.preflight.account import Account
 from hyperpod_cdk.preflight.checks_access import key_problems
-from hyperpod_cdk.preflight.checks_capacity import nodes_az
+from hyperpod_cdk.preflight.checks_network import nodes_az
 from hyperpod_cdk.preflight.online import account_of, guarded, online_rule
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime.problems import WARNING, Problem
