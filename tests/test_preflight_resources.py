@@ -261,6 +261,12 @@ def test_bucket_missing_and_in_another_region(acct: MotoAccount, fakes: AccountF
     assert "the bucket is in eu-west-1, the cluster in us-west-2" in problems[1].expected
 
 
+def test_lifecycle_bucket_in_another_region_is_a_warning(acct: MotoAccount, fakes: AccountFakes) -> None:
+    data = with_buckets(acct, lifecycle=acct.bucket("sagemaker-far", region="eu-west-1"))
+    problem = only(check("AWS-BUCKET", data, fakes)[0])
+    assert problem.level == "warning" and "the nodes read their scripts across Regions" in problem.expected
+
+
 def test_bucket_policy_denies_reads(acct: MotoAccount, fakes: AccountFakes) -> None:
     data = with_buckets(acct, lifecycle=acct.bucket("sagemaker-locked", policy=DENY_ALL_READS))
     problem = only(check("AWS-BUCKET", data, fakes)[0])

@@ -11,7 +11,7 @@ from hyperpod_cdk.preflight.checks_access import key_problems
 from hyperpod_cdk.preflight.checks_network import nodes_az
 from hyperpod_cdk.preflight.online import account_of, guarded, online_rule
 from hyperpod_cdk.rules.view import ClusterView
-from training_runtime.problems import WARNING, Problem
+from training_runtime.problems import ERROR, WARNING, Problem
 
 FSX_API = "https://docs.aws.amazon.com/fsx/latest/APIReference/API_DescribeFileSystems.html"
 FSX_SG_DOC = "https://docs.aws.amazon.com/fsx/latest/LustreGuide/limit-access-security-groups.html"
@@ -221,7 +221,7 @@ def existing_buckets(view: ClusterView) -> Iterator[Problem]:
                     + ("; the nodes read their scripts across Regions" if use == "lifecycle" else ""),
                     got=name,
                     fix=f"use a bucket in {account.region}",
-                    level=WARNING if use == "lifecycle" else "error",
+                    level=WARNING if use == "lifecycle" else ERROR,
                 )
             if use == "logs":
                 return  # S3's logging service writes there; the cluster does not read it
