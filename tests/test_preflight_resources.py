@@ -270,7 +270,12 @@ def test_lifecycle_bucket_in_another_region_is_a_warning(acct: MotoAccount, fake
 def test_bucket_policy_denies_reads(acct: MotoAccount, fakes: AccountFakes) -> None:
     data = with_buckets(acct, lifecycle=acct.bucket("sagemaker-locked", policy=DENY_ALL_READS))
     problem = only(check("AWS-BUCKET", data, fakes)[0])
-    assert "denies reads to every principal (statement 'Lockdown')" in problem.expected
+    assert problem.level == "error" and "denies reads to every principal (statement 'Lockdown')" in problem.expected
+    org_only = json.loads(json.dumps(DENY_ALL_READS))
+    org_only["Statement"][0]["Condition"] = {"StringNotEquals": {"aws:PrincipalOrgID": "o-abc"}}
+    data = with_buckets(acct, lifecycle=acct.bucket("sagemaker-org", policy=org_only))
+    problem = only(check("AWS-BUCKET", data, fakes)[0])
+    assert problem.level == "warning" and "denies reads unless aws:PrincipalOrgID" in problem.expected
 
 
 def test_bucket_key_denies_the_account(acct: MotoAccount, fakes: AccountFakes) -> None:
