@@ -86,6 +86,7 @@ bench: setup
 	$(PYTHON) bench/synth.py
 	$(PYTHON) bench/validate.py
 	$(PYTHON) bench/cli_startup.py
+	$(PYTHON) bench/preflight.py
 
 clean:
 	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache $(VENV38)
