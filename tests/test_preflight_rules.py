@@ -57,6 +57,16 @@ def test_quota_passes_with_room_and_ignores_the_cluster_itself(acct: MotoAccount
     assert check("AWS-QUOTA", config(acct), fakes)[0] == []
 
 
+def test_quota_of_a_flexible_group_is_what_its_types_leave(acct: MotoAccount, fakes: AccountFakes) -> None:
+    data = config(acct)
+    # The p5 quota (8) leaves 4 after the fixed group of 4; the c5 quota leaves 2: 6 for the flexible group.
+    data["instance_groups"].append({"name": "flex", "instance_types": [P5, "ml.c5.xlarge"], "count": 5})
+    assert check("AWS-QUOTA", data, fakes)[0] == []  # p5 leaves 4, c5 2: 6 >= 5
+    data["instance_groups"][2]["count"] = 7
+    problem = only(check("AWS-QUOTA", data, fakes)[0])
+    assert problem.path == "instance_groups[2].count" and "leave 6 instances in all" in problem.expected
+
+
 def test_quota_missing_for_type(acct: MotoAccount, fakes: AccountFakes) -> None:
     del fakes.quotas[f"{P5} for cluster usage"]
     problem = only(check("AWS-QUOTA", config(acct), fakes)[0])

@@ -96,12 +96,14 @@ def quotas(view: ClusterView) -> Iterator[Problem]:
                     fix=f"request an increase of {QUOTA_NAME.format(instance_type)!r} to at least "
                     f"{needed + used.get(instance_type, 0)} (Service Quotas, SageMaker), or lower the count",
                 )
+        own = {t: sum(int(g.count) for _, g in groups) for t, groups in wanted.items()}
         for index, group, types in flexible:
-            room = sum(max(free(t) or 0, 0) for t in types)
+            room = sum(max((free(t) or 0) - own.get(t, 0), 0) for t in types)
             if int(group.count) > room:
                 yield Problem(
                     group_path(view, index, "count"),
-                    f"the quotas for cluster usage of {', '.join(types)} leave {room} instances in all",
+                    f"the quotas for cluster usage of {', '.join(types)} leave {room} instances in all (after "
+                    "other clusters and this config's single-type groups)",
                     got=group.count,
                     fix="request a quota increase for one of the types, or lower the count",
                 )
