@@ -98,7 +98,7 @@ def test_training_plan_good(acct: MotoAccount, fakes: AccountFakes) -> None:
     ("changes", "path", "words"),
     [
         ({"az": OTHER_AZ}, "training_plan_arn", f"capacity is in {OTHER_AZ}; the nodes' subnet is in {AZ}"),
-        ({"count": 2}, "count", "the training plan has 2 instances available"),
+        ({"count": 2}, "count", "the training plan reserves 2 ml.p5.48xlarge instances"),
         ({"instance_type": "ml.p4d.24xlarge"}, "training_plan_arn", "reserves ml.p4d.24xlarge, not the group's"),
         ({"Status": "Expired"}, "training_plan_arn", "the plan is Expired"),
         ({"EndTime": NOW - timedelta(hours=1)}, "training_plan_arn", "the plan ended at"),
@@ -118,6 +118,13 @@ def test_training_plan_not_started_is_a_warning(acct: MotoAccount, fakes: Accoun
     fakes.plans["p5-plan"] = plan("p5-plan", Status="Scheduled", StartTime=NOW + timedelta(days=2))
     problem = only(check("AWS-TRAINING-PLAN", with_plan(acct), fakes)[0])
     assert problem.level == "warning" and "the plan starts at 2026-11-22" in problem.expected
+
+
+def test_training_plan_in_use_elsewhere_is_a_warning(acct: MotoAccount, fakes: AccountFakes) -> None:
+    fakes.plans["p5-plan"] = plan("p5-plan", AvailableInstanceCount=1, InUseInstanceCount=3)
+    problem = only(check("AWS-TRAINING-PLAN", with_plan(acct), fakes)[0])
+    assert problem.path == "instance_groups[1].count" and problem.level == "warning"
+    assert "1 instances available (3 in use)" in problem.expected
 
 
 def test_training_plan_missing(acct: MotoAccount, fakes: AccountFakes) -> None:

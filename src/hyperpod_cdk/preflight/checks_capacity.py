@@ -172,14 +172,22 @@ def training_plans(view: ClusterView) -> Iterator[Problem]:
                     fix="use the plan's instance type, or a plan for this type",
                 )
                 return
+            total = sum(int(r.get("TotalInstanceCount") or 0) for r in reserved)
             available = plan.get("AvailableInstanceCount")
-            if view.concrete(group.count) and available is not None and int(group.count) > int(available):
+            if view.concrete(group.count) and int(group.count) > total:
                 yield Problem(
                     group_path(view, index, "count"),
-                    f"the training plan has {available} instances available "
-                    f"({plan.get('InUseInstanceCount', 0)} in use)",
+                    f"the training plan reserves {total} {'/'.join(sorted(types))} instances",
                     got=group.count,
-                    fix=f"lower the count to {available}, or extend the plan",
+                    fix=f"lower the count to {total}, or extend the plan",
+                )
+            elif view.concrete(group.count) and available is not None and int(group.count) > int(available):
+                yield Problem(
+                    group_path(view, index, "count"),
+                    f"the training plan has {available} instances available ({plan.get('InUseInstanceCount', 0)} "
+                    "in use): enough only if this cluster already holds the rest",
+                    got=group.count,
+                    level=WARNING,
                 )
             az = nodes_az(view)
             zones = {str(r.get("AvailabilityZone")) for r in reserved if r.get("AvailabilityZone")}
