@@ -223,12 +223,12 @@ class MotoAccount:
             ami.encrypted = True
         return image_id
 
-    def cluster(self, name: str, instance_type: str, count: int) -> None:
+    def cluster(self, name: str, instance_type: str, count: int, group: str = "workers") -> None:
         self.sagemaker.create_cluster(
             ClusterName=name,
             InstanceGroups=[
                 {
-                    "InstanceGroupName": "workers",
+                    "InstanceGroupName": group,
                     "InstanceType": instance_type,
                     "InstanceCount": count,
                     "LifeCycleConfig": {

@@ -244,9 +244,11 @@ def test_each_rule_calls_exactly_the_actions_it_declares(acct: MotoAccount) -> N
     data = full_config(acct, fakes)
     # A new Multi-AZ OpenZFS file system instead of the adopted one (its standby subnet is looked up).
     multi_az = {**data, "storage_openzfs": {"deployment_type": "MULTI_AZ_1", "standby_subnet_id": acct.other_subnet}}
+    # A full subnet (whose shortfall is weighed against what a running cluster of this name holds).
+    crowded = {**data, "network": {**data["network"], "subnet_id": acct.make_subnet("10.0.32.0/26", "us-west-2a")}}
     for rule in online_rules():
         called: set[str] = set()
-        for variant in (data, multi_az):
+        for variant in (data, multi_az, crowded):
             found, account = check(rule.id, variant, fakes)
             called |= {action for _, action in account.calls}
             assert {who for who, _ in account.calls} <= {rule.id}

@@ -150,6 +150,19 @@ def test_subnet_too_small_for_efa(acct: MotoAccount, fakes: AccountFakes) -> Non
     assert "workers: 4 x 33" in problem.expected
 
 
+def test_subnet_counts_what_the_running_cluster_holds(acct: MotoAccount, fakes: AccountFakes) -> None:
+    data = config(acct)
+    data["network"]["subnet_id"] = acct.make_subnet("10.0.32.0/26", AZ)  # 59 free
+    acct.cluster("c1", P5, 4, group="workers")  # this cluster, deployed: its 4 p5 hold 132 addresses already
+    assert check("AWS-SUBNET", data, fakes)[0] == []
+    data["instance_groups"][1]["count"] = 6  # 2 more p5 take 66 > 59
+    problem = only(check("AWS-SUBNET", data, fakes)[0])
+    assert (
+        "59 free addresses in" in problem.expected
+        and "(plus 132 this cluster's running nodes hold)" in problem.expected
+    )
+
+
 def test_subnet_efa_only_interfaces_take_no_address(acct: MotoAccount, fakes: AccountFakes) -> None:
     data = config(acct)
     data["network"]["subnet_id"] = acct.make_subnet("10.0.32.0/26", AZ)

@@ -8,9 +8,8 @@ from typing import Any
 
 from hyperpod_cdk.preflight import lookups
 from hyperpod_cdk.preflight.checks_network import nodes_az
-from hyperpod_cdk.preflight.online import account_of, guarded, online_rule
+from hyperpod_cdk.preflight.online import account_of, cluster_name, guarded, online_rule
 from hyperpod_cdk.rules.groups import group_path
-from hyperpod_cdk.rules.organization import prefixed
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime.problems import WARNING, Problem
 
@@ -22,12 +21,6 @@ PLANS_DOC = (
 QUOTA_NAME = "{} for cluster usage"
 """SageMaker's per-type HyperPod quota, as Service Quotas names it (e.g. "ml.p5.48xlarge for cluster usage")."""
 USABLE_PLAN = ("Active", "Scheduled")
-
-
-def cluster_name(view: ClusterView) -> str:
-    """The cluster's physical name (with the organization's prefix)."""
-    org = view.organization
-    return prefixed(org.name_prefix, view.cluster_name) if org is not None and org.name_prefix else view.cluster_name
 
 
 def used_by_others(clusters: list[dict[str, Any]], own: str) -> dict[str, int]:

@@ -10,7 +10,7 @@ from typing import Any
 
 from hyperpod_cdk.model import InstanceGroup, NetworkInterfaceType
 from hyperpod_cdk.preflight import lookups
-from hyperpod_cdk.preflight.online import account_of, guarded, online_rule
+from hyperpod_cdk.preflight.online import account_of, cluster_name, guarded, online_rule
 from hyperpod_cdk.rules.groups import group_path
 from hyperpod_cdk.rules.network import addresses_per_instance
 from hyperpod_cdk.rules.view import ClusterView
@@ -94,7 +94,7 @@ def vpc_exists(view: ClusterView) -> Iterator[Problem]:
     "AWS-SUBNET",
     "network",
     "network.subnet_id, instance_groups[*].override_vpc.subnet_ids",
-    actions=("ec2:DescribeSubnets",),
+    actions=("ec2:DescribeSubnets", "sagemaker:ListClusters", "sagemaker:DescribeCluster"),
     needs=("instance_groups", "hardware"),
     source=f"Amazon EC2 API DescribeSubnets (AvailabilityZone, AvailableIpAddressCount); {EFA_IP_DOC}",
 )
@@ -105,6 +105,13 @@ def subnet_fits(view: ClusterView) -> Iterator[Problem]:
     net = view.network
     assert net is not None
     account = account_of(view)
+
+    def running(groups: list[InstanceGroup]) -> int:
+        """Addresses this cluster's running nodes of ``groups`` already hold (an update keeps them)."""
+        own = [c for c in lookups.clusters_in_use(account) if c.get("ClusterName") == cluster_name(view)]
+        current = {g["InstanceGroupName"]: int(g.get("CurrentCount") or 0) for c in own for g in c["InstanceGroups"]}
+        return sum(current.get(g.name, 0) * addresses_of(view, g) for g in groups)
+
     for subnet_ids, where, groups in subnets_in_use(view):
 
         def check(
@@ -136,12 +143,14 @@ def subnet_fits(view: ClusterView) -> Iterator[Problem]:
                 free += int(found.get("AvailableIpAddressCount", 0))
             counted = [g for g in groups if view.concrete(g.count)]
             needed = sum(int(g.count) * addresses_of(view, g) for g in counted)
-            if needed > free:
+            held = running(counted) if needed > free else 0
+            if needed > free + held:
                 parts = "; ".join(f"{g.name}: {g.count} x {addresses_of(view, g)}" for g in counted)
+                kept = f" (plus {held} this cluster's running nodes hold)" if held else ""
                 yield Problem(
                     where,
-                    f"{free} free addresses in {', '.join(subnet_ids)}; the nodes take {needed} ({parts}): "
-                    "HyperPod fails the creation when it runs out",
+                    f"{free} free addresses in {', '.join(subnet_ids)}{kept}; the nodes take {needed} ({parts}): "
+                    "HyperPod fails the creation or scaling when it runs out",
                     got=", ".join(subnet_ids),
                     fix="use a larger subnet (EFA types take an address per EFA interface), or set "
                     "network_interface: efa-only on the EFA groups",

@@ -74,6 +74,14 @@ def account_of(view: ClusterView) -> Account:
     return account  # type: ignore[no-any-return]
 
 
+def cluster_name(view: ClusterView) -> str:
+    """The cluster's physical name (with the organization's prefix): how ListClusters knows it."""
+    from hyperpod_cdk.rules.organization import prefixed
+
+    org = view.organization
+    return prefixed(org.name_prefix, view.cluster_name) if org is not None and org.name_prefix else view.cluster_name
+
+
 def unchecked(path: str, error: Unchecked, got: str | None = None) -> Problem:
     """The warning for a look-up the account would not answer: what could not be checked and the action."""
     fix = POLICY_FIX if error.denied else "check it by hand, or run preflight again"
