@@ -113,6 +113,7 @@ bench: setup
 	$(PYTHON) bench/synth.py
 	$(PYTHON) bench/validate.py
 	$(PYTHON) bench/cli_startup.py
+	$(PYTHON) bench/preflight.py
 
 # requirements/constraints.txt from the dev venv (after changing a pin in pyproject.toml or package versions)
 lock: $(VENV)/.installed-dev

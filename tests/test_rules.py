@@ -903,7 +903,8 @@ NODE_ONLY = {"GRP-ROLE"}
 
 
 def test_every_registered_rule_has_a_row() -> None:
-    registered = {r.id for r in all_rules()}
+    # The rules that need the AWS account are tested against moto in tests/test_preflight_rules.py.
+    registered = {r.id for r in all_rules() if "aws" not in r.needs}
     covered = {r.rule for r in ROWS} | NODE_ONLY
     assert registered - covered == set(), "add a row to ROWS for each new rule"
     assert covered - registered == set()

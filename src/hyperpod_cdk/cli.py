@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from hyperpod_cdk import ops as operator_commands
 from hyperpod_cdk.node_banner import silence_node_end_of_life_banner
+from hyperpod_cdk.preflight import command as preflight
 from hyperpod_cdk.publishing import command as publishing
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (`hyperpod-cdk --help` stays light)
@@ -121,6 +122,8 @@ def main(argv: list[str] | None = None, plugins: Callable[[str], Plugin | None] 
     )
     validate.add_argument("--strict", action="store_true", help="warnings fail too")
     validate.add_argument("--json", action="store_true", help="print the problems as JSON")
+    preflight.add_online_arguments(validate)
+    preflight.register(commands)
     commands.add_parser("schema", help="print the config file's JSON Schema")
     init = commands.add_parser(
         "init",
@@ -148,6 +151,8 @@ def main(argv: list[str] | None = None, plugins: Callable[[str], Plugin | None] 
         from hyperpod_cdk.project import init_command
 
         return init_command(args.dir)
+    if getattr(args, "preflight", False) or getattr(args, "online", False):
+        return preflight.dispatch(args)
     if args.command == "publish":
         return publishing.run(args)
     if args.command == "schema":

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
@@ -36,10 +37,15 @@ def validate_command(
     as_json: bool = False,
     out: TextIO | None = None,
     err: TextIO | None = None,
+    online: Callable[[ClusterConfig], list[Problem]] | None = None,
 ) -> int:
+    """Print every problem (text on stderr, or ``--json`` on stdout); 1 when any fails. ``online`` adds the
+    account's findings (``validate --online``: :func:`hyperpod_cdk.preflight.command.validate_online`)."""
     out = out or sys.stdout
     err = err or sys.stderr
     config, found = validate_file(path, region, previous)
+    if config is not None and online is not None:
+        found = found + online(config)
     failing = errors(found) + (warnings(found) if strict else [])
     if as_json:
         json.dump(

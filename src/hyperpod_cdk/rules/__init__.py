@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import importlib
 
-from hyperpod_cdk.rules.registry import REGISTRY, RULE_MODULES, SECTIONS, all_rules, run
+from hyperpod_cdk.rules.registry import REGISTRY, RULE_MODULES, SECTIONS, all_rules, module_name, run
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime.problems import ERROR, WARNING, Problem, Rule, errors, warnings
 
 for _module in RULE_MODULES:  # importing a rule module registers its rules (report order: RULE_MODULES)
-    importlib.import_module("hyperpod_cdk.rules." + _module)
+    importlib.import_module(module_name(_module))
 
 
 def check(view: ClusterView) -> list[Problem]:

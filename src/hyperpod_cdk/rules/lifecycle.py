@@ -63,6 +63,6 @@ def bucket_access(view: ClusterView) -> Iterator[Problem]:
             "policy covers only sagemaker-* buckets, and a bucket policy or KMS key of this bucket can still "
             "deny the nodes",
             got=lifecycle.bucket_name,
-            fix="check the bucket policy and key policy allow the cluster's execution role, or let the stack "
-            "create the bucket",
+            fix="`hyperpod-cdk preflight` checks the bucket policy and key policy against the account (AWS-BUCKET); "
+            "or let the stack create the bucket",
         )

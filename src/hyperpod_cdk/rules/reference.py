@@ -22,7 +22,10 @@ tests/test_rules_reference.py fails when it is stale. Do not edit by hand. -->
 
 Every rule below runs in `hyperpod-cdk validate` (offline: no AWS credentials, CDK or Node.js) and at
 synth, before any construct is built; each construct runs the rules of its own props again, with CDK
-tokens skipped. All problems are reported at once, each with its field path, the value, what is allowed
+tokens skipped. The exception is the rules that need `aws` (ids `AWS-*`): they read the AWS account with
+read-only calls and run only in `hyperpod-cdk preflight` and `validate --online` (docs/operations.md,
+"preflight"), where a check the account will not answer is a warning naming the IAM action.
+All problems are reported at once, each with its field path, the value, what is allowed
 and a fix, tagged with the rule id. **Errors** stop synth; **warnings** are printed by `validate` and
 added to the stack as CDK warnings — `validate --strict` (or `cdk synth --strict`) makes them fail.
 

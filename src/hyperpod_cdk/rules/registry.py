@@ -27,10 +27,23 @@ RULE_MODULES = (
     "openzfs",
     "slurm_api",
     "volumes",
+    # The online rules (needs aws): only `hyperpod-cdk preflight` / `validate --online` run them; no boto3 import.
+    "hyperpod_cdk.preflight.checks_access",
+    "hyperpod_cdk.preflight.checks_capacity",
+    "hyperpod_cdk.preflight.checks_network",
+    "hyperpod_cdk.preflight.checks_storage",
 )
-"""The rule modules (``hyperpod_cdk.rules.<name>``): the package imports each, which registers its rules.
-Problems are reported, and docs/rules.md lists rules, in this order, then in each module's own order:
-explicit here, whatever order the modules happen to be imported in. A new rule module is added here."""
+"""The rule modules (``hyperpod_cdk.rules.<name>``, or a dotted module name): the package imports each, which
+registers its rules. Problems are reported, and docs/rules.md lists rules, in this order, then in each module's
+own order: explicit here, whatever order the modules happen to be imported in. A new rule module is added here."""
+
+
+def module_name(entry: str) -> str:
+    """The importable name of a :data:`RULE_MODULES` entry."""
+    return entry if "." in entry else f"hyperpod_cdk.rules.{entry}"
+
+
+_POSITIONS = {module_name(entry): index for index, entry in enumerate(RULE_MODULES)}
 
 REGISTRY = RuleBook("hyperpod-cdk")
 """Rules that take a :class:`ClusterView`."""
@@ -38,10 +51,10 @@ REGISTRY = RuleBook("hyperpod-cdk")
 
 def report_position(rule: Rule) -> int:
     """Where ``rule``'s module stands in :data:`RULE_MODULES` (a rule from an unlisted module is a bug)."""
-    module = rule.check.__module__.rpartition(".")[2]
-    if module not in RULE_MODULES:
+    position = _POSITIONS.get(rule.check.__module__)
+    if position is None:
         raise LookupError(f"rule {rule.id} is registered by {rule.check.__module__}; list it in RULE_MODULES")
-    return RULE_MODULES.index(module)
+    return position
 
 
 def all_rules() -> list[Rule]:

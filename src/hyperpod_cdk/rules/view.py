@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         ParametersConfig,
         StorageConfig,
     )
+    from hyperpod_cdk.preflight.account import Account
 
 
 SECTIONS = (
@@ -84,6 +85,8 @@ class ClusterView:
     """Rules of unconfirmed Slurm support whose warnings the config accepts (``accept_unconfirmed``)."""
     previous: ClusterView | None = None
     """The deployed config (``validate --previous``): rules warn about changes that replace resources."""
+    account: Account | None = None
+    """The AWS account's look-ups (``hyperpod-cdk preflight``), with ``aws`` in ``sections``; None offline."""
 
     @classmethod
     def of_config(

@@ -1,0 +1,201 @@
+"""Each preflight rule against a moto account: a real-looking account that breaks it, and a good one that passes.
+
+Capacity and network rules here; the rules on adopted resources in test_preflight_resources.py. The account is
+built in moto (tests/preflight_support.py); Service Quotas and training plans come from named fakes.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hyperpod_cdk.rules import all_rules
+from ops_support import ACCOUNT, REGION, aws_env, moto_url  # noqa: F401
+from preflight_support import (  # noqa: F401
+    AZ,
+    NOW,
+    OTHER_AZ,
+    P5,
+    AccountFakes,
+    MotoAccount,
+    acct_fixture,
+    check,
+    config,
+    fakes_fixture,
+    moto_extras,
+    only,
+    plan,
+)
+
+pytestmark = pytest.mark.usefixtures("aws_env")
+
+
+def test_every_online_rule_is_tested_here() -> None:
+    here = Path(__file__).parent
+    source = (here / "test_preflight_rules.py").read_text() + (here / "test_preflight_resources.py").read_text()
+    online = [r.id for r in all_rules() if "aws" in r.needs]
+    assert len(online) >= 14
+    assert [i for i in online if source.count(f'"{i}"') < 2] == [], "test each rule: a broken and a good account"
+
+
+# --- AWS-QUOTA ----------------------------------------------------------------------------------------------------
+def test_quota_counts_other_clusters(acct: MotoAccount, fakes: AccountFakes) -> None:
+    acct.cluster("other", P5, 6)  # 6 of the 8 p5 are taken by a running cluster
+    problem = only(check("AWS-QUOTA", config(acct), fakes)[0])
+    assert problem.path == "instance_groups[1].count"
+    assert problem.got == 4
+    assert "quota 'ml.p5.48xlarge for cluster usage' is 8 and other clusters use 6, leaving 2" in problem.expected
+    assert "at least 10" in problem.fix
+    assert problem.rule == "AWS-QUOTA" and problem.level == "error"
+
+
+def test_quota_passes_with_room_and_ignores_the_cluster_itself(acct: MotoAccount, fakes: AccountFakes) -> None:
+    acct.cluster("c1", P5, 6)  # the cluster being updated: its own nodes do not count twice
+    assert check("AWS-QUOTA", config(acct), fakes)[0] == []
+
+
+def test_quota_of_a_flexible_group_is_what_its_types_leave(acct: MotoAccount, fakes: AccountFakes) -> None:
+    data = config(acct)
+    # The p5 quota (8) leaves 4 after the fixed group of 4; the c5 quota leaves 2: 6 for the flexible group.
+    data["instance_groups"].append({"name": "flex", "instance_types": [P5, "ml.c5.xlarge"], "count": 5})
+    assert check("AWS-QUOTA", data, fakes)[0] == []  # p5 leaves 4, c5 2: 6 >= 5
+    data["instance_groups"][2]["count"] = 7
+    problem = only(check("AWS-QUOTA", data, fakes)[0])
+    assert problem.path == "instance_groups[2].count" and "leave 6 instances in all" in problem.expected
+
+
+def test_quota_missing_for_type(acct: MotoAccount, fakes: AccountFakes) -> None:
+    del fakes.quotas[f"{P5} for cluster usage"]
+    problem = only(check("AWS-QUOTA", config(acct), fakes)[0])
+    assert problem.path == "instance_groups[1].instance_type"
+    assert "no quota 'ml.p5.48xlarge for cluster usage'" in problem.expected
+
+
+def test_quota_access_denied_is_a_warning_naming_the_permission(acct: MotoAccount, fakes: AccountFakes) -> None:
+    fakes.fail[("service-quotas", "ListServiceQuotas")] = ("AccessDeniedException", "not authorized")
+    problem = only(check("AWS-QUOTA", config(acct), fakes)[0])
+    assert problem.level == "warning"
+    assert "servicequotas:ListServiceQuotas access denied" in problem.expected
+    assert "--policy" in problem.fix
+
+
+# --- AWS-TRAINING-PLAN --------------------------------------------------------------------------------------------
+def with_plan(acct: MotoAccount, name: str = "p5-plan") -> dict[str, Any]:
+    data = config(acct)
+    data["instance_groups"][1]["training_plan_arn"] = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:training-plan/{name}"
+    return data
+
+
+def test_training_plan_good(acct: MotoAccount, fakes: AccountFakes) -> None:
+    fakes.plans["p5-plan"] = plan("p5-plan")
+    assert check("AWS-TRAINING-PLAN", with_plan(acct), fakes)[0] == []
+
+
+@pytest.mark.parametrize(
+    ("changes", "path", "words"),
+    [
+        ({"az": OTHER_AZ}, "training_plan_arn", f"capacity is in {OTHER_AZ}; the nodes' subnet is in {AZ}"),
+        ({"count": 2}, "count", "the training plan reserves 2 ml.p5.48xlarge instances"),
+        ({"instance_type": "ml.p4d.24xlarge"}, "training_plan_arn", "reserves ml.p4d.24xlarge, not the group's"),
+        ({"Status": "Expired"}, "training_plan_arn", "the plan is Expired"),
+        ({"EndTime": NOW - timedelta(hours=1)}, "training_plan_arn", "the plan ended at"),
+        ({"TargetResources": ["training-job"]}, "training_plan_arn", "not hyperpod-cluster"),
+    ],
+)
+def test_training_plan_broken(
+    acct: MotoAccount, fakes: AccountFakes, changes: dict[str, Any], path: str, words: str
+) -> None:
+    fakes.plans["p5-plan"] = plan("p5-plan", **changes)
+    problem = only(check("AWS-TRAINING-PLAN", with_plan(acct), fakes)[0])
+    assert problem.path == f"instance_groups[1].{path}"
+    assert words in problem.expected and problem.level == "error"
+
+
+def test_training_plan_not_started_is_a_warning(acct: MotoAccount, fakes: AccountFakes) -> None:
+    fakes.plans["p5-plan"] = plan("p5-plan", Status="Scheduled", StartTime=NOW + timedelta(days=2))
+    problem = only(check("AWS-TRAINING-PLAN", with_plan(acct), fakes)[0])
+    assert problem.level == "warning" and "the plan starts at 2026-11-22" in problem.expected
+
+
+def test_training_plan_in_use_elsewhere_is_a_warning(acct: MotoAccount, fakes: AccountFakes) -> None:
+    fakes.plans["p5-plan"] = plan("p5-plan", AvailableInstanceCount=1, InUseInstanceCount=3)
+    problem = only(check("AWS-TRAINING-PLAN", with_plan(acct), fakes)[0])
+    assert problem.path == "instance_groups[1].count" and problem.level == "warning"
+    assert "1 instances available (3 in use)" in problem.expected
+
+
+def test_training_plan_missing(acct: MotoAccount, fakes: AccountFakes) -> None:
+    problem = only(check("AWS-TRAINING-PLAN", with_plan(acct, "nope"), fakes)[0])
+    assert problem.path == "instance_groups[1].training_plan_arn" and "no such training plan" in problem.expected
+
+
+# --- AWS-VPC, AWS-SUBNET, AWS-SECURITY-GROUP ----------------------------------------------------------------------
+def test_vpc_missing(acct: MotoAccount, fakes: AccountFakes) -> None:
+    data = config(acct)
+    data["network"]["vpc_id"] = "vpc-0123456789abcdef0"
+    problem = only(check("AWS-VPC", data, fakes)[0])
+    assert problem.path == "network.vpc_id" and "no such VPC in us-west-2" in problem.expected
+    assert check("AWS-VPC", config(acct), fakes)[0] == []
+
+
+def test_subnet_too_small_for_efa(acct: MotoAccount, fakes: AccountFakes) -> None:
+    data = config(acct)
+    data["network"]["subnet_id"] = acct.make_subnet("10.0.32.0/26", AZ)  # 59 free; 4 p5 take 4 x 33, + 1
+    problem = only(check("AWS-SUBNET", data, fakes)[0])
+    assert problem.path == "network.subnet_id"
+    assert "59 free addresses" in problem.expected and "the nodes take 133" in problem.expected
+    assert "workers: 4 x 33" in problem.expected
+
+
+def test_subnet_counts_what_the_running_cluster_holds(acct: MotoAccount, fakes: AccountFakes) -> None:
+    data = config(acct)
+    data["network"]["subnet_id"] = acct.make_subnet("10.0.32.0/26", AZ)  # 59 free
+    acct.cluster("c1", P5, 4, group="workers")  # this cluster, deployed: its 4 p5 hold 132 addresses already
+    assert check("AWS-SUBNET", data, fakes)[0] == []
+    data["instance_groups"][1]["count"] = 6  # 2 more p5 take 66 > 59
+    problem = only(check("AWS-SUBNET", data, fakes)[0])
+    assert (
+        "59 free addresses in" in problem.expected
+        and "(plus 132 this cluster's running nodes hold)" in problem.expected
+    )
+
+
+def test_subnet_efa_only_interfaces_take_no_address(acct: MotoAccount, fakes: AccountFakes) -> None:
+    data = config(acct)
+    data["network"]["subnet_id"] = acct.make_subnet("10.0.32.0/26", AZ)
+    data["instance_groups"][1]["network_interface"] = "efa-only"
+    assert check("AWS-SUBNET", data, fakes)[0] == []
+
+
+def test_subnet_in_another_az_or_vpc_or_missing(acct: MotoAccount, fakes: AccountFakes) -> None:
+    data = config(acct)
+    data["network"]["subnet_id"] = acct.other_subnet
+    problem = only(check("AWS-SUBNET", data, fakes)[0])
+    assert problem.path == "network.availability_zone" and problem.got == AZ
+    assert f"set availability_zone: {OTHER_AZ}" in problem.fix
+    other_vpc = acct.ec2.create_vpc(CidrBlock="10.9.0.0/16")["Vpc"]["VpcId"]
+    data["network"]["subnet_id"] = acct.make_subnet("10.9.0.0/20", AZ, vpc=other_vpc)
+    assert f"not in network.vpc_id {acct.vpc}" in only(check("AWS-SUBNET", data, fakes)[0]).expected
+    data["network"]["subnet_id"] = "subnet-0123456789abcdef0"
+    assert "no such subnet" in only(check("AWS-SUBNET", data, fakes)[0]).expected
+    assert check("AWS-SUBNET", config(acct), fakes)[0] == []
+
+
+def test_subnet_of_a_group_override(acct: MotoAccount, fakes: AccountFakes) -> None:
+    data = config(acct)
+    small = acct.make_subnet("10.0.40.0/28", AZ)  # 11 free
+    data["instance_groups"][1]["override_vpc"] = {"subnet_ids": [small], "security_group_ids": [acct.sg]}
+    problem = only(check("AWS-SUBNET", data, fakes)[0])
+    assert problem.path == "instance_groups[1].override_vpc.subnet_ids" and "11 free addresses" in problem.expected
+
+
+def test_security_group_without_self_rule(acct: MotoAccount, fakes: AccountFakes) -> None:
+    data = config(acct)
+    data["network"]["security_group_id"] = acct.security_group("open", self_referencing=False)
+    problem = only(check("AWS-SECURITY-GROUP", data, fakes)[0])
+    assert problem.path == "network.security_group_id"
+    assert "no inbound rule allows all traffic with the group itself" in problem.expected
+    assert check("AWS-SECURITY-GROUP", config(acct), fakes)[0] == []
