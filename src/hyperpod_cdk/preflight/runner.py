@@ -9,8 +9,7 @@ from typing import Any
 
 from hyperpod_cdk.preflight.account import Account, Unchecked
 from hyperpod_cdk.preflight.online import AWS, online_rules, unchecked
-from hyperpod_cdk.rules.view import FACTS
-from hyperpod_cdk.rules.view import ClusterView
+from hyperpod_cdk.rules.view import FACTS, ClusterView
 from training_runtime.problems import WARNING, Problem
 
 WORKERS = 16
