@@ -20,7 +20,7 @@ from hyperpod_local.layout import (
     host_hardware,
     hosts_file,
     local_options,
-    parameters,
+    local_parameters,
     plan_layout,
     resource_config,
 )
@@ -152,7 +152,7 @@ def test_local_parameters_are_the_uploaded_ones_with_only_the_emulation_overlays
     app = fast_app(outdir=str(tmp_path))
     (stack,) = build_example(path, app)
     (upload,) = uploaded_files(tmp_path, app.synth().get_stack_by_name(stack.stack_name).template).values()
-    local = parameters(load_config(path), cpus=3)
+    local = local_parameters(load_config(path), cpus=3)
     assert local.file_name == upload["file_name"]
     assert ProvisioningParameters.loads(local.dumps()) == local
     # The overlays, stated here independently of layout.emulated(): no Lustre, fast Slurm failure
@@ -185,7 +185,7 @@ def test_runtime_options_merge_emulation_values_over_the_config() -> None:
         "install_accelerator_software": True,
     }
     cfg = config(compute("cpu", 2), compute("gpu", 1, "ml.p5.48xlarge"), runtime=runtime)
-    options = parameters(cfg, cpus=3).options
+    options = local_parameters(cfg, cpus=3).options
     assert options["slurm"] == {"requeue": False, **EMULATION_SLURM_OPTIONS}
     assert options["slurm"]["cred_expire"] >= 70
     machine = {"cpus": 3, "sockets": 1, "cores_per_socket": 3, "threads_per_core": 1, "memory_mib": 2000}
@@ -234,7 +234,7 @@ def test_invalid_runtime_options_are_reported() -> None:
     data["runtime"] = {"slurm": {"bogus": 1}}
     cfg = ClusterConfig.model_validate(data)  # the config's own check would refuse it first
     with pytest.raises(LayoutError, match=re.escape("runtime.slurm.bogus: unknown option")):
-        parameters(cfg)
+        local_parameters(cfg)
 
 
 def test_hosts_file_names_each_node_once_by_its_name_and_vpc_dns_name() -> None:
@@ -253,7 +253,7 @@ def test_every_example_has_a_local_layout(example: Path) -> None:
     layout = plan_layout(cfg)
     assert 2 <= len(layout.nodes) <= 6
     assert len(layout.workers) <= 4
-    assert parameters(cfg).options["install_accelerator_software"] is False
+    assert local_parameters(cfg).options["install_accelerator_software"] is False
 
 
 def test_up_needs_root_and_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -274,7 +274,7 @@ def test_the_local_cluster_renders_its_fast_failure_detection_through_the_real_s
     config = load_config(Path(__file__).resolve().parent.parent / "examples" / "cpu-cluster.yaml")
     layout = plan_layout(config)
     resources = ResourceConfig.from_json(resource_config(layout))
-    params = parameters(config, cpus=2)
+    params = local_parameters(config, cpus=2)
     controller = resources.instances(params.controller_group)[0]
     group = params.group(params.controller_group)
     assert group is not None
@@ -307,7 +307,7 @@ def test_emulated_gpus_are_not_declared_to_slurm(tmp_path: Path) -> None:
         node = Node(params, resources, group, controller, tmp_path / "a", root=tmp_path, host=FakeHost("c"))
         return {Path(path).name: text for path, text, _, _ in rendered_files(node)}
 
-    local = parameters(config, cpus=2)
+    local = local_parameters(config, cpus=2)
     emulated_files = files(local)
     assert "Gres=" not in emulated_files["slurm.conf"]
     assert "Name=gpu" not in emulated_files["gres.conf"]

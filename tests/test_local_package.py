@@ -16,10 +16,10 @@ sys.modules["aws_cdk"] = None  # importing it now fails: the emulator must not n
 sys.modules["jsii"] = None
 import hyperpod_local
 from hyperpod_local import agent, cli, cluster, drill, layout, metrics, platform, staging
-from hyperpod_local.layout import parameters, plan_layout
+from hyperpod_local.layout import local_parameters, plan_layout
 from hyperpod_cdk.config import load_config
 config = load_config(sys.argv[1])
-params = parameters(config)
+params = local_parameters(config)
 print(params.cluster_name, len(plan_layout(config).nodes))
 """
 

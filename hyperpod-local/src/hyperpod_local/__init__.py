@@ -7,7 +7,7 @@ from hyperpod_local.layout import (
     LocalLayout,
     LocalNode,
     local_options,
-    parameters,
+    local_parameters,
     plan_layout,
     resource_config,
 )
@@ -25,7 +25,7 @@ __all__ = [
     "NodeNet",
     "default_workdir",
     "local_options",
-    "parameters",
+    "local_parameters",
     "plan_layout",
     "resource_config",
 ]

@@ -4,9 +4,10 @@ A local cluster is a capped-down copy of a :class:`~hyperpod_cdk.config.ClusterC
 the login node (if any) and a few nodes of each compute group, named as HyperPod names instances
 (``<group>-<n>``, n from 1), on one private subnet. A flexible group's nodes take its instance types in turn
 (HyperPod fills by priority and capacity; in turn, a job across the group meets every type).
-:func:`resource_config` and :func:`parameters` give
+:func:`resource_config` and :func:`local_parameters` give
 the two files HyperPod puts on a node: ``/opt/ml/config/resource_config.json`` and the parameters file
-in the lifecycle prefix.
+in the lifecycle prefix (the deployed one, :func:`hyperpod_cdk.deployment.deployment`, with
+:func:`emulated`'s overlays).
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from hyperpod_cdk.config import ClusterConfig
+from hyperpod_cdk.deployment import deployment
 from hyperpod_cdk.errors import ConfigurationError
-from hyperpod_cdk.parameters import cluster_parameters
 from training_runtime.hardware import hardware_for
 from training_runtime.options import options_problems
 from training_runtime.params import COMPUTE, CONTROLLER, LOGIN, GroupSpec, ProvisioningParameters
@@ -362,55 +363,12 @@ def local_options(
     return options
 
 
-def parameters(config: ClusterConfig, *, cpus: int | None = None) -> ProvisioningParameters:
-    """The parameters file of the local cluster: :func:`deployed_parameters` with :func:`emulated`'s overlays."""
-    return emulated(deployed_parameters(config), cpus=cpus)
-
-
-def deployed_parameters(config: ClusterConfig) -> ProvisioningParameters:
-    """What ``TrainingClusterStack`` uploads for ``config``, built by the same
-    :func:`~hyperpod_cdk.parameters.cluster_parameters` from the same config values: the cluster name as the
-    organization's prefix rule leaves it, and null where the stack puts a CloudFormation value that
-    :func:`emulated` drops anyway (the file system's names, the metrics target)."""
-    from hyperpod_cdk.rules.organization import prefixed
-
-    prefix = config.organization.name_prefix if config.organization else None
-    return cluster_parameters(
-        cluster_name=prefixed(prefix, config.cluster_name) if prefix else config.cluster_name,
-        mode=config.mode,
-        node_provisioning_mode=config.node_provisioning_mode,
-        instance_groups=[_AsLaunched(g, config) for g in config.instance_groups],
-        # The stack's values are the file system's CloudFormation attributes; emulated() drops them.
-        fsx_dns_name=None,
-        fsx_mountname=None,
-        fsx=None,
-        fsx_mount_path=config.fsx_mount_path,
-        openzfs_mount_path=config.storage_openzfs.mount_path if config.storage_openzfs else None,
-        runtime_options=config.runtime,
-        metrics=None,  # emulated() drops it
-    )
-
-
-@dataclass(frozen=True)
-class _AsLaunched:
-    """A group as a template with launch choices (``parameters:``) writes it for its nodes
-    (``stacks/choices.py``): a type chosen at launch is null (the node reads it from HyperPod's resource
-    config), and a group that may launch on Spot is Spot. tests/test_local_staging.py compares the result with
-    the synthesized upload of every example."""
-
-    group: Any
-    config: ClusterConfig
-
-    def spec(self) -> GroupSpec:
-        spec: GroupSpec = self.group.spec()
-        choices = self.config.parameters.instance_groups.get(spec.name) if self.config.parameters else None
-        if choices is None:
-            return spec
-        if choices.instance_types:
-            spec = dataclasses.replace(spec, instance_type=None)
-        if choices.capacity and "spot" in [str(c) for c in choices.capacity]:
-            spec = dataclasses.replace(spec, capacity="spot")
-        return spec
+def local_parameters(config: ClusterConfig, *, cpus: int | None = None) -> ProvisioningParameters:
+    """The parameters file of the local cluster of ``config``: what a deployment puts on the nodes
+    (:func:`hyperpod_cdk.deployment.deployment`) with :func:`emulated`'s overlays, launched at the defaults."""
+    deployed = deployment(config)
+    chosen = [g.instance_type for g in deployed.groups_as_launched if g.instance_type]
+    return emulated(deployed.parameters, cpus=cpus, instance_types=chosen)
 
 
 def emulated(

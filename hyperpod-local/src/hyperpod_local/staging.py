@@ -3,7 +3,7 @@
 Two sources, one result (:class:`LocalInputs`):
 
 * a config file (:func:`from_config`): the prefix built by the functions the constructs use
-  (:func:`hyperpod_cdk.lifecycle_files.prefix_files` with :func:`hyperpod_cdk.parameters.cluster_parameters`);
+  (:func:`hyperpod_cdk.lifecycle_files.prefix_files` of :func:`hyperpod_cdk.deployment.deployment`);
 * a synthesized cloud assembly (:func:`from_assembly`, ``local up --from cdk.out``): the files the stack's
   lifecycle upload names, read from the assembly as plain JSON and files.
 
@@ -58,19 +58,18 @@ class LocalInputs:
 def from_config(config_path: Path | str | None) -> LocalInputs:
     """The prefix the constructs upload for a config file (None: ClusterConfig's defaults, as ``app.py``)."""
     from hyperpod_cdk.config import ClusterConfig, load_config
+    from hyperpod_cdk.deployment import deployment
     from hyperpod_cdk.lifecycle_files import prefix_files, staged_assets
-    from hyperpod_local.layout import deployed_parameters
 
     config = load_config(config_path) if config_path is not None else ClusterConfig()
-    deployed = deployed_parameters(config)  # a type chosen at launch is null there; the config's default runs
-    files = prefix_files(staged_assets(), deployed, config.cluster_users())
+    deployed = deployment(config)  # a type chosen at launch is null in its file; the config's default runs
     return LocalInputs(
         source=str(Path(config_path).absolute()) if config_path is not None else "the default configuration",
         cluster_name=deployed.cluster_name,
-        groups=tuple(g.spec() for g in config.instance_groups),
-        counts={g.name: g.count for g in config.instance_groups},
-        deployed=deployed,
-        files=files,
+        groups=deployed.groups_as_launched,
+        counts=dict(deployed.counts),
+        deployed=deployed.parameters,
+        files=prefix_files(staged_assets(), deployed.parameters, list(deployed.users)),
     )
 
 
