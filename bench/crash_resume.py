@@ -44,7 +44,7 @@ def main() -> None:
     options = EMULATION_SLURM_OPTIONS
     subnet = "10.253.0.0/24"
     with tempfile.TemporaryDirectory(prefix="hpcdk-bench-") as workdir:
-        config = spot_variant(CONFIG, Path(workdir), subnet)
+        config = spot_variant(CONFIG, Path(workdir))
         cluster = LocalCluster.up(config, Path(workdir) / "cluster", prefix="hpbcrash", subnet=subnet)
         imds = FakeImds(cluster)
         try:

@@ -25,6 +25,7 @@ from hyperpod_local.layout import (
     resource_config,
 )
 from support import build_example, fast_app, uploaded_files
+from training_runtime.emulation import Emulation
 from training_runtime.options import parse_options
 from training_runtime.params import ProvisioningParameters
 from training_runtime.resources import ResourceConfig
@@ -171,7 +172,7 @@ def test_local_parameters_are_the_uploaded_ones_with_only_the_emulation_overlays
         **{g["instance_type"]: machine for g in ours["groups"]},
     }
     options["install_accelerator_software"] = False
-    options["emulated_hardware"] = True
+    ours["emulation"] = {"hardware": True}  # a key only the local cluster writes
     assert _without_nulls(local.to_json()) == expected
     # And the local cluster's file is the emulation applied to exactly what the stack uploads.
     assert emulated(ProvisioningParameters.from_json(upload["parameters"]), cpus=3) == local
@@ -197,7 +198,7 @@ def test_runtime_options_merge_emulation_values_over_the_config() -> None:
     }
     assert options["accounting"] == {"enabled": True}
     assert options["install_accelerator_software"] is False
-    assert options["emulated_hardware"] is True
+    assert "emulated_hardware" not in options, "the emulation is no runtime option (hyperpod_cdk.emulation)"
     assert cfg.runtime["slurm"]["slurmd_timeout"] == 300, "the config itself is not changed"
     parsed = parse_options(options)
     assert parsed.slurm.slurmd_timeout == 10 and parsed.slurm.requeue is False
@@ -224,7 +225,6 @@ def test_local_options_without_a_runtime_section() -> None:
         "slurm": EMULATION_SLURM_OPTIONS,
         "node_hardware": {"ml.m5.xlarge": host_hardware(2)},
         "install_accelerator_software": False,
-        "emulated_hardware": True,
     }
     assert host_hardware()["cpus"] >= 1
 
@@ -311,5 +311,5 @@ def test_emulated_gpus_are_not_declared_to_slurm(tmp_path: Path) -> None:
     emulated_files = files(local)
     assert "Gres=" not in emulated_files["slurm.conf"]
     assert "Name=gpu" not in emulated_files["gres.conf"]
-    declared = dataclasses.replace(local, options={**local.options, "emulated_hardware": False})
+    declared = dataclasses.replace(local, emulation=Emulation(hardware=False))
     assert "Gres=gpu:h100:8" in files(declared)["slurm.conf"]

@@ -57,7 +57,8 @@ def test_config_and_assembly_stage_the_same_prefix_file_by_file(assembly: Path, 
     local = ProvisioningParameters.loads(staged[name].decode())
     chosen = [g.instance_type for g in synthesized.groups if g.instance_type]
     assert local == emulated(synthesized.deployed, cpus=2, instance_types=chosen)
-    assert local.options["emulated_hardware"] is True
+    assert local.emulation is not None and local.emulation.hardware is True
+    assert synthesized.deployed.emulation is None, "a deployment never writes the emulation key"
 
 
 def test_a_template_parameter_type_takes_its_default_and_the_node_still_reads_its_own(assembly: Path) -> None:

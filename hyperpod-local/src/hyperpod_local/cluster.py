@@ -32,6 +32,7 @@ from hyperpod_local.host import (
     clear_previous,
     runs_here,
 )
+from hyperpod_local.imds import imds_url
 from hyperpod_local.layout import (
     DEFAULT_MAX_PER_GROUP,
     DEFAULT_MAX_WORKERS,
@@ -160,7 +161,7 @@ class LocalCluster:
             max_workers=max_workers,
             subnet=subnet,
         )
-        files = inputs.staged_files()
+        files = inputs.staged_files(imds_url=imds_url(layout.subnet))
         params = inputs.deployed
         if f"{prefix}-sw" in list_netns() and not runs_here(directory, prefix, LocalCluster.open):
             raise LocalClusterError(

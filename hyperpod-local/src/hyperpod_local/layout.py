@@ -25,6 +25,7 @@ from typing import Any
 from hyperpod_cdk.config import ClusterConfig
 from hyperpod_cdk.deployment import deployment
 from hyperpod_cdk.errors import ConfigurationError
+from training_runtime.emulation import Emulation
 from training_runtime.hardware import hardware_for
 from training_runtime.options import options_problems
 from training_runtime.params import COMPUTE, CONTROLLER, LOGIN, GroupSpec, ProvisioningParameters
@@ -334,7 +335,7 @@ def local_options(
     own_size: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The config's runtime options with the emulation's values on top: fast Slurm failure detection,
-    every instance type sized as this machine, no accelerator software, the hardware declared emulated.
+    every instance type sized as this machine, no accelerator software.
 
     The types in ``own_size`` (a flexible group's) keep their own CPU count where this machine has that many
     (else the machine's), so the nodes of one group differ as the types do on AWS."""
@@ -354,7 +355,6 @@ def local_options(
         merged_hardware[instance_type] = host_hardware(min(figures["cpus"], own.cpus) if own else figures["cpus"])
     options["node_hardware"] = merged_hardware
     options["install_accelerator_software"] = False
-    options["emulated_hardware"] = True
     accounting = options.get("accounting")
     if isinstance(accounting, Mapping) and accounting.get("database") == "external":
         # No RDS or Secrets Manager here: the controller's own MariaDB plays the external database.
@@ -372,7 +372,11 @@ def local_parameters(config: ClusterConfig, *, cpus: int | None = None) -> Provi
 
 
 def emulated(
-    deployed: ProvisioningParameters, *, cpus: int | None = None, instance_types: Sequence[str] = ()
+    deployed: ProvisioningParameters,
+    *,
+    cpus: int | None = None,
+    instance_types: Sequence[str] = (),
+    imds_url: str | None = None,
 ) -> ProvisioningParameters:
     """``deployed`` as the local cluster runs it. The overlays, and nothing else:
 
@@ -386,8 +390,10 @@ def emulated(
     * ``options.install_accelerator_software``: false;
     * ``options.accounting``: an ``external`` database becomes ``local`` (MariaDB on the controller; its
       host, port and password secret dropped): there is no RDS or Secrets Manager here;
-    * ``options.emulated_hardware``: true: the types' GPUs, Neuron devices and EFA interfaces are declared, not
-      present (the health checks skip them and say so, the launcher runs CPU processes);
+    * ``emulation`` (``hyperpod_cdk.emulation``, a key only the local cluster writes): ``hardware`` true, the
+      types' GPUs, Neuron devices and EFA interfaces are declared, not present (the health checks skip them and
+      say so, the launcher runs CPU processes); ``imds_url``, where given: the Spot watcher reads the cluster's
+      fake metadata service (:mod:`hyperpod_local.imds`);
     * ``metrics`` becomes null: no remote write, the local Prometheus scrapes the nodes itself.
     """
     fixed = sorted(
@@ -399,7 +405,13 @@ def emulated(
     if problems:
         raise LayoutError("local cluster runtime options", problems)
     local = dataclasses.replace(
-        deployed, fsx_dns_name=None, fsx_mountname=None, fsx=None, metrics=None, options=options
+        deployed,
+        fsx_dns_name=None,
+        fsx_mountname=None,
+        fsx=None,
+        metrics=None,
+        options=options,
+        emulation=Emulation(hardware=True, imds_url=imds_url),
     )
     return dataclasses.replace(local, openzfs_mount_path=None)
 

@@ -41,10 +41,11 @@ class LocalInputs:
     files: Mapping[str, bytes]
     """Every file of the deployed prefix by relative path, the parameters file included."""
 
-    def staged_files(self, *, cpus: int | None = None) -> dict[str, bytes]:
-        """The local prefix: the deployed files, the parameters file with the emulation's overlays."""
+    def staged_files(self, *, cpus: int | None = None, imds_url: str | None = None) -> dict[str, bytes]:
+        """The local prefix: the deployed files, the parameters file with the emulation's overlays (``imds_url``:
+        the cluster's fake metadata service, for the Spot watcher)."""
         chosen = [g.instance_type for g in self.groups if g.instance_type]
-        local = emulated(self.deployed, cpus=cpus, instance_types=chosen)
+        local = emulated(self.deployed, cpus=cpus, instance_types=chosen, imds_url=imds_url)
         text = local.dumps()
         marker = MARKER.search(text)
         if marker:

@@ -55,7 +55,7 @@ def slurm_nodes(node: Node) -> List[SlurmNode]:
             key = (instance_type, group.threads_per_core)
             if key not in figures:
                 hardware = hardware_for(instance_type, node.options.node_hardware, group.threads_per_core)
-                if hardware is not None and node.options.emulated_hardware:
+                if hardware is not None and node.params.emulated_hardware:
                     # Declared GPUs have no device files, and Slurm drains a node whose GPUs it cannot find
                     # ("gres/gpu count reported lower than configured"): on emulated hardware it sees none.
                     hardware = dataclasses.replace(hardware, gpus=0, gpu_type=None)
