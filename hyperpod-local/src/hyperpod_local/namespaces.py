@@ -21,10 +21,10 @@ import subprocess
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 from hyperpod_local.daemons import reap
+from hyperpod_local.paths import NODE_INIT
 
 DEFAULT_PREFIX = "hpcdk"
 READY_MARKER = "hpcdk-node-ready"
@@ -64,7 +64,7 @@ class InitRecord:
 
 def node_init_text() -> str:
     """The packaged ``node_init.sh``."""
-    return (resources.files("hyperpod_local") / "node_init.sh").read_text()
+    return NODE_INIT.read_text()
 
 
 def require_root() -> None:

@@ -6,7 +6,7 @@ runs; our runtime then takes its HyperPod-platform path (``/opt/sagemaker_cluste
 "The emulated HyperPod platform", names the source of each behaviour and what is not emulated):
 
 * the node runs Debian trixie's Slurm 24.11 in HyperPod's layout (``/opt/slurm/{bin,sbin,etc}``) from the
-  root file system ``scripts/build-node-rootfs.sh`` builds, not the host's packages;
+  root file system ``build-node-rootfs.sh`` (package data) builds, not the host's packages;
 * its host name and Slurm node name are HyperPod's ``ip-a-b-c-d``;
 * :func:`prepare` writes the marker, ``slurm.conf`` from each group's ``SlurmConfig`` (node type,
   partition), the cluster's munge key, starts munged and, in the API-driven mode, slurmctld or slurmd, and
@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from hyperpod_local import agent
 from hyperpod_local.layout import EMULATION_SLURM_OPTIONS, LocalLayout, LocalNode, host_hardware
+from hyperpod_local.paths import JOBS_DIR, ROOTFS_SCRIPT
 from hyperpod_local.state import LocalClusterError
 from training_runtime.node import GENERIC, HYPERPOD, HYPERPOD_MARKER, HYPERPOD_SLURM
 from training_runtime.params import COMPUTE, CONTROLLER, LIFECYCLE_DRIVEN, LOGIN
@@ -41,9 +42,6 @@ if TYPE_CHECKING:
 PLATFORMS = (HYPERPOD, GENERIC)
 """``hyperpod``: trixie root, Slurm 24.11 under /opt/slurm, HyperPod's part emulated. ``generic``: the
 host's root and Slurm, the runtime does everything (its generic platform)."""
-REPOSITORY = Path(__file__).resolve().parents[3]
-"""The checkout this module runs from (job scripts, the rootfs script); nodes see it read-only."""
-ROOTFS_SCRIPT = REPOSITORY / "scripts" / "build-node-rootfs.sh"
 SLURM_ETC = HYPERPOD_SLURM.conf_dir
 ACCOUNTING_CONF = "accounting.conf"
 MUNGE_KEY_SIZE = 1024
@@ -83,10 +81,10 @@ def node_rootfs(build: bool = False) -> Path:
 
 
 def host_binds() -> tuple[str, ...]:
-    """Host paths every node sees read-only at the same path: this checkout (job scripts) and the Python
-    that runs this module with its virtual environment (torch for jobs: trixie's Python is 3.13, the
+    """Host paths every node sees read-only at the same path: the example job scripts (package data) and the
+    Python that runs this module with its virtual environment (torch for jobs: trixie's Python is 3.13, the
     pinned CPU torch is installed for this one; docs/local-cluster.md)."""
-    paths = [str(REPOSITORY), sys.prefix]
+    paths = [str(JOBS_DIR), sys.prefix]
     base = sys.base_prefix
     if base in ("/usr", "/"):  # a distribution's Python: its interpreter and standard library only
         paths += [os.path.realpath(sys.executable), sysconfig.get_paths()["stdlib"]]
