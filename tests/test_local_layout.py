@@ -313,3 +313,58 @@ def test_emulated_gpus_are_not_declared_to_slurm(tmp_path: Path) -> None:
     assert "Name=gpu" not in emulated_files["gres.conf"]
     declared = dataclasses.replace(local, emulation=Emulation(hardware=False))
     assert "Gres=gpu:h100:8" in files(declared)["slurm.conf"]
+
+
+def test_the_hyperpod_host_name_has_one_rule_and_its_inverse_matches_it() -> None:
+    from hyperpod_cdk.ops.lookup import HOSTNAME
+    from training_runtime.resources import hyperpod_hostname
+
+    name = hyperpod_hostname("10.250.0.12")
+    assert name == "ip-10-250-0-12"
+    match = HOSTNAME.match(name)
+    assert match is not None and ".".join(match.groups()) == "10.250.0.12"
+
+
+def test_the_work_directory_is_hyperpod_locals_and_the_old_names_still_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hyperpod_local import state
+
+    monkeypatch.delenv(state.WORKDIR_ENV, raising=False)
+    monkeypatch.delenv(state.OLD_WORKDIR_ENV, raising=False)
+    monkeypatch.setattr(state, "OLD_DEFAULT_WORKDIR", str(tmp_path / "old"))
+    assert state.default_workdir() == Path("/var/tmp/hyperpod-local")
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "state.json").write_text("{}")
+    assert state.default_workdir() == tmp_path / "old", "a cluster created before the rename is still found"
+    monkeypatch.setenv(state.OLD_WORKDIR_ENV, str(tmp_path / "env-old"))
+    assert state.default_workdir() == tmp_path / "env-old"
+    monkeypatch.setenv(state.WORKDIR_ENV, str(tmp_path / "env"))
+    assert state.default_workdir() == tmp_path / "env"
+
+
+def test_the_emulated_hyperpod_slurm_conf_is_the_runtimes_rendering_with_hyperpods_settings() -> None:
+    """One slurm.conf writer: the HyperPod platform's file is training_runtime's rendering, with HyperPod's
+    ip-a-b-c-d names, its accounting include, the login node listed and the emulation's fast timings."""
+    from hyperpod_local.hyperpod_platform import HYPERPOD_SETTINGS, slurm_conf
+    from training_runtime.render.hostlist import expand
+    from training_runtime.render.slurm_conf import slurm_conf_problems
+
+    layout = plan_layout(load_config(ROOT / "examples" / "cpu-cluster.yaml"))
+    text = slurm_conf(layout, cpus=2)
+    lines = text.splitlines()
+    assert lines[0].startswith("# Written by the hyperpod-local emulator in HyperPod's place")
+    controller = layout.controller
+    assert f"SlurmctldHost=ip-{controller.ip.replace('.', '-')}({controller.ip})" in lines
+    assert f"include {HYPERPOD_SETTINGS.accounting_include}" in lines
+    for key, value in EMULATION_SLURM_OPTIONS.items():
+        found = {"cred_expire": f"AuthInfo=cred_expire={value}", "sched_interval": f"sched_interval={value}"}
+        wanted = found.get(key, f"{''.join(p.title() for p in key.split('_'))}={value}")
+        assert any(wanted in line for line in lines), wanted
+    named = {line.split()[0].removeprefix("NodeName=") for line in lines if line.startswith("NodeName=")}
+    assert named == {f"ip-{n.ip.replace('.', '-')}" for n in layout.nodes if n.role != "controller"}
+    (partition,) = [line for line in lines if line.startswith("PartitionName=")]
+    members = next(p for p in partition.split() if p.startswith("Nodes=")).removeprefix("Nodes=")
+    assert expand(members) == [f"ip-{n.ip.replace('.', '-')}" for n in layout.workers]
+    assert "ReturnToService=2" in lines and "TaskPlugin=task/none" in lines
+    assert [p for p in slurm_conf_problems(HYPERPOD_SETTINGS, [], []) if not p.startswith("partitions:")] == []

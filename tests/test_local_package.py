@@ -17,7 +17,7 @@ import sys
 sys.modules["aws_cdk"] = None  # importing it now fails: the emulator must not need it
 sys.modules["jsii"] = None
 import hyperpod_local
-from hyperpod_local import agent, cli, cluster, drill, layout, metrics, platform, staging
+from hyperpod_local import agent, cli, cluster, drill, hyperpod_platform, layout, metrics, staging
 from hyperpod_local.layout import local_parameters, plan_layout
 from hyperpod_cdk.config import load_config
 config = load_config(sys.argv[1])
@@ -84,3 +84,17 @@ def test_the_example_jobs_have_one_home() -> None:
 
     link = ROOT / "examples" / "jobs"
     assert link.is_symlink() and link.resolve() == JOBS_DIR
+
+
+def test_the_emulator_loads_no_bootstrap_machinery_of_the_runtime() -> None:
+    """The facts it shares with the node runtime (munge's key and daemon, the health check's program and log, the
+    metric labels) live in the runtime's bottom layer (training_runtime.paths, facts, metrics.layout)."""
+    code = (
+        "import importlib, pkgutil, sys, hyperpod_local\n"
+        "for m in pkgutil.iter_modules(hyperpod_local.__path__): importlib.import_module('hyperpod_local.' + m.name)\n"
+        "print(sorted(k for k in sys.modules if k.split('.')[:2] in (['training_runtime', 'steps'], "
+        "['training_runtime', 'plan'], ['training_runtime', 'apt'])))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

@@ -23,6 +23,8 @@ INSTALL_DIR = HOME + "/lib"
 """Holds the ``training_runtime`` package as installed on the node (not the lifecycle prefix's copy)."""
 BIN_DIR = HOME + "/bin"
 """Programs Slurm runs (health check, prolog) and the ``hyperpod-launch`` wrapper."""
+HEALTH_CHECK = BIN_DIR + "/health-check"
+"""The periodic health check program (``HealthCheckProgram`` on the generic platform, a timer on HyperPod)."""
 FACTS_PATH = "/etc/hyperpod-cdk/node.json"
 
 

@@ -21,3 +21,14 @@ DCGM_BINARY = "dcgmi"
 
 PYTORCH_ENV_VARIABLE = "HYPERPOD_CDK_PYTORCH_ENV"
 """Names the cluster's PyTorch environment in login shells (set by the profile script bootstrap writes)."""
+
+HEALTH_LOG = "/var/log/hyperpod-cdk/health.log"
+"""Every health check run's JSON line (``training_runtime.health.cli``)."""
+
+MUNGE_KEY = "/etc/munge/munge.key"
+"""The node's copy of the cluster's munge key (munge-owned, 0400)."""
+MUNGED_ARGV = ("runuser", "-u", "munge", "--", "/usr/sbin/munged")
+"""munged as its package starts it, without systemd."""
+MUNGED_PID_FILE = "/run/munge/munged.pid"
+MUNGED_RUN_DIR = ("/run/munge", "munge", 0o755)
+"""munged's socket directory: path, owner, mode."""

@@ -2,7 +2,7 @@
 
 It is part of the emulated HyperPod platform: ``LocalCluster.up(..., platform="hyperpod")`` starts it on the
 host, one process per cluster (:func:`enable`; ``down`` stops it), and every node gets the srun wrapper in
-HyperPod's part, before its lifecycle script (:func:`install`, from :func:`hyperpod_local.platform.prepare`),
+HyperPod's part, before its lifecycle script (:func:`install`, from :func:`hyperpod_local.hyperpod_platform.prepare`),
 as HyperPod's AMI has its plugin before any script runs. It acts as HyperPod's agent does for a Slurm cluster
 with automatic node recovery (docs/local-cluster.md, "Auto-resume"):
 
@@ -11,7 +11,7 @@ with automatic node recovery (docs/local-cluster.md, "Auto-resume"):
 * a request from the srun wrapper (:mod:`hyperpod_local.autoresume`) after a failed step is answered
   ``RETRYSTEP`` when a node of the job was replaced since the step started, or needed it and now was.
 
-Replacing (:func:`replace_node`) is what HyperPod does: the instance is terminated with its disks, a new one
+Replacing (:meth:`LocalCluster.replace`) is what HyperPod does: the instance is terminated with its disks, a new one
 with the same name, address and role boots with an empty disk, gets the lifecycle prefix and runs the
 entry script, and returns to Slurm. The mailbox is a directory on the shared file system
 (:data:`MAILBOX`): the wrapper writes ``requests/<name>.json``, the agent writes ``answers/<name>.json`` and
@@ -26,7 +26,6 @@ import io
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -40,9 +39,8 @@ from typing import TYPE_CHECKING, Any
 from hyperpod_local import autoresume
 from hyperpod_local.daemons import terminate
 from hyperpod_local.paths import subprocess_env
-from hyperpod_local.state import LocalClusterError, _locked
+from hyperpod_local.state import LocalClusterError
 from training_runtime.health.results import HYPERPOD_REASONS, REPLACE
-from training_runtime.node import HYPERPOD
 
 if TYPE_CHECKING:
     from hyperpod_local.cluster import LocalCluster
@@ -126,32 +124,9 @@ def replace_reasons(sinfo_output: str) -> list[str]:
 
 
 # --- node operations ------------------------------------------------------------------------------
-def replace_node(cluster: LocalCluster, name: str) -> tuple[int, str]:
-    """HyperPod's replacement of one node: terminate the instance and destroy its disk, boot a new one with
-    the same name, address and role (HyperPod's part, with the srun wrapper, on the HyperPod platform), run
-    the lifecycle entry script on it. Returns (exit code, output)."""
-    node = cluster.node(name)
-    from hyperpod_local import platform as emulated_platform
-    from hyperpod_local.namespaces import NamespaceError
-
-    net = cluster.node_net(node)
-    with _locked(cluster.workdir):
-        cluster.namespaces.crash(net)
-        directory = cluster.namespaces.node_dir(node.name)
-        for disk in ("upper", "work"):
-            shutil.rmtree(directory / disk, ignore_errors=True)
-        try:
-            cluster.namespaces.start(net)
-        except NamespaceError as error:
-            raise LocalClusterError(str(error)) from None
-        if cluster.state.platform == HYPERPOD:  # HyperPod's part on the new instance
-            emulated_platform.prepare(cluster, node)
-    return cluster.bootstrap(name)
-
-
 def install(cluster: LocalCluster, name: str) -> None:
     """srun with ``--auto-resume`` on a node (the wrapper, in place of Slurm's srun, which it runs), as
-    HyperPod's AMI has it; part of :func:`hyperpod_local.platform.prepare`, which also writes the marker.
+    HyperPod's AMI has it; part of :func:`hyperpod_local.hyperpod_platform.prepare`, which also writes the marker.
     Idempotent: Slurm's srun is moved aside once."""
     mailbox = f"{cluster.state.fsx_mount_path}/{MAILBOX}"
     archive = io.BytesIO()
@@ -269,7 +244,7 @@ class Agent:
     def replace(self, name: str, reason: str) -> bool:
         self.log(name, "replacing", reason=reason)
         try:
-            code, output = replace_node(self.cluster, name)
+            code, output = self.cluster.replace(name)
         except LocalClusterError as error:
             code, output = 1, str(error)
         tail = output.strip().splitlines()[-1:] or [""]

@@ -21,15 +21,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from hyperpod_local import agent
+from hyperpod_local import agent, hyperpod_platform
 from hyperpod_local import metrics as metrics_server
-from hyperpod_local import platform as emulated_platform
 from hyperpod_local.host import (
-    _check_prefix,
-    _check_tools,
-    _check_workdir,
-    _restore_host,
+    check_prefix,
+    check_tools,
+    check_workdir,
     clear_previous,
+    restore_host,
     runs_here,
 )
 from hyperpod_local.imds import imds_url
@@ -53,23 +52,23 @@ from hyperpod_local.namespaces import (
 )
 from hyperpod_local.readiness import check_health, fail_if_out_of_service
 from hyperpod_local.report import status_report
-from hyperpod_local.staging import _as_root, _stage
+from hyperpod_local.staging import as_root, stage
 from hyperpod_local.state import (
     OWN_ENTRIES,
     ClusterState,
     LocalClusterError,
-    _locked,
     default_workdir,
+    locked,
 )
-from training_runtime.node import GENERIC, HYPERPOD
+from training_runtime.node import HYPERPOD
 from training_runtime.params import ENTRYPOINT_BY_MODE, LIFECYCLE_DRIVEN, PARAMETERS_FILE_BY_MODE
+from training_runtime.resources import DEFAULT_PATH as RESOURCE_CONFIG_PATH
 from training_runtime.users import USERS_FILE
 
 LIFECYCLE_DIR = "/opt/ml/lifecycle"
 """Where a node finds the lifecycle prefix (HyperPod downloads it to a directory of its own)."""
 
 
-RESOURCE_CONFIG_PATH = "/opt/ml/config/resource_config.json"
 DEFAULT_BOOTSTRAP_TIMEOUT_S = 1800.0
 DEFAULT_IDLE_TIMEOUT_S = 180.0
 
@@ -88,7 +87,7 @@ class LocalCluster:
             subnet=state.layout.subnet,
             prefix=state.prefix,
             lower=Path(state.rootfs) if state.rootfs else None,
-            binds=emulated_platform.host_binds() if state.platform == HYPERPOD else (),
+            binds=hyperpod_platform.host_binds() if state.platform == HYPERPOD else (),
         )
 
     # --- creation ---------------------------------------------------------------------------
@@ -101,7 +100,7 @@ class LocalCluster:
             data = json.loads(path.read_text())
         except FileNotFoundError:
             raise LocalClusterError(
-                f"no local cluster in {directory} (no state.json). Fix: `hyperpod-cdk local up --config FILE` "
+                f"no local cluster in {directory} (no state.json). Fix: `hyperpod-local up --config FILE` "
                 f"or pass the --workdir the cluster was created with"
             ) from None
         except ValueError as error:
@@ -120,7 +119,7 @@ class LocalCluster:
         max_workers: int = DEFAULT_MAX_WORKERS,
         subnet: str = DEFAULT_SUBNET,
         prefix: str = DEFAULT_PREFIX,
-        platform: str = GENERIC,
+        platform: str = hyperpod_platform.API_PLATFORM,
         bootstrap: bool = True,
         bootstrap_timeout: float = DEFAULT_BOOTSTRAP_TIMEOUT_S,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S,
@@ -135,7 +134,7 @@ class LocalCluster:
         emulation's overlays on the parameters file only.
 
         ``platform``: ``hyperpod`` emulates HyperPod's part (Slurm 24.11 under /opt/slurm on a trixie root,
-        :mod:`hyperpod_local.platform`; the emulated HyperPod agent and ``srun --auto-resume``,
+        :mod:`hyperpod_local.hyperpod_platform`; the emulated HyperPod agent and ``srun --auto-resume``,
         :mod:`hyperpod_local.agent`); ``generic`` runs the host's Slurm and the runtime's generic path.
         A bootstrap failure leaves the nodes running for inspection and raises :class:`LocalClusterError`
         naming each failed node and the last line of its output.
@@ -145,11 +144,11 @@ class LocalCluster:
         say = progress or (lambda _message: None)
         started = time.monotonic()
         require_root()
-        _check_tools()
+        check_tools()
         directory = Path(workdir if workdir is not None else default_workdir()).absolute()
-        _check_workdir(directory)
-        _check_prefix(prefix)
-        rootfs = emulated_platform.node_rootfs() if emulated_platform.check_platform(platform) == HYPERPOD else None
+        check_workdir(directory)
+        check_prefix(prefix)
+        rootfs = hyperpod_platform.node_rootfs() if hyperpod_platform.check_platform(platform) == HYPERPOD else None
         if assembly is not None and config_path is not None:
             raise LocalClusterError("give a config file or a cloud assembly (--from), not both")
         inputs = from_assembly(assembly, stack) if assembly is not None else from_config(config_path)
@@ -166,10 +165,10 @@ class LocalCluster:
         if f"{prefix}-sw" in list_netns() and not runs_here(directory, prefix, LocalCluster.open):
             raise LocalClusterError(
                 f"another local cluster uses the prefix {prefix!r} (netns {prefix}-sw exists). Fix: pass a "
-                "different --prefix, or take that cluster down with `hyperpod-cdk local down --workdir ...`"
+                "different --prefix, or take that cluster down with `hyperpod-local down --workdir ...`"
             )
         directory.mkdir(parents=True, exist_ok=True)
-        with _locked(directory):
+        with locked(directory):
             clear_previous(directory, LocalCluster.open)
             state = ClusterState(
                 config_path=inputs.source,
@@ -183,7 +182,7 @@ class LocalCluster:
                 platform=platform,
                 rootfs=str(rootfs) if rootfs else None,
             )
-            _stage(directory, layout, files)
+            stage(directory, layout, files)
             (directory / "state.json").write_text(json.dumps(state.to_json(), indent=2) + "\n")
             cluster = cls(directory, state)
             for name, (want, got) in layout.capped().items():
@@ -198,7 +197,7 @@ class LocalCluster:
                     say(f"node {node.name} ({node.role}, {node.ip}) up in {time.monotonic() - t0:.2f} s")
                 if platform == HYPERPOD:  # HyperPod's part: its agent, and each node ready for its script
                     for node in layout.nodes:  # controllers first
-                        emulated_platform.prepare(cluster, node)
+                        hyperpod_platform.prepare(cluster, node)
                     agent.enable(cluster)
             except BaseException:
                 cluster._destroy()
@@ -257,7 +256,7 @@ class LocalCluster:
     def crash(self, name: str) -> None:
         """Hard power-off of one node: every process dies, its cable is pulled, its disk stays."""
         node = self.node(name)
-        with _locked(self.workdir):
+        with locked(self.workdir):
             self.namespaces.crash(self.node_net(node))
 
     def boot(self, name: str, *, bootstrap: bool | None = None) -> tuple[int, str] | None:
@@ -267,20 +266,34 @@ class LocalCluster:
         Returns the entry script's (exit code, output), or None when it did not run.
         """
         node = self.node(name)
-        with _locked(self.workdir):
+        with locked(self.workdir):
             try:
                 self.namespaces.start(self.node_net(node))
             except NamespaceError as error:
                 raise LocalClusterError(str(error)) from None
             if self.state.platform == HYPERPOD:
-                emulated_platform.prepare(self, node)
+                hyperpod_platform.prepare(self, node)
         run = self.state.bootstrap if bootstrap is None else bootstrap
         return self.bootstrap(name) if run else None
 
     def replace(self, name: str) -> tuple[int, str]:
-        """HyperPod's node replacement: a new instance (empty disk) with the same name, address and role,
-        bootstrapped by the lifecycle script; see :func:`hyperpod_local.agent.replace_node`."""
-        return agent.replace_node(self, name)
+        """HyperPod's replacement of one node: terminate the instance and destroy its disk, boot a new one with
+        the same name, address and role (HyperPod's part, with the srun wrapper, on the HyperPod platform), run
+        the lifecycle entry script on it. Returns the script's (exit code, output)."""
+        node = self.node(name)
+        net = self.node_net(node)
+        with locked(self.workdir):
+            self.namespaces.crash(net)
+            directory = self.namespaces.node_dir(node.name)
+            for disk in ("upper", "work"):
+                shutil.rmtree(directory / disk, ignore_errors=True)
+            try:
+                self.namespaces.start(net)
+            except NamespaceError as error:
+                raise LocalClusterError(str(error)) from None
+            if self.state.platform == HYPERPOD:  # HyperPod's part on the new instance
+                hyperpod_platform.prepare(self, node)
+        return self.bootstrap(name)
 
     # --- HyperPod emulation -----------------------------------------------------------------
     def restage(self) -> None:
@@ -304,12 +317,12 @@ class LocalCluster:
         archive = io.BytesIO()
         with tarfile.open(fileobj=archive, mode="w") as tar:
             bucket = self.workdir / "bucket"
-            tar.add(bucket, arcname="lifecycle", filter=_as_root)
+            tar.add(bucket, arcname="lifecycle", filter=as_root)
             config = self.workdir / "cluster" / "resource_config.json"
-            tar.add(config, arcname="config/resource_config.json", filter=_as_root)
+            tar.add(config, arcname="config/resource_config.json", filter=as_root)
             if self.state.mode == LIFECYCLE_DRIVEN:
                 params = bucket / PARAMETERS_FILE_BY_MODE[LIFECYCLE_DRIVEN]
-                tar.add(params, arcname="config/provisioning_parameters.json", filter=_as_root)
+                tar.add(params, arcname="config/provisioning_parameters.json", filter=as_root)
         script = f"rm -rf {LIFECYCLE_DIR} && mkdir -p /opt/ml && tar -C /opt/ml -xf -"
         result = self.exec(node.name, ["/bin/sh", "-c", script], input=archive.getvalue(), timeout=120)
         if result.returncode != 0:
@@ -333,7 +346,7 @@ class LocalCluster:
                 )
                 code = completed.returncode
             except subprocess.TimeoutExpired:
-                log.write(f"\nhyperpod-cdk local: {entry} ran past {timeout:.0f} s and was stopped\n".encode())
+                log.write(f"\nhyperpod-local: {entry} ran past {timeout:.0f} s and was stopped\n".encode())
                 code = 124
         return code, log_path.read_text(errors="replace")
 
@@ -360,8 +373,8 @@ class LocalCluster:
             raise LocalClusterError(
                 f"the lifecycle script failed on {len(failures)} of {len(self.nodes)} nodes:\n"
                 + "\n".join(failures)
-                + "\nThe nodes are still running for inspection (`hyperpod-cdk local exec NODE -- ...`); "
-                "`hyperpod-cdk local down` removes them"
+                + "\nThe nodes are still running for inspection (`hyperpod-local exec NODE -- ...`); "
+                "`hyperpod-local down` removes them"
             )
         say(f"lifecycle script ran on {len(self.nodes)} nodes in {time.monotonic() - t0:.1f} s")
 
@@ -399,18 +412,18 @@ class LocalCluster:
         raise LocalClusterError(
             f"compute nodes not idle after {timeout:.0f} s; sinfo on {controller} says:\n"
             f"{(last or '(sinfo did not run)').rstrip()}\n"
-            f"Look at the Slurm logs: `hyperpod-cdk local exec {controller} -- tail -n 50 /var/log/slurm/slurmctld.log`"
+            f"Look at the Slurm logs: `hyperpod-local exec {controller} -- tail -n 50 /var/log/slurm/slurmctld.log`"
         )
 
     # --- overview and teardown --------------------------------------------------------------
     def status(self) -> dict[str, Any]:
-        """Nodes, addresses, liveness and sinfo, as ``hyperpod-cdk local status`` prints them."""
+        """Nodes, addresses, liveness and sinfo, as ``hyperpod-local status`` prints them."""
         return status_report(self)
 
     def down(self, *, keep: bool = False) -> None:
         """Remove every node, the switch and what they left on the host; unless ``keep``, also delete the
         work directory's content (node disks, staged prefix, shared directory, logs, state)."""
-        with _locked(self.workdir):
+        with locked(self.workdir):
             self._destroy()
             if not keep:
                 for entry in OWN_ENTRIES:
@@ -427,11 +440,11 @@ class LocalCluster:
         metrics_server.stop(self)
         agent.stop(self)
         self.namespaces.destroy_all(self.node_net(n) for n in self.nodes)
-        _restore_host(self.state.host_had_run_netns, self.state.host_had_run_mount)
+        restore_host(self.state.host_had_run_netns, self.state.host_had_run_mount)
 
     def slurm_name(self, name: str) -> str:
         """Node ``name``'s host and Slurm node name: HyperPod's ``ip-a-b-c-d`` on its platform, else ``name``."""
-        return emulated_platform.node_hostname(self.state.platform, self.node(name))
+        return hyperpod_platform.node_hostname(self.state.platform, self.node(name))
 
     def node_net(self, node: LocalNode) -> NodeNet:
         """What the namespaces need to start ``node``: its netns name, address and host name."""

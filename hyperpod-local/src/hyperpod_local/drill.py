@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hyperpod_local import platform as emulated_platform
+from hyperpod_local import hyperpod_platform
 from hyperpod_local.cluster import LocalCluster
 from hyperpod_local.imds import FakeImds
 from hyperpod_local.paths import JOBS_DIR
@@ -109,7 +109,7 @@ class DdpJob:
     nodes: int = 2
 
     def sbatch(self, cluster: LocalCluster) -> list[str]:
-        torchrun = Path(emulated_platform.torchrun())
+        torchrun = Path(hyperpod_platform.torchrun())
         if not torchrun.exists():
             raise DrillError(f"{torchrun} does not exist: install torch==2.13.0 in this environment (make setup does)")
         env = f"ALL,TORCHRUN={torchrun},JOBS_DIR={JOBS_DIR},CHECKPOINT_DIR={self.checkpoint_dir(cluster)}"

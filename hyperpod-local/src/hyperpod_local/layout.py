@@ -17,7 +17,6 @@ import dataclasses
 import hashlib
 import ipaddress
 import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,8 +26,18 @@ from hyperpod_cdk.deployment import deployment
 from hyperpod_cdk.errors import ConfigurationError
 from training_runtime.emulation import Emulation
 from training_runtime.hardware import hardware_for
+from training_runtime.option_types import MIN_CRED_EXPIRE
 from training_runtime.options import options_problems
-from training_runtime.params import COMPUTE, CONTROLLER, LOGIN, GroupSpec, ProvisioningParameters
+from training_runtime.params import (
+    COMPUTE,
+    CONTROLLER,
+    LOGIN,
+    MAX_NAME_LENGTH,
+    NAME_PATTERN,
+    GroupSpec,
+    ProvisioningParameters,
+)
+from training_runtime.resources import hyperpod_hostname
 
 DEFAULT_SUBNET = "10.250.0.0/24"
 DEFAULT_MAX_PER_GROUP = 2
@@ -37,13 +46,12 @@ FIRST_HOST_INDEX = 9
 """Nodes get addresses from the subnet's 10th host on (``.10`` in a /24), HyperPod-VPC style."""
 LOCAL_ACCOUNT = "000000000000"
 LOCAL_REGION = "local"
-HOSTNAME_LABEL = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
 
 EMULATION_SLURM_OPTIONS: dict[str, int] = {
     "slurmd_timeout": 10,
     "message_timeout": 5,
     "sched_interval": 2,
-    "cred_expire": 70,
+    "cred_expire": MIN_CRED_EXPIRE,
     "slurmctld_timeout": 10,
 }
 """Fast failure detection for fault tests (docs/research/local-slurm.md §6.6): a crashed node is DOWN
@@ -223,10 +231,10 @@ def plan_nodes(
     names = [(spec, f"{spec.name}-{n}") for spec, take in planned for n in range(1, take + 1)]
     types = [_local_type(spec, int(name.rsplit("-", 1)[1]) - 1) for spec, name in names]
     for spec, name in names:
-        if len(name) > 63 or not HOSTNAME_LABEL.match(name):
+        if len(name) > MAX_NAME_LENGTH or not NAME_PATTERN.match(name):
             problems.append(
-                f"instance_groups[{spec.name}]: node name {name!r} is not a valid hostname (at most 63 letters, "
-                "digits and hyphens). Fix: shorten the group name"
+                f"instance_groups[{spec.name}]: node name {name!r} is not a valid hostname (at most "
+                f"{MAX_NAME_LENGTH} letters, digits and hyphens). Fix: shorten the group name"
             )
     assert network is not None
     hosts = network.num_addresses - 2 if network.prefixlen < 31 else 0
@@ -416,15 +424,10 @@ def emulated(
     return dataclasses.replace(local, openzfs_mount_path=None)
 
 
-def dns_name(ip: str) -> str:
-    """The name the VPC's DNS gives an address (``10.1.2.3`` -> ``ip-10-1-2-3``), as an instance's host name."""
-    return "ip-" + ip.replace(".", "-")
-
-
 def hosts_file(layout: LocalLayout) -> str:
     """``/etc/hosts`` of every node as it boots: localhost, and every node by its host name and by what the
     VPC's DNS would answer (``ip-a-b-c-d``), each name once (the runtime's ``hosts`` step then adds none of
     them again), so ``hostname --ip-address`` prints one address."""
     lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
-    lines += [f"{n.ip}\t{' '.join(dict.fromkeys([n.name, dns_name(n.ip)]))}" for n in layout.nodes]
+    lines += [f"{n.ip}\t{' '.join(dict.fromkeys([n.name, hyperpod_hostname(n.ip)]))}" for n in layout.nodes]
     return "\n".join(lines) + "\n"

@@ -3,7 +3,7 @@ and log of its own in ``<workdir>/prometheus``, scraping every node's exporters.
 
 The nodes' network lives in the cluster's switch namespace (the host's own namespace gains nothing), so
 the server runs there too: the bridge gets the subnet's last host address and the server listens on it.
-Browse it from the host with ``ip netns exec <switch> ...`` (``hyperpod-cdk local status`` prints how).
+Browse it from the host with ``ip netns exec <switch> ...`` (``hyperpod-local status`` prints how).
 Each node's series get the same labels a node's Prometheus agent adds on AWS (cluster, instance,
 instance_group, role), so a query written against the local server works against Amazon Managed Prometheus.
 """
@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hyperpod_local.daemons import terminate
+from training_runtime.metrics.layout import target_labels
 from training_runtime.metrics.ports import NODE_EXPORTER_PORT, PROMETHEUS_AGENT_PORT
 from training_runtime.options import parse_options
 from training_runtime.params import PARAMETERS_FILE_BY_MODE, ProvisioningParameters
-from training_runtime.steps.observability import target_labels
 
 if TYPE_CHECKING:
     from hyperpod_local.cluster import LocalCluster

@@ -15,9 +15,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from hyperpod_local.state import LocalClusterError
-from training_runtime.health.cli import LOG_FILE as HEALTH_LOG
+from training_runtime.facts import HEALTH_CHECK
 from training_runtime.health.remedy import NodeState
-from training_runtime.steps.health import HEALTH_CHECK
+from training_runtime.paths import HEALTH_LOG
 
 if TYPE_CHECKING:
     from hyperpod_local.cluster import LocalCluster

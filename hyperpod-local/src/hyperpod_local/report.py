@@ -1,4 +1,4 @@
-"""What ``hyperpod-cdk local status`` reports about a cluster: its nodes, their liveness, and sinfo."""
+"""What ``hyperpod-local status`` reports about a cluster: its nodes, their liveness, and sinfo."""
 
 from __future__ import annotations
 

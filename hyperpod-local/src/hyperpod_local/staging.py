@@ -203,13 +203,13 @@ def _groups(
     return tuple(groups), counts
 
 
-def _as_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
+def as_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
     info.uid = info.gid = 0
     info.uname = info.gname = "root"
     return info
 
 
-def _stage(directory: Path, layout: LocalLayout, files: Mapping[str, bytes]) -> None:
+def stage(directory: Path, layout: LocalLayout, files: Mapping[str, bytes]) -> None:
     """The local "S3 prefix" (``bucket/``: :meth:`LocalInputs.staged_files`), the cluster-wide files and the
     shared directory."""
     bucket = directory / "bucket"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -10,6 +9,7 @@ from typing import Any
 
 from hyperpod_cdk.ops.aws import error_code, error_message
 from hyperpod_cdk.ops.errors import Exit, OpsError
+from training_runtime.resources import HYPERPOD_HOSTNAME
 
 
 def cluster_log_group(cluster_name: str, cluster_id: str) -> str:
@@ -18,8 +18,8 @@ def cluster_log_group(cluster_name: str, cluster_id: str) -> str:
     return f"/aws/sagemaker/Clusters/{cluster_name}/{cluster_id}"
 
 
-HOSTNAME = re.compile(r"^ip-(\d{1,3})-(\d{1,3})-(\d{1,3})-(\d{1,3})$")
-"""A Slurm node name on HyperPod: the EC2 private DNS name's first label."""
+HOSTNAME = HYPERPOD_HOSTNAME
+"""A Slurm node name on HyperPod: the EC2 private DNS name's first label (one definition, the runtime's)."""
 
 
 @dataclass(frozen=True)

@@ -92,8 +92,10 @@ def _settings_problems(s: SlurmSettings) -> List[str]:
             bad(field, value, "expected an IP address or host name")
     for field in ("state_save_location", "slurmd_spool_dir", "log_dir", "run_dir", "mail_prog"):
         _check_path(s, field, False, bad)
-    for field in ("health_check_program", "prolog", "epilog"):
+    for field in ("health_check_program", "prolog", "epilog", "accounting_include"):
         _check_path(s, field, True, bad)
+    if s.accounting_include is not None and s.accounting_host is not None:
+        bad("accounting_include", s.accounting_include, "give it or accounting_host, not both")
     if not isinstance(s.slurm_user, str) or not USER_NAME.match(s.slurm_user):
         bad("slurm_user", s.slurm_user, "expected a Linux user name")
     if s.proctrack not in PROCTRACK_PLUGINS:

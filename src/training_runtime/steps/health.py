@@ -20,7 +20,7 @@ from dataclasses import asdict
 from typing import List, Tuple
 
 from training_runtime import services
-from training_runtime.facts import BIN_DIR, INSTALL_DIR
+from training_runtime.facts import BIN_DIR, HEALTH_CHECK, INSTALL_DIR
 from training_runtime.files import file_matches, write_file
 from training_runtime.hardware import hardware_for
 from training_runtime.health import HEALTH_CONFIG, PERIODIC, PROLOG
@@ -30,7 +30,6 @@ from training_runtime.steps.installed import PACKAGE_NAME, program
 
 GPU_JOBS_MODULE = PACKAGE_NAME + ".metrics.gpu_jobs"
 
-HEALTH_CHECK = BIN_DIR + "/health-check"
 PROLOG_PROGRAM = BIN_DIR + "/prolog"
 EPILOG_PROGRAM = BIN_DIR + "/epilog"
 UNIT_DIR = "/etc/systemd/system"

@@ -15,6 +15,7 @@ import dataclasses
 from typing import Dict, List, Optional, Tuple
 
 from training_runtime.errors import StepFailed
+from training_runtime.facts import HEALTH_CHECK
 from training_runtime.files import ensure_dir, file_matches, read_text, write_file
 from training_runtime.hardware import NodeHardware, hardware_for
 from training_runtime.node import Node
@@ -25,7 +26,7 @@ from training_runtime.resources import instance_type_of
 from training_runtime.retry import NotReady, RetryPolicy
 from training_runtime.services import Daemon
 from training_runtime.steps import Step
-from training_runtime.steps.health import EPILOG_PROGRAM, HEALTH_CHECK, PROLOG_PROGRAM, gpu_job_mapping
+from training_runtime.steps.health import EPILOG_PROGRAM, PROLOG_PROGRAM, gpu_job_mapping
 
 SLURM_USER = "slurm"
 
