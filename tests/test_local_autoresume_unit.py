@@ -116,8 +116,11 @@ class FakeCluster:
 
     def __init__(self, workdir: Path, dead: set[str]) -> None:
         self.workdir = workdir
-        self.nodes = [SimpleNamespace(name=n) for n in NODES]
-        self.layout = SimpleNamespace(workers=[SimpleNamespace(name=n) for n in NODES[:2]], controllers=[])
+        self.layout = SimpleNamespace(
+            nodes=[SimpleNamespace(name=n) for n in NODES],
+            workers=[SimpleNamespace(name=n) for n in NODES[:2]],
+            controllers=[],
+        )
         self.namespaces = FakeNamespaces(dead)
 
     def slurm_name(self, name: str) -> str:

@@ -34,16 +34,13 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hyperpod_local import autoresume
 from hyperpod_local.daemons import terminate
 from hyperpod_local.paths import subprocess_env
-from hyperpod_local.state import LocalClusterError
+from hyperpod_local.state import ClusterHandle, LocalClusterError
 from training_runtime.health.results import HYPERPOD_REASONS, REPLACE
-
-if TYPE_CHECKING:
-    from hyperpod_local.cluster import LocalCluster
 
 DIRECTORY = "cluster/agent"
 """Under the work directory: settings (present = the cluster has an agent), pid, log, events."""
@@ -124,7 +121,7 @@ def replace_reasons(sinfo_output: str) -> list[str]:
 
 
 # --- node operations ------------------------------------------------------------------------------
-def install(cluster: LocalCluster, name: str) -> None:
+def install(cluster: ClusterHandle, name: str) -> None:
     """srun with ``--auto-resume`` on a node (the wrapper, in place of Slurm's srun, which it runs), as
     HyperPod's AMI has it; part of :func:`hyperpod_local.hyperpod_platform.prepare`, which also writes the marker.
     Idempotent: Slurm's srun is moved aside once."""
@@ -152,19 +149,19 @@ def wrapper_source() -> str:
 
 
 # --- the agent process ----------------------------------------------------------------------------
-def agent_dir(cluster: LocalCluster) -> Path:
+def agent_dir(cluster: ClusterHandle) -> Path:
     return cluster.workdir / DIRECTORY
 
 
-def mailbox_dir(cluster: LocalCluster) -> Path:
+def mailbox_dir(cluster: ClusterHandle) -> Path:
     return cluster.workdir / "shared" / MAILBOX
 
 
-def enabled(cluster: LocalCluster) -> bool:
+def enabled(cluster: ClusterHandle) -> bool:
     return (agent_dir(cluster) / "settings.json").exists()
 
 
-def enable(cluster: LocalCluster) -> None:
+def enable(cluster: ClusterHandle) -> None:
     """The agent's mailbox and settings, and the agent running: ``LocalCluster.up`` on the HyperPod platform
     (the nodes' srun wrapper is installed by HyperPod's part on each node)."""
     directory = agent_dir(cluster)
@@ -177,7 +174,7 @@ def enable(cluster: LocalCluster) -> None:
     start(cluster)
 
 
-def _pid(cluster: LocalCluster) -> int | None:
+def _pid(cluster: ClusterHandle) -> int | None:
     try:
         pid = int((agent_dir(cluster) / "pid").read_text().strip())
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
@@ -186,7 +183,7 @@ def _pid(cluster: LocalCluster) -> int | None:
     return pid if "hyperpod_local.agent" in cmdline and str(cluster.workdir) in cmdline else None
 
 
-def start(cluster: LocalCluster) -> int:
+def start(cluster: ClusterHandle) -> int:
     """Start the agent process for ``cluster`` (once); returns its pid."""
     running = _pid(cluster)
     if running is not None:
@@ -207,7 +204,7 @@ def start(cluster: LocalCluster) -> int:
     return process.pid
 
 
-def stop(cluster: LocalCluster, timeout: float = 30.0) -> None:
+def stop(cluster: ClusterHandle, timeout: float = 30.0) -> None:
     pid = _pid(cluster)
     if pid is None:
         return
@@ -215,7 +212,7 @@ def stop(cluster: LocalCluster, timeout: float = 30.0) -> None:
     (agent_dir(cluster) / "pid").unlink(missing_ok=True)
 
 
-def events(cluster: LocalCluster) -> list[dict[str, Any]]:
+def events(cluster: ClusterHandle) -> list[dict[str, Any]]:
     """What the agent did, oldest first: ``{"time", "node", "event", ...}`` (wall-clock seconds)."""
     path = agent_dir(cluster) / "events.jsonl"
     if not path.exists():
@@ -226,10 +223,10 @@ def events(cluster: LocalCluster) -> list[dict[str, Any]]:
 class Agent:
     """One cluster's agent loop (:func:`run` drives it)."""
 
-    def __init__(self, cluster: LocalCluster) -> None:
+    def __init__(self, cluster: ClusterHandle) -> None:
         self.cluster = cluster
         self.workers = [n.name for n in cluster.layout.workers]
-        self.instance_of = {cluster.slurm_name(n.name): n.name for n in cluster.nodes}
+        self.instance_of = {cluster.slurm_name(n.name): n.name for n in cluster.layout.nodes}
         """Slurm (and mailbox) name -> instance name; the same name on the generic platform."""
         self.known_up = {n for n in self.workers if cluster.namespaces.alive(n)}
         self.replaced_at: dict[str, float] = {}

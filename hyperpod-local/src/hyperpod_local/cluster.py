@@ -10,11 +10,9 @@ state file in the work directory remembers the cluster, so later commands need o
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import shutil
 import subprocess
-import tarfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -52,7 +50,7 @@ from hyperpod_local.namespaces import (
 )
 from hyperpod_local.readiness import check_health, fail_if_out_of_service
 from hyperpod_local.report import status_report
-from hyperpod_local.staging import as_root, stage
+from hyperpod_local.staging import LIFECYCLE_DIR, provision, restage, stage
 from hyperpod_local.state import (
     OWN_ENTRIES,
     ClusterState,
@@ -61,13 +59,8 @@ from hyperpod_local.state import (
     locked,
 )
 from training_runtime.node import HYPERPOD
-from training_runtime.params import ENTRYPOINT_BY_MODE, LIFECYCLE_DRIVEN, PARAMETERS_FILE_BY_MODE
+from training_runtime.params import ENTRYPOINT_BY_MODE
 from training_runtime.resources import DEFAULT_PATH as RESOURCE_CONFIG_PATH
-from training_runtime.users import USERS_FILE
-
-LIFECYCLE_DIR = "/opt/ml/lifecycle"
-"""Where a node finds the lifecycle prefix (HyperPod downloads it to a directory of its own)."""
-
 
 DEFAULT_BOOTSTRAP_TIMEOUT_S = 1800.0
 DEFAULT_IDLE_TIMEOUT_S = 180.0
@@ -297,36 +290,13 @@ class LocalCluster:
 
     # --- HyperPod emulation -----------------------------------------------------------------
     def restage(self) -> None:
-        """Refresh the local prefix's scripts and runtime from this checkout (the parameters stay): the
-        edit-and-retry loop for lifecycle code, followed by :meth:`bootstrap`."""
-        from hyperpod_cdk.lifecycle_files import staged_assets
-
-        bucket = self.workdir / "bucket"
-        generated = (PARAMETERS_FILE_BY_MODE[self.state.mode], USERS_FILE)
-        for entry in bucket.iterdir():
-            if entry.name in generated:
-                continue
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
-            else:
-                entry.unlink()
-        shutil.copytree(staged_assets(), bucket, dirs_exist_ok=True)
+        """Refresh the local prefix's scripts and runtime from this installation (the parameters stay): the
+        edit-and-retry loop for lifecycle code, followed by :meth:`bootstrap` (:func:`staging.restage`)."""
+        restage(self.workdir, self.state.mode)
 
     def provision(self, node: LocalNode) -> None:
-        """What HyperPod puts on a node before the lifecycle script: resource_config.json, the prefix."""
-        archive = io.BytesIO()
-        with tarfile.open(fileobj=archive, mode="w") as tar:
-            bucket = self.workdir / "bucket"
-            tar.add(bucket, arcname="lifecycle", filter=as_root)
-            config = self.workdir / "cluster" / "resource_config.json"
-            tar.add(config, arcname="config/resource_config.json", filter=as_root)
-            if self.state.mode == LIFECYCLE_DRIVEN:
-                params = bucket / PARAMETERS_FILE_BY_MODE[LIFECYCLE_DRIVEN]
-                tar.add(params, arcname="config/provisioning_parameters.json", filter=as_root)
-        script = f"rm -rf {LIFECYCLE_DIR} && mkdir -p /opt/ml && tar -C /opt/ml -xf -"
-        result = self.exec(node.name, ["/bin/sh", "-c", script], input=archive.getvalue(), timeout=120)
-        if result.returncode != 0:
-            raise LocalClusterError(f"node {node.name}: copying the lifecycle prefix failed: {result.stderr.strip()}")
+        """What HyperPod puts on a node before the lifecycle script (:func:`staging.provision`)."""
+        provision(self, node)
 
     def bootstrap(self, name: str, *, timeout: float = DEFAULT_BOOTSTRAP_TIMEOUT_S) -> tuple[int, str]:
         """(Re-)run the mode's lifecycle entry script on one node, as HyperPod does; returns (exit code,

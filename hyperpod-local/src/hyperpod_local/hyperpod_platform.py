@@ -27,21 +27,17 @@ import sys
 import sysconfig
 import tarfile
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from hyperpod_local import agent
 from hyperpod_local.layout import EMULATION_SLURM_OPTIONS, LocalLayout, LocalNode, host_hardware
 from hyperpod_local.paths import JOBS_DIR, ROOTFS_SCRIPT
-from hyperpod_local.state import LocalClusterError
+from hyperpod_local.state import ClusterHandle, LocalClusterError
 from training_runtime.hardware import NodeHardware
 from training_runtime.node import GENERIC, HYPERPOD, HYPERPOD_MARKER, HYPERPOD_SLURM
 from training_runtime.params import COMPUTE, CONTROLLER, LIFECYCLE_DRIVEN, LOGIN
 from training_runtime.paths import MUNGE_KEY, MUNGED_ARGV, MUNGED_PID_FILE, MUNGED_RUN_DIR
 from training_runtime.render.slurm_conf import Partition, SlurmNode, SlurmSettings, render_slurm_conf
 from training_runtime.resources import hyperpod_hostname
-
-if TYPE_CHECKING:
-    from hyperpod_local.cluster import LocalCluster
 
 PLATFORMS = (HYPERPOD, GENERIC)
 """``hyperpod``: trixie root, Slurm 24.11 under /opt/slurm, HyperPod's part emulated. ``generic``: the
@@ -201,7 +197,7 @@ def agent_script(role: str, mode: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def prepare(cluster: LocalCluster, node: LocalNode) -> None:
+def prepare(cluster: ClusterHandle, node: LocalNode) -> None:
     """HyperPod's part on one booted node, before its lifecycle script: the marker, slurm.conf, munge
     (key and daemon), in the API-driven mode the node's Slurm daemon, and srun with ``--auto-resume``.
     Idempotent: running daemons are left alone, so a node prepared again keeps its PIDs."""

@@ -12,18 +12,14 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
 
-from hyperpod_local.state import LocalClusterError
+from hyperpod_local.state import ClusterHandle, LocalClusterError
 from training_runtime.facts import HEALTH_CHECK
 from training_runtime.health.remedy import NodeState
 from training_runtime.paths import HEALTH_LOG
 
-if TYPE_CHECKING:
-    from hyperpod_local.cluster import LocalCluster
 
-
-def reasons(cluster: LocalCluster, timeout: float = 10.0) -> dict[str, str]:
+def reasons(cluster: ClusterHandle, timeout: float = 10.0) -> dict[str, str]:
     """Every node out of service (down, drained, failed, invalid) with its reason (``sinfo -R`` on the first
     running controller); empty when sinfo cannot run."""
     controller = next((n.name for n in cluster.layout.controllers if cluster.namespaces.alive(n.name)), None)
@@ -40,7 +36,7 @@ def reasons(cluster: LocalCluster, timeout: float = 10.0) -> dict[str, str]:
     return found
 
 
-def fail_if_out_of_service(cluster: LocalCluster, wanted: set[str], states: Mapping[str, str]) -> None:
+def fail_if_out_of_service(cluster: ClusterHandle, wanted: set[str], states: Mapping[str, str]) -> None:
     """Raise naming every node of ``wanted`` (Slurm node names) that will not become idle by waiting: drained by
     our health checks, or ``inval`` in ``states`` (Slurm node name -> sinfo state)."""
     out = {
@@ -57,7 +53,7 @@ def fail_if_out_of_service(cluster: LocalCluster, wanted: set[str], states: Mapp
         )
 
 
-def check_health(cluster: LocalCluster) -> None:
+def check_health(cluster: ClusterHandle) -> None:
     """Run each compute node's health check once now (as slurmd or the HyperPod timer would later), then fail
     as :func:`fail_if_out_of_service` does when one drained its node."""
     workers = [n.name for n in cluster.layout.workers]

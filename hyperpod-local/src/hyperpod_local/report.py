@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hyperpod_local.emulated import hardware_note
 from hyperpod_local.metrics import browse_hint, running
-
-if TYPE_CHECKING:
-    from hyperpod_local.cluster import LocalCluster
+from hyperpod_local.state import ClusterHandle
 
 
-def status_report(cluster: LocalCluster) -> dict[str, Any]:
+def status_report(cluster: ClusterHandle) -> dict[str, Any]:
     nodes = []
-    for node in cluster.nodes:
+    for node in cluster.layout.nodes:
         record = cluster.namespaces.record(node.name)
         nodes.append(
             {

@@ -14,17 +14,20 @@ the parameters file; every other file is staged byte for byte.
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import re
+import shutil
 import tarfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hyperpod_local.layout import LocalLayout, emulated, hosts_file, resource_config
-from hyperpod_local.state import LocalClusterError
-from training_runtime.params import PARAMETERS_FILE_BY_MODE, GroupSpec, ProvisioningParameters
+from hyperpod_local.layout import LocalLayout, LocalNode, emulated, hosts_file, resource_config
+from hyperpod_local.state import ClusterHandle, LocalClusterError
+from training_runtime.params import LIFECYCLE_DRIVEN, PARAMETERS_FILE_BY_MODE, GroupSpec, ProvisioningParameters
+from training_runtime.users import USERS_FILE
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,8 @@ def from_config(config_path: Path | str | None) -> LocalInputs:
     )
 
 
+LIFECYCLE_DIR = "/opt/ml/lifecycle"
+"""Where a node finds the lifecycle prefix (HyperPod downloads it to a directory of its own)."""
 MARKER = re.compile(r"<<marker:0x[0-9a-f]+:[0-9]+>>")
 """How CDK writes a CloudFormation value into an uploaded file; the upload replaces it (with JSON quotes)."""
 CLUSTER_TYPE = "AWS::SageMaker::Cluster"
@@ -222,3 +227,38 @@ def stage(directory: Path, layout: LocalLayout, files: Mapping[str, bytes]) -> N
     (cluster / "hosts").write_text(hosts_file(layout))
     (cluster / "resource_config.json").write_text(json.dumps(resource_config(layout), indent=2) + "\n")
     (directory / "shared").mkdir(exist_ok=True)
+
+
+def restage(directory: Path, mode: str) -> None:
+    """Refresh the local prefix's scripts and runtime in ``directory`` from this installation (the parameters
+    and users files stay): the edit-and-retry loop for lifecycle code."""
+    from hyperpod_cdk.lifecycle_files import staged_assets
+
+    bucket = directory / "bucket"
+    generated = (PARAMETERS_FILE_BY_MODE[mode], USERS_FILE)
+    for entry in bucket.iterdir():
+        if entry.name in generated:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    shutil.copytree(staged_assets(), bucket, dirs_exist_ok=True)
+
+
+def provision(cluster: ClusterHandle, node: LocalNode) -> None:
+    """What HyperPod puts on a node before the lifecycle script: resource_config.json, the prefix at
+    :data:`LIFECYCLE_DIR` (and, lifecycle-driven, ``provisioning_parameters.json`` in the config directory)."""
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        bucket = cluster.workdir / "bucket"
+        tar.add(bucket, arcname="lifecycle", filter=as_root)
+        config = cluster.workdir / "cluster" / "resource_config.json"
+        tar.add(config, arcname="config/resource_config.json", filter=as_root)
+        if cluster.state.mode == LIFECYCLE_DRIVEN:
+            params = bucket / PARAMETERS_FILE_BY_MODE[LIFECYCLE_DRIVEN]
+            tar.add(params, arcname="config/provisioning_parameters.json", filter=as_root)
+    script = f"rm -rf {LIFECYCLE_DIR} && mkdir -p /opt/ml && tar -C /opt/ml -xf -"
+    result = cluster.exec(node.name, ["/bin/sh", "-c", script], input=archive.getvalue(), timeout=120)
+    if result.returncode != 0:
+        raise LocalClusterError(f"node {node.name}: copying the lifecycle prefix failed: {result.stderr.strip()}")

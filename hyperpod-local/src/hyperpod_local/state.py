@@ -5,15 +5,20 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hyperpod_local.layout import (
     LocalLayout,
 )
 from training_runtime.node import GENERIC
+
+if TYPE_CHECKING:
+    import subprocess
+
+    from hyperpod_local.namespaces import Namespaces
 
 STATE_VERSION = 1
 
@@ -106,3 +111,25 @@ def locked(directory: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+class ClusterHandle(Protocol):
+    """What the emulator's helpers (the agent, the HyperPod platform's part, metrics, readiness, the status
+    report) use of a cluster: :class:`hyperpod_local.cluster.LocalCluster` is one; tests pass small fakes."""
+
+    workdir: Path
+    state: ClusterState
+    namespaces: Namespaces
+
+    @property
+    def layout(self) -> LocalLayout: ...
+
+    def exec(
+        self, name: str, argv: Sequence[str], *, input: str | bytes | None = None, timeout: float | None = ...
+    ) -> subprocess.CompletedProcess[str]: ...
+
+    def slurm_name(self, name: str) -> str: ...
+
+    def sinfo(self, timeout: float = ...) -> str | None: ...
+
+    def replace(self, name: str) -> tuple[int, str]: ...
