@@ -99,7 +99,9 @@ def host_binds() -> tuple[str, ...]:
     """Host paths every node sees read-only at the same path: the example job scripts (package data) and the
     Python that runs this module with its virtual environment (torch for jobs: trixie's Python is 3.13, the
     pinned CPU torch is installed for this one; docs/local-cluster.md)."""
-    paths = [str(JOBS_DIR), sys.prefix]
+    # The environment at its real path too: a virtual environment reached through a link has scripts (torchrun)
+    # whose first line names the interpreter by the real path.
+    paths = [str(JOBS_DIR), sys.prefix, os.path.realpath(sys.prefix)]
     base = sys.base_prefix
     if base in ("/usr", "/"):  # a distribution's Python: its interpreter and standard library only
         paths += [os.path.realpath(sys.executable), sysconfig.get_paths()["stdlib"]]
