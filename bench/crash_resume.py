@@ -32,7 +32,7 @@ from hyperpod_local import LocalCluster
 from hyperpod_local.drill import DdpJob, crash_and_resume, spot_reclaim
 from hyperpod_local.drill_autoresume import crash_and_auto_resume
 from hyperpod_local.imds import FakeImds, spot_variant
-from hyperpod_local.layout import EMULATION_SLURM_OPTIONS
+from hyperpod_local.overlay import EMULATION_SLURM_OPTIONS
 from training_runtime.node import HYPERPOD
 
 CONFIG = Path(__file__).resolve().parent.parent / "examples" / "cpu-cluster.yaml"

@@ -15,7 +15,8 @@ from builders import CONTROLLER, cluster_stack, only
 from hyperpod_cdk.config import parse_config
 from hyperpod_cdk.model import InstanceGroup
 from hyperpod_cdk.parameters import cluster_parameters
-from hyperpod_local.layout import host_hardware, local_parameters, plan_layout, resource_config
+from hyperpod_local.layout import plan_layout, resource_config
+from hyperpod_local.overlay import host_hardware, local_parameters
 from runtime_fakes import FakeHost, fake_node
 from training_runtime.errors import StepFailed
 from training_runtime.launch import family_of

@@ -12,17 +12,19 @@ import pytest
 
 from hyperpod_cdk.config import ClusterConfig, load_config, parse_config
 from hyperpod_local.layout import (
-    EMULATION_SLURM_OPTIONS,
     LayoutError,
     LocalLayout,
     cluster_arn,
-    emulated,
-    host_hardware,
     hosts_file,
-    local_options,
-    local_parameters,
     plan_layout,
     resource_config,
+)
+from hyperpod_local.overlay import (
+    EMULATION_SLURM_OPTIONS,
+    emulated,
+    host_hardware,
+    local_options,
+    local_parameters,
 )
 from support import build_example, fast_app, uploaded_files
 from training_runtime.emulation import Emulation
@@ -156,7 +158,7 @@ def test_local_parameters_are_the_uploaded_ones_with_only_the_emulation_overlays
     local = local_parameters(load_config(path), cpus=3)
     assert local.file_name == upload["file_name"]
     assert ProvisioningParameters.loads(local.dumps()) == local
-    # The overlays, stated here independently of layout.emulated(): no Lustre, fast Slurm failure
+    # The overlays, stated here independently of overlay.emulated(): no Lustre, fast Slurm failure
     # detection, every instance type sized as this machine, no accelerator software, no remote write.
     expected = copy.deepcopy(upload["parameters"])
     assert "fsx_dns_name" in expected, "both examples have a file system"

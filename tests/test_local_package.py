@@ -18,7 +18,8 @@ sys.modules["aws_cdk"] = None  # importing it now fails: the emulator must not n
 sys.modules["jsii"] = None
 import hyperpod_local
 from hyperpod_local import agent, cli, cluster, drill, hyperpod_platform, layout, metrics, staging
-from hyperpod_local.layout import local_parameters, plan_layout
+from hyperpod_local.layout import plan_layout
+from hyperpod_local.overlay import local_parameters
 from hyperpod_cdk.config import load_config
 config = load_config(sys.argv[1])
 params = local_parameters(config)

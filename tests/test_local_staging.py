@@ -1,5 +1,5 @@
 """The local cluster stages exactly what a deployment uploads: from a config or from a synthesized assembly, every
-file of the prefix is the deployed one, and the parameters file differs only by layout.emulated()'s overlays."""
+file of the prefix is the deployed one, and the parameters file differs only by overlay.emulated()'s overlays."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hyperpod_cdk import ClusterConfig, TrainingClusterStack
-from hyperpod_local.layout import emulated
+from hyperpod_local.overlay import emulated
 from hyperpod_local.staging import LocalInputs, from_assembly, from_config
 from hyperpod_local.state import LocalClusterError
 from support import build_example, fast_app

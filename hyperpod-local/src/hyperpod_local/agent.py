@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from hyperpod_local import autoresume
-from hyperpod_local.daemons import terminate
 from hyperpod_local.paths import subprocess_env
+from hyperpod_local.procs import terminate
 from hyperpod_local.state import ClusterHandle, LocalClusterError
 from training_runtime.health.results import HYPERPOD_REASONS, REPLACE
 

@@ -29,7 +29,8 @@ import tarfile
 from pathlib import Path
 
 from hyperpod_local import agent
-from hyperpod_local.layout import EMULATION_SLURM_OPTIONS, LocalLayout, LocalNode, host_hardware
+from hyperpod_local.layout import LocalLayout, LocalNode
+from hyperpod_local.overlay import EMULATION_SLURM_OPTIONS, host_hardware
 from hyperpod_local.paths import JOBS_DIR, ROOTFS_SCRIPT
 from hyperpod_local.state import ClusterHandle, LocalClusterError
 from training_runtime.hardware import NodeHardware

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hyperpod_local.daemons import terminate
+from hyperpod_local.procs import terminate
 from hyperpod_local.state import ClusterHandle
 from training_runtime.metrics.layout import target_labels
 from training_runtime.metrics.ports import NODE_EXPORTER_PORT, PROMETHEUS_AGENT_PORT

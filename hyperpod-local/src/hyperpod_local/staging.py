@@ -7,7 +7,7 @@ Two sources, one result (:class:`LocalInputs`):
 * a synthesized cloud assembly (:func:`from_assembly`, ``local up --from cdk.out``): the files the stack's
   lifecycle upload names, read from the assembly as plain JSON and files.
 
-Either way the staged prefix is the deployed one with only :func:`hyperpod_local.layout.emulated` applied to
+Either way the staged prefix is the deployed one with only :func:`hyperpod_local.overlay.emulated` applied to
 the parameters file; every other file is staged byte for byte.
 """
 
@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hyperpod_local.layout import LocalLayout, LocalNode, emulated, hosts_file, resource_config
+from hyperpod_local.layout import LocalLayout, LocalNode, hosts_file, resource_config
+from hyperpod_local.overlay import emulated
 from hyperpod_local.state import ClusterHandle, LocalClusterError
 from training_runtime.params import LIFECYCLE_DRIVEN, PARAMETERS_FILE_BY_MODE, GroupSpec, ProvisioningParameters
 from training_runtime.users import USERS_FILE
