@@ -48,9 +48,9 @@ from hyperpod_local.namespaces import (
     node_environment,
     require_root,
 )
-from hyperpod_local.readiness import check_health, fail_if_out_of_service
+from hyperpod_local.readiness import check_health, sinfo, wait_idle
 from hyperpod_local.report import status_report
-from hyperpod_local.staging import LIFECYCLE_DIR, provision, restage, stage
+from hyperpod_local.staging import LIFECYCLE_DIR, LocalInputs, provision, restage, stage
 from hyperpod_local.state import (
     OWN_ENTRIES,
     ClusterState,
@@ -154,13 +154,45 @@ class LocalCluster:
             subnet=subnet,
         )
         files = inputs.staged_files(imds_url=imds_url(layout.subnet))
-        params = inputs.deployed
         if f"{prefix}-sw" in list_netns() and not runs_here(directory, prefix, LocalCluster.open):
             raise LocalClusterError(
                 f"another local cluster uses the prefix {prefix!r} (netns {prefix}-sw exists). Fix: pass a "
                 "different --prefix, or take that cluster down with `hyperpod-local down --workdir ...`"
             )
         directory.mkdir(parents=True, exist_ok=True)
+        cluster = cls._create(
+            directory,
+            inputs,
+            layout,
+            files,
+            prefix=prefix,
+            platform=platform,
+            rootfs=rootfs,
+            bootstrap=bootstrap,
+            say=say,
+        )
+        if bootstrap:
+            cluster._converge(bootstrap_timeout, idle_timeout, say)
+        say(f"cluster {layout.cluster_name} up in {time.monotonic() - started:.2f} s (work directory {directory})")
+        return cluster
+
+    @classmethod
+    def _create(
+        cls,
+        directory: Path,
+        inputs: LocalInputs,
+        layout: LocalLayout,
+        files: Mapping[str, bytes],
+        *,
+        prefix: str,
+        platform: str,
+        rootfs: Path | None,
+        bootstrap: bool,
+        say: Callable[[str], None],
+    ) -> LocalCluster:
+        """The work directory's state and staged prefix (``files``), every node started and (HyperPod platform)
+        HyperPod's part done on each, with its agent running; nothing is left behind when a step fails."""
+        params = inputs.deployed
         with locked(directory):
             clear_previous(directory, LocalCluster.open)
             state = ClusterState(
@@ -195,17 +227,20 @@ class LocalCluster:
             except BaseException:
                 cluster._destroy()
                 raise
-        if bootstrap:
-            cluster.bootstrap_all(timeout=bootstrap_timeout, progress=say)
-            if layout.workers:
-                t0 = time.monotonic()
-                cluster.wait_idle(idle_timeout)
-                check_health(cluster)
-                say(f"all {len(layout.workers)} compute nodes idle after {time.monotonic() - t0:.1f} s")
-            if metrics_server.enabled(cluster):
-                say(f"Prometheus: {metrics_server.start(cluster)}")
-        say(f"cluster {layout.cluster_name} up in {time.monotonic() - started:.2f} s (work directory {directory})")
         return cluster
+
+    def _converge(self, bootstrap_timeout: float, idle_timeout: float, say: Callable[[str], None]) -> None:
+        """The lifecycle script on every node, then every compute node idle and each health check run once, then
+        the cluster's Prometheus server (when the config has metrics)."""
+        cluster, layout = self, self.layout
+        cluster.bootstrap_all(timeout=bootstrap_timeout, progress=say)
+        if layout.workers:
+            t0 = time.monotonic()
+            cluster.wait_idle(idle_timeout)
+            check_health(cluster)
+            say(f"all {len(layout.workers)} compute nodes idle after {time.monotonic() - t0:.1f} s")
+        if metrics_server.enabled(cluster):
+            say(f"Prometheus: {metrics_server.start(cluster)}")
 
     # --- nodes ------------------------------------------------------------------------------
     @property
@@ -350,40 +385,12 @@ class LocalCluster:
 
     # --- Slurm ------------------------------------------------------------------------------
     def sinfo(self, timeout: float = 10.0) -> str | None:
-        """``sinfo -N`` on the first running controller (node name and state per line: a backup answers when
-        the primary is down), or None when it cannot run."""
-        controller = next((n.name for n in self.layout.controllers if self.namespaces.alive(n.name)), None)
-        if controller is None:
-            return None
-        try:
-            result = self.exec(controller, ["sinfo", "-h", "-N", "-o", "%N %T"], timeout=timeout)
-        except (subprocess.TimeoutExpired, LocalClusterError):
-            return None
-        return result.stdout if result.returncode == 0 else None
+        """``sinfo -N`` on the first running controller, or None (:func:`readiness.sinfo`)."""
+        return sinfo(self, timeout)
 
     def wait_idle(self, timeout: float = DEFAULT_IDLE_TIMEOUT_S, nodes: Sequence[str] | None = None) -> None:
-        """Wait until ``sinfo`` on the controller shows each compute node (or each of ``nodes``) idle; fail at
-        once, naming the reason, when one will not become idle (:func:`~hyperpod_local.readiness.
-        fail_if_out_of_service`)."""
-        wanted = {self.slurm_name(n) for n in (nodes if nodes is not None else [w.name for w in self.layout.workers])}
-        deadline = time.monotonic() + timeout
-        last: str | None = None
-        while True:
-            last = self.sinfo()
-            states = dict(line.split(None, 1) for line in (last or "").splitlines() if len(line.split()) == 2)
-            if all(states.get(name) == "idle" for name in wanted):
-                return
-            if any(states.get(name, "").startswith(("drain", "inval")) for name in wanted):
-                fail_if_out_of_service(self, wanted, states)
-            if time.monotonic() >= deadline:
-                break
-            time.sleep(0.5)
-        controller = self.layout.controller.name
-        raise LocalClusterError(
-            f"compute nodes not idle after {timeout:.0f} s; sinfo on {controller} says:\n"
-            f"{(last or '(sinfo did not run)').rstrip()}\n"
-            f"Look at the Slurm logs: `hyperpod-local exec {controller} -- tail -n 50 /var/log/slurm/slurmctld.log`"
-        )
+        """Wait until each compute node (or each of ``nodes``) is idle (:func:`readiness.wait_idle`)."""
+        wait_idle(self, timeout, nodes)
 
     # --- overview and teardown --------------------------------------------------------------
     def status(self) -> dict[str, Any]:

@@ -10,7 +10,8 @@ may show idle before its first check: ``up`` runs each compute node's check once
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from hyperpod_local.state import ClusterHandle, LocalClusterError
@@ -61,3 +62,40 @@ def check_health(cluster: ClusterHandle) -> None:
     with ThreadPoolExecutor(max_workers=max(1, len(workers))) as pool:
         list(pool.map(lambda name: cluster.exec(name, argv, timeout=120), workers))
     fail_if_out_of_service(cluster, {cluster.slurm_name(name) for name in workers}, {})
+
+
+def sinfo(cluster: ClusterHandle, timeout: float = 10.0) -> str | None:
+    """``sinfo -N`` on the first running controller (node name and state per line: a backup answers when
+    the primary is down), or None when it cannot run."""
+    controller = next((n.name for n in cluster.layout.controllers if cluster.namespaces.alive(n.name)), None)
+    if controller is None:
+        return None
+    try:
+        result = cluster.exec(controller, ["sinfo", "-h", "-N", "-o", "%N %T"], timeout=timeout)
+    except (subprocess.TimeoutExpired, LocalClusterError):
+        return None
+    return result.stdout if result.returncode == 0 else None
+
+
+def wait_idle(cluster: ClusterHandle, timeout: float, nodes: Sequence[str] | None = None) -> None:
+    """Wait until ``sinfo`` on the controller shows each compute node (or each of ``nodes``) idle; fail at
+    once, naming the reason, when one will not become idle (:func:`fail_if_out_of_service`)."""
+    wanted = {cluster.slurm_name(n) for n in (nodes if nodes is not None else [w.name for w in cluster.layout.workers])}
+    deadline = time.monotonic() + timeout
+    last: str | None = None
+    while True:
+        last = sinfo(cluster)
+        states = dict(line.split(None, 1) for line in (last or "").splitlines() if len(line.split()) == 2)
+        if all(states.get(name) == "idle" for name in wanted):
+            return
+        if any(states.get(name, "").startswith(("drain", "inval")) for name in wanted):
+            fail_if_out_of_service(cluster, wanted, states)
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.5)
+    controller = cluster.layout.controller.name
+    raise LocalClusterError(
+        f"compute nodes not idle after {timeout:.0f} s; sinfo on {controller} says:\n"
+        f"{(last or '(sinfo did not run)').rstrip()}\n"
+        f"Look at the Slurm logs: `hyperpod-local exec {controller} -- tail -n 50 /var/log/slurm/slurmctld.log`"
+    )

@@ -6,6 +6,7 @@ from typing import Any
 
 from hyperpod_local.emulated import hardware_note
 from hyperpod_local.metrics import browse_hint, running
+from hyperpod_local.readiness import sinfo
 from hyperpod_local.state import ClusterHandle
 
 
@@ -34,6 +35,6 @@ def status_report(cluster: ClusterHandle) -> dict[str, Any]:
         "shared": f"{cluster.workdir / 'shared'} (at {cluster.state.fsx_mount_path} on every node)",
         "capped": {name: {"config": want, "local": got} for name, (want, got) in cluster.layout.capped().items()},
         "nodes": nodes,
-        "sinfo": cluster.sinfo(),
+        "sinfo": sinfo(cluster),
         "prometheus": browse_hint(cluster) if running(cluster) else None,
     }
