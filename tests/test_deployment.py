@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aws_cdk import Token
+from aws_cdk import Stack, Token
 
 from hyperpod_cdk import ClusterConfig, TrainingClusterStack
 from hyperpod_cdk.config import load_config, parse_model
@@ -101,3 +101,21 @@ def test_a_token_type_is_left_to_the_node() -> None:
     groups = [dataclasses.replace(g, instance_type=token) if g.role == "compute" else g for g in config.instance_groups]
     found = deployment(config.model_copy(update={"instance_groups": groups}), is_unresolved=Token.is_unresolved)
     assert [g.instance_type for g in found.parameters.groups if g.role == "compute"] == [None]
+
+
+def test_the_construct_refuses_the_deployment_of_another_config() -> None:
+    from hyperpod_cdk import ClusterNetwork, ConfigurationError, HyperPodCluster, LifecycleScripts
+
+    config = ClusterConfig()
+    other = deployment(config.model_copy(update={"cluster_name": "another"}))
+    app_stack = Stack(fast_app(), "T")
+    with pytest.raises(ConfigurationError, match="deployment: is cluster 'another'"):
+        HyperPodCluster(
+            app_stack,
+            "Cluster",
+            cluster_name=config.cluster_name,
+            network=ClusterNetwork(app_stack, "Network"),
+            lifecycle=LifecycleScripts(app_stack, "Scripts"),
+            instance_groups=config.instance_groups,
+            deployment=other,
+        )
