@@ -591,5 +591,10 @@ def test_hyperpods_layout_keeps_accounting_in_an_included_file() -> None:
     assert "AccountingStorageType" not in text and "JobAcctGatherType" not in text
     with pytest.raises(RenderError, match=r"accounting_include.*not both"):
         render_slurm_conf(dataclasses.replace(settings, accounting_host="ctl"), nodes, [Partition("p", ("w1",))])
+    parts = [Partition("p", ("w1",))]
+    by_name = render_slurm_conf(dataclasses.replace(settings, accounting_include="accounting.conf"), nodes, parts)
+    assert "include accounting.conf" in by_name.splitlines()
+    with pytest.raises(RenderError, match="accounting_include"):
+        render_slurm_conf(dataclasses.replace(settings, accounting_include="etc/acct.conf"), nodes, parts)
     header = render_slurm_conf(dataclasses.replace(settings, header=("mine",)), nodes, [Partition("p", ("w1",))])
     assert header.startswith("# mine\n")

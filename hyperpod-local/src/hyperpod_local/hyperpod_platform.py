@@ -58,7 +58,7 @@ HYPERPOD_SETTINGS = SlurmSettings(
         "Written by the hyperpod-local emulator in HyperPod's place (docs/local-cluster.md), with HyperPod's",
         "settings, by the runtime's slurm.conf renderer. The runtime on the node does not change it.",
     ),
-    accounting_include=f"{SLURM_ETC}/{ACCOUNTING_CONF}",
+    accounting_include=ACCOUNTING_CONF,  # by name, next to slurm.conf
     # No systemd and a shared cgroup tree in the emulation: no cgroup plugins (not HyperPod's choice; its own
     # slurm.conf uses task/none, "required for auto-resume", which is the renderer's default too).
     proctrack="proctrack/linuxproc",

@@ -79,8 +79,10 @@ class SlurmSettings:
     (``AccountingStorageBackupHost``); both must use the same database."""
     accounting_include: Optional[str] = None
     """HyperPod's layout: the accounting keys live in this file, which slurm.conf ``include``s (the runtime's
-    HyperPod path writes it when accounting is on: ``steps/slurm.py``), instead of in slurm.conf. Not with
-    ``accounting_host``. The emulated HyperPod platform (``hyperpod_local.hyperpod_platform``) renders this way."""
+    HyperPod path writes it when accounting is on: ``steps/slurm.py``), instead of in slurm.conf. A bare file
+    name is relative to slurm.conf's directory (configless nodes are sent only includes given by name,
+    slurm.conf(5)); else an absolute path. Not with ``accounting_host``. The emulated HyperPod platform
+    (``hyperpod_local.hyperpod_platform``) renders this way."""
     state_save_location: str = "/var/spool/slurmctld"
     slurmd_spool_dir: str = "/var/spool/slurmd"
     log_dir: str = "/var/log/slurm"
