@@ -32,7 +32,7 @@ from hyperpod_local import LocalCluster
 from hyperpod_local.drill import DdpJob, crash_and_resume, spot_reclaim
 from hyperpod_local.drill_autoresume import crash_and_auto_resume
 from hyperpod_local.imds import FakeImds, spot_variant
-from hyperpod_local.layout import EMULATION_SLURM_OPTIONS
+from hyperpod_local.overlay import EMULATION_SLURM_OPTIONS
 from training_runtime.node import HYPERPOD
 
 CONFIG = Path(__file__).resolve().parent.parent / "examples" / "cpu-cluster.yaml"
@@ -44,7 +44,7 @@ def main() -> None:
     options = EMULATION_SLURM_OPTIONS
     subnet = "10.253.0.0/24"
     with tempfile.TemporaryDirectory(prefix="hpcdk-bench-") as workdir:
-        config = spot_variant(CONFIG, Path(workdir), subnet)
+        config = spot_variant(CONFIG, Path(workdir))
         cluster = LocalCluster.up(config, Path(workdir) / "cluster", prefix="hpbcrash", subnet=subnet)
         imds = FakeImds(cluster)
         try:

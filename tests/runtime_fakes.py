@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Callable, List, Optional
 
+from training_runtime.emulation import Emulation
 from training_runtime.groups import GroupSpec
 from training_runtime.node import Host, Node
 from training_runtime.params import ProvisioningParameters
@@ -137,6 +138,7 @@ def fake_node(
     params: ProvisioningParameters | None = None,
     host: Host | None = None,
     instance_types: Mapping[str, str] | None = None,
+    emulation: Emulation | None = None,
 ) -> Node:
     """A node of a small cluster whose root is the directory ``root`` (created if needed).
 
@@ -151,6 +153,7 @@ def fake_node(
             fsx_dns_name="fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com" if fsx else None,
             fsx_mountname="abcdefgh" if fsx else None,
             options=dict(options or {}),
+            emulation=emulation,
         )
     resources = ResourceConfig.from_json(json.loads(json.dumps(resource_config(instances, instance_types))))
     me = next(i for i in resources.all_instances() if i.name == instance)

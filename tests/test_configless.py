@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from hyperpod_cdk.config import parse_config
-from hyperpod_local import platform as emulated
+from hyperpod_local import hyperpod_platform as emulated
 from hyperpod_local.layout import plan_layout
 from runtime_fakes import RecordingRunner, fake_node, touch
 from training_runtime.hardware import hardware_for

@@ -15,7 +15,8 @@ from builders import CONTROLLER, cluster_stack, only
 from hyperpod_cdk.config import parse_config
 from hyperpod_cdk.model import InstanceGroup
 from hyperpod_cdk.parameters import cluster_parameters
-from hyperpod_local.layout import host_hardware, parameters, plan_layout, resource_config
+from hyperpod_local.layout import plan_layout, resource_config
+from hyperpod_local.overlay import host_hardware, local_parameters
 from runtime_fakes import FakeHost, fake_node
 from training_runtime.errors import StepFailed
 from training_runtime.groups import GroupSpec
@@ -160,8 +161,8 @@ def test_the_local_cluster_gives_a_flexible_groups_nodes_its_types_in_turn() -> 
     ]
     resources = ResourceConfig.from_json(resource_config(layout))
     assert [i.instance_type for i in resources.instances("mixed")] == ["ml.c5.large", "ml.c5.xlarge"]
-    hardware = parameters(config, cpus=2).options["node_hardware"]
+    hardware = local_parameters(config, cpus=2).options["node_hardware"]
     # Each type at its own CPU count (1 and 2) where the machine has that many; fixed types as the machine.
     assert hardware["ml.c5.large"] == host_hardware(1) and hardware["ml.c5.xlarge"] == host_hardware(2)
     assert hardware["ml.m5.large"] == host_hardware(2)
-    assert parameters(config, cpus=1).options["node_hardware"]["ml.c5.xlarge"] == host_hardware(1)
+    assert local_parameters(config, cpus=1).options["node_hardware"]["ml.c5.xlarge"] == host_hardware(1)

@@ -12,9 +12,6 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 ALLOWED = {
-    frozenset({"training_runtime.options", "training_runtime.option_rules"}): (
-        "the options parser runs the option rules, which need its types (review §1: option_types.py, another branch)"
-    ),
     frozenset(
         {"hyperpod_cdk.config", "hyperpod_cdk.rules", "hyperpod_cdk.rules.registry", "hyperpod_cdk.rules.view"}
     ): (

@@ -116,8 +116,11 @@ class FakeCluster:
 
     def __init__(self, workdir: Path, dead: set[str]) -> None:
         self.workdir = workdir
-        self.nodes = [SimpleNamespace(name=n) for n in NODES]
-        self.layout = SimpleNamespace(workers=[SimpleNamespace(name=n) for n in NODES[:2]], controllers=[])
+        self.layout = SimpleNamespace(
+            nodes=[SimpleNamespace(name=n) for n in NODES],
+            workers=[SimpleNamespace(name=n) for n in NODES[:2]],
+            controllers=[],
+        )
         self.namespaces = FakeNamespaces(dead)
 
     def slurm_name(self, name: str) -> str:
@@ -171,7 +174,7 @@ def test_a_slurm_replace_reason_replaces_the_instance_and_the_notice_has_the_slu
     (tmp_path / agent.DIRECTORY).mkdir(parents=True)
     worker = agent.Agent(cluster)  # type: ignore[arg-type]
     booted: list[str] = []
-    monkeypatch.setattr(agent, "replace_node", lambda _cluster, name: (booted.append(name), (0, "done"))[1])
+    monkeypatch.setattr(cluster, "replace", lambda name: (booted.append(name), (0, "done"))[1], raising=False)
     asked: list[list[str]] = []
     name = SLURM_NAMES["worker-group-1-1"]
 

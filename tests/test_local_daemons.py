@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hyperpod_local.daemons import terminate
+from hyperpod_local.procs import terminate
 
 
 def test_a_daemon_this_process_started_is_stopped_and_reaped() -> None:

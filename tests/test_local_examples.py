@@ -5,15 +5,17 @@ One cluster at a time on one prefix and subnet, one node per group, and one ``sr
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from hyperpod_local import LocalCluster, LocalClusterError
-from hyperpod_local import layout as local_layout
+from hyperpod_local import LocalCluster, LocalClusterError, staging
 from local_support import HYPERPOD_REASON, requires_local_cluster
 from training_runtime.node import GENERIC, HYPERPOD
+from training_runtime.params import ProvisioningParameters
 
 pytestmark = requires_local_cluster
 
@@ -64,14 +66,12 @@ def test_every_example_comes_up_and_runs_a_step_on_every_worker(example: Path | 
 def test_up_fails_at_once_naming_the_drain_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without the emulated-hardware declaration a trn1 worker is rightly drained (no Neuron devices): ``up``
     says so instead of waiting for its idle timeout."""
-    real = local_layout.local_options
+    real = staging.emulated
 
-    def undeclared(*args: object, **kwargs: object) -> dict[str, object]:
-        options = real(*args, **kwargs)  # type: ignore[arg-type]
-        options.pop("emulated_hardware")
-        return options
+    def undeclared(*args: Any, **kwargs: Any) -> ProvisioningParameters:
+        return dataclasses.replace(real(*args, **kwargs), emulation=None)
 
-    monkeypatch.setattr(local_layout, "local_options", undeclared)
+    monkeypatch.setattr(staging, "emulated", undeclared)
     workdir = tmp_path / "work"
     try:
         with pytest.raises(LocalClusterError) as error:

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from hyperpod_local import LocalCluster
-from hyperpod_local.platform import torchrun
+from hyperpod_local.hyperpod_platform import torchrun
 from local_support import CPU_CLUSTER, check_accounting_where_users_are, requires_hyperpod_platform
 from training_runtime.node import HYPERPOD
+from training_runtime.render.hostlist import expand
 
 pytestmark = requires_hyperpod_platform
 
@@ -54,9 +55,10 @@ def test_nodes_run_slurm_24_11_in_hyperpods_layout_under_its_names(cluster: Loca
     conf = run(cluster, CONTROLLER, "cat", "/opt/slurm/etc/slurm.conf")
     assert f"SlurmctldHost={cluster.slurm_name(CONTROLLER)}(" in conf
     partition = next(line for line in conf.splitlines() if line.startswith("PartitionName=cpu "))
-    assert f"Nodes={','.join(cluster.slurm_name(w) for w in WORKERS)}" in partition
+    nodes = next(item for item in partition.split() if item.startswith("Nodes="))
+    assert expand(nodes.removeprefix("Nodes=")) == [cluster.slurm_name(w) for w in WORKERS]
     # The runtime took its HyperPod path: it never rendered slurm.conf, it only waited for HyperPod's.
-    assert "Written by the hyperpod-cdk local emulator in HyperPod's place" in conf
+    assert "Written by the hyperpod-local emulator in HyperPod's place" in conf
     assert run(cluster, WORKERS[0], "test", "-d", "/opt/sagemaker_cluster") == ""
     # Configless login and compute nodes, as HyperPod runs them: no local copy, slurmd's fetched one.
     probe = "test -e /opt/slurm/etc/slurm.conf || grep -c '^include accounting.conf' /run/slurm/conf/slurm.conf"

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from hyperpod_local import LocalCluster, LocalClusterError
-from hyperpod_local.platform import node_rootfs
+from hyperpod_local.hyperpod_platform import node_rootfs
+from hyperpod_local.paths import JOBS_DIR  # packaged: the HyperPod platform's nodes see it, not the checkout
 from local_support import CPU_CLUSTER, requires_local_cluster
 from training_runtime.node import GENERIC, HYPERPOD
 
 pytestmark = requires_local_cluster
 
-JOBS_DIR = Path(__file__).resolve().parent.parent / "examples" / "jobs"
 LOGIN, WORKERS = "login-group-1", ("worker-group-1-1", "worker-group-1-2")
 PLATFORMS = {GENERIC: ("hpjb", "10.242.0.0/24"), HYPERPOD: ("hpjh", "10.244.0.0/24")}
 

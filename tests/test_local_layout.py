@@ -12,19 +12,22 @@ import pytest
 
 from hyperpod_cdk.config import ClusterConfig, load_config, parse_config
 from hyperpod_local.layout import (
-    EMULATION_SLURM_OPTIONS,
     LayoutError,
     LocalLayout,
     cluster_arn,
-    emulated,
-    host_hardware,
     hosts_file,
-    local_options,
-    parameters,
     plan_layout,
     resource_config,
 )
+from hyperpod_local.overlay import (
+    EMULATION_SLURM_OPTIONS,
+    emulated,
+    host_hardware,
+    local_options,
+    local_parameters,
+)
 from support import build_example, fast_app, uploaded_files
+from training_runtime.emulation import Emulation
 from training_runtime.options import parse_options
 from training_runtime.params import ProvisioningParameters
 from training_runtime.resources import ResourceConfig
@@ -152,10 +155,10 @@ def test_local_parameters_are_the_uploaded_ones_with_only_the_emulation_overlays
     app = fast_app(outdir=str(tmp_path))
     (stack,) = build_example(path, app)
     (upload,) = uploaded_files(tmp_path, app.synth().get_stack_by_name(stack.stack_name).template).values()
-    local = parameters(load_config(path), cpus=3)
+    local = local_parameters(load_config(path), cpus=3)
     assert local.file_name == upload["file_name"]
     assert ProvisioningParameters.loads(local.dumps()) == local
-    # The overlays, stated here independently of layout.emulated(): no Lustre, fast Slurm failure
+    # The overlays, stated here independently of overlay.emulated(): no Lustre, fast Slurm failure
     # detection, every instance type sized as this machine, no accelerator software, no remote write.
     expected = copy.deepcopy(upload["parameters"])
     assert "fsx_dns_name" in expected, "both examples have a file system"
@@ -171,7 +174,7 @@ def test_local_parameters_are_the_uploaded_ones_with_only_the_emulation_overlays
         **{g["instance_type"]: machine for g in ours["groups"]},
     }
     options["install_accelerator_software"] = False
-    options["emulated_hardware"] = True
+    ours["emulation"] = {"hardware": True}  # a key only the local cluster writes
     assert _without_nulls(local.to_json()) == expected
     # And the local cluster's file is the emulation applied to exactly what the stack uploads.
     assert emulated(ProvisioningParameters.from_json(upload["parameters"]), cpus=3) == local
@@ -185,7 +188,7 @@ def test_runtime_options_merge_emulation_values_over_the_config() -> None:
         "install_accelerator_software": True,
     }
     cfg = config(compute("cpu", 2), compute("gpu", 1, "ml.p5.48xlarge"), runtime=runtime)
-    options = parameters(cfg, cpus=3).options
+    options = local_parameters(cfg, cpus=3).options
     assert options["slurm"] == {"requeue": False, **EMULATION_SLURM_OPTIONS}
     assert options["slurm"]["cred_expire"] >= 70
     machine = {"cpus": 3, "sockets": 1, "cores_per_socket": 3, "threads_per_core": 1, "memory_mib": 2000}
@@ -197,7 +200,7 @@ def test_runtime_options_merge_emulation_values_over_the_config() -> None:
     }
     assert options["accounting"] == {"enabled": True}
     assert options["install_accelerator_software"] is False
-    assert options["emulated_hardware"] is True
+    assert "emulated_hardware" not in options, "the emulation is no runtime option (hyperpod_cdk.emulation)"
     assert cfg.runtime["slurm"]["slurmd_timeout"] == 300, "the config itself is not changed"
     parsed = parse_options(options)
     assert parsed.slurm.slurmd_timeout == 10 and parsed.slurm.requeue is False
@@ -224,7 +227,6 @@ def test_local_options_without_a_runtime_section() -> None:
         "slurm": EMULATION_SLURM_OPTIONS,
         "node_hardware": {"ml.m5.xlarge": host_hardware(2)},
         "install_accelerator_software": False,
-        "emulated_hardware": True,
     }
     assert host_hardware()["cpus"] >= 1
 
@@ -234,7 +236,7 @@ def test_invalid_runtime_options_are_reported() -> None:
     data["runtime"] = {"slurm": {"bogus": 1}}
     cfg = ClusterConfig.model_validate(data)  # the config's own check would refuse it first
     with pytest.raises(LayoutError, match=re.escape("runtime.slurm.bogus: unknown option")):
-        parameters(cfg)
+        local_parameters(cfg)
 
 
 def test_hosts_file_names_each_node_once_by_its_name_and_vpc_dns_name() -> None:
@@ -253,7 +255,7 @@ def test_every_example_has_a_local_layout(example: Path) -> None:
     layout = plan_layout(cfg)
     assert 2 <= len(layout.nodes) <= 6
     assert len(layout.workers) <= 4
-    assert parameters(cfg).options["install_accelerator_software"] is False
+    assert local_parameters(cfg).options["install_accelerator_software"] is False
 
 
 def test_up_needs_root_and_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -274,7 +276,7 @@ def test_the_local_cluster_renders_its_fast_failure_detection_through_the_real_s
     config = load_config(Path(__file__).resolve().parent.parent / "examples" / "cpu-cluster.yaml")
     layout = plan_layout(config)
     resources = ResourceConfig.from_json(resource_config(layout))
-    params = parameters(config, cpus=2)
+    params = local_parameters(config, cpus=2)
     controller = resources.instances(params.controller_group)[0]
     group = params.group(params.controller_group)
     assert group is not None
@@ -307,9 +309,64 @@ def test_emulated_gpus_are_not_declared_to_slurm(tmp_path: Path) -> None:
         node = Node(params, resources, group, controller, tmp_path / "a", root=tmp_path, host=FakeHost("c"))
         return {Path(path).name: text for path, text, _, _ in rendered_files(node)}
 
-    local = parameters(config, cpus=2)
+    local = local_parameters(config, cpus=2)
     emulated_files = files(local)
     assert "Gres=" not in emulated_files["slurm.conf"]
     assert "Name=gpu" not in emulated_files["gres.conf"]
-    declared = dataclasses.replace(local, options={**local.options, "emulated_hardware": False})
+    declared = dataclasses.replace(local, emulation=Emulation(hardware=False))
     assert "Gres=gpu:h100:8" in files(declared)["slurm.conf"]
+
+
+def test_the_hyperpod_host_name_has_one_rule_and_its_inverse_matches_it() -> None:
+    from hyperpod_cdk.ops.lookup import HOSTNAME
+    from training_runtime.resources import hyperpod_hostname
+
+    name = hyperpod_hostname("10.250.0.12")
+    assert name == "ip-10-250-0-12"
+    match = HOSTNAME.match(name)
+    assert match is not None and ".".join(match.groups()) == "10.250.0.12"
+
+
+def test_the_work_directory_is_hyperpod_locals_and_the_old_names_still_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hyperpod_local import state
+
+    monkeypatch.delenv(state.WORKDIR_ENV, raising=False)
+    monkeypatch.delenv(state.OLD_WORKDIR_ENV, raising=False)
+    monkeypatch.setattr(state, "OLD_DEFAULT_WORKDIR", str(tmp_path / "old"))
+    assert state.default_workdir() == Path("/var/tmp/hyperpod-local")
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "state.json").write_text("{}")
+    assert state.default_workdir() == tmp_path / "old", "a cluster created before the rename is still found"
+    monkeypatch.setenv(state.OLD_WORKDIR_ENV, str(tmp_path / "env-old"))
+    assert state.default_workdir() == tmp_path / "env-old"
+    monkeypatch.setenv(state.WORKDIR_ENV, str(tmp_path / "env"))
+    assert state.default_workdir() == tmp_path / "env"
+
+
+def test_the_emulated_hyperpod_slurm_conf_is_the_runtimes_rendering_with_hyperpods_settings() -> None:
+    """One slurm.conf writer: the HyperPod platform's file is training_runtime's rendering, with HyperPod's
+    ip-a-b-c-d names, its accounting include, the login node listed and the emulation's fast timings."""
+    from hyperpod_local.hyperpod_platform import HYPERPOD_SETTINGS, slurm_conf
+    from training_runtime.render.hostlist import expand
+    from training_runtime.render.slurm_conf import slurm_conf_problems
+
+    layout = plan_layout(load_config(ROOT / "examples" / "cpu-cluster.yaml"))
+    text = slurm_conf(layout, cpus=2)
+    lines = text.splitlines()
+    assert lines[0].startswith("# Written by the hyperpod-local emulator in HyperPod's place")
+    controller = layout.controller
+    assert f"SlurmctldHost=ip-{controller.ip.replace('.', '-')}({controller.ip})" in lines
+    assert f"include {HYPERPOD_SETTINGS.accounting_include}" in lines
+    for key, value in EMULATION_SLURM_OPTIONS.items():
+        found = {"cred_expire": f"AuthInfo=cred_expire={value}", "sched_interval": f"sched_interval={value}"}
+        wanted = found.get(key, f"{''.join(p.title() for p in key.split('_'))}={value}")
+        assert any(wanted in line for line in lines), wanted
+    named = {line.split()[0].removeprefix("NodeName=") for line in lines if line.startswith("NodeName=")}
+    assert named == {f"ip-{n.ip.replace('.', '-')}" for n in layout.nodes if n.role != "controller"}
+    (partition,) = [line for line in lines if line.startswith("PartitionName=")]
+    members = next(p for p in partition.split() if p.startswith("Nodes=")).removeprefix("Nodes=")
+    assert expand(members) == [f"ip-{n.ip.replace('.', '-')}" for n in layout.workers]
+    assert "ReturnToService=2" in lines and "TaskPlugin=task/none" in lines
+    assert [p for p in slurm_conf_problems(HYPERPOD_SETTINGS, [], []) if not p.startswith("partitions:")] == []

@@ -3,8 +3,10 @@ construct library never imports it."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -15,11 +17,12 @@ import sys
 sys.modules["aws_cdk"] = None  # importing it now fails: the emulator must not need it
 sys.modules["jsii"] = None
 import hyperpod_local
-from hyperpod_local import agent, cli, cluster, drill, layout, metrics, platform, staging
-from hyperpod_local.layout import parameters, plan_layout
+from hyperpod_local import agent, cli, cluster, drill, hyperpod_platform, layout, metrics, staging
+from hyperpod_local.layout import plan_layout
+from hyperpod_local.overlay import local_parameters
 from hyperpod_cdk.config import load_config
 config = load_config(sys.argv[1])
-params = parameters(config)
+params = local_parameters(config)
 print(params.cluster_name, len(plan_layout(config).nodes))
 """
 
@@ -47,3 +50,52 @@ def test_the_construct_library_does_not_import_the_emulator() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"
+
+
+def test_the_wheel_carries_every_file_the_emulator_uses(tmp_path: Path) -> None:
+    """Installed outside the checkout, the emulator finds its node init, root file system script and package
+    list, and the example jobs (hyperpod_local.paths) in the wheel."""
+    from hyperpod_local.paths import PACKAGE_DATA, PACKAGE_DIR
+
+    source = tmp_path / "hyperpod-local"  # a copy: the build leaves its directories beside the sources
+    shutil.copytree(ROOT / "hyperpod-local", source, ignore=shutil.ignore_patterns("build", "*.egg-info"))
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), source],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    (wheel,) = tmp_path.glob("hyperpod_local-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    wanted = {
+        f"hyperpod_local/{path.relative_to(PACKAGE_DIR)}"
+        for item in PACKAGE_DATA
+        for path in ([p for p in item.iterdir() if p.is_file()] if item.is_dir() else [item])
+    }
+    assert {"hyperpod_local/jobs/ddp.sbatch", "hyperpod_local/build-node-rootfs.sh"} <= wanted
+    assert wanted <= names, sorted(wanted - names)
+
+
+def test_the_example_jobs_have_one_home() -> None:
+    """examples/jobs is a link to the packaged job scripts, not a copy that could drift."""
+    from hyperpod_local.paths import JOBS_DIR
+
+    link = ROOT / "examples" / "jobs"
+    assert link.is_symlink() and link.resolve() == JOBS_DIR
+
+
+def test_the_emulator_loads_no_bootstrap_machinery_of_the_runtime() -> None:
+    """The facts it shares with the node runtime (munge's key and daemon, the health check's program and log, the
+    metric labels) live in the runtime's bottom layer (training_runtime.paths, facts, metrics.layout)."""
+    code = (
+        "import importlib, pkgutil, sys, hyperpod_local\n"
+        "for m in pkgutil.iter_modules(hyperpod_local.__path__): importlib.import_module('hyperpod_local.' + m.name)\n"
+        "print(sorted(k for k in sys.modules if k.split('.')[:2] in (['training_runtime', 'steps'], "
+        "['training_runtime', 'plan'], ['training_runtime', 'apt'])))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

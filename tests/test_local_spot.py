@@ -29,7 +29,7 @@ SUBNET = "10.246.0.0/24"
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, FakeImds]]:
     workdir = tmp_path_factory.mktemp("spot-cluster")
-    config = spot_variant(CPU_CLUSTER, workdir, SUBNET)
+    config = spot_variant(CPU_CLUSTER, workdir)
     cluster = LocalCluster.up(config, workdir / "cluster", prefix=f"hpsp{os.getpid() % 10000}", subnet=SUBNET)
     imds = FakeImds(cluster)
     try:

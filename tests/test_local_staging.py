@@ -1,5 +1,5 @@
 """The local cluster stages exactly what a deployment uploads: from a config or from a synthesized assembly, every
-file of the prefix is the deployed one, and the parameters file differs only by layout.emulated()'s overlays."""
+file of the prefix is the deployed one, and the parameters file differs only by overlay.emulated()'s overlays."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hyperpod_cdk import ClusterConfig, TrainingClusterStack
-from hyperpod_local.layout import emulated
+from hyperpod_local.overlay import emulated
 from hyperpod_local.staging import LocalInputs, from_assembly, from_config
 from hyperpod_local.state import LocalClusterError
 from support import build_example, fast_app
@@ -57,7 +57,8 @@ def test_config_and_assembly_stage_the_same_prefix_file_by_file(assembly: Path, 
     local = ProvisioningParameters.loads(staged[name].decode())
     chosen = [g.instance_type for g in synthesized.groups if g.instance_type]
     assert local == emulated(synthesized.deployed, cpus=2, instance_types=chosen)
-    assert local.options["emulated_hardware"] is True
+    assert local.emulation is not None and local.emulation.hardware is True
+    assert synthesized.deployed.emulation is None, "a deployment never writes the emulation key"
 
 
 def test_a_template_parameter_type_takes_its_default_and_the_node_still_reads_its_own(assembly: Path) -> None:

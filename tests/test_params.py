@@ -248,3 +248,23 @@ def test_a_groups_capacity_is_carried_checked_and_absent_when_not_said() -> None
     data["hyperpod_cdk"]["groups"][3]["capacity"] = "Spot"
     with pytest.raises(ParametersError, match=r"groups\[3\]\.capacity: got 'Spot'; allowed: spot, on-demand"):
         ProvisioningParameters.from_json(data)
+
+
+def test_the_emulation_key_round_trips_and_is_checked() -> None:
+    """``hyperpod_cdk.emulation`` is written only by the local cluster; a deployed file has none."""
+    from training_runtime.emulation import Emulation
+
+    base = ProvisioningParameters(
+        cluster_name="c",
+        mode="api-driven",
+        groups=(GroupSpec("ctl", "controller", "ml.m5.large"), GroupSpec("cpu", "compute", "ml.c5.4xlarge")),
+    )
+    assert "emulation" not in base.to_json()["hyperpod_cdk"] and base.emulated_hardware is False
+    local = dataclasses.replace(base, emulation=Emulation(hardware=True, imds_url="http://10.0.0.2:8111"))
+    assert local.to_json()["hyperpod_cdk"]["emulation"] == {"hardware": True, "imds_url": "http://10.0.0.2:8111"}
+    assert ProvisioningParameters.from_json(local.to_json()) == local and local.emulated_hardware is True
+    broken = local.to_json()
+    broken["hyperpod_cdk"]["emulation"] = {"hardware": "yes", "imds_url": "https://x", "extra": 1}
+    with pytest.raises(ParametersError) as error:
+        ProvisioningParameters.from_json(broken)
+    assert len(error.value.problems) == 3, error.value.problems

@@ -655,12 +655,6 @@ ROWS = [
         "expected an integer",
     ),
     row(
-        "RT-EMULATED-HARDWARE",
-        {"runtime": {"emulated_hardware": True}},
-        "runtime.emulated_hardware",
-        "written only by the local cluster",
-    ),
-    row(
         "RT-NODE-HARDWARE",
         {"runtime": {"node_hardware": {"ml.m5.xlarge": {"cpus": -1}}}},
         "runtime.node_hardware.ml.m5.xlarge.cpus",

@@ -745,7 +745,7 @@ def test_remedy_is_a_pure_decision_on_the_history_it_is_given() -> None:
 
 
 def test_emulated_hardware_skips_only_the_declared_devices_and_says_so(tmp_path: Path) -> None:
-    """The local cluster's nodes declare a type's devices (runtime.emulated_hardware): the device checks say so
+    """The local cluster's nodes declare a type's devices (hyperpod_cdk.emulation.hardware): the device checks say so
     and skip; the checks of what the node really has (shared storage, disk) still run."""
     trn1 = p5_facts(instance_type="ml.trn1.32xlarge", gpus=0, neuron_devices=16, efa_interfaces=8)
     results = {r.name: r for r in run_checks(context(tmp_path / "real", trn1, mode=health.PROLOG))}

@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 from runtime_fakes import fake_node, touch
+from training_runtime.emulation import Emulation
 from training_runtime.facts import FactsError, load_facts
 from training_runtime.node import HYPERPOD_MARKER
 from training_runtime.paths import FACTS_PATH, INSTALL_DIR
@@ -79,7 +80,7 @@ def test_facts_file_is_world_readable_json_without_secrets(tmp_path: Path) -> No
         "emulated_hardware",
     }
     assert json.loads(path.read_text())["emulated_hardware"] is False, "a deployed node checks its devices"
-    emulated = fake_node(tmp_path / "local", options={"emulated_hardware": True})
+    emulated = fake_node(tmp_path / "local", emulation=Emulation(hardware=True))
     InstalledRuntime().apply(emulated)
     local = tmp_path / "local" / FACTS_PATH.lstrip("/")
     assert json.loads(local.read_text())["emulated_hardware"] is True

@@ -72,3 +72,16 @@ def test_no_shared_storage_means_no_lifecycle_driven_runtime() -> None:
     with pytest.raises(ConfigurationError, match="storage: null, but the node runtime needs a shared file system"):
         parse_config({"storage": None, "mode": "lifecycle-driven"})
     parse_config({"storage": None})
+
+
+@pytest.mark.parametrize(
+    ("runtime", "path"),
+    [
+        ({"emulated_hardware": True}, "runtime.emulated_hardware"),
+        ({"spot": {"imds_url": "http://x"}}, "runtime.spot.imds_url"),
+    ],
+)
+def test_the_emulators_knobs_are_no_runtime_options(runtime: dict[str, object], path: str) -> None:
+    """They live under hyperpod_cdk.emulation, which only the local cluster writes: a config cannot set them."""
+    (problem,) = options_problems(runtime, "runtime")
+    assert problem.startswith(path + ": unknown option"), problem

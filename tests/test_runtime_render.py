@@ -6,6 +6,7 @@ Golden files live in tests/golden/. After an intended change, regenerate them wi
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 from pathlib import Path
@@ -576,3 +577,21 @@ def test_ten_thousand_names_round_trip() -> None:
     assert expression.startswith("ip-10-1-0-[1-250],ip-10-1-1-[1-250],")
     padded = [f"n{i:05d}" for i in range(10_000) if i % 7]
     assert sorted(expand(compress(padded))) == sorted(padded)
+
+
+def test_hyperpods_layout_keeps_accounting_in_an_included_file() -> None:
+    """HyperPod's slurm.conf includes accounting.conf (the runtime writes it when accounting is on)."""
+    settings = SlurmSettings("c", "ctl", "10.0.0.1", accounting_include="/opt/slurm/etc/accounting.conf")
+    nodes = [SlurmNode("w1", "10.0.0.2", None)]
+    text = render_slurm_conf(settings, nodes, [Partition("p", ("w1",))])
+    assert "include /opt/slurm/etc/accounting.conf" in text.splitlines()
+    assert "AccountingStorageType" not in text and "JobAcctGatherType" not in text
+    with pytest.raises(RenderError, match=r"accounting_include.*not both"):
+        render_slurm_conf(dataclasses.replace(settings, accounting_host="ctl"), nodes, [Partition("p", ("w1",))])
+    parts = [Partition("p", ("w1",))]
+    by_name = render_slurm_conf(dataclasses.replace(settings, accounting_include="accounting.conf"), nodes, parts)
+    assert "include accounting.conf" in by_name.splitlines()
+    with pytest.raises(RenderError, match="accounting_include"):
+        render_slurm_conf(dataclasses.replace(settings, accounting_include="etc/acct.conf"), nodes, parts)
+    header = render_slurm_conf(dataclasses.replace(settings, header=("mine",)), nodes, [Partition("p", ("w1",))])
+    assert header.startswith("# mine\n")

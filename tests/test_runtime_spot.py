@@ -20,13 +20,14 @@ import pytest
 from runtime_fakes import CLUSTER_GROUPS, RecordingRunner, fake_node, running_daemon
 from training_runtime import checkpoint
 from training_runtime.checkpoint.interrupt import CHECKPOINT_SIGNAL
+from training_runtime.emulation import Emulation
 from training_runtime.groups import GroupSpec
 from training_runtime.health.remedy import Situation, parse_node_state, plan_actions
 from training_runtime.health.results import PERIODIC
-from training_runtime.spot import INSTANCE_ACTION_PATH, TOKEN_PATH, Imds, ImdsError, Notice, Watcher
+from training_runtime.spot import IMDS_URL, INSTANCE_ACTION_PATH, TOKEN_PATH, Imds, ImdsError, Notice, Watcher
 from training_runtime.steps.catalog import steps_for
 from training_runtime.steps.daemon import RunningDaemon
-from training_runtime.steps.spot import SPOT_WATCHER, UNIT_FILE, WATCHER, SpotWatcherFiles, spot_steps
+from training_runtime.steps.spot import SPOT_WATCHER, UNIT_FILE, WATCHER, SpotWatcherFiles, spot_steps, watcher_program
 
 SRC = str(Path(__file__).resolve().parent.parent / "src")
 NOTICE = {"action": "terminate", "time": "2026-11-24T17:02:00Z"}
@@ -208,8 +209,9 @@ SPOT_GROUPS = (
 
 
 def test_spot_compute_nodes_run_the_watcher_with_their_options_and_converge(tmp_path: Path) -> None:
-    options = {"spot": {"poll_interval": 2, "checkpoint_grace": 30, "imds_url": "http://10.9.0.1:8111"}}
-    node = fake_node(tmp_path, groups=SPOT_GROUPS, options=options)
+    options = {"spot": {"poll_interval": 2, "checkpoint_grace": 30}}
+    emulation = Emulation(imds_url="http://10.9.0.1:8111")  # the local cluster's fake metadata service
+    node = fake_node(tmp_path, groups=SPOT_GROUPS, options=options, emulation=emulation)
     steps = [
         s for s in steps_for(node) if isinstance(s, SpotWatcherFiles) or getattr(s, "daemon", None) == SPOT_WATCHER
     ]
@@ -287,3 +289,9 @@ def test_requeue_job_requeues_the_job_it_runs_in() -> None:
         checkpoint.requeue_job({"SLURM_JOB_ID": "9"}, run=run)
     with pytest.raises(RuntimeError, match="SLURM_JOB_ID is not set"):
         checkpoint.requeue_job({}, run=run)
+
+
+def test_a_deployed_spot_node_reads_ec2s_metadata_service(tmp_path: Path) -> None:
+    node = fake_node(tmp_path, groups=SPOT_GROUPS)
+    assert f" --imds-url {IMDS_URL} " in watcher_program(node)
+    assert IMDS_URL == "http://169.254.169.254", "EC2's documented IPv4 address"

@@ -299,3 +299,10 @@ class InstanceGroup:
 def pascal_case(name: str) -> str:
     """A user-given name as a construct-ID fragment: ``training-data`` -> ``TrainingData``."""
     return "".join(part[:1].upper() + part[1:] for part in re.split(r"[^a-zA-Z0-9]+", name) if part)
+
+
+def prefixed(prefix: str, name: str) -> str:
+    """``name`` with an organization's name ``prefix``, unchanged when it already has it (so applying twice changes
+    nothing). The one home of the prefix rule: the rules, the organization's aspects and
+    :func:`hyperpod_cdk.deployment.deployment` use it."""
+    return name if name.startswith(prefix) else prefix + name

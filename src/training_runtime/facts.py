@@ -42,7 +42,7 @@ class NodeFacts:
     efa_interfaces: int = 0
     emulated_hardware: bool = False
     """The accelerator and EFA counts above are declared, not present (the local cluster's
-    ``runtime.emulated_hardware``): checks skip them and the launcher runs CPU processes."""
+    ``hyperpod_cdk.emulation.hardware``): checks skip them and the launcher runs CPU processes."""
 
     def dumps(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
-from training_runtime.options import (
+from training_runtime.option_types import (
     ACCOUNTING_DATABASES,
     DB_USER,
     DCGM_LEVELS,
@@ -193,11 +193,11 @@ def health_on_hyperpod(options: RuntimeOptions, path: str) -> Iterable[Problem]:
 @_rule(
     "RT-SPOT-TIMING",
     "runtime",
-    "runtime.spot.{poll_interval,checkpoint_grace,imds_url}",
+    "runtime.spot.{poll_interval,checkpoint_grace}",
     source="EC2 User Guide: Spot Instance interruption notices",
 )
 def spot_timing(options: RuntimeOptions, path: str) -> Iterable[Problem]:
-    """The watcher sees a notice and requeues a job within EC2's two-minute notice; the metadata URL is http."""
+    """The watcher sees a notice and requeues a job within EC2's two-minute notice."""
     spot = options.spot
     if spot.poll_interval < 1 or spot.checkpoint_grace < 1:
         yield Problem(
@@ -213,8 +213,6 @@ def spot_timing(options: RuntimeOptions, path: str) -> Iterable[Problem]:
             got=spot.poll_interval + spot.checkpoint_grace,
             fix="lower checkpoint_grace (the default is 60 s with a 5 s poll_interval)",
         )
-    if not spot.imds_url.startswith("http://"):
-        yield Problem(path + ".spot.imds_url", "expected an http:// URL of the metadata service", got=spot.imds_url)
 
 
 @_rule("RT-PYTORCH-VERSION", "runtime", "runtime.pytorch.version", source="hyperpod-cdk")

@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from training_runtime.emulation import EMULATION_KEY, Emulation, parse_emulation
 from training_runtime.errors import InputError
 from training_runtime.group_rules import group_problems
 from training_runtime.groups import CAPACITIES
@@ -30,7 +31,8 @@ launching team choose the type cannot write it here, so the node reads it from H
 types as ``groups[].instance_types`` and a null ``instance_type``: each node of it reads its own type from the
 resource config (:func:`training_runtime.resources.instance_type_of`). ``openzfs_mount_path`` is additive too: absent
 means no FSx for OpenZFS, and users' homes stay on the Lustre mount. ``hyperpod_cdk.metrics``
-(optional, null or absent: no remote write) is another additive key of version 2.
+(optional, null or absent: no remote write) is another additive key of version 2, and so is
+``hyperpod_cdk.emulation`` (written only by the local cluster: :mod:`training_runtime.emulation`).
 
 A group's ``capacity`` (``spot`` or ``on-demand``) is another additive key within version 2: absent means
 HyperPod's default (On-Demand) or a file written before the key existed; a node of a ``spot`` group runs the
@@ -121,6 +123,9 @@ class ProvisioningParameters:
     options: Dict[str, Any] = field(default_factory=dict)
     """The runtime options (the config's ``runtime:`` section), kept as given; the node reads them with
     :func:`training_runtime.options.parse_options` (``Node.options``)."""
+    emulation: Optional[Emulation] = None
+    """``hyperpod_cdk.emulation``: written only by the local cluster (:mod:`training_runtime.emulation`); None on
+    a deployed cluster."""
 
     # --- derived views, HyperPod's vocabulary -------------------------------------------------
     @property
@@ -152,6 +157,11 @@ class ProvisioningParameters:
         if self.openzfs_mount_path is not None:
             return self.openzfs_mount_path.rstrip("/") or "/"
         return "{}/home".format(self.fsx_mount_path.rstrip("/"))
+
+    @property
+    def emulated_hardware(self) -> bool:
+        """The local cluster declares the types' devices without having them (``hyperpod_cdk.emulation``)."""
+        return self.emulation is not None and self.emulation.hardware
 
     @property
     def slurmdbd_by_hyperpod(self) -> bool:
@@ -206,6 +216,8 @@ class ProvisioningParameters:
             data[OUR_KEY]["metrics"] = {"remote_write_url": target.remote_write_url, "region": target.region}
         if self.slurmdbd_by_hyperpod:  # only then: other clusters' files stay as they were
             data[OUR_KEY]["slurmdbd_owner"] = self.slurmdbd_owner
+        if self.emulation is not None:
+            data[OUR_KEY][EMULATION_KEY] = self.emulation.to_json()
         return data
 
     def dumps(self) -> str:
@@ -273,6 +285,7 @@ class ProvisioningParameters:
                 "use api-driven mode, where HyperPod mounts it".format(OUR_KEY)
             )
         metrics = _parse_metrics(ours.get("metrics"), OUR_KEY + ".metrics", problems)
+        emulation = parse_emulation(ours.get(EMULATION_KEY), OUR_KEY + "." + EMULATION_KEY, problems)
         slurmdbd_owner = ours.get("slurmdbd_owner", SLURMDBD_BY_RUNTIME)
         if slurmdbd_owner not in SLURMDBD_OWNERS:
             problems.append(
@@ -299,6 +312,7 @@ class ProvisioningParameters:
             openzfs_mount_path=openzfs_mount_path,
             slurmdbd_owner=str(slurmdbd_owner),
             options=dict(options),
+            emulation=emulation,
         )
         _check_hyperpod_keys_agree(data, params, problems)
         if problems:

@@ -19,6 +19,8 @@ INSTALL_DIR = HOME + "/lib"
 """Holds the ``training_runtime`` package as installed on the node (not the lifecycle prefix's copy)."""
 BIN_DIR = HOME + "/bin"
 """Programs Slurm runs (health check, prolog) and the ``hyperpod-launch`` wrapper."""
+HEALTH_CHECK = BIN_DIR + "/health-check"
+"""The periodic health check program (``HealthCheckProgram`` on the generic platform, a timer on HyperPod)."""
 FACTS_PATH = "/etc/hyperpod-cdk/node.json"
 """The node's facts for job-time tools (:mod:`training_runtime.facts`)."""
 
@@ -40,3 +42,14 @@ DCGM_BINARY = "dcgmi"
 
 PYTORCH_ENV_VARIABLE = "HYPERPOD_CDK_PYTORCH_ENV"
 """Names the cluster's PyTorch environment in login shells (set by the profile script bootstrap writes)."""
+
+HEALTH_LOG = "/var/log/hyperpod-cdk/health.log"
+"""Every health check run's JSON line (``training_runtime.health.cli``)."""
+
+MUNGE_KEY = "/etc/munge/munge.key"
+"""The node's copy of the cluster's munge key (munge-owned, 0400)."""
+MUNGED_ARGV = ("runuser", "-u", "munge", "--", "/usr/sbin/munged")
+"""munged as its package starts it, without systemd."""
+MUNGED_PID_FILE = "/run/munge/munged.pid"
+MUNGED_RUN_DIR = ("/run/munge", "munge", 0o755)
+"""munged's socket directory: path, owner, mode."""

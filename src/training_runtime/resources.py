@@ -7,6 +7,7 @@ ignored, and every problem is reported at once.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
@@ -14,6 +15,15 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from training_runtime.errors import InputError
 from training_runtime.groups import GroupSpec
 from training_runtime.params import ProvisioningParameters
+
+HYPERPOD_HOSTNAME = re.compile(r"^ip-(\d{1,3})-(\d{1,3})-(\d{1,3})-(\d{1,3})$")
+"""An instance's host name and Slurm node name on HyperPod: the EC2 private DNS name's first label."""
+
+
+def hyperpod_hostname(address: str) -> str:
+    """The host name (and Slurm node name) HyperPod gives the instance at ``address``: ``10.1.2.3`` ->
+    ``ip-10-1-2-3``, the first label of its EC2 private DNS name (:data:`HYPERPOD_HOSTNAME` is the inverse)."""
+    return "ip-" + address.replace(".", "-")
 
 
 class ResourceConfigError(InputError):

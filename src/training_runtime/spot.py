@@ -15,7 +15,7 @@ A node whose metadata has no notice but that Slurm shows drained for a Spot recl
 the old name (the reclaimed one is gone): the watcher resumes it. Nothing else it drained is touched, and
 the health checks leave a Spot drain alone (``health.results.SPOT_REASON``).
 
-The metadata service's address is a parameter (``runtime.spot.imds_url``).
+The metadata service's address is an argument (EC2's; the local cluster's fake, ``hyperpod_cdk.emulation``).
 """
 
 from __future__ import annotations

@@ -6,12 +6,14 @@ from hyperpod_local.layout import (
     LayoutError,
     LocalLayout,
     LocalNode,
-    local_options,
-    parameters,
     plan_layout,
     resource_config,
 )
 from hyperpod_local.namespaces import NamespaceError, Namespaces, NodeNet
+from hyperpod_local.overlay import (
+    local_options,
+    local_parameters,
+)
 from hyperpod_local.state import LocalClusterError, default_workdir
 
 __all__ = [
@@ -25,7 +27,7 @@ __all__ = [
     "NodeNet",
     "default_workdir",
     "local_options",
-    "parameters",
+    "local_parameters",
     "plan_layout",
     "resource_config",
 ]

@@ -2,7 +2,7 @@
 
 It is part of the emulated HyperPod platform: ``LocalCluster.up(..., platform="hyperpod")`` starts it on the
 host, one process per cluster (:func:`enable`; ``down`` stops it), and every node gets the srun wrapper in
-HyperPod's part, before its lifecycle script (:func:`install`, from :func:`hyperpod_local.platform.prepare`),
+HyperPod's part, before its lifecycle script (:func:`install`, from :func:`hyperpod_local.hyperpod_platform.prepare`),
 as HyperPod's AMI has its plugin before any script runs. It acts as HyperPod's agent does for a Slurm cluster
 with automatic node recovery (docs/local-cluster.md, "Auto-resume"):
 
@@ -11,7 +11,7 @@ with automatic node recovery (docs/local-cluster.md, "Auto-resume"):
 * a request from the srun wrapper (:mod:`hyperpod_local.autoresume`) after a failed step is answered
   ``RETRYSTEP`` when a node of the job was replaced since the step started, or needed it and now was.
 
-Replacing (:func:`replace_node`) is what HyperPod does: the instance is terminated with its disks, a new one
+Replacing (:meth:`LocalCluster.replace`) is what HyperPod does: the instance is terminated with its disks, a new one
 with the same name, address and role boots with an empty disk, gets the lifecycle prefix and runs the
 entry script, and returns to Slurm. The mailbox is a directory on the shared file system
 (:data:`MAILBOX`): the wrapper writes ``requests/<name>.json``, the agent writes ``answers/<name>.json`` and
@@ -26,7 +26,6 @@ import io
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -35,17 +34,13 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hyperpod_local import autoresume
-from hyperpod_local.daemons import terminate
 from hyperpod_local.paths import subprocess_env
-from hyperpod_local.state import LocalClusterError, _locked
+from hyperpod_local.procs import terminate
+from hyperpod_local.state import ClusterHandle, LocalClusterError
 from training_runtime.health.results import HYPERPOD_REASONS, REPLACE
-from training_runtime.node import HYPERPOD
-
-if TYPE_CHECKING:
-    from hyperpod_local.cluster import LocalCluster
 
 DIRECTORY = "cluster/agent"
 """Under the work directory: settings (present = the cluster has an agent), pid, log, events."""
@@ -126,32 +121,9 @@ def replace_reasons(sinfo_output: str) -> list[str]:
 
 
 # --- node operations ------------------------------------------------------------------------------
-def replace_node(cluster: LocalCluster, name: str) -> tuple[int, str]:
-    """HyperPod's replacement of one node: terminate the instance and destroy its disk, boot a new one with
-    the same name, address and role (HyperPod's part, with the srun wrapper, on the HyperPod platform), run
-    the lifecycle entry script on it. Returns (exit code, output)."""
-    node = cluster.node(name)
-    from hyperpod_local import platform as emulated_platform
-    from hyperpod_local.namespaces import NamespaceError
-
-    net = cluster.node_net(node)
-    with _locked(cluster.workdir):
-        cluster.namespaces.crash(net)
-        directory = cluster.namespaces.node_dir(node.name)
-        for disk in ("upper", "work"):
-            shutil.rmtree(directory / disk, ignore_errors=True)
-        try:
-            cluster.namespaces.start(net)
-        except NamespaceError as error:
-            raise LocalClusterError(str(error)) from None
-        if cluster.state.platform == HYPERPOD:  # HyperPod's part on the new instance
-            emulated_platform.prepare(cluster, node)
-    return cluster.bootstrap(name)
-
-
-def install(cluster: LocalCluster, name: str) -> None:
+def install(cluster: ClusterHandle, name: str) -> None:
     """srun with ``--auto-resume`` on a node (the wrapper, in place of Slurm's srun, which it runs), as
-    HyperPod's AMI has it; part of :func:`hyperpod_local.platform.prepare`, which also writes the marker.
+    HyperPod's AMI has it; part of :func:`hyperpod_local.hyperpod_platform.prepare`, which also writes the marker.
     Idempotent: Slurm's srun is moved aside once."""
     mailbox = f"{cluster.state.fsx_mount_path}/{MAILBOX}"
     archive = io.BytesIO()
@@ -177,19 +149,19 @@ def wrapper_source() -> str:
 
 
 # --- the agent process ----------------------------------------------------------------------------
-def agent_dir(cluster: LocalCluster) -> Path:
+def agent_dir(cluster: ClusterHandle) -> Path:
     return cluster.workdir / DIRECTORY
 
 
-def mailbox_dir(cluster: LocalCluster) -> Path:
+def mailbox_dir(cluster: ClusterHandle) -> Path:
     return cluster.workdir / "shared" / MAILBOX
 
 
-def enabled(cluster: LocalCluster) -> bool:
+def enabled(cluster: ClusterHandle) -> bool:
     return (agent_dir(cluster) / "settings.json").exists()
 
 
-def enable(cluster: LocalCluster) -> None:
+def enable(cluster: ClusterHandle) -> None:
     """The agent's mailbox and settings, and the agent running: ``LocalCluster.up`` on the HyperPod platform
     (the nodes' srun wrapper is installed by HyperPod's part on each node)."""
     directory = agent_dir(cluster)
@@ -202,7 +174,7 @@ def enable(cluster: LocalCluster) -> None:
     start(cluster)
 
 
-def _pid(cluster: LocalCluster) -> int | None:
+def _pid(cluster: ClusterHandle) -> int | None:
     try:
         pid = int((agent_dir(cluster) / "pid").read_text().strip())
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
@@ -211,7 +183,7 @@ def _pid(cluster: LocalCluster) -> int | None:
     return pid if "hyperpod_local.agent" in cmdline and str(cluster.workdir) in cmdline else None
 
 
-def start(cluster: LocalCluster) -> int:
+def start(cluster: ClusterHandle) -> int:
     """Start the agent process for ``cluster`` (once); returns its pid."""
     running = _pid(cluster)
     if running is not None:
@@ -232,7 +204,7 @@ def start(cluster: LocalCluster) -> int:
     return process.pid
 
 
-def stop(cluster: LocalCluster, timeout: float = 30.0) -> None:
+def stop(cluster: ClusterHandle, timeout: float = 30.0) -> None:
     pid = _pid(cluster)
     if pid is None:
         return
@@ -240,7 +212,7 @@ def stop(cluster: LocalCluster, timeout: float = 30.0) -> None:
     (agent_dir(cluster) / "pid").unlink(missing_ok=True)
 
 
-def events(cluster: LocalCluster) -> list[dict[str, Any]]:
+def events(cluster: ClusterHandle) -> list[dict[str, Any]]:
     """What the agent did, oldest first: ``{"time", "node", "event", ...}`` (wall-clock seconds)."""
     path = agent_dir(cluster) / "events.jsonl"
     if not path.exists():
@@ -251,10 +223,10 @@ def events(cluster: LocalCluster) -> list[dict[str, Any]]:
 class Agent:
     """One cluster's agent loop (:func:`run` drives it)."""
 
-    def __init__(self, cluster: LocalCluster) -> None:
+    def __init__(self, cluster: ClusterHandle) -> None:
         self.cluster = cluster
         self.workers = [n.name for n in cluster.layout.workers]
-        self.instance_of = {cluster.slurm_name(n.name): n.name for n in cluster.nodes}
+        self.instance_of = {cluster.slurm_name(n.name): n.name for n in cluster.layout.nodes}
         """Slurm (and mailbox) name -> instance name; the same name on the generic platform."""
         self.known_up = {n for n in self.workers if cluster.namespaces.alive(n)}
         self.replaced_at: dict[str, float] = {}
@@ -269,7 +241,7 @@ class Agent:
     def replace(self, name: str, reason: str) -> bool:
         self.log(name, "replacing", reason=reason)
         try:
-            code, output = replace_node(self.cluster, name)
+            code, output = self.cluster.replace(name)
         except LocalClusterError as error:
             code, output = 1, str(error)
         tail = output.strip().splitlines()[-1:] or [""]

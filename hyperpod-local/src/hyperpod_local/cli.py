@@ -10,8 +10,10 @@ from typing import Any
 
 from hyperpod_cdk.errors import ConfigurationError
 from hyperpod_local import LocalCluster, LocalClusterError, NamespaceError
-from hyperpod_local.platform import PLATFORMS
-from training_runtime.node import HYPERPOD
+from hyperpod_local.cluster import DEFAULT_IDLE_TIMEOUT_S
+from hyperpod_local.hyperpod_platform import COMMAND_LINE_PLATFORM, PLATFORMS
+from hyperpod_local.layout import DEFAULT_MAX_PER_GROUP, DEFAULT_MAX_WORKERS, DEFAULT_SUBNET
+from hyperpod_local.namespaces import DEFAULT_PREFIX
 
 
 def main(argv: list[str] | None = None, prog: str = "hyperpod-local") -> int:
@@ -29,8 +31,8 @@ def add_commands(local: argparse.ArgumentParser) -> None:
     """The emulator's commands, on ``local``: its own parser (``hyperpod-local``) or ``hyperpod-cdk local``."""
     local.description = (
         "Nodes are Linux namespaces with an overlay root; the lifecycle scripts run on them as "
-        "HyperPod runs them. The work directory (--workdir, $HYPERPOD_CDK_LOCAL_DIR, default "
-        "/var/tmp/hyperpod-cdk-local) remembers the cluster."
+        "HyperPod runs them. The work directory (--workdir, $HYPERPOD_LOCAL_DIR, default "
+        "/var/tmp/hyperpod-local) remembers the cluster."
     )
     sub = local.add_subparsers(dest="local_command", required=True)
 
@@ -45,16 +47,32 @@ def add_commands(local: argparse.ArgumentParser) -> None:
         "--from", dest="assembly", metavar="CDK_OUT", help="a synthesized cloud assembly: run what its stack uploads"
     )
     up.add_argument("--stack", help="with --from: the stack (default: the one stack with a HyperPod cluster)")
-    up.add_argument("--max-per-group", type=int, default=2, help="nodes per compute group at most (default 2)")
-    up.add_argument("--max-workers", type=int, default=4, help="compute nodes in all at most (default 4)")
-    up.add_argument("--subnet", default="10.250.0.0/24", help="the nodes' network (default 10.250.0.0/24)")
-    up.add_argument("--prefix", default="hpcdk", help="prefix of the netns names (default hpcdk)")
+    # The defaults are the Python API's (LocalCluster.up), named once; only the platform's differs, on purpose.
+    up.add_argument(
+        "--max-per-group",
+        type=int,
+        default=DEFAULT_MAX_PER_GROUP,
+        help=f"nodes per compute group at most (default {DEFAULT_MAX_PER_GROUP})",
+    )
+    up.add_argument(
+        "--max-workers",
+        type=int,
+        default=DEFAULT_MAX_WORKERS,
+        help=f"compute nodes in all at most (default {DEFAULT_MAX_WORKERS})",
+    )
+    up.add_argument("--subnet", default=DEFAULT_SUBNET, help=f"the nodes' network (default {DEFAULT_SUBNET})")
+    up.add_argument("--prefix", default=DEFAULT_PREFIX, help=f"prefix of the netns names (default {DEFAULT_PREFIX})")
     up.add_argument("--no-bootstrap", action="store_true", help="stop once the nodes exist")
-    up.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for idle compute nodes")
+    up.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_IDLE_TIMEOUT_S,
+        help=f"seconds to wait for idle compute nodes (default {DEFAULT_IDLE_TIMEOUT_S:.0f})",
+    )
     up.add_argument(
         "--platform",
         choices=PLATFORMS,
-        default=HYPERPOD,
+        default=COMMAND_LINE_PLATFORM,
         help="hyperpod (default): HyperPod's part emulated - Slurm 24.11 under /opt/slurm on the node root file "
         "system `make setup` builds, HyperPod's slurm.conf and node names, srun --auto-resume and node replacement; "
         "generic: the host's Slurm, the runtime configures everything",

@@ -10,28 +10,26 @@ state file in the work directory remembers the cluster, so later commands need o
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import shutil
 import subprocess
-import tarfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from hyperpod_local import agent
+from hyperpod_local import agent, hyperpod_platform
 from hyperpod_local import metrics as metrics_server
-from hyperpod_local import platform as emulated_platform
 from hyperpod_local.host import (
-    _check_prefix,
-    _check_tools,
-    _check_workdir,
-    _restore_host,
+    check_prefix,
+    check_tools,
+    check_workdir,
     clear_previous,
+    restore_host,
     runs_here,
 )
+from hyperpod_local.imds import imds_url
 from hyperpod_local.layout import (
     DEFAULT_MAX_PER_GROUP,
     DEFAULT_MAX_WORKERS,
@@ -50,25 +48,20 @@ from hyperpod_local.namespaces import (
     node_environment,
     require_root,
 )
-from hyperpod_local.readiness import check_health, fail_if_out_of_service
+from hyperpod_local.readiness import check_health, sinfo, wait_idle
 from hyperpod_local.report import status_report
-from hyperpod_local.staging import _as_root, _stage
+from hyperpod_local.staging import LIFECYCLE_DIR, LocalInputs, provision, restage, stage
 from hyperpod_local.state import (
     OWN_ENTRIES,
     ClusterState,
     LocalClusterError,
-    _locked,
     default_workdir,
+    locked,
 )
-from training_runtime.node import GENERIC, HYPERPOD
-from training_runtime.params import ENTRYPOINT_BY_MODE, LIFECYCLE_DRIVEN, PARAMETERS_FILE_BY_MODE
-from training_runtime.users import USERS_FILE
+from training_runtime.node import HYPERPOD
+from training_runtime.params import ENTRYPOINT_BY_MODE
+from training_runtime.paths import RESOURCE_CONFIG_PATH
 
-LIFECYCLE_DIR = "/opt/ml/lifecycle"
-"""Where a node finds the lifecycle prefix (HyperPod downloads it to a directory of its own)."""
-
-
-RESOURCE_CONFIG_PATH = "/opt/ml/config/resource_config.json"
 DEFAULT_BOOTSTRAP_TIMEOUT_S = 1800.0
 DEFAULT_IDLE_TIMEOUT_S = 180.0
 
@@ -87,7 +80,7 @@ class LocalCluster:
             subnet=state.layout.subnet,
             prefix=state.prefix,
             lower=Path(state.rootfs) if state.rootfs else None,
-            binds=emulated_platform.host_binds() if state.platform == HYPERPOD else (),
+            binds=hyperpod_platform.host_binds() if state.platform == HYPERPOD else (),
         )
 
     # --- creation ---------------------------------------------------------------------------
@@ -100,7 +93,7 @@ class LocalCluster:
             data = json.loads(path.read_text())
         except FileNotFoundError:
             raise LocalClusterError(
-                f"no local cluster in {directory} (no state.json). Fix: `hyperpod-cdk local up --config FILE` "
+                f"no local cluster in {directory} (no state.json). Fix: `hyperpod-local up --config FILE` "
                 f"or pass the --workdir the cluster was created with"
             ) from None
         except ValueError as error:
@@ -119,7 +112,7 @@ class LocalCluster:
         max_workers: int = DEFAULT_MAX_WORKERS,
         subnet: str = DEFAULT_SUBNET,
         prefix: str = DEFAULT_PREFIX,
-        platform: str = GENERIC,
+        platform: str = hyperpod_platform.API_PLATFORM,
         bootstrap: bool = True,
         bootstrap_timeout: float = DEFAULT_BOOTSTRAP_TIMEOUT_S,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S,
@@ -134,7 +127,7 @@ class LocalCluster:
         emulation's overlays on the parameters file only.
 
         ``platform``: ``hyperpod`` emulates HyperPod's part (Slurm 24.11 under /opt/slurm on a trixie root,
-        :mod:`hyperpod_local.platform`; the emulated HyperPod agent and ``srun --auto-resume``,
+        :mod:`hyperpod_local.hyperpod_platform`; the emulated HyperPod agent and ``srun --auto-resume``,
         :mod:`hyperpod_local.agent`); ``generic`` runs the host's Slurm and the runtime's generic path.
         A bootstrap failure leaves the nodes running for inspection and raises :class:`LocalClusterError`
         naming each failed node and the last line of its output.
@@ -144,11 +137,11 @@ class LocalCluster:
         say = progress or (lambda _message: None)
         started = time.monotonic()
         require_root()
-        _check_tools()
+        check_tools()
         directory = Path(workdir if workdir is not None else default_workdir()).absolute()
-        _check_workdir(directory)
-        _check_prefix(prefix)
-        rootfs = emulated_platform.node_rootfs() if emulated_platform.check_platform(platform) == HYPERPOD else None
+        check_workdir(directory)
+        check_prefix(prefix)
+        rootfs = hyperpod_platform.node_rootfs() if hyperpod_platform.check_platform(platform) == HYPERPOD else None
         if assembly is not None and config_path is not None:
             raise LocalClusterError("give a config file or a cloud assembly (--from), not both")
         inputs = from_assembly(assembly, stack) if assembly is not None else from_config(config_path)
@@ -160,15 +153,47 @@ class LocalCluster:
             max_workers=max_workers,
             subnet=subnet,
         )
-        files = inputs.staged_files()
-        params = inputs.deployed
+        files = inputs.staged_files(imds_url=imds_url(layout.subnet))
         if f"{prefix}-sw" in list_netns() and not runs_here(directory, prefix, LocalCluster.open):
             raise LocalClusterError(
                 f"another local cluster uses the prefix {prefix!r} (netns {prefix}-sw exists). Fix: pass a "
-                "different --prefix, or take that cluster down with `hyperpod-cdk local down --workdir ...`"
+                "different --prefix, or take that cluster down with `hyperpod-local down --workdir ...`"
             )
         directory.mkdir(parents=True, exist_ok=True)
-        with _locked(directory):
+        cluster = cls._create(
+            directory,
+            inputs,
+            layout,
+            files,
+            prefix=prefix,
+            platform=platform,
+            rootfs=rootfs,
+            bootstrap=bootstrap,
+            say=say,
+        )
+        if bootstrap:
+            cluster._converge(bootstrap_timeout, idle_timeout, say)
+        say(f"cluster {layout.cluster_name} up in {time.monotonic() - started:.2f} s (work directory {directory})")
+        return cluster
+
+    @classmethod
+    def _create(
+        cls,
+        directory: Path,
+        inputs: LocalInputs,
+        layout: LocalLayout,
+        files: Mapping[str, bytes],
+        *,
+        prefix: str,
+        platform: str,
+        rootfs: Path | None,
+        bootstrap: bool,
+        say: Callable[[str], None],
+    ) -> LocalCluster:
+        """The work directory's state and staged prefix (``files``), every node started and (HyperPod platform)
+        HyperPod's part done on each, with its agent running; nothing is left behind when a step fails."""
+        params = inputs.deployed
+        with locked(directory):
             clear_previous(directory, LocalCluster.open)
             state = ClusterState(
                 config_path=inputs.source,
@@ -182,7 +207,7 @@ class LocalCluster:
                 platform=platform,
                 rootfs=str(rootfs) if rootfs else None,
             )
-            _stage(directory, layout, files)
+            stage(directory, layout, files)
             (directory / "state.json").write_text(json.dumps(state.to_json(), indent=2) + "\n")
             cluster = cls(directory, state)
             for name, (want, got) in layout.capped().items():
@@ -197,22 +222,25 @@ class LocalCluster:
                     say(f"node {node.name} ({node.role}, {node.ip}) up in {time.monotonic() - t0:.2f} s")
                 if platform == HYPERPOD:  # HyperPod's part: its agent, and each node ready for its script
                     for node in layout.nodes:  # controllers first
-                        emulated_platform.prepare(cluster, node)
+                        hyperpod_platform.prepare(cluster, node)
                     agent.enable(cluster)
             except BaseException:
                 cluster._destroy()
                 raise
-        if bootstrap:
-            cluster.bootstrap_all(timeout=bootstrap_timeout, progress=say)
-            if layout.workers:
-                t0 = time.monotonic()
-                cluster.wait_idle(idle_timeout)
-                check_health(cluster)
-                say(f"all {len(layout.workers)} compute nodes idle after {time.monotonic() - t0:.1f} s")
-            if metrics_server.enabled(cluster):
-                say(f"Prometheus: {metrics_server.start(cluster)}")
-        say(f"cluster {layout.cluster_name} up in {time.monotonic() - started:.2f} s (work directory {directory})")
         return cluster
+
+    def _converge(self, bootstrap_timeout: float, idle_timeout: float, say: Callable[[str], None]) -> None:
+        """The lifecycle script on every node, then every compute node idle and each health check run once, then
+        the cluster's Prometheus server (when the config has metrics)."""
+        cluster, layout = self, self.layout
+        cluster.bootstrap_all(timeout=bootstrap_timeout, progress=say)
+        if layout.workers:
+            t0 = time.monotonic()
+            cluster.wait_idle(idle_timeout)
+            check_health(cluster)
+            say(f"all {len(layout.workers)} compute nodes idle after {time.monotonic() - t0:.1f} s")
+        if metrics_server.enabled(cluster):
+            say(f"Prometheus: {metrics_server.start(cluster)}")
 
     # --- nodes ------------------------------------------------------------------------------
     @property
@@ -256,7 +284,7 @@ class LocalCluster:
     def crash(self, name: str) -> None:
         """Hard power-off of one node: every process dies, its cable is pulled, its disk stays."""
         node = self.node(name)
-        with _locked(self.workdir):
+        with locked(self.workdir):
             self.namespaces.crash(self.node_net(node))
 
     def boot(self, name: str, *, bootstrap: bool | None = None) -> tuple[int, str] | None:
@@ -266,53 +294,44 @@ class LocalCluster:
         Returns the entry script's (exit code, output), or None when it did not run.
         """
         node = self.node(name)
-        with _locked(self.workdir):
+        with locked(self.workdir):
             try:
                 self.namespaces.start(self.node_net(node))
             except NamespaceError as error:
                 raise LocalClusterError(str(error)) from None
             if self.state.platform == HYPERPOD:
-                emulated_platform.prepare(self, node)
+                hyperpod_platform.prepare(self, node)
         run = self.state.bootstrap if bootstrap is None else bootstrap
         return self.bootstrap(name) if run else None
 
     def replace(self, name: str) -> tuple[int, str]:
-        """HyperPod's node replacement: a new instance (empty disk) with the same name, address and role,
-        bootstrapped by the lifecycle script; see :func:`hyperpod_local.agent.replace_node`."""
-        return agent.replace_node(self, name)
+        """HyperPod's replacement of one node: terminate the instance and destroy its disk, boot a new one with
+        the same name, address and role (HyperPod's part, with the srun wrapper, on the HyperPod platform), run
+        the lifecycle entry script on it. Returns the script's (exit code, output)."""
+        node = self.node(name)
+        net = self.node_net(node)
+        with locked(self.workdir):
+            self.namespaces.crash(net)
+            directory = self.namespaces.node_dir(node.name)
+            for disk in ("upper", "work"):
+                shutil.rmtree(directory / disk, ignore_errors=True)
+            try:
+                self.namespaces.start(net)
+            except NamespaceError as error:
+                raise LocalClusterError(str(error)) from None
+            if self.state.platform == HYPERPOD:  # HyperPod's part on the new instance
+                hyperpod_platform.prepare(self, node)
+        return self.bootstrap(name)
 
     # --- HyperPod emulation -----------------------------------------------------------------
     def restage(self) -> None:
-        """Refresh the local prefix's scripts and runtime from this checkout (the parameters stay): the
-        edit-and-retry loop for lifecycle code, followed by :meth:`bootstrap`."""
-        from hyperpod_cdk.lifecycle_files import staged_assets
-
-        bucket = self.workdir / "bucket"
-        generated = (PARAMETERS_FILE_BY_MODE[self.state.mode], USERS_FILE)
-        for entry in bucket.iterdir():
-            if entry.name in generated:
-                continue
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
-            else:
-                entry.unlink()
-        shutil.copytree(staged_assets(), bucket, dirs_exist_ok=True)
+        """Refresh the local prefix's scripts and runtime from this installation (the parameters stay): the
+        edit-and-retry loop for lifecycle code, followed by :meth:`bootstrap` (:func:`staging.restage`)."""
+        restage(self.workdir, self.state.mode)
 
     def provision(self, node: LocalNode) -> None:
-        """What HyperPod puts on a node before the lifecycle script: resource_config.json, the prefix."""
-        archive = io.BytesIO()
-        with tarfile.open(fileobj=archive, mode="w") as tar:
-            bucket = self.workdir / "bucket"
-            tar.add(bucket, arcname="lifecycle", filter=_as_root)
-            config = self.workdir / "cluster" / "resource_config.json"
-            tar.add(config, arcname="config/resource_config.json", filter=_as_root)
-            if self.state.mode == LIFECYCLE_DRIVEN:
-                params = bucket / PARAMETERS_FILE_BY_MODE[LIFECYCLE_DRIVEN]
-                tar.add(params, arcname="config/provisioning_parameters.json", filter=_as_root)
-        script = f"rm -rf {LIFECYCLE_DIR} && mkdir -p /opt/ml && tar -C /opt/ml -xf -"
-        result = self.exec(node.name, ["/bin/sh", "-c", script], input=archive.getvalue(), timeout=120)
-        if result.returncode != 0:
-            raise LocalClusterError(f"node {node.name}: copying the lifecycle prefix failed: {result.stderr.strip()}")
+        """What HyperPod puts on a node before the lifecycle script (:func:`staging.provision`)."""
+        provision(self, node)
 
     def bootstrap(self, name: str, *, timeout: float = DEFAULT_BOOTSTRAP_TIMEOUT_S) -> tuple[int, str]:
         """(Re-)run the mode's lifecycle entry script on one node, as HyperPod does; returns (exit code,
@@ -332,7 +351,7 @@ class LocalCluster:
                 )
                 code = completed.returncode
             except subprocess.TimeoutExpired:
-                log.write(f"\nhyperpod-cdk local: {entry} ran past {timeout:.0f} s and was stopped\n".encode())
+                log.write(f"\nhyperpod-local: {entry} ran past {timeout:.0f} s and was stopped\n".encode())
                 code = 124
         return code, log_path.read_text(errors="replace")
 
@@ -359,57 +378,29 @@ class LocalCluster:
             raise LocalClusterError(
                 f"the lifecycle script failed on {len(failures)} of {len(self.nodes)} nodes:\n"
                 + "\n".join(failures)
-                + "\nThe nodes are still running for inspection (`hyperpod-cdk local exec NODE -- ...`); "
-                "`hyperpod-cdk local down` removes them"
+                + "\nThe nodes are still running for inspection (`hyperpod-local exec NODE -- ...`); "
+                "`hyperpod-local down` removes them"
             )
         say(f"lifecycle script ran on {len(self.nodes)} nodes in {time.monotonic() - t0:.1f} s")
 
     # --- Slurm ------------------------------------------------------------------------------
     def sinfo(self, timeout: float = 10.0) -> str | None:
-        """``sinfo -N`` on the first running controller (node name and state per line: a backup answers when
-        the primary is down), or None when it cannot run."""
-        controller = next((n.name for n in self.layout.controllers if self.namespaces.alive(n.name)), None)
-        if controller is None:
-            return None
-        try:
-            result = self.exec(controller, ["sinfo", "-h", "-N", "-o", "%N %T"], timeout=timeout)
-        except (subprocess.TimeoutExpired, LocalClusterError):
-            return None
-        return result.stdout if result.returncode == 0 else None
+        """``sinfo -N`` on the first running controller, or None (:func:`readiness.sinfo`)."""
+        return sinfo(self, timeout)
 
     def wait_idle(self, timeout: float = DEFAULT_IDLE_TIMEOUT_S, nodes: Sequence[str] | None = None) -> None:
-        """Wait until ``sinfo`` on the controller shows each compute node (or each of ``nodes``) idle; fail at
-        once, naming the reason, when one will not become idle (:func:`~hyperpod_local.readiness.
-        fail_if_out_of_service`)."""
-        wanted = {self.slurm_name(n) for n in (nodes if nodes is not None else [w.name for w in self.layout.workers])}
-        deadline = time.monotonic() + timeout
-        last: str | None = None
-        while True:
-            last = self.sinfo()
-            states = dict(line.split(None, 1) for line in (last or "").splitlines() if len(line.split()) == 2)
-            if all(states.get(name) == "idle" for name in wanted):
-                return
-            if any(states.get(name, "").startswith(("drain", "inval")) for name in wanted):
-                fail_if_out_of_service(self, wanted, states)
-            if time.monotonic() >= deadline:
-                break
-            time.sleep(0.5)
-        controller = self.layout.controller.name
-        raise LocalClusterError(
-            f"compute nodes not idle after {timeout:.0f} s; sinfo on {controller} says:\n"
-            f"{(last or '(sinfo did not run)').rstrip()}\n"
-            f"Look at the Slurm logs: `hyperpod-cdk local exec {controller} -- tail -n 50 /var/log/slurm/slurmctld.log`"
-        )
+        """Wait until each compute node (or each of ``nodes``) is idle (:func:`readiness.wait_idle`)."""
+        wait_idle(self, timeout, nodes)
 
     # --- overview and teardown --------------------------------------------------------------
     def status(self) -> dict[str, Any]:
-        """Nodes, addresses, liveness and sinfo, as ``hyperpod-cdk local status`` prints them."""
+        """Nodes, addresses, liveness and sinfo, as ``hyperpod-local status`` prints them."""
         return status_report(self)
 
     def down(self, *, keep: bool = False) -> None:
         """Remove every node, the switch and what they left on the host; unless ``keep``, also delete the
         work directory's content (node disks, staged prefix, shared directory, logs, state)."""
-        with _locked(self.workdir):
+        with locked(self.workdir):
             self._destroy()
             if not keep:
                 for entry in OWN_ENTRIES:
@@ -426,11 +417,11 @@ class LocalCluster:
         metrics_server.stop(self)
         agent.stop(self)
         self.namespaces.destroy_all(self.node_net(n) for n in self.nodes)
-        _restore_host(self.state.host_had_run_netns, self.state.host_had_run_mount)
+        restore_host(self.state.host_had_run_netns, self.state.host_had_run_mount)
 
     def slurm_name(self, name: str) -> str:
         """Node ``name``'s host and Slurm node name: HyperPod's ``ip-a-b-c-d`` on its platform, else ``name``."""
-        return emulated_platform.node_hostname(self.state.platform, self.node(name))
+        return hyperpod_platform.node_hostname(self.state.platform, self.node(name))
 
     def node_net(self, node: LocalNode) -> NodeNet:
         """What the namespaces need to start ``node``: its netns name, address and host name."""

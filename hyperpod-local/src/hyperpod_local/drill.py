@@ -1,8 +1,8 @@
 """Fault drills on a local cluster: a training job through the launcher, a node crash or a Spot reclaim, the resume.
 
 Used by the fault tests (which assert on the outcome) and by ``bench/crash_resume.py`` (which reports the
-timings). The job is ``examples/jobs/ddp.sbatch``: DDP over two workers, a checkpoint to the shared
-directory every few steps, one ``step N loss X`` line per step in the job's log.
+timings). The job is ``ddp.sbatch`` of the packaged example jobs (``examples/jobs``): DDP over two workers, a
+checkpoint to the shared directory every few steps, one ``step N loss X`` line per step in the job's log.
 """
 
 from __future__ import annotations
@@ -13,15 +13,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hyperpod_local import platform as emulated_platform
+from hyperpod_local import hyperpod_platform
 from hyperpod_local.cluster import LocalCluster
 from hyperpod_local.imds import FakeImds
+from hyperpod_local.paths import JOBS_DIR
 from hyperpod_local.state import LocalClusterError
 from training_runtime import checkpoint
 from training_runtime.health.remedy import parse_node_state
 from training_runtime.health.results import SPOT_REASON
 
-JOBS_DIR = Path(__file__).resolve().parents[3] / "examples" / "jobs"
 """The example job scripts of this checkout (the nodes see the host's files through their overlay)."""
 POLL_S = 0.25
 
@@ -109,7 +109,7 @@ class DdpJob:
     nodes: int = 2
 
     def sbatch(self, cluster: LocalCluster) -> list[str]:
-        torchrun = Path(emulated_platform.torchrun())
+        torchrun = Path(hyperpod_platform.torchrun())
         if not torchrun.exists():
             raise DrillError(f"{torchrun} does not exist: install torch==2.13.0 in this environment (make setup does)")
         env = f"ALL,TORCHRUN={torchrun},JOBS_DIR={JOBS_DIR},CHECKPOINT_DIR={self.checkpoint_dir(cluster)}"

@@ -1,9 +1,9 @@
 """What a local node's instance type has that this machine cannot: its hardware, declared emulated.
 
-Every local node runs with ``runtime.emulated_hardware`` (:func:`hyperpod_local.layout.local_options`):
+Every local node runs with ``hyperpod_cdk.emulation.hardware`` (:func:`hyperpod_local.overlay.emulated`):
 its CPUs and memory are this machine's, and its GPUs, Neuron devices and EFA interfaces are declared by the
 instance type and not present. The health checks skip those, saying so; the launcher runs CPU processes and
-sets ``HYPERPOD_CDK_EMULATED_HARDWARE=1``; ``hyperpod-cdk local status`` names them with this text.
+sets ``HYPERPOD_CDK_EMULATED_HARDWARE=1``; ``hyperpod-local status`` names them with this text.
 """
 
 from __future__ import annotations

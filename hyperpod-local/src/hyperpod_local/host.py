@@ -13,7 +13,7 @@ from hyperpod_local.state import DEFAULT_WORKDIR, OWN_ENTRIES, LocalClusterError
 from training_runtime.files import mount_points
 
 
-def _restore_host(had_run_netns: bool, had_run_mount: bool) -> None:
+def restore_host(had_run_netns: bool, had_run_mount: bool) -> None:
     """Remove the /run/netns and /run/mount that ``ip netns`` and libmount created on the host (P14), when
     they did not exist before and no other cluster uses them."""
     netns_dir = Path("/run/netns")
@@ -31,7 +31,7 @@ def _restore_host(had_run_netns: bool, had_run_mount: bool) -> None:
             mount_dir.rmdir()
 
 
-def _check_tools() -> None:
+def check_tools() -> None:
     missing = [tool for tool in ("unshare", "nsenter", "ip", "mount", "tar") if shutil.which(tool) is None]
     if missing:
         raise LocalClusterError(f"missing commands: {', '.join(missing)}. Fix: apt-get install util-linux iproute2")
@@ -43,7 +43,7 @@ def _check_tools() -> None:
         )
 
 
-def _check_workdir(directory: Path) -> None:
+def check_workdir(directory: Path) -> None:
     resolved = directory.resolve()
     if resolved == Path("/run") or Path("/run") in resolved.parents:
         raise LocalClusterError(
@@ -52,7 +52,7 @@ def _check_workdir(directory: Path) -> None:
         )
 
 
-def _check_prefix(prefix: str) -> None:
+def check_prefix(prefix: str) -> None:
     if not prefix or len(prefix) > 32 or not all(c.isalnum() or c in "-_" for c in prefix):
         raise LocalClusterError(f"prefix: got {prefix!r}; use 1-32 letters, digits, '-' or '_'")
 
@@ -76,7 +76,7 @@ def clear_previous(directory: Path, open_cluster: Callable[[Path], Any]) -> None
             previous = None
         if previous is not None and any(previous.namespaces.alive(n.name) for n in previous.nodes):
             raise LocalClusterError(
-                f"a local cluster is already running in {directory}. Fix: `hyperpod-cdk local down --workdir "
+                f"a local cluster is already running in {directory}. Fix: `hyperpod-local down --workdir "
                 f"{directory}` first, or use another --workdir"
             )
         if previous is not None:

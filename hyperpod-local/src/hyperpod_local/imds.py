@@ -40,7 +40,7 @@ def imds_address(subnet: str) -> str:
 
 
 def imds_url(subnet: str) -> str:
-    """``runtime.spot.imds_url`` for a local cluster on ``subnet``."""
+    """The fake service's URL for a local cluster on ``subnet`` (``hyperpod_cdk.emulation.imds_url``)."""
     return f"http://{imds_address(subnet)}:{PORT}"
 
 
@@ -83,9 +83,9 @@ def serve(listen: str, notices: Path) -> None:
     ThreadingHTTPServer((host, int(port)), Handler).serve_forever()
 
 
-def spot_variant(config_path: Path, directory: Path, subnet: str, poll_interval: int = 1) -> Path:
-    """A copy of ``config_path`` in ``directory`` with its compute groups on Spot and their watcher polling the
-    fake service of a cluster on ``subnet``."""
+def spot_variant(config_path: Path, directory: Path, poll_interval: int = 1) -> Path:
+    """A copy of ``config_path`` in ``directory`` with its compute groups on Spot and their watcher polling every
+    ``poll_interval`` s (the local cluster always points the watcher at its fake service)."""
     import yaml
 
     data = yaml.safe_load(Path(config_path).read_text())
@@ -93,7 +93,7 @@ def spot_variant(config_path: Path, directory: Path, subnet: str, poll_interval:
         if group.get("role", "compute") == "compute":
             group["capacity"] = "spot"
     runtime = data.setdefault("runtime", {})
-    runtime["spot"] = {**runtime.get("spot", {}), "poll_interval": poll_interval, "imds_url": imds_url(subnet)}
+    runtime["spot"] = {**runtime.get("spot", {}), "poll_interval": poll_interval}
     path = Path(directory) / ("spot-" + Path(config_path).name)
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path

@@ -4,29 +4,22 @@ A local cluster is a capped-down copy of a :class:`~hyperpod_cdk.config.ClusterC
 the login node (if any) and a few nodes of each compute group, named as HyperPod names instances
 (``<group>-<n>``, n from 1), on one private subnet. A flexible group's nodes take its instance types in turn
 (HyperPod fills by priority and capacity; in turn, a job across the group meets every type).
-:func:`resource_config` and :func:`parameters` give
-the two files HyperPod puts on a node: ``/opt/ml/config/resource_config.json`` and the parameters file
-in the lifecycle prefix.
+:func:`resource_config` gives ``/opt/ml/config/resource_config.json``, and :func:`hosts_file` the nodes'
+``/etc/hosts``; the parameters file is the deployed one with the overlays of :mod:`hyperpod_local.overlay`.
 """
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import hashlib
 import ipaddress
-import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from hyperpod_cdk.config import ClusterConfig
 from hyperpod_cdk.errors import ConfigurationError
-from hyperpod_cdk.parameters import cluster_parameters
-from training_runtime.hardware import hardware_for
-from training_runtime.options import options_problems
-from training_runtime.params import COMPUTE, CONTROLLER, LOGIN, GroupSpec, ProvisioningParameters
+from training_runtime.groups import COMPUTE, CONTROLLER, LOGIN, MAX_NAME_LENGTH, NAME_PATTERN, GroupSpec
+from training_runtime.resources import hyperpod_hostname
 
 DEFAULT_SUBNET = "10.250.0.0/24"
 DEFAULT_MAX_PER_GROUP = 2
@@ -35,20 +28,6 @@ FIRST_HOST_INDEX = 9
 """Nodes get addresses from the subnet's 10th host on (``.10`` in a /24), HyperPod-VPC style."""
 LOCAL_ACCOUNT = "000000000000"
 LOCAL_REGION = "local"
-HOSTNAME_LABEL = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
-
-EMULATION_SLURM_OPTIONS: dict[str, int] = {
-    "slurmd_timeout": 10,
-    "message_timeout": 5,
-    "sched_interval": 2,
-    "cred_expire": 70,
-    "slurmctld_timeout": 10,
-}
-"""Fast failure detection for fault tests (docs/research/local-slurm.md §6.6): a crashed node is DOWN
-within ~15 s, a requeued job may restart after cred_expire + 1 s; cred_expire below 70 lets a stale signal
-kill the restarted job (§6.3 there). With a backup controller, it takes over ~10 s after the primary stops."""
-EMULATED_MEMORY_MIB = 2000
-"""RealMemory every node registers with; below the machine's memory so slurmd never reports less."""
 
 
 class LayoutError(ConfigurationError):
@@ -221,10 +200,10 @@ def plan_nodes(
     names = [(spec, f"{spec.name}-{n}") for spec, take in planned for n in range(1, take + 1)]
     types = [_local_type(spec, int(name.rsplit("-", 1)[1]) - 1) for spec, name in names]
     for spec, name in names:
-        if len(name) > 63 or not HOSTNAME_LABEL.match(name):
+        if len(name) > MAX_NAME_LENGTH or not NAME_PATTERN.match(name):
             problems.append(
-                f"instance_groups[{spec.name}]: node name {name!r} is not a valid hostname (at most 63 letters, "
-                "digits and hyphens). Fix: shorten the group name"
+                f"instance_groups[{spec.name}]: node name {name!r} is not a valid hostname (at most "
+                f"{MAX_NAME_LENGTH} letters, digits and hyphens). Fix: shorten the group name"
             )
     assert network is not None
     hosts = network.num_addresses - 2 if network.prefixlen < 31 else 0
@@ -313,148 +292,10 @@ def resource_config(layout: LocalLayout) -> dict[str, Any]:
     }
 
 
-def host_hardware(cpus: int | None = None) -> dict[str, int]:
-    """This machine as one emulated node: what ``slurmd -C`` reports here, with a fixed, small memory."""
-    count = cpus if cpus is not None else (os.cpu_count() or 1)
-    return {
-        "cpus": count,
-        "sockets": 1,
-        "cores_per_socket": count,
-        "threads_per_core": 1,
-        "memory_mib": EMULATED_MEMORY_MIB,
-    }
-
-
-def local_options(
-    runtime: Mapping[str, Any],
-    instance_types: Sequence[str],
-    *,
-    cpus: int | None = None,
-    own_size: Sequence[str] = (),
-) -> dict[str, Any]:
-    """The config's runtime options with the emulation's values on top: fast Slurm failure detection,
-    every instance type sized as this machine, no accelerator software, the hardware declared emulated.
-
-    The types in ``own_size`` (a flexible group's) keep their own CPU count where this machine has that many
-    (else the machine's), so the nodes of one group differ as the types do on AWS."""
-    options = copy.deepcopy(dict(runtime))
-    slurm = options.get("slurm")
-    options["slurm"] = {**(dict(slurm) if isinstance(slurm, Mapping) else {}), **EMULATION_SLURM_OPTIONS}
-    hardware = options.get("node_hardware")
-    merged_hardware = dict(hardware) if isinstance(hardware, Mapping) else {}
-    figures = host_hardware(cpus)
-    for instance_type in instance_types:
-        merged_hardware[instance_type] = dict(figures)
-    for instance_type in own_size:
-        try:
-            own = hardware_for(instance_type, hardware if isinstance(hardware, Mapping) else {})
-        except ValueError:  # invalid node_hardware: the options check below reports it
-            own = None
-        merged_hardware[instance_type] = host_hardware(min(figures["cpus"], own.cpus) if own else figures["cpus"])
-    options["node_hardware"] = merged_hardware
-    options["install_accelerator_software"] = False
-    options["emulated_hardware"] = True
-    accounting = options.get("accounting")
-    if isinstance(accounting, Mapping) and accounting.get("database") == "external":
-        # No RDS or Secrets Manager here: the controller's own MariaDB plays the external database.
-        kept = {k: v for k, v in accounting.items() if k in ("enabled", "user")}
-        options["accounting"] = {**kept, "database": "local"}
-    return options
-
-
-def parameters(config: ClusterConfig, *, cpus: int | None = None) -> ProvisioningParameters:
-    """The parameters file of the local cluster: :func:`deployed_parameters` with :func:`emulated`'s overlays."""
-    return emulated(deployed_parameters(config), cpus=cpus)
-
-
-def deployed_parameters(config: ClusterConfig) -> ProvisioningParameters:
-    """What ``TrainingClusterStack`` uploads for ``config``, built by the same
-    :func:`~hyperpod_cdk.parameters.cluster_parameters` from the same config values: the cluster name as the
-    organization's prefix rule leaves it, and null where the stack puts a CloudFormation value that
-    :func:`emulated` drops anyway (the file system's names, the metrics target)."""
-    from hyperpod_cdk.rules.organization import prefixed
-
-    prefix = config.organization.name_prefix if config.organization else None
-    return cluster_parameters(
-        cluster_name=prefixed(prefix, config.cluster_name) if prefix else config.cluster_name,
-        mode=config.mode,
-        node_provisioning_mode=config.node_provisioning_mode,
-        instance_groups=[_AsLaunched(g, config) for g in config.instance_groups],
-        # The stack's values are the file system's CloudFormation attributes; emulated() drops them.
-        fsx_dns_name=None,
-        fsx_mountname=None,
-        fsx=None,
-        fsx_mount_path=config.fsx_mount_path,
-        openzfs_mount_path=config.storage_openzfs.mount_path if config.storage_openzfs else None,
-        runtime_options=config.runtime,
-        metrics=None,  # emulated() drops it
-    )
-
-
-@dataclass(frozen=True)
-class _AsLaunched:
-    """A group as a template with launch choices (``parameters:``) writes it for its nodes
-    (``stacks/choices.py``): a type chosen at launch is null (the node reads it from HyperPod's resource
-    config), and a group that may launch on Spot is Spot. tests/test_local_staging.py compares the result with
-    the synthesized upload of every example."""
-
-    group: Any
-    config: ClusterConfig
-
-    def spec(self) -> GroupSpec:
-        spec: GroupSpec = self.group.spec()
-        choices = self.config.parameters.instance_groups.get(spec.name) if self.config.parameters else None
-        if choices is None:
-            return spec
-        if choices.instance_types:
-            spec = dataclasses.replace(spec, instance_type=None)
-        if choices.capacity and "spot" in [str(c) for c in choices.capacity]:
-            spec = dataclasses.replace(spec, capacity="spot")
-        return spec
-
-
-def emulated(
-    deployed: ProvisioningParameters, *, cpus: int | None = None, instance_types: Sequence[str] = ()
-) -> ProvisioningParameters:
-    """``deployed`` as the local cluster runs it. The overlays, and nothing else:
-
-    * ``fsx_dns_name``, ``fsx_mountname`` and the ``fsx`` flag become null: no Lustre, the shared directory
-      is bind-mounted at ``fsx_mount_path`` instead;
-    * ``openzfs_mount_path`` becomes null: no OpenZFS either, so the homes live on the shared directory;
-    * ``options.slurm``: the keys of :data:`EMULATION_SLURM_OPTIONS` (fast failure detection);
-    * ``options.node_hardware``: every instance type of the groups (and ``instance_types``: the types a template
-      leaves to a parameter, as chosen locally) sized as this machine
-      (:func:`host_hardware`), a flexible group's types at their own CPU count up to the machine's;
-    * ``options.install_accelerator_software``: false;
-    * ``options.accounting``: an ``external`` database becomes ``local`` (MariaDB on the controller; its
-      host, port and password secret dropped): there is no RDS or Secrets Manager here;
-    * ``options.emulated_hardware``: true: the types' GPUs, Neuron devices and EFA interfaces are declared, not
-      present (the health checks skip them and say so, the launcher runs CPU processes);
-    * ``metrics`` becomes null: no remote write, the local Prometheus scrapes the nodes itself.
-    """
-    fixed = sorted(
-        {g.resolved_type for g in deployed.groups if not g.flexible and g.instance_type} | set(instance_types)
-    )
-    flexible = sorted({t for g in deployed.groups for t in g.instance_types})
-    options = local_options(deployed.options, fixed, cpus=cpus, own_size=flexible)
-    problems = options_problems(options, "runtime")
-    if problems:
-        raise LayoutError("local cluster runtime options", problems)
-    local = dataclasses.replace(
-        deployed, fsx_dns_name=None, fsx_mountname=None, fsx=None, metrics=None, options=options
-    )
-    return dataclasses.replace(local, openzfs_mount_path=None)
-
-
-def dns_name(ip: str) -> str:
-    """The name the VPC's DNS gives an address (``10.1.2.3`` -> ``ip-10-1-2-3``), as an instance's host name."""
-    return "ip-" + ip.replace(".", "-")
-
-
 def hosts_file(layout: LocalLayout) -> str:
     """``/etc/hosts`` of every node as it boots: localhost, and every node by its host name and by what the
     VPC's DNS would answer (``ip-a-b-c-d``), each name once (the runtime's ``hosts`` step then adds none of
     them again), so ``hostname --ip-address`` prints one address."""
     lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
-    lines += [f"{n.ip}\t{' '.join(dict.fromkeys([n.name, dns_name(n.ip)]))}" for n in layout.nodes]
+    lines += [f"{n.ip}\t{' '.join(dict.fromkeys([n.name, hyperpod_hostname(n.ip)]))}" for n in layout.nodes]
     return "\n".join(lines) + "\n"

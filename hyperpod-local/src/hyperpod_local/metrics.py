@@ -3,7 +3,7 @@ and log of its own in ``<workdir>/prometheus``, scraping every node's exporters.
 
 The nodes' network lives in the cluster's switch namespace (the host's own namespace gains nothing), so
 the server runs there too: the bridge gets the subnet's last host address and the server listens on it.
-Browse it from the host with ``ip netns exec <switch> ...`` (``hyperpod-cdk local status`` prints how).
+Browse it from the host with ``ip netns exec <switch> ...`` (``hyperpod-local status`` prints how).
 Each node's series get the same labels a node's Prometheus agent adds on AWS (cluster, instance,
 instance_group, role), so a query written against the local server works against Amazon Managed Prometheus.
 """
@@ -18,16 +18,14 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from hyperpod_local.daemons import terminate
+from hyperpod_local.procs import terminate
+from hyperpod_local.state import ClusterHandle
+from training_runtime.metrics.layout import target_labels
 from training_runtime.metrics.ports import NODE_EXPORTER_PORT, PROMETHEUS_AGENT_PORT
 from training_runtime.options import parse_options
 from training_runtime.params import PARAMETERS_FILE_BY_MODE, ProvisioningParameters
-from training_runtime.steps.observability import target_labels
-
-if TYPE_CHECKING:
-    from hyperpod_local.cluster import LocalCluster
 
 DIRECTORY = "prometheus"
 """Under the work directory: config, data, log and pid file."""
@@ -44,11 +42,11 @@ def server_address(subnet: str) -> str:
     return str(list(ipaddress.IPv4Network(subnet).hosts())[-1])
 
 
-def server_url(cluster: LocalCluster) -> str:
+def server_url(cluster: ClusterHandle) -> str:
     return f"http://{server_address(cluster.layout.subnet)}:{PROMETHEUS_AGENT_PORT}"
 
 
-def scrape_config(cluster: LocalCluster, interval_s: int) -> dict[str, Any]:
+def scrape_config(cluster: ClusterHandle, interval_s: int) -> dict[str, Any]:
     name = cluster.layout.cluster_name
     return {
         "global": {"scrape_interval": f"{interval_s}s", "scrape_timeout": f"{interval_s}s"},
@@ -60,7 +58,7 @@ def scrape_config(cluster: LocalCluster, interval_s: int) -> dict[str, Any]:
                         "targets": [f"{node.ip}:{NODE_EXPORTER_PORT}"],
                         "labels": target_labels(name, node.name, node.group, node.role),
                     }
-                    for node in cluster.nodes
+                    for node in cluster.layout.nodes
                 ],
             }
         ],
@@ -76,7 +74,7 @@ def _pid(directory: Path) -> int | None:
     return pid if str(directory / "prometheus.yml") in cmdline else None
 
 
-def start(cluster: LocalCluster) -> str:
+def start(cluster: ClusterHandle) -> str:
     """Start (or keep) the server; returns its URL. Raises MetricsServerError when there is no prometheus."""
     binary = shutil.which("prometheus", path=SEARCH_PATH)
     if binary is None:
@@ -123,7 +121,7 @@ def start(cluster: LocalCluster) -> str:
     raise MetricsServerError(f"prometheus did not come up; see {directory / 'prometheus.log'}")
 
 
-def stop(cluster: LocalCluster) -> None:
+def stop(cluster: ClusterHandle) -> None:
     directory = cluster.workdir / DIRECTORY
     pid = _pid(directory)
     if pid is None:
@@ -132,13 +130,13 @@ def stop(cluster: LocalCluster) -> None:
     (directory / "pid").unlink(missing_ok=True)
 
 
-def enabled(cluster: LocalCluster) -> bool:
+def enabled(cluster: ClusterHandle) -> bool:
     """Whether the nodes run exporters (``runtime.observability``) and this machine has prometheus."""
     options = parse_options(_runtime_section(cluster), check_values=False).observability
     return options.enabled and options.node_exporter and shutil.which("prometheus", path=SEARCH_PATH) is not None
 
 
-def running(cluster: LocalCluster) -> bool:
+def running(cluster: ClusterHandle) -> bool:
     return _pid(cluster.workdir / DIRECTORY) is not None
 
 
@@ -149,7 +147,7 @@ QUERY_SCRIPT = (
 )
 
 
-def query(cluster: LocalCluster, expression: str) -> list[dict[str, Any]]:
+def query(cluster: ClusterHandle, expression: str) -> list[dict[str, Any]]:
     """An instant query's result vector (``[{"metric": {...}, "value": [t, "v"]}, ...]``)."""
     argv = ["ip", "netns", "exec", cluster.namespaces.switch, "python3", "-c", QUERY_SCRIPT, server_url(cluster)]
     result = subprocess.run([*argv, expression], capture_output=True, text=True, timeout=30)
@@ -161,14 +159,14 @@ def query(cluster: LocalCluster, expression: str) -> list[dict[str, Any]]:
     return list(data["data"]["result"])
 
 
-def browse_hint(cluster: LocalCluster) -> str:
+def browse_hint(cluster: ClusterHandle) -> str:
     return (
         f"{server_url(cluster)} in netns {cluster.namespaces.switch} "
         f"(e.g. sudo ip netns exec {cluster.namespaces.switch} curl '{server_url(cluster)}/api/v1/query?query=up')"
     )
 
 
-def _runtime_section(cluster: LocalCluster) -> Any:
+def _runtime_section(cluster: ClusterHandle) -> Any:
     """The runtime options as the nodes read them: from the staged parameters file."""
     staged = cluster.workdir / "bucket" / PARAMETERS_FILE_BY_MODE[cluster.state.mode]
     return ProvisioningParameters.loads(staged.read_text()).options

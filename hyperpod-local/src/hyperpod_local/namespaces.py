@@ -21,10 +21,10 @@ import subprocess
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
-from hyperpod_local.daemons import reap
+from hyperpod_local.paths import NODE_INIT
+from hyperpod_local.procs import children, is_zombie, reap, start_ticks
 
 DEFAULT_PREFIX = "hpcdk"
 READY_MARKER = "hpcdk-node-ready"
@@ -64,7 +64,7 @@ class InitRecord:
 
 def node_init_text() -> str:
     """The packaged ``node_init.sh``."""
-    return (resources.files("hyperpod_local") / "node_init.sh").read_text()
+    return NODE_INIT.read_text()
 
 
 def require_root() -> None:
@@ -213,12 +213,12 @@ class Namespaces:
             if launcher.poll() is not None:
                 raise NamespaceError(f"node {name} failed to start: {_tail(log_path)}")
             if not pid:
-                children = _children(launcher.pid)
-                pid = children[0] if children else 0
+                kids = children(launcher.pid)
+                pid = kids[0] if kids else 0
             if pid and READY_MARKER in log_path.read_text(errors="replace"):
                 record = InitRecord(
                     pid=pid,
-                    start_ticks=_start_ticks(pid),
+                    start_ticks=start_ticks(pid),
                     pid_ns=os.readlink(f"/proc/{pid}/ns/pid"),
                     launcher_pid=launcher.pid,
                 )
@@ -287,7 +287,7 @@ class Namespaces:
         except (OSError, ValueError, TypeError):
             return None
         try:
-            if _start_ticks(record.pid) != record.start_ticks or _is_zombie(record.pid):
+            if start_ticks(record.pid) != record.start_ticks or is_zombie(record.pid):
                 return None
         except OSError:
             return None
@@ -303,7 +303,7 @@ class Namespaces:
             if not entry.name.isdigit():
                 continue
             try:
-                if os.readlink(entry / "ns" / "pid") == record.pid_ns and not _is_zombie(int(entry.name)):
+                if os.readlink(entry / "ns" / "pid") == record.pid_ns and not is_zombie(int(entry.name)):
                     found.append(int(entry.name))
             except OSError:
                 continue
@@ -393,34 +393,11 @@ def _ip(*args: str, check: bool = True) -> None:
         raise NamespaceError(f"ip {' '.join(args)} failed: {completed.stderr.strip()}")
 
 
-def _children(pid: int) -> list[int]:
-    try:
-        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []
-
-
-def _stat_fields(pid: int) -> list[str]:
-    text = Path(f"/proc/{pid}/stat").read_text()
-    return text[text.rindex(")") + 2 :].split()
-
-
-def _start_ticks(pid: int) -> int:
-    return int(_stat_fields(pid)[19])
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        return _stat_fields(pid)[0] in ("Z", "X")
-    except OSError:
-        return True
-
-
 def _wait_gone(record: InitRecord, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            if _start_ticks(record.pid) != record.start_ticks or _is_zombie(record.pid):
+            if start_ticks(record.pid) != record.start_ticks or is_zombie(record.pid):
                 return
         except OSError:
             return

@@ -10,20 +10,16 @@ may show idle before its first check: ``up`` runs each compute node's check once
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
 
-from hyperpod_local.state import LocalClusterError
-from training_runtime.health.cli import LOG_FILE as HEALTH_LOG
+from hyperpod_local.state import ClusterHandle, LocalClusterError
 from training_runtime.health.remedy import NodeState
-from training_runtime.steps.health import HEALTH_CHECK
-
-if TYPE_CHECKING:
-    from hyperpod_local.cluster import LocalCluster
+from training_runtime.paths import HEALTH_CHECK, HEALTH_LOG
 
 
-def reasons(cluster: LocalCluster, timeout: float = 10.0) -> dict[str, str]:
+def reasons(cluster: ClusterHandle, timeout: float = 10.0) -> dict[str, str]:
     """Every node out of service (down, drained, failed, invalid) with its reason (``sinfo -R`` on the first
     running controller); empty when sinfo cannot run."""
     controller = next((n.name for n in cluster.layout.controllers if cluster.namespaces.alive(n.name)), None)
@@ -40,7 +36,7 @@ def reasons(cluster: LocalCluster, timeout: float = 10.0) -> dict[str, str]:
     return found
 
 
-def fail_if_out_of_service(cluster: LocalCluster, wanted: set[str], states: Mapping[str, str]) -> None:
+def fail_if_out_of_service(cluster: ClusterHandle, wanted: set[str], states: Mapping[str, str]) -> None:
     """Raise naming every node of ``wanted`` (Slurm node names) that will not become idle by waiting: drained by
     our health checks, or ``inval`` in ``states`` (Slurm node name -> sinfo state)."""
     out = {
@@ -57,7 +53,7 @@ def fail_if_out_of_service(cluster: LocalCluster, wanted: set[str], states: Mapp
         )
 
 
-def check_health(cluster: LocalCluster) -> None:
+def check_health(cluster: ClusterHandle) -> None:
     """Run each compute node's health check once now (as slurmd or the HyperPod timer would later), then fail
     as :func:`fail_if_out_of_service` does when one drained its node."""
     workers = [n.name for n in cluster.layout.workers]
@@ -65,3 +61,40 @@ def check_health(cluster: LocalCluster) -> None:
     with ThreadPoolExecutor(max_workers=max(1, len(workers))) as pool:
         list(pool.map(lambda name: cluster.exec(name, argv, timeout=120), workers))
     fail_if_out_of_service(cluster, {cluster.slurm_name(name) for name in workers}, {})
+
+
+def sinfo(cluster: ClusterHandle, timeout: float = 10.0) -> str | None:
+    """``sinfo -N`` on the first running controller (node name and state per line: a backup answers when
+    the primary is down), or None when it cannot run."""
+    controller = next((n.name for n in cluster.layout.controllers if cluster.namespaces.alive(n.name)), None)
+    if controller is None:
+        return None
+    try:
+        result = cluster.exec(controller, ["sinfo", "-h", "-N", "-o", "%N %T"], timeout=timeout)
+    except (subprocess.TimeoutExpired, LocalClusterError):
+        return None
+    return result.stdout if result.returncode == 0 else None
+
+
+def wait_idle(cluster: ClusterHandle, timeout: float, nodes: Sequence[str] | None = None) -> None:
+    """Wait until ``sinfo`` on the controller shows each compute node (or each of ``nodes``) idle; fail at
+    once, naming the reason, when one will not become idle (:func:`fail_if_out_of_service`)."""
+    wanted = {cluster.slurm_name(n) for n in (nodes if nodes is not None else [w.name for w in cluster.layout.workers])}
+    deadline = time.monotonic() + timeout
+    last: str | None = None
+    while True:
+        last = sinfo(cluster)
+        states = dict(line.split(None, 1) for line in (last or "").splitlines() if len(line.split()) == 2)
+        if all(states.get(name) == "idle" for name in wanted):
+            return
+        if any(states.get(name, "").startswith(("drain", "inval")) for name in wanted):
+            fail_if_out_of_service(cluster, wanted, states)
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.5)
+    controller = cluster.layout.controller.name
+    raise LocalClusterError(
+        f"compute nodes not idle after {timeout:.0f} s; sinfo on {controller} says:\n"
+        f"{(last or '(sinfo did not run)').rstrip()}\n"
+        f"Look at the Slurm logs: `hyperpod-local exec {controller} -- tail -n 50 /var/log/slurm/slurmctld.log`"
+    )

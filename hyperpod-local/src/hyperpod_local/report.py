@@ -1,19 +1,18 @@
-"""What ``hyperpod-cdk local status`` reports about a cluster: its nodes, their liveness, and sinfo."""
+"""What ``hyperpod-local status`` reports about a cluster: its nodes, their liveness, and sinfo."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hyperpod_local.emulated import hardware_note
 from hyperpod_local.metrics import browse_hint, running
+from hyperpod_local.readiness import sinfo
+from hyperpod_local.state import ClusterHandle
 
-if TYPE_CHECKING:
-    from hyperpod_local.cluster import LocalCluster
 
-
-def status_report(cluster: LocalCluster) -> dict[str, Any]:
+def status_report(cluster: ClusterHandle) -> dict[str, Any]:
     nodes = []
-    for node in cluster.nodes:
+    for node in cluster.layout.nodes:
         record = cluster.namespaces.record(node.name)
         nodes.append(
             {
@@ -36,6 +35,6 @@ def status_report(cluster: LocalCluster) -> dict[str, Any]:
         "shared": f"{cluster.workdir / 'shared'} (at {cluster.state.fsx_mount_path} on every node)",
         "capped": {name: {"config": want, "local": got} for name, (want, got) in cluster.layout.capped().items()},
         "nodes": nodes,
-        "sinfo": cluster.sinfo(),
+        "sinfo": sinfo(cluster),
         "prometheus": browse_hint(cluster) if running(cluster) else None,
     }

@@ -3,28 +3,32 @@
 Two sources, one result (:class:`LocalInputs`):
 
 * a config file (:func:`from_config`): the prefix built by the functions the constructs use
-  (:func:`hyperpod_cdk.lifecycle_files.prefix_files` with :func:`hyperpod_cdk.parameters.cluster_parameters`);
+  (:func:`hyperpod_cdk.lifecycle_files.prefix_files` of :func:`hyperpod_cdk.deployment.deployment`);
 * a synthesized cloud assembly (:func:`from_assembly`, ``local up --from cdk.out``): the files the stack's
   lifecycle upload names, read from the assembly as plain JSON and files.
 
-Either way the staged prefix is the deployed one with only :func:`hyperpod_local.layout.emulated` applied to
+Either way the staged prefix is the deployed one with only :func:`hyperpod_local.overlay.emulated` applied to
 the parameters file; every other file is staged byte for byte.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import re
+import shutil
 import tarfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hyperpod_local.layout import LocalLayout, emulated, hosts_file, resource_config
-from hyperpod_local.state import LocalClusterError
-from training_runtime.params import PARAMETERS_FILE_BY_MODE, GroupSpec, ProvisioningParameters
+from hyperpod_local.layout import LocalLayout, LocalNode, hosts_file, resource_config
+from hyperpod_local.overlay import emulated
+from hyperpod_local.state import ClusterHandle, LocalClusterError
+from training_runtime.params import LIFECYCLE_DRIVEN, PARAMETERS_FILE_BY_MODE, GroupSpec, ProvisioningParameters
+from training_runtime.users import USERS_FILE
 
 
 @dataclass(frozen=True)
@@ -41,10 +45,11 @@ class LocalInputs:
     files: Mapping[str, bytes]
     """Every file of the deployed prefix by relative path, the parameters file included."""
 
-    def staged_files(self, *, cpus: int | None = None) -> dict[str, bytes]:
-        """The local prefix: the deployed files, the parameters file with the emulation's overlays."""
+    def staged_files(self, *, cpus: int | None = None, imds_url: str | None = None) -> dict[str, bytes]:
+        """The local prefix: the deployed files, the parameters file with the emulation's overlays (``imds_url``:
+        the cluster's fake metadata service, for the Spot watcher)."""
         chosen = [g.instance_type for g in self.groups if g.instance_type]
-        local = emulated(self.deployed, cpus=cpus, instance_types=chosen)
+        local = emulated(self.deployed, cpus=cpus, instance_types=chosen, imds_url=imds_url)
         text = local.dumps()
         marker = MARKER.search(text)
         if marker:
@@ -58,22 +63,23 @@ class LocalInputs:
 def from_config(config_path: Path | str | None) -> LocalInputs:
     """The prefix the constructs upload for a config file (None: ClusterConfig's defaults, as ``app.py``)."""
     from hyperpod_cdk.config import ClusterConfig, load_config
+    from hyperpod_cdk.deployment import deployment
     from hyperpod_cdk.lifecycle_files import prefix_files, staged_assets
-    from hyperpod_local.layout import deployed_parameters
 
     config = load_config(config_path) if config_path is not None else ClusterConfig()
-    deployed = deployed_parameters(config)  # a type chosen at launch is null there; the config's default runs
-    files = prefix_files(staged_assets(), deployed, config.cluster_users())
+    deployed = deployment(config)  # a type chosen at launch is null in its file; the config's default runs
     return LocalInputs(
         source=str(Path(config_path).absolute()) if config_path is not None else "the default configuration",
         cluster_name=deployed.cluster_name,
-        groups=tuple(g.spec() for g in config.instance_groups),
-        counts={g.name: g.count for g in config.instance_groups},
-        deployed=deployed,
-        files=files,
+        groups=deployed.groups_as_launched,
+        counts=dict(deployed.counts),
+        deployed=deployed.parameters,
+        files=prefix_files(staged_assets(), deployed.parameters, list(deployed.users)),
     )
 
 
+LIFECYCLE_DIR = "/opt/ml/lifecycle"
+"""Where a node finds the lifecycle prefix (HyperPod downloads it to a directory of its own)."""
 MARKER = re.compile(r"<<marker:0x[0-9a-f]+:[0-9]+>>")
 """How CDK writes a CloudFormation value into an uploaded file; the upload replaces it (with JSON quotes)."""
 CLUSTER_TYPE = "AWS::SageMaker::Cluster"
@@ -203,13 +209,13 @@ def _groups(
     return tuple(groups), counts
 
 
-def _as_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
+def as_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
     info.uid = info.gid = 0
     info.uname = info.gname = "root"
     return info
 
 
-def _stage(directory: Path, layout: LocalLayout, files: Mapping[str, bytes]) -> None:
+def stage(directory: Path, layout: LocalLayout, files: Mapping[str, bytes]) -> None:
     """The local "S3 prefix" (``bucket/``: :meth:`LocalInputs.staged_files`), the cluster-wide files and the
     shared directory."""
     bucket = directory / "bucket"
@@ -222,3 +228,38 @@ def _stage(directory: Path, layout: LocalLayout, files: Mapping[str, bytes]) -> 
     (cluster / "hosts").write_text(hosts_file(layout))
     (cluster / "resource_config.json").write_text(json.dumps(resource_config(layout), indent=2) + "\n")
     (directory / "shared").mkdir(exist_ok=True)
+
+
+def restage(directory: Path, mode: str) -> None:
+    """Refresh the local prefix's scripts and runtime in ``directory`` from this installation (the parameters
+    and users files stay): the edit-and-retry loop for lifecycle code."""
+    from hyperpod_cdk.lifecycle_files import staged_assets
+
+    bucket = directory / "bucket"
+    generated = (PARAMETERS_FILE_BY_MODE[mode], USERS_FILE)
+    for entry in bucket.iterdir():
+        if entry.name in generated:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    shutil.copytree(staged_assets(), bucket, dirs_exist_ok=True)
+
+
+def provision(cluster: ClusterHandle, node: LocalNode) -> None:
+    """What HyperPod puts on a node before the lifecycle script: resource_config.json, the prefix at
+    :data:`LIFECYCLE_DIR` (and, lifecycle-driven, ``provisioning_parameters.json`` in the config directory)."""
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        bucket = cluster.workdir / "bucket"
+        tar.add(bucket, arcname="lifecycle", filter=as_root)
+        config = cluster.workdir / "cluster" / "resource_config.json"
+        tar.add(config, arcname="config/resource_config.json", filter=as_root)
+        if cluster.state.mode == LIFECYCLE_DRIVEN:
+            params = bucket / PARAMETERS_FILE_BY_MODE[LIFECYCLE_DRIVEN]
+            tar.add(params, arcname="config/provisioning_parameters.json", filter=as_root)
+    script = f"rm -rf {LIFECYCLE_DIR} && mkdir -p /opt/ml && tar -C /opt/ml -xf -"
+    result = cluster.exec(node.name, ["/bin/sh", "-c", script], input=archive.getvalue(), timeout=120)
+    if result.returncode != 0:
+        raise LocalClusterError(f"node {node.name}: copying the lifecycle prefix failed: {result.stderr.strip()}")

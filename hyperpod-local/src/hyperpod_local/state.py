@@ -5,23 +5,30 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hyperpod_local.layout import (
     LocalLayout,
 )
 from training_runtime.node import GENERIC
 
+if TYPE_CHECKING:
+    import subprocess
+
+    from hyperpod_local.namespaces import Namespaces
+
 STATE_VERSION = 1
 
 
-DEFAULT_WORKDIR = "/var/tmp/hyperpod-cdk-local"
-
-
-WORKDIR_ENV = "HYPERPOD_CDK_LOCAL_DIR"
+DEFAULT_WORKDIR = "/var/tmp/hyperpod-local"
+WORKDIR_ENV = "HYPERPOD_LOCAL_DIR"
+OLD_WORKDIR_ENV = "HYPERPOD_CDK_LOCAL_DIR"
+"""The variable's name before the emulator had a command of its own; still read when the new one is unset."""
+OLD_DEFAULT_WORKDIR = "/var/tmp/hyperpod-cdk-local"
+"""The default work directory before the rename: used while a cluster created there still has its state."""
 
 
 OWN_ENTRIES = ("state.json", ".lock", "bucket", "cluster", "shared", "nodes", "logs", "prometheus")
@@ -35,7 +42,14 @@ class LocalClusterError(RuntimeError):
 
 
 def default_workdir() -> Path:
-    return Path(os.environ.get(WORKDIR_ENV) or DEFAULT_WORKDIR)
+    """``$HYPERPOD_LOCAL_DIR`` (else the old ``$HYPERPOD_CDK_LOCAL_DIR``), else :data:`DEFAULT_WORKDIR`, unless a
+    cluster created before the rename still lives in :data:`OLD_DEFAULT_WORKDIR`."""
+    chosen = os.environ.get(WORKDIR_ENV) or os.environ.get(OLD_WORKDIR_ENV)
+    if chosen:
+        return Path(chosen)
+    if (Path(OLD_DEFAULT_WORKDIR) / "state.json").exists():
+        return Path(OLD_DEFAULT_WORKDIR)
+    return Path(DEFAULT_WORKDIR)
 
 
 @dataclass(frozen=True)
@@ -52,7 +66,7 @@ class ClusterState:
     host_had_run_netns: bool
     host_had_run_mount: bool
     platform: str = GENERIC
-    """``hyperpod`` (emulated HyperPod platform) or ``generic`` (:mod:`hyperpod_local.platform`)."""
+    """``hyperpod`` (emulated HyperPod platform) or ``generic`` (:mod:`hyperpod_local.hyperpod_platform`)."""
     rootfs: str | None = None
     """The nodes' root file system (the overlay's lower layer); None: the host's ``/``."""
 
@@ -89,7 +103,7 @@ class ClusterState:
 
 
 @contextlib.contextmanager
-def _locked(directory: Path) -> Iterator[None]:
+def locked(directory: Path) -> Iterator[None]:
     """One changing command at a time per work directory."""
     with (directory / ".lock").open("a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
@@ -97,3 +111,23 @@ def _locked(directory: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+class ClusterHandle(Protocol):
+    """What the emulator's helpers (the agent, the HyperPod platform's part, metrics, readiness, the status
+    report) use of a cluster: :class:`hyperpod_local.cluster.LocalCluster` is one; tests pass small fakes."""
+
+    workdir: Path
+    state: ClusterState
+    namespaces: Namespaces
+
+    @property
+    def layout(self) -> LocalLayout: ...
+
+    def exec(
+        self, name: str, argv: Sequence[str], *, input: str | bytes | None = None, timeout: float | None = ...
+    ) -> subprocess.CompletedProcess[str]: ...
+
+    def slurm_name(self, name: str) -> str: ...
+
+    def replace(self, name: str) -> tuple[int, str]: ...

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import jsii
 from aws_cdk import Fn, Stack, Tags, Token
@@ -33,6 +34,9 @@ from hyperpod_cdk.model import (
 from hyperpod_cdk.parameters import cluster_parameters
 from training_runtime.options import RuntimeOptions, parse_options
 from training_runtime.params import ENTRYPOINT_BY_MODE, MetricsTarget
+
+if TYPE_CHECKING:
+    from hyperpod_cdk.deployment import Deployment
 
 MANAGED_INSTANCE_POLICY = "AmazonSageMakerClusterInstanceRolePolicy"
 
@@ -73,6 +77,10 @@ class HyperPodCluster(Construct):
         Default: none.
     :param metrics: where the nodes remote-write their metrics (``ClusterObservability.metrics_target``; the
         role needs ``aps:RemoteWrite`` there, which ``ClusterObservability.watch`` grants). Default: nowhere.
+    :param deployment: what the nodes get (:func:`hyperpod_cdk.deployment.deployment` of the config these props
+        come from, as ``TrainingCluster`` passes it): its parameters file is uploaded, with only the values this
+        construct's resources give it filled in (the FSx names, ``metrics``). Its cluster name and mode must be
+        these props'. Default: a file built from these props.
     """
 
     def __init__(
@@ -97,6 +105,7 @@ class HyperPodCluster(Construct):
         openzfs: OpenZfsStorage | None = None,
         metrics: MetricsTarget | None = None,
         accept_unconfirmed: Sequence[str] = (),
+        deployment: Deployment | None = None,
     ) -> None:
         super().__init__(scope, id)
         node_cluster_name = slurm_cluster_name or cluster_name
@@ -131,20 +140,34 @@ class HyperPodCluster(Construct):
         options = parse_options(dict(runtime_options or {}))
         self._grant_runtime_secrets(options)
         fsx_dns_name, fsx_mountname, fsx_flag = self._fsx_keys(lifecycle, storage)
-        parameters = cluster_parameters(
-            cluster_name=node_cluster_name,
-            mode=self.mode,
-            node_provisioning_mode=node_provisioning_mode,
-            instance_groups=self.instance_groups,
-            fsx_dns_name=fsx_dns_name,
-            fsx_mountname=fsx_mountname,
-            fsx=fsx_flag,
-            fsx_mount_path=fsx_mount_path,
-            openzfs_mount_path=openzfs.mount_path if openzfs is not None else None,
-            runtime_options=runtime_options,
-            metrics=metrics,
-            is_unresolved=Token.is_unresolved,
-        )
+        if deployment is not None:
+            if (deployment.cluster_name, deployment.parameters.mode) != (node_cluster_name, str(self.mode)):
+                raise_if_any(
+                    f"HyperPodCluster {self.node.path}",
+                    [
+                        f"deployment: is cluster {deployment.cluster_name!r} in mode {deployment.parameters.mode}; "
+                        f"these props say {node_cluster_name!r} in mode {self.mode}. Fix: pass the deployment of "
+                        "the config these props come from"
+                    ],
+                )
+            parameters = deployment.with_resources(
+                fsx_dns_name=fsx_dns_name, fsx_mountname=fsx_mountname, fsx=fsx_flag, metrics=metrics
+            )
+        else:
+            parameters = cluster_parameters(
+                cluster_name=node_cluster_name,
+                mode=self.mode,
+                node_provisioning_mode=node_provisioning_mode,
+                instance_groups=self.instance_groups,
+                fsx_dns_name=fsx_dns_name,
+                fsx_mountname=fsx_mountname,
+                fsx=fsx_flag,
+                fsx_mount_path=fsx_mount_path,
+                openzfs_mount_path=openzfs.mount_path if openzfs is not None else None,
+                runtime_options=runtime_options,
+                metrics=metrics,
+                is_unresolved=Token.is_unresolved,
+            )
         lifecycle.add_parameters(parameters)
         life_cycle_config = sagemaker.CfnCluster.ClusterLifeCycleConfigProperty(
             source_s3_uri=lifecycle.s3_uri,

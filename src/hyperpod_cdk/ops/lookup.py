@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -11,9 +10,10 @@ from typing import Any
 from hyperpod_cdk.aws.clients import error_code, error_message
 from hyperpod_cdk.aws.errors import Exit, OpsError
 from hyperpod_cdk.model import cluster_log_group
+from training_runtime.resources import HYPERPOD_HOSTNAME
 
-HOSTNAME = re.compile(r"^ip-(\d{1,3})-(\d{1,3})-(\d{1,3})-(\d{1,3})$")
-"""A Slurm node name on HyperPod: the EC2 private DNS name's first label."""
+HOSTNAME = HYPERPOD_HOSTNAME
+"""A Slurm node name on HyperPod: the EC2 private DNS name's first label (one definition, the runtime's)."""
 
 
 @dataclass(frozen=True)

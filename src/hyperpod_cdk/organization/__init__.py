@@ -19,11 +19,11 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from hyperpod_cdk.constructs.nag import acknowledge
+from hyperpod_cdk.model import prefixed
 from hyperpod_cdk.organization.access_logs import AccessLogs
 from hyperpod_cdk.organization.encryption import BucketKeyInjector, KmsEncryption
 from hyperpod_cdk.organization.identity import PermissionBoundary, RequiredTagsCheck
 from hyperpod_cdk.organization.names import NAMED_TYPES, NamePrefix
-from hyperpod_cdk.rules.organization import prefixed
 
 if TYPE_CHECKING:
     from hyperpod_cdk.config import OrganizationConfig

@@ -9,7 +9,7 @@ import jsii
 from aws_cdk import Annotations, CfnResource, IAspect, Token
 from constructs import IConstruct
 
-from hyperpod_cdk.rules.organization import prefixed
+from hyperpod_cdk.model import prefixed
 from hyperpod_cdk.rules.repositories import bucket_name_problem
 from training_runtime.groups import MAX_NAME_LENGTH, NAME_PATTERN
 

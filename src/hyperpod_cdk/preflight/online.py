@@ -76,7 +76,7 @@ def account_of(view: ClusterView) -> Account:
 
 def cluster_name(view: ClusterView) -> str:
     """The cluster's physical name (with the organization's prefix): how ListClusters knows it."""
-    from hyperpod_cdk.rules.organization import prefixed
+    from hyperpod_cdk.model import prefixed
 
     org = view.organization
     return prefixed(org.name_prefix, view.cluster_name) if org is not None and org.name_prefix else view.cluster_name

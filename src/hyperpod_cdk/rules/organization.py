@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from hyperpod_cdk.model import prefixed
 from hyperpod_cdk.rules.cluster import tag_problems
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.repositories import S3_PREFIX, bucket_name_problem
@@ -24,11 +25,6 @@ MAX_NAME_PREFIX = 24
 SCRATCH_TYPES = ("SCRATCH_1", "SCRATCH_2")
 
 rule = REGISTRY.rule
-
-
-def prefixed(prefix: str, name: str) -> str:
-    """``name`` with ``prefix``, unchanged when it already has it (so applying twice changes nothing)."""
-    return name if name.startswith(prefix) else prefix + name
 
 
 def _at(view: ClusterView, field: str) -> str:

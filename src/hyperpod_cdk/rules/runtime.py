@@ -134,16 +134,3 @@ def smddp(view: ClusterView) -> Iterator[Problem]:
             got=True,
             fix="choose a listed torch version, or set smddp: false",
         )
-
-
-@rule("RT-EMULATED-HARDWARE", "runtime", "runtime.emulated_hardware", source="hyperpod-cdk (hyperpod_local)")
-def emulated_hardware(view: ClusterView) -> Iterator[Problem]:
-    """emulated_hardware is the local cluster's own: a deployed node checks the devices its type has."""
-    if view.runtime.get("emulated_hardware") is True:
-        yield Problem(
-            view.path("runtime", "emulated_hardware"),
-            "is written only by the local cluster (hyperpod-cdk local up); on a deployed cluster it would skip the "
-            "GPU, Neuron and EFA health checks of nodes that do have those devices",
-            got=True,
-            fix="remove runtime.emulated_hardware",
-        )

@@ -16,6 +16,7 @@ from constructs import Construct
 
 from hyperpod_cdk.config import ClusterConfig, DataRepositoryConfig
 from hyperpod_cdk.constructs.group_api import capacity_document
+from hyperpod_cdk.deployment import may_be_spot
 from hyperpod_cdk.model import Capacity, InstanceGroup
 from hyperpod_cdk.template_parameters import (
     CLUSTER_NAME_ID,
@@ -69,16 +70,11 @@ class LaunchChoices:
                 changes["instance_type"] = chosen_type.value_as_string
             if count is not None:
                 changes["count"] = count.value_as_number
-            if self._may_be_spot(group):
-                # The node's parameters file is fixed when the template is built: a group that may launch on Spot
-                # is Spot to its nodes, whose interruption watcher just never sees a notice on On-Demand.
+            if may_be_spot(self.config, group.name):
+                # As the parameters file names it (hyperpod_cdk.deployment.launched_group).
                 changes["capacity"] = Capacity.SPOT
             groups.append(dataclasses.replace(group, **changes))  # type: ignore[arg-type]
         return groups
-
-    def _may_be_spot(self, group: InstanceGroup) -> bool:
-        chosen = next((p for p in self.specs if p.logical_id == group_capacity_id(group.name)), None)
-        return chosen is not None and str(Capacity.SPOT) in (chosen.allowed_values or ())
 
     def choose_capacity(self, cluster: sagemaker.CfnCluster) -> None:
         """Each group whose capacity is chosen at launch gets ``CapacityRequirements`` from the parameter:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Annotations, CfnOutput, CliCredentialsStackSynthesizer, RemovalPolicy, Stack, Tags
+from aws_cdk import Annotations, CfnOutput, CliCredentialsStackSynthesizer, RemovalPolicy, Stack, Tags, Token
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_s3 as s3
@@ -30,6 +30,7 @@ from hyperpod_cdk.constructs.observability import ClusterObservability
 from hyperpod_cdk.constructs.openzfs import OpenZfsStorage
 from hyperpod_cdk.constructs.published_lifecycle import PublishedLifecycleScripts
 from hyperpod_cdk.constructs.storage import ExistingLustreFileSystem, fsx_version
+from hyperpod_cdk.deployment import deployment
 from hyperpod_cdk.errors import raise_if_any
 from hyperpod_cdk.model import pascal_case
 from hyperpod_cdk.organization import OrganizationRules
@@ -66,10 +67,12 @@ class TrainingCluster:
             Annotations.of(scope).add_warning_v2(f"hyperpod-cdk:{warning.rule}", str(warning))
         self.organization = OrganizationRules.from_config(config.organization) if config.organization else None
         if self.organization is not None:
-            # Before any construct: the rules' property injector sees only constructs created after it. The
-            # name goes in prefixed, so the parameters file and the outputs carry the name HyperPod gets.
+            # Before any construct: the rules' property injector sees only constructs created after it.
             self.organization.apply(scope)
-            config = config.model_copy(update={"cluster_name": self.organization.prefixed(config.cluster_name)})
+        # What the nodes get, the prefix and the launch choices applied once; the outputs carry the name
+        # HyperPod gets.
+        self.deployment = deployment(config, is_unresolved=Token.is_unresolved)
+        config = self.deployment.config
         self.config = config
         self.published = published
         self.choices = LaunchChoices(self.scope, config)
@@ -80,7 +83,7 @@ class TrainingCluster:
         self.storage = self._storage(config.storage) if config.storage else None
         self.openzfs = self._openzfs(config.storage_openzfs) if config.storage_openzfs else None
         self.lifecycle = self._lifecycle()
-        self.lifecycle.add_users(config.cluster_users())
+        self.lifecycle.add_users(self.deployment.users)
         self.observability = self._observability(config.observability)
         self.cluster = HyperPodCluster(
             self.scope,
@@ -102,6 +105,7 @@ class TrainingCluster:
             runtime_options=config.runtime,
             metrics=self.observability.metrics_target if self.observability else None,
             accept_unconfirmed=config.accept_unconfirmed,
+            deployment=self.deployment,
         )
         if self.observability is not None:
             self.observability.watch(self.cluster)
@@ -356,6 +360,7 @@ class TrainingClusterStack(Stack):
         self.storage = parts.storage
         self.lifecycle = parts.lifecycle
         self.cluster = parts.cluster
+        self.deployment = parts.deployment
         self.observability = parts.observability
 
 
@@ -388,4 +393,5 @@ class PublishedTrainingClusterStack(Stack):
         self.storage = parts.storage
         self.lifecycle = parts.lifecycle
         self.cluster = parts.cluster
+        self.deployment = parts.deployment
         self.observability = parts.observability

@@ -118,7 +118,7 @@ def _ran(
 
 
 def _emulated(ctx: Context, name: str, count: int, words: str) -> Optional[CheckResult]:
-    """Skipped, saying why, when this hardware is declared but not present (``runtime.emulated_hardware``)."""
+    """Skipped, saying why, when this hardware is declared but not present (``hyperpod_cdk.emulation.hardware``)."""
     if not ctx.facts.emulated_hardware:
         return None
     return skipped(

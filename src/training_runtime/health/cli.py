@@ -28,11 +28,11 @@ from training_runtime.health.results import HYPERPOD_REASONS, PERIODIC, PROLOG, 
 from training_runtime.log import log
 from training_runtime.node import SYSTEM_PATH
 from training_runtime.options import HealthOptions, parse_options
-from training_runtime.paths import DONE_MARKER, STATE_DIR
+from training_runtime.paths import DONE_MARKER, HEALTH_LOG, STATE_DIR
 
 HEALTH_CONFIG = "/etc/hyperpod-cdk/health.json"
 """The ``health`` runtime options as bootstrap wrote them (defaults when absent)."""
-LOG_FILE = "/var/log/hyperpod-cdk/health.log"
+LOG_FILE = HEALTH_LOG
 RECOVERY_FILE = STATE_DIR + "/health-recovery.json"
 """When each check last asked HyperPod for a reboot (survives the reboot; a replacement starts afresh)."""
 

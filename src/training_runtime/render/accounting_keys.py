@@ -6,8 +6,6 @@ values follow AWS's own accounting setup for HyperPod (``setup_mariadb_accountin
 lifecycle-script samples, https://github.com/aws-samples/awsome-distributed-training/tree/main/1.architectures/
 5.sagemaker-hyperpod/LifecycleScripts/base-config): slurmdbd on port 6819, job steps sampled every 30 s,
 and GPU use recorded per job (``AccountingStorageTRES=gres/gpu``; cpu, mem and node are always recorded).
-
-Runs on the node's system Python (3.8 and newer), so: stdlib only, ``typing`` generics.
 """
 
 from __future__ import annotations

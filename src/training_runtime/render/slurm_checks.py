@@ -92,6 +92,11 @@ def _settings_problems(s: SlurmSettings) -> List[str]:
         _check_path(s, field, False, bad)
     for field in ("health_check_program", "prolog", "epilog"):
         _check_path(s, field, True, bad)
+    include = s.accounting_include
+    if include is not None and not (isinstance(include, str) and re.match(r"^[A-Za-z0-9._-]+$", include)):
+        _check_path(s, "accounting_include", True, bad)  # not a bare file name: an absolute path, then
+    if include is not None and s.accounting_host is not None:
+        bad("accounting_include", s.accounting_include, "give it or accounting_host, not both")
     if not isinstance(s.slurm_user, str) or not USER_NAME.match(s.slurm_user):
         bad("slurm_user", s.slurm_user, "expected a Linux user name")
     if s.proctrack not in PROCTRACK_PLUGINS:

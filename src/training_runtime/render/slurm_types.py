@@ -52,6 +52,12 @@ class SlurmSettings:
     accounting_backup_host: Optional[str] = None
     """A second slurmdbd that slurmctld uses when ``accounting_host``'s does not answer
     (``AccountingStorageBackupHost``); both must use the same database."""
+    accounting_include: Optional[str] = None
+    """HyperPod's layout: the accounting keys live in this file, which slurm.conf ``include``s (the runtime's
+    HyperPod path writes it when accounting is on: ``steps/slurm.py``), instead of in slurm.conf. A bare file
+    name is relative to slurm.conf's directory (configless nodes are sent only includes given by name,
+    slurm.conf(5)); else an absolute path. Not with ``accounting_host``. The emulated HyperPod platform
+    (``hyperpod_local.hyperpod_platform``) renders this way."""
     state_save_location: str = SLURMCTLD_STATE_DIR
     slurmd_spool_dir: str = SLURMD_SPOOL_DIR
     log_dir: str = SLURM_LOG_DIR
@@ -93,6 +99,8 @@ class SlurmSettings:
     """``SlurmctldParameters=enable_configless``: nodes may fetch this file with ``slurmd --conf-server``."""
     extra_lines: Tuple[str, ...] = ()
     """Appended verbatim; may not set a key this file already sets (use the field instead)."""
+    header: Optional[Tuple[str, ...]] = None
+    """The comment lines at the top (without ``#``). None: the runtime's own note (it renders the file)."""
 
     @property
     def uses_cgroup(self) -> bool:

@@ -24,13 +24,12 @@ from training_runtime.files import file_matches, write_file
 from training_runtime.hardware import hardware_for
 from training_runtime.health import HEALTH_CONFIG, PERIODIC, PROLOG
 from training_runtime.node import GENERIC, HYPERPOD, Node
-from training_runtime.paths import BIN_DIR, INSTALL_DIR
+from training_runtime.paths import BIN_DIR, HEALTH_CHECK, INSTALL_DIR
 from training_runtime.steps import Step
 from training_runtime.steps.installed import PACKAGE_NAME, program
 
 GPU_JOBS_MODULE = PACKAGE_NAME + ".metrics.gpu_jobs"
 
-HEALTH_CHECK = BIN_DIR + "/health-check"
 PROLOG_PROGRAM = BIN_DIR + "/prolog"
 EPILOG_PROGRAM = BIN_DIR + "/epilog"
 UNIT_DIR = "/etc/systemd/system"

@@ -61,7 +61,7 @@ def node_facts(node: Node) -> NodeFacts:
         role=node.role,
         platform=node.platform,
         shared_mount=node.params.fsx_mount_path if node.has_shared_storage else None,
-        emulated_hardware=node.options.emulated_hardware,
+        emulated_hardware=node.params.emulated_hardware,
     )
 
 

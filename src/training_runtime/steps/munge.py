@@ -9,20 +9,15 @@ from typing import List
 from training_runtime.errors import StepFailed
 from training_runtime.files import ensure_dir, file_matches, write_file
 from training_runtime.node import Node
+from training_runtime.paths import MUNGE_KEY, MUNGED_ARGV, MUNGED_PID_FILE, MUNGED_RUN_DIR
 from training_runtime.retry import NotReady
 from training_runtime.services import Daemon
 from training_runtime.steps import Step
 
 KEY_SIZE = 1024
-NODE_KEY = "/etc/munge/munge.key"
+NODE_KEY = MUNGE_KEY
 
-MUNGED = Daemon(
-    name="munged",
-    unit="munge",
-    argv=("runuser", "-u", "munge", "--", "/usr/sbin/munged"),
-    pid_file="/run/munge/munged.pid",
-    run_dir=("/run/munge", "munge", 0o755),
-)
+MUNGED = Daemon(name="munged", unit="munge", argv=MUNGED_ARGV, pid_file=MUNGED_PID_FILE, run_dir=MUNGED_RUN_DIR)
 
 
 def shared_key(node: Node) -> str:

@@ -18,7 +18,7 @@ import json
 import os
 import re
 import tarfile
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from training_runtime.accelerators import Accelerators, detect
 from training_runtime.apt import apt_install, download
@@ -26,7 +26,7 @@ from training_runtime.errors import StepFailed
 from training_runtime.files import ensure_dir, file_matches, write_file
 from training_runtime.metrics.catalog import dcgm_counters_csv
 from training_runtime.metrics.collect import program_arguments
-from training_runtime.metrics.layout import CONFIG_DIR, GPU_JOB_DIR, TEXTFILE_DIR
+from training_runtime.metrics.layout import CONFIG_DIR, GPU_JOB_DIR, TEXTFILE_DIR, target_labels
 from training_runtime.metrics.ports import (
     DCGM_EXPORTER_PORT,
     NEURON_MONITOR_PORT,
@@ -65,11 +65,6 @@ NEURON_MONITOR = "hyperpod-cdk-neuron-monitor"
 NEURON_BRIDGE = "/opt/aws/neuron/bin/neuron-monitor-prometheus.py"
 NEURON_PIPE = "/opt/aws/neuron/bin/neuron-monitor | python3 {} --port {}".format(NEURON_BRIDGE, NEURON_MONITOR_PORT)
 VERSION = re.compile(r"version (\d+)\.(\d+)")
-
-
-def target_labels(cluster: str, instance: str, group: str, role: str) -> Dict[str, str]:
-    """The labels every series of a node gets (the contract the dashboards rely on)."""
-    return {"cluster": cluster, "instance": instance, "instance_group": group, "role": role}
 
 
 def listen_host(node: Node) -> str:

@@ -19,7 +19,7 @@ from training_runtime.errors import StepFailed
 from training_runtime.files import ensure_dir, file_matches, read_text, write_file
 from training_runtime.hardware import NodeHardware, hardware_for
 from training_runtime.node import Node
-from training_runtime.paths import SLURM_LOG_DIR, SLURMCTLD_STATE_DIR, SLURMD_SPOOL_DIR
+from training_runtime.paths import HEALTH_CHECK, SLURM_LOG_DIR, SLURMCTLD_STATE_DIR, SLURMD_SPOOL_DIR
 from training_runtime.render.accounting_keys import accounting_keys
 from training_runtime.render.cgroup_conf import render_cgroup_conf
 from training_runtime.render.gres_conf import render_gres_conf
@@ -29,7 +29,7 @@ from training_runtime.resources import instance_type_of
 from training_runtime.retry import NotReady, RetryPolicy
 from training_runtime.services import Daemon
 from training_runtime.steps import Step
-from training_runtime.steps.health import EPILOG_PROGRAM, HEALTH_CHECK, PROLOG_PROGRAM, gpu_job_mapping
+from training_runtime.steps.health import EPILOG_PROGRAM, PROLOG_PROGRAM, gpu_job_mapping
 
 SLURM_USER = "slurm"
 
@@ -59,7 +59,7 @@ def slurm_nodes(node: Node) -> List[SlurmNode]:
             key = (instance_type, group.threads_per_core)
             if key not in figures:
                 hardware = hardware_for(instance_type, node.options.node_hardware, group.threads_per_core)
-                if hardware is not None and node.options.emulated_hardware:
+                if hardware is not None and node.params.emulated_hardware:
                     # Declared GPUs have no device files, and Slurm drains a node whose GPUs it cannot find
                     # ("gres/gpu count reported lower than configured"): on emulated hardware it sees none.
                     hardware = dataclasses.replace(hardware, gpus=0, gpu_type=None)

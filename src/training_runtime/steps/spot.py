@@ -13,7 +13,7 @@ from training_runtime.files import file_matches, write_file
 from training_runtime.node import Node
 from training_runtime.paths import BIN_DIR
 from training_runtime.services import Daemon
-from training_runtime.spot import PID_FILE, PROCESS_NAME
+from training_runtime.spot import IMDS_URL, PID_FILE, PROCESS_NAME
 from training_runtime.steps import Step
 from training_runtime.steps.daemon import RunningDaemon
 from training_runtime.steps.installed import PACKAGE_NAME, program
@@ -25,10 +25,12 @@ SPOT_WATCHER = Daemon(name=PROCESS_NAME, unit=UNIT, argv=(WATCHER, "--daemon"), 
 
 
 def watcher_program(node: Node) -> str:
+    """The watcher with this node's ``runtime.spot`` options, reading EC2's metadata service (the local cluster's
+    fake where ``hyperpod_cdk.emulation`` names one)."""
     spot = node.options.spot
-    arguments = "--interval {} --grace {} --imds-url {}".format(
-        spot.poll_interval, spot.checkpoint_grace, spot.imds_url
-    )
+    emulation = node.params.emulation
+    imds_url = emulation.imds_url if emulation is not None and emulation.imds_url is not None else IMDS_URL
+    arguments = "--interval {} --grace {} --imds-url {}".format(spot.poll_interval, spot.checkpoint_grace, imds_url)
     return program(arguments, module=PACKAGE_NAME + ".spot")
 
 

@@ -1,4 +1,5 @@
-"""Stopping the host-side daemons the emulator starts (the agent, the Prometheus server)."""
+"""Host processes: stopping (and reaping) the daemons the emulator starts (the agent, the Prometheus server), and
+reading a process's children and state from /proc (a node's PID 1 and its launcher)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 
 def terminate(pid: int, running: Callable[[], bool], timeout: float) -> None:
@@ -34,3 +36,26 @@ def reap(pid: int, timeout: float) -> None:
         except ChildProcessError:
             return
         time.sleep(0.05)
+
+
+def children(pid: int) -> list[int]:
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def stat_fields(pid: int) -> list[str]:
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return text[text.rindex(")") + 2 :].split()
+
+
+def start_ticks(pid: int) -> int:
+    return int(stat_fields(pid)[19])
+
+
+def is_zombie(pid: int) -> bool:
+    try:
+        return stat_fields(pid)[0] in ("Z", "X")
+    except OSError:
+        return True

@@ -6,7 +6,7 @@ runs; our runtime then takes its HyperPod-platform path (``/opt/sagemaker_cluste
 "The emulated HyperPod platform", names the source of each behaviour and what is not emulated):
 
 * the node runs Debian trixie's Slurm 24.11 in HyperPod's layout (``/opt/slurm/{bin,sbin,etc}``) from the
-  root file system ``scripts/build-node-rootfs.sh`` builds, not the host's packages;
+  root file system ``build-node-rootfs.sh`` (package data) builds, not the host's packages;
 * its host name and Slurm node name are HyperPod's ``ip-a-b-c-d``;
 * :func:`prepare` writes the marker, the controller's ``slurm.conf`` from each group's ``SlurmConfig`` (node
   type, partition) with configless Slurm enabled, the cluster's munge key, starts munged and, in the
@@ -20,6 +20,7 @@ Stdlib only: the emulator does not need aws_cdk.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import subprocess
@@ -27,29 +28,50 @@ import sys
 import sysconfig
 import tarfile
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from hyperpod_local import agent
-from hyperpod_local.layout import EMULATION_SLURM_OPTIONS, LocalLayout, LocalNode, host_hardware
-from hyperpod_local.state import LocalClusterError
+from hyperpod_local.layout import LocalLayout, LocalNode
+from hyperpod_local.overlay import EMULATION_SLURM_OPTIONS, host_hardware
+from hyperpod_local.paths import JOBS_DIR, ROOTFS_SCRIPT
+from hyperpod_local.state import ClusterHandle, LocalClusterError
+from training_runtime.groups import COMPUTE, CONTROLLER, LOGIN
+from training_runtime.hardware import NodeHardware
 from training_runtime.node import GENERIC, HYPERPOD, HYPERPOD_MARKER, HYPERPOD_SLURM
-from training_runtime.params import COMPUTE, CONTROLLER, LIFECYCLE_DRIVEN, LOGIN
-from training_runtime.steps.munge import MUNGED, NODE_KEY
-
-if TYPE_CHECKING:
-    from hyperpod_local.cluster import LocalCluster
+from training_runtime.params import LIFECYCLE_DRIVEN
+from training_runtime.paths import MUNGE_KEY, MUNGED_ARGV, MUNGED_PID_FILE, MUNGED_RUN_DIR
+from training_runtime.render.slurm_conf import render_slurm_conf
+from training_runtime.render.slurm_types import Partition, SlurmNode, SlurmSettings
+from training_runtime.resources import hyperpod_hostname
 
 PLATFORMS = (HYPERPOD, GENERIC)
 """``hyperpod``: trixie root, Slurm 24.11 under /opt/slurm, HyperPod's part emulated. ``generic``: the
 host's root and Slurm, the runtime does everything (its generic platform)."""
-REPOSITORY = Path(__file__).resolve().parents[3]
-"""The checkout this module runs from (job scripts, the rootfs script); nodes see it read-only."""
-ROOTFS_SCRIPT = REPOSITORY / "scripts" / "build-node-rootfs.sh"
+API_PLATFORM = GENERIC
+"""``LocalCluster.up``'s default: a caller names the platform it needs (tests do)."""
+COMMAND_LINE_PLATFORM = HYPERPOD
+"""``hyperpod-local up``'s default: what a person trying a config wants to see (docs/local-cluster.md)."""
 SLURM_ETC = HYPERPOD_SLURM.conf_dir
 ACCOUNTING_CONF = "accounting.conf"
 """Included by name, next to slurm.conf: slurmctld sends configless nodes only such includes (slurm.conf(5),
 ``enable_configless``)."""
 MUNGE_KEY_SIZE = 1024
+HYPERPOD_SETTINGS = SlurmSettings(
+    cluster_name="placeholder",
+    controller_name="placeholder",
+    controller_address="127.0.0.1",
+    header=(
+        "Written by the hyperpod-local emulator in HyperPod's place (docs/local-cluster.md), with HyperPod's",
+        "settings, by the runtime's slurm.conf renderer. The runtime on the node does not change it.",
+    ),
+    accounting_include=ACCOUNTING_CONF,  # by name, next to slurm.conf: configless nodes are sent it too
+    configless=True,  # SlurmctldParameters=enable_configless: login and compute nodes run slurmd --conf-server
+    # No systemd and a shared cgroup tree in the emulation: no cgroup plugins (not HyperPod's choice; its own
+    # slurm.conf uses task/none, "required for auto-resume", which is the renderer's default too).
+    proctrack="proctrack/linuxproc",
+    task_plugin="task/none",
+    return_to_service=2,
+)
+"""HyperPod's slurm.conf settings as the emulator plays them; the cluster's names and addresses fill the rest."""
 STAGING = "/run/hyperpod-agent"
 """Where :func:`prepare` unpacks its files on the node before installing them (a tmpfs: gone at boot)."""
 
@@ -60,14 +82,9 @@ def check_platform(platform: str) -> str:
     return platform
 
 
-def slurm_hostname(ip: str) -> str:
-    """HyperPod's host name (and Slurm node name) of the instance at ``ip``: ``ip-10-1-2-3``."""
-    return "ip-" + ip.replace(".", "-")
-
-
 def node_hostname(platform: str, node: LocalNode) -> str:
     """The node's host name: HyperPod's ``ip-a-b-c-d`` on its platform, the instance name on the generic one."""
-    return slurm_hostname(node.ip) if platform == HYPERPOD else node.name
+    return hyperpod_hostname(node.ip) if platform == HYPERPOD else node.name
 
 
 def node_rootfs(build: bool = False) -> Path:
@@ -86,10 +103,12 @@ def node_rootfs(build: bool = False) -> Path:
 
 
 def host_binds() -> tuple[str, ...]:
-    """Host paths every node sees read-only at the same path: this checkout (job scripts) and the Python
-    that runs this module with its virtual environment (torch for jobs: trixie's Python is 3.13, the
+    """Host paths every node sees read-only at the same path: the example job scripts (package data) and the
+    Python that runs this module with its virtual environment (torch for jobs: trixie's Python is 3.13, the
     pinned CPU torch is installed for this one; docs/local-cluster.md)."""
-    paths = [str(REPOSITORY), sys.prefix]
+    # The environment at its real path too: a virtual environment reached through a link has scripts (torchrun)
+    # whose first line names the interpreter by the real path.
+    paths = [str(JOBS_DIR), sys.prefix, os.path.realpath(sys.prefix)]
     base = sys.base_prefix
     if base in ("/usr", "/"):  # a distribution's Python: its interpreter and standard library only
         paths += [os.path.realpath(sys.executable), sysconfig.get_paths()["stdlib"]]
@@ -108,64 +127,44 @@ def torchrun() -> str:
 
 
 def slurm_conf(layout: LocalLayout, cpus: int | None = None) -> str:
-    """``/opt/slurm/etc/slurm.conf`` as HyperPod writes it on the controller from the groups' ``SlurmConfig``:
-    the first controller instance is SlurmctldHost (the others its backups), every compute and login instance
-    a NodeName line by its ``ip-a-b-c-d`` name, every compute group's instances in the group's partition
-    (the group's name when it has none); accounting settings go to the included ``accounting.conf``. Configless
-    is on (``SlurmctldParameters=enable_configless``): the other nodes fetch this file and its includes."""
-    hardware = host_hardware(cpus)
-    lines = [
-        "# Written by the hyperpod-cdk local emulator in HyperPod's place (docs/local-cluster.md)",
-        f"ClusterName={layout.cluster_name.lower()}",
-    ]
-    lines += [f"SlurmctldHost={slurm_hostname(n.ip)}({n.ip})" for n in layout.controllers]
-    lines += [
-        "SlurmUser=slurm",
-        "AuthType=auth/munge",
-        "CredType=cred/munge",
-        f"AuthInfo=cred_expire={EMULATION_SLURM_OPTIONS['cred_expire']}",
-        "SlurmctldParameters=enable_configless",
-        "StateSaveLocation=/var/spool/slurmctld",
-        "SlurmdSpoolDir=/var/spool/slurmd",
-        "SlurmctldPidFile=/run/slurmctld.pid",
-        "SlurmdPidFile=/run/slurmd.pid",
-        "SlurmctldLogFile=/var/log/slurm/slurmctld.log",
-        "SlurmdLogFile=/var/log/slurm/slurmd.log",
-        "MailProg=/bin/true",
-        "MpiDefault=none",
-        # No systemd and a shared cgroup tree in the emulation: no cgroup plugins (not HyperPod's choice).
-        "ProctrackType=proctrack/linuxproc",
-        "TaskPlugin=task/none",
-        "SelectType=select/cons_tres",
-        "SelectTypeParameters=CR_Core",
-        "ReturnToService=2",
-        "JobRequeue=1",
-        f"SlurmdTimeout={EMULATION_SLURM_OPTIONS['slurmd_timeout']}",
-        f"SlurmctldTimeout={EMULATION_SLURM_OPTIONS['slurmctld_timeout']}",
-        f"MessageTimeout={EMULATION_SLURM_OPTIONS['message_timeout']}",
-        f"SchedulerParameters=sched_interval={EMULATION_SLURM_OPTIONS['sched_interval']}",
-        f"include {ACCOUNTING_CONF}",
-    ]
-    figures = (
-        f"CPUs={hardware['cpus']} Sockets={hardware['sockets']} CoresPerSocket={hardware['cores_per_socket']} "
-        f"ThreadsPerCore={hardware['threads_per_core']} RealMemory={hardware['memory_mib']}"
+    """``/opt/slurm/etc/slurm.conf`` as HyperPod writes it from the groups' ``SlurmConfig``, rendered by the
+    runtime's one slurm.conf writer (:func:`training_runtime.render.slurm_conf.render_slurm_conf`) with
+    :data:`HYPERPOD_SETTINGS`: the first controller instance is SlurmctldHost (the others its backups), every
+    compute and login instance a NodeName line by its ``ip-a-b-c-d`` name, every compute group's instances in
+    the group's partition (the first one the default), the accounting keys in the included ``accounting.conf``,
+    and the emulation's fast failure detection (:data:`~hyperpod_local.layout.EMULATION_SLURM_OPTIONS`)."""
+    figures = host_hardware(cpus)
+    hardware = NodeHardware(
+        cpus=figures["cpus"],
+        sockets=figures["sockets"],
+        cores_per_socket=figures["cores_per_socket"],
+        threads_per_core=figures["threads_per_core"],
+        memory_mib=figures["memory_mib"],
     )
-    for node in layout.nodes:
-        if node.role in (COMPUTE, LOGIN):
-            name = slurm_hostname(node.ip)
-            lines.append(f"NodeName={name} NodeHostname={name} NodeAddr={node.ip} {figures} State=UNKNOWN")
-    first = True
+    primary, *backups = layout.controllers
+    settings = dataclasses.replace(
+        HYPERPOD_SETTINGS,
+        cluster_name=layout.cluster_name,
+        controller_name=hyperpod_hostname(primary.ip),
+        controller_address=primary.ip,
+        backup_controllers=tuple((hyperpod_hostname(n.ip), n.ip) for n in backups),
+    )
+    fast = EMULATION_SLURM_OPTIONS
+    settings = dataclasses.replace(
+        settings,
+        slurmd_timeout=fast["slurmd_timeout"],
+        slurmctld_timeout=fast["slurmctld_timeout"],
+        message_timeout=fast["message_timeout"],
+        sched_interval=fast["sched_interval"],
+        cred_expire=fast["cred_expire"],
+    )
+    nodes = [SlurmNode(hyperpod_hostname(n.ip), n.ip, hardware) for n in layout.nodes if n.role in (COMPUTE, LOGIN)]
+    partitions: list[Partition] = []
     for group in layout.groups:
-        members = [slurm_hostname(n.ip) for n in layout.nodes if n.group == group.name]
-        if group.role != COMPUTE or not members:
-            continue
-        default = "YES" if first else "NO"
-        first = False
-        lines.append(
-            f"PartitionName={group.partition or group.name} Nodes={','.join(members)} Default={default} "
-            "MaxTime=INFINITE State=UP"
-        )
-    return "\n".join(lines) + "\n"
+        members = tuple(hyperpod_hostname(n.ip) for n in layout.nodes if n.group == group.name)
+        if group.role == COMPUTE and members:
+            partitions.append(Partition(group.partition or group.name, members, default=not partitions))
+    return render_slurm_conf(settings, nodes, partitions)
 
 
 def munge_key(workdir: Path) -> bytes:
@@ -190,8 +189,8 @@ def agent_script(role: str, mode: str, conf_servers: str) -> str:
     As on HyperPod (docs/node-runtime.md, "Configless compute and login nodes"), only the controller keeps
     slurm.conf; login and compute nodes run ``slurmd --conf-server`` and have no local copy (removed, like
     the ExecStartPre of HyperPod's slurmd unit does), so their commands read the file slurmd fetched."""
-    munged = " ".join(MUNGED.argv)
-    run_dir, owner, run_mode = MUNGED.run_dir or ("/run/munge", "munge", 0o755)
+    munged = " ".join(MUNGED_ARGV)
+    run_dir, owner, run_mode = MUNGED_RUN_DIR
     lines = [
         "set -eu",
         f"s={STAGING}",
@@ -207,13 +206,13 @@ def agent_script(role: str, mode: str, conf_servers: str) -> str:
         lines.append(f"rm -f {SLURM_ETC}/slurm.conf {SLURM_ETC}/{ACCOUNTING_CONF}")
     lines += [
         "install -d -o munge -g munge -m 0700 /etc/munge",
-        f"install -o munge -g munge -m 0400 $s/munge.key {NODE_KEY}",
+        f"install -o munge -g munge -m 0400 $s/munge.key {MUNGE_KEY}",
         "install -d -o slurm -g slurm -m 0755 /var/log/slurm /var/spool/slurmctld",
         "install -d -m 0755 /var/spool/slurmd",
         'rm -rf "$s"',
         'running() { [ -s "$1" ] && [ "$(cat /proc/$(cat "$1")/comm 2>/dev/null)" = "$2" ]; }',
         f"install -d -o {owner} -g {owner} -m {run_mode:o} {run_dir}",
-        f"running {MUNGED.pid_file} munged || {munged}",
+        f"running {MUNGED_PID_FILE} munged || {munged}",
     ]
     if mode != LIFECYCLE_DRIVEN:  # API-driven: HyperPod starts Slurm before OnInitComplete runs
         if role == CONTROLLER:
@@ -224,7 +223,7 @@ def agent_script(role: str, mode: str, conf_servers: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def prepare(cluster: LocalCluster, node: LocalNode) -> None:
+def prepare(cluster: ClusterHandle, node: LocalNode) -> None:
     """HyperPod's part on one booted node, before its lifecycle script: the marker, slurm.conf, munge
     (key and daemon), in the API-driven mode the node's Slurm daemon, and srun with ``--auto-resume``.
     Idempotent: running daemons are left alone, so a node prepared again keeps its PIDs."""

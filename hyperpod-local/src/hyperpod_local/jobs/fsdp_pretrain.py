@@ -55,7 +55,7 @@ PRESETS = {
 SUCCESSORS = 4  # each token of the synthetic language has this many equally likely successors
 
 
-class Block(nn.Module):
+class Block(nn.Module):  # type: ignore[misc]  # torch is Any to mypy (follow_imports = "skip")
     """Pre-norm transformer block: causal self-attention and a GELU MLP."""
 
     def __init__(self, d_model: int, heads: int) -> None:
@@ -78,7 +78,7 @@ class Block(nn.Module):
         return x + self.mlp(self.norm2(x))
 
 
-class LanguageModel(nn.Module):
+class LanguageModel(nn.Module):  # type: ignore[misc]
     def __init__(self, preset: Preset) -> None:
         super().__init__()
         self.embed = nn.Embedding(preset.vocab, preset.d_model)

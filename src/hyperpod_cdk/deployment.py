@@ -1,0 +1,120 @@
+"""What a deployment of a config puts on its nodes, as one pure value: :func:`deployment`.
+
+The organization's name prefix and the launch choices (the config's ``parameters`` section) are applied here,
+once. ``TrainingCluster`` renders the result into constructs (the parameters file it uploads is
+:attr:`Deployment.parameters` with the resources' CloudFormation attributes filled in), the local cluster
+(``hyperpod_local.staging``) stages the same file with only the emulation's overlays, and the example snapshots
+(``tests/snapshots/*.parameters.json``) pin it.
+
+No ``aws_cdk`` import. A value that may be a CDK token (a config built in code) is recognized by the
+``is_unresolved`` the caller passes, as the rules' views do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from hyperpod_cdk.model import Capacity, prefixed
+from hyperpod_cdk.parameters import parameters_file
+from hyperpod_cdk.template_parameters import group_capacity_id, group_type_id, template_parameters
+from training_runtime.params import GroupSpec, MetricsTarget, ProvisioningParameters
+from training_runtime.users import User
+
+if TYPE_CHECKING:
+    from hyperpod_cdk.config import ClusterConfig
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """What nodes of a deployed config get: its parameters file and users file, and its groups as launched."""
+
+    config: ClusterConfig
+    """The config as deployed: ``cluster_name`` as the organization's prefix rule leaves it."""
+    parameters: ProvisioningParameters
+    """The parameters file, but for the values only CloudFormation knows (:meth:`with_resources`): the FSx
+    names and flag and the metrics target are null here."""
+    users: tuple[User, ...]
+    """The users file (names, fixed UIDs and GIDs, public keys)."""
+    groups_as_launched: tuple[GroupSpec, ...]
+    """The groups as a launch at the template's defaults runs them: the file's groups, with a type left to a
+    launch choice (null in the file) at its default, the config's."""
+    counts: Mapping[str, int]
+    """Instances per group at the template's defaults (the config's counts)."""
+
+    @property
+    def cluster_name(self) -> str:
+        return self.parameters.cluster_name
+
+    def with_resources(
+        self, *, fsx_dns_name: str | None, fsx_mountname: str | None, fsx: bool | None, metrics: MetricsTarget | None
+    ) -> ProvisioningParameters:
+        """The parameters file with the values the stack's resources give it (CloudFormation values at synth)."""
+        return dataclasses.replace(
+            self.parameters, fsx_dns_name=fsx_dns_name, fsx_mountname=fsx_mountname, fsx=fsx, metrics=metrics
+        )
+
+
+def deployment(config: ClusterConfig, *, is_unresolved: Callable[[Any], bool] | None = None) -> Deployment:
+    """What a deployment of ``config`` puts on its nodes (the config already checked).
+
+    * the cluster name with the organization's ``name_prefix`` (:func:`hyperpod_cdk.model.prefixed`; a name
+      that ``is_unresolved`` is left alone: the prefix rule constrains the parameter instead);
+    * each group as its launch choices (:func:`launched_group`) leave it in the parameters file;
+    * the users file of ``config.users``.
+    """
+    unresolved = is_unresolved or (lambda _: False)
+    prefix = config.organization.name_prefix if config.organization else None
+    if prefix and not unresolved(config.cluster_name):
+        config = config.model_copy(update={"cluster_name": prefixed(prefix, config.cluster_name)})
+    groups = tuple(launched_group(config, g.spec(), is_unresolved=unresolved) for g in config.instance_groups)
+    parameters = parameters_file(
+        cluster_name=config.cluster_name,
+        mode=config.mode,
+        node_provisioning_mode=config.node_provisioning_mode,
+        groups=groups,
+        fsx_dns_name=None,
+        fsx_mountname=None,
+        fsx=None,
+        fsx_mount_path=config.fsx_mount_path,
+        openzfs_mount_path=config.storage_openzfs.mount_path if config.storage_openzfs else None,
+        runtime_options=config.runtime,
+        metrics=None,
+    )
+    own_types = {g.name: g.spec().instance_type for g in config.instance_groups}
+    return Deployment(
+        config=config,
+        parameters=parameters,
+        users=tuple(config.cluster_users()),
+        groups_as_launched=tuple(
+            g if g.instance_type is not None or g.flexible else dataclasses.replace(g, instance_type=own_types[g.name])
+            for g in groups
+        ),
+        counts={g.name: g.count for g in config.instance_groups},
+    )
+
+
+def launched_group(
+    config: ClusterConfig, spec: GroupSpec, *, is_unresolved: Callable[[Any], bool] | None = None
+) -> GroupSpec:
+    """A group as the parameters file names it when ``config`` leaves choices to the launching team
+    (``stacks/choices.py`` makes them CloudFormation parameters):
+
+    * a type chosen at launch (or a token) is null: the file is fixed when the template is built, so each node
+      reads its group's type from HyperPod's resource config;
+    * a group that may launch on Spot is Spot: its interruption watcher just never sees a notice on On-Demand.
+    """
+    chosen = {p.logical_id: p for p in template_parameters(config)}
+    if group_type_id(spec.name) in chosen or (is_unresolved is not None and is_unresolved(spec.instance_type)):
+        spec = dataclasses.replace(spec, instance_type=None)
+    if may_be_spot(config, spec.name):
+        spec = dataclasses.replace(spec, capacity=str(Capacity.SPOT))
+    return spec
+
+
+def may_be_spot(config: ClusterConfig, group: str) -> bool:
+    """Whether the launching team may put ``group`` on Spot (its capacity choice allows ``spot``)."""
+    chosen = next((p for p in template_parameters(config) if p.logical_id == group_capacity_id(group)), None)
+    return chosen is not None and str(Capacity.SPOT) in (chosen.allowed_values or ())

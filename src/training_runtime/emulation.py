@@ -1,0 +1,57 @@
+"""``hyperpod_cdk.emulation``: what only the local cluster (``hyperpod_local``) writes into the parameters file.
+
+The emulator's knobs are not runtime options: the CDK builder (``hyperpod_cdk.parameters``) has no argument for
+this key, so a deployed cluster's file never carries it and a config cannot reach it. Absent, a node runs as on
+HyperPod. Runs on the node's system Python.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional
+
+EMULATION_KEY = "emulation"
+"""The key under ``hyperpod_cdk`` in the parameters file."""
+
+
+@dataclass(frozen=True)
+class Emulation:
+    """How the local cluster's nodes differ from HyperPod's."""
+
+    hardware: bool = False
+    """The instance types' GPUs, Neuron devices and EFA interfaces are declared, not present: the health checks
+    skip them, saying so, the launcher runs CPU processes, and Slurm counts declared GPUs without device files."""
+    imds_url: Optional[str] = None
+    """The instance metadata service the Spot interruption watcher reads (the emulator's fake); None: EC2's
+    (:data:`training_runtime.spot.IMDS_URL`)."""
+
+    def to_json(self) -> Dict[str, Any]:
+        data: Dict[str, Any] = {"hardware": self.hardware}
+        if self.imds_url is not None:
+            data["imds_url"] = self.imds_url
+        return data
+
+
+KEYS = ("hardware", "imds_url")
+
+
+def parse_emulation(raw: Any, path: str, problems: List[str]) -> Optional[Emulation]:
+    """The emulation of a parameters file's ``raw`` value (None or absent: none); problems are appended."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        problems.append("{}: got {!r}; expected an object or null".format(path, raw))
+        return None
+    before = len(problems)
+    for key in raw:
+        if key not in KEYS:
+            problems.append("{}.{}: unknown key; allowed: {}".format(path, key, ", ".join(KEYS)))
+    hardware = raw.get("hardware", False)
+    if not isinstance(hardware, bool):
+        problems.append("{}.hardware: got {!r}; expected true or false".format(path, hardware))
+    imds_url = raw.get("imds_url")
+    if imds_url is not None and (not isinstance(imds_url, str) or not imds_url.startswith("http://")):
+        problems.append("{}.imds_url: got {!r}; expected an http:// URL of the metadata service".format(path, imds_url))
+    if len(problems) != before:
+        return None
+    return Emulation(hardware=hardware, imds_url=imds_url)
