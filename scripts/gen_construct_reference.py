@@ -14,7 +14,6 @@ It imports the constructs (and so aws_cdk and Node.js through jsii).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import enum
 import importlib
@@ -27,7 +26,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))  # docgen, when a test loads this file by path
 sys.path.insert(0, str(ROOT / "src"))
+
+import docgen  # noqa: E402
 
 from hyperpod_cdk.docstrings import field_docstrings  # noqa: E402
 
@@ -273,19 +275,5 @@ def render() -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if docs/constructs.md is stale")
-    args = parser.parse_args()
-    text = render()
-    if args.check:
-        if DOC.exists() and DOC.read_text() == text:
-            return 0
-        print("docs/constructs.md is stale: run scripts/gen_construct_reference.py", file=sys.stderr)
-        return 1
-    DOC.write_text(text)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(docgen.main(DOC, render, __doc__))

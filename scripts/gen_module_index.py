@@ -12,7 +12,6 @@ Stdlib only; nothing is imported, the files are parsed.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import re
 import subprocess
@@ -20,6 +19,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))  # docgen, when a test loads this file by path
+import docgen  # noqa: E402
+
 DOC = ROOT / "docs" / "modules.md"
 
 TREES: tuple[tuple[str, str], ...] = (
@@ -43,7 +45,8 @@ def tracked(tree: str) -> list[Path]:
         files = [ROOT / name for name in listed]
     except (OSError, subprocess.CalledProcessError):
         files = [path for path in (ROOT / tree).rglob("*") if path.is_file()]
-    return sorted(path for path in files if path.suffix in SUFFIXES and path.exists())
+    # A set: during a merge, `git ls-files` names a conflicted file once per stage.
+    return sorted({path for path in files if path.suffix in SUFFIXES and path.exists()})
 
 
 def summary(path: Path) -> str:
@@ -85,19 +88,5 @@ def render() -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if docs/modules.md is stale")
-    args = parser.parse_args()
-    text = render()
-    if args.check:
-        if DOC.exists() and DOC.read_text() == text:
-            return 0
-        print("docs/modules.md is stale: run scripts/gen_module_index.py", file=sys.stderr)
-        return 1
-    DOC.write_text(text)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(docgen.main(DOC, render, __doc__))

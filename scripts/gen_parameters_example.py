@@ -14,7 +14,6 @@ Stdlib only.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
@@ -22,6 +21,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))  # docgen, when a test loads this file by path
+import docgen  # noqa: E402
+
 DOC = ROOT / "docs" / "slurm-mode.md"
 SNAPSHOT = ROOT / "tests" / "snapshots" / "trn1-cluster.parameters.json"
 BEGIN = "<!-- BEGIN GENERATED: parameters-example -->"
@@ -47,23 +49,8 @@ def block() -> str:
 
 
 def updated(text: str) -> str:
-    start, end = text.index(BEGIN), text.index(END) + len(END)
-    return text[:start] + block() + text[end:]
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if docs/slurm-mode.md is stale")
-    args = parser.parse_args()
-    text = DOC.read_text()
-    if args.check:
-        if updated(text) == text:
-            return 0
-        print("docs/slurm-mode.md is stale: run scripts/gen_parameters_example.py", file=sys.stderr)
-        return 1
-    DOC.write_text(updated(text))
-    return 0
+    return docgen.replace_block(text, BEGIN, END, block())
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(docgen.main(DOC, lambda: updated(DOC.read_text()), __doc__))
