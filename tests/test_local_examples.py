@@ -35,6 +35,20 @@ def bring_up(config: Path | None, workdir: Path, **kwargs: object) -> LocalClust
         raise
 
 
+def partitions_of(cluster: LocalCluster, workers: list[str]) -> dict[str, list[str]]:
+    """Each worker under the first partition sinfo lists it in (examples put groups in partitions of their own)."""
+    listed = cluster.exec(cluster.layout.controller.name, ["sinfo", "-h", "-N", "-o", "%N %P"]).stdout
+    found: dict[str, list[str]] = {}
+    placed: set[str] = set()
+    for line in listed.splitlines():
+        node, partition = line.split()
+        if node in workers and node not in placed:
+            placed.add(node)
+            found.setdefault(partition.rstrip("*"), []).append(node)
+    assert placed == set(workers), f"sinfo lists {sorted(placed)}, the layout {sorted(workers)}"
+    return found
+
+
 @pytest.mark.parametrize("example", [*EXAMPLES, None], ids=lambda p: p.name if p else "default")
 def test_every_example_comes_up_and_runs_a_step_on_every_worker(example: Path | None, tmp_path: Path) -> None:
     """The default config (API-driven, trn1 workers) on the emulated HyperPod platform - Slurm 24.11, HyperPod's
@@ -45,9 +59,16 @@ def test_every_example_comes_up_and_runs_a_step_on_every_worker(example: Path | 
     cluster = bring_up(example, tmp_path / "work", platform=platform)
     try:
         workers = [cluster.slurm_name(n.name) for n in cluster.layout.workers]
-        out = cluster.exec(cluster.layout.controller.name, ["srun", f"-N{len(workers)}", "hostname"], timeout=120)
-        assert out.returncode == 0, out.stdout + out.stderr
-        assert sorted(out.stdout.split()) == sorted(workers)
+        ran: list[str] = []
+        for partition, nodes in partitions_of(cluster, workers).items():  # a job runs in one partition
+            out = cluster.exec(
+                cluster.layout.controller.name,
+                ["srun", "-p", partition, "-w", ",".join(nodes), f"-N{len(nodes)}", "hostname"],
+                timeout=120,
+            )
+            assert out.returncode == 0, out.stdout + out.stderr
+            ran += out.stdout.split()
+        assert sorted(ran) == sorted(workers)
         if platform == HYPERPOD:
             version = cluster.exec(cluster.layout.controller.name, ["sinfo", "--version"]).stdout
             assert version.split()[-1].startswith("24.11."), version
