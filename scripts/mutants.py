@@ -138,21 +138,25 @@ def check(mutations: Iterable[Mutation], root: Path) -> list[str]:
 
 
 def repository_files(root: Path) -> list[str]:
-    """Tracked files and new files that git does not ignore."""
+    """Tracked files and new files that git does not ignore (symbolic links included, to files or folders)."""
     out = subprocess.run(
         ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
         cwd=root,
         check=True,
         capture_output=True,
     ).stdout
-    return [name for name in out.decode().split("\0") if name and (root / name).is_file()]
+    names = out.decode().split("\0")
+    return [name for name in names if name and ((root / name).is_file() or (root / name).is_symlink())]
 
 
 def copy_repository(root: Path, target: Path) -> None:
     for name in repository_files(root):
         destination = target / name
         destination.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(root / name, destination)
+        if (root / name).is_symlink():  # e.g. examples/jobs -> the emulator's packaged jobs: a link, as committed
+            destination.symlink_to(os.readlink(root / name))
+        else:
+            shutil.copy2(root / name, destination)
     for installed in (".venv-scan", "node_modules"):  # checkov's venv and the pinned CDK CLI (make setup)
         if (root / installed).is_dir():
             (target / installed).symlink_to(root / installed)

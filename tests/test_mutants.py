@@ -85,3 +85,19 @@ def test_check_names_what_no_longer_applies(tmp_path: Path) -> None:
 def test_the_committed_tables_load() -> None:
     """Well formed and unique (cheap, and independent of the code's text); --check is the text check."""
     assert mutants.load(ROOT / mutants.TABLES)
+
+
+def test_the_scratch_copy_keeps_links_as_links(tmp_path: Path) -> None:
+    """A committed link to a folder (``examples/jobs``) is in the copy the mutations run in, still a link."""
+    import subprocess
+
+    repo, copy = tmp_path / "repo", tmp_path / "copy"
+    (repo / "pkg" / "jobs").mkdir(parents=True)
+    (repo / "pkg" / "jobs" / "job.sh").write_text("echo hi\n")
+    (repo / "examples").mkdir()
+    (repo / "examples" / "jobs").symlink_to("../pkg/jobs")
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
+    mutants.copy_repository(repo, copy)
+    assert (copy / "examples" / "jobs").is_symlink()
+    assert (copy / "examples" / "jobs" / "job.sh").read_text() == "echo hi\n"
