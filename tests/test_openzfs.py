@@ -118,6 +118,32 @@ def test_the_nodes_parameters_put_the_homes_on_openzfs(beside_lustre: tuple[dict
     assert params.homes_dir == "/home"
 
 
+def test_a_cluster_built_from_python_tells_its_nodes_where_openzfs_is(tmp_path: Path) -> None:
+    """HyperPodCluster on its own (no config, no deployment value): its parameters file names the mount."""
+    from hyperpod_cdk import HyperPodCluster, InstanceGroup, LifecycleScripts, NodeRole
+
+    app = fast_app(outdir=str(tmp_path))
+    stack = cdk.Stack(app, "Python")
+    network = ClusterNetwork(stack, "Network")
+    homes = OpenZfsStorage(stack, "Homes", network=network)
+    HyperPodCluster(
+        stack,
+        "Cluster",
+        cluster_name="py",
+        network=network,
+        lifecycle=LifecycleScripts(stack, "Lifecycle"),
+        openzfs=homes,
+        instance_groups=[
+            InstanceGroup(name="controller", role=NodeRole.CONTROLLER, instance_type="ml.m5.xlarge", count=1),
+            InstanceGroup(name="workers", instance_type="ml.c5.4xlarge", count=2),
+        ],
+    )
+    app.synth()
+    (upload,) = uploaded_files(tmp_path, Template.from_stack(stack).to_json()).values()
+    params = ProvisioningParameters.from_json(upload["parameters"])
+    assert params.openzfs_mount_path == homes.mount_path == params.homes_dir
+
+
 def test_without_openzfs_the_parameters_file_has_no_openzfs_key(tmp_path: Path) -> None:
     from hyperpod_cdk.parameters import cluster_parameters
 
