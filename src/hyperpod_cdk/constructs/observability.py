@@ -226,39 +226,43 @@ class ClusterObservability(Construct):
             self, "LifecycleLogGroup", cluster_log_group(cluster.cluster_name, cluster.cluster_id)
         )
         namespace = Fn.join("/", [METRIC_NAMESPACE, cluster.cluster_name])
-        failures = logs.MetricFilter(
-            self,
-            "LifecycleFailureFilter",
-            log_group=log_group,
-            filter_pattern=logs.FilterPattern.literal(LIFECYCLE_FAILURE_PATTERN),
-            metric_namespace=namespace,
-            metric_name=LIFECYCLE_METRIC,
-            metric_value="1",
-        )
-        self._alarm(
-            "LifecycleFailureAlarm",
+        self._log_alarm(
+            "LifecycleFailure",
+            log_group,
+            LIFECYCLE_FAILURE_PATTERN,
+            namespace,
+            LIFECYCLE_METRIC,
             f"HyperPod cluster {self.cluster_name}: a node's lifecycle script failed (see `hyperpod-cdk logs`)",
-            failures.metric(statistic="Sum", period=Duration.minutes(5)),
-            notify=True,
         )
         # On Slurm the health agent's faults reach no EventBridge event (AWS's awsome-distributed-ai devops-agent
         # README: "the control plane does not currently emit that Warn event for HMA-attributed faults"), only
         # its log streams in the same group.
-        detections = logs.MetricFilter(
+        self._log_alarm(
+            "HealthAgent",
+            log_group,
+            HEALTH_AGENT_DETECTION_PATTERN,
+            namespace,
+            HEALTH_AGENT_METRIC,
+            f"HyperPod cluster {self.cluster_name}: the health-monitoring agent detected a fault on a node "
+            "(see `hyperpod-cdk logs --source health`)",
+        )
+
+    def _log_alarm(
+        self, name: str, log_group: logs.ILogGroup, pattern: str, namespace: str, metric_name: str, description: str
+    ) -> None:
+        """A metric filter ``<name>Filter`` counting ``pattern``'s lines in ``log_group`` and an alarm
+        ``<name>Alarm`` on it (to the topic) when one appears in five minutes."""
+        matches = logs.MetricFilter(
             self,
-            "HealthAgentFilter",
+            f"{name}Filter",
             log_group=log_group,
-            filter_pattern=logs.FilterPattern.literal(HEALTH_AGENT_DETECTION_PATTERN),
+            filter_pattern=logs.FilterPattern.literal(pattern),
             metric_namespace=namespace,
-            metric_name=HEALTH_AGENT_METRIC,
+            metric_name=metric_name,
             metric_value="1",
         )
         self._alarm(
-            "HealthAgentAlarm",
-            f"HyperPod cluster {self.cluster_name}: the health-monitoring agent detected a fault on a node "
-            "(see `hyperpod-cdk logs --source health`)",
-            detections.metric(statistic="Sum", period=Duration.minutes(5)),
-            notify=True,
+            f"{name}Alarm", description, matches.metric(statistic="Sum", period=Duration.minutes(5)), notify=True
         )
 
     def _alarm(self, id: str, description: str, metric: cloudwatch.IMetric, *, notify: bool) -> cloudwatch.Alarm:
