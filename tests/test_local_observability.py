@@ -103,8 +103,14 @@ def test_a_running_job_shows_on_its_nodes_then_its_completion(cluster: LocalClus
     assert float(series(cluster, "slurm_collector_success")[0]["value"][1]) == 1
     wait_series(cluster, f'slurm_job_nodes{{job_id="{job}"}}', lambda rows: not rows, f"job {job} gone", 120)
     assert not series(cluster, 'slurm_jobs{state="RUNNING"}')
-    cpus = {r["metric"]["state"]: float(r["value"][1]) for r in series(cluster, "slurm_cpus")}
-    assert cpus["alloc"] == 0 and cpus["idle"] == cpus["total"] > 0
+
+    # the job leaves the node list when it stops running, but its CPUs stay allocated while it is COMPLETING
+    # (epilog, step teardown), which can span a scrape or two on a loaded machine: wait for them to come back
+    def released(rows: list[dict[str, Any]]) -> bool:
+        cpus = {r["metric"]["state"]: float(r["value"][1]) for r in rows}
+        return cpus.get("alloc") == 0 and cpus.get("idle") == cpus.get("total", 0) > 0
+
+    wait_series(cluster, "slurm_cpus", released, f"job {job}'s CPUs back to idle", 120)
 
 
 def test_a_drained_node_shows_its_reason(cluster: LocalCluster) -> None:
