@@ -6,6 +6,7 @@ large save, and an exception that no handler catches raised at every file-system
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
@@ -429,42 +430,53 @@ def free_port() -> int:
         return port
 
 
-def distributed_worker(rank: int, world: int, port: int, root: str) -> None:
-    """One rank of the two-process test (module level: torch.multiprocessing spawns it by name)."""
+def distributed_checks(rank: int, world: int, root: str) -> None:
+    """The two-rank checks, in their own frame: their DTensors and mesh are gone when it returns."""
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Shard, distribute_tensor
 
+    mesh = init_device_mesh("cpu", (world,))
+    full = torch.arange(64.0).reshape(8, 8)
+    state = {"w": distribute_tensor(full, mesh, [Shard(0)]), "trainer": {"step": 6}}
+    if rank == 0:
+        (Path(root) / "step_000000006.tmp").mkdir(parents=True)  # stale, from a killed incarnation
+    dist.barrier()
+    saved = checkpoint.save_distributed(root, 6, state, keep=1)
+    assert saved is not None and saved.path == Path(root) / "step_000000006"
+    assert saved.manifest["world_size"] == world
+    assert {".metadata", "__0_0.distcp", "__1_0.distcp"} <= set(saved.manifest["files"])
+    assert checkpoint.latest(root) == saved  # rank 0 published before anyone returned
+
+    again = checkpoint.save_distributed(root, 8, {**state, "trainer": {"step": 8}}, keep=1)
+    assert again is not None and again.step == 8 and not saved.path.exists()
+
+    loaded = {"w": distribute_tensor(torch.zeros(8, 8), mesh, [Shard(0)]), "trainer": {"step": 0}}
+    checkpoint.load_distributed(again, loaded)
+    assert torch.equal(loaded["w"].to_local(), full[rank * 4 : rank * 4 + 4])
+    assert loaded["trainer"]["step"] == 8
+    if rank == 1:
+        try:
+            checkpoint.save(root, 9, {"w": full})
+        except CheckpointError as error:
+            assert "call it on rank 0 only" in str(error)
+        else:
+            raise AssertionError("save() on rank 1 was accepted")
+    dist.barrier()
+
+
+def distributed_worker(rank: int, world: int, port: int, root: str) -> None:
+    """One rank of the two-process test (module level: torch.multiprocessing spawns it by name)."""
+    import torch.distributed as dist
+
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     try:
-        mesh = init_device_mesh("cpu", (world,))
-        full = torch.arange(64.0).reshape(8, 8)
-        state = {"w": distribute_tensor(full, mesh, [Shard(0)]), "trainer": {"step": 6}}
-        if rank == 0:
-            (Path(root) / "step_000000006.tmp").mkdir(parents=True)  # stale, from a killed incarnation
-        dist.barrier()
-        saved = checkpoint.save_distributed(root, 6, state, keep=1)
-        assert saved is not None and saved.path == Path(root) / "step_000000006"
-        assert saved.manifest["world_size"] == world
-        assert {".metadata", "__0_0.distcp", "__1_0.distcp"} <= set(saved.manifest["files"])
-        assert checkpoint.latest(root) == saved  # rank 0 published before anyone returned
-
-        again = checkpoint.save_distributed(root, 8, {**state, "trainer": {"step": 8}}, keep=1)
-        assert again is not None and again.step == 8 and not saved.path.exists()
-
-        loaded = {"w": distribute_tensor(torch.zeros(8, 8), mesh, [Shard(0)]), "trainer": {"step": 0}}
-        checkpoint.load_distributed(again, loaded)
-        assert torch.equal(loaded["w"].to_local(), full[rank * 4 : rank * 4 + 4])
-        assert loaded["trainer"]["step"] == 8
-        if rank == 1:
-            try:
-                checkpoint.save(root, 9, {"w": full})
-            except CheckpointError as error:
-                assert "call it on rank 0 only" in str(error)
-            else:
-                raise AssertionError("save() on rank 1 was accepted")
-        dist.barrier()
+        distributed_checks(rank, world, root)
     finally:
+        # what holds the process group (the DTensors and mesh of the checks' frame, gone now) is collected first:
+        # left to interpreter shutdown, gloo's threads can abort the process after a good run (the job scripts in
+        # examples/jobs do the same)
+        gc.collect()
         dist.destroy_process_group()
 
 

@@ -4,6 +4,7 @@ DDP averages the gradients, and rank 0 reports whether every rank ended with the
 from __future__ import annotations
 
 import argparse
+import gc
 import socket
 import sys
 
@@ -39,6 +40,11 @@ def main() -> int:
             flush=True,
         )
     dist.barrier()  # every rank done with the group before any tears it down
+    # Free what holds the process group (DDP/FSDP modules, DTensors) before destroying it: gloo's threads then
+    # stop while Python runs; left to interpreter shutdown they can abort the process after a good run
+    # (docs/local-cluster.md, "Job scripts").
+    del model, optimizer
+    gc.collect()
     dist.destroy_process_group()
     return 0 if in_sync else 1
 

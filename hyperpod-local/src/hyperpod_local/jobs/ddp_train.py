@@ -19,6 +19,7 @@ GPU per process with NCCL when CUDA is available.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import socket
 import time
@@ -105,6 +106,11 @@ def main() -> None:
         if args.step_seconds:
             time.sleep(args.step_seconds)
     dist.barrier()
+    # Free what holds the process group (DDP/FSDP modules, DTensors) before destroying it: gloo's threads then
+    # stop while Python runs; left to interpreter shutdown they can abort the process after a good run
+    # (docs/local-cluster.md, "Job scripts").
+    del ddp, model, optimizer
+    gc.collect()
     if stop.requested_anywhere:
         if rank == 0:
             checkpoint.requeue_job()

@@ -18,6 +18,7 @@ host memory per rank for a moment.
 from __future__ import annotations
 
 import argparse
+import gc
 import math
 import os
 import sys
@@ -243,6 +244,11 @@ def main(argv: list[str]) -> int:
     if rank == 0:
         print(f"done {args.steps} steps world={world}", flush=True)
     dist.barrier()
+    # Free what holds the process group (DDP/FSDP modules, DTensors) before destroying it: gloo's threads then
+    # stop while Python runs; left to interpreter shutdown they can abort the process after a good run
+    # (docs/local-cluster.md, "Job scripts").
+    del model, optimizer, mesh
+    gc.collect()
     dist.destroy_process_group()
     return 0
 
