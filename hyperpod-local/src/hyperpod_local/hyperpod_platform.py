@@ -148,7 +148,8 @@ def slurm_conf(layout: LocalLayout, naming: str, cpus: int | None = None) -> str
     :data:`HYPERPOD_SETTINGS`: the first controller instance is SlurmctldHost (the others its backups), every
     compute and login instance a NodeName line by its name under ``naming`` (``ip-a-b-c-d`` or the instance
     name), every compute group's instances in the group's partition (the first one the default), the accounting
-    keys in the included ``accounting.conf``, and the emulation's fast failure detection (:data:`~hyperpod_local.layout.EMULATION_SLURM_OPTIONS`)."""
+    keys in the included ``accounting.conf``, and the emulation's fast failure detection
+    (:data:`~hyperpod_local.layout.EMULATION_SLURM_OPTIONS`)."""
     figures = host_hardware(cpus)
     hardware = NodeHardware(
         cpus=figures["cpus"],
