@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hyperpod_local import LocalCluster, LocalClusterError
+from hyperpod_local import LocalCluster, LocalClusterError, agent
 from hyperpod_local.hyperpod_platform import node_rootfs
 from hyperpod_local.paths import JOBS_DIR  # packaged: the HyperPod platform's nodes see it, not the checkout
 from local_support import CPU_CLUSTER, requires_local_cluster
@@ -150,11 +150,24 @@ def test_instance_names_and_stale_worker_copies_on_the_hyperpod_platform(cluster
 
 
 def test_a_replaced_worker_keeps_its_name_and_runs_a_two_node_job(cluster: LocalCluster) -> None:
-    """HyperPod's replacement keeps the Slurm node name (AWS's field notes): in instance-name mode too."""
+    """HyperPod's replacement, asked the way AWS documents (``scontrol update node=<name> state=fail
+    reason="Action:Replace"``), keeps the Slurm node name (AWS's field notes): in instance-name mode the agent
+    finds the instance by that name, a new instance (empty disk) comes back under it and runs a two-node job."""
     if cluster.state.platform != HYPERPOD:
         pytest.skip("a HyperPod-platform variant")
-    code, output = cluster.replace(WORKERS[1])
-    assert code == 0, output
-    assert run(cluster, WORKERS[1], "hostname").strip() == WORKERS[1]
+    target, controller = WORKERS[1], cluster.layout.controller.name
+    run(cluster, target, "touch", "/var/tmp/old-instance")
+    started = time.time()
+    reason = "reason=Action:Replace"
+    run(cluster, controller, "scontrol", "update", f"nodename={cluster.slurm_name(target)}", "state=fail", reason)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        done = [e for e in agent.events(cluster) if e["node"] == target and e["time"] >= started]
+        if any(e["event"] in ("replaced", "replacement-failed") for e in done):
+            break
+        time.sleep(2)
+    assert [e["event"] for e in done][-1:] == ["replaced"], done
+    assert cluster.exec(target, ["test", "-e", "/var/tmp/old-instance"]).returncode == 1, "a new instance"
+    assert run(cluster, target, "hostname").strip() == target
     cluster.wait_idle()
     assert sorted(run(cluster, LOGIN, "srun", "-N2", "hostname").split()) == sorted(WORKERS)
