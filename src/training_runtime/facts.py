@@ -40,12 +40,12 @@ class NodeFacts:
     neuron_devices: int = 0
     neuron_cores: int = 0
     efa_interfaces: int = 0
-    slurm_name: str = ""
-    """The node's Slurm node name as bootstrap decided it (:attr:`training_runtime.node.Node.slurm_name`); empty in
-    facts written before it was recorded."""
     emulated_hardware: bool = False
     """The accelerator and EFA counts above are declared, not present (the local cluster's
     ``hyperpod_cdk.emulation.hardware``): checks skip them and the launcher runs CPU processes."""
+    slurm_name: str = ""
+    """The node's Slurm node name as bootstrap decided it (:attr:`training_runtime.node.Node.slurm_name`); empty in
+    facts written before it was recorded."""
 
     def dumps(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
