@@ -103,3 +103,20 @@ def test_each_node_gets_its_copy_and_only_the_controller_gets_cluster_agent_json
     for files in others:
         assert "config/cluster_agent.json" not in files
         assert json.loads(files["config/resource_config.json"]) == resource_config(local, stale=stale)
+
+
+def test_the_command_line_passes_both_switches_to_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hyperpod_local import cli
+    from hyperpod_local.cluster import LocalCluster
+
+    seen: dict[str, Any] = {}
+
+    def up(*args: Any, **kwargs: Any) -> Any:
+        seen.update(kwargs)
+        raise LocalClusterError("stop here")
+
+    monkeypatch.setattr(LocalCluster, "up", up)
+    assert cli.main(["up", "--node-names", "instance", "--stale-worker-copies"]) == 1
+    assert (seen["node_names"], seen["stale_worker_copies"]) == (INSTANCE_NAMES, True)
+    assert cli.main(["up"]) == 1
+    assert (seen["node_names"], seen["stale_worker_copies"]) == (None, False)  # the platform's own names
