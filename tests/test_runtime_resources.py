@@ -139,9 +139,11 @@ def test_without_cluster_agent_json_the_naming_is_a_guess_that_says_so(
     assert keyless.mode == mode and "has no boolean SlurmConfiguration.UseInstanceNames" in str(keyless.warning)
 
 
-def hyperpod_root(tmp_path: Path, agent: str | None) -> Path:
+def hyperpod_root(tmp_path: Path, agent: str | None, hyperpod: bool = True) -> Path:
     root = tmp_path / "root"
-    (root / HYPERPOD_MARKER.lstrip("/")).mkdir(parents=True)
+    root.mkdir(parents=True)
+    if hyperpod:
+        (root / HYPERPOD_MARKER.lstrip("/")).mkdir(parents=True)
     if agent is not None:
         target = root / CLUSTER_AGENT_CONFIG_PATH.lstrip("/")
         target.parent.mkdir(parents=True)
@@ -149,14 +151,20 @@ def hyperpod_root(tmp_path: Path, agent: str | None) -> Path:
     return root
 
 
-def load(
-    tmp_path: Path, copy: str, ip: str, hostname: str, params: ProvisioningParameters = PARAMS, agent: str | None = None
-):  # type: ignore[no-untyped-def]
+def load(  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    copy: str,
+    ip: str,
+    hostname: str,
+    params: ProvisioningParameters = PARAMS,
+    agent: str | None = None,
+    hyperpod: bool = True,
+):
     assets = tmp_path / "assets"
     assets.mkdir(parents=True, exist_ok=True)
     (assets / params.file_name).write_text(params.dumps())
     args = argparse.Namespace(
-        assets_dir=assets, resource_config=FIXTURES / copy, ip=[ip], root=hyperpod_root(tmp_path, agent)
+        assets_dir=assets, resource_config=FIXTURES / copy, ip=[ip], root=hyperpod_root(tmp_path, agent, hyperpod)
     )
     return load_node(args, host=FakeHost(hostname))
 
@@ -168,15 +176,18 @@ def test_a_stale_worker_copy_with_a_group_scaled_to_0_configures_the_worker(tmp_
     assert node.slurm_name == "ip-10-1-64-21" and node.naming.source == "host name"
 
 
-def test_a_stale_worker_copy_with_a_deleted_group_is_ignored_with_a_warning_but_not_on_the_controller(
+def test_a_stale_worker_copy_with_a_deleted_group_is_ignored_with_a_warning_on_hyperpods_workers_only(
     tmp_path: Path,
 ) -> None:
     without_spare = ProvisioningParameters(cluster_name="my-cluster", mode="api-driven", groups=PARAMS.groups[:3])
     node = load(tmp_path / "w", "worker-stale.json", "10.1.64.21", "worker-group-1-1", without_spare)
     assert "gpu-spare" not in node.resources.groups
     assert any("ignored groups ['gpu-spare']" in w and "scaled to 0" in w for w in node.notes)
+    # A controller's copy is current, and the generic platform has no stale copies: there the files disagree.
     with pytest.raises(ResourceConfigError, match=r"\['gpu-spare'\] not in the parameters file"):
         load(tmp_path / "c", "worker-stale.json", "10.1.197.201", "ip-10-1-197-201", without_spare)
+    with pytest.raises(ResourceConfigError, match=r"\['gpu-spare'\] not in the parameters file"):
+        load(tmp_path / "g", "worker-stale.json", "10.1.64.21", "worker-group-1-1", without_spare, hyperpod=False)
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,7 @@ from training_runtime.groups import CONTROLLER
 from training_runtime.health import main as health_main
 from training_runtime.launch import main as launch_main
 from training_runtime.log import FAILURE_MARKER, log
-from training_runtime.node import Host, Node
+from training_runtime.node import HYPERPOD, Host, Node, platform_at
 from training_runtime.params import (
     API_DRIVEN,
     LIFECYCLE_DRIVEN,
@@ -84,8 +84,9 @@ def load_node(args: argparse.Namespace, host: Optional[Host] = None) -> Node:
     """Read and check every input; raises :class:`InputError` naming all problems.
 
     The node finds itself in the resource config by address, else by host name. Groups the parameters file
-    does not have are an error on a controller (its copy is current: the files disagree) and are ignored, with a
-    warning, elsewhere: a worker's copy can be stale (docs/node-runtime.md, "Stale copies on workers")."""
+    does not have are an error on a controller (its copy is current: the files disagree) and on the generic
+    platform, and are ignored, with a warning, on HyperPod's other nodes: a worker's copy can be stale
+    (docs/node-runtime.md, "Stale copies on workers")."""
     host = host or Host()
     params = ProvisioningParameters.loads(find_parameters(args.assets_dir).read_text())
     resources = ResourceConfig.load(args.resource_config)
@@ -100,7 +101,8 @@ def load_node(args: argparse.Namespace, host: Optional[Host] = None) -> Node:
         raise ResourceConfigError(([unknown_groups] if missing else []) + error.problems) from None
     group = params.group(instance.group)
     warnings = []
-    if missing and group is not None and group.role != CONTROLLER:
+    # Only HyperPod's workers have stale copies; on the generic platform every node renders slurm.conf from its own.
+    if missing and group is not None and group.role != CONTROLLER and platform_at(args.root) == HYPERPOD:
         warnings.append(
             "resource config: ignored groups {} that the parameters file does not have ({})".format(missing, STALE_COPY)
         )
