@@ -15,6 +15,7 @@ from hyperpod_local.layout import plan_layout
 from runtime_fakes import RecordingRunner, fake_node, touch
 from training_runtime.hardware import hardware_for
 from training_runtime.node import Node
+from training_runtime.node_names import IP_NAMES
 from training_runtime.params import API_DRIVEN, COMPUTE, CONTROLLER, LIFECYCLE_DRIVEN, LOGIN
 from training_runtime.plan import StepError, apply_plan
 from training_runtime.render.slurm_conf import Partition, SlurmNode, SlurmSettings, render_slurm_conf
@@ -135,7 +136,7 @@ def layout():  # type: ignore[no-untyped-def]
 
 
 def test_the_emulated_controller_serves_its_configuration_and_its_include() -> None:
-    lines = emulated.slurm_conf(layout(), cpus=2).splitlines()
+    lines = emulated.slurm_conf(layout(), IP_NAMES, cpus=2).splitlines()
     assert "SlurmctldParameters=enable_configless" in lines
     # slurmctld sends configless nodes only includes named without a path, next to slurm.conf (slurm.conf(5)).
     assert [line for line in lines if line.lower().startswith("include")] == ["include accounting.conf"]

@@ -11,6 +11,7 @@ import pytest
 from hyperpod_local import agent, autoresume
 from hyperpod_local.agent import AgentRequestError, Request, decide, parse_request, replace_reasons
 from hyperpod_local.autoresume import MAX_ATTEMPTS, RETRYSTEP, UsageError, next_action, nodes_back, split_option
+from training_runtime.node_names import NAMING_MODES, slurm_name
 
 NODES = ("worker-group-1-1", "worker-group-1-2", "login-group-1")
 
@@ -107,15 +108,22 @@ class FakeNamespaces:
         return name not in self.dead
 
 
-SLURM_NAMES = {name: f"ip-10-238-0-{11 + i}" for i, name in enumerate(NODES)}
-"""The nodes' Slurm names on the emulated HyperPod platform, which jobs (and so the mailbox) use."""
+ADDRESSES = {name: f"10.238.0.{11 + i}" for i, name in enumerate(NODES)}
+
+
+@pytest.fixture(params=NAMING_MODES)
+def names(request: pytest.FixtureRequest) -> dict[str, str]:
+    """The nodes' Slurm names on the emulated HyperPod platform in each naming (``ip-a-b-c-d`` or the instance
+    names), which jobs (and so the mailbox) use."""
+    return {name: slurm_name(str(request.param), name, address) for name, address in ADDRESSES.items()}
 
 
 class FakeCluster:
     """What the agent's request handling reads of a cluster: work directory, nodes, names, liveness."""
 
-    def __init__(self, workdir: Path, dead: set[str]) -> None:
+    def __init__(self, workdir: Path, dead: set[str], names: dict[str, str]) -> None:
         self.workdir = workdir
+        self.names = names
         self.layout = SimpleNamespace(
             nodes=[SimpleNamespace(name=n) for n in NODES],
             workers=[SimpleNamespace(name=n) for n in NODES[:2]],
@@ -124,13 +132,14 @@ class FakeCluster:
         self.namespaces = FakeNamespaces(dead)
 
     def slurm_name(self, name: str) -> str:
-        return SLURM_NAMES[name]
+        return self.names[name]
 
 
 def test_the_agent_answers_each_request_once_replacing_what_is_dead(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, names: dict[str, str]
 ) -> None:
-    cluster = FakeCluster(tmp_path, dead=set())
+    names = names
+    cluster = FakeCluster(tmp_path, dead=set(), names=names)
     for sub in ("requests", "answers", "replaced"):
         (agent.mailbox_dir(cluster) / sub).mkdir(parents=True)  # type: ignore[arg-type]
     (tmp_path / agent.DIRECTORY).mkdir(parents=True)
@@ -147,13 +156,13 @@ def test_the_agent_answers_each_request_once_replacing_what_is_dead(
     requests = agent.mailbox_dir(cluster) / "requests"  # type: ignore[arg-type]
     answers = agent.mailbox_dir(cluster) / "answers"  # type: ignore[arg-type]
     # The job names its nodes by their Slurm names; the agent replaces instances and answers in Slurm names.
-    job_nodes = [SLURM_NAMES[n] for n in NODES[:2]]
+    job_nodes = [names[n] for n in NODES[:2]]
     (requests / "42-1-0.json").write_text(request(nodes=job_nodes))
     (requests / "bad.json").write_text(request(nodes=["nobody"]))
     (requests / ".43-1-0.json").write_text(request())  # still being written: not read
     worker.answer_requests()
     assert replaced == ["worker-group-1-2"]
-    expected = {"action": RETRYSTEP, "replaced": [SLURM_NAMES["worker-group-1-2"]]}
+    expected = {"action": RETRYSTEP, "replaced": [names["worker-group-1-2"]]}
     assert json.loads((answers / "42-1-0.json").read_text()) == expected
     bad = json.loads((answers / "bad.json").read_text())
     assert bad["action"] == "NONE" and "nobody not in this cluster" in bad["error"]
@@ -166,9 +175,10 @@ def test_the_agent_answers_each_request_once_replacing_what_is_dead(
 
 
 def test_a_slurm_replace_reason_replaces_the_instance_and_the_notice_has_the_slurm_name(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, names: dict[str, str]
 ) -> None:
-    cluster = FakeCluster(tmp_path, dead=set())
+    names = names
+    cluster = FakeCluster(tmp_path, dead=set(), names=names)
     for sub in ("requests", "answers", "replaced"):
         (agent.mailbox_dir(cluster) / sub).mkdir(parents=True)  # type: ignore[arg-type]
     (tmp_path / agent.DIRECTORY).mkdir(parents=True)
@@ -176,11 +186,11 @@ def test_a_slurm_replace_reason_replaces_the_instance_and_the_notice_has_the_slu
     booted: list[str] = []
     monkeypatch.setattr(cluster, "replace", lambda name: (booted.append(name), (0, "done"))[1], raising=False)
     asked: list[list[str]] = []
-    name = SLURM_NAMES["worker-group-1-1"]
+    name = names["worker-group-1-1"]
 
     def controller(argv: list[str]) -> str:
         asked.append(argv)
-        return f"{name}|Action:Replace\n{SLURM_NAMES['login-group-1']}|Action:Replace\n"
+        return f"{name}|Action:Replace\n{names['login-group-1']}|Action:Replace\n"
 
     monkeypatch.setattr(worker, "_controller_exec", controller)
     worker.poll()

@@ -1,9 +1,15 @@
 """Job scripts behave as on HyperPod (root only), on the generic platform and on the emulated HyperPod one: each
 node's address resolves once, the node list expands, users have their homes, and a HyperPod-style CPU DDP job
-script (examples/jobs/cpu_ddp.sbatch) runs unchanged (with ``--auto-resume=1`` where HyperPod's marker is)."""
+script (examples/jobs/cpu_ddp.sbatch) runs unchanged (with ``--auto-resume=1`` where HyperPod's marker is).
+
+The HyperPod cluster here names its nodes by instance name (``cluster_agent.json`` ``UseInstanceNames``; the other
+HyperPod-platform modules keep ``ip-a-b-c-d``) and gives its workers stale resource configs (a group at 0 on the
+controller still listed on workers): both variants of docs/local-cluster.md, "Node names and resource_config.json".
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -11,17 +17,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
-from hyperpod_local import LocalCluster, LocalClusterError
+from hyperpod_local import LocalCluster, LocalClusterError, agent
 from hyperpod_local.hyperpod_platform import node_rootfs
 from hyperpod_local.paths import JOBS_DIR  # packaged: the HyperPod platform's nodes see it, not the checkout
 from local_support import CPU_CLUSTER, requires_local_cluster
 from training_runtime.node import GENERIC, HYPERPOD
+from training_runtime.node_names import INSTANCE_NAMES
 
 pytestmark = requires_local_cluster
 
 LOGIN, WORKERS = "login-group-1", ("worker-group-1-1", "worker-group-1-2")
 PLATFORMS = {GENERIC: ("hpjb", "10.242.0.0/24"), HYPERPOD: ("hpjh", "10.244.0.0/24")}
+SPARE = {"name": "spare-group", "role": "compute", "instance_type": "ml.c5.4xlarge", "count": 0, "partition": "spare"}
+"""A group at 0 on the HyperPod cluster: its workers' stale copies still list an instance of it."""
 
 
 @pytest.fixture(scope="module", params=sorted(PLATFORMS))
@@ -34,9 +44,17 @@ def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
             pytest.skip(str(error))
     prefix, subnet = PLATFORMS[platform]
     workdir = tmp_path_factory.mktemp(f"jobs-{platform}") / "work"
+    variants: dict[str, object] = {}
+    config = CPU_CLUSTER
+    if platform == HYPERPOD:
+        config = workdir.parent / "with-spare.yaml"
+        data = yaml.safe_load(CPU_CLUSTER.read_text())
+        data["instance_groups"].append(SPARE)
+        config.write_text(yaml.safe_dump(data))
+        variants = {"node_names": INSTANCE_NAMES, "stale_worker_copies": True}
     cluster = LocalCluster.up(
-        CPU_CLUSTER, workdir, prefix=f"{prefix}{os.getpid() % 10000}", subnet=subnet, platform=platform
-    )
+        config, workdir, prefix=f"{prefix}{os.getpid() % 10000}", subnet=subnet, platform=platform, **variants
+    )  # type: ignore[arg-type]
     try:
         yield cluster
     finally:
@@ -102,3 +120,54 @@ def test_a_hyperpod_style_ddp_job_script_runs_unchanged_on_two_nodes(cluster: Lo
     on_hyperpod = cluster.state.platform == HYPERPOD
     assert f"auto-resume: {'--auto-resume=1' if on_hyperpod else 'off'}" in output
     assert "cpu-ddp: world_size=4 nodes=2 steps=3 weights_in_sync=True" in output
+
+
+def test_instance_names_and_stale_worker_copies_on_the_hyperpod_platform(cluster: LocalCluster) -> None:
+    """Instance-name mode: host names, slurm.conf and the runtime's recorded Slurm name are the instance names,
+    and only the controller has cluster_agent.json; workers' stale copies list the spare group and the runtime
+    on them still came up (it said it ignored nothing it needs and guessed the naming from the host name)."""
+    if cluster.state.platform != HYPERPOD:
+        pytest.skip("a HyperPod-platform variant")
+    controller = cluster.layout.controller.name
+    for node in cluster.nodes:
+        assert run(cluster, node.name, "hostname").strip() == node.name
+        facts = json.loads(run(cluster, node.name, "cat", "/etc/hyperpod-cdk/node.json"))
+        assert facts["slurm_name"] == node.name
+    assert sorted(run(cluster, controller, "sinfo", "-h", "-N", "-o", "%N").split()) == sorted(WORKERS)
+    agent = json.loads(run(cluster, controller, "cat", "/opt/ml/config/cluster_agent.json"))
+    assert agent["SlurmConfiguration"]["UseInstanceNames"] is True
+    assert cluster.exec(WORKERS[0], ["test", "-e", "/opt/ml/config/cluster_agent.json"]).returncode == 1
+
+    def spare(node: str) -> list[str]:
+        data = json.loads(run(cluster, node, "cat", "/opt/ml/config/resource_config.json"))
+        group = next(g for g in data["InstanceGroups"] if g["Name"] == SPARE["name"])
+        return [i["InstanceName"] for i in group["Instances"] or []]
+
+    assert spare(controller) == [] and spare(WORKERS[0]) == spare(LOGIN) == ["spare-group-1"]
+    worker_log = (cluster.workdir / "logs" / f"{WORKERS[0]}-bootstrap.log").read_text()
+    assert "Slurm node names taken to be instance names" in worker_log
+    assert "Slurm node names taken" not in (cluster.workdir / "logs" / f"{controller}-bootstrap.log").read_text()
+
+
+def test_a_replaced_worker_keeps_its_name_and_runs_a_two_node_job(cluster: LocalCluster) -> None:
+    """HyperPod's replacement, asked the way AWS documents (``scontrol update node=<name> state=fail
+    reason="Action:Replace"``), keeps the Slurm node name (AWS's field notes): in instance-name mode the agent
+    finds the instance by that name, a new instance (empty disk) comes back under it and runs a two-node job."""
+    if cluster.state.platform != HYPERPOD:
+        pytest.skip("a HyperPod-platform variant")
+    target, controller = WORKERS[1], cluster.layout.controller.name
+    run(cluster, target, "touch", "/var/tmp/old-instance")
+    started = time.time()
+    reason = "reason=Action:Replace"
+    run(cluster, controller, "scontrol", "update", f"nodename={cluster.slurm_name(target)}", "state=fail", reason)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        done = [e for e in agent.events(cluster) if e["node"] == target and e["time"] >= started]
+        if any(e["event"] in ("replaced", "replacement-failed") for e in done):
+            break
+        time.sleep(2)
+    assert [e["event"] for e in done][-1:] == ["replaced"], done
+    assert cluster.exec(target, ["test", "-e", "/var/tmp/old-instance"]).returncode == 1, "a new instance"
+    assert run(cluster, target, "hostname").strip() == target
+    cluster.wait_idle()
+    assert sorted(run(cluster, LOGIN, "srun", "-N2", "hostname").split()) == sorted(WORKERS)

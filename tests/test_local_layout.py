@@ -14,6 +14,7 @@ from hyperpod_cdk.config import ClusterConfig, load_config, parse_config
 from hyperpod_local.layout import (
     LayoutError,
     LocalLayout,
+    LocalNode,
     cluster_arn,
     hosts_file,
     plan_layout,
@@ -28,6 +29,7 @@ from hyperpod_local.overlay import (
 )
 from support import build_example, fast_app, uploaded_files
 from training_runtime.emulation import Emulation
+from training_runtime.node_names import INSTANCE_NAMES, IP_NAMES
 from training_runtime.options import parse_options
 from training_runtime.params import ProvisioningParameters
 from training_runtime.resources import ResourceConfig
@@ -125,6 +127,8 @@ def test_resource_config_has_hyperpods_shape_and_keeps_empty_and_capped_groups()
     data = resource_config(layout)
     assert data["ClusterConfig"] == {"ClusterArn": cluster_arn("lab"), "ClusterName": "lab"}
     assert data["ClusterConfig"]["ClusterArn"].startswith("arn:aws:sagemaker:local:000000000000:cluster/")
+    assert data["ClusterType"] == "Slurm"
+    assert data["SlurmConfig"] == {"PrimaryControllerIp": layout.controller.ip, "SecondaryControllerIps": []}
     groups = {g["Name"]: g for g in data["InstanceGroups"]}
     assert list(groups) == ["controller", "gpu", "spare"]
     assert groups["gpu"]["InstanceType"] == "ml.p5.48xlarge"
@@ -132,12 +136,14 @@ def test_resource_config_has_hyperpods_shape_and_keeps_empty_and_capped_groups()
     assert instance["InstanceName"] == "gpu-1"
     assert instance["CustomerIpAddress"] == instance["AgentIpAddress"] == "10.250.0.11"
     assert instance["InstanceId"].startswith("i-") and len(instance["InstanceId"]) == 19
+    assert instance["InstanceLabel"] is None
     assert groups["spare"]["Instances"] == []
     # The runtime reads it as it reads HyperPod's file.
     parsed = ResourceConfig.from_json(data)
     assert parsed.cluster_name == "lab"
     assert [i.name for i in parsed.all_instances()] == ["controller-1", "gpu-1"]
     assert parsed.find(["10.250.0.11"]) is not None
+    assert (parsed.cluster_arn, parsed.primary_controller_ip) == (cluster_arn("lab"), layout.controller.ip)
 
 
 def _without_nulls(data: Any) -> Any:
@@ -318,13 +324,22 @@ def test_emulated_gpus_are_not_declared_to_slurm(tmp_path: Path) -> None:
 
 
 def test_the_hyperpod_host_name_has_one_rule_and_its_inverse_matches_it() -> None:
-    from hyperpod_cdk.ops.lookup import HOSTNAME
-    from training_runtime.resources import hyperpod_hostname
+    from hyperpod_cdk.ops import lookup
+    from hyperpod_local.hyperpod_platform import node_hostname
+    from training_runtime.node_names import address_of, ip_name, slurm_name
 
-    name = hyperpod_hostname("10.250.0.12")
-    assert name == "ip-10-250-0-12"
-    match = HOSTNAME.match(name)
-    assert match is not None and ".".join(match.groups()) == "10.250.0.12"
+    assert ip_name("10.250.0.12") == "ip-10-250-0-12" == slurm_name(IP_NAMES, "cpu-1", "10.250.0.12")
+    assert address_of("ip-10-250-0-12") == "10.250.0.12"
+    assert address_of("ip-10-250-0-12.us-west-2.compute.internal") == "10.250.0.12"
+    assert address_of("ip-10-250-0-300") is None and address_of("cpu-1") is None
+    assert slurm_name(INSTANCE_NAMES, "cpu-1", "10.250.0.12") == "cpu-1"
+    node = plan_layout(config(compute("cpu", 1))).workers[0]
+    assert node_hostname(IP_NAMES, node) == ip_name(node.ip) and node_hostname(INSTANCE_NAMES, node) == "cpu-1"
+    # The operator CLI resolves an address through the same inverse.
+    found = lookup.resolve_nodes(
+        [lookup.Node("i-1", "cpu", "ml.c5.large", "Running", "", "ip-10-1-0-4", None)], ["10.1.0.4"], "c"
+    )
+    assert [n.instance_id for n in found] == ["i-1"]
 
 
 def test_the_work_directory_is_hyperpod_locals_and_the_old_names_still_work(
@@ -345,28 +360,34 @@ def test_the_work_directory_is_hyperpod_locals_and_the_old_names_still_work(
     assert state.default_workdir() == tmp_path / "env"
 
 
-def test_the_emulated_hyperpod_slurm_conf_is_the_runtimes_rendering_with_hyperpods_settings() -> None:
+@pytest.mark.parametrize("naming", [IP_NAMES, INSTANCE_NAMES])
+def test_the_emulated_hyperpod_slurm_conf_is_the_runtimes_rendering_with_hyperpods_settings(naming: str) -> None:
     """One slurm.conf writer: the HyperPod platform's file is training_runtime's rendering, with HyperPod's
-    ip-a-b-c-d names, its accounting include, the login node listed and the emulation's fast timings."""
+    node names (ip-a-b-c-d, or the instance names), its accounting include, the login node listed and the
+    emulation's fast timings."""
     from hyperpod_local.hyperpod_platform import HYPERPOD_SETTINGS, slurm_conf
     from training_runtime.render.hostlist import expand
     from training_runtime.render.slurm_conf import slurm_conf_problems
 
     layout = plan_layout(load_config(ROOT / "examples" / "cpu-cluster.yaml"))
-    text = slurm_conf(layout, cpus=2)
+    text = slurm_conf(layout, naming, cpus=2)
     lines = text.splitlines()
+
+    def name(node: LocalNode) -> str:
+        return f"ip-{node.ip.replace('.', '-')}" if naming == IP_NAMES else node.name
+
     assert lines[0].startswith("# Written by the hyperpod-local emulator in HyperPod's place")
     controller = layout.controller
-    assert f"SlurmctldHost=ip-{controller.ip.replace('.', '-')}({controller.ip})" in lines
+    assert f"SlurmctldHost={name(controller)}({controller.ip})" in lines
     assert f"include {HYPERPOD_SETTINGS.accounting_include}" in lines
     for key, value in EMULATION_SLURM_OPTIONS.items():
         found = {"cred_expire": f"AuthInfo=cred_expire={value}", "sched_interval": f"sched_interval={value}"}
         wanted = found.get(key, f"{''.join(p.title() for p in key.split('_'))}={value}")
         assert any(wanted in line for line in lines), wanted
     named = {line.split()[0].removeprefix("NodeName=") for line in lines if line.startswith("NodeName=")}
-    assert named == {f"ip-{n.ip.replace('.', '-')}" for n in layout.nodes if n.role != "controller"}
+    assert named == {name(n) for n in layout.nodes if n.role != "controller"}
     (partition,) = [line for line in lines if line.startswith("PartitionName=")]
     members = next(p for p in partition.split() if p.startswith("Nodes=")).removeprefix("Nodes=")
-    assert expand(members) == [f"ip-{n.ip.replace('.', '-')}" for n in layout.workers]
+    assert expand(members) == [name(n) for n in layout.workers]
     assert "ReturnToService=2" in lines and "TaskPlugin=task/none" in lines
     assert [p for p in slurm_conf_problems(HYPERPOD_SETTINGS, [], []) if not p.startswith("partitions:")] == []

@@ -78,7 +78,9 @@ def test_facts_file_is_world_readable_json_without_secrets(tmp_path: Path) -> No
         "neuron_cores",
         "efa_interfaces",
         "emulated_hardware",
+        "slurm_name",
     }
+    assert json.loads(path.read_text())["slurm_name"] == node.instance.name  # the generic platform's names
     assert json.loads(path.read_text())["emulated_hardware"] is False, "a deployed node checks its devices"
     emulated = fake_node(tmp_path / "local", emulation=Emulation(hardware=True))
     InstalledRuntime().apply(emulated)

@@ -21,10 +21,11 @@ from typing import Any, Callable, Dict, List, Optional
 
 from training_runtime.errors import InputError, StepFailed
 from training_runtime.files import HolderLock
+from training_runtime.groups import CONTROLLER
 from training_runtime.health import main as health_main
 from training_runtime.launch import main as launch_main
 from training_runtime.log import FAILURE_MARKER, log
-from training_runtime.node import Node
+from training_runtime.node import HYPERPOD, Host, Node, platform_at
 from training_runtime.params import (
     API_DRIVEN,
     LIFECYCLE_DRIVEN,
@@ -73,29 +74,52 @@ def own_ips() -> List[str]:
         return []
 
 
-def load_node(args: argparse.Namespace) -> Node:
-    """Read and check every input; raises :class:`InputError` naming all problems."""
+STALE_COPY = (
+    "a worker's copy can be stale: AWS's field notes (hyperpod-mental-model.md) say \"workers may show instance "
+    "groups that have since been scaled to 0. The controller's view is the most current.\""
+)
+
+
+def load_node(args: argparse.Namespace, host: Optional[Host] = None) -> Node:
+    """Read and check every input; raises :class:`InputError` naming all problems.
+
+    The node finds itself in the resource config by address, else by host name. Groups the parameters file
+    does not have are an error on a controller (its copy is current: the files disagree) and on the generic
+    platform, and are ignored, with a warning, on HyperPod's other nodes: a worker's copy can be stale
+    (docs/node-runtime.md, "Stale copies on workers")."""
+    host = host or Host()
     params = ProvisioningParameters.loads(find_parameters(args.assets_dir).read_text())
     resources = ResourceConfig.load(args.resource_config)
     missing = [g for g in resources.groups if params.group(g) is None]
-    if missing:
-        raise ResourceConfigError(
-            [
-                "InstanceGroups: {} not in the parameters file (groups there: {}). Fix: deploy the lifecycle "
-                "prefix and the cluster from the same config".format(missing, [g.name for g in params.groups])
-            ]
-        )
-    ips = args.ip or own_ips()
-    instance = resources.find(ips)
-    if instance is None:
-        raise ResourceConfigError(
-            ["no instance in the resource config has one of this node's addresses {}".format(ips)]
-        )
+    unknown_groups = (
+        "InstanceGroups: {} not in the parameters file (groups there: {}). Fix: deploy the lifecycle prefix and the "
+        "cluster from the same config".format(missing, [g.name for g in params.groups])
+    )
+    try:
+        instance = resources.find_self(args.ip or own_ips(), host.hostname())
+    except ResourceConfigError as error:
+        raise ResourceConfigError(([unknown_groups] if missing else []) + error.problems) from None
     group = params.group(instance.group)
+    warnings = []
+    # Only HyperPod's workers have stale copies; on the generic platform every node renders slurm.conf from its own.
+    if missing and group is not None and group.role != CONTROLLER and platform_at(args.root) == HYPERPOD:
+        warnings.append(
+            "resource config: ignored groups {} that the parameters file does not have ({})".format(missing, STALE_COPY)
+        )
+        resources = resources.without(missing)
+    elif missing:
+        raise ResourceConfigError([unknown_groups])
     assert group is not None
     load_users(args.assets_dir)
     return Node(
-        params=params, resources=resources, group=group, instance=instance, assets_dir=args.assets_dir, root=args.root
+        params=params,
+        resources=resources,
+        group=group,
+        instance=instance,
+        assets_dir=args.assets_dir,
+        root=args.root,
+        host=host,
+        warnings=tuple(warnings),
     )
 
 
@@ -127,12 +151,20 @@ def main(argv: Optional[List[str]] = None) -> int:
         instance=node.instance.name,
         platform=node.platform,
         mode=node.params.mode,
+        slurm_name=node.slurm_name,
+        naming=node.naming.mode,
+        naming_source=node.naming.source,
     )
+    for note in node.notes:
+        log("warning", message=note)
     if args.command == "validate":
         return 0
     try:
         steps = steps_for(node)
         if args.command == "plan":
+            if not args.json:
+                for note in node.notes:
+                    print("warning: " + note)
             show(describe_plan(node, steps), args.json)
             return 0
         if args.command == "status":

@@ -43,6 +43,9 @@ class NodeFacts:
     emulated_hardware: bool = False
     """The accelerator and EFA counts above are declared, not present (the local cluster's
     ``hyperpod_cdk.emulation.hardware``): checks skip them and the launcher runs CPU processes."""
+    slurm_name: str = ""
+    """The node's Slurm node name as bootstrap decided it (:attr:`training_runtime.node.Node.slurm_name`); empty in
+    facts written before it was recorded."""
 
     def dumps(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
@@ -77,6 +80,7 @@ def facts_from(
     platform: str,
     shared_mount: Optional[str],
     emulated_hardware: bool = False,
+    slurm_name: str = "",
 ) -> NodeFacts:
     """A node's facts: who it is, and what its hardware has (the one place the figures are copied over)."""
     return NodeFacts(
@@ -93,4 +97,5 @@ def facts_from(
         neuron_cores=hardware.neuron_cores,
         efa_interfaces=hardware.efa_interfaces,
         emulated_hardware=emulated_hardware,
+        slurm_name=slurm_name,
     )

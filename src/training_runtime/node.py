@@ -13,12 +13,13 @@ import socket
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Optional, Sequence, Tuple
+from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 from training_runtime.groups import COMPUTE, CONTROLLER, LOGIN, GroupSpec
+from training_runtime.node_names import INSTANCE_NAMES, Naming, decide_naming, slurm_name
 from training_runtime.options import RuntimeOptions, parse_options
 from training_runtime.params import ProvisioningParameters
-from training_runtime.paths import RUNTIME_DIR_ON_SHARED
+from training_runtime.paths import CLUSTER_AGENT_CONFIG_PATH, RUNTIME_DIR_ON_SHARED
 from training_runtime.resources import (
     Instance,
     ResourceConfig,
@@ -130,8 +131,11 @@ class Node:
     runner: Runner = field(default_factory=Runner)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     host: Host = field(default_factory=Host)
+    warnings: Tuple[str, ...] = ()
+    """What reading the inputs had to ignore or guess (``__main__.load_node``); :attr:`notes` adds the naming's."""
     options: RuntimeOptions = field(init=False)
     _own_type: Optional[str] = field(default=None, init=False, repr=False)
+    _naming: Optional[Naming] = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         # Every step sees each group's instance type, also one the parameters file leaves to the resource config.
@@ -184,15 +188,48 @@ class Node:
         return self.role == COMPUTE
 
     @property
+    def naming(self) -> Naming:
+        """How Slurm names nodes in this cluster: instance names on the generic platform (the runtime renders
+        slurm.conf); on HyperPod ``cluster_agent.json`` where the node has it, else a guess that says so
+        (:func:`training_runtime.node_names.decide_naming`)."""
+        if self._naming is None:
+            if self.platform == GENERIC:
+                self._naming = Naming(INSTANCE_NAMES, "the generic platform (the runtime writes slurm.conf)")
+            else:
+                agent_config = self.path(CLUSTER_AGENT_CONFIG_PATH)
+                self._naming = decide_naming(agent_config, self.hostname, self.instance.name, self.instance.address)
+        return self._naming
+
+    def slurm_name_of(self, instance: Instance) -> str:
+        """``instance``'s Slurm node name in this cluster (:attr:`naming`)."""
+        return slurm_name(self.naming.mode, instance.name, instance.address)
+
+    @property
+    def slurm_name(self) -> str:
+        """This node's Slurm node name."""
+        return self.slurm_name_of(self.instance)
+
+    @property
+    def notes(self) -> Tuple[str, ...]:
+        """Every warning about this node's inputs, for the log and the plan."""
+        return self.warnings + ((self.naming.warning,) if self.naming.warning else ())
+
+    @property
     def controllers(self) -> Tuple[Instance, ...]:
-        """Every instance of the controller group, in the resource config's order: the first is the primary
-        slurmctld, the others are its backups in takeover order (HyperPod's multi-head controllers)."""
+        """Every instance of the controller group: the first is the primary slurmctld, the others are its backups
+        in takeover order (HyperPod's multi-head controllers). The order is the resource config's, except that
+        the addresses its ``SlurmConfig`` names (``PrimaryControllerIp``, then ``SecondaryControllerIps``) come
+        first: HyperPod's own word on which controller is the primary."""
         instances = tuple(self.resources.instances(self.params.controller_group))
         if not instances:
             raise RuntimeError(
                 "resource config lists no instance in the controller group {!r}".format(self.params.controller_group)
             )
-        return instances
+        rank: Dict[str, int] = {}
+        for address in (self.resources.primary_controller_ip, *self.resources.secondary_controller_ips):
+            if address:
+                rank.setdefault(address, len(rank))
+        return tuple(sorted(instances, key=lambda i: rank.get(i.address, len(rank))))
 
     @property
     def controller(self) -> Instance:

@@ -26,6 +26,9 @@ FACTS_PATH = "/etc/hyperpod-cdk/node.json"
 
 RESOURCE_CONFIG_PATH = "/opt/ml/config/resource_config.json"
 """Where HyperPod writes the cluster's resource config; ``SAGEMAKER_RESOURCE_CONFIG_PATH`` overrides it."""
+CLUSTER_AGENT_CONFIG_PATH = "/opt/ml/config/cluster_agent.json"
+"""HyperPod's cluster agent settings, on the controller only: ``SlurmConfiguration.UseInstanceNames`` says how Slurm
+nodes are named (:mod:`training_runtime.node_names`)."""
 
 SLURM_LOG_DIR = "/var/log/slurm"
 """slurmctld's, slurmd's and slurmdbd's log files (``SlurmctldLogFile``, ``SlurmdLogFile``, ``LogFile``)."""

@@ -1,29 +1,30 @@
 """HyperPod's ``/opt/ml/config/resource_config.json``: the cluster's instance groups and their instances.
 
-Parsed defensively: a group may have no instances (``Instances`` missing or null), unknown keys are
-ignored, and every problem is reported at once.
+The shape, pieced together from AWS's own code and notes (tests/fixtures/resource_config/README.md cites each):
+``ClusterConfig{ClusterArn, ClusterName}``, ``ClusterType`` ("Slurm"), ``SlurmConfig{PrimaryControllerIp,
+SecondaryControllerIps}`` (its nesting is inferred), and ``InstanceGroups[]`` with ``Name``, ``InstanceType`` and
+``Instances`` (missing or null for an empty group), each instance with ``InstanceName`` (``<group>-<n>``),
+``InstanceId``, ``AgentIpAddress``, ``CustomerIpAddress`` and ``InstanceLabel`` (topology labels, or null).
+
+Parsed defensively: only ``Name``, ``InstanceName`` and ``CustomerIpAddress`` are required, unknown keys are
+ignored, and every problem is reported at once. A worker's copy can be stale (groups since scaled to 0 still
+listed): :meth:`ResourceConfig.find_self` and ``__main__.load_node`` are written for that
+(docs/node-runtime.md, "Stale copies on workers").
 """
 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from training_runtime.errors import InputError
 from training_runtime.groups import GroupSpec
+from training_runtime.node_names import ip_name
 from training_runtime.params import ProvisioningParameters
 
-HYPERPOD_HOSTNAME = re.compile(r"^ip-(\d{1,3})-(\d{1,3})-(\d{1,3})-(\d{1,3})$")
-"""An instance's host name and Slurm node name on HyperPod: the EC2 private DNS name's first label."""
-
-
-def hyperpod_hostname(address: str) -> str:
-    """The host name (and Slurm node name) HyperPod gives the instance at ``address``: ``10.1.2.3`` ->
-    ``ip-10-1-2-3``, the first label of its EC2 private DNS name (:data:`HYPERPOD_HOSTNAME` is the inverse)."""
-    return "ip-" + address.replace(".", "-")
+SLURM_CLUSTER_TYPE = "Slurm"
 
 
 class ResourceConfigError(InputError):
@@ -40,6 +41,13 @@ class Instance:
     instance_type: Optional[str] = None
     """``Instances[].InstanceType`` where the file gives one: the instance's own type, which in a flexible group
     (several types at once) may differ from its neighbours'. The local cluster always writes it."""
+    instance_id: Optional[str] = None
+    """``InstanceId`` (``i-...``)."""
+    agent_address: Optional[str] = None
+    """``AgentIpAddress``: the address on HyperPod's agent network (not the cluster's VPC)."""
+    labels: Tuple[Tuple[str, str], ...] = ()
+    """``InstanceLabel``'s (label, value) pairs (``network-node-layer-{1,2,3}`` on accelerator instances), sorted;
+    empty when null or absent."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,10 @@ class ResourceConfig:
     """Instances per group name, in the file's order (possibly empty)."""
     instance_types: Dict[str, str] = field(default_factory=dict)
     """``InstanceGroups[].InstanceType`` per group name, where the file gives one (a non-empty string)."""
+    cluster_arn: Optional[str] = None
+    primary_controller_ip: Optional[str] = None
+    """``SlurmConfig.PrimaryControllerIp``: HyperPod's own word on which controller is the primary."""
+    secondary_controller_ips: Tuple[str, ...] = ()
 
     def instances(self, group: str) -> Tuple[Instance, ...]:
         return self.groups.get(group, ())
@@ -56,22 +68,70 @@ class ResourceConfig:
     def all_instances(self) -> List[Instance]:
         return [i for instances in self.groups.values() for i in instances]
 
-    def find(self, addresses: List[str]) -> Optional[Instance]:
+    def find(self, addresses: Sequence[str]) -> Optional[Instance]:
         """The instance whose address is one of ``addresses`` (this node's own)."""
         return next((i for i in self.all_instances() if i.address in addresses), None)
+
+    def find_self(self, addresses: Sequence[str], hostname: str) -> Instance:
+        """This node's entry: by address (``CustomerIpAddress``, as every AWS script looks it up), else by host
+        name (its ``InstanceName`` or its ``ip-a-b-c-d`` name). Raises when neither finds it, or when the two
+        find different instances (the file contradicts itself about this node)."""
+        by_address = self.find(addresses)
+        by_name = next((i for i in self.all_instances() if hostname and hostname in (i.name, ip_name(i.address))), None)
+        if by_address is not None and by_name is not None and by_address != by_name:
+            raise ResourceConfigError(
+                [
+                    "this node's address is {!r}'s ({}) but its host name {!r} is {!r}'s; the file disagrees with "
+                    "the machine. Fix: check that {} is this cluster's resource config".format(
+                        by_address.name, by_address.address, hostname, by_name.name, "the file"
+                    )
+                ]
+            )
+        found = by_address or by_name
+        if found is None:
+            raise ResourceConfigError(
+                [
+                    "no instance has one of this node's addresses {} or its host name {!r} (as InstanceName or "
+                    "ip-a-b-c-d). Fix: run on a node of this cluster, or pass --ip".format(list(addresses), hostname)
+                ]
+            )
+        return found
+
+    def without(self, groups: Sequence[str]) -> "ResourceConfig":
+        """This config less ``groups`` (those a stale copy lists that the parameters file no longer has)."""
+        return replace(
+            self,
+            groups={g: i for g, i in self.groups.items() if g not in groups},
+            instance_types={g: t for g, t in self.instance_types.items() if g not in groups},
+        )
 
     @classmethod
     def from_json(cls, data: Any) -> "ResourceConfig":
         if not isinstance(data, Mapping):
             raise ResourceConfigError(["top level: expected a JSON object, got {}".format(type(data).__name__)])
         problems: List[str] = []
-        cluster = data.get("ClusterConfig")
-        cluster_name = cluster.get("ClusterName") if isinstance(cluster, Mapping) else None
+        cluster = _object(data, "ClusterConfig", "ClusterConfig", problems)
+        cluster_name = _text(cluster, "ClusterName", "ClusterConfig.ClusterName", problems)
+        cluster_arn = _text(cluster, "ClusterArn", "ClusterConfig.ClusterArn", problems)
+        cluster_type = data.get("ClusterType")
+        if cluster_type is not None and cluster_type != SLURM_CLUSTER_TYPE:
+            problems.append(
+                "ClusterType: got {!r}; this runtime configures Slurm-orchestrated clusters ({!r})".format(
+                    cluster_type, SLURM_CLUSTER_TYPE
+                )
+            )
+        slurm = _object(data, "SlurmConfig", "SlurmConfig", problems)
+        primary = _text(slurm, "PrimaryControllerIp", "SlurmConfig.PrimaryControllerIp", problems)
+        secondaries = slurm.get("SecondaryControllerIps") or []
+        if not isinstance(secondaries, list) or not all(isinstance(a, str) and a for a in secondaries):
+            problems.append(
+                "SlurmConfig.SecondaryControllerIps: got {!r}; expected a list of addresses or null".format(secondaries)
+            )
+            secondaries = []
         raw_groups = data.get("InstanceGroups")
         if not isinstance(raw_groups, list) or not raw_groups:
-            raise ResourceConfigError(
-                ["InstanceGroups: got {!r}; expected a non-empty list of instance groups".format(raw_groups)]
-            )
+            problems.append("InstanceGroups: got {!r}; expected a non-empty list of instance groups".format(raw_groups))
+            raise ResourceConfigError(problems)
         groups: Dict[str, Tuple[Instance, ...]] = {}
         types: Dict[str, str] = {}
         names: Dict[str, str] = {}
@@ -112,7 +172,12 @@ class ResourceConfig:
         if problems:
             raise ResourceConfigError(problems)
         return cls(
-            cluster_name=cluster_name if isinstance(cluster_name, str) else None, groups=groups, instance_types=types
+            cluster_name=cluster_name,
+            groups=groups,
+            instance_types=types,
+            cluster_arn=cluster_arn,
+            primary_controller_ip=primary,
+            secondary_controller_ips=tuple(secondaries),
         )
 
     @classmethod
@@ -133,6 +198,28 @@ class ResourceConfig:
         return cls.from_json(data)
 
 
+def _object(data: Mapping[str, Any], key: str, at: str, problems: List[str]) -> Mapping[str, Any]:
+    """``data[key]`` when an object; {} when absent or null (a problem when something else)."""
+    value = data.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        problems.append("{}: got {!r}; expected an object or null".format(at, value))
+        return {}
+    return value
+
+
+def _text(data: Mapping[str, Any], key: str, at: str, problems: List[str]) -> Optional[str]:
+    """``data[key]`` when a non-empty string; None when absent or null (a problem when something else)."""
+    value = data.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        problems.append("{}: got {!r}; expected a non-empty string or absent".format(at, value))
+        return None
+    return value
+
+
 def _instance(raw: Any, at: str, group: str, problems: List[str]) -> Optional[Instance]:
     if not isinstance(raw, Mapping):
         problems.append("{}: got {!r}; expected an object".format(at, raw))
@@ -144,14 +231,24 @@ def _instance(raw: Any, at: str, group: str, problems: List[str]) -> Optional[In
             problems.append("{}.{}: got {!r}; expected a non-empty string".format(at, key, value))
         else:
             fields[key] = value
-    if len(fields) < 2:
-        return None
-    own_type = raw.get("InstanceType")
-    if own_type is not None and (not isinstance(own_type, str) or not own_type):
-        problems.append("{}.InstanceType: got {!r}; expected an instance type or absent".format(at, own_type))
+    before = len(problems)
+    own_type = _text(raw, "InstanceType", at + ".InstanceType", problems)
+    instance_id = _text(raw, "InstanceId", at + ".InstanceId", problems)
+    agent_address = _text(raw, "AgentIpAddress", at + ".AgentIpAddress", problems)
+    labels = _object(raw, "InstanceLabel", at + ".InstanceLabel", problems)
+    bad_labels = sorted(str(k) for k, v in labels.items() if not isinstance(v, str))
+    if bad_labels:
+        problems.append("{}.InstanceLabel: {} not strings; expected label -> value".format(at, bad_labels))
+    if len(fields) < 2 or len(problems) > before:
         return None
     return Instance(
-        name=fields["InstanceName"], address=fields["CustomerIpAddress"], group=group, instance_type=own_type
+        name=fields["InstanceName"],
+        address=fields["CustomerIpAddress"],
+        group=group,
+        instance_type=own_type,
+        instance_id=instance_id,
+        agent_address=agent_address,
+        labels=tuple(sorted((str(k), str(v)) for k, v in labels.items())),
     )
 
 

@@ -15,8 +15,9 @@ Replacing (:meth:`LocalCluster.replace`) is what HyperPod does: the instance is 
 with the same name, address and role boots with an empty disk, gets the lifecycle prefix and runs the
 entry script, and returns to Slurm. The mailbox is a directory on the shared file system
 (:data:`MAILBOX`): the wrapper writes ``requests/<name>.json``, the agent writes ``answers/<name>.json`` and
-``replaced/<node>.json``. The mailbox speaks the nodes' Slurm names (``ip-a-b-c-d``), as the job sees them;
-the agent works on instances (:attr:`LocalNode.name`) and translates at that boundary.
+``replaced/<node>.json``. The mailbox speaks the nodes' Slurm names (``ip-a-b-c-d``, or the instance names in
+the ``instance`` naming), as the job sees them; the agent works on instances (:attr:`LocalNode.name`) and
+translates at that boundary (:meth:`ClusterHandle.slurm_name`).
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from hyperpod_local.cluster import DEFAULT_IDLE_TIMEOUT_S
 from hyperpod_local.hyperpod_platform import COMMAND_LINE_PLATFORM, PLATFORMS
 from hyperpod_local.layout import DEFAULT_MAX_PER_GROUP, DEFAULT_MAX_WORKERS, DEFAULT_SUBNET
 from hyperpod_local.namespaces import DEFAULT_PREFIX
+from training_runtime.node_names import NAMING_MODES
 
 
 def main(argv: list[str] | None = None, prog: str = "hyperpod-local") -> int:
@@ -77,6 +78,18 @@ def add_commands(local: argparse.ArgumentParser) -> None:
         "system `make setup` builds, HyperPod's slurm.conf and node names, srun --auto-resume and node replacement; "
         "generic: the host's Slurm, the runtime configures everything",
     )
+    up.add_argument(
+        "--node-names",
+        choices=NAMING_MODES,
+        help="Slurm node and host names: ip (ip-a-b-c-d; the hyperpod platform's default) or instance (the "
+        "InstanceName, as cluster_agent.json's UseInstanceNames makes them; the generic platform's only naming)",
+    )
+    up.add_argument(
+        "--stale-worker-copies",
+        action="store_true",
+        help="hyperpod platform: non-controller nodes get a stale resource_config.json still listing a group the "
+        "controller's copy shows empty (a group with count 0 is needed)",
+    )
     run = with_workdir(sub.add_parser("exec", help="run a command on a node: local exec NODE -- CMD..."))
     run.add_argument("--cwd", help="working directory on the node (default: this one if the node has it, else /)")
     run.add_argument("node")
@@ -121,6 +134,8 @@ def run(args: argparse.Namespace) -> int:
                 bootstrap=not args.no_bootstrap,
                 idle_timeout=args.timeout,
                 platform=args.platform,
+                node_names=args.node_names,
+                stale_worker_copies=args.stale_worker_copies,
                 progress=say,
             )
             _print_status(cluster.status())

@@ -37,6 +37,7 @@ from hyperpod_local.layout import (
     LocalLayout,
     LocalNode,
     plan_nodes,
+    stale_instances,
 )
 from hyperpod_local.namespaces import (
     DEFAULT_EXEC_TIMEOUT_S,
@@ -113,6 +114,8 @@ class LocalCluster:
         subnet: str = DEFAULT_SUBNET,
         prefix: str = DEFAULT_PREFIX,
         platform: str = hyperpod_platform.API_PLATFORM,
+        node_names: str | None = None,
+        stale_worker_copies: bool = False,
         bootstrap: bool = True,
         bootstrap_timeout: float = DEFAULT_BOOTSTRAP_TIMEOUT_S,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S,
@@ -129,6 +132,10 @@ class LocalCluster:
         ``platform``: ``hyperpod`` emulates HyperPod's part (Slurm 24.11 under /opt/slurm on a trixie root,
         :mod:`hyperpod_local.hyperpod_platform`; the emulated HyperPod agent and ``srun --auto-resume``,
         :mod:`hyperpod_local.agent`); ``generic`` runs the host's Slurm and the runtime's generic path.
+        ``node_names``: ``ip`` (the HyperPod platform's default) or ``instance`` (``UseInstanceNames``; the generic
+        platform's only naming): the nodes' host and Slurm names (:func:`hyperpod_platform.check_naming`).
+        ``stale_worker_copies``: non-controller nodes get a stale resource_config.json that still lists a group
+        the controller's copy shows empty (HyperPod platform only; :func:`hyperpod_local.layout.stale_instances`).
         A bootstrap failure leaves the nodes running for inspection and raises :class:`LocalClusterError`
         naming each failed node and the last line of its output.
         """
@@ -142,6 +149,12 @@ class LocalCluster:
         check_workdir(directory)
         check_prefix(prefix)
         rootfs = hyperpod_platform.node_rootfs() if hyperpod_platform.check_platform(platform) == HYPERPOD else None
+        naming = hyperpod_platform.check_naming(platform, node_names)
+        if stale_worker_copies and platform != HYPERPOD:
+            raise LocalClusterError(
+                "stale worker copies need the HyperPod platform: on the generic platform every node renders "
+                "slurm.conf from its own copy"
+            )
         if assembly is not None and config_path is not None:
             raise LocalClusterError("give a config file or a cloud assembly (--from), not both")
         inputs = from_assembly(assembly, stack) if assembly is not None else from_config(config_path)
@@ -153,6 +166,8 @@ class LocalCluster:
             max_workers=max_workers,
             subnet=subnet,
         )
+        if stale_worker_copies:
+            stale_instances(layout)  # raises when no group can have been scaled to 0
         files = inputs.staged_files(imds_url=imds_url(layout.subnet))
         if f"{prefix}-sw" in list_netns() and not runs_here(directory, prefix, LocalCluster.open):
             raise LocalClusterError(
@@ -168,6 +183,8 @@ class LocalCluster:
             prefix=prefix,
             platform=platform,
             rootfs=rootfs,
+            naming=naming,
+            stale_worker_copies=stale_worker_copies,
             bootstrap=bootstrap,
             say=say,
         )
@@ -187,6 +204,8 @@ class LocalCluster:
         prefix: str,
         platform: str,
         rootfs: Path | None,
+        naming: str,
+        stale_worker_copies: bool,
         bootstrap: bool,
         say: Callable[[str], None],
     ) -> LocalCluster:
@@ -206,8 +225,11 @@ class LocalCluster:
                 host_had_run_mount=Path("/run/mount").exists(),
                 platform=platform,
                 rootfs=str(rootfs) if rootfs else None,
+                naming=naming,
+                stale_worker_copies=stale_worker_copies,
             )
-            stage(directory, layout, files)
+            agent_naming = naming if platform == HYPERPOD else None
+            stage(directory, layout, files, naming=agent_naming, stale_worker_copies=stale_worker_copies)
             (directory / "state.json").write_text(json.dumps(state.to_json(), indent=2) + "\n")
             cluster = cls(directory, state)
             for name, (want, got) in layout.capped().items():
@@ -420,8 +442,8 @@ class LocalCluster:
         restore_host(self.state.host_had_run_netns, self.state.host_had_run_mount)
 
     def slurm_name(self, name: str) -> str:
-        """Node ``name``'s host and Slurm node name: HyperPod's ``ip-a-b-c-d`` on its platform, else ``name``."""
-        return hyperpod_platform.node_hostname(self.state.platform, self.node(name))
+        """Node ``name``'s host and Slurm node name under the cluster's naming (``ip-a-b-c-d`` or ``name``)."""
+        return hyperpod_platform.node_hostname(self.state.naming, self.node(name))
 
     def node_net(self, node: LocalNode) -> NodeNet:
         """What the namespaces need to start ``node``: its netns name, address and host name."""

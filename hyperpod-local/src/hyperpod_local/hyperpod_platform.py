@@ -7,7 +7,8 @@ runs; our runtime then takes its HyperPod-platform path (``/opt/sagemaker_cluste
 
 * the node runs Debian trixie's Slurm 24.11 in HyperPod's layout (``/opt/slurm/{bin,sbin,etc}``) from the
   root file system ``build-node-rootfs.sh`` (package data) builds, not the host's packages;
-* its host name and Slurm node name are HyperPod's ``ip-a-b-c-d``;
+* its host name and Slurm node name are HyperPod's ``ip-a-b-c-d`` or, with the naming ``instance``
+  (``cluster_agent.json``'s ``UseInstanceNames``), its instance name (:func:`check_naming`);
 * :func:`prepare` writes the marker, the controller's ``slurm.conf`` from each group's ``SlurmConfig`` (node
   type, partition) with configless Slurm enabled, the cluster's munge key, starts munged and, in the
   API-driven mode, slurmctld or (on login and compute nodes, from the controller's configuration) slurmd,
@@ -37,11 +38,11 @@ from hyperpod_local.state import ClusterHandle, LocalClusterError
 from training_runtime.groups import COMPUTE, CONTROLLER, LOGIN
 from training_runtime.hardware import NodeHardware
 from training_runtime.node import GENERIC, HYPERPOD, HYPERPOD_MARKER, HYPERPOD_SLURM
+from training_runtime.node_names import INSTANCE_NAMES, IP_NAMES, NAMING_MODES, slurm_name
 from training_runtime.params import LIFECYCLE_DRIVEN
 from training_runtime.paths import MUNGE_KEY, MUNGED_ARGV, MUNGED_PID_FILE, MUNGED_RUN_DIR
 from training_runtime.render.slurm_conf import render_slurm_conf
 from training_runtime.render.slurm_types import Partition, SlurmNode, SlurmSettings
-from training_runtime.resources import hyperpod_hostname
 
 PLATFORMS = (HYPERPOD, GENERIC)
 """``hyperpod``: trixie root, Slurm 24.11 under /opt/slurm, HyperPod's part emulated. ``generic``: the
@@ -82,9 +83,24 @@ def check_platform(platform: str) -> str:
     return platform
 
 
-def node_hostname(platform: str, node: LocalNode) -> str:
-    """The node's host name: HyperPod's ``ip-a-b-c-d`` on its platform, the instance name on the generic one."""
-    return hyperpod_hostname(node.ip) if platform == HYPERPOD else node.name
+def check_naming(platform: str, naming: str | None) -> str:
+    """The cluster's Slurm node names: ``naming`` checked, or by default the platform's (HyperPod's ``ip``; the
+    generic platform's runtime writes slurm.conf with instance names, its only naming)."""
+    if naming is None:
+        return IP_NAMES if platform == HYPERPOD else INSTANCE_NAMES
+    if naming not in NAMING_MODES:
+        raise LocalClusterError(f"node names: got {naming!r}; allowed: {', '.join(NAMING_MODES)}")
+    if platform != HYPERPOD and naming != INSTANCE_NAMES:
+        raise LocalClusterError(
+            f"node names {naming!r} need the HyperPod platform: on the generic platform the runtime writes "
+            "slurm.conf with instance names. Fix: use platform 'hyperpod' or leave the node names out"
+        )
+    return naming
+
+
+def node_hostname(naming: str, node: LocalNode) -> str:
+    """The node's host name and Slurm node name under ``naming`` (the runtime's one rule)."""
+    return slurm_name(naming, node.name, node.ip)
 
 
 def node_rootfs(build: bool = False) -> Path:
@@ -126,13 +142,14 @@ def torchrun() -> str:
     return str(Path(sys.prefix) / "bin" / "torchrun")
 
 
-def slurm_conf(layout: LocalLayout, cpus: int | None = None) -> str:
+def slurm_conf(layout: LocalLayout, naming: str, cpus: int | None = None) -> str:
     """``/opt/slurm/etc/slurm.conf`` as HyperPod writes it from the groups' ``SlurmConfig``, rendered by the
     runtime's one slurm.conf writer (:func:`training_runtime.render.slurm_conf.render_slurm_conf`) with
     :data:`HYPERPOD_SETTINGS`: the first controller instance is SlurmctldHost (the others its backups), every
-    compute and login instance a NodeName line by its ``ip-a-b-c-d`` name, every compute group's instances in
-    the group's partition (the first one the default), the accounting keys in the included ``accounting.conf``,
-    and the emulation's fast failure detection (:data:`~hyperpod_local.layout.EMULATION_SLURM_OPTIONS`)."""
+    compute and login instance a NodeName line by its name under ``naming`` (``ip-a-b-c-d`` or the instance
+    name), every compute group's instances in the group's partition (the first one the default), the accounting
+    keys in the included ``accounting.conf``, and the emulation's fast failure detection
+    (:data:`~hyperpod_local.layout.EMULATION_SLURM_OPTIONS`)."""
     figures = host_hardware(cpus)
     hardware = NodeHardware(
         cpus=figures["cpus"],
@@ -145,9 +162,9 @@ def slurm_conf(layout: LocalLayout, cpus: int | None = None) -> str:
     settings = dataclasses.replace(
         HYPERPOD_SETTINGS,
         cluster_name=layout.cluster_name,
-        controller_name=hyperpod_hostname(primary.ip),
+        controller_name=node_hostname(naming, primary),
         controller_address=primary.ip,
-        backup_controllers=tuple((hyperpod_hostname(n.ip), n.ip) for n in backups),
+        backup_controllers=tuple((node_hostname(naming, n), n.ip) for n in backups),
     )
     fast = EMULATION_SLURM_OPTIONS
     settings = dataclasses.replace(
@@ -158,10 +175,10 @@ def slurm_conf(layout: LocalLayout, cpus: int | None = None) -> str:
         sched_interval=fast["sched_interval"],
         cred_expire=fast["cred_expire"],
     )
-    nodes = [SlurmNode(hyperpod_hostname(n.ip), n.ip, hardware) for n in layout.nodes if n.role in (COMPUTE, LOGIN)]
+    nodes = [SlurmNode(node_hostname(naming, n), n.ip, hardware) for n in layout.nodes if n.role in (COMPUTE, LOGIN)]
     partitions: list[Partition] = []
     for group in layout.groups:
-        members = tuple(hyperpod_hostname(n.ip) for n in layout.nodes if n.group == group.name)
+        members = tuple(node_hostname(naming, n) for n in layout.nodes if n.group == group.name)
         if group.role == COMPUTE and members:
             partitions.append(Partition(group.partition or group.name, members, default=not partitions))
     return render_slurm_conf(settings, nodes, partitions)
@@ -227,7 +244,8 @@ def prepare(cluster: ClusterHandle, node: LocalNode) -> None:
     """HyperPod's part on one booted node, before its lifecycle script: the marker, slurm.conf, munge
     (key and daemon), in the API-driven mode the node's Slurm daemon, and srun with ``--auto-resume``.
     Idempotent: running daemons are left alone, so a node prepared again keeps its PIDs."""
-    files = {"slurm.conf": slurm_conf(cluster.layout).encode(), "munge.key": munge_key(cluster.workdir)}
+    conf = slurm_conf(cluster.layout, cluster.state.naming)
+    files = {"slurm.conf": conf.encode(), "munge.key": munge_key(cluster.workdir)}
     archive = io.BytesIO()
     with tarfile.open(fileobj=archive, mode="w") as tar:
         for name, data in files.items():

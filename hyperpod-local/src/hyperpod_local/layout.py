@@ -19,7 +19,7 @@ from typing import Any
 from hyperpod_cdk.config import ClusterConfig
 from hyperpod_cdk.errors import ConfigurationError
 from training_runtime.groups import COMPUTE, CONTROLLER, LOGIN, MAX_NAME_LENGTH, NAME_PATTERN, GroupSpec
-from training_runtime.resources import hyperpod_hostname
+from training_runtime.node_names import INSTANCE_NAMES, ip_name
 
 DEFAULT_SUBNET = "10.250.0.0/24"
 DEFAULT_MAX_PER_GROUP = 2
@@ -262,14 +262,23 @@ def instance_id(cluster_name: str, node_name: str) -> str:
     return "i-" + hashlib.sha256(f"{cluster_name}/{node_name}".encode()).hexdigest()[:17]
 
 
-def resource_config(layout: LocalLayout) -> dict[str, Any]:
-    """HyperPod's ``/opt/ml/config/resource_config.json`` for this cluster (the same on every node).
+def resource_config(layout: LocalLayout, *, stale: bool = False) -> dict[str, Any]:
+    """HyperPod's ``/opt/ml/config/resource_config.json`` for this cluster, in the shape AWS's scripts and notes show
+    (tests/fixtures/resource_config/README.md cites each key): the controller's copy, or with ``stale`` a worker's
+    stale one (:func:`stale_instances`).
 
     Every group of the config is listed; a group without local nodes has an empty ``Instances`` list, as
-    HyperPod shows a compute group of count 0.
+    HyperPod shows a compute group of count 0. ``InstanceLabel`` is null: the emulator has no network topology
+    (AWS's notes: null on instances without topology labels). ``AgentIpAddress`` is the node's one address.
     """
+    ghosts = stale_instances(layout) if stale else {}
     return {
         "ClusterConfig": {"ClusterArn": cluster_arn(layout.cluster_name), "ClusterName": layout.cluster_name},
+        "ClusterType": "Slurm",
+        "SlurmConfig": {
+            "PrimaryControllerIp": layout.controller.ip,
+            "SecondaryControllerIps": [n.ip for n in layout.controllers[1:]],
+        },
         "InstanceGroups": [
             {
                 "Name": group.name,
@@ -282,8 +291,9 @@ def resource_config(layout: LocalLayout) -> dict[str, Any]:
                         "AgentIpAddress": node.ip,
                         "CustomerIpAddress": node.ip,
                         "InstanceId": instance_id(layout.cluster_name, node.name),
+                        "InstanceLabel": None,
                     }
-                    for node in layout.nodes
+                    for node in (*layout.nodes, *ghosts.get(group.name, ()))
                     if node.group == group.name
                 ],
             }
@@ -292,10 +302,37 @@ def resource_config(layout: LocalLayout) -> dict[str, Any]:
     }
 
 
+def stale_instances(layout: LocalLayout) -> dict[str, tuple[LocalNode, ...]]:
+    """What a stale worker copy still lists: one instance in each group the current copy shows with none, at an
+    address no node has (the group was scaled to 0 after the worker got its copy). AWS's field notes
+    (hyperpod-mental-model.md): "the on-node copy can be stale - workers may show instance groups that have since
+    been scaled to 0. The controller's view is the most current." Raises when no group is empty."""
+    empty = [g for g in layout.groups if not any(n.group == g.name for n in layout.nodes)]
+    if not empty:
+        raise LayoutError(
+            "local cluster",
+            [
+                "stale worker copies: every group has local nodes, so no group can have been scaled to 0. Fix: "
+                "give a group count 0 in the config (or cap it away with max_workers)"
+            ],
+        )
+    last = ipaddress.IPv4Address(max(ipaddress.IPv4Address(n.ip) for n in layout.nodes))
+    return {
+        g.name: (LocalNode(f"{g.name}-1", g.name, g.role, _local_type(g, 0), str(last + 1 + index)),)
+        for index, g in enumerate(empty)
+    }
+
+
+def cluster_agent_config(naming: str) -> dict[str, Any]:
+    """HyperPod's ``/opt/ml/config/cluster_agent.json`` (the controller's only, AWS's field notes): the key the
+    node runtime reads, ``SlurmConfiguration.UseInstanceNames``."""
+    return {"SlurmConfiguration": {"UseInstanceNames": naming == INSTANCE_NAMES}}
+
+
 def hosts_file(layout: LocalLayout) -> str:
     """``/etc/hosts`` of every node as it boots: localhost, and every node by its host name and by what the
     VPC's DNS would answer (``ip-a-b-c-d``), each name once (the runtime's ``hosts`` step then adds none of
     them again), so ``hostname --ip-address`` prints one address."""
     lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
-    lines += [f"{n.ip}\t{' '.join(dict.fromkeys([n.name, hyperpod_hostname(n.ip)]))}" for n in layout.nodes]
+    lines += [f"{n.ip}\t{' '.join(dict.fromkeys([n.name, ip_name(n.ip)]))}" for n in layout.nodes]
     return "\n".join(lines) + "\n"

@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hyperpod_local.layout import LocalLayout, LocalNode, hosts_file, resource_config
+from hyperpod_local.layout import LocalLayout, LocalNode, cluster_agent_config, hosts_file, resource_config
 from hyperpod_local.overlay import emulated
 from hyperpod_local.state import ClusterHandle, LocalClusterError
+from training_runtime.groups import CONTROLLER
 from training_runtime.params import LIFECYCLE_DRIVEN, PARAMETERS_FILE_BY_MODE, GroupSpec, ProvisioningParameters
 from training_runtime.users import USERS_FILE
 
@@ -215,9 +216,23 @@ def as_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
     return info
 
 
-def stage(directory: Path, layout: LocalLayout, files: Mapping[str, bytes]) -> None:
+RESOURCE_CONFIG = "resource_config.json"
+WORKER_RESOURCE_CONFIG = "resource_config.workers.json"
+"""The stale copy non-controller nodes get when the cluster has ``stale_worker_copies``."""
+CLUSTER_AGENT_CONFIG = "cluster_agent.json"
+
+
+def stage(
+    directory: Path,
+    layout: LocalLayout,
+    files: Mapping[str, bytes],
+    *,
+    naming: str | None = None,
+    stale_worker_copies: bool = False,
+) -> None:
     """The local "S3 prefix" (``bucket/``: :meth:`LocalInputs.staged_files`), the cluster-wide files and the
-    shared directory."""
+    shared directory: the resource config (and, ``stale_worker_copies``, the workers' stale one), and with a
+    ``naming`` (the HyperPod platform) the controller's ``cluster_agent.json``."""
     bucket = directory / "bucket"
     for name, body in files.items():
         path = bucket / name
@@ -226,7 +241,12 @@ def stage(directory: Path, layout: LocalLayout, files: Mapping[str, bytes]) -> N
     cluster = directory / "cluster"
     cluster.mkdir()
     (cluster / "hosts").write_text(hosts_file(layout))
-    (cluster / "resource_config.json").write_text(json.dumps(resource_config(layout), indent=2) + "\n")
+    (cluster / RESOURCE_CONFIG).write_text(json.dumps(resource_config(layout), indent=2) + "\n")
+    if stale_worker_copies:
+        stale = resource_config(layout, stale=True)
+        (cluster / WORKER_RESOURCE_CONFIG).write_text(json.dumps(stale, indent=2) + "\n")
+    if naming is not None:
+        (cluster / CLUSTER_AGENT_CONFIG).write_text(json.dumps(cluster_agent_config(naming), indent=2) + "\n")
     (directory / "shared").mkdir(exist_ok=True)
 
 
@@ -248,14 +268,20 @@ def restage(directory: Path, mode: str) -> None:
 
 
 def provision(cluster: ClusterHandle, node: LocalNode) -> None:
-    """What HyperPod puts on a node before the lifecycle script: resource_config.json, the prefix at
-    :data:`LIFECYCLE_DIR` (and, lifecycle-driven, ``provisioning_parameters.json`` in the config directory)."""
+    """What HyperPod puts on a node before the lifecycle script: resource_config.json (a worker's stale copy on
+    non-controller nodes when the cluster has ``stale_worker_copies``; on the controller, with
+    ``cluster_agent.json`` where staged), the prefix at :data:`LIFECYCLE_DIR` (and, lifecycle-driven,
+    ``provisioning_parameters.json`` in the config directory)."""
     archive = io.BytesIO()
     with tarfile.open(fileobj=archive, mode="w") as tar:
         bucket = cluster.workdir / "bucket"
         tar.add(bucket, arcname="lifecycle", filter=as_root)
-        config = cluster.workdir / "cluster" / "resource_config.json"
-        tar.add(config, arcname="config/resource_config.json", filter=as_root)
+        staged = cluster.workdir / "cluster"
+        stale = cluster.state.stale_worker_copies and node.role != CONTROLLER
+        config = staged / (WORKER_RESOURCE_CONFIG if stale else RESOURCE_CONFIG)
+        tar.add(config, arcname="config/" + RESOURCE_CONFIG, filter=as_root)
+        if node.role == CONTROLLER and (staged / CLUSTER_AGENT_CONFIG).exists():
+            tar.add(staged / CLUSTER_AGENT_CONFIG, arcname="config/" + CLUSTER_AGENT_CONFIG, filter=as_root)
         if cluster.state.mode == LIFECYCLE_DRIVEN:
             params = bucket / PARAMETERS_FILE_BY_MODE[LIFECYCLE_DRIVEN]
             tar.add(params, arcname="config/provisioning_parameters.json", filter=as_root)

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from hyperpod_local.layout import (
     LocalLayout,
 )
-from training_runtime.node import GENERIC
+from training_runtime.node import GENERIC, HYPERPOD
+from training_runtime.node_names import INSTANCE_NAMES, IP_NAMES
 
 if TYPE_CHECKING:
     import subprocess
@@ -69,6 +70,10 @@ class ClusterState:
     """``hyperpod`` (emulated HyperPod platform) or ``generic`` (:mod:`hyperpod_local.hyperpod_platform`)."""
     rootfs: str | None = None
     """The nodes' root file system (the overlay's lower layer); None: the host's ``/``."""
+    naming: str = INSTANCE_NAMES
+    """Slurm node names (and host names): ``ip`` or ``instance`` (:mod:`training_runtime.node_names`)."""
+    stale_worker_copies: bool = False
+    """Non-controller nodes get a stale resource_config.json (:func:`hyperpod_local.layout.stale_instances`)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -81,6 +86,8 @@ class ClusterState:
             "bootstrap": self.bootstrap,
             "platform": self.platform,
             "rootfs": self.rootfs,
+            "naming": self.naming,
+            "stale_worker_copies": self.stale_worker_copies,
             "host": {"run_netns_existed": self.host_had_run_netns, "run_mount_existed": self.host_had_run_mount},
         }
 
@@ -99,6 +106,9 @@ class ClusterState:
             host_had_run_mount=bool(data["host"]["run_mount_existed"]),
             platform=str(data.get("platform", GENERIC)),
             rootfs=None if data.get("rootfs") is None else str(data["rootfs"]),
+            # A state file from before the switch: the names each platform always had.
+            naming=str(data.get("naming") or (IP_NAMES if data.get("platform") == HYPERPOD else INSTANCE_NAMES)),
+            stale_worker_copies=bool(data.get("stale_worker_copies", False)),
         )
 
 

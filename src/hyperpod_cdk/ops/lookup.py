@@ -10,10 +10,7 @@ from typing import Any
 from hyperpod_cdk.aws.clients import error_code, error_message
 from hyperpod_cdk.aws.errors import Exit, OpsError
 from hyperpod_cdk.model import cluster_log_group
-from training_runtime.resources import HYPERPOD_HOSTNAME
-
-HOSTNAME = HYPERPOD_HOSTNAME
-"""A Slurm node name on HyperPod: the EC2 private DNS name's first label (one definition, the runtime's)."""
+from training_runtime.node_names import address_of
 
 
 @dataclass(frozen=True)
@@ -178,9 +175,9 @@ def resolve_nodes(nodes: Sequence[Node], refs: Iterable[str], cluster: str) -> l
         by_key[node.instance_id] = node
         if node.hostname:
             by_key[node.hostname] = node
-            match = HOSTNAME.match(node.hostname)
-            if match:
-                by_key[".".join(match.groups())] = node
+            address = address_of(node.hostname)  # the inverse of the runtime's one naming rule
+            if address:
+                by_key[address] = node
         if node.logical_id:
             by_key[node.logical_id] = node
     found: list[Node] = []

@@ -86,11 +86,14 @@ class Context:
 
 
 def slurm_node_name(facts: NodeFacts) -> str:
-    """``SLURMD_NODENAME`` (set for prologs and health check programs), else the node's name in Slurm:
-    the instance name on the generic platform, the host name (``ip-10-1-2-3``) on HyperPod."""
+    """``SLURMD_NODENAME`` (set for prologs and health check programs), else the name bootstrap recorded in the
+    facts (:mod:`training_runtime.node_names`), else the instance name on the generic platform and the host name
+    on HyperPod (facts written before the name was recorded)."""
     from_slurm = os.environ.get("SLURMD_NODENAME", "").strip()
     if from_slurm:
         return from_slurm
+    if facts.slurm_name:
+        return facts.slurm_name
     if facts.platform == HYPERPOD:
         return socket.gethostname().split(".")[0]
     return facts.instance_name

@@ -62,6 +62,7 @@ def node_facts(node: Node) -> NodeFacts:
         platform=node.platform,
         shared_mount=node.params.fsx_mount_path if node.has_shared_storage else None,
         emulated_hardware=node.params.emulated_hardware,
+        slurm_name=node.slurm_name,
     )
 
 

@@ -154,9 +154,8 @@ class SshBetweenNodes(Step):
         self.wait = wait
 
     def _client_config(self, node: Node) -> str:
-        hosts = sorted(
-            {i.name for i in node.resources.all_instances()} | {i.address for i in node.resources.all_instances()}
-        )
+        instances = node.resources.all_instances()  # a stale worker copy's extra names only widen the pattern
+        hosts = sorted({n for i in instances for n in (i.name, i.address, node.slurm_name_of(i))})
         return (
             "# Managed by hyperpod-cdk: hosts of this cluster.\nHost {}\n    StrictHostKeyChecking no\n"
             "    UserKnownHostsFile /dev/null\n    LogLevel ERROR\n".format(" ".join(hosts))
