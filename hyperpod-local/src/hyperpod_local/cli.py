@@ -77,6 +77,11 @@ def add_commands(local: argparse.ArgumentParser) -> None:
         "system `make setup` builds, HyperPod's slurm.conf and node names, srun --auto-resume and node replacement; "
         "generic: the host's Slurm, the runtime configures everything",
     )
+    up.add_argument(
+        "--no-automatic-topology",
+        action="store_true",
+        help="hyperpod platform: no topology.conf and no TopologyPlugin, as on a HyperPod AMI before 2026-04",
+    )
     run = with_workdir(sub.add_parser("exec", help="run a command on a node: local exec NODE -- CMD..."))
     run.add_argument("--cwd", help="working directory on the node (default: this one if the node has it, else /)")
     run.add_argument("node")
@@ -121,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
                 bootstrap=not args.no_bootstrap,
                 idle_timeout=args.timeout,
                 platform=args.platform,
+                automatic_topology=not args.no_automatic_topology,
                 progress=say,
             )
             _print_status(cluster.status())

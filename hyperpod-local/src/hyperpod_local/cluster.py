@@ -113,6 +113,7 @@ class LocalCluster:
         subnet: str = DEFAULT_SUBNET,
         prefix: str = DEFAULT_PREFIX,
         platform: str = hyperpod_platform.API_PLATFORM,
+        automatic_topology: bool = True,
         bootstrap: bool = True,
         bootstrap_timeout: float = DEFAULT_BOOTSTRAP_TIMEOUT_S,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S,
@@ -129,6 +130,8 @@ class LocalCluster:
         ``platform``: ``hyperpod`` emulates HyperPod's part (Slurm 24.11 under /opt/slurm on a trixie root,
         :mod:`hyperpod_local.hyperpod_platform`; the emulated HyperPod agent and ``srun --auto-resume``,
         :mod:`hyperpod_local.agent`); ``generic`` runs the host's Slurm and the runtime's generic path.
+        ``automatic_topology`` (HyperPod platform): HyperPod's agent writes ``topology.conf`` and sets
+        ``TopologyPlugin=topology/tree``, as since 2026-04; False plays an older AMI without it.
         A bootstrap failure leaves the nodes running for inspection and raises :class:`LocalClusterError`
         naming each failed node and the last line of its output.
         """
@@ -168,6 +171,7 @@ class LocalCluster:
             prefix=prefix,
             platform=platform,
             rootfs=rootfs,
+            automatic_topology=automatic_topology,
             bootstrap=bootstrap,
             say=say,
         )
@@ -187,6 +191,7 @@ class LocalCluster:
         prefix: str,
         platform: str,
         rootfs: Path | None,
+        automatic_topology: bool,
         bootstrap: bool,
         say: Callable[[str], None],
     ) -> LocalCluster:
@@ -206,6 +211,7 @@ class LocalCluster:
                 host_had_run_mount=Path("/run/mount").exists(),
                 platform=platform,
                 rootfs=str(rootfs) if rootfs else None,
+                automatic_topology=automatic_topology,
             )
             stage(directory, layout, files)
             (directory / "state.json").write_text(json.dumps(state.to_json(), indent=2) + "\n")

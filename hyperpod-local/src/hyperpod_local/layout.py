@@ -262,6 +262,27 @@ def instance_id(cluster_name: str, node_name: str) -> str:
     return "i-" + hashlib.sha256(f"{cluster_name}/{node_name}".encode()).hexdigest()[:17]
 
 
+NETWORK_LAYERS = ("network-node-layer-1", "network-node-layer-2", "network-node-layer-3")
+"""``InstanceLabel``'s topology keys in HyperPod's resource_config.json, top of the hierarchy first."""
+
+
+def network_layers(layout: LocalLayout) -> dict[str, tuple[str, str, str]]:
+    """Each compute and login instance's network nodes (``InstanceLabel.network-node-layer-{1,2,3}``), top
+    first: the emulator's one definition of the cluster's network. One spine and one aggregation switch for the
+    cluster, one leaf switch per instance group, named like EC2's network nodes (``nn-`` and 17 hex digits) and
+    derived from the names only, so every node and every run agrees. Controllers are not Slurm nodes: none."""
+
+    def network_node(*key: str) -> str:
+        return "nn-" + hashlib.sha256("/".join((layout.cluster_name, *key)).encode()).hexdigest()[:17]
+
+    spine, aggregation = network_node("layer-1"), network_node("layer-2")
+    return {
+        node.name: (spine, aggregation, network_node("layer-3", node.group))
+        for node in layout.nodes
+        if node.role in (COMPUTE, LOGIN)
+    }
+
+
 def resource_config(layout: LocalLayout) -> dict[str, Any]:
     """HyperPod's ``/opt/ml/config/resource_config.json`` for this cluster (the same on every node).
 

@@ -69,6 +69,9 @@ class ClusterState:
     """``hyperpod`` (emulated HyperPod platform) or ``generic`` (:mod:`hyperpod_local.hyperpod_platform`)."""
     rootfs: str | None = None
     """The nodes' root file system (the overlay's lower layer); None: the host's ``/``."""
+    automatic_topology: bool = True
+    """HyperPod platform: HyperPod's automatic Slurm topology (``topology.conf``, ``TopologyPlugin=topology/tree``;
+    AMIs since 2026-04). False: none, as on an older AMI."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -81,6 +84,7 @@ class ClusterState:
             "bootstrap": self.bootstrap,
             "platform": self.platform,
             "rootfs": self.rootfs,
+            "automatic_topology": self.automatic_topology,
             "host": {"run_netns_existed": self.host_had_run_netns, "run_mount_existed": self.host_had_run_mount},
         }
 
@@ -99,6 +103,7 @@ class ClusterState:
             host_had_run_mount=bool(data["host"]["run_mount_existed"]),
             platform=str(data.get("platform", GENERIC)),
             rootfs=None if data.get("rootfs") is None else str(data["rootfs"]),
+            automatic_topology=bool(data.get("automatic_topology", True)),
         )
 
 
