@@ -80,7 +80,8 @@ def test_two_node_job_from_the_login_node(cluster: LocalCluster) -> None:
 def test_dev_partition_holds_every_node_but_batch_jobs_keep_off_the_login_node(cluster: LocalCluster) -> None:
     """HyperPod's universal dev partition (the default) lists every Slurm node, the login node too; the login
     node's bootstrap drained it (not with HyperPod's Action: words), so a job in dev gets the two workers and a
-    three-node job cannot start; resumed by hand, a re-run of its bootstrap drains it again."""
+    three-node job cannot start; resumed by hand, then replaced as HyperPod replaces a node (same name, the
+    lifecycle script again), it is drained again."""
     login = cluster.slurm_name(LOGIN)
     assert "dev*" in run(cluster, CONTROLLER, "sinfo", "-h", "-o", "%P").split()
     members = run(cluster, CONTROLLER, "sinfo", "-h", "-p", "dev", "-N", "-o", "%N").split()
@@ -92,7 +93,7 @@ def test_dev_partition_holds_every_node_but_batch_jobs_keep_off_the_login_node(c
     three = cluster.exec(LOGIN, ["srun", "-p", "dev", "-N3", "--immediate=5", "hostname"], timeout=120)
     assert three.returncode != 0 and login not in three.stdout, three.stdout + three.stderr
     run(cluster, CONTROLLER, "scontrol", "update", f"nodename={login}", "state=resume")
-    code, output = cluster.bootstrap(LOGIN)
+    code, output = cluster.replace(LOGIN)
     assert code == 0, output
     state = run(cluster, CONTROLLER, "sinfo", "-h", "-N", "-n", login, "-o", "%t|%E").strip()
     assert state.startswith("drain|hyperpod-cdk:login-node:"), state

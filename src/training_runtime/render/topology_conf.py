@@ -31,9 +31,9 @@ def switches_from_layers(layers: Mapping[str, Sequence[str]]) -> Tuple[Switch, .
             continue
         for level, switch in enumerate(path):
             below = path[level + 1] if level + 1 < len(path) else node
-            members = children[level].setdefault(switch, [])
-            if below not in members:
-                members.append(below)
+            below_it = children[level].setdefault(switch, [])
+            if below not in below_it:
+                below_it.append(below)
     switches: List[Switch] = []
     for level in reversed(range(depth)):  # leaves first, as topology.conf lists them
         for name in sorted(children[level]):
