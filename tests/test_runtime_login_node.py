@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime_fakes import RecordingRunner, fake_node, touch
+from runtime_fakes import FakeHost, RecordingRunner, fake_node, touch
 from training_runtime.health.remedy import NodeState, Situation, plan_actions
 from training_runtime.health.results import HYPERPOD_REASONS, LOGIN_REASON, PERIODIC, ok
 from training_runtime.options import parse_options
@@ -107,6 +107,22 @@ def test_the_step_resumes_its_own_drain_when_jobs_are_allowed(tmp_path: Path) ->
 def test_a_login_node_that_is_no_slurm_node_needs_nothing(tmp_path: Path) -> None:
     runner = RecordingRunner({(SCONTROL, "show", "node"): (1, "Node login-1 not found")})
     assert not LoginNodeJobs().needed(hyperpod_node(tmp_path, "login-1", runner))
+
+
+def test_a_login_node_named_by_its_instance_name_in_slurm_is_found(tmp_path: Path) -> None:
+    """HyperPod's other naming mode: Slurm knows the node as its instance name, not its ip-a-b-c-d host name."""
+    runner = RecordingRunner(
+        {
+            (SCONTROL, "show", "node"): (1, "Node not found"),
+            (SCONTROL, "show", "node", "login-1"): (0, show_node("IDLE")),
+        }
+    )
+    node = hyperpod_node(tmp_path, "login-1", runner)
+    node.host = FakeHost("ip-10-1-0-5")
+    LoginNodeJobs().apply(node)
+    assert runner.ran(SCONTROL, "update") == [
+        [SCONTROL, "update", "nodename=login-1", "state=drain", "reason=" + LOGIN_REASON]
+    ]
 
 
 def step_names(node) -> list[str]:  # type: ignore[no-untyped-def]

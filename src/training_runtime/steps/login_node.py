@@ -19,11 +19,12 @@ change resumes drained nodes: docs/node-runtime.md warns.
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from training_runtime.errors import StepFailed
 from training_runtime.health.remedy import NodeState, parse_node_state
 from training_runtime.health.results import LOGIN_REASON, LOGIN_REASON_START
+from training_runtime.log import log
 from training_runtime.node import Node
 from training_runtime.retry import NotReady, RetryPolicy
 from training_runtime.run import CommandError
@@ -51,9 +52,10 @@ def login_node_commands(scontrol: str, node_name: str, jobs_allowed: bool, curre
     return [[scontrol, "update", node, "state=drain", "reason=" + LOGIN_REASON]]
 
 
-def slurm_node_name(node: Node) -> str:
-    """The login node's Slurm name: its host name on HyperPod (the health checks' rule too)."""
-    return node.hostname
+def slurm_names(node: Node) -> List[str]:
+    """The names this login node may have in Slurm, in the order tried: its host name (``ip-a-b-c-d``, the health
+    checks' rule too), then its instance name (``<group>-<n>``, HyperPod's other naming mode)."""
+    return list(dict.fromkeys([node.hostname, node.instance.name]))
 
 
 class LoginNodeJobs(Step):
@@ -61,45 +63,56 @@ class LoginNodeJobs(Step):
 
     name = "slurm-login-node-jobs"
 
-    def _state(self, node: Node) -> Optional[NodeState]:
-        """The node's Slurm state (:data:`ABSENT` when Slurm has no such node); None when Slurm does not answer."""
-        argv = [node.slurm.command("scontrol"), "show", "node", slurm_node_name(node)]
-        try:
-            result = node.run(argv, check=False, timeout=30)
-        except CommandError:
-            return None
-        if not result.ok:
-            return ABSENT if "not found" in (result.stdout + result.stderr).lower() else None
-        return parse_node_state(result.stdout)
+    def _state(self, node: Node) -> Tuple[str, Optional[NodeState]]:
+        """(the node's Slurm name, its state): :data:`ABSENT` when Slurm knows none of its names, None when Slurm
+        does not answer."""
+        names = slurm_names(node)
+        for name in names:
+            try:
+                result = node.run([node.slurm.command("scontrol"), "show", "node", name], check=False, timeout=30)
+            except CommandError:
+                return name, None
+            if result.ok:
+                return name, parse_node_state(result.stdout)
+            if "not found" not in (result.stdout + result.stderr).lower():
+                return name, None
+        return names[0], ABSENT
 
-    def _commands(self, node: Node, current: NodeState) -> List[List[str]]:
+    def _commands(self, node: Node, name: str, current: NodeState) -> List[List[str]]:
         allowed = node.options.slurm.login_node_jobs
-        return login_node_commands(node.slurm.command("scontrol"), slurm_node_name(node), allowed, current)
+        return login_node_commands(node.slurm.command("scontrol"), name, allowed, current)
 
     def needed(self, node: Node) -> bool:
-        current = self._state(node)
-        return current is None or bool(self._commands(node, current))
+        name, current = self._state(node)
+        return current is None or bool(self._commands(node, name, current))
 
     def apply(self, node: Node) -> None:
-        def known() -> NodeState:
-            current = self._state(node)
+        def known() -> Tuple[str, NodeState]:
+            name, current = self._state(node)
             if current is None:
-                raise NotReady("slurmctld does not know node {} yet".format(slurm_node_name(node)))
-            return current
+                raise NotReady("slurmctld does not answer for node {} yet".format(name))
+            return name, current
 
         try:
-            current = SLURM_WAIT.call(known, what="slurmctld to know this login node")
+            name, current = SLURM_WAIT.call(known, what="slurmctld to know this login node")
         except NotReady as error:
             raise StepFailed(
                 "{}; so batch jobs could land on this login node through HyperPod's dev partition. Fix: check that "
                 "slurmd runs here (`systemctl status slurmd`) and that `scontrol show node {}` answers, then re-run "
-                "the bootstrap".format(error, slurm_node_name(node))
+                "the bootstrap".format(error, slurm_names(node)[0])
             ) from None
-        for argv in self._commands(node, current):
+        for argv in self._commands(node, name, current):
             node.run(argv, timeout=60)
+            if "state=drain" in argv:
+                log(
+                    "login_node_drained",
+                    node=name,
+                    warning="AWS does not document whether HyperPod resumes a drained node that is not failing "
+                    "(automatic patching, UpdateCluster); the login node's next bootstrap drains it again",
+                )
 
     def describe(self, node: Node) -> List[str]:
-        current = self._state(node)
+        name, current = self._state(node)
         if current is None:
-            return ["wait for slurmctld to know {}, then drain it for batch jobs".format(slurm_node_name(node))]
-        return [" ".join(argv) for argv in self._commands(node, current)]
+            return ["wait for slurmctld to know {}, then drain it for batch jobs".format(name)]
+        return [" ".join(argv) for argv in self._commands(node, name, current)]
