@@ -28,8 +28,15 @@ WATCHED = (
 )
 
 
-def up(config: Path, workdir: Path, prefix: str, subnet: str) -> LocalCluster:
-    return LocalCluster.up(config, workdir, prefix=f"{prefix}{os.getpid() % 10000}", subnet=subnet, platform=HYPERPOD)
+def up(config: Path, workdir: Path, prefix: str, subnet: str, automatic_topology: bool = True) -> LocalCluster:
+    return LocalCluster.up(
+        config,
+        workdir,
+        prefix=f"{prefix}{os.getpid() % 10000}",
+        subnet=subnet,
+        platform=HYPERPOD,
+        automatic_topology=automatic_topology,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +77,41 @@ def test_two_node_job_from_the_login_node(cluster: LocalCluster) -> None:
     assert sorted(names) == sorted(cluster.slurm_name(w) for w in WORKERS)
 
 
+def test_dev_partition_holds_every_node_but_batch_jobs_keep_off_the_login_node(cluster: LocalCluster) -> None:
+    """HyperPod's universal dev partition (the default) lists every Slurm node, the login node too; the login
+    node's bootstrap drained it (not with HyperPod's Action: words), so a job in dev gets the two workers and a
+    three-node job cannot start; resumed by hand, then replaced as HyperPod replaces a node (same name, the
+    lifecycle script again), it is drained again."""
+    login = cluster.slurm_name(LOGIN)
+    assert "dev*" in run(cluster, CONTROLLER, "sinfo", "-h", "-o", "%P").split()
+    members = run(cluster, CONTROLLER, "sinfo", "-h", "-p", "dev", "-N", "-o", "%N").split()
+    assert sorted(members) == sorted(cluster.slurm_name(n) for n in (LOGIN, *WORKERS))
+    state = run(cluster, CONTROLLER, "sinfo", "-h", "-N", "-n", login, "-o", "%t|%E").strip()
+    assert state.startswith("drain|hyperpod-cdk:login-node:"), state
+    names = run(cluster, LOGIN, "srun", "-p", "dev", "-N2", "hostname").split()
+    assert sorted(names) == sorted(cluster.slurm_name(w) for w in WORKERS)
+    three = cluster.exec(LOGIN, ["srun", "-p", "dev", "-N3", "--immediate=5", "hostname"], timeout=120)
+    assert three.returncode != 0 and login not in three.stdout, three.stdout + three.stderr
+    run(cluster, CONTROLLER, "scontrol", "update", f"nodename={login}", "state=resume")
+    code, output = cluster.replace(LOGIN)
+    assert code == 0, output
+    state = run(cluster, CONTROLLER, "sinfo", "-h", "-N", "-n", login, "-o", "%t|%E").strip()
+    assert state.startswith("drain|hyperpod-cdk:login-node:"), state
+
+
+def test_hyperpods_automatic_topology_reaches_every_node(cluster: LocalCluster) -> None:
+    """The emulated agent's topology.conf on the controller and TopologyPlugin=topology/tree in slurm.conf;
+    slurmctld answers `scontrol show topology` with every Slurm node under a switch, and configless nodes
+    got the file with slurm.conf (sbatch from the login node works)."""
+    assert "TopologyPlugin=topology/tree" in run(cluster, CONTROLLER, "cat", "/opt/slurm/etc/slurm.conf")
+    topology = run(cluster, CONTROLLER, "scontrol", "show", "topology")
+    leaves = [line for line in topology.splitlines() if " Nodes=" in line and "Level=0" in line]
+    in_tree = {name for line in leaves for name in expand(line.split("Nodes=")[1].split()[0])}
+    assert in_tree == {cluster.slurm_name(n) for n in (LOGIN, *WORKERS)}, topology
+    assert run(cluster, LOGIN, "sh", "-c", "grep -c ^SwitchName= /run/slurm/conf/topology.conf").strip() != "0"
+    assert "Submitted batch job" in run(cluster, LOGIN, "sbatch", "--wait", "-p", "dev", "--wrap", "true")
+
+
 def test_users_and_accounting(cluster: LocalCluster) -> None:
     ids = {run(cluster, node, "id", "researcher").strip() for node in NODES}
     assert ids == {"uid=2001(researcher) gid=2001(researcher) groups=2001(researcher)"}
@@ -100,10 +142,11 @@ def test_bootstrap_rerun_changes_nothing(cluster: LocalCluster) -> None:
 
 def test_lifecycle_driven_mode_on_the_hyperpod_platform(tmp_path: Path) -> None:
     """OnCreate with provisioning_parameters.json: HyperPod writes slurm.conf and runs munge, the runtime
-    starts the Slurm daemons itself (slurmd from the controller's configuration), accounting included."""
+    starts the Slurm daemons itself (slurmd from the controller's configuration), accounting included. With
+    automatic topology off (an AMI before 2026-04): no topology.conf, no TopologyPlugin, and sbatch works."""
     config = tmp_path / "lifecycle.yaml"
     config.write_text(CPU_CLUSTER.read_text() + "mode: lifecycle-driven\n")
-    cluster = up(config, tmp_path / "work", "hplc", "10.248.0.0/24")
+    cluster = up(config, tmp_path / "work", "hplc", "10.248.0.0/24", automatic_topology=False)
     try:
         assert cluster.state.mode == "lifecycle-driven"
         params = run(cluster, WORKERS[0], "cat", "/opt/ml/config/provisioning_parameters.json")
@@ -111,6 +154,9 @@ def test_lifecycle_driven_mode_on_the_hyperpod_platform(tmp_path: Path) -> None:
         assert run(cluster, WORKERS[0], "sinfo", "--version").split()[1].startswith("24.11.")
         names = run(cluster, LOGIN, "srun", "-N2", "hostname").split()
         assert sorted(names) == sorted(cluster.slurm_name(w) for w in WORKERS)
+        assert "TopologyPlugin" not in run(cluster, CONTROLLER, "cat", "/opt/slurm/etc/slurm.conf")
+        assert run(cluster, CONTROLLER, "sh", "-c", "test -e /opt/slurm/etc/topology.conf || echo none") == "none\n"
+        assert "Submitted batch job" in run(cluster, LOGIN, "sbatch", "--wait", "--wrap", "true")
         check_accounting_where_users_are(cluster, LOGIN, "researcher")
     finally:
         cluster.down()

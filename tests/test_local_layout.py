@@ -17,6 +17,7 @@ from hyperpod_local.layout import (
     LocalNode,
     cluster_arn,
     hosts_file,
+    network_layers,
     plan_layout,
     resource_config,
 )
@@ -136,7 +137,15 @@ def test_resource_config_has_hyperpods_shape_and_keeps_empty_and_capped_groups()
     assert instance["InstanceName"] == "gpu-1"
     assert instance["CustomerIpAddress"] == instance["AgentIpAddress"] == "10.250.0.11"
     assert instance["InstanceId"].startswith("i-") and len(instance["InstanceId"]) == 19
-    assert instance["InstanceLabel"] is None
+    # a Slurm node's network layers, as topology.conf's tree; null on the controller (not a Slurm node)
+    assert instance["InstanceLabel"] == dict(
+        zip(
+            ("network-node-layer-1", "network-node-layer-2", "network-node-layer-3"),
+            network_layers(layout)["gpu-1"],
+            strict=True,
+        )
+    )
+    assert groups["controller"]["Instances"][0]["InstanceLabel"] is None
     assert groups["spare"]["Instances"] == []
     # The runtime reads it as it reads HyperPod's file.
     parsed = ResourceConfig.from_json(data)
@@ -386,8 +395,40 @@ def test_the_emulated_hyperpod_slurm_conf_is_the_runtimes_rendering_with_hyperpo
         assert any(wanted in line for line in lines), wanted
     named = {line.split()[0].removeprefix("NodeName=") for line in lines if line.startswith("NodeName=")}
     assert named == {name(n) for n in layout.nodes if n.role != "controller"}
-    (partition,) = [line for line in lines if line.startswith("PartitionName=")]
+    dev, partition = [line for line in lines if line.startswith("PartitionName=")]
+    assert dev.startswith("PartitionName=dev Nodes=ALL Default=YES ")  # HyperPod's universal partition, sinfo's dev*
     members = next(p for p in partition.split() if p.startswith("Nodes=")).removeprefix("Nodes=")
     assert expand(members) == [name(n) for n in layout.workers]
+    assert " Default=NO " in partition
     assert "ReturnToService=2" in lines and "TaskPlugin=task/none" in lines
     assert [p for p in slurm_conf_problems(HYPERPOD_SETTINGS, [], []) if not p.startswith("partitions:")] == []
+
+
+def test_the_emulated_agents_topology_is_a_tree_over_every_slurm_node_and_can_be_off() -> None:
+    """HyperPod's automatic topology: TopologyPlugin=topology/tree with topology.conf over every Slurm node (login
+    included), from the instances' network layers (one leaf per group); off, neither the plugin nor the file."""
+    from hyperpod_local.hyperpod_platform import agent_script, slurm_conf, topology_conf
+    from hyperpod_local.layout import network_layers
+    from training_runtime.render.hostlist import expand
+
+    layout = plan_layout(load_config(ROOT / "examples" / "cpu-cluster.yaml"))
+    assert "TopologyPlugin=topology/tree" in slurm_conf(layout, IP_NAMES, cpus=2).splitlines()
+    assert "TopologyPlugin" not in slurm_conf(layout, IP_NAMES, cpus=2, topology=False)
+    layers = network_layers(layout)
+    assert set(layers) == {n.name for n in layout.nodes if n.role != "controller"}
+    assert network_layers(layout) == layers and len({path[2] for path in layers.values()}) == len(
+        {layout.node(n).group for n in layers}
+    ), "deterministic, one leaf switch per group"
+    text = topology_conf(layout, IP_NAMES)
+    leaves = [line for line in text.splitlines() if " Nodes=" in line]
+    in_tree = [name for line in leaves for name in expand(line.split("Nodes=")[1])]
+    assert sorted(in_tree) == sorted(f"ip-{layout.node(n).ip.replace('.', '-')}" for n in layers)
+    # by instance name in that naming, as slurm.conf's NodeName lines
+    named = [
+        line.split("Nodes=")[1] for line in topology_conf(layout, INSTANCE_NAMES).splitlines() if " Nodes=" in line
+    ]
+    assert sorted(name for nodes in named for name in expand(nodes)) == sorted(layers)
+    (spine,) = [line for line in text.splitlines() if line.startswith(f"SwitchName={next(iter(layers.values()))[0]} ")]
+    assert "Switches=" in spine
+    assert "$s/topology.conf /opt/slurm/etc/topology.conf" in agent_script("controller", "api-driven", "10.0.0.1")
+    assert "rm -f /opt/slurm/etc/topology.conf" in agent_script("controller", "api-driven", "10.0.0.1", topology=False)

@@ -37,6 +37,7 @@ from hyperpod_cdk.constructs.observability import (
 )
 from hyperpod_cdk.stacks.training_cluster import PUBLISHED_WORKSPACE
 from support import ROOT, fast_app, template_of, uploaded_files
+from training_runtime.health.results import LOGIN_REASON_START
 from training_runtime.log import FAILURE_MARKER
 from training_runtime.params import OUR_KEY, ProvisioningParameters
 
@@ -385,6 +386,8 @@ def test_the_alert_rules_select_this_cluster_and_use_the_contract_metrics() -> N
     assert exprs["NodeUnavailable"].startswith("slurm_node_state{")
     states = re.search(r'state=~"\(([a-z|]+)\)', exprs["NodeUnavailable"])
     assert states is not None and {"drain", "down", "fail"} <= set(states.group(1).split("|"))
+    # A HyperPod login node drained to keep batch jobs off it (HyperPod's dev partition) is not a fault.
+    assert f'reason!~"{LOGIN_REASON_START}.*"' in exprs["NodeUnavailable"]
 
 
 # --- Grafana and the organization's key ---------------------------------------------------------------------------

@@ -39,7 +39,8 @@ class OptionsError(InputError):
 @dataclass(frozen=True)
 class SlurmOptions:
     """Failure detection and requeue, written into the slurm.conf the runtime renders (generic platform
-    only: on HyperPod's AMI HyperPod writes slurm.conf, and only ``health_check_interval`` applies). The
+    only: on HyperPod's AMI HyperPod writes slurm.conf, and only ``health_check_interval`` and
+    ``login_node_jobs`` apply). The
     defaults are Slurm's except ``return_to_service`` (2; Slurm's is 0) and ``health_check_interval``
     (300 s; Slurm's 0 runs no health check)."""
 
@@ -65,7 +66,12 @@ class SlurmOptions:
     health_check_interval: int = 300
     """Seconds (Slurm's default, 0, runs no health check). How often the health checks run:
     ``HealthCheckInterval`` in the rendered slurm.conf, and the interval of the health-check timer on
-    HyperPod (the one option of this section that applies there). No effect with ``health.enabled: false``."""
+    HyperPod (one of the two options of this section that apply there). No effect with ``health.enabled: false``."""
+    login_node_jobs: bool = False
+    """HyperPod only. HyperPod puts every node, login nodes included, in its universal ``dev`` partition, the
+    default one, so batch jobs can land on a login node. ``false``: each login node's bootstrap drains it in
+    Slurm (reason ``hyperpod-cdk:login-node: ...``; HyperPod's slurm.conf is not edited). ``true``: jobs may
+    run there (a login node drained that way is resumed)."""
 
 
 @dataclass(frozen=True)

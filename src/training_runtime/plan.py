@@ -106,7 +106,11 @@ def describe_plan(node: Node, steps: List[Step]) -> List[Dict[str, Any]]:
     rows = []
     for step in steps:
         needed = step.needed(node)  # may run read-only commands (dpkg-query, sacctmgr): ask once
-        rows.append({"step": step.name, "needed": needed, "actions": step.describe(node) if needed else []})
+        row = {"step": step.name, "needed": needed, "actions": step.describe(node) if needed else []}
+        notes = step.notes(node)
+        if notes:
+            row["notes"] = notes
+        rows.append(row)
     return rows
 
 

@@ -90,6 +90,11 @@ def add_commands(local: argparse.ArgumentParser) -> None:
         help="hyperpod platform: non-controller nodes get a stale resource_config.json still listing a group the "
         "controller's copy shows empty (a group with count 0 is needed)",
     )
+    up.add_argument(
+        "--no-automatic-topology",
+        action="store_true",
+        help="hyperpod platform: no topology.conf and no TopologyPlugin, as on a HyperPod AMI before 2026-04",
+    )
     run = with_workdir(sub.add_parser("exec", help="run a command on a node: local exec NODE -- CMD..."))
     run.add_argument("--cwd", help="working directory on the node (default: this one if the node has it, else /)")
     run.add_argument("node")
@@ -136,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
                 platform=args.platform,
                 node_names=args.node_names,
                 stale_worker_copies=args.stale_worker_copies,
+                automatic_topology=not args.no_automatic_topology,
                 progress=say,
             )
             _print_status(cluster.status())

@@ -116,6 +116,7 @@ class LocalCluster:
         platform: str = hyperpod_platform.API_PLATFORM,
         node_names: str | None = None,
         stale_worker_copies: bool = False,
+        automatic_topology: bool = True,
         bootstrap: bool = True,
         bootstrap_timeout: float = DEFAULT_BOOTSTRAP_TIMEOUT_S,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S,
@@ -136,6 +137,8 @@ class LocalCluster:
         platform's only naming): the nodes' host and Slurm names (:func:`hyperpod_platform.check_naming`).
         ``stale_worker_copies``: non-controller nodes get a stale resource_config.json that still lists a group
         the controller's copy shows empty (HyperPod platform only; :func:`hyperpod_local.layout.stale_instances`).
+        ``automatic_topology`` (HyperPod platform): HyperPod's agent writes ``topology.conf`` and sets
+        ``TopologyPlugin=topology/tree``, as since 2026-04; False plays an older AMI without it.
         A bootstrap failure leaves the nodes running for inspection and raises :class:`LocalClusterError`
         naming each failed node and the last line of its output.
         """
@@ -185,6 +188,7 @@ class LocalCluster:
             rootfs=rootfs,
             naming=naming,
             stale_worker_copies=stale_worker_copies,
+            automatic_topology=automatic_topology,
             bootstrap=bootstrap,
             say=say,
         )
@@ -206,6 +210,7 @@ class LocalCluster:
         rootfs: Path | None,
         naming: str,
         stale_worker_copies: bool,
+        automatic_topology: bool,
         bootstrap: bool,
         say: Callable[[str], None],
     ) -> LocalCluster:
@@ -227,6 +232,7 @@ class LocalCluster:
                 rootfs=str(rootfs) if rootfs else None,
                 naming=naming,
                 stale_worker_copies=stale_worker_copies,
+                automatic_topology=automatic_topology,
             )
             agent_naming = naming if platform == HYPERPOD else None
             stage(directory, layout, files, naming=agent_naming, stale_worker_copies=stale_worker_copies)

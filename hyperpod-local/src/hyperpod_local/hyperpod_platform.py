@@ -10,7 +10,9 @@ runs; our runtime then takes its HyperPod-platform path (``/opt/sagemaker_cluste
 * its host name and Slurm node name are HyperPod's ``ip-a-b-c-d`` or, with the naming ``instance``
   (``cluster_agent.json``'s ``UseInstanceNames``), its instance name (:func:`check_naming`);
 * :func:`prepare` writes the marker, the controller's ``slurm.conf`` from each group's ``SlurmConfig`` (node
-  type, partition) with configless Slurm enabled, the cluster's munge key, starts munged and, in the
+  type, partition; every node also in the universal ``dev`` partition) with configless Slurm enabled and, with
+  automatic topology (the cluster state's ``automatic_topology``), ``topology.conf``; the cluster's munge key,
+  starts munged and, in the
   API-driven mode, slurmctld or (on login and compute nodes, from the controller's configuration) slurmd,
   and installs srun with ``--auto-resume`` (:mod:`hyperpod_local.agent`; ``LocalCluster.up`` starts the
   emulated HyperPod agent that answers it).
@@ -31,7 +33,7 @@ import tarfile
 from pathlib import Path
 
 from hyperpod_local import agent
-from hyperpod_local.layout import LocalLayout, LocalNode
+from hyperpod_local.layout import LocalLayout, LocalNode, network_layers
 from hyperpod_local.overlay import EMULATION_SLURM_OPTIONS, host_hardware
 from hyperpod_local.paths import JOBS_DIR, ROOTFS_SCRIPT
 from hyperpod_local.state import ClusterHandle, LocalClusterError
@@ -42,7 +44,8 @@ from training_runtime.node_names import INSTANCE_NAMES, IP_NAMES, NAMING_MODES, 
 from training_runtime.params import LIFECYCLE_DRIVEN
 from training_runtime.paths import MUNGE_KEY, MUNGED_ARGV, MUNGED_PID_FILE, MUNGED_RUN_DIR
 from training_runtime.render.slurm_conf import render_slurm_conf
-from training_runtime.render.slurm_types import Partition, SlurmNode, SlurmSettings
+from training_runtime.render.slurm_types import Partition, SlurmNode, SlurmSettings, Switch
+from training_runtime.render.topology_conf import render_topology_conf, switches_from_layers
 
 PLATFORMS = (HYPERPOD, GENERIC)
 """``hyperpod``: trixie root, Slurm 24.11 under /opt/slurm, HyperPod's part emulated. ``generic``: the
@@ -142,14 +145,23 @@ def torchrun() -> str:
     return str(Path(sys.prefix) / "bin" / "torchrun")
 
 
-def slurm_conf(layout: LocalLayout, naming: str, cpus: int | None = None) -> str:
+DEV_PARTITION = "dev"
+"""HyperPod's universal partition: "All nodes are automatically added to the universal ``dev`` partition in addition
+to their specified partition" (AWS, sagemaker-hyperpod-ref, ``SlurmConfig.PartitionNames``)."""
+TOPOLOGY_CONF = "topology.conf"
+
+
+def slurm_conf(layout: LocalLayout, naming: str, cpus: int | None = None, topology: bool = True) -> str:
     """``/opt/slurm/etc/slurm.conf`` as HyperPod writes it from the groups' ``SlurmConfig``, rendered by the
     runtime's one slurm.conf writer (:func:`training_runtime.render.slurm_conf.render_slurm_conf`) with
     :data:`HYPERPOD_SETTINGS`: the first controller instance is SlurmctldHost (the others its backups), every
     compute and login instance a NodeName line by its name under ``naming`` (``ip-a-b-c-d`` or the instance
-    name), every compute group's instances in the group's partition (the first one the default), the accounting
-    keys in the included ``accounting.conf``, and the emulation's fast failure detection
-    (:data:`~hyperpod_local.layout.EMULATION_SLURM_OPTIONS`)."""
+    name; login nodes run slurmd on HyperPod),
+    the universal ``dev`` partition with every node (``Nodes=ALL``, the default: a HyperPod cluster's ``sinfo``
+    lists ``dev*``, docs/local-cluster.md), every compute group's instances in the group's partition, the
+    accounting keys in the included ``accounting.conf``, the emulation's fast failure detection
+    (:data:`~hyperpod_local.layout.EMULATION_SLURM_OPTIONS`) and, with ``topology`` (HyperPod's automatic
+    topology), ``TopologyPlugin=topology/tree`` over :func:`topology_switches`."""
     figures = host_hardware(cpus)
     hardware = NodeHardware(
         cpus=figures["cpus"],
@@ -165,6 +177,7 @@ def slurm_conf(layout: LocalLayout, naming: str, cpus: int | None = None) -> str
         controller_name=node_hostname(naming, primary),
         controller_address=primary.ip,
         backup_controllers=tuple((node_hostname(naming, n), n.ip) for n in backups),
+        topology=topology_switches(layout, naming) if topology else None,
     )
     fast = EMULATION_SLURM_OPTIONS
     settings = dataclasses.replace(
@@ -176,12 +189,29 @@ def slurm_conf(layout: LocalLayout, naming: str, cpus: int | None = None) -> str
         cred_expire=fast["cred_expire"],
     )
     nodes = [SlurmNode(node_hostname(naming, n), n.ip, hardware) for n in layout.nodes if n.role in (COMPUTE, LOGIN)]
-    partitions: list[Partition] = []
+    partitions = [Partition(DEV_PARTITION, (), default=True, all_nodes=True)]
     for group in layout.groups:
         members = tuple(node_hostname(naming, n) for n in layout.nodes if n.group == group.name)
         if group.role == COMPUTE and members:
-            partitions.append(Partition(group.partition or group.name, members, default=not partitions))
+            partitions.append(Partition(group.partition or group.name, members))
     return render_slurm_conf(settings, nodes, partitions)
+
+
+def topology_switches(layout: LocalLayout, naming: str) -> tuple[Switch, ...]:
+    """The switch tree HyperPod's agent writes to ``topology.conf``: from each Slurm node's network layers
+    (:func:`~hyperpod_local.layout.network_layers`, the instances' ``InstanceLabel``), by Slurm node name."""
+    by_instance = network_layers(layout)
+    return switches_from_layers({node_hostname(naming, layout.node(n)): path for n, path in by_instance.items()})
+
+
+def topology_conf(layout: LocalLayout, naming: str) -> str:
+    return render_topology_conf(
+        topology_switches(layout, naming),
+        (
+            "Written by the hyperpod-local emulator in HyperPod's place (automatic Slurm topology,",
+            "docs/local-cluster.md).",
+        ),
+    )
 
 
 def munge_key(workdir: Path) -> bytes:
@@ -200,12 +230,14 @@ def conf_server(layout: LocalLayout) -> str:
     return ",".join(n.ip for n in layout.controllers)
 
 
-def agent_script(role: str, mode: str, conf_servers: str) -> str:
+def agent_script(role: str, mode: str, conf_servers: str, topology: bool = True) -> str:
     """The shell script :func:`prepare` runs on a node (as root; its files are unpacked in STAGING).
 
     As on HyperPod (docs/node-runtime.md, "Configless compute and login nodes"), only the controller keeps
     slurm.conf; login and compute nodes run ``slurmd --conf-server`` and have no local copy (removed, like
-    the ExecStartPre of HyperPod's slurmd unit does), so their commands read the file slurmd fetched."""
+    the ExecStartPre of HyperPod's slurmd unit does), so their commands read the file slurmd fetched.
+    ``topology``: the controller gets ``topology.conf`` next to slurm.conf (slurmctld sends it to configless
+    nodes with slurm.conf); without it, none (an AMI before automatic topology)."""
     munged = " ".join(MUNGED_ARGV)
     run_dir, owner, run_mode = MUNGED_RUN_DIR
     lines = [
@@ -216,11 +248,14 @@ def agent_script(role: str, mode: str, conf_servers: str) -> str:
     if role == CONTROLLER:
         lines += [
             f"install -m 0644 $s/slurm.conf {SLURM_ETC}/slurm.conf",
+            f"install -m 0644 $s/{TOPOLOGY_CONF} {SLURM_ETC}/{TOPOLOGY_CONF}"
+            if topology
+            else f"rm -f {SLURM_ETC}/{TOPOLOGY_CONF}",
             # Slurm warns about an empty include: the file starts with a comment (accounting is added later).
             f"[ -e {SLURM_ETC}/{ACCOUNTING_CONF} ] || echo '# Accounting settings' >{SLURM_ETC}/{ACCOUNTING_CONF}",
         ]
     else:
-        lines.append(f"rm -f {SLURM_ETC}/slurm.conf {SLURM_ETC}/{ACCOUNTING_CONF}")
+        lines.append(f"rm -f {SLURM_ETC}/slurm.conf {SLURM_ETC}/{ACCOUNTING_CONF} {SLURM_ETC}/{TOPOLOGY_CONF}")
     lines += [
         "install -d -o munge -g munge -m 0700 /etc/munge",
         f"install -o munge -g munge -m 0400 $s/munge.key {MUNGE_KEY}",
@@ -244,8 +279,14 @@ def prepare(cluster: ClusterHandle, node: LocalNode) -> None:
     """HyperPod's part on one booted node, before its lifecycle script: the marker, slurm.conf, munge
     (key and daemon), in the API-driven mode the node's Slurm daemon, and srun with ``--auto-resume``.
     Idempotent: running daemons are left alone, so a node prepared again keeps its PIDs."""
-    conf = slurm_conf(cluster.layout, cluster.state.naming)
-    files = {"slurm.conf": conf.encode(), "munge.key": munge_key(cluster.workdir)}
+    topology = cluster.state.automatic_topology
+    naming = cluster.state.naming
+    files = {
+        "slurm.conf": slurm_conf(cluster.layout, naming, topology=topology).encode(),
+        "munge.key": munge_key(cluster.workdir),
+    }
+    if topology:
+        files[TOPOLOGY_CONF] = topology_conf(cluster.layout, naming).encode()
     archive = io.BytesIO()
     with tarfile.open(fileobj=archive, mode="w") as tar:
         for name, data in files.items():
@@ -253,7 +294,7 @@ def prepare(cluster: ClusterHandle, node: LocalNode) -> None:
             info.size, info.mode = len(data), 0o600
             tar.addfile(info, io.BytesIO(data))
     unpack = f'rm -rf {STAGING} && install -d -m 0700 {STAGING} && tar -C {STAGING} -xf - && exec sh -c "$0"'
-    script = agent_script(node.role, cluster.state.mode, conf_server(cluster.layout))
+    script = agent_script(node.role, cluster.state.mode, conf_server(cluster.layout), topology)
     result = cluster.exec(node.name, ["/bin/sh", "-c", unpack, script], input=archive.getvalue())
     if result.returncode != 0:
         raise LocalClusterError(

@@ -262,16 +262,40 @@ def instance_id(cluster_name: str, node_name: str) -> str:
     return "i-" + hashlib.sha256(f"{cluster_name}/{node_name}".encode()).hexdigest()[:17]
 
 
+NETWORK_LAYERS = ("network-node-layer-1", "network-node-layer-2", "network-node-layer-3")
+"""``InstanceLabel``'s topology keys in HyperPod's resource_config.json, top of the hierarchy first."""
+
+
+def network_layers(layout: LocalLayout) -> dict[str, tuple[str, str, str]]:
+    """Each compute and login instance's network nodes (``InstanceLabel.network-node-layer-{1,2,3}``), top
+    first: the emulator's one definition of the cluster's network. One spine and one aggregation switch for the
+    cluster, one leaf switch per instance group, named like EC2's network nodes (``nn-`` and 17 hex digits) and
+    derived from the names only, so every node and every run agrees. Controllers are not Slurm nodes: none."""
+
+    def network_node(*key: str) -> str:
+        return "nn-" + hashlib.sha256("/".join((layout.cluster_name, *key)).encode()).hexdigest()[:17]
+
+    spine, aggregation = network_node("layer-1"), network_node("layer-2")
+    return {
+        node.name: (spine, aggregation, network_node("layer-3", node.group))
+        for node in layout.nodes
+        if node.role in (COMPUTE, LOGIN)
+    }
+
+
 def resource_config(layout: LocalLayout, *, stale: bool = False) -> dict[str, Any]:
     """HyperPod's ``/opt/ml/config/resource_config.json`` for this cluster, in the shape AWS's scripts and notes show
     (tests/fixtures/resource_config/README.md cites each key): the controller's copy, or with ``stale`` a worker's
     stale one (:func:`stale_instances`).
 
     Every group of the config is listed; a group without local nodes has an empty ``Instances`` list, as
-    HyperPod shows a compute group of count 0. ``InstanceLabel`` is null: the emulator has no network topology
-    (AWS's notes: null on instances without topology labels). ``AgentIpAddress`` is the node's one address.
+    HyperPod shows a compute group of count 0. ``InstanceLabel`` holds a Slurm node's network layers
+    (:func:`network_layers`, the same tree the emulated agent writes to ``topology.conf``) and is null on
+    controllers (AWS's notes: null on instances without topology labels). ``AgentIpAddress`` is the node's one
+    address.
     """
     ghosts = stale_instances(layout) if stale else {}
+    layers = network_layers(layout)
     return {
         "ClusterConfig": {"ClusterArn": cluster_arn(layout.cluster_name), "ClusterName": layout.cluster_name},
         "ClusterType": "Slurm",
@@ -291,7 +315,9 @@ def resource_config(layout: LocalLayout, *, stale: bool = False) -> dict[str, An
                         "AgentIpAddress": node.ip,
                         "CustomerIpAddress": node.ip,
                         "InstanceId": instance_id(layout.cluster_name, node.name),
-                        "InstanceLabel": None,
+                        "InstanceLabel": (
+                            dict(zip(NETWORK_LAYERS, layers[node.name], strict=True)) if node.name in layers else None
+                        ),
                     }
                     for node in (*layout.nodes, *ghosts.get(group.name, ()))
                     if node.group == group.name

@@ -74,6 +74,9 @@ class ClusterState:
     """Slurm node names (and host names): ``ip`` or ``instance`` (:mod:`training_runtime.node_names`)."""
     stale_worker_copies: bool = False
     """Non-controller nodes get a stale resource_config.json (:func:`hyperpod_local.layout.stale_instances`)."""
+    automatic_topology: bool = True
+    """HyperPod platform: HyperPod's automatic Slurm topology (``topology.conf``, ``TopologyPlugin=topology/tree``;
+    AMIs since 2026-04). False: none, as on an older AMI."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -88,6 +91,7 @@ class ClusterState:
             "rootfs": self.rootfs,
             "naming": self.naming,
             "stale_worker_copies": self.stale_worker_copies,
+            "automatic_topology": self.automatic_topology,
             "host": {"run_netns_existed": self.host_had_run_netns, "run_mount_existed": self.host_had_run_mount},
         }
 
@@ -109,6 +113,7 @@ class ClusterState:
             # A state file from before the switch: the names each platform always had.
             naming=str(data.get("naming") or (IP_NAMES if data.get("platform") == HYPERPOD else INSTANCE_NAMES)),
             stale_worker_copies=bool(data.get("stale_worker_copies", False)),
+            automatic_topology=bool(data.get("automatic_topology", True)),
         )
 
 

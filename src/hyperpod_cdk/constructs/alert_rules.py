@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import yaml
 
+from training_runtime.health.results import LOGIN_REASON_START
 from training_runtime.log import FAILURE_MARKER
 from training_runtime.metrics import slurm as slurm_metrics
 
@@ -22,6 +23,9 @@ SLURM_COLLECTOR_SUCCESS = slurm_metrics.SUCCESS
 CLUSTER_LABEL = "cluster"
 """Added to every series by the node's scrape configuration: the Slurm cluster name."""
 UNAVAILABLE_STATES = slurm_metrics.OUT_OF_SERVICE_STATES
+NOT_A_FAULT = LOGIN_REASON_START
+"""The start of the drain reason a HyperPod login node gives itself to keep batch jobs off (it sits in HyperPod's
+``dev`` partition; docs/node-runtime.md): drained on purpose, for good, so no alert."""
 
 # --- the lifecycle log ------------------------------------------------------------------------------------
 BOOTSTRAP_LOG_HINT = "full log"
@@ -74,7 +78,7 @@ def alert_rules(cluster_name: str) -> list[AlertRule]:
         ),
         AlertRule(
             "NodeUnavailable",
-            f'{SLURM_NODE_STATE}{{{selector},state=~"({states})[*~#!%$@^-]?"}} == 1',
+            f'{SLURM_NODE_STATE}{{{selector},state=~"({states})[*~#!%$@^-]?",reason!~"{NOT_A_FAULT}.*"}} == 1',
             "10m",
             "Slurm node {{ $labels.node }} is {{ $labels.state }}: {{ $labels.reason }}",
             severity="warning",

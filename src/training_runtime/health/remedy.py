@@ -14,6 +14,7 @@ from training_runtime.health.results import (
     DRAIN,
     ESCALATE_WITHIN_S,
     HYPERPOD_REASONS,
+    LOGIN_REASON_START,
     PERIODIC,
     REASON_MAX,
     REASON_PREFIX,
@@ -47,8 +48,8 @@ class NodeState:
 
     @property
     def ours(self) -> bool:
-        """Drained by a health check (a Spot reclaim drain is the Spot watcher's, not the checks')."""
-        return self.reason.startswith(REASON_PREFIX) and not self.reason.startswith(SPOT_REASON)
+        """Drained by a health check (a Spot reclaim drain is the Spot watcher's, a login node's its bootstrap's)."""
+        return self.reason.startswith(REASON_PREFIX) and not self.reason.startswith((SPOT_REASON, LOGIN_REASON_START))
 
 
 def parse_node_state(text: str) -> Optional[NodeState]:

@@ -30,6 +30,11 @@ SPOT_RECLAIM = "spot-reclaim"
 SPOT_REASON = REASON_PREFIX + SPOT_RECLAIM
 """The drain reason's start when EC2 reclaims a Spot node (``training_runtime.spot``); the health checks never
 resume such a node or change its reason: it is going away."""
+LOGIN_NODE = "login-node"
+LOGIN_REASON_START = REASON_PREFIX + LOGIN_NODE + ":"
+LOGIN_REASON = LOGIN_REASON_START + " no batch jobs on login nodes (runtime option slurm.login_node_jobs)"
+"""The drain reason a HyperPod login node's bootstrap gives itself (:mod:`training_runtime.steps.login_node`): not
+a fault, so not HyperPod's ``Action:`` words, and the health checks never resume it or take it for theirs."""
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from typing import Callable, Dict, List, Mapping, Sequence, Set, Tuple
 from training_runtime.groups import MAX_PARTITION_LENGTH
 from training_runtime.options import MAX_SLURM_SECONDS, MIN_CRED_EXPIRE, RETURN_TO_SERVICE
 from training_runtime.render.slurm_types import Partition, SlurmNode, SlurmSettings
+from training_runtime.render.topology_conf import topology_problems
 from training_runtime.users import USER_NAME
 
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -62,6 +63,10 @@ def problems(
             checked.add(id(node.hardware))
             problems.extend(node.hardware.problems("{}.hardware ({})".format(where, node.name)))
     problems.extend(_partition_problems(partitions, names))
+    if isinstance(settings.topology, tuple):
+        problems.extend(topology_problems(settings.topology, set(names)))
+    elif settings.topology is not None:
+        problems.append("settings.topology: got {!r}; expected a tuple of switches or None".format(settings.topology))
     problems.extend(_extra_line_problems(settings.extra_lines, managed))
     return problems
 
@@ -202,6 +207,8 @@ def _partition_problems(partitions: Sequence[Partition], nodes: Dict[str, int]) 
             seen.add(name)
         if partition.default:
             defaults.append("{} ({})".format(where, name))
+        if partition.all_nodes and partition.nodes:
+            problems.append("{}: all_nodes with nodes {}; give one of them".format(where, list(partition.nodes)))
         unknown = sorted({n for n in partition.nodes if n not in nodes})
         if unknown:
             shown = ", ".join(repr(n) for n in unknown[:5])

@@ -56,6 +56,8 @@ def render_slurm_conf(settings: SlurmSettings, nodes: Sequence[SlurmNode], parti
     default_index = next((i for i, p in enumerate(partitions) if p.default), 0)
     for index, partition in enumerate(partitions):
         members = " Nodes=" + compress(partition.nodes) if partition.nodes else ""
+        if partition.all_nodes:
+            members = " Nodes=ALL"
         lines.append(
             "PartitionName={}{} Default={} MaxTime=INFINITE State=UP".format(
                 partition.name, members, "YES" if index == default_index else "NO"
@@ -156,6 +158,8 @@ def _global_lines(settings: SlurmSettings, any_gpu: bool) -> Tuple[List[str], Di
     put("SelectType", "select/cons_tres", "")
     put("SelectTypeParameters", s.select_type_parameters, "select_type_parameters")
     put("SchedulerType", "sched/backfill", "")
+    if s.topology is not None:
+        put("TopologyPlugin", "topology/tree", "topology", "The switch tree is in topology.conf, next to this file.")
     scheduler = "sched_interval={},bf_interval={}".format(s.sched_interval, s.bf_interval)
     notes = [
         "How often (s) the main and backfill schedulers run; a requeued job whose begin time has passed",
@@ -238,5 +242,6 @@ def managed_keys() -> Dict[str, str]:
         epilog="/c",
         prolog_flags="Alloc",
         configless=True,
+        topology=(),
     )
     return _global_lines(everything, any_gpu=True)[1]

@@ -33,6 +33,17 @@ class Partition:
     nodes: Tuple[str, ...]
     default: bool = False
     """At most one partition may be marked; when none is, the first one is the default."""
+    all_nodes: bool = False
+    """``Nodes=ALL``: every node of the file (``nodes`` stays empty), as HyperPod's universal ``dev`` partition."""
+
+
+@dataclass(frozen=True)
+class Switch:
+    """One switch of ``topology.conf`` (Slurm's topology/tree): its leaf nodes or its child switches."""
+
+    name: str
+    nodes: Tuple[str, ...] = ()
+    switches: Tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -99,6 +110,11 @@ class SlurmSettings:
     """``SlurmctldParameters=enable_configless``: nodes may fetch this file with ``slurmd --conf-server``."""
     extra_lines: Tuple[str, ...] = ()
     """Appended verbatim; may not set a key this file already sets (use the field instead)."""
+    topology: Optional[Tuple[Switch, ...]] = None
+    """The switch tree. Given: slurm.conf sets ``TopologyPlugin=topology/tree`` and the caller must write
+    ``topology.conf`` from the same switches (:func:`~training_runtime.render.topology_conf.render_topology_conf`).
+    None: no TopologyPlugin: a slurm.conf naming the plugin without the file breaks ``sbatch`` ("Requested
+    topology configuration is not available"), so only this field can set it, never ``extra_lines``."""
     header: Optional[Tuple[str, ...]] = None
     """The comment lines at the top (without ``#``). None: the runtime's own note (it renders the file)."""
 

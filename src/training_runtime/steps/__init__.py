@@ -24,5 +24,9 @@ class Step:
         """What :meth:`apply` would do on this node, for ``plan``; one short line per action."""
         return []
 
+    def notes(self, node: Node) -> List[str]:
+        """What ``plan`` should say whether or not the step is needed (e.g. what it leaves alone). Reads only."""
+        return []
+
     def __repr__(self) -> str:
         return "<step {}>".format(self.name)

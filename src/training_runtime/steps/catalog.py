@@ -13,6 +13,7 @@ from training_runtime.steps.configless import SLURMD_DROP_IN, ConfiglessPush, Sl
 from training_runtime.steps.daemon import RunningDaemon
 from training_runtime.steps.health import health_steps
 from training_runtime.steps.installed import InstalledRuntime
+from training_runtime.steps.login_node import LoginNodeJobs
 from training_runtime.steps.munge import MUNGED, NODE_KEY, MungeKey
 from training_runtime.steps.observability import observability_steps
 from training_runtime.steps.pytorch_env import pytorch_steps
@@ -31,6 +32,7 @@ from training_runtime.steps.slurm import (
 from training_runtime.steps.spot import spot_steps
 from training_runtime.steps.storage import LustreMount, SharedStorage
 from training_runtime.steps.system import ClusterHosts, Packages
+from training_runtime.steps.topology import HyperPodTopology
 from training_runtime.steps.users import SshBetweenNodes, Users
 from training_runtime.users import load_users
 
@@ -65,6 +67,8 @@ def steps_for(node: Node) -> List[Step]:
         steps += [Users(users), SshBetweenNodes(users)]
     steps += accelerator_steps(node)
     steps.append(SlurmConfig() if generic else HyperPodSlurmConfig())
+    if node.is_controller and not generic:
+        steps.append(HyperPodTopology())  # HyperPod's automatic topology: left alone, reported in the plan
     if node.is_controller:
         accounting = node.options.accounting
         # Given the external database (AccountingDatabase), HyperPod configures slurmdbd and the controller's
@@ -94,6 +98,8 @@ def steps_for(node: Node) -> List[Step]:
             steps.append(SlurmdConfServer())
             slurmd_files = [SLURMD_DROP_IN]
         steps.append(RunningDaemon(slurmd(node), slurmd_files))
+        if node.is_login:  # HyperPod's dev partition holds login nodes too: keep batch jobs off them
+            steps.append(LoginNodeJobs())
         steps += spot_steps(node)
     if not node.is_controller:
         steps += pytorch_steps(node)
