@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from hyperpod_local import LocalCluster, LocalClusterError
-from hyperpod_local.hyperpod_platform import node_rootfs
+from hyperpod_local.rootfs import node_rootfs
 from training_runtime.node import GENERIC
 
 CPU_CLUSTER = Path(__file__).resolve().parent.parent / "examples" / "cpu-cluster.yaml"

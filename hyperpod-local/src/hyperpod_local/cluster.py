@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from hyperpod_local import agent, hyperpod_platform
+from hyperpod_local import agent, hyperpod_platform, rootfs
 from hyperpod_local import metrics as metrics_server
 from hyperpod_local.host import (
     check_prefix,
@@ -80,7 +80,7 @@ class LocalCluster:
             subnet=state.layout.subnet,
             prefix=state.prefix,
             lower=Path(state.rootfs) if state.rootfs else None,
-            binds=hyperpod_platform.host_binds() if state.platform == HYPERPOD else (),
+            binds=hyperpod_platform.host_binds() if state.rootfs else (),
         )
 
     # --- creation ---------------------------------------------------------------------------
@@ -113,6 +113,7 @@ class LocalCluster:
         subnet: str = DEFAULT_SUBNET,
         prefix: str = DEFAULT_PREFIX,
         platform: str = hyperpod_platform.API_PLATFORM,
+        slurm: str | None = None,
         bootstrap: bool = True,
         bootstrap_timeout: float = DEFAULT_BOOTSTRAP_TIMEOUT_S,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S,
@@ -129,6 +130,9 @@ class LocalCluster:
         ``platform``: ``hyperpod`` emulates HyperPod's part (Slurm 24.11 under /opt/slurm on a trixie root,
         :mod:`hyperpod_local.hyperpod_platform`; the emulated HyperPod agent and ``srun --auto-resume``,
         :mod:`hyperpod_local.agent`); ``generic`` runs the host's Slurm and the runtime's generic path.
+        ``slurm``: the Slurm major the nodes run, on the built root file system that carries it
+        (:data:`hyperpod_local.rootfs.SLURM_SUITES`: ``24.11`` trixie, ``26.05`` forky); None: the platform's
+        own (HyperPod: 24.11; generic: the host's root and Slurm).
         A bootstrap failure leaves the nodes running for inspection and raises :class:`LocalClusterError`
         naming each failed node and the last line of its output.
         """
@@ -141,7 +145,9 @@ class LocalCluster:
         directory = Path(workdir if workdir is not None else default_workdir()).absolute()
         check_workdir(directory)
         check_prefix(prefix)
-        rootfs = hyperpod_platform.node_rootfs() if hyperpod_platform.check_platform(platform) == HYPERPOD else None
+        if hyperpod_platform.check_platform(platform) == HYPERPOD and slurm is None:
+            slurm = rootfs.DEFAULT_SLURM
+        lower = rootfs.node_rootfs(rootfs.check_slurm(slurm)) if slurm is not None else None
         if assembly is not None and config_path is not None:
             raise LocalClusterError("give a config file or a cloud assembly (--from), not both")
         inputs = from_assembly(assembly, stack) if assembly is not None else from_config(config_path)
@@ -167,7 +173,8 @@ class LocalCluster:
             files,
             prefix=prefix,
             platform=platform,
-            rootfs=rootfs,
+            rootfs=lower,
+            slurm=slurm,
             bootstrap=bootstrap,
             say=say,
         )
@@ -187,6 +194,7 @@ class LocalCluster:
         prefix: str,
         platform: str,
         rootfs: Path | None,
+        slurm: str | None,
         bootstrap: bool,
         say: Callable[[str], None],
     ) -> LocalCluster:
@@ -206,6 +214,7 @@ class LocalCluster:
                 host_had_run_mount=Path("/run/mount").exists(),
                 platform=platform,
                 rootfs=str(rootfs) if rootfs else None,
+                slurm=slurm,
             )
             stage(directory, layout, files)
             (directory / "state.json").write_text(json.dumps(state.to_json(), indent=2) + "\n")

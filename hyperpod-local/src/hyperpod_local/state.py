@@ -69,6 +69,8 @@ class ClusterState:
     """``hyperpod`` (emulated HyperPod platform) or ``generic`` (:mod:`hyperpod_local.hyperpod_platform`)."""
     rootfs: str | None = None
     """The nodes' root file system (the overlay's lower layer); None: the host's ``/``."""
+    slurm: str | None = None
+    """The Slurm major of that root file system (:data:`hyperpod_local.rootfs.SLURM_SUITES`); None: the host's."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -81,6 +83,7 @@ class ClusterState:
             "bootstrap": self.bootstrap,
             "platform": self.platform,
             "rootfs": self.rootfs,
+            "slurm": self.slurm,
             "host": {"run_netns_existed": self.host_had_run_netns, "run_mount_existed": self.host_had_run_mount},
         }
 
@@ -99,6 +102,7 @@ class ClusterState:
             host_had_run_mount=bool(data["host"]["run_mount_existed"]),
             platform=str(data.get("platform", GENERIC)),
             rootfs=None if data.get("rootfs") is None else str(data["rootfs"]),
+            slurm=None if data.get("slurm") is None else str(data["slurm"]),
         )
 
 
