@@ -38,7 +38,8 @@ DB_SERVER_SETTINGS = (
     "# variable (MariaDB before 10.6.18) starts anyway.\n"
     "loose-innodb_snapshot_isolation = OFF\n"
 )
-"""The server settings slurmdbd needs (docs/node-runtime.md, "Slurm's next major")."""
+"""The server settings slurmdbd needs (docs/node-runtime.md, step ``accounting-database``; found on Slurm's next
+major, docs/local-cluster.md)."""
 
 
 MARIADB = Daemon(
