@@ -6,10 +6,10 @@ root is named here by the Slurm major it carries, so a cluster picks its Slurm (
 slurm=...)``, ``hyperpod-local up --slurm``) and the suite follows from this one table:
 
 * ``24.11``: Debian trixie, HyperPod's current major (the HyperPod platform's default);
-* ``26.05``: Debian forky, the next release (its ``slurm-wlm`` was 26.05.5 when this table was written,
-  https://packages.debian.org/forky/slurmctld); it runs the runtime on Slurm's next major and Python 3.14
-  before AWS ships one, so renamed or removed options show up here first (docs/local-cluster.md, "Slurm's
-  next major").
+* ``26.05``: Debian forky, the next release (its Slurm packages from deb.debian.org were 26.05.5-1, its
+  python3 3.14, when this table was written); it runs the runtime on Slurm's next major before AWS ships one,
+  so renamed or removed options show up here first (docs/local-cluster.md, "Slurm's next major"). Forky is
+  Debian testing: when its Slurm moves on, tests/test_local_next_slurm.py says so and this table changes.
 
 Stdlib only.
 """
