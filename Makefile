@@ -35,12 +35,14 @@ setup: $(VENV)/.installed-dev scanner node_modules/.installed system-packages no
 system-packages:
 	@./scripts/install-system-packages.sh
 
-# The emulated HyperPod platform's node root file system: Debian trixie with Slurm 24.11 (docs/local-cluster.md;
-# about 25 s and 650 MB in /var/cache/hyperpod-cdk, once per package list; needs root and the Debian mirror)
+# The local cluster's node root file systems, one per Debian suite hyperpod_local/rootfs.py names: trixie (Slurm
+# 24.11, the HyperPod platform's) and forky (Slurm's next major, 26.05). docs/local-cluster.md; about 1 min and
+# 650 MB each in /var/cache/hyperpod-cdk, once per package list; needs root and the Debian mirror.
+ROOTFS_SUITES := trixie forky
 node-rootfs: system-packages
 	@if [ "$$(id -u)" -ne 0 ]; then echo "node-rootfs: skipped (needs root; the HyperPod-platform local tests skip without it)"; \
 	elif ! command -v mmdebstrap >/dev/null; then echo "node-rootfs: skipped (needs mmdebstrap: a Debian or Ubuntu machine)"; \
-	else ./scripts/build-node-rootfs.sh >/dev/null; fi
+	else for suite in $(ROOTFS_SUITES); do ./scripts/build-node-rootfs.sh --suite $$suite >/dev/null || exit 1; done; fi
 
 # The package and its pinned dependencies: all `make synth` needs of Python. --no-compile: byte-compiling all of
 # aws-cdk-lib took 35 of the 45 s this step took on a fresh clone; Python compiles what an import needs, once.

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from hyperpod_local import LocalCluster, LocalClusterError
-from hyperpod_local.hyperpod_platform import node_rootfs
+from hyperpod_local.rootfs import DEFAULT_SLURM, node_rootfs
 from training_runtime.node import GENERIC
 
 CPU_CLUSTER = Path(__file__).resolve().parent.parent / "examples" / "cpu-cluster.yaml"
@@ -40,10 +40,10 @@ REASON = skip_reason()
 requires_local_cluster = pytest.mark.skipif(REASON is not None, reason=str(REASON))
 
 
-def rootfs_reason() -> str | None:
-    """Why the emulated HyperPod platform cannot run here (its node root file system is not built), or None."""
+def rootfs_reason(slurm: str = DEFAULT_SLURM) -> str | None:
+    """Why the node root file system with Slurm ``slurm`` (the HyperPod platform's by default) is not here, or None."""
     try:
-        node_rootfs()
+        node_rootfs(slurm)
     except LocalClusterError as error:
         return str(error)
     return None
@@ -54,10 +54,12 @@ requires_hyperpod_platform = pytest.mark.skipif(HYPERPOD_REASON is not None, rea
 
 
 @contextmanager
-def cpu_cluster(workdir: Path, prefix: str, subnet: str, platform: str = GENERIC) -> Iterator[LocalCluster]:
+def cpu_cluster(
+    workdir: Path, prefix: str, subnet: str, platform: str = GENERIC, slurm: str | None = None
+) -> Iterator[LocalCluster]:
     """:data:`CPU_CLUSTER` up in ``workdir`` (the prefix gets this process's id), taken down afterwards."""
     cluster = LocalCluster.up(
-        CPU_CLUSTER, workdir, prefix=f"{prefix}{os.getpid() % 10000}", subnet=subnet, platform=platform
+        CPU_CLUSTER, workdir, prefix=f"{prefix}{os.getpid() % 10000}", subnet=subnet, platform=platform, slurm=slurm
     )
     try:
         yield cluster

@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from hyperpod_local import LocalCluster, LocalClusterError, agent
-from hyperpod_local.hyperpod_platform import node_rootfs
 from hyperpod_local.paths import JOBS_DIR  # packaged: the HyperPod platform's nodes see it, not the checkout
+from hyperpod_local.rootfs import node_rootfs
 from local_support import CPU_CLUSTER, requires_local_cluster
 from training_runtime.node import GENERIC, HYPERPOD
 from training_runtime.node_names import INSTANCE_NAMES

@@ -19,6 +19,7 @@ from training_runtime.plan import DONE_MARKER, STATE_FILE, StepError, apply_plan
 from training_runtime.steps import Step
 from training_runtime.steps.accounting import (
     DB_PASSWORD_FILE,
+    DB_SERVER_CONF,
     MARIADB,
     AccountingCluster,
     LocalDatabase,
@@ -384,6 +385,31 @@ def test_local_accounting_database_password_never_on_a_command_line(tmp_path: Pa
     dbd = tmp_path / conf_path(node, "slurmdbd.conf").lstrip("/")
     assert f"StoragePass={password}" in dbd.read_text() and mode(dbd) == 0o600
     assert not SlurmdbdConfig().needed(node)
+
+
+def test_local_database_turns_snapshot_isolation_off_for_slurmdbd(tmp_path: Path) -> None:
+    """slurmdbd 26.05 refuses MariaDB 11.6.2+'s default snapshot isolation (docs/node-runtime.md): the setting
+    is in the server's configuration before the runtime starts it, and a server already running (the package
+    started it under systemd, or the file went missing) is restarted to read it."""
+    runner = RecordingRunner()
+    node = fake_node(tmp_path / "plain", instance="controller-1", options=ACCOUNTING, runner=runner)
+    running_daemon(node, MARIADB)
+    LocalDatabase().apply(node)
+    lines = (node.root / DB_SERVER_CONF.lstrip("/")).read_text().splitlines()
+    assert lines[lines.index("[mysqld]") :].count("loose-innodb_snapshot_isolation = OFF") == 1
+    assert len(runner.ran(MARIADB.argv[0])) == 1  # started once, with the setting in place
+
+    for directory in ("run/systemd/system", "var/lib/mysql/mysql"):  # Debian's package set it up and started it
+        (tmp_path / "systemd" / directory).mkdir(parents=True)
+    runner = RecordingRunner()  # every systemctl call succeeds: mariadb is active
+    node = fake_node(tmp_path / "systemd", instance="controller-1", options=ACCOUNTING, runner=runner)
+    LocalDatabase().apply(node)
+    assert runner.ran("systemctl", "restart", "mariadb") == [["systemctl", "restart", "mariadb"]]
+    assert not LocalDatabase().needed(node)
+    (node.root / DB_SERVER_CONF.lstrip("/")).unlink()
+    assert LocalDatabase().needed(node)
+    LocalDatabase().apply(node)
+    assert len(runner.ran("systemctl", "restart", "mariadb")) == 2 and not LocalDatabase().needed(node)
 
 
 def test_external_database_password_comes_from_secrets_manager(tmp_path: Path) -> None:

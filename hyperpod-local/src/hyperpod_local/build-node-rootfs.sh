@@ -1,24 +1,41 @@
 #!/usr/bin/env bash
-# The root file system of the local cluster's nodes on the emulated HyperPod platform: Debian trixie with
-# Slurm 24.11 (HyperPod's current major) in HyperPod's layout (/opt/slurm/{bin,sbin,etc}), built with
-# mmdebstrap from the packages in node-rootfs.packages. The host's own packages stay as they are.
+# The root file system of the local cluster's nodes: Debian trixie with Slurm 24.11 (HyperPod's current
+# major) or Debian forky (the next release, Slurm's next major: 26.05 when this was written), in HyperPod's
+# layout (/opt/slurm/{bin,sbin,etc}), built with mmdebstrap from the packages in node-rootfs.packages. The
+# host's own packages stay as they are. hyperpod_local/rootfs.py maps each Slurm major to its suite.
 #
-#   build-node-rootfs.sh               build unless the cache has it; print its path
-#   build-node-rootfs.sh --print-path  print where it is (or would be) without building
+#   build-node-rootfs.sh [--suite SUITE]               build unless the cache has it; print its path
+#   build-node-rootfs.sh [--suite SUITE] --print-path  print where it is (or would be) without building
 #
-# Cached in $HYPERPOD_CDK_ROOTFS_CACHE (default /var/cache/hyperpod-cdk/node-rootfs)/<sha256 of the package
-# list and this script>; built in a temporary directory beside it and renamed into place, so a killed build
-# never leaves a half root file system under the final name. Needs root and network access to the mirror.
+# SUITE: trixie (default) or forky. Cached in $HYPERPOD_CDK_ROOTFS_CACHE (default
+# /var/cache/hyperpod-cdk/node-rootfs)/<sha256 of the suite, the package list and this script>; built in a
+# temporary directory beside it and renamed into place, so a killed build never leaves a half root file
+# system under the final name. Needs root and network access to the mirror.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 packages_file=$here/node-rootfs.packages
 cache=${HYPERPOD_CDK_ROOTFS_CACHE:-/var/cache/hyperpod-cdk/node-rootfs}
 mirror=${HYPERPOD_CDK_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 suite=trixie
-key=$(cat "$packages_file" "${BASH_SOURCE[0]}" | sha256sum | cut -c1-64)
+print_path=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    --suite) suite=${2:-}; shift 2 || shift ;;
+    --suite=*) suite=${1#--suite=}; shift ;;
+    --print-path) print_path=1; shift ;;
+    *) echo "build-node-rootfs: unknown argument $1 (usage: build-node-rootfs.sh [--suite trixie|forky] [--print-path])" >&2
+      exit 2 ;;
+  esac
+done
+case $suite in
+  trixie | forky) ;;
+  *) echo "build-node-rootfs: --suite: got '$suite'; allowed: trixie, forky" >&2
+    exit 2 ;;
+esac
+key=$({ echo "$suite"; cat "$packages_file" "${BASH_SOURCE[0]}"; } | sha256sum | cut -c1-64)
 target=$cache/$key
 
-if [ "${1:-}" = "--print-path" ]; then
+if [ "$print_path" -eq 1 ]; then
   echo "$target"
   exit 0
 fi
@@ -55,7 +72,13 @@ rm -rf "$1/etc/slurm"
 ln -s /opt/slurm/etc "$1/etc/slurm"
 rm -f "$1/etc/hostname" "$1/etc/machine-id"
 touch "$1/etc/machine-id"'
-mmdebstrap --quiet --variant=apt --include="$include" --customize-hook="$hook" \
+options=()
+if [ "$suite" != trixie ]; then
+  # Testing's Release file is valid for a week only (Valid-Until); a mirror or cache that lags behind serves
+  # one apt calls expired. The signature is still checked; only the freshness check is off.
+  options+=(--aptopt='Acquire::Check-Valid-Until "false"')
+fi
+mmdebstrap --quiet --variant=apt "${options[@]}" --include="$include" --customize-hook="$hook" \
   "$suite" "$work/root" "$mirror"
 chmod 755 "$work/root"
 mv -T "$work/root" "$target"

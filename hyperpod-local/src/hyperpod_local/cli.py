@@ -14,6 +14,7 @@ from hyperpod_local.cluster import DEFAULT_IDLE_TIMEOUT_S
 from hyperpod_local.hyperpod_platform import COMMAND_LINE_PLATFORM, PLATFORMS
 from hyperpod_local.layout import DEFAULT_MAX_PER_GROUP, DEFAULT_MAX_WORKERS, DEFAULT_SUBNET
 from hyperpod_local.namespaces import DEFAULT_PREFIX
+from hyperpod_local.rootfs import SLURM_SUITES
 from training_runtime.node_names import NAMING_MODES
 
 
@@ -95,6 +96,13 @@ def add_commands(local: argparse.ArgumentParser) -> None:
         action="store_true",
         help="hyperpod platform: no topology.conf and no TopologyPlugin, as on a HyperPod AMI before 2026-04",
     )
+    up.add_argument(
+        "--slurm",
+        choices=tuple(SLURM_SUITES),
+        help="the Slurm major the nodes run, on the root file system `make setup` builds for it ("
+        + ", ".join(f"{major}: Debian {suite}" for major, suite in SLURM_SUITES.items())
+        + "); default: the platform's own (hyperpod: 24.11; generic: the host's root and Slurm)",
+    )
     run = with_workdir(sub.add_parser("exec", help="run a command on a node: local exec NODE -- CMD..."))
     run.add_argument("--cwd", help="working directory on the node (default: this one if the node has it, else /)")
     run.add_argument("node")
@@ -142,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
                 node_names=args.node_names,
                 stale_worker_copies=args.stale_worker_copies,
                 automatic_topology=not args.no_automatic_topology,
+                slurm=args.slurm,
                 progress=say,
             )
             _print_status(cluster.status())
@@ -206,7 +215,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _print_status(report: dict[str, Any]) -> None:
     print(
-        f"cluster {report['cluster']} ({report['mode']}, {report['platform']} platform), "
+        f"cluster {report['cluster']} ({report['mode']}, {report['platform']} platform, "
+        f"Slurm {report['slurm'] or 'of the host'}), "
         f"work directory {report['workdir']}"
     )
     print(f"shared directory {report['shared']}")

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from hyperpod_local import agent, hyperpod_platform
+from hyperpod_local import agent, hyperpod_platform, rootfs
 from hyperpod_local import metrics as metrics_server
 from hyperpod_local.host import (
     check_prefix,
@@ -81,7 +81,7 @@ class LocalCluster:
             subnet=state.layout.subnet,
             prefix=state.prefix,
             lower=Path(state.rootfs) if state.rootfs else None,
-            binds=hyperpod_platform.host_binds() if state.platform == HYPERPOD else (),
+            binds=hyperpod_platform.host_binds() if state.rootfs else (),
         )
 
     # --- creation ---------------------------------------------------------------------------
@@ -117,6 +117,7 @@ class LocalCluster:
         node_names: str | None = None,
         stale_worker_copies: bool = False,
         automatic_topology: bool = True,
+        slurm: str | None = None,
         bootstrap: bool = True,
         bootstrap_timeout: float = DEFAULT_BOOTSTRAP_TIMEOUT_S,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S,
@@ -139,6 +140,9 @@ class LocalCluster:
         the controller's copy shows empty (HyperPod platform only; :func:`hyperpod_local.layout.stale_instances`).
         ``automatic_topology`` (HyperPod platform): HyperPod's agent writes ``topology.conf`` and sets
         ``TopologyPlugin=topology/tree``, as since 2026-04; False plays an older AMI without it.
+        ``slurm``: the Slurm major the nodes run, on the built root file system that carries it
+        (:data:`hyperpod_local.rootfs.SLURM_SUITES`: ``24.11`` trixie, ``26.05`` forky); None: the platform's
+        own (HyperPod: 24.11; generic: the host's root and Slurm).
         A bootstrap failure leaves the nodes running for inspection and raises :class:`LocalClusterError`
         naming each failed node and the last line of its output.
         """
@@ -151,7 +155,9 @@ class LocalCluster:
         directory = Path(workdir if workdir is not None else default_workdir()).absolute()
         check_workdir(directory)
         check_prefix(prefix)
-        rootfs = hyperpod_platform.node_rootfs() if hyperpod_platform.check_platform(platform) == HYPERPOD else None
+        if hyperpod_platform.check_platform(platform) == HYPERPOD and slurm is None:
+            slurm = rootfs.DEFAULT_SLURM
+        lower = rootfs.node_rootfs(rootfs.check_slurm(slurm)) if slurm is not None else None
         naming = hyperpod_platform.check_naming(platform, node_names)
         if stale_worker_copies and platform != HYPERPOD:
             raise LocalClusterError(
@@ -185,7 +191,8 @@ class LocalCluster:
             files,
             prefix=prefix,
             platform=platform,
-            rootfs=rootfs,
+            rootfs=lower,
+            slurm=slurm,
             naming=naming,
             stale_worker_copies=stale_worker_copies,
             automatic_topology=automatic_topology,
@@ -211,6 +218,7 @@ class LocalCluster:
         naming: str,
         stale_worker_copies: bool,
         automatic_topology: bool,
+        slurm: str | None,
         bootstrap: bool,
         say: Callable[[str], None],
     ) -> LocalCluster:
@@ -233,6 +241,7 @@ class LocalCluster:
                 naming=naming,
                 stale_worker_copies=stale_worker_copies,
                 automatic_topology=automatic_topology,
+                slurm=slurm,
             )
             agent_naming = naming if platform == HYPERPOD else None
             stage(directory, layout, files, naming=agent_naming, stale_worker_copies=stale_worker_copies)

@@ -5,8 +5,9 @@ runs; our runtime then takes its HyperPod-platform path (``/opt/sagemaker_cluste
 ``/opt/slurm/etc/slurm.conf``). The emulator does that part here, from AWS's documents (docs/local-cluster.md,
 "The emulated HyperPod platform", names the source of each behaviour and what is not emulated):
 
-* the node runs Debian trixie's Slurm 24.11 in HyperPod's layout (``/opt/slurm/{bin,sbin,etc}``) from the
-  root file system ``build-node-rootfs.sh`` (package data) builds, not the host's packages;
+* the node runs Debian trixie's Slurm 24.11 (or, ``slurm="26.05"``, forky's: :mod:`hyperpod_local.rootfs`) in
+  HyperPod's layout (``/opt/slurm/{bin,sbin,etc}``) from the root file system ``build-node-rootfs.sh``
+  (package data) builds, not the host's packages;
 * its host name and Slurm node name are HyperPod's ``ip-a-b-c-d`` or, with the naming ``instance``
   (``cluster_agent.json``'s ``UseInstanceNames``), its instance name (:func:`check_naming`);
 * :func:`prepare` writes the marker, the controller's ``slurm.conf`` from each group's ``SlurmConfig`` (node
@@ -26,7 +27,6 @@ from __future__ import annotations
 import dataclasses
 import io
 import os
-import subprocess
 import sys
 import sysconfig
 import tarfile
@@ -35,7 +35,7 @@ from pathlib import Path
 from hyperpod_local import agent
 from hyperpod_local.layout import LocalLayout, LocalNode, network_layers
 from hyperpod_local.overlay import EMULATION_SLURM_OPTIONS, host_hardware
-from hyperpod_local.paths import JOBS_DIR, ROOTFS_SCRIPT
+from hyperpod_local.paths import JOBS_DIR
 from hyperpod_local.state import ClusterHandle, LocalClusterError
 from training_runtime.groups import COMPUTE, CONTROLLER, LOGIN
 from training_runtime.hardware import NodeHardware
@@ -48,8 +48,9 @@ from training_runtime.render.slurm_types import Partition, SlurmNode, SlurmSetti
 from training_runtime.render.topology_conf import render_topology_conf, switches_from_layers
 
 PLATFORMS = (HYPERPOD, GENERIC)
-"""``hyperpod``: trixie root, Slurm 24.11 under /opt/slurm, HyperPod's part emulated. ``generic``: the
-host's root and Slurm, the runtime does everything (its generic platform)."""
+"""``hyperpod``: a built root (trixie, Slurm 24.11, unless the cluster picks another major:
+:mod:`hyperpod_local.rootfs`), Slurm under /opt/slurm, HyperPod's part emulated. ``generic``: the host's root
+and Slurm, or a built root when the cluster picks a major; the runtime does everything (its generic platform)."""
 API_PLATFORM = GENERIC
 """``LocalCluster.up``'s default: a caller names the platform it needs (tests do)."""
 COMMAND_LINE_PLATFORM = HYPERPOD
@@ -104,21 +105,6 @@ def check_naming(platform: str, naming: str | None) -> str:
 def node_hostname(naming: str, node: LocalNode) -> str:
     """The node's host name and Slurm node name under ``naming`` (the runtime's one rule)."""
     return slurm_name(naming, node.name, node.ip)
-
-
-def node_rootfs(build: bool = False) -> Path:
-    """The trixie root file system of the current package list (built by the script when ``build``)."""
-    argv = ["bash", str(ROOTFS_SCRIPT)] if build else ["bash", str(ROOTFS_SCRIPT), "--print-path"]
-    result = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=1800)
-    lines = result.stdout.strip().splitlines()
-    path = Path(lines[-1]) if result.returncode == 0 and lines else None
-    if path is None or not (path / "etc" / "os-release").exists():
-        why = f" ({result.stderr.strip()})" if result.stderr.strip() else ""
-        raise LocalClusterError(
-            f"the HyperPod platform's node root file system is not built{why}. Fix: sudo {ROOTFS_SCRIPT} "
-            "(make setup runs it; about 25 s and 650 MB), or use platform 'generic'"
-        )
-    return path
 
 
 def host_binds() -> tuple[str, ...]:

@@ -30,6 +30,7 @@ def status_report(cluster: ClusterHandle) -> dict[str, Any]:
         "config": cluster.state.config_path,
         "mode": cluster.state.mode,
         "platform": cluster.state.platform,
+        "slurm": cluster.state.slurm,
         "prefix": cluster.state.prefix,
         "subnet": cluster.layout.subnet,
         "shared": f"{cluster.workdir / 'shared'} (at {cluster.state.fsx_mount_path} on every node)",

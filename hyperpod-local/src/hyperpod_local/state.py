@@ -77,6 +77,8 @@ class ClusterState:
     automatic_topology: bool = True
     """HyperPod platform: HyperPod's automatic Slurm topology (``topology.conf``, ``TopologyPlugin=topology/tree``;
     AMIs since 2026-04). False: none, as on an older AMI."""
+    slurm: str | None = None
+    """The Slurm major of that root file system (:data:`hyperpod_local.rootfs.SLURM_SUITES`); None: the host's."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -92,6 +94,7 @@ class ClusterState:
             "naming": self.naming,
             "stale_worker_copies": self.stale_worker_copies,
             "automatic_topology": self.automatic_topology,
+            "slurm": self.slurm,
             "host": {"run_netns_existed": self.host_had_run_netns, "run_mount_existed": self.host_had_run_mount},
         }
 
@@ -114,6 +117,7 @@ class ClusterState:
             naming=str(data.get("naming") or (IP_NAMES if data.get("platform") == HYPERPOD else INSTANCE_NAMES)),
             stale_worker_copies=bool(data.get("stale_worker_copies", False)),
             automatic_topology=bool(data.get("automatic_topology", True)),
+            slurm=None if data.get("slurm") is None else str(data["slurm"]),
         )
 
 

@@ -25,6 +25,21 @@ DEFAULT_STATE_SAVE_LOCATION = SLURMCTLD_STATE_DIR
 """Slurm's default StateSaveLocation, where a slurm.conf names none."""
 DB_NAME = DATABASE_NAME
 DB_SOCKET = "/run/mysqld/mysqld.sock"
+DB_SERVER_CONF = "/etc/mysql/mariadb.conf.d/90-hyperpod-cdk-slurmdbd.cnf"
+"""Read by the Debian and Ubuntu MariaDB server at start (``/etc/mysql/mariadb.cnf`` includes the directory),
+under systemd and without it."""
+DB_SERVER_SETTINGS = (
+    "# Written by hyperpod-cdk's node runtime (training_runtime.steps.accounting): the local MariaDB as slurmdbd\n"
+    "# needs it. Rewritten at every boot; edits made here are lost.\n"
+    "[mysqld]\n"
+    '# MariaDB 11.6.2 and later turn snapshot isolation on by default. slurmdbd 26.05 logs at start that it "is\n'
+    "# not supported by Slurm and will cause slurmdbd to fatal when a write conflicts with a concurrent\n"
+    '# transaction. Set innodb_snapshot_isolation=OFF" (24.11 does not check). loose-: a server without the\n'
+    "# variable (MariaDB before 10.6.18) starts anyway.\n"
+    "loose-innodb_snapshot_isolation = OFF\n"
+)
+"""The server settings slurmdbd needs (docs/node-runtime.md, step ``accounting-database``; found on Slurm's next
+major, docs/local-cluster.md)."""
 
 
 MARIADB = Daemon(
@@ -64,18 +79,22 @@ class LocalDatabase(Step):
 
     def needed(self, node: Node) -> bool:
         return (
-            not self._initialised(node)
+            not file_matches(node, DB_SERVER_CONF, DB_SERVER_SETTINGS)
+            or not self._initialised(node)
             or not services.is_running(node, MARIADB)
             or not node.path(DB_PASSWORD_FILE).exists()
             or not node.path(self._grant_marker()).exists()
         )
 
     def apply(self, node: Node) -> None:
+        settings_changed = write_file(node, DB_SERVER_CONF, DB_SERVER_SETTINGS)
         if not self._initialised(node):
             ensure_dir(node, "/var/log/mysql", mode=0o750, owner="mysql", group="adm")
             node.run(["mariadb-install-db", "--user=mysql", "--datadir=/var/lib/mysql", "--skip-test-db"], timeout=300)
         if not services.is_running(node, MARIADB):
             services.start(node, MARIADB)
+        elif settings_changed:  # a server started before the settings were written: it reads them at start
+            services.restart(node, MARIADB)
 
         def ping() -> None:
             if not node.run(["mariadb-admin", "--socket=" + DB_SOCKET, "ping"], check=False, timeout=30).ok:
@@ -94,6 +113,7 @@ class LocalDatabase(Step):
 
     def describe(self, node: Node) -> List[str]:
         return [
+            "write {} (innodb_snapshot_isolation off, as slurmdbd needs)".format(DB_SERVER_CONF),
             "initialise MariaDB in /var/lib/mysql",
             "start MariaDB on 127.0.0.1",
             "create {} and its user (password generated on the node)".format(DB_NAME),

@@ -1,0 +1,58 @@
+"""Slurm's next major: the runtime brings a cluster up on Debian forky's root file system (Slurm 26.05, Python
+3.14) on the emulated HyperPod platform and on the generic platform, and a two-node job runs on each, so options
+Slurm renames or removes show up here before AWS ships the major (docs/local-cluster.md, "Slurm's next major").
+
+One small cluster per platform (examples/cpu-cluster.yaml: controller with accounting, login node, two workers).
+Run one test file at a time under ``flock /tmp/hyperpod-local.lock``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from local_support import REASON, cpu_cluster, rootfs_reason
+from training_runtime.node import GENERIC, HYPERPOD
+
+NEXT = "26.05"
+NEXT_REASON = REASON or rootfs_reason(NEXT)
+pytestmark = pytest.mark.skipif(NEXT_REASON is not None, reason=str(NEXT_REASON))
+
+IMPORT_EVERYTHING = """
+import importlib, pkgutil, sys, training_runtime
+names = [m.name for m in pkgutil.walk_packages(training_runtime.__path__, "training_runtime.")]
+for name in names:
+    if not name.endswith("__main__"):
+        importlib.import_module(name)
+print(sys.version_info[0], sys.version_info[1], len(names))
+"""
+"""Every runtime module imported with warnings as errors: what Python deprecates reaches us here first."""
+
+
+@pytest.mark.parametrize("platform", [HYPERPOD, GENERIC])
+def test_the_runtime_brings_up_slurms_next_major_and_a_two_node_job_runs(platform: str, tmp_path: Path) -> None:
+    with cpu_cluster(tmp_path / "cluster", "nx", "10.229.0.0/24", platform=platform, slurm=NEXT) as cluster:
+        controller, login = cluster.layout.controller.name, cluster.layout.login
+        assert login is not None
+        version = cluster.exec(controller, ["sinfo", "--version"]).stdout
+        assert re.search(rf"\b{re.escape(NEXT)}\.\d+", version), f"the nodes do not run Slurm {NEXT}: {version}"
+
+        job = cluster.exec(login.name, ["runuser", "-u", "researcher", "--", "srun", "-N2", "-J", "next", "hostname"])
+        assert job.returncode == 0, job.stdout + job.stderr
+        assert sorted(job.stdout.split()) == sorted(cluster.slurm_name(n.name) for n in cluster.layout.workers)
+
+        accounted = cluster.exec(
+            controller,
+            ["sh", "-c", "for i in $(seq 30); do sacct -n -X -P -o jobname,state | grep -qx 'next|COMPLETED' && exit; "
+             "sleep 1; done; exit 1"],
+        )  # fmt: skip
+        assert accounted.returncode == 0, "slurmdbd never recorded the job"
+        dbd_log = cluster.exec(controller, ["cat", "/var/log/slurm/slurmdbd.log"]).stdout
+        assert "innodb_snapshot_isolation is enabled" not in dbd_log, dbd_log
+
+        python = cluster.exec(controller, ["python3", "-W", "error", "-c", IMPORT_EVERYTHING], cwd="/opt/ml/lifecycle")
+        assert python.returncode == 0, python.stderr
+        major, minor, modules = map(int, python.stdout.split())
+        assert (major, minor) >= (3, 14) and modules > 50, python.stdout
