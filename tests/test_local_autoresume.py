@@ -8,6 +8,7 @@ complete checkpoint. About two minutes.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 
@@ -18,6 +19,7 @@ from hyperpod_local.drill import DdpJob
 from hyperpod_local.drill_autoresume import crash_and_auto_resume
 from local_support import cpu_cluster, requires_hyperpod_platform
 from training_runtime import checkpoint
+from training_runtime.health import RECOVERY_FILE
 from training_runtime.node import HYPERPOD
 from training_runtime.paths import DONE_MARKER
 from training_runtime.services import ENABLED_DAEMONS, enabled_daemons
@@ -92,7 +94,8 @@ def test_action_reboot_reboots_without_the_lifecycle_script_and_a_near_miss_is_l
     controller = cluster.layout.controllers[0].name
     # The emulator writes this log afresh each time it runs the lifecycle entry script on the node.
     script_log = (cluster.workdir / "logs" / f"{node}-bootstrap.log").stat().st_mtime_ns
-    probe = "touch /run/reboot-probe /var/tmp/reboot-probe"
+    kept = f"{os.path.dirname(RECOVERY_FILE)}/reboot-probe"  # where the health checks keep their recovery history
+    probe = f"touch /run/reboot-probe {kept}"
     assert cluster.exec(node, ["sh", "-c", probe]).returncode == 0
     started = time.time()
 
@@ -115,7 +118,7 @@ def test_action_reboot_reboots_without_the_lifecycle_script_and_a_near_miss_is_l
 
     # Rebooted: /run is a fresh tmpfs, the disk is the same one; the lifecycle script did not run again.
     assert cluster.exec(node, ["test", "-e", "/run/reboot-probe"]).returncode == 1
-    assert cluster.exec(node, ["test", "-e", "/var/tmp/reboot-probe"]).returncode == 0
+    assert cluster.exec(node, ["test", "-e", kept]).returncode == 0  # a repeat failure escalates to Action:Replace
     assert (cluster.workdir / "logs" / f"{node}-bootstrap.log").stat().st_mtime_ns == script_log
     # Whatever the lifecycle script started runs again (the emulation's "enabled" daemons).
     record = cluster.exec(node, ["cat", ENABLED_DAEMONS])

@@ -68,7 +68,10 @@ def enabled_daemons(text: Optional[str]) -> List[Daemon]:
     """The daemons :data:`ENABLED_DAEMONS` holds (``text`` None: none); ValueError naming what is wrong."""
     if text is None:
         return []
-    data = json.loads(text)
+    try:
+        data = json.loads(text)
+    except ValueError as error:
+        raise ValueError("{}: not JSON ({})".format(ENABLED_DAEMONS, error)) from None
     if not isinstance(data, list):
         raise ValueError("{}: expected a JSON list, got {}".format(ENABLED_DAEMONS, type(data).__name__))
     daemons = []
@@ -85,7 +88,8 @@ def enabled_daemons(text: Optional[str]) -> List[Daemon]:
                 )
             )
         except (KeyError, TypeError, IndexError, ValueError) as error:
-            raise ValueError("{}[{}]: not a daemon record ({!r}: {})".format(ENABLED_DAEMONS, index, item, error))
+            message = "{}[{}]: not a daemon record ({!r}: {})".format(ENABLED_DAEMONS, index, item, error)
+            raise ValueError(message) from None
     return daemons
 
 
