@@ -42,7 +42,7 @@ def test_a_broken_record_is_an_error_naming_the_file_and_entry() -> None:
         enabled_daemons(json.dumps([{"name": "x"}]))
     with pytest.raises(ValueError, match="expected a JSON list"):
         enabled_daemons("{}")
-    with pytest.raises(ValueError, match="enabled-daemons.json: not JSON"):
+    with pytest.raises(ValueError, match=r"enabled-daemons\.json: not JSON"):
         enabled_daemons("[{")
 
 
