@@ -3,7 +3,8 @@
 ``up`` with ``platform="hyperpod"`` starts the emulated HyperPod agent and puts the srun wrapper on every node in
 HyperPod's part, before the lifecycle script. A worker crashed inside the running step is replaced by a new
 instance under its name, the step runs again in the same job (no requeue) and training resumes from the newest
-complete checkpoint. About two minutes.
+complete checkpoint. Then ``Action:Reboot`` on a worker reboots it without its lifecycle script, and a reason
+that only starts with it is left alone (docs/local-cluster.md, "Reboot and replace"). About two minutes.
 """
 
 from __future__ import annotations
