@@ -3,11 +3,14 @@
 ``up`` with ``platform="hyperpod"`` starts the emulated HyperPod agent and puts the srun wrapper on every node in
 HyperPod's part, before the lifecycle script. A worker crashed inside the running step is replaced by a new
 instance under its name, the step runs again in the same job (no requeue) and training resumes from the newest
-complete checkpoint. About two minutes.
+complete checkpoint. Then ``Action:Reboot`` on a worker reboots it without its lifecycle script, and a reason
+that only starts with it is left alone (docs/local-cluster.md, "Reboot and replace"). About two minutes.
 """
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -17,8 +20,10 @@ from hyperpod_local.drill import DdpJob
 from hyperpod_local.drill_autoresume import crash_and_auto_resume
 from local_support import cpu_cluster, requires_hyperpod_platform
 from training_runtime import checkpoint
+from training_runtime.health import RECOVERY_FILE
 from training_runtime.node import HYPERPOD
 from training_runtime.paths import DONE_MARKER
+from training_runtime.services import ENABLED_DAEMONS, enabled_daemons
 
 pytestmark = requires_hyperpod_platform
 
@@ -72,3 +77,59 @@ def test_a_crashed_worker_is_replaced_and_the_step_resumes_in_the_same_job(clust
     assert retry.done_world == 4
     final = checkpoint.latest(job.host_path(cluster, job.checkpoint_dir(cluster)))
     assert final is not None and final.step == job.steps - 1
+
+
+def slurm_reason(cluster: LocalCluster, node: str) -> str:
+    controller = cluster.layout.controllers[0].name
+    result = cluster.exec(controller, ["sinfo", "-h", "-N", "-n", cluster.slurm_name(node), "-o", "%E"])
+    return result.stdout.strip().splitlines()[0] if result.stdout.strip() else ""
+
+
+def test_action_reboot_reboots_without_the_lifecycle_script_and_a_near_miss_is_left_alone(
+    cluster: LocalCluster,
+) -> None:
+    """``scontrol update ... state=fail reason="Action:Reboot"`` (AWS's manual reboot): the agent reboots the
+    instance (same disk, fresh /run), does not re-run the lifecycle script, the node's enabled daemons come back
+    and the node returns to idle. A reason that only starts with it is left alone."""
+    node, other = WORKERS
+    controller = cluster.layout.controllers[0].name
+    # The emulator writes this log afresh each time it runs the lifecycle entry script on the node.
+    script_log = (cluster.workdir / "logs" / f"{node}-bootstrap.log").stat().st_mtime_ns
+    kept = f"{os.path.dirname(RECOVERY_FILE)}/reboot-probe"  # where the health checks keep their recovery history
+    probe = f"touch /run/reboot-probe {kept}"
+    assert cluster.exec(node, ["sh", "-c", probe]).returncode == 0
+    started = time.time()
+
+    def scontrol(target: str, *argv: str) -> None:
+        result = cluster.exec(controller, ["scontrol", "update", f"nodename={cluster.slurm_name(target)}", *argv])
+        assert result.returncode == 0, result.stdout + result.stderr
+
+    # The near-miss first: the agent's pass that sees the exact reason sees it too.
+    scontrol(other, "state=drain", "reason=Action:Reboot please")
+    scontrol(node, "state=fail", "reason=Action:Reboot")
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        done = [e for e in agent.events(cluster) if e["time"] >= started and e["event"].startswith("reboot")]
+        if any(e["event"] != "rebooting" for e in done):
+            break
+        time.sleep(1)
+    events = [(e["node"], e["event"]) for e in agent.events(cluster) if e["time"] >= started]
+    assert events == [(node, "rebooting"), (node, "rebooted")], events
+    cluster.wait_idle(120, [node])
+
+    # Rebooted: /run is a fresh tmpfs, the disk is the same one; the lifecycle script did not run again.
+    assert cluster.exec(node, ["test", "-e", "/run/reboot-probe"]).returncode == 1
+    assert cluster.exec(node, ["test", "-e", kept]).returncode == 0  # a repeat failure escalates to Action:Replace
+    assert (cluster.workdir / "logs" / f"{node}-bootstrap.log").stat().st_mtime_ns == script_log
+    # Whatever the lifecycle script started runs again (the emulation's "enabled" daemons).
+    record = cluster.exec(node, ["cat", ENABLED_DAEMONS])
+    for daemon in enabled_daemons(record.stdout if record.returncode == 0 else None):
+        running = f'[ "$(cat /proc/$(cat {daemon.pid_file})/comm)" = "{daemon.name[:15]}" ]'
+        assert cluster.exec(node, ["sh", "-c", running]).returncode == 0, daemon.unit
+    # The near-miss: still drained with its reason, never rebooted.
+    assert slurm_reason(cluster, other) == "Action:Reboot please"
+    scontrol(other, "state=resume")
+    cluster.wait_idle(60, [other])
+    workers = ",".join(cluster.slurm_name(w) for w in WORKERS)
+    ran = cluster.exec(LOGIN, ["srun", "-N2", "-w", workers, "hostname"], timeout=120)
+    assert ran.returncode == 0 and sorted(ran.stdout.split()) == sorted(cluster.slurm_name(w) for w in WORKERS)

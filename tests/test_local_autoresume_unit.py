@@ -9,8 +9,9 @@ from types import SimpleNamespace
 import pytest
 
 from hyperpod_local import agent, autoresume
-from hyperpod_local.agent import AgentRequestError, Request, decide, parse_request, replace_reasons
+from hyperpod_local.agent import AgentRequestError, Request, decide, parse_request, recovery_requests
 from hyperpod_local.autoresume import MAX_ATTEMPTS, RETRYSTEP, UsageError, next_action, nodes_back, split_option
+from training_runtime.health.results import REBOOT, REPLACE
 from training_runtime.node_names import NAMING_MODES, slurm_name
 
 NODES = ("worker-group-1-1", "worker-group-1-2", "login-group-1")
@@ -87,11 +88,24 @@ def test_the_agent_replaces_unhealthy_nodes_once_per_step() -> None:
     assert agent.answer(["b", "a", "b"]) == {"action": RETRYSTEP, "replaced": ["a", "b"]}
 
 
-def test_only_hyperpods_exact_replace_reason_asks_for_a_replacement() -> None:
-    sinfo = (
-        "w-1|Action:Replace\nw-2|hyperpod-cdk:efa: 1 of 2 interfaces\nw-3|action:replace\nw-4|none\nw-1|Action:Replace"
+def test_only_hyperpods_two_exact_reasons_ask_for_a_reboot_or_a_replacement() -> None:
+    sinfo = "\n".join(
+        [
+            "w-1|Action:Replace",
+            "w-2|Action:Reboot",
+            "w-1|Action:Replace",  # the same node in a second partition: once
+            "w-3|hyperpod-cdk:efa: 1 of 2 interfaces",
+            # Near-misses HyperPod ignores: another case, more text, a space, punctuation, the bare word.
+            "w-4|action:replace",
+            "w-5|Action:Replace please",
+            "w-6|Action: Reboot",
+            "w-7|Action:Reboot ",
+            "w-8|Action:Reboot.",
+            "w-9|Reboot",
+            "w-10|none",
+        ]
     )
-    assert replace_reasons(sinfo) == ["w-1"]
+    assert recovery_requests(sinfo) == [("w-1", REPLACE), ("w-2", REBOOT)]
 
 
 def test_the_installed_wrapper_is_this_module_and_runs_on_its_own() -> None:
@@ -130,15 +144,22 @@ class FakeCluster:
             controllers=[],
         )
         self.namespaces = FakeNamespaces(dead)
+        self.calls: list[tuple[str, str]] = []
 
     def slurm_name(self, name: str) -> str:
         return self.names[name]
+
+    def replace(self, name: str) -> tuple[int, str]:
+        self.calls.append(("replace", name))
+        return 0, "done"
+
+    def reboot(self, name: str) -> None:
+        self.calls.append(("reboot", name))
 
 
 def test_the_agent_answers_each_request_once_replacing_what_is_dead(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, names: dict[str, str]
 ) -> None:
-    names = names
     cluster = FakeCluster(tmp_path, dead=set(), names=names)
     for sub in ("requests", "answers", "replaced"):
         (agent.mailbox_dir(cluster) / sub).mkdir(parents=True)  # type: ignore[arg-type]
@@ -174,26 +195,46 @@ def test_the_agent_answers_each_request_once_replacing_what_is_dead(
     assert json.loads((answers / "42-1-1.json").read_text())["action"] == RETRYSTEP
 
 
-def test_a_slurm_replace_reason_replaces_the_instance_and_the_notice_has_the_slurm_name(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, names: dict[str, str]
-) -> None:
-    names = names
+def reason_agent(
+    tmp_path: Path, reasons: str, monkeypatch: pytest.MonkeyPatch, names: dict[str, str]
+) -> tuple[FakeCluster, list[list[str]]]:
+    """A cluster and the commands the agent ran on its controller after one poll, sinfo showing ``reasons``."""
     cluster = FakeCluster(tmp_path, dead=set(), names=names)
     for sub in ("requests", "answers", "replaced"):
         (agent.mailbox_dir(cluster) / sub).mkdir(parents=True)  # type: ignore[arg-type]
     (tmp_path / agent.DIRECTORY).mkdir(parents=True)
     worker = agent.Agent(cluster)  # type: ignore[arg-type]
-    booted: list[str] = []
-    monkeypatch.setattr(cluster, "replace", lambda name: (booted.append(name), (0, "done"))[1], raising=False)
     asked: list[list[str]] = []
-    name = names["worker-group-1-1"]
 
     def controller(argv: list[str]) -> str:
         asked.append(argv)
-        return f"{name}|Action:Replace\n{names['login-group-1']}|Action:Replace\n"
+        return reasons
 
     monkeypatch.setattr(worker, "_controller_exec", controller)
     worker.poll()
-    assert booted == ["worker-group-1-1"]  # the login node is not the agent's to replace
+    return cluster, asked
+
+
+def test_a_slurm_replace_reason_replaces_the_instance_and_the_notice_has_the_slurm_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, names: dict[str, str]
+) -> None:
+    name = names["worker-group-1-1"]
+    reasons = f"{name}|Action:Replace\n{names['login-group-1']}|Action:Replace\n"
+    cluster, asked = reason_agent(tmp_path, reasons, monkeypatch, names)
+    assert cluster.calls == [("replace", "worker-group-1-1")]  # the login node is not the agent's to replace
     assert (agent.mailbox_dir(cluster) / "replaced" / f"{name}.json").exists()  # type: ignore[arg-type]
     assert ["scontrol", "update", f"nodename={name}", "state=resume"] in asked
+
+
+def test_a_slurm_reboot_reason_reboots_the_instance_and_returns_it_to_service(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, names: dict[str, str]
+) -> None:
+    name = names["worker-group-1-2"]
+    reasons = f"{name}|Action:Reboot\n{names['worker-group-1-1']}|Action:Reboot please\n"
+    cluster, asked = reason_agent(tmp_path, reasons, monkeypatch, names)
+    assert cluster.calls == [("reboot", "worker-group-1-2")]  # rebooted, not replaced; the near-miss left alone
+    assert ["scontrol", "update", f"nodename={name}", "state=resume"] in asked
+    # A job's step on the rebooted node lost its processes: the auto-resume wrapper sees the notice.
+    assert (agent.mailbox_dir(cluster) / "replaced" / f"{name}.json").exists()  # type: ignore[arg-type]
+    events = [(e["node"], e["event"]) for e in agent.events(cluster)]  # type: ignore[arg-type]
+    assert events == [("worker-group-1-2", "rebooting"), ("worker-group-1-2", "rebooted")]

@@ -1,16 +1,29 @@
 """Starting and checking daemons, with systemd where the node has it and directly where it does not
-(containers, the local cluster). Pid files hold the PIDs of the node's own PID namespace."""
+(containers, the local cluster). Pid files hold the PIDs of the node's own PID namespace.
+
+With systemd, ``systemctl enable --now`` also makes a daemon start again at every boot: a HyperPod reboot
+(``Action:Reboot``) does not re-run the lifecycle script, so the enabled units are what comes back. Without
+systemd, :func:`start` keeps the same promise in writing: it records each daemon it starts, in order, in
+:data:`ENABLED_DAEMONS`, which whatever boots the node again reads (the local cluster's emulated boot does,
+docs/local-cluster.md, "Reboot and replace"). The runtime never reads that record to start anything itself.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from training_runtime.errors import StepFailed
-from training_runtime.files import ensure_dir, read_text
+from training_runtime.files import ensure_dir, read_text, write_file
 from training_runtime.node import Node
+from training_runtime.paths import STATE_DIR
 from training_runtime.retry import NotReady
+
+ENABLED_DAEMONS = STATE_DIR + "/enabled-daemons.json"
+"""Without systemd: the daemons :func:`start` started, first enabled first (a JSON list of
+:func:`daemon_record` objects), as ``systemctl enable`` would keep them."""
 
 
 @dataclass(frozen=True)
@@ -41,10 +54,67 @@ def is_running(node: Node, daemon: Daemon) -> bool:
     return pid(node, daemon) is not None
 
 
+def daemon_record(daemon: Daemon) -> Dict[str, Any]:
+    return {
+        "name": daemon.name,
+        "unit": daemon.unit,
+        "argv": list(daemon.argv),
+        "pid_file": daemon.pid_file,
+        "run_dir": list(daemon.run_dir) if daemon.run_dir else None,
+    }
+
+
+def enabled_daemons(text: Optional[str]) -> List[Daemon]:
+    """The daemons :data:`ENABLED_DAEMONS` holds (``text`` None: none); ValueError naming what is wrong."""
+    if text is None:
+        return []
+    try:
+        data = json.loads(text)
+    except ValueError as error:
+        raise ValueError("{}: not JSON ({})".format(ENABLED_DAEMONS, error)) from None
+    if not isinstance(data, list):
+        raise ValueError("{}: expected a JSON list, got {}".format(ENABLED_DAEMONS, type(data).__name__))
+    daemons = []
+    for index, item in enumerate(data):
+        try:
+            run_dir = item["run_dir"]
+            daemons.append(
+                Daemon(
+                    name=str(item["name"]),
+                    unit=str(item["unit"]),
+                    argv=tuple(str(a) for a in item["argv"]),
+                    pid_file=str(item["pid_file"]),
+                    run_dir=(str(run_dir[0]), str(run_dir[1]), int(run_dir[2])) if run_dir else None,
+                )
+            )
+        except (KeyError, TypeError, IndexError, ValueError) as error:
+            message = "{}[{}]: not a daemon record ({!r}: {})".format(ENABLED_DAEMONS, index, item, error)
+            raise ValueError(message) from None
+    return daemons
+
+
+def enable(node: Node, daemon: Daemon) -> None:
+    """Record ``daemon`` in :data:`ENABLED_DAEMONS` (no systemd): a daemon enabled again keeps its place."""
+    text = read_text(node, ENABLED_DAEMONS)
+    try:
+        records = [daemon_record(d) for d in enabled_daemons(text)]
+    except ValueError:
+        records = []  # an unreadable record is rewritten from what this run starts
+    mine = daemon_record(daemon)
+    units = [r["unit"] for r in records]
+    if daemon.unit in units:
+        records[units.index(daemon.unit)] = mine
+    else:
+        records.append(mine)
+    write_file(node, ENABLED_DAEMONS, json.dumps(records, indent=2) + "\n", mode=0o644)
+
+
 def start(node: Node, daemon: Daemon) -> None:
+    """Start ``daemon`` and have it start again at boot (``systemctl enable --now``, or :func:`enable`)."""
     if node.has_systemd:
         node.run(["systemctl", "enable", "--now", daemon.unit], timeout=120)
         return
+    enable(node, daemon)
     if daemon.run_dir:
         path, owner, mode = daemon.run_dir
         ensure_dir(node, path, mode=mode, owner=owner, group=owner)

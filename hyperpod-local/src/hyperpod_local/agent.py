@@ -1,4 +1,4 @@
-"""The emulated HyperPod cluster agent: replaces failed compute nodes and answers ``srun --auto-resume=1``.
+"""The emulated HyperPod cluster agent: reboots or replaces compute nodes and answers ``srun --auto-resume=1``.
 
 It is part of the emulated HyperPod platform: ``LocalCluster.up(..., platform="hyperpod")`` starts it on the
 host, one process per cluster (:func:`enable`; ``down`` stops it), and every node gets the srun wrapper in
@@ -7,13 +7,19 @@ as HyperPod's AMI has its plugin before any script runs. It acts as HyperPod's a
 with automatic node recovery (docs/local-cluster.md, "Auto-resume"):
 
 * an instance that fails (a compute node whose namespaces died: :meth:`LocalCluster.crash`) is replaced;
-* a node an operator or a health check set to ``state=fail reason="Action:Replace"`` is replaced;
+* a compute node whose Slurm reason is exactly ``Action:Reboot`` is rebooted, exactly ``Action:Replace``
+  replaced (:func:`recovery_requests`; an operator's ``scontrol update node=<name> state=fail reason=...`` or
+  the runtime's health checks set them); any other reason, ``action:replace`` or ``Action:Reboot now``
+  included, is left alone, as HyperPod leaves it;
 * a request from the srun wrapper (:mod:`hyperpod_local.autoresume`) after a failed step is answered
-  ``RETRYSTEP`` when a node of the job was replaced since the step started, or needed it and now was.
+  ``RETRYSTEP`` when a node of the job was rebooted or replaced since the step started, or needed it and now was.
 
 Replacing (:meth:`LocalCluster.replace`) is what HyperPod does: the instance is terminated with its disks, a new one
 with the same name, address and role boots with an empty disk, gets the lifecycle prefix and runs the
-entry script, and returns to Slurm. The mailbox is a directory on the shared file system
+entry script, and returns to Slurm. Rebooting (:meth:`LocalCluster.reboot`) keeps the disk and does not run the
+lifecycle script: HyperPod's part and the node's enabled daemons come back (:mod:`hyperpod_local.enabled`).
+A node rebooted or replaced for one of the two reasons is resumed in Slurm. Sources: docs/local-cluster.md,
+"Reboot and replace". The mailbox is a directory on the shared file system
 (:data:`MAILBOX`): the wrapper writes ``requests/<name>.json``, the agent writes ``answers/<name>.json`` and
 ``replaced/<node>.json``. The mailbox speaks the nodes' Slurm names (``ip-a-b-c-d``, or the instance names in
 the ``instance`` naming), as the job sees them; the agent works on instances (:attr:`LocalNode.name`) and
@@ -41,7 +47,7 @@ from hyperpod_local import autoresume
 from hyperpod_local.paths import subprocess_env
 from hyperpod_local.procs import terminate
 from hyperpod_local.state import ClusterHandle, LocalClusterError
-from training_runtime.health.results import HYPERPOD_REASONS, REPLACE
+from training_runtime.health.results import HYPERPOD_REASONS, REBOOT, REPLACE
 
 DIRECTORY = "cluster/agent"
 """Under the work directory: settings (present = the cluster has an agent), pid, log, events."""
@@ -51,7 +57,8 @@ WRAPPER_PATH = "/opt/slurm/bin/srun"
 REAL_SRUN_MOVED = "/opt/slurm/libexec/srun"
 """Where an ``/opt/slurm/bin/srun`` of Slurm's own is moved when the wrapper takes its place."""
 WRAPPER_MARK = "hyperpod-cdk auto-resume wrapper"
-REPLACE_REASON = HYPERPOD_REASONS[REPLACE]
+ACTIONS = {reason: action for action, reason in HYPERPOD_REASONS.items()}
+"""Slurm reason -> REBOOT or REPLACE: the only two reasons HyperPod acts on, matched whole and case-sensitive."""
 LIVENESS_POLL_S = 0.2
 SLURM_POLL_S = 5.0
 RETRY_WINDOW_S = 1.0
@@ -111,14 +118,17 @@ def answer(replaced: Iterable[str]) -> dict[str, Any]:
     return {"action": autoresume.RETRYSTEP if nodes else "NONE", "replaced": nodes}
 
 
-def replace_reasons(sinfo_output: str) -> list[str]:
-    """Nodes whose Slurm reason asks HyperPod for a replacement, from ``sinfo -h -N -o '%N|%E'``."""
-    found = []
+def recovery_requests(sinfo_output: str) -> list[tuple[str, str]]:
+    """(node, REBOOT or REPLACE) for each node whose Slurm reason is exactly one of HyperPod's, from
+    ``sinfo -h -N -o '%N|%E'`` (a node listed in several partitions counts once). The reason is compared
+    whole: AWS documents the two strings, and a reason with more text, another case or spaces is not one."""
+    found: dict[str, str] = {}
     for line in sinfo_output.splitlines():
         name, _, reason = line.partition("|")
-        if reason.strip().startswith(REPLACE_REASON) and name.strip() not in found:
-            found.append(name.strip())
-    return found
+        action = ACTIONS.get(reason)
+        if action is not None:
+            found.setdefault(name.strip(), action)
+    return list(found.items())
 
 
 # --- node operations ------------------------------------------------------------------------------
@@ -240,9 +250,18 @@ class Agent:
             handle.write(json.dumps(record) + "\n")
 
     def replace(self, name: str, reason: str) -> bool:
-        self.log(name, "replacing", reason=reason)
+        return self.recover(name, REPLACE, reason)
+
+    def recover(self, name: str, action: str, reason: str) -> bool:
+        """Reboot or replace (``action``) instance ``name``; True when it came back. Logs before and after."""
+        doing, done = ("rebooting", "rebooted") if action == REBOOT else ("replacing", "replaced")
+        self.log(name, doing, reason=reason)
         try:
-            code, output = self.cluster.replace(name)
+            if action == REBOOT:
+                self.cluster.reboot(name)
+                code, output = 0, ""
+            else:
+                code, output = self.cluster.replace(name)
         except LocalClusterError as error:
             code, output = 1, str(error)
         tail = output.strip().splitlines()[-1:] or [""]
@@ -253,7 +272,7 @@ class Agent:
             notice = mailbox_dir(self.cluster) / "replaced" / f"{self.cluster.slurm_name(name)}.json"
             notice.write_text(json.dumps({"time": self.replaced_at[name]}) + "\n")
             notice.chmod(0o644)
-        self.log(name, "replaced" if code == 0 else "replacement-failed", exit_code=code, last_line=tail[0])
+        self.log(name, done if code == 0 else f"{action}-failed", exit_code=code, last_line=tail[0])
         return code == 0
 
     def _controller_exec(self, argv: list[str]) -> str:
@@ -268,10 +287,10 @@ class Agent:
         return ""
 
     def _resume(self, name: str) -> None:
-        """A node failed or drained for the replacement comes back to Slurm as a new instance does."""
+        """A node failed or drained for a reboot or replacement comes back to Slurm, as HyperPod returns it."""
         slurm_name = self.cluster.slurm_name(name)
         reasons = self._controller_exec(["sinfo", "-h", "-N", "-n", slurm_name, "-o", "%N|%E"])
-        if replace_reasons(reasons):
+        if recovery_requests(reasons):
             self._controller_exec(["scontrol", "update", f"nodename={slurm_name}", "state=resume"])
 
     def unhealthy(self) -> set[str]:
@@ -283,10 +302,10 @@ class Agent:
             self.replace(name, "instance failed")
         if time.monotonic() - self.slurm_checked >= SLURM_POLL_S:
             self.slurm_checked = time.monotonic()
-            for slurm_name in replace_reasons(self._controller_exec(["sinfo", "-h", "-N", "-o", "%N|%E"])):
+            for slurm_name, action in recovery_requests(self._controller_exec(["sinfo", "-h", "-N", "-o", "%N|%E"])):
                 name = self.instance_of.get(slurm_name, "")
                 if name in self.workers:
-                    self.replace(name, REPLACE_REASON)
+                    self.recover(name, action, HYPERPOD_REASONS[action])
         self.answer_requests()
 
     def answer_requests(self) -> None:

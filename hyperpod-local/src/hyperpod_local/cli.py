@@ -110,9 +110,16 @@ def add_commands(local: argparse.ArgumentParser) -> None:
     with_workdir(
         sub.add_parser("crash", help="hard power-off: kill every process of NODE, pull its cable")
     ).add_argument("node")
-    boot = with_workdir(sub.add_parser("boot", help="power NODE on again and re-run its lifecycle script"))
+    boot = with_workdir(
+        sub.add_parser("boot", help="power NODE on again as after a HyperPod reboot (no lifecycle script)")
+    )
     boot.add_argument("node")
-    boot.add_argument("--no-bootstrap", action="store_true", help="do not re-run the lifecycle script")
+    boot.add_argument(
+        "--bootstrap", action="store_true", help="also re-run the lifecycle script (HyperPod does not after a reboot)"
+    )
+    with_workdir(
+        sub.add_parser("reboot", help="HyperPod's reboot of NODE: crash, then boot (no lifecycle script)")
+    ).add_argument("node")
     rerun = with_workdir(sub.add_parser("bootstrap", help="re-run the lifecycle script on NODE"))
     rerun.add_argument("node")
     rerun.add_argument(
@@ -171,9 +178,13 @@ def run(args: argparse.Namespace) -> int:
             cluster.crash(args.node)
             say(f"node {args.node} crashed (processes killed, cable pulled; its disk is kept)")
             return 0
+        if args.local_command == "reboot":
+            cluster.reboot(args.node)
+            say(f"node {args.node} rebooted (same disk; the lifecycle script was not re-run)")
+            return 0
         if args.local_command in ("boot", "bootstrap"):
             if args.local_command == "boot":
-                result = cluster.boot(args.node, bootstrap=False if args.no_bootstrap else None)
+                result = cluster.boot(args.node, bootstrap=args.bootstrap)
                 say(f"node {args.node} booted")
             else:
                 if args.restage:

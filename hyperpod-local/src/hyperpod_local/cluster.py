@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from hyperpod_local import agent, hyperpod_platform, rootfs
+from hyperpod_local import agent, enabled, hyperpod_platform, rootfs
 from hyperpod_local import metrics as metrics_server
 from hyperpod_local.host import (
     check_prefix,
@@ -324,11 +324,12 @@ class LocalCluster:
         with locked(self.workdir):
             self.namespaces.crash(self.node_net(node))
 
-    def boot(self, name: str, *, bootstrap: bool | None = None) -> tuple[int, str] | None:
-        """Power a crashed node on again (fresh boot time, same disk and address) and, like HyperPod after
-        a reboot, re-run the lifecycle entry script when the cluster was bootstrapped (or ``bootstrap``).
-
-        Returns the entry script's (exit code, output), or None when it did not run.
+    def boot(self, name: str, *, bootstrap: bool = False) -> tuple[int, str] | None:
+        """Power a crashed node on again as after a HyperPod reboot: same disk, name and address, a fresh boot
+        time; HyperPod's part (HyperPod platform), then the daemons the node has enabled
+        (:func:`hyperpod_local.enabled.start`). HyperPod does not re-run the lifecycle script after a reboot
+        (docs/local-cluster.md, "Reboot and replace"); ``bootstrap`` re-runs it too, for a drill whose booted
+        node stands for a new instance. Returns the entry script's (exit code, output), or None when it did not run.
         """
         node = self.node(name)
         with locked(self.workdir):
@@ -338,8 +339,14 @@ class LocalCluster:
                 raise LocalClusterError(str(error)) from None
             if self.state.platform == HYPERPOD:
                 hyperpod_platform.prepare(self, node)
-        run = self.state.bootstrap if bootstrap is None else bootstrap
-        return self.bootstrap(name) if run else None
+            enabled.start(self, node.name)
+        return self.bootstrap(name) if bootstrap else None
+
+    def reboot(self, name: str) -> None:
+        """HyperPod's reboot of one node (``Action:Reboot``, ``BatchRebootClusterNodes``): :meth:`crash`, then
+        :meth:`boot` without the lifecycle script."""
+        self.crash(name)
+        self.boot(name)
 
     def replace(self, name: str) -> tuple[int, str]:
         """HyperPod's replacement of one node: terminate the instance and destroy its disk, boot a new one with
