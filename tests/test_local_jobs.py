@@ -133,7 +133,8 @@ def test_instance_names_and_stale_worker_copies_on_the_hyperpod_platform(cluster
         assert run(cluster, node.name, "hostname").strip() == node.name
         facts = json.loads(run(cluster, node.name, "cat", "/etc/hyperpod-cdk/node.json"))
         assert facts["slurm_name"] == node.name
-    assert sorted(run(cluster, controller, "sinfo", "-h", "-N", "-o", "%N").split()) == sorted(WORKERS)
+    # every Slurm node, the login node too (HyperPod's universal dev partition), by its instance name
+    assert sorted(set(run(cluster, controller, "sinfo", "-h", "-N", "-o", "%N").split())) == sorted([LOGIN, *WORKERS])
     agent = json.loads(run(cluster, controller, "cat", "/opt/ml/config/cluster_agent.json"))
     assert agent["SlurmConfiguration"]["UseInstanceNames"] is True
     assert cluster.exec(WORKERS[0], ["test", "-e", "/opt/ml/config/cluster_agent.json"]).returncode == 1
