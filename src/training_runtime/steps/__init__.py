@@ -24,5 +24,10 @@ class Step:
         """What :meth:`apply` would do on this node, for ``plan``; one short line per action."""
         return []
 
+    def left_alone(self, node: Node) -> List[str]:
+        """What this step found already set up by someone else (HyperPod's AMI) and leaves as it is, with why;
+        ``plan`` lists it and ``bootstrap`` logs it. Reads only."""
+        return []
+
     def __repr__(self) -> str:
         return "<step {}>".format(self.name)
