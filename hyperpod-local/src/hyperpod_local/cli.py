@@ -77,6 +77,13 @@ def add_commands(local: argparse.ArgumentParser) -> None:
         "system `make setup` builds, HyperPod's slurm.conf and node names, srun --auto-resume and node replacement; "
         "generic: the host's Slurm, the runtime configures everything",
     )
+    up.add_argument(
+        "--preconfigured-ami",
+        action="store_true",
+        help="hyperpod platform: nodes are HyperPod's 2026 AMI with what it sets up itself (accounting, Enroot and "
+        "Pyxis files, SSH keys, log rotation, a default user, Slurm 24.11 and 25.11 behind /opt/slurm); default: "
+        "an older AMI without them",
+    )
     run = with_workdir(sub.add_parser("exec", help="run a command on a node: local exec NODE -- CMD..."))
     run.add_argument("--cwd", help="working directory on the node (default: this one if the node has it, else /)")
     run.add_argument("node")
@@ -121,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
                 bootstrap=not args.no_bootstrap,
                 idle_timeout=args.timeout,
                 platform=args.platform,
+                preconfigured_ami=args.preconfigured_ami,
                 progress=say,
             )
             _print_status(cluster.status())

@@ -113,6 +113,7 @@ class LocalCluster:
         subnet: str = DEFAULT_SUBNET,
         prefix: str = DEFAULT_PREFIX,
         platform: str = hyperpod_platform.API_PLATFORM,
+        preconfigured_ami: bool = False,
         bootstrap: bool = True,
         bootstrap_timeout: float = DEFAULT_BOOTSTRAP_TIMEOUT_S,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S,
@@ -129,6 +130,9 @@ class LocalCluster:
         ``platform``: ``hyperpod`` emulates HyperPod's part (Slurm 24.11 under /opt/slurm on a trixie root,
         :mod:`hyperpod_local.hyperpod_platform`; the emulated HyperPod agent and ``srun --auto-resume``,
         :mod:`hyperpod_local.agent`); ``generic`` runs the host's Slurm and the runtime's generic path.
+        ``preconfigured_ami`` (HyperPod platform only): the nodes are the 2026 AMI, with its preconfigured pieces
+        (:mod:`hyperpod_local.ami`: accounting, Enroot and Pyxis files, two Slurm majors behind ``/opt/slurm`` ...);
+        False: an older AMI without them.
         A bootstrap failure leaves the nodes running for inspection and raises :class:`LocalClusterError`
         naming each failed node and the last line of its output.
         """
@@ -142,6 +146,10 @@ class LocalCluster:
         check_workdir(directory)
         check_prefix(prefix)
         rootfs = hyperpod_platform.node_rootfs() if hyperpod_platform.check_platform(platform) == HYPERPOD else None
+        if preconfigured_ami and platform != HYPERPOD:
+            raise LocalClusterError(
+                "preconfigured_ami: only the HyperPod platform has HyperPod's AMI; use platform hyperpod"
+            )
         if assembly is not None and config_path is not None:
             raise LocalClusterError("give a config file or a cloud assembly (--from), not both")
         inputs = from_assembly(assembly, stack) if assembly is not None else from_config(config_path)
@@ -170,6 +178,7 @@ class LocalCluster:
             rootfs=rootfs,
             bootstrap=bootstrap,
             say=say,
+            preconfigured_ami=preconfigured_ami,
         )
         if bootstrap:
             cluster._converge(bootstrap_timeout, idle_timeout, say)
@@ -189,6 +198,7 @@ class LocalCluster:
         rootfs: Path | None,
         bootstrap: bool,
         say: Callable[[str], None],
+        preconfigured_ami: bool = False,
     ) -> LocalCluster:
         """The work directory's state and staged prefix (``files``), every node started and (HyperPod platform)
         HyperPod's part done on each, with its agent running; nothing is left behind when a step fails."""
@@ -206,6 +216,7 @@ class LocalCluster:
                 host_had_run_mount=Path("/run/mount").exists(),
                 platform=platform,
                 rootfs=str(rootfs) if rootfs else None,
+                preconfigured_ami=preconfigured_ami,
             )
             stage(directory, layout, files)
             (directory / "state.json").write_text(json.dumps(state.to_json(), indent=2) + "\n")

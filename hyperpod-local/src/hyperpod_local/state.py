@@ -69,6 +69,9 @@ class ClusterState:
     """``hyperpod`` (emulated HyperPod platform) or ``generic`` (:mod:`hyperpod_local.hyperpod_platform`)."""
     rootfs: str | None = None
     """The nodes' root file system (the overlay's lower layer); None: the host's ``/``."""
+    preconfigured_ami: bool = False
+    """HyperPod platform: the 2026 AMI's preconfigured pieces are laid down on every node (:mod:`hyperpod_local.ami`);
+    False: an older AMI without them."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -81,6 +84,7 @@ class ClusterState:
             "bootstrap": self.bootstrap,
             "platform": self.platform,
             "rootfs": self.rootfs,
+            "preconfigured_ami": self.preconfigured_ami,
             "host": {"run_netns_existed": self.host_had_run_netns, "run_mount_existed": self.host_had_run_mount},
         }
 
@@ -99,6 +103,7 @@ class ClusterState:
             host_had_run_mount=bool(data["host"]["run_mount_existed"]),
             platform=str(data.get("platform", GENERIC)),
             rootfs=None if data.get("rootfs") is None else str(data["rootfs"]),
+            preconfigured_ami=bool(data.get("preconfigured_ami", False)),
         )
 
 
