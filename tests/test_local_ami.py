@@ -4,13 +4,14 @@ its plan; and, in lifecycle-driven mode, ``runtime.slurm.version`` switches /opt
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
 
 import pytest
 
-from hyperpod_local import LocalCluster, ami
+from hyperpod_local import LocalCluster, LocalClusterError, ami
 from local_support import requires_hyperpod_platform
 from training_runtime.node import HYPERPOD
 
@@ -36,14 +37,19 @@ AMI_FILES = (
 def up(tmp_path: Path, extra: str, prefix: str, subnet: str) -> LocalCluster:
     config = tmp_path / "ami.yaml"
     config.write_text(CONFIG + extra)
-    return LocalCluster.up(
-        config,
-        tmp_path / "work",
-        prefix=f"{prefix}{os.getpid() % 10000}",
-        subnet=subnet,
-        platform=HYPERPOD,
-        preconfigured_ami=True,
-    )
+    try:
+        return LocalCluster.up(
+            config,
+            tmp_path / "work",
+            prefix=f"{prefix}{os.getpid() % 10000}",
+            subnet=subnet,
+            platform=HYPERPOD,
+            preconfigured_ami=True,
+        )
+    except LocalClusterError:
+        with contextlib.suppress(LocalClusterError):  # a failed bootstrap leaves the nodes running: not here
+            LocalCluster.open(tmp_path / "work").down(keep=True)
+        raise
 
 
 def run(cluster: LocalCluster, node: str, *argv: str) -> str:
@@ -91,7 +97,7 @@ def test_the_plan_lists_what_it_left_alone(api_cluster: LocalCluster) -> None:
     assert "in /opt/slurm/etc/accounting.conf; /opt/slurm/etc/slurmdbd.conf present" in controller[0]
     assert "on /opt/dlami/nvme" in controller[1] and "spank_pyxis.so in" in controller[1]
     worker = left_alone(api_cluster, WORKER)
-    assert [line.split(":")[0] for line in worker][0] == "container runtime"  # no slurm.conf: no accounting there
+    assert worker[0].split(":")[0] == "container runtime"  # no slurm.conf: no accounting there
 
 
 def test_a_bootstrap_rerun_leaves_the_amis_files_byte_for_byte(api_cluster: LocalCluster) -> None:
@@ -112,6 +118,12 @@ def test_lifecycle_driven_switches_slurm_before_it_starts(tmp_path: Path) -> Non
         for node in (CONTROLLER, WORKER):
             assert run(cluster, node, "readlink", "/opt/slurm").strip() == "/opt/slurm-25.11"
         assert "SlurmctldHost=" in run(cluster, CONTROLLER, "cat", "/opt/slurm-25.11/etc/slurm.conf")
+        # OnCreate takes over from the AMI's own setup: the image's pieces only, and the runtime's accounting.
+        assert [line.split(":")[0] for line in left_alone(cluster, CONTROLLER)] == [
+            "container runtime",
+            "SSH host keys",
+        ]
+        assert "hyperpod-cdk" in run(cluster, CONTROLLER, "head", "-1", "/opt/slurm/etc/accounting.conf")
         assert run(cluster, CONTROLLER, "srun", "-N1", "hostname").split() == [cluster.slurm_name(WORKER)]
     finally:
         cluster.down()

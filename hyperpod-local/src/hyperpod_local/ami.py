@@ -18,6 +18,8 @@ when missing, so a node prepared again keeps them byte for byte.
 from __future__ import annotations
 
 from training_runtime.groups import CONTROLLER
+from training_runtime.node import HYPERPOD_SLURM
+from training_runtime.steps.accounting import DB_SOCKET, MARIADB
 
 SLURM_VERSIONS = ("24.11", "25.11")
 """The AMI's Slurm directories (``/opt/slurm-<version>``); the first is the active one."""
@@ -56,16 +58,25 @@ def _file(path: str, content: str, mode: str = "0644", owner: str = "root") -> s
     )
 
 
-def setup(role: str, controller_address: str, slurm_etc: str) -> list[str]:
-    """Shell lines (run as root on the node, before HyperPod starts Slurm) laying down the AMI's pieces."""
-    lines = [
-        "install -d -m 0755 /etc/enroot /opt/dlami/nvme /etc/logrotate.d /etc/ssh " + slurm_etc + "/plugstack.conf.d",
+def image(slurm_etc: str) -> list[str]:
+    """What the image carries in every mode: Enroot (stand-in binary, NVMe paths), Pyxis in plugstack, host keys."""
+    return [
+        "install -d -m 0755 /etc/enroot /opt/dlami/nvme /etc/ssh " + slurm_etc + "/plugstack.conf.d",
         _file("/usr/bin/enroot", ENROOT_STANDIN, "0755"),
         _file("/etc/enroot/enroot.conf", ENROOT_CONF),
         _file(slurm_etc + "/plugstack.conf.d/pyxis.conf", PYXIS_CONF),
         _file(slurm_etc + "/plugstack.conf", f"include {slurm_etc}/plugstack.conf.d/pyxis.conf\n"),
-        _file("/etc/logrotate.d/slurm", LOGROTATE),
         "ssh-keygen -A -q >/dev/null",
+    ]
+
+
+def setup(role: str, controller_address: str, slurm_etc: str) -> list[str]:
+    """What the AMI configures itself where no ``OnCreate`` script takes over (api-driven mode: no lifecycle
+    script or ``OnInitComplete``, research note §2 "Lifecycle modes"): log rotation, the default user's home and
+    key pair, and on the controller the accounting files (``slurmdbd.conf`` with a password made on the node)."""
+    lines = [
+        "install -d -m 0755 /etc/logrotate.d",
+        _file("/etc/logrotate.d/slurm", LOGROTATE),
         f"id -u {DEFAULT_USER} >/dev/null 2>&1 || useradd --uid {DEFAULT_UID} --create-home --shell /bin/bash "
         + DEFAULT_USER,
         f"[ -e /home/{DEFAULT_USER}/.ssh/id_ed25519 ] || {{ install -d -o {DEFAULT_USER} -g {DEFAULT_USER} -m 0700 "
@@ -74,17 +85,48 @@ def setup(role: str, controller_address: str, slurm_etc: str) -> list[str]:
     ]
     if role == CONTROLLER:
         accounting = (
-            "# Slurm accounting as HyperPod's AMI configures it (emulated by hyperpod-local: no database runs)\n"
+            "# Slurm accounting as HyperPod's AMI configures it (emulated by hyperpod-local)\n"
             f"AccountingStorageType=accounting_storage/slurmdbd\nAccountingStorageHost={controller_address}\n"
             "AccountingStoragePort=6819\nJobAcctGatherType=jobacct_gather/linux\n"
         )
         slurmdbd = (
-            "# slurmdbd.conf as HyperPod's AMI writes it (emulated by hyperpod-local: no database runs)\n"
-            f"AuthType=auth/munge\nDbdHost={controller_address}\nSlurmUser=slurm\n"
-            "StorageType=accounting_storage/mysql\nStorageHost=localhost\nStorageLoc=slurm_acct_db\n"
+            "# slurmdbd.conf as the HyperPod AMI writes it (emulated by hyperpod-local)\\n"
+            "AuthType=auth/munge\\nDbdHost=%s\\nSlurmUser=slurm\\n"
+            "LogFile=/var/log/slurm/slurmdbd.log\\nPidFile=/run/slurmdbd.pid\\n"
+            "StorageType=accounting_storage/mysql\\nStorageHost=localhost\\nStorageUser=slurm\\n"
+            "StorageLoc=slurm_acct_db\\nStoragePass=%s\\n"
         )
+        conf = slurm_etc + "/slurmdbd.conf"
         lines += [
             _file(slurm_etc + "/accounting.conf", accounting),
-            _file(slurm_etc + "/slurmdbd.conf", slurmdbd, "0600", "slurm"),
+            f"[ -e {conf} ] || {{ pw=$(head -c 18 /dev/urandom | base64 | tr -d '/+=') && "
+            f'printf \'{slurmdbd}\' "$(hostname -s)" "$pw" >{conf} && '
+            f"chmod 0600 {conf} && chown slurm:slurm {conf}; }}",
         ]
     return lines
+
+
+def accounting_daemons(slurm_etc: str) -> list[str]:
+    """On the controller, once munged runs and before slurmctld starts: the AMI's MariaDB with the accounting
+    database and user (the password from its slurmdbd.conf), slurmdbd, and the cluster registered (slurmctld
+    24.11 waits for its ClusterID from slurmdbd before it serves anything)."""
+    mariadb = " ".join(MARIADB.argv)
+    socket = "--socket=" + DB_SOCKET
+    sql = (  # on stdin through the shell's own printf: the password is in no command line
+        "CREATE DATABASE IF NOT EXISTS slurm_acct_db; CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY "
+        "'%s'; GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';"
+    )
+    sacctmgr = HYPERPOD_SLURM.command("sacctmgr")
+    return [
+        "[ -d /var/lib/mysql/mysql ] || { install -d -o mysql -g adm -m 0750 /var/log/mysql && "
+        "mariadb-install-db --user=mysql --datadir=/var/lib/mysql --skip-test-db >/dev/null; }",
+        "install -d -o mysql -g mysql -m 0755 /run/mysqld",
+        f"running {MARIADB.pid_file} mariadbd || {mariadb}",
+        f"i=0; until mariadb-admin {socket} ping >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 120 ]; sleep 0.5; done",
+        f"pw=$(sed -n 's/^StoragePass=//p' {slurm_etc}/slurmdbd.conf)",
+        f'printf "{sql}\\n" "$pw" | mariadb {socket}',
+        f"running /run/slurmdbd.pid slurmdbd || {HYPERPOD_SLURM.command('slurmdbd', True)}",
+        f"name=$(sed -n 's/^ClusterName=//p' {slurm_etc}/slurm.conf)",
+        f'i=0; until {sacctmgr} -n -P list cluster format=cluster 2>/dev/null | grep -qix "$name"; do '
+        f'{sacctmgr} -i add cluster "$name" >/dev/null 2>&1 || true; i=$((i+1)); [ $i -lt 60 ]; sleep 0.5; done',
+    ]

@@ -195,7 +195,9 @@ def agent_script(role: str, mode: str, conf_servers: str, preconfigured_ami: boo
     lines = ["set -eu", f"s={STAGING}", *(ami.slurm_layout() if preconfigured_ami else [])]
     lines.append(f"install -d -m 0755 {HYPERPOD_MARKER} {SLURM_ETC}")
     if preconfigured_ami:
-        lines += ami.setup(role, conf_servers.split(",")[0], SLURM_ETC)
+        lines += ami.image(SLURM_ETC)
+        if mode != LIFECYCLE_DRIVEN:  # the AMI's own setup: no OnCreate script takes over
+            lines += ami.setup(role, conf_servers.split(",")[0], SLURM_ETC)
     if role == CONTROLLER:
         lines += [
             f"install -m 0644 $s/slurm.conf {SLURM_ETC}/slurm.conf",
@@ -214,6 +216,8 @@ def agent_script(role: str, mode: str, conf_servers: str, preconfigured_ami: boo
         f"install -d -o {owner} -g {owner} -m {run_mode:o} {run_dir}",
         f"running {MUNGED_PID_FILE} munged || {munged}",
     ]
+    if preconfigured_ami and mode != LIFECYCLE_DRIVEN and role == CONTROLLER:
+        lines += ami.accounting_daemons(SLURM_ETC)
     if mode != LIFECYCLE_DRIVEN:  # API-driven: HyperPod starts Slurm before OnInitComplete runs
         if role == CONTROLLER:
             lines.append(f"running /run/slurmctld.pid slurmctld || {HYPERPOD_SLURM.command('slurmctld', True)}")
