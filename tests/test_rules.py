@@ -676,6 +676,18 @@ ROWS = [
         "0, 1, 2",
     ),
     row(
+        "RT-SLURM-VERSION",
+        {"mode": "lifecycle-driven", "runtime": {"slurm": {"version": "25"}}},
+        "runtime.slurm.version",
+        "such as '24.11' or '25.11'",
+    ),
+    row(
+        "CL-SLURM-VERSION-MODE",
+        {"mode": "api-driven", "runtime": {"slurm": {"version": "24.11"}}},
+        "runtime.slurm.version",
+        "HyperPod starts Slurm before the OnInitComplete script runs",
+    ),
+    row(
         "RT-ACCOUNTING-DATABASE",
         {"runtime": {"accounting": {"database": "sqlite"}}},
         "runtime.accounting.database",

@@ -48,7 +48,8 @@ def controller(root: Path, *, by_hyperpod: bool, hyperpod_platform: bool = True)
         (root / "opt/sagemaker_cluster").mkdir(parents=True)
         touch(root, "/opt/slurm/etc/slurm.conf", "SlurmctldHost=controller-1\nInclude accounting.conf\n")
         touch(root, "/opt/slurm/etc/slurmdbd.conf", HYPERPOD_SLURMDBD_CONF)
-        touch(root, "/opt/slurm/etc/accounting.conf", HYPERPOD_ACCOUNTING_CONF)
+        # Without the flag, an AMI that configured no accounting of its own (one that did: test_runtime_ami.py).
+        touch(root, "/opt/slurm/etc/accounting.conf", HYPERPOD_ACCOUNTING_CONF if by_hyperpod else "# Accounting\n")
     return node
 
 

@@ -191,4 +191,4 @@ def test_the_plan_warns_when_hyperpods_slurm_conf_names_the_tree_without_its_fil
     node = hyperpod_node(tmp_path, "controller-1", RecordingRunner())
     touch(tmp_path, "/opt/slurm/etc/slurm.conf", "SlurmctldHost=x\nTopologyPlugin=topology/tree\n")
     (row,) = describe_plan(node, [HyperPodTopology()])
-    assert row["needed"] is False and row["notes"][0].startswith("WARNING")
+    assert row["needed"] is False and row["left_alone"][0].startswith("WARNING")

@@ -234,8 +234,8 @@ def show(rows: List[Any], as_json: bool) -> None:
             print("{:<28} {}".format(row["step"], "WILL CHANGE" if row["needed"] else "ok"))
             for action in row["actions"]:
                 print("    - " + action)
-            for note in row.get("notes", []):
-                print("    * " + note)
+            for line in row.get("left_alone", []):
+                print("    = left alone: " + line)
         else:
             print(
                 "{:<28} {:<10} {}".format(row["step"], row["last_result"], "in sync" if row["in_sync"] else "DRIFTED")

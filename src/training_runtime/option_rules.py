@@ -21,6 +21,7 @@ from training_runtime.option_types import (
     RETURN_TO_SERVICE,
     SCRAPE_INTERVAL_RANGE,
     SECRET_ARN,
+    SLURM_MAJOR,
     SPOT_NOTICE_S,
     VERSION,
     RuntimeOptions,
@@ -82,6 +83,24 @@ def slurm_return_to_service(options: RuntimeOptions, path: str) -> Iterable[Prob
             path + ".slurm.return_to_service",
             "allowed: " + ", ".join(map(str, RETURN_TO_SERVICE)),
             got=options.slurm.return_to_service,
+        )
+
+
+@_rule(
+    "RT-SLURM-VERSION",
+    "runtime",
+    "runtime.slurm.version",
+    source="awslabs/awsome-distributed-ai PR #1107 (the AMI's /opt/slurm-24.11 and /opt/slurm-25.11)",
+)
+def slurm_version(options: RuntimeOptions, path: str) -> Iterable[Problem]:
+    """version names a Slurm release series the way HyperPod's AMI names its directories (24.11, 25.11)."""
+    version = options.slurm.version
+    if version is not None and not SLURM_MAJOR.match(version):
+        yield Problem(
+            path + ".slurm.version",
+            "expected a Slurm release series such as '24.11' or '25.11' (the AMI's /opt/slurm-<version>)",
+            got=version,
+            fix="use e.g. '25.11', or null to keep the AMI's default",
         )
 
 

@@ -21,6 +21,8 @@ PIP_REQUIREMENT = re.compile(
     r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?(==|~=|>=|<=|<|>|!=)?[A-Za-z0-9.*+!_-]*$"
 )
 DB_USER = re.compile(r"^[A-Za-z0-9_]{1,32}$")
+SLURM_MAJOR = re.compile(r"^\d{2}\.\d{2}$")
+"""A Slurm release series as HyperPod's AMI names its directories (``/opt/slurm-25.11``)."""
 VERSION = re.compile(r"^\d+\.\d+(\.\d+)?([a-z0-9.+]*)$")
 MAX_SLURM_SECONDS = 65535
 """Slurm stores its timeouts in 16 bits (slurm.conf(5)); the renderer relies on it."""
@@ -66,12 +68,18 @@ class SlurmOptions:
     health_check_interval: int = 300
     """Seconds (Slurm's default, 0, runs no health check). How often the health checks run:
     ``HealthCheckInterval`` in the rendered slurm.conf, and the interval of the health-check timer on
-    HyperPod (one of the two options of this section that apply there). No effect with ``health.enabled: false``."""
+    HyperPod (with ``login_node_jobs`` and ``version``, the options of this section that apply there). No effect
+    with ``health.enabled: false``."""
     login_node_jobs: bool = False
     """HyperPod only. HyperPod puts every node, login nodes included, in its universal ``dev`` partition, the
     default one, so batch jobs can land on a login node. ``false``: each login node's bootstrap drains it in
     Slurm (reason ``hyperpod-cdk:login-node: ...``; HyperPod's slurm.conf is not edited). ``true``: jobs may
     run there (a login node drained that way is resumed)."""
+    version: Optional[str] = None
+    """HyperPod only: the Slurm major the nodes run, ``24.11`` or ``25.11`` on AMIs that carry both
+    (``/opt/slurm-<version>`` behind the ``/opt/slurm`` link). Null keeps the AMI's default. Lifecycle-driven mode
+    only: the runtime switches the link before any Slurm daemon starts; in api-driven mode HyperPod starts Slurm
+    before the script runs, so the config is refused (docs/node-runtime.md, "Slurm major")."""
 
 
 @dataclass(frozen=True)

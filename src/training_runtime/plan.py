@@ -49,6 +49,8 @@ def apply_plan(node: Node, steps: List[Step]) -> int:
     state = load_state(node)
     changed = 0
     for step in steps:
+        for line in step.left_alone(node):
+            log("left-alone", step=step.name, what=line)
         if not step.needed(node):
             log("step", step=step.name, result="unchanged")
             if step.name not in state.get("steps", {}):
@@ -102,14 +104,15 @@ class StepError(RuntimeError):
 
 
 def describe_plan(node: Node, steps: List[Step]) -> List[Dict[str, Any]]:
-    """For ``plan``: every step, whether it is needed now, and what it would do. No side effects."""
+    """For ``plan``: every step, whether it is needed now, what it would do, and (``left_alone``, only where there
+    is some) what it found set up by someone else and leaves as it is. No side effects."""
     rows = []
     for step in steps:
         needed = step.needed(node)  # may run read-only commands (dpkg-query, sacctmgr): ask once
-        row = {"step": step.name, "needed": needed, "actions": step.describe(node) if needed else []}
-        notes = step.notes(node)
-        if notes:
-            row["notes"] = notes
+        row: Dict[str, Any] = {"step": step.name, "needed": needed, "actions": step.describe(node) if needed else []}
+        left = step.left_alone(node)
+        if left:
+            row["left_alone"] = left
         rows.append(row)
     return rows
 

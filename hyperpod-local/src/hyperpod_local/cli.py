@@ -103,6 +103,13 @@ def add_commands(local: argparse.ArgumentParser) -> None:
         + ", ".join(f"{major}: Debian {suite}" for major, suite in SLURM_SUITES.items())
         + "); default: the platform's own (hyperpod: 24.11; generic: the host's root and Slurm)",
     )
+    up.add_argument(
+        "--preconfigured-ami",
+        action="store_true",
+        help="hyperpod platform: nodes are HyperPod's 2026 AMI with what it sets up itself (accounting, Enroot and "
+        "Pyxis files, SSH keys, log rotation, a default user, Slurm 24.11 and 25.11 behind /opt/slurm); default: "
+        "an older AMI without them",
+    )
     run = with_workdir(sub.add_parser("exec", help="run a command on a node: local exec NODE -- CMD..."))
     run.add_argument("--cwd", help="working directory on the node (default: this one if the node has it, else /)")
     run.add_argument("node")
@@ -158,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
                 stale_worker_copies=args.stale_worker_copies,
                 automatic_topology=not args.no_automatic_topology,
                 slurm=args.slurm,
+                preconfigured_ami=args.preconfigured_ami,
                 progress=say,
             )
             _print_status(cluster.status())

@@ -118,6 +118,7 @@ class LocalCluster:
         stale_worker_copies: bool = False,
         automatic_topology: bool = True,
         slurm: str | None = None,
+        preconfigured_ami: bool = False,
         bootstrap: bool = True,
         bootstrap_timeout: float = DEFAULT_BOOTSTRAP_TIMEOUT_S,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S,
@@ -143,6 +144,9 @@ class LocalCluster:
         ``slurm``: the Slurm major the nodes run, on the built root file system that carries it
         (:data:`hyperpod_local.rootfs.SLURM_SUITES`: ``24.11`` trixie, ``26.05`` forky); None: the platform's
         own (HyperPod: 24.11; generic: the host's root and Slurm).
+        ``preconfigured_ami`` (HyperPod platform only): the nodes are the 2026 AMI, with its preconfigured pieces
+        (:mod:`hyperpod_local.ami`: accounting, Enroot and Pyxis files, two Slurm majors behind ``/opt/slurm`` ...);
+        False: an older AMI without them.
         A bootstrap failure leaves the nodes running for inspection and raises :class:`LocalClusterError`
         naming each failed node and the last line of its output.
         """
@@ -163,6 +167,10 @@ class LocalCluster:
             raise LocalClusterError(
                 "stale worker copies need the HyperPod platform: on the generic platform every node renders "
                 "slurm.conf from its own copy"
+            )
+        if preconfigured_ami and platform != HYPERPOD:
+            raise LocalClusterError(
+                "preconfigured_ami: only the HyperPod platform has HyperPod's AMI; use platform hyperpod"
             )
         if assembly is not None and config_path is not None:
             raise LocalClusterError("give a config file or a cloud assembly (--from), not both")
@@ -198,6 +206,7 @@ class LocalCluster:
             automatic_topology=automatic_topology,
             bootstrap=bootstrap,
             say=say,
+            preconfigured_ami=preconfigured_ami,
         )
         if bootstrap:
             cluster._converge(bootstrap_timeout, idle_timeout, say)
@@ -221,6 +230,7 @@ class LocalCluster:
         slurm: str | None,
         bootstrap: bool,
         say: Callable[[str], None],
+        preconfigured_ami: bool = False,
     ) -> LocalCluster:
         """The work directory's state and staged prefix (``files``), every node started and (HyperPod platform)
         HyperPod's part done on each, with its agent running; nothing is left behind when a step fails."""
@@ -242,6 +252,7 @@ class LocalCluster:
                 stale_worker_copies=stale_worker_copies,
                 automatic_topology=automatic_topology,
                 slurm=slurm,
+                preconfigured_ami=preconfigured_ami,
             )
             agent_naming = naming if platform == HYPERPOD else None
             stage(directory, layout, files, naming=agent_naming, stale_worker_copies=stale_worker_copies)

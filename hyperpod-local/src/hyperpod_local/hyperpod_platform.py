@@ -32,7 +32,7 @@ import sysconfig
 import tarfile
 from pathlib import Path
 
-from hyperpod_local import agent
+from hyperpod_local import agent, ami
 from hyperpod_local.layout import LocalLayout, LocalNode, network_layers
 from hyperpod_local.overlay import EMULATION_SLURM_OPTIONS, host_hardware
 from hyperpod_local.paths import JOBS_DIR
@@ -216,21 +216,25 @@ def conf_server(layout: LocalLayout) -> str:
     return ",".join(n.ip for n in layout.controllers)
 
 
-def agent_script(role: str, mode: str, conf_servers: str, topology: bool = True) -> str:
+def agent_script(
+    role: str, mode: str, conf_servers: str, topology: bool = True, preconfigured_ami: bool = False
+) -> str:
     """The shell script :func:`prepare` runs on a node (as root; its files are unpacked in STAGING).
 
     As on HyperPod (docs/node-runtime.md, "Configless compute and login nodes"), only the controller keeps
     slurm.conf; login and compute nodes run ``slurmd --conf-server`` and have no local copy (removed, like
     the ExecStartPre of HyperPod's slurmd unit does), so their commands read the file slurmd fetched.
     ``topology``: the controller gets ``topology.conf`` next to slurm.conf (slurmctld sends it to configless
-    nodes with slurm.conf); without it, none (an AMI before automatic topology)."""
+    nodes with slurm.conf); without it, none (an AMI before automatic topology).
+    ``preconfigured_ami``: the 2026 AMI's pieces are laid down first (:mod:`hyperpod_local.ami`)."""
     munged = " ".join(MUNGED_ARGV)
     run_dir, owner, run_mode = MUNGED_RUN_DIR
-    lines = [
-        "set -eu",
-        f"s={STAGING}",
-        f"install -d -m 0755 {HYPERPOD_MARKER} {SLURM_ETC}",
-    ]
+    lines = ["set -eu", f"s={STAGING}", *(ami.slurm_layout() if preconfigured_ami else [])]
+    lines.append(f"install -d -m 0755 {HYPERPOD_MARKER} {SLURM_ETC}")
+    if preconfigured_ami:
+        lines += ami.image(SLURM_ETC)
+        if mode != LIFECYCLE_DRIVEN:  # the AMI's own setup: no OnCreate script takes over
+            lines += ami.setup(role, conf_servers.split(",")[0], SLURM_ETC)
     if role == CONTROLLER:
         lines += [
             f"install -m 0644 $s/slurm.conf {SLURM_ETC}/slurm.conf",
@@ -252,6 +256,8 @@ def agent_script(role: str, mode: str, conf_servers: str, topology: bool = True)
         f"install -d -o {owner} -g {owner} -m {run_mode:o} {run_dir}",
         f"running {MUNGED_PID_FILE} munged || {munged}",
     ]
+    if preconfigured_ami and mode != LIFECYCLE_DRIVEN and role == CONTROLLER:
+        lines += ami.accounting_daemons(SLURM_ETC)
     if mode != LIFECYCLE_DRIVEN:  # API-driven: HyperPod starts Slurm before OnInitComplete runs
         if role == CONTROLLER:
             lines.append(f"running /run/slurmctld.pid slurmctld || {HYPERPOD_SLURM.command('slurmctld', True)}")
@@ -280,7 +286,13 @@ def prepare(cluster: ClusterHandle, node: LocalNode) -> None:
             info.size, info.mode = len(data), 0o600
             tar.addfile(info, io.BytesIO(data))
     unpack = f'rm -rf {STAGING} && install -d -m 0700 {STAGING} && tar -C {STAGING} -xf - && exec sh -c "$0"'
-    script = agent_script(node.role, cluster.state.mode, conf_server(cluster.layout), topology)
+    script = agent_script(
+        node.role,
+        cluster.state.mode,
+        conf_server(cluster.layout),
+        topology,
+        preconfigured_ami=cluster.state.preconfigured_ami,
+    )
     result = cluster.exec(node.name, ["/bin/sh", "-c", unpack, script], input=archive.getvalue())
     if result.returncode != 0:
         raise LocalClusterError(

@@ -79,6 +79,9 @@ class ClusterState:
     AMIs since 2026-04). False: none, as on an older AMI."""
     slurm: str | None = None
     """The Slurm major of that root file system (:data:`hyperpod_local.rootfs.SLURM_SUITES`); None: the host's."""
+    preconfigured_ami: bool = False
+    """HyperPod platform: the 2026 AMI's preconfigured pieces are laid down on every node (:mod:`hyperpod_local.ami`);
+    False: an older AMI without them."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -95,6 +98,7 @@ class ClusterState:
             "stale_worker_copies": self.stale_worker_copies,
             "automatic_topology": self.automatic_topology,
             "slurm": self.slurm,
+            "preconfigured_ami": self.preconfigured_ami,
             "host": {"run_netns_existed": self.host_had_run_netns, "run_mount_existed": self.host_had_run_mount},
         }
 
@@ -118,6 +122,7 @@ class ClusterState:
             stale_worker_copies=bool(data.get("stale_worker_copies", False)),
             automatic_topology=bool(data.get("automatic_topology", True)),
             slurm=None if data.get("slurm") is None else str(data["slurm"]),
+            preconfigured_ami=bool(data.get("preconfigured_ami", False)),
         )
 
 

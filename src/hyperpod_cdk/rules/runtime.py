@@ -15,6 +15,7 @@ from hyperpod_cdk.rules.view import ClusterView
 from training_runtime import options as runtime_options
 from training_runtime import pins
 from training_runtime.option_rules import OPTION_RULES
+from training_runtime.params import LIFECYCLE_DRIVEN
 from training_runtime.problems import Problem
 from training_runtime.users import USER_RULES, users_problems
 
@@ -134,3 +135,26 @@ def smddp(view: ClusterView) -> Iterator[Problem]:
             got=True,
             fix="choose a listed torch version, or set smddp: false",
         )
+
+
+@rule(
+    "CL-SLURM-VERSION-MODE",
+    "runtime",
+    "runtime.slurm.version",
+    needs=("cluster",),
+    source="awslabs/awsome-distributed-ai PR #1107 (the switch runs before the Slurm daemons start); "
+    "SageMaker ClusterLifeCycleConfig (OnInitComplete runs after HyperPod configured the instance)",
+)
+def slurm_version_mode(view: ClusterView) -> Iterator[Problem]:
+    """A Slurm major is chosen only in lifecycle-driven mode, where the runtime switches it before Slurm starts."""
+    options = view.runtime_options
+    if options is None or options.slurm.version is None or view.mode == LIFECYCLE_DRIVEN:
+        return
+    yield Problem(
+        view.path("runtime", "slurm.version"),
+        "in api-driven mode HyperPod starts Slurm before the OnInitComplete script runs, so the runtime could "
+        "switch /opt/slurm only under running daemons, which AWS's runbook does by restarting every daemon on "
+        "every node and losing running jobs; the runtime switches only in lifecycle-driven mode, before Slurm starts",
+        got=options.slurm.version,
+        fix="remove runtime.slurm.version (keep the AMI's default), or use mode: lifecycle-driven",
+    )

@@ -24,8 +24,9 @@ class Step:
         """What :meth:`apply` would do on this node, for ``plan``; one short line per action."""
         return []
 
-    def notes(self, node: Node) -> List[str]:
-        """What ``plan`` should say whether or not the step is needed (e.g. what it leaves alone). Reads only."""
+    def left_alone(self, node: Node) -> List[str]:
+        """What this step found already set up by someone else (HyperPod's AMI) and leaves as it is, with why;
+        ``plan`` lists it and ``bootstrap`` logs it. Reads only."""
         return []
 
     def __repr__(self) -> str:

@@ -9,6 +9,7 @@ from training_runtime.params import LIFECYCLE_DRIVEN
 from training_runtime.steps import Step
 from training_runtime.steps.accelerators import accelerator_steps
 from training_runtime.steps.accounting import AccountingCluster, LocalDatabase, SlurmdbdConfig
+from training_runtime.steps.ami import AmiSetup, accounting_by_ami
 from training_runtime.steps.configless import SLURMD_DROP_IN, ConfiglessPush, SlurmdConfServer
 from training_runtime.steps.daemon import RunningDaemon
 from training_runtime.steps.health import health_steps
@@ -29,6 +30,7 @@ from training_runtime.steps.slurm import (
     slurmd,
     slurmdbd,
 )
+from training_runtime.steps.slurm_version import SlurmVersion
 from training_runtime.steps.spot import spot_steps
 from training_runtime.steps.storage import LustreMount, SharedStorage
 from training_runtime.steps.system import ClusterHosts, Packages
@@ -67,13 +69,17 @@ def steps_for(node: Node) -> List[Step]:
         steps += [Users(users), SshBetweenNodes(users)]
     steps += accelerator_steps(node)
     steps.append(SlurmConfig() if generic else HyperPodSlurmConfig())
+    if not generic and node.options.slurm.version is not None:
+        # Before any Slurm daemon starts, after HyperPod's slurm.conf is there to be copied along (PR #1107).
+        steps.append(SlurmVersion(node.options.slurm.version))
     if node.is_controller and not generic:
         steps.append(HyperPodTopology())  # HyperPod's automatic topology: left alone, reported in the plan
     if node.is_controller:
         accounting = node.options.accounting
         # Given the external database (AccountingDatabase), HyperPod configures slurmdbd and the controller's
         # accounting itself: the runtime writes no second configuration (the generic platform has no HyperPod).
-        by_hyperpod = node.params.slurmdbd_by_hyperpod and not generic
+        # The same when the AMI configured accounting before this script ran (steps/ami.py).
+        by_hyperpod = not generic and (node.params.slurmdbd_by_hyperpod or accounting_by_ami(node) is not None)
         ours = accounting.enabled and not by_hyperpod
         if ours:
             if accounting.database == "local":
@@ -104,4 +110,6 @@ def steps_for(node: Node) -> List[Step]:
     if not node.is_controller:
         steps += pytorch_steps(node)
     steps += observability_steps(node)
+    if not generic:  # what HyperPod's AMI set up before this script: found, reported (left alone), never overwritten
+        steps.append(AmiSetup(tuple(u.name for u in users)))
     return steps

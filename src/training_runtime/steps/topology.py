@@ -49,6 +49,6 @@ class HyperPodTopology(Step):
     def apply(self, node: Node) -> None:
         """Nothing to do: the files are HyperPod's."""
 
-    def notes(self, node: Node) -> List[str]:
+    def left_alone(self, node: Node) -> List[str]:
         where = conf_path(node, TOPOLOGY_CONF)
         return topology_notes(read_text(node, conf_path(node, "slurm.conf")), read_text(node, where), where)
