@@ -56,3 +56,24 @@ MUNGED_ARGV = ("runuser", "-u", "munge", "--", "/usr/sbin/munged")
 MUNGED_PID_FILE = "/run/munge/munged.pid"
 MUNGED_RUN_DIR = ("/run/munge", "munge", 0o755)
 """munged's socket directory: path, owner, mode."""
+
+DB_SOCKET = "/run/mysqld/mysqld.sock"
+"""The controller's MariaDB server socket (the accounting database)."""
+MARIADBD_PID_FILE = "/run/mysqld/mysqld.pid"
+MARIADBD_ARGV = (
+    "start-stop-daemon",
+    "--start",
+    "--background",
+    "--quiet",
+    "--exec",
+    "/usr/sbin/mariadbd",
+    "--",
+    "--user=mysql",
+    "--datadir=/var/lib/mysql",
+    "--socket=" + DB_SOCKET,
+    "--pid-file=" + MARIADBD_PID_FILE,
+    "--log-error=/var/log/mysql/error.log",
+    "--bind-address=127.0.0.1",
+)
+"""MariaDB as the accounting step starts it without systemd (the emulator's AMI starts it the same way)."""
+MARIADBD_RUN_DIR = ("/run/mysqld", "mysql", 0o755)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from training_runtime.groups import CONTROLLER
 from training_runtime.node import HYPERPOD_SLURM
-from training_runtime.steps.accounting import DB_SOCKET, MARIADB
+from training_runtime.paths import DB_SOCKET, MARIADBD_ARGV, MARIADBD_PID_FILE
 
 SLURM_VERSIONS = ("24.11", "25.11")
 """The AMI's Slurm directories (``/opt/slurm-<version>``); the first is the active one."""
@@ -110,7 +110,7 @@ def accounting_daemons(slurm_etc: str) -> list[str]:
     """On the controller, once munged runs and before slurmctld starts: the AMI's MariaDB with the accounting
     database and user (the password from its slurmdbd.conf), slurmdbd, and the cluster registered (slurmctld
     24.11 waits for its ClusterID from slurmdbd before it serves anything)."""
-    mariadb = " ".join(MARIADB.argv)
+    mariadb = " ".join(MARIADBD_ARGV)
     socket = "--socket=" + DB_SOCKET
     sql = (  # on stdin through the shell's own printf: the password is in no command line
         "CREATE DATABASE IF NOT EXISTS slurm_acct_db; CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY "
@@ -121,7 +121,7 @@ def accounting_daemons(slurm_etc: str) -> list[str]:
         "[ -d /var/lib/mysql/mysql ] || { install -d -o mysql -g adm -m 0750 /var/log/mysql && "
         "mariadb-install-db --user=mysql --datadir=/var/lib/mysql --skip-test-db >/dev/null; }",
         "install -d -o mysql -g mysql -m 0755 /run/mysqld",
-        f"running {MARIADB.pid_file} mariadbd || {mariadb}",
+        f"running {MARIADBD_PID_FILE} mariadbd || {mariadb}",
         f"i=0; until mariadb-admin {socket} ping >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 120 ]; sleep 0.5; done",
         f"pw=$(sed -n 's/^StoragePass=//p' {slurm_etc}/slurmdbd.conf)",
         f'printf "{sql}\\n" "$pw" | mariadb {socket}',

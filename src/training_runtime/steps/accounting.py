@@ -12,7 +12,14 @@ from training_runtime import services
 from training_runtime.errors import StepFailed
 from training_runtime.files import ensure_dir, file_matches, read_text, write_file
 from training_runtime.node import HYPERPOD, Node
-from training_runtime.paths import SLURMCTLD_STATE_DIR, STATE_DIR
+from training_runtime.paths import (
+    DB_SOCKET,
+    MARIADBD_ARGV,
+    MARIADBD_PID_FILE,
+    MARIADBD_RUN_DIR,
+    SLURMCTLD_STATE_DIR,
+    STATE_DIR,
+)
 from training_runtime.render.slurmdbd_conf import DATABASE_NAME, render_slurmdbd_conf
 from training_runtime.retry import NotReady
 from training_runtime.run import CommandError
@@ -24,7 +31,6 @@ DB_PASSWORD_FILE = STATE_DIR + "/secrets/slurmdbd-password"
 DEFAULT_STATE_SAVE_LOCATION = SLURMCTLD_STATE_DIR
 """Slurm's default StateSaveLocation, where a slurm.conf names none."""
 DB_NAME = DATABASE_NAME
-DB_SOCKET = "/run/mysqld/mysqld.sock"
 DB_SERVER_CONF = "/etc/mysql/mariadb.conf.d/90-hyperpod-cdk-slurmdbd.cnf"
 """Read by the Debian and Ubuntu MariaDB server at start (``/etc/mysql/mariadb.cnf`` includes the directory),
 under systemd and without it."""
@@ -43,25 +49,7 @@ major, docs/local-cluster.md)."""
 
 
 MARIADB = Daemon(
-    name="mariadbd",
-    unit="mariadb",
-    argv=(
-        "start-stop-daemon",
-        "--start",
-        "--background",
-        "--quiet",
-        "--exec",
-        "/usr/sbin/mariadbd",
-        "--",
-        "--user=mysql",
-        "--datadir=/var/lib/mysql",
-        "--socket=" + DB_SOCKET,
-        "--pid-file=/run/mysqld/mysqld.pid",
-        "--log-error=/var/log/mysql/error.log",
-        "--bind-address=127.0.0.1",
-    ),
-    pid_file="/run/mysqld/mysqld.pid",
-    run_dir=("/run/mysqld", "mysql", 0o755),
+    name="mariadbd", unit="mariadb", argv=MARIADBD_ARGV, pid_file=MARIADBD_PID_FILE, run_dir=MARIADBD_RUN_DIR
 )
 
 
