@@ -1,5 +1,7 @@
 """Test configuration: CDK's built-in template validator stays off except in test_compliance.py."""
 
+from __future__ import annotations
+
 import os
 from collections.abc import Iterator
 
