@@ -14,6 +14,7 @@ from hyperpod_local import LocalCluster
 from hyperpod_local.hyperpod_platform import torchrun
 from local_support import CPU_CLUSTER, check_accounting_where_users_are, requires_hyperpod_platform
 from training_runtime.node import HYPERPOD
+from training_runtime.node_names import IP_NAMES
 from training_runtime.render.hostlist import expand
 
 pytestmark = requires_hyperpod_platform
@@ -58,7 +59,8 @@ def test_nodes_run_slurm_24_11_in_hyperpods_layout_under_its_names(cluster: Loca
     for node in (CONTROLLER, WORKERS[0]):
         assert run(cluster, node, "sinfo", "--version").split()[1].startswith("24.11.")
         assert run(cluster, node, "sh", "-c", "command -v sinfo").strip() == "/opt/slurm/bin/sinfo"
-        assert run(cluster, node, "hostname").strip() == "ip-" + cluster.node(node).ip.replace(".", "-")
+        ip_name = "ip-" + cluster.node(node).ip.replace(".", "-")
+        assert run(cluster, node, "hostname").strip() == (ip_name if cluster.state.naming == IP_NAMES else node)
     conf = run(cluster, CONTROLLER, "cat", "/opt/slurm/etc/slurm.conf")
     assert f"SlurmctldHost={cluster.slurm_name(CONTROLLER)}(" in conf
     partition = next(line for line in conf.splitlines() if line.startswith("PartitionName=cpu "))
