@@ -13,6 +13,7 @@ from typing import List, Mapping, Optional, Sequence
 from training_runtime.health.results import (
     DRAIN,
     ESCALATE_WITHIN_S,
+    HYPERPOD_REASON_PREFIX,
     HYPERPOD_REASONS,
     LOGIN_REASON_START,
     PERIODIC,
@@ -118,7 +119,7 @@ def plan_actions(situation: Situation, results: Sequence[CheckResult], current: 
     scontrol = situation.scontrol
     node = "nodename=" + situation.node_name
     failures = worst([r for r in results if r.failed])
-    if current.failing or current.reason.startswith("Action:"):
+    if current.failing or current.reason.startswith(HYPERPOD_REASON_PREFIX):
         return []
     if not failures:
         commands = []

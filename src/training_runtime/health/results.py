@@ -18,7 +18,9 @@ REMEDY = {GPU: REBOOT, DCGM: REBOOT, NEURON: REBOOT, EFA: REBOOT, SHARED_STORAGE
 reboots on a GPU or Neuron count mismatch); one that comes back after our reboot is escalated to a
 replacement (:data:`ESCALATE_WITHIN_S`). Storage and disk faults are not the instance's: rebooting would
 not fix them and replacing would destroy the root volume, so they only drain."""
-HYPERPOD_REASONS = {REBOOT: "Action:Reboot", REPLACE: "Action:Replace"}
+HYPERPOD_REASON_PREFIX = "Action:"
+"""What HyperPod's reasons start with: a reason beginning so is left to HyperPod (never changed or resumed by us)."""
+HYPERPOD_REASONS = {REBOOT: HYPERPOD_REASON_PREFIX + "Reboot", REPLACE: HYPERPOD_REASON_PREFIX + "Replace"}
 """The exact, case-sensitive reasons HyperPod acts on (AWS: "Manually replace or reboot a node using Slurm")."""
 ESCALATE_WITHIN_S = 24 * 3600
 """A check that asked for a reboot fails again within this time: ask for a replacement instead."""

@@ -23,7 +23,7 @@ from typing import List, Optional, Tuple
 
 from training_runtime.errors import StepFailed
 from training_runtime.health.remedy import NodeState, parse_node_state
-from training_runtime.health.results import LOGIN_REASON, LOGIN_REASON_START
+from training_runtime.health.results import HYPERPOD_REASON_PREFIX, LOGIN_REASON, LOGIN_REASON_START
 from training_runtime.log import log
 from training_runtime.node import Node
 from training_runtime.retry import NotReady, RetryPolicy
@@ -41,7 +41,7 @@ def login_node_commands(scontrol: str, node_name: str, jobs_allowed: bool, curre
 
     Never touches a node whose state HyperPod is acting on (failing, or an ``Action:`` reason), nor one drained
     for another reason (the drain keeps jobs off anyway, and it is not ours to lift)."""
-    if current is ABSENT or current.failing or current.reason.startswith("Action:"):
+    if current is ABSENT or current.failing or current.reason.startswith(HYPERPOD_REASON_PREFIX):
         return []
     node = "nodename=" + node_name
     ours = current.drained and current.reason.startswith(LOGIN_REASON_START)

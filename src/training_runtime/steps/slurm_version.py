@@ -26,11 +26,12 @@ from typing import List, Optional
 
 from training_runtime import services
 from training_runtime.errors import StepFailed
-from training_runtime.node import Node
+from training_runtime.node import HYPERPOD_SLURM, Node
 from training_runtime.steps import Step
 from training_runtime.steps.slurm import slurmctld, slurmd, slurmdbd
 
-SLURM_LINK = "/opt/slurm"
+SLURM_LINK = os.path.dirname(HYPERPOD_SLURM.conf_dir)
+"""``/opt/slurm``: the directory HyperPod's Slurm layout lives under."""
 
 
 def version_dir(version: str) -> str:
