@@ -268,3 +268,31 @@ def test_the_emulation_key_round_trips_and_is_checked() -> None:
     with pytest.raises(ParametersError) as error:
         ProvisioningParameters.from_json(broken)
     assert len(error.value.problems) == 3, error.value.problems
+
+
+def test_a_groups_scaling_is_carried_checked_and_absent_when_not_said() -> None:
+    from training_runtime.scaler.spec import ScalingSpec
+
+    written = params(
+        groups=(
+            GroupSpec("controller", "controller", "ml.m5.xlarge"),
+            GroupSpec("gpu", "compute", "ml.p5.48xlarge", scaling=ScalingSpec(0, 8, 30)),
+            GroupSpec("cpu", "compute", "ml.c5.4xlarge"),
+        )
+    )
+    data = json.loads(written.dumps())
+    assert [g.get("scaling", "absent") for g in data["hyperpod_cdk"]["groups"]] == [
+        "absent",
+        {"min": 0, "max": 8, "idle_minutes": 30},
+        "absent",
+    ]
+    assert ProvisioningParameters.from_json(data) == written
+    del data["hyperpod_cdk"]["groups"][1]["scaling"]["idle_minutes"]
+    assert ProvisioningParameters.from_json(data).groups[1].scaling == ScalingSpec(0, 8, 10)
+    data["hyperpod_cdk"]["groups"][1]["scaling"] = {"min": 3, "max": 2, "idle_minutes": 0, "step": 1}
+    with pytest.raises(ParametersError) as raised:
+        ProvisioningParameters.from_json(data)
+    message = str(raised.value)
+    assert r"groups[1].scaling: unknown keys step; allowed: min, max, idle_minutes" in message
+    assert "groups[1].scaling.idle_minutes: got 0; expected a whole number >= 1" in message
+    assert "groups[1].scaling: min 3 is above max 2; set min <= max" in message

@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
+from training_runtime.scaler.spec import ScalingSpec
+
 CONTROLLER = "controller"
 LOGIN = "login"
 COMPUTE = "compute"
@@ -46,6 +48,9 @@ class GroupSpec:
     capacity: Optional[str] = None
     """``spot``, ``on-demand``, or None (not said: HyperPod's default, On-Demand). A Spot group's compute
     nodes watch for EC2's interruption notice (:mod:`training_runtime.spot`)."""
+    scaling: Optional[ScalingSpec] = None
+    """A compute group the scaler grows and shrinks with the queue (:mod:`training_runtime.scaler`); None: not
+    scaled (the template's instance count is the count)."""
 
     @property
     def flexible(self) -> bool:

@@ -20,6 +20,7 @@ from training_runtime.groups import COMPUTE as COMPUTE  # re-exported for hyperp
 from training_runtime.groups import CONTROLLER as CONTROLLER
 from training_runtime.groups import LOGIN as LOGIN
 from training_runtime.groups import GroupSpec as GroupSpec
+from training_runtime.scaler.spec import parse_scaling
 
 CONTRACT_VERSION = 2
 """Version of the ``hyperpod_cdk`` section; bump it when a key changes meaning.
@@ -37,6 +38,9 @@ means no FSx for OpenZFS, and users' homes stay on the Lustre mount. ``hyperpod_
 A group's ``capacity`` (``spot`` or ``on-demand``) is another additive key within version 2: absent means
 HyperPod's default (On-Demand) or a file written before the key existed; a node of a ``spot`` group runs the
 Spot interruption watcher (:mod:`training_runtime.spot`).
+
+A group's ``scaling`` (``{min, max, idle_minutes}``, :mod:`training_runtime.scaler.spec`) is additive too: absent
+means the group is not scaled by the capacity scaler.
 
 ``hyperpod_cdk.slurmdbd_owner`` (additive too) says who runs slurmdbd on the controller: ``hyperpod`` when the
 cluster hands HyperPod the external accounting database (``Orchestrator.Slurm.AccountingDatabase``), and the
@@ -202,6 +206,7 @@ class ProvisioningParameters:
                     # Only for flexible groups: files of fixed-type clusters stay as they were.
                     **({"instance_types": list(g.instance_types)} if g.instance_types else {}),
                     **({"capacity": g.capacity} if g.capacity is not None else {}),
+                    **({"scaling": g.scaling.to_json()} if g.scaling is not None else {}),
                 }
                 for g in self.groups
             ],
@@ -407,6 +412,7 @@ def _parse_groups(raw: Any, path: str, problems: List[str]) -> List[GroupSpec]:
                     where, capacity, ", ".join(CAPACITIES)
                 )
             )
+        scaling = parse_scaling(item.get("scaling"), where + ".scaling", problems)
         if len(problems) == before:
             groups.append(
                 GroupSpec(
@@ -417,6 +423,7 @@ def _parse_groups(raw: Any, path: str, problems: List[str]) -> List[GroupSpec]:
                     int(threads_per_core),
                     tuple(candidates),
                     capacity=capacity,
+                    scaling=scaling,
                 )
             )
     if len(groups) == len(raw):
