@@ -233,24 +233,14 @@ def build(
     if PACKAGE_PARENT not in python_path.split(":") and not container:
         environment["PYTHONPATH"] = PACKAGE_PARENT + (":" + python_path if python_path else "")
     dropped = tuple(name for name in FORBIDDEN if name in env)
+    container_options: List[str] = []
     on_node_options: List[str] = []
     program = [sys.executable, "-m", __package__ or "training_runtime", "launch"]
     notes: Tuple[str, ...] = ()
     if container:
-        extra = container_plan(
-            container,
-            environment,
-            env,
-            family_variables=family.environment,
-            path_like=PATH_LIKE,
-            gpus=bool(facts.gpus) and not facts.emulated_hardware,
-            shared_mount=facts.shared_mount,
-            runtime_dir=PACKAGE_PARENT,
-            cwd=cwd or os.getcwd(),
-            script=args.script,
-            root=root,
-        )
-        program, on_node_options, notes = extra.entry, extra.on_node_options, extra.notes
+        place = (cwd or os.getcwd(), args.script, root)
+        extra = container_plan(container, environment, env, facts, family.environment, PATH_LIKE, PACKAGE_PARENT, place)
+        container_options, program, on_node_options, notes = extra.srun_options, extra.entry, extra.options, extra.notes
     srun = ["srun"]
     if platform == HYPERPOD:
         srun.append("--auto-resume=1")
@@ -264,9 +254,8 @@ def build(
     cpus = _int(env, "SLURM_CPUS_ON_NODE")
     if cpus:
         srun.append("--cpus-per-task={}".format(cpus))
-    if container:
-        srun += extra.srun_options
     srun += [
+        *container_options,
         *program,
         "--on-node",
         "--nproc-per-node={}".format(nproc),
@@ -302,8 +291,9 @@ def _dry_torchrun(explicit: Optional[str], env: Mapping[str, str]) -> str:
 
 def render(launch: Launch) -> str:
     """The dry run's output: the exact environment and commands."""
+    where = ", in container {}".format(launch.container_image) if launch.container_image else ""
     lines = [
-        "# hyperpod-cdk launch: family {}, platform {}, {} node(s) x {} process(es), rendezvous {}:{} (job {}){}".format(  # noqa: E501
+        "# hyperpod-cdk launch: family {}, platform {}, {} node(s) x {} process(es), rendezvous {}:{} (job {})".format(
             launch.family.name + (" (emulated hardware)" if launch.emulated_hardware else ""),
             launch.platform,
             launch.nodes,
@@ -311,8 +301,8 @@ def render(launch: Launch) -> str:
             launch.first_node,
             RDZV_PORT,
             launch.job_id,
-            ", in container {}".format(launch.container_image) if launch.container_image else "",
         )
+        + where
     ]
     lines += ["# note: {}".format(note) for note in launch.notes]
     lines += ["unset {}  # breaks aws-ofi-nccl's tuner or the kernel's RDMA".format(n) for n in launch.dropped]

@@ -45,6 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+from training_runtime.facts import NodeFacts
+
 SCHEMES = ("docker://", "dockerd://", "podman://")
 """enroot's import schemes that pyxis accepts in ``--container-image`` (``tests/docker_image.bats``)."""
 DIGEST = re.compile(r"^[a-z0-9]+:[0-9a-fA-F]{32,}$")
@@ -97,8 +99,8 @@ class ContainerLaunch:
     srun_options: List[str]
     entry: List[str]
     """The program srun runs in the container, before ``launch --on-node ...``."""
-    on_node_options: List[str]
-    """``--in-container`` and the ``--prepend-env NAME=VALUE`` the on-node stage applies to the image's values."""
+    options: List[str]
+    """The on-node stage's options: ``--in-container`` and the ``--prepend-env NAME=VALUE`` it applies in the image."""
     notes: Tuple[str, ...]
 
 
@@ -310,22 +312,22 @@ def plan(
     container: Container,
     environment: Dict[str, str],
     env: Mapping[str, str],
-    *,
+    facts: NodeFacts,
     family_variables: Mapping[str, str],
     path_like: Sequence[str],
-    gpus: bool,
-    shared_mount: Optional[str],
     runtime_dir: str,
-    cwd: str,
-    script: Sequence[str],
-    root: Path,
+    place: Tuple[str, Sequence[str], Path],
 ) -> ContainerLaunch:
-    """srun's pyxis options and the on-node stage's entry for this launch.
+    """srun's pyxis options and the on-node stage's entry for this launch; ``place``: the batch script's working
+    directory, the training script and its arguments, the node's root.
 
     ``environment`` (what the launcher sets on the host, changed in place): the family's path lists leave it,
     to be prepended in the container to the image's values; ``NVIDIA_VISIBLE_DEVICES=void`` joins it on nodes
     without GPUs. Every variable the launcher manages that the job's environment will hold is named in
     ``--container-env``, so the image's value does not win over it."""
+    cwd, script, root = place
+    shared_mount = facts.shared_mount
+    gpus = bool(facts.gpus) and not facts.emulated_hardware
     for name in path_like:
         environment.pop(name, None)
     if not gpus and "NVIDIA_VISIBLE_DEVICES" not in env:
@@ -370,7 +372,7 @@ def plan(
     return ContainerLaunch(
         srun_options=options,
         entry=["python3", "-c", ENTRY.format(runtime_dir)],
-        on_node_options=on_node_options,
+        options=on_node_options,
         notes=tuple(notes),
     )
 
