@@ -179,6 +179,20 @@ def test_every_family_variable_keeps_the_launchers_value_in_the_container(
     assert f"--nproc-per-node={nproc}" in command(lines, "torchrun")
 
 
+def test_emulated_hardware_says_so_in_the_container_and_has_no_gpu_hook(tmp_path: Path) -> None:
+    """A p5 of the local cluster: its GPUs are declared, not present, so the image's NVIDIA hook must not run."""
+    p5 = facts("ml.p5.48xlarge", gpus=8, efa_interfaces=32, emulated_hardware=True)
+    result = launch(tmp_path, p5, "--container-image", IMAGE, "--", "t.py")
+    assert (option(result.srun, "--container-env") or "").split(",") == [
+        "FI_PROVIDER",
+        "HYPERPOD_CDK_EMULATED_HARDWARE",
+        "NCCL_SOCKET_IFNAME",
+        "NVIDIA_VISIBLE_DEVICES",
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+    ]
+    assert result.environment["NVIDIA_VISIBLE_DEVICES"] == "void"
+
+
 def test_a_value_the_job_set_is_kept_in_the_container_too(tmp_path: Path) -> None:
     result = launch(tmp_path, P5, "--container-image", IMAGE, "--", "t.py", NCCL_SOCKET_IFNAME="^lo,docker0")
     assert "NCCL_SOCKET_IFNAME" not in result.environment
