@@ -390,7 +390,8 @@ def test_the_on_node_entry_runs_in_an_image_that_has_its_own_paths(tmp_path: Pat
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     record = tmp_path / "record"
-    (bin_dir / "python3").symlink_to(sys.executable)
+    python3 = bin_dir / "python3"  # without site-packages: the image has no runtime of its own installed
+    python3.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -S "$@"\n')
     srun = bin_dir / "srun"
     srun.write_text(
         '#!/bin/sh\necho "srun $*" >> "$RECORD"\n'
@@ -404,7 +405,7 @@ def test_the_on_node_entry_runs_in_an_image_that_has_its_own_paths(tmp_path: Pat
         'echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH NCCL_PROTO=${NCCL_PROTO-unset} FI_PROVIDER=$FI_PROVIDER" >> "$RECORD"\n'
         'python3 -c "import training_runtime.checkpoint" && echo "imports the runtime" >> "$RECORD"\n'
     )
-    for program in (srun, torchrun):
+    for program in (srun, torchrun, python3):
         program.chmod(0o755)
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("SLURM_") and k != "PYTHONPATH"},
