@@ -21,6 +21,7 @@ BOOTSTRAP = ("training_runtime.plan", "training_runtime.steps", "training_runtim
     [
         "training_runtime.health",
         "training_runtime.launch",
+        "training_runtime.launch_container",
         "training_runtime.checkpoint",
         "training_runtime.paths",
         "training_runtime.spot",  # the Spot watcher, a daemon that runs for the node's life

@@ -17,7 +17,8 @@ Run it from a batch script (``sbatch``), on the first node of the allocation. It
    :class:`~training_runtime.checkpoint.StopRequest` sees the Spot watcher's request to checkpoint.
 
 ``--dry-run`` prints the environment, the srun command and the torchrun command each node will run,
-exactly as they would be executed, and runs nothing.
+exactly as they would be executed, and runs nothing. ``--container-image`` runs each node's task in a
+container through pyxis (:mod:`training_runtime.launch_container`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 from training_runtime.checkpoint.interrupt import CHECKPOINT_SIGNAL
 from training_runtime.facts import FactsError, NodeFacts, facts_from, load_facts
 from training_runtime.hardware import hardware_for
+from training_runtime.launch_container import add_arguments, container_from, node_environment
+from training_runtime.launch_container import plan as container_plan
 from training_runtime.node import HYPERPOD, platform_at
 from training_runtime.paths import PYTORCH_ENV_VARIABLE, RUNTIME_DIR_ON_SHARED
 from training_runtime.render.hostlist import expand
@@ -119,6 +122,9 @@ class Launch:
     srun: List[str]
     torchrun: List[str]
     """What each node runs, for this allocation's node list."""
+    container_image: Optional[str] = None
+    notes: Tuple[str, ...] = ()
+    """What the user should know about the launch (a path the container does not see)."""
 
 
 def _int(env: Mapping[str, str], *names: str) -> Optional[int]:
@@ -192,7 +198,9 @@ def find_torchrun(explicit: Optional[str], env: Mapping[str, str]) -> str:
     )
 
 
-def build(args: argparse.Namespace, env: Mapping[str, str], facts: NodeFacts, root: Path = Path("/")) -> Launch:
+def build(
+    args: argparse.Namespace, env: Mapping[str, str], facts: NodeFacts, root: Path = Path("/"), cwd: str = ""
+) -> Launch:
     if not args.script:
         raise LaunchError("no training script. Fix: python3 -m training_runtime launch -- train.py [ARGS]")
     job_id = env.get("SLURM_JOB_ID")
@@ -208,7 +216,11 @@ def build(args: argparse.Namespace, env: Mapping[str, str], facts: NodeFacts, ro
     max_restarts = args.max_restarts
     if max_restarts is None:
         max_restarts = 0 if platform == HYPERPOD else MAX_RESTARTS_GENERIC
-    torchrun = find_torchrun(args.torchrun, env) if not args.dry_run else _dry_torchrun(args.torchrun, env)
+    container = container_from(args, root)
+    if container:  # the image's torchrun; a host path means nothing in the container
+        torchrun = args.torchrun or "torchrun"
+    else:
+        torchrun = find_torchrun(args.torchrun, env) if not args.dry_run else _dry_torchrun(args.torchrun, env)
     environment = family_environment(family, env)
     if facts.emulated_hardware:
         environment[EMULATED_VARIABLE] = "1"
@@ -218,9 +230,17 @@ def build(args: argparse.Namespace, env: Mapping[str, str], facts: NodeFacts, ro
             facts.shared_mount.rstrip("/"), RUNTIME_DIR_ON_SHARED
         )
     python_path = env.get("PYTHONPATH", "")
-    if PACKAGE_PARENT not in python_path.split(":"):
+    if PACKAGE_PARENT not in python_path.split(":") and not container:
         environment["PYTHONPATH"] = PACKAGE_PARENT + (":" + python_path if python_path else "")
     dropped = tuple(name for name in FORBIDDEN if name in env)
+    container_options: List[str] = []
+    on_node_options: List[str] = []
+    program = [sys.executable, "-m", __package__ or "training_runtime", "launch"]
+    notes: Tuple[str, ...] = ()
+    if container:
+        place = (cwd or os.getcwd(), args.script, root)
+        extra = container_plan(container, environment, env, facts, family.environment, PATH_LIKE, PACKAGE_PARENT, place)
+        container_options, program, on_node_options, notes = extra.srun_options, extra.entry, extra.options, extra.notes
     srun = ["srun"]
     if platform == HYPERPOD:
         srun.append("--auto-resume=1")
@@ -235,14 +255,13 @@ def build(args: argparse.Namespace, env: Mapping[str, str], facts: NodeFacts, ro
     if cpus:
         srun.append("--cpus-per-task={}".format(cpus))
     srun += [
-        sys.executable,
-        "-m",
-        __package__ or "training_runtime",
-        "launch",
+        *container_options,
+        *program,
         "--on-node",
         "--nproc-per-node={}".format(nproc),
         "--max-restarts={}".format(max_restarts),
         "--torchrun={}".format(torchrun),
+        *on_node_options,
         "--",
         *args.script,
     ]
@@ -258,6 +277,8 @@ def build(args: argparse.Namespace, env: Mapping[str, str], facts: NodeFacts, ro
         dropped=dropped,
         srun=srun,
         torchrun=torchrun_command(torchrun, nodes, nproc, hosts[0], job_id, max_restarts, args.script),
+        container_image=container.image if container else None,
+        notes=notes,
     )
 
 
@@ -270,6 +291,7 @@ def _dry_torchrun(explicit: Optional[str], env: Mapping[str, str]) -> str:
 
 def render(launch: Launch) -> str:
     """The dry run's output: the exact environment and commands."""
+    where = ", in container {}".format(launch.container_image) if launch.container_image else ""
     lines = [
         "# hyperpod-cdk launch: family {}, platform {}, {} node(s) x {} process(es), rendezvous {}:{} (job {})".format(
             launch.family.name + (" (emulated hardware)" if launch.emulated_hardware else ""),
@@ -280,7 +302,9 @@ def render(launch: Launch) -> str:
             RDZV_PORT,
             launch.job_id,
         )
+        + where
     ]
+    lines += ["# note: {}".format(note) for note in launch.notes]
     lines += ["unset {}  # breaks aws-ofi-nccl's tuner or the kernel's RDMA".format(n) for n in launch.dropped]
     lines += ["export {}={}".format(name, shlex.quote(value)) for name, value in sorted(launch.environment.items())]
     lines.append(" ".join(shlex.quote(part) for part in launch.srun))
@@ -311,6 +335,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--instance-type", help="instead of the node facts' instance type (e.g. ml.p5.48xlarge)")
     p.add_argument("--on-node", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--root", type=Path, default=Path("/"), help=argparse.SUPPRESS)
+    add_arguments(p)
     p.add_argument("script", nargs=argparse.REMAINDER, help="-- SCRIPT [ARGS]: the training script and its arguments")
     return p
 
@@ -355,7 +380,7 @@ def main(argv: Sequence[str]) -> int:
         if args.on_node:
             command = on_node(args, env)
             signal.signal(CHECKPOINT_SIGNAL, signal.SIG_IGN)
-            os.execvp(command[0], command)
+            os.execvpe(command[0], command, node_environment(args, env, FORBIDDEN))
         launch = build(args, env, facts_for(args), args.root)
     except (LaunchError, FactsError, ValueError) as error:
         sys.stderr.write("hyperpod-cdk launch: {}\n".format(error))
