@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import shlex
 import shutil
 import socket
@@ -59,7 +60,8 @@ SRUN_SHIM = (
     "#!/bin/sh\n# stand-in srun: drop the options, exec the step command\n"
     'while [ "${1#-}" != "$1" ]; do shift; done\nexec "$@"\n'
 )
-RUN_TIMEOUT_S = 240
+RUN_TIMEOUT_S = 90
+"""One training run; a variant whose untimed warm-up run fails or hangs is not run again."""
 
 
 def run(argv: list[str], env: dict[str, str] | None = None, timeout: float = 60) -> tuple[int, str, str, float]:
@@ -85,7 +87,7 @@ def machine(device: str) -> dict[str, Any]:
     probe = (
         "import json, torch; c = torch.cuda.is_available(); print(json.dumps({'version': torch.__version__, "
         "'cuda': torch.version.cuda, 'available': c, 'device_count': torch.cuda.device_count() if c else 0, "
-        "'nccl': '.'.join(map(str, torch.cuda.nccl.version())) if c else None}))"
+        "'nccl': str(torch.cuda.nccl.version()) if c else None}))"
     )
     status, out, err, _ = run([sys.executable, "-c", probe], timeout=120)
     torch_info = json.loads(out.strip().splitlines()[-1]) if status == 0 else {"error": err.strip()[-300:]}
@@ -194,15 +196,6 @@ def health(root: Path, instance_type: str, note: str, runs: int, env: dict[str, 
     return result
 
 
-def hostengine(tools: dict[str, str | None]) -> subprocess.Popen[bytes] | None:
-    """A DCGM host engine for the prolog's ``dcgmi diag`` when dcgmi finds none running (None otherwise)."""
-    if not tools.get("dcgmi") or not tools.get("nv-hostengine") or run(["dcgmi", "discovery", "-l"])[0] == 0:
-        return None
-    engine = subprocess.Popen(["nv-hostengine", "-n"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(3)
-    return engine
-
-
 def rendezvous_host() -> tuple[str, str]:
     host = socket.gethostname().split(".")[0]
     try:
@@ -260,6 +253,9 @@ def timed_training(argv: list[str], env: dict[str, str], keep_stderr: bool = Fal
     lines = [line for line in out.splitlines() if line.startswith(MARKER)]
     if status != 0 or not lines:
         record["error"] = (out + err)[-800:]
+        output = (out + err).splitlines()
+        causes = [line for line in output if re.search(r"\w(Error|Exception)\b", line) and "ChildFailed" not in line]
+        record["error_line"] = causes[-1].strip()[-400:] if causes else ""
         return record
     data = json.loads(lines[-1][len(MARKER) :])
     record.update(
@@ -272,6 +268,11 @@ def timed_training(argv: list[str], env: dict[str, str], keep_stderr: bool = Fal
         run_id=data["torchelastic_run_id"],
     )
     return record
+
+
+def _progress(label: str, name: str, record: dict[str, Any]) -> None:
+    figures = {k: round(v, 3) for k, v in record.items() if k.endswith("_s") and isinstance(v, float)}
+    print(label, name, json.dumps(figures), record.get("error_line", ""), flush=True)
 
 
 def launcher(root: Path, scratch: Path, args: argparse.Namespace, gpus: int, env: dict[str, str]) -> dict[str, Any]:
@@ -297,13 +298,18 @@ def launcher(root: Path, scratch: Path, args: argparse.Namespace, gpus: int, env
     if args.no_srun_shim:
         del variants[THROUGH_SRUN]
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
-    warmup = {name: timed_training(argv, e, keep_stderr=True) for name, (argv, e) in variants.items()}
+    warmup = {}
+    for name, (argv, e) in variants.items():
+        warmup[name] = timed_training(argv, e, keep_stderr=True)
+        _progress("warm-up", name, warmup[name])
+    working = {name: variant for name, variant in variants.items() if warmup[name]["first_step_s"] is not None}
     for round_ in range(args.runs):
         if time.monotonic() > args.deadline:
             note += f" Stopped after {round_} round(s): --budget-s reached."
             break
-        for name, (argv, e) in variants.items():
+        for name, (argv, e) in working.items():
             runs[name].append(timed_training(argv, e))
+            _progress(f"round {round_ + 1}", name, runs[name][-1])
     dry_argv = [*launch, "--dry-run", "--root", str(root), "--torchrun=" + torchrun, "--", *script]
     dry, bare = [], []
     for round_ in range(args.health_runs + 1):
@@ -332,6 +338,11 @@ def launcher(root: Path, scratch: Path, args: argparse.Namespace, gpus: int, env
     }
 
 
+def save(out: Path, report: dict[str, Any]) -> None:
+    """The JSON so far (a run cut short by its time limit still leaves the sections it finished)."""
+    (out / "gpu_checks.json").write_text(json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="directory for gpu_checks.json and gpu_checks.md")
@@ -340,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=50, help="training steps per launcher run")
     parser.add_argument("--health-runs", type=int, default=9, help="timed runs of each health command")
     parser.add_argument("--no-srun-shim", action="store_true", help="skip the whole-launcher variant")
-    parser.add_argument("--budget-s", type=float, default=180.0, help="start no launcher round after this")
+    parser.add_argument("--budget-s", type=float, default=150.0, help="start no launcher round after this many seconds")
     args = parser.parse_args(argv)
     started = time.monotonic()
     args.deadline = started + args.budget_s
@@ -360,13 +371,14 @@ def main(argv: list[str] | None = None) -> int:
     if report["tools"]["dcgmi"] and args.health_runs > 3:
         args.health_runs = 3  # each prolog then runs dcgmi diag -r 1 (seconds)
         note = (note + " dcgmi is installed: 3 health runs.").strip()
-    engine = hostengine(report["tools"])
+    engine = gpu_metrics.hostengine(report["tools"])
     with tempfile.TemporaryDirectory(prefix="gpu-checks-") as tmp:
         scratch = Path(tmp)
         root = scratch / "root"
         build_root(root, instance_type)
         try:
             report["health"] = health(root, instance_type, note, args.health_runs, env)
+            save(args.out, report)
         finally:
             if engine is not None:
                 engine.terminate()
@@ -374,10 +386,11 @@ def main(argv: list[str] | None = None) -> int:
         report["health"]["hostengine_started"] = engine is not None
         print("health:", json.dumps(report["health"]["commands"]), flush=True)
         report["launcher"] = launcher(root, scratch, args, gpus, env)
+        save(args.out, report)
         print("launcher:", json.dumps(report["launcher"]["summary"]), flush=True)
         report["metrics"] = gpu_metrics.collect(scratch, gpus, args.health_runs, env, report["tools"])
     report["elapsed_s"] = time.monotonic() - started
-    (args.out / "gpu_checks.json").write_text(json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
+    save(args.out, report)
     text = gpu_stats.markdown(report)
     (args.out / "gpu_checks.md").write_text(text)
     print(text, flush=True)

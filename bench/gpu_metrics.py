@@ -40,6 +40,15 @@ def _listing(directory: Path) -> dict[str, str]:
     return {p.name: p.read_text().strip() for p in sorted(directory.iterdir()) if not p.name.startswith(".")}
 
 
+def hostengine(tools: dict[str, str | None]) -> subprocess.Popen[bytes] | None:
+    """A DCGM host engine for the prolog's ``dcgmi diag`` when dcgmi finds none running (None otherwise)."""
+    if not tools.get("dcgmi") or not tools.get("nv-hostengine") or _run(["dcgmi", "discovery", "-l"])[0] == 0:
+        return None
+    engine = subprocess.Popen(["nv-hostengine", "-n"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(3)
+    return engine
+
+
 def gpu_jobs(scratch: Path, gpus: int, runs: int, env: dict[str, str]) -> dict[str, Any]:
     """``metrics.gpu_jobs --prolog`` then ``--epilog`` for job 4242 on every GPU (GPU 0 on a CPU machine)."""
     directory = scratch / "gpu-jobs"

@@ -9,6 +9,7 @@ from typing import Any
 STAGE2 = "launch --on-node"
 TORCHRUN = "torchrun --standalone"
 THROUGH_SRUN = "launch (stage 1) -> srun shim -> stage 2"
+ORDER = (TORCHRUN, STAGE2, THROUGH_SRUN)
 
 
 def stats(samples: Sequence[float]) -> dict[str, Any]:
@@ -115,21 +116,23 @@ def markdown(report: Mapping[str, Any]) -> str:
         ),
     ]
     launcher = report["launcher"]
-    if launcher.get("note"):
-        lines += ["", launcher["note"]]
     lines += [
         "",
         "## Launcher against plain torchrun ({} run(s) each, interleaved, {} steps, device {})".format(
             launcher["runs"], launcher["steps"], launcher["device"]
         ),
         "",
+        *([launcher["note"], ""] if launcher.get("note") else []),
         "Rendezvous host for the launcher: `{}`. Times from the parent's spawn: worker start = the training "
         "script's first line, first step = its first optimizer step done.".format(launcher["host"]),
         "",
         "| Variant | OK/runs | Wall median s | Worker start s | First step s | Step ms | Wall ratio | Extra s |",
         "| --- | --: | --: | --: | --: | --: | --: | --: |",
     ]
-    for name, entry in launcher["summary"].items():
+    summary = launcher["summary"]
+    order = [n for n in ORDER if n in summary] + [n for n in summary if n not in ORDER]
+    for name in order:
+        entry = summary[name]
         step = entry["step_s"]["median"]
         lines.append(
             "| {} | {}/{} | {} | {} | {} | {} | {} | {} |".format(
@@ -144,6 +147,12 @@ def markdown(report: Mapping[str, Any]) -> str:
                 _f(entry.get("extra_wall_s")),
             )
         )
+    for name in launcher["summary"]:
+        failures = [r for r in [launcher.get("warmup", {}).get(name), *launcher.get("samples", {}).get(name, [])] if r]
+        failed = [r for r in failures if r.get("first_step_s") is None]
+        if failed:
+            tail = failed[0].get("error_line") or " ".join(str(failed[0].get("error", "")).split())[-400:]
+            lines += ["", "{} failed (exit {}): `{}`".format(name, failed[0].get("exit"), tail.replace("`", "'"))]
     dry = launcher["dry_run"]
     lines += [
         "",
