@@ -112,8 +112,9 @@ def accounting_by_ami(node: Node) -> Optional[Preconfigured]:
 
 
 def enroot_paths(text: str) -> List[Tuple[str, str]]:
-    """The ``ENROOT_*_PATH`` keys an ``enroot.conf`` sets (uncommented lines), with their values, in file order."""
-    return re.findall(r"^\s*(ENROOT_\w+_PATH)\s+(\S+)", text, re.MULTILINE)
+    """The ``ENROOT_*_PATH`` keys an ``enroot.conf`` sets (uncommented lines), with their values (the rest of the
+    line: ``$(id -u)`` has a space), in file order."""
+    return re.findall(r"^[ \t]*(ENROOT_\w+_PATH)[ \t]+(\S.*?)[ \t]*$", text, re.MULTILINE)
 
 
 def pyxis_registration(node: Node) -> Optional[str]:

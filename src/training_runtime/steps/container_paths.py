@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from training_runtime.errors import StepFailed
 from training_runtime.files import is_mountpoint
 from training_runtime.node import Node
-from training_runtime.steps.ami import NVME
+from training_runtime.steps.ami import NVME, enroot_paths
 
 SAGEMAKER_VOLUME = "/opt/sagemaker"
 """HyperPod's secondary EBS volume; AWS's sample falls back to it where no instance store is mounted."""
@@ -103,7 +103,7 @@ def enroot_changes(
 def current_paths(text: str) -> Dict[str, str]:
     """The owned keys an enroot.conf sets, from its first uncommented line for each."""
     found: Dict[str, str] = {}
-    for key, value in re.findall(r"^[ \t]*(ENROOT_\w+_PATH)[ \t]+(\S+)", text, re.MULTILINE):
+    for key, value in enroot_paths(text):
         if key in OWNED_KEYS:
             found.setdefault(key, value)
     return found
