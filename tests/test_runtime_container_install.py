@@ -131,7 +131,7 @@ def test_the_build_uses_the_nodes_own_slurm_headers(tmp_path: Path, monkeypatch:
     touch(tmp_path, "/usr/bin/enroot", "#!/bin/sh\n")  # enroot present: only pyxis is built
     apply_plan(node, [ContainerInstall()])
     assert seen == [{"CPPFLAGS": "-I/opt/slurm/include"}] * 2
-    assert [c for c in commands(node) if c[0] == "curl"][0][-1] == pins.PYXIS_SOURCE.url
+    assert [c[-1] for c in commands(node) if c[0] == "curl"] == [pins.PYXIS_SOURCE.url]
 
 
 def test_a_wrong_sha256_is_refused_deleted_and_nothing_installed(tmp_path: Path) -> None:

@@ -200,9 +200,9 @@ class ContainersOptions:
     The runtime edits only the keys it owns and never deletes data."""
 
     enabled: bool = True
-    """Tune what is on the node: enroot's runtime, data and temp paths, and Docker's ``data-root``, move off the root
-    volume onto the instance store (``/opt/dlami/nvme``, else ``/opt/sagemaker``) where they are not there yet (the
-    AMI's values off the root volume are kept); a wildcard include in ``plugstack.conf`` is made explicit; an
+    """Tune what is on the node: enroot's runtime, data, temp and cache paths, and Docker's ``data-root``, move off
+    the root volume onto the instance store (``/opt/dlami/nvme``, else ``/opt/sagemaker``) where they are not there
+    yet (the AMI's values off the root volume are kept); a wildcard include in ``plugstack.conf`` is made explicit; an
     installed pyxis is registered in ``plugstack.conf`` if it is not; on HyperPod ``ConstrainDevices=yes`` in
     ``cgroup.conf``. Installs nothing (see ``install_missing``). ``false``: containers are left to the AMI."""
     enroot_cache: str = "auto"
