@@ -86,9 +86,9 @@ def test_the_amis_nvme_values_are_kept_byte_for_byte(tmp_path: Path) -> None:
 
 
 def test_root_volume_paths_move_to_nvme_editing_only_our_keys(tmp_path: Path) -> None:
-    node = hyperpod(tmp_path, enroot_cache="nvme")
+    node = hyperpod(tmp_path, fsx=True)  # auto: the instance store first, even with a shared file system
     enroot(tmp_path, PACKAGE_ENROOT)
-    mounts(tmp_path, NVME, "/opt/sagemaker")
+    mounts(tmp_path, NVME, "/opt/sagemaker", "/fsx")
     [row] = describe_plan(node, [EnrootPaths()])
     assert (
         row["actions"][0]
@@ -106,7 +106,7 @@ def test_root_volume_paths_move_to_nvme_editing_only_our_keys(tmp_path: Path) ->
 
 
 def test_without_nvme_the_sagemaker_volume_and_the_shared_cache_are_used(tmp_path: Path) -> None:
-    node = hyperpod(tmp_path, fsx=True)  # enroot_cache auto: the shared file system, as AWS's sample does
+    node = hyperpod(tmp_path, fsx=True)  # auto without NVMe: the shared file system before the small volume
     enroot(tmp_path, PACKAGE_ENROOT)
     mounts(tmp_path, "/opt/sagemaker", "/fsx")
     (tmp_path / "opt/dlami/nvme").mkdir(parents=True)  # a directory on the root volume is not the instance store

@@ -207,9 +207,9 @@ class ContainersOptions:
     ``cgroup.conf``. Installs nothing (see ``install_missing``). ``false``: containers are left to the AMI."""
     enroot_cache: str = "auto"
     """Where enroot keeps downloaded image layers (``ENROOT_CACHE_PATH``). ``auto``: keep the cache where it is when
-    that is off the root volume (instance store or shared file system), else ``<shared mount>/enroot`` when the
-    cluster has a shared file system (as AWS's sample does), else the instance store. ``nvme``: the instance store,
-    per node. ``shared``: ``<shared mount>/enroot``, one cache for every node (needs a file system)."""
+    that is off the root volume (instance store or shared file system); else the instance store on NVMe, else
+    ``<shared mount>/enroot``, else ``/opt/sagemaker``. ``nvme``: the node's instance-store volume. ``shared``:
+    ``<shared mount>/enroot``, one cache for every node (needs a file system; AWS's sample's choice)."""
     docker_data_root: bool = True
     """Move Docker's ``data-root`` (``/etc/docker/daemon.json``; other keys are kept) to
     ``<instance store>/docker/data-root`` when it is on the root volume; images under the old root are not moved."""

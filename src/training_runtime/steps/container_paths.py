@@ -69,11 +69,16 @@ def _cache_ok(value: str, local: Optional[str], shared: Optional[str], choice: s
 
 
 def _cache_target(local: Optional[str], shared: Optional[str], choice: str) -> Optional[str]:
+    """``auto``: the instance store, else the shared file system, else ``/opt/sagemaker`` (the small volume AWS's
+    issue #427 saw fill up). AWS's sample takes ``/fsx`` whenever it is mounted; the runtime prefers a node-local
+    cache on NVMe (faster, and no layer one user writes is read by every node)."""
+    on_local = LOCAL_LAYOUT[CACHE].format(local) if local else None
+    on_shared = SHARED_CACHE.format(shared) if shared else None
     if choice == "nvme":
-        return LOCAL_LAYOUT[CACHE].format(local) if local else None
-    if choice == "shared" or shared:
-        return SHARED_CACHE.format(shared) if shared else None
-    return LOCAL_LAYOUT[CACHE].format(local) if local else None
+        return on_local
+    if choice == "shared":
+        return on_shared
+    return on_local if local == NVME else on_shared or on_local
 
 
 def enroot_changes(
