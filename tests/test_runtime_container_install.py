@@ -216,3 +216,17 @@ def test_install_then_tune_then_register_in_one_plan(tmp_path: Path) -> None:
         "required /usr/local/lib/slurm/spank_pyxis.so\n"
     )
     assert apply_plan(node, container_steps(node)) == 0
+
+
+def test_an_archive_member_outside_the_build_directory_is_refused(tmp_path: Path) -> None:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        info = tarfile.TarInfo("pyxis-0.24.0/escape")
+        info.type, info.linkname = tarfile.SYMTYPE, "../../../../etc/passwd"
+        tar.addfile(info)
+    archive = tmp_path / "a.tar.gz"
+    archive.write_bytes(buffer.getvalue())
+    (tmp_path / "build").mkdir()
+    with pytest.raises(StepFailed, match=r"member 'pyxis-0.24.0/escape' leaves the build directory"):
+        container_install._safe_extract(archive, tmp_path / "build")
+    assert list((tmp_path / "build").iterdir()) == []

@@ -98,9 +98,15 @@ def _safe_extract(archive: Path, into: Path) -> Path:
     """Unpack a source archive whose members all stay under ``into``; returns its top directory."""
     with tarfile.open(str(archive), mode="r:gz") as tar:
         members = tar.getmembers()
+        base = os.path.realpath(str(into)) + os.sep
         for member in members:
-            resolved = os.path.realpath(os.path.join(str(into), member.name))
-            if not resolved.startswith(os.path.realpath(str(into)) + os.sep) or member.issym() or member.islnk():
+            path = os.path.join(str(into), member.name)
+            targets = [path]
+            if member.issym():
+                targets.append(os.path.join(os.path.dirname(path), member.linkname))
+            elif member.islnk():
+                targets.append(os.path.join(str(into), member.linkname))
+            if not all(os.path.realpath(t).startswith(base) for t in targets):
                 raise StepFailed("{}: member {!r} leaves the build directory; refusing it".format(archive, member.name))
         tops = {m.name.split("/", 1)[0] for m in members}
         if len(tops) != 1:

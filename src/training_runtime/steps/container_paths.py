@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections import OrderedDict
 from typing import Any, Dict, List, Optional, Tuple
 
 from training_runtime.errors import StepFailed
@@ -146,13 +145,13 @@ def static_dir(value: str) -> str:
 # --- Docker ---------------------------------------------------------------------------------------------
 
 
-def docker_config(text: Optional[str], path: str = DOCKER_DAEMON_JSON) -> "OrderedDict[str, Any]":
-    """daemon.json as an ordered mapping ({} when missing or empty); refuses a file that is not a JSON object, rather
-    than replace what someone wrote."""
+def docker_config(text: Optional[str], path: str = DOCKER_DAEMON_JSON) -> Dict[str, Any]:
+    """daemon.json as a mapping in the file's key order ({} when missing or empty); refuses a file that is not a
+    JSON object, rather than replace what someone wrote."""
     if text is None or not text.strip():
-        return OrderedDict()
+        return {}
     try:
-        data = json.loads(text, object_pairs_hook=OrderedDict)
+        data = json.loads(text)
     except ValueError as error:
         raise StepFailed(
             "{} is not valid JSON ({}); the runtime never replaces it. Fix: correct the file (or set "
@@ -160,7 +159,7 @@ def docker_config(text: Optional[str], path: str = DOCKER_DAEMON_JSON) -> "Order
         ) from None
     if not isinstance(data, dict):
         raise StepFailed("{}: expected a JSON object, got {}".format(path, type(data).__name__))
-    return data
+    return dict(data)
 
 
 def docker_data_root(current: Optional[str], local: Optional[str]) -> Optional[str]:
@@ -170,8 +169,8 @@ def docker_data_root(current: Optional[str], local: Optional[str]) -> Optional[s
     return DOCKER_DATA_ROOT.format(local)
 
 
-def docker_json(config: "OrderedDict[str, Any]", data_root: str) -> str:
+def docker_json(config: Dict[str, Any], data_root: str) -> str:
     """The merged daemon.json: ``data-root`` set, every other key kept in its order."""
-    merged = OrderedDict(config)
+    merged = dict(config)
     merged["data-root"] = data_root
     return json.dumps(merged, indent=2) + "\n"
