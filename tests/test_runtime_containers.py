@@ -17,6 +17,8 @@ from training_runtime.errors import StepFailed
 from training_runtime.node import Node
 from training_runtime.options import options_problems
 from training_runtime.plan import apply_plan, describe_plan
+from training_runtime.retry import RetryPolicy
+from training_runtime.steps import container_paths
 from training_runtime.steps.catalog import steps_for
 from training_runtime.steps.containers import (
     PUSH_PENDING,
@@ -123,6 +125,36 @@ def test_an_nvme_value_without_a_mounted_instance_store_moves(tmp_path: Path) ->
     mounts(tmp_path, "/opt/sagemaker")  # /opt/dlami/nvme is no mount: its directory would be on the root volume
     converge(node)
     assert "ENROOT_CACHE_PATH /opt/sagemaker/enroot\n" in (tmp_path / CONF.lstrip("/")).read_text()
+
+
+@pytest.mark.parametrize("mounted", [True, False])
+def test_a_booting_instance_store_is_waited_for_before_anything_moves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mounted: bool
+) -> None:
+    monkeypatch.setattr(container_paths, "NVME_WAIT", RetryPolicy(attempts=3, base_s=0.0, cap_s=0.0, deadline_s=5.0))
+    node = hyperpod(tmp_path)
+    enroot(tmp_path, AMI_ENROOT)
+    mounts(tmp_path, "/opt/sagemaker")  # the EBS volume is there; the DLAMI's unit has not mounted NVMe yet
+    touch(tmp_path, "/lib/systemd/system/dlami-nvme.service", "[Unit]\n")
+    runner = node.runner
+    assert isinstance(runner, RecordingRunner)
+    answers = iter(["ActiveState=activating\nExecMainStatus=0\n", "ActiveState=active\nExecMainStatus=0\n"])
+
+    def unit(argv: list[str]) -> None:
+        if argv[:3] == ["systemctl", "show", "dlami-nvme.service"]:
+            answer = next(answers, "ActiveState=active\nExecMainStatus=0\n")
+            runner.respond[tuple(argv)] = (0, answer)
+            if mounted and answer.startswith("ActiveState=active"):
+                mounts(tmp_path, "/opt/sagemaker", NVME)
+
+    runner.hooks.append(unit)
+    apply_plan(node, [EnrootPaths()])
+    text = (tmp_path / CONF.lstrip("/")).read_text()
+    assert len(runner.ran("systemctl", "show", "dlami-nvme.service")) == 2  # waited until the unit was done
+    if mounted:  # the AMI's NVMe values stay: the instance store came up
+        assert text == AMI_ENROOT
+    else:  # the unit finished without a mount: AWS's fallback
+        assert "ENROOT_RUNTIME_PATH /opt/sagemaker/tmp/enroot/user-$(id -u)\n" in text
 
 
 def test_with_no_volume_off_the_root_nothing_moves_and_the_plan_warns(tmp_path: Path) -> None:

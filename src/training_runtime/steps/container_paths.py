@@ -21,7 +21,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from training_runtime.errors import StepFailed
 from training_runtime.files import is_mountpoint
+from training_runtime.log import log
 from training_runtime.node import Node
+from training_runtime.retry import NotReady, RetryPolicy
 from training_runtime.steps.ami import NVME, enroot_paths
 
 SAGEMAKER_VOLUME = "/opt/sagemaker"
@@ -50,6 +52,35 @@ DOCKER_DATA_ROOT = "{}/docker/data-root"
 def local_volume(node: Node) -> Optional[str]:
     """The first of :data:`LOCAL_VOLUMES` that is a mount point now (a directory on the root volume is not one)."""
     return next((v for v in LOCAL_VOLUMES if is_mountpoint(node, v)), None)
+
+
+DLAMI_NVME_UNIT = "dlami-nvme.service"
+"""The DLAMI's unit that mounts the instance store at /opt/dlami/nvme; AWS's sample waits for it before it decides."""
+UNIT_DIRS = ("/etc/systemd/system", "/lib/systemd/system", "/usr/lib/systemd/system")
+NVME_WAIT = RetryPolicy(attempts=None, base_s=1.0, cap_s=5.0, deadline_s=120.0)
+"""AWS's sample waits up to 120 s for dlami-nvme.service to be active with status 0."""
+
+
+def wait_for_instance_store(node: Node) -> None:
+    """Before deciding where paths go: where the DLAMI's unit will mount the instance store and has not yet, wait
+    until it is done (active with status 0, or failed), as AWS's ``install_enroot_pyxis.sh`` does; then go on either
+    way. Deciding earlier would move the AMI's NVMe values to /opt/sagemaker on a slow boot."""
+    if is_mountpoint(node, NVME) or not any(node.path("{}/{}".format(d, DLAMI_NVME_UNIT)).is_file() for d in UNIT_DIRS):
+        return
+
+    def settled() -> None:
+        argv = ["systemctl", "show", DLAMI_NVME_UNIT, "--property=ActiveState", "--property=ExecMainStatus"]
+        result = node.run(argv, check=False, timeout=30)
+        state = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
+        active = state.get("ActiveState", "unknown")
+        if active == "failed" or (active == "active" and state.get("ExecMainStatus") == "0"):
+            return
+        raise NotReady("{} is {}".format(DLAMI_NVME_UNIT, active))
+
+    try:
+        NVME_WAIT.call(settled, what=DLAMI_NVME_UNIT + " (the instance store's mount)")
+    except NotReady as error:
+        log("warning", message="{}; deciding enroot's and Docker's paths without it".format(error))
 
 
 def shared_mount(node: Node) -> Optional[str]:

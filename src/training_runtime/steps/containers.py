@@ -46,6 +46,7 @@ from training_runtime.steps.container_paths import (
     shared_mount,
     static_dir,
     tuned_enroot_conf,
+    wait_for_instance_store,
 )
 from training_runtime.steps.plugstack import INCLUDE, PYXIS_CONF, CgroupDevices, PyxisPlugstack, has_wildcard
 
@@ -85,6 +86,7 @@ class EnrootPaths(Step):
         return bool(changes) or bool(self._dirs(node, current))
 
     def apply(self, node: Node) -> None:
+        wait_for_instance_store(node)
         text, changes, _, current = self._state(node)
         if changes:
             target = node.path(ENROOT_CONF)
@@ -135,6 +137,7 @@ class DockerDataRoot(Step):
         return self._wanted(node) is not None
 
     def apply(self, node: Node) -> None:
+        wait_for_instance_store(node)
         wanted = self._wanted(node)
         if wanted is None:
             return
