@@ -37,6 +37,7 @@ from training_runtime.steps.container_paths import (
     LOCAL_LAYOUT,
     LOCAL_VOLUMES,
     OWNED_KEYS,
+    SHARED_CACHE,
     current_paths,
     docker_config,
     docker_data_root,
@@ -75,9 +76,8 @@ class EnrootPaths(Step):
     def _dirs(self, node: Node, values: Dict[str, str]) -> List[str]:
         """The directories our values name that do not exist yet (only values the runtime's layout gives)."""
         local, shared = local_volume(node), shared_mount(node)
-        ours = {LOCAL_LAYOUT[k].format(local) for k in OWNED_KEYS if local} | (
-            {shared + "/enroot"} if shared else set()
-        )
+        ours = {LOCAL_LAYOUT[k].format(local) for k in OWNED_KEYS if local}
+        ours |= {SHARED_CACHE.format(shared)} if shared else set()
         wanted = sorted({static_dir(v) for v in values.values() if v in ours})
         return [d for d in wanted if not node.path(d).is_dir()]
 
@@ -108,7 +108,11 @@ class EnrootPaths(Step):
         text, changes, stranded, current = self._state(node)
         if text is None and not changes:
             return []
-        kept = ["{} {} kept".format(k, current[k]) for k in OWNED_KEYS if k in current and k not in changes]
+        kept = [
+            "{} {} kept".format(k, current[k])
+            for k in OWNED_KEYS
+            if k in current and k not in changes and k not in stranded
+        ]
         if stranded:
             kept.append(
                 "WARNING: {} not moved: no instance store is mounted ({}){}; enroot may write to the root "

@@ -103,7 +103,8 @@ class PyxisPlugstack(Step):
 
     def apply(self, node: Node) -> None:
         for path, content in sorted(self.wanted(node).items(), key=lambda item: item[0].endswith("plugstack.conf")):
-            write_file(node, path, content)  # the included file first, so no moment names a missing file
+            target = node.path(path)  # the included file first, so no moment names a missing file
+            write_file(node, path, content, mode=target.stat().st_mode & 0o7777 if target.exists() else 0o644)
 
     def describe(self, node: Node) -> List[str]:
         lines = []
