@@ -255,6 +255,11 @@ def test_a_wildcard_include_is_made_explicit_and_pyxis_registered_once(tmp_path:
     touch(tmp_path, ETC + "/plugstack.conf", "# site plugins\ninclude /opt/slurm/etc/plugstack.conf.d/*\n")
     touch(tmp_path, ETC + "/plugstack.conf.d/b.conf", "optional /usr/lib/b.so\n")
     touch(tmp_path, ETC + "/plugstack.conf.d/a.conf", "optional /usr/lib/a.so\n")
+    [row] = [r for r in describe_plan(node, container_steps(node)) if r["step"] == "pyxis-plugstack"]
+    assert row["actions"] == [
+        f"edit {ETC}/plugstack.conf: make `include {ETC}/plugstack.conf.d/*` explicit; include plugstack.conf.d/pyxis.conf",
+        f"write {ETC}/plugstack.conf.d/pyxis.conf (required /usr/local/lib/slurm/spank_pyxis.so)",
+    ]
     converge(node)
     assert (tmp_path / "opt/slurm/etc/plugstack.conf").read_text() == (
         "# site plugins\n"

@@ -112,7 +112,12 @@ class PyxisPlugstack(Step):
             if path.endswith(PYXIS_CONF):
                 lines.append("write {} ({})".format(path, content.strip()))
             else:
-                lines.append("edit {}: explicit includes, pyxis registered once".format(path))
+                before = read_text(node, path) or ""
+                globs = [m.group(1) for m in map(INCLUDE.match, before.splitlines()) if m and has_wildcard(m.group(1))]
+                what = ["make `include {}` explicit".format(g) for g in globs]
+                if PYXIS_CONF not in before and PYXIS_CONF in content:
+                    what.append("include {}".format(PYXIS_CONF))
+                lines.append("edit {}: {}".format(path, "; ".join(what)))
         return lines
 
     def left_alone(self, node: Node) -> List[str]:
