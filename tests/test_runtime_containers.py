@@ -257,7 +257,8 @@ def test_a_wildcard_include_is_made_explicit_and_pyxis_registered_once(tmp_path:
     touch(tmp_path, ETC + "/plugstack.conf.d/a.conf", "optional /usr/lib/a.so\n")
     [row] = [r for r in describe_plan(node, container_steps(node)) if r["step"] == "pyxis-plugstack"]
     assert row["actions"] == [
-        f"edit {ETC}/plugstack.conf: make `include {ETC}/plugstack.conf.d/*` explicit; include plugstack.conf.d/pyxis.conf",
+        f"edit {ETC}/plugstack.conf: make `include {ETC}/plugstack.conf.d/*` explicit; "
+        "include plugstack.conf.d/pyxis.conf",
         f"write {ETC}/plugstack.conf.d/pyxis.conf (required /usr/local/lib/slurm/spank_pyxis.so)",
     ]
     converge(node)
