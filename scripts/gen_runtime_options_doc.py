@@ -43,6 +43,7 @@ SECTIONS: tuple[tuple[str, type], ...] = (
     ("runtime.accounting", options.AccountingOptions),
     ("runtime.pytorch", options.PytorchOptions),
     ("runtime.observability", options.ObservabilityOptions),
+    ("runtime.containers", options.ContainersOptions),
 )
 """Each section of the ``runtime:`` block, in the order the document shows them."""
 

@@ -236,6 +236,13 @@ def test_an_external_accounting_database_becomes_the_controllers_own() -> None:
     assert local_options({"accounting": local}, ["ml.m5.xlarge"], cpus=2)["accounting"] == local
 
 
+def test_local_options_install_no_container_software() -> None:
+    wanted = {"install_missing": True, "enroot_sha256": "a" * 64, "enroot_caps_sha256": "b" * 64}
+    options = local_options({"containers": wanted}, ["ml.m5.xlarge"], cpus=2)
+    assert options["containers"] == {**wanted, "install_missing": False}
+    assert "containers" not in local_options({}, ["ml.m5.xlarge"], cpus=2)
+
+
 def test_local_options_without_a_runtime_section() -> None:
     options = local_options({}, ["ml.m5.xlarge"], cpus=2)
     assert options == {

@@ -738,6 +738,30 @@ ROWS = [
         "slurm_metrics need node_exporter",
     ),
     row(
+        "RT-CONTAINERS-CACHE",
+        {"runtime": {"containers": {"enroot_cache": "fsx"}}},
+        "runtime.containers.enroot_cache",
+        "auto, nvme, shared",
+    ),
+    row(
+        "CL-CONTAINERS-SHARED-CACHE",
+        {"storage": None, "runtime": {"containers": {"enroot_cache": "shared"}}},
+        "runtime.containers.enroot_cache",
+        "no storage section",
+    ),
+    row(
+        "RT-CONTAINERS-SHA256",
+        {"runtime": {"containers": {"enroot_sha256": "A" * 64}}},
+        "runtime.containers.enroot_sha256",
+        "64 lower-case hexadecimal digits",
+    ),
+    row(
+        "RT-CONTAINERS-INSTALL",
+        {"runtime": {"containers": {"install_missing": True, "enroot_caps_sha256": "b" * 64}}},
+        "runtime.containers.enroot_sha256",
+        "no sha256 of it is published",
+    ),
+    row(
         "RT-HEALTH-ON-HYPERPOD",
         {"runtime": {"health": {"on_hyperpod": "ignore"}}},
         "runtime.health.on_hyperpod",

@@ -108,7 +108,10 @@ def test_containers_enroot_on_nvme_and_pyxis_in_plugstack_are_found(tmp_path: Pa
     assert "/usr/bin/enroot" in found.evidence
     assert "ENROOT_CACHE_PATH, ENROOT_DATA_PATH, ENROOT_RUNTIME_PATH on /opt/dlami/nvme" in found.evidence
     assert "spank_pyxis.so in /opt/slurm/etc/plugstack.conf.d/pyxis.conf" in found.evidence
-    assert "never writes enroot.conf" in found.effect
+    assert "installs nothing over it" in found.effect and "edits only the keys it owns" in found.effect
+    off = hyperpod(tmp_path, options={"containers": {"enabled": False}})
+    [found_off] = [p for p in detect(off) if p.piece == "container runtime"]
+    assert "runtime.containers.enabled is false" in found_off.effect
 
 
 def test_a_commented_out_pyxis_line_is_not_pyxis(tmp_path: Path) -> None:

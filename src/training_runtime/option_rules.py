@@ -14,6 +14,7 @@ from training_runtime.option_types import (
     ACCOUNTING_DATABASES,
     DB_USER,
     DCGM_LEVELS,
+    ENROOT_CACHES,
     HYPERPOD_HEALTH_ACTIONS,
     MAX_SLURM_SECONDS,
     MIN_CRED_EXPIRE,
@@ -21,11 +22,13 @@ from training_runtime.option_types import (
     RETURN_TO_SERVICE,
     SCRAPE_INTERVAL_RANGE,
     SECRET_ARN,
+    SHA256,
     SLURM_MAJOR,
     SPOT_NOTICE_S,
     VERSION,
     RuntimeOptions,
 )
+from training_runtime.pins import ENROOT_DEBS, PYXIS_SOURCE
 from training_runtime.problems import Problem, RuleBook
 
 OPTION_RULES = RuleBook("runtime options")
@@ -308,3 +311,68 @@ def observability_textfile(options: RuntimeOptions, path: str) -> Iterable[Probl
             got=False,
             fix="set node_exporter to true, or set {} to false".format(" and ".join(wanting)),
         )
+
+
+@_rule(
+    "RT-CONTAINERS-CACHE",
+    "runtime",
+    "runtime.containers.enroot_cache",
+    source="awslabs/awsome-distributed-ai install_enroot_pyxis.sh (ENROOT_CACHE_PATH on NVMe, /opt/sagemaker or /fsx)",
+)
+def containers_cache(options: RuntimeOptions, path: str) -> Iterable[Problem]:
+    """enroot_cache is auto, nvme (the instance store) or shared (the cluster's file system)."""
+    if options.containers.enroot_cache not in ENROOT_CACHES:
+        yield Problem(
+            path + ".containers.enroot_cache",
+            "allowed: " + ", ".join(ENROOT_CACHES),
+            got=options.containers.enroot_cache,
+            fix="use auto (keep the AMI's choice when it is off the root volume), nvme or shared",
+        )
+
+
+@_rule(
+    "RT-CONTAINERS-SHA256",
+    "runtime",
+    "runtime.containers.{enroot_sha256,enroot_caps_sha256}",
+    source="hyperpod-cdk (training_runtime/pins.py)",
+)
+def containers_sha256(options: RuntimeOptions, path: str) -> Iterable[Problem]:
+    """A package checksum is 64 lower-case hexadecimal digits (``sha256sum``'s output)."""
+    for name in ("enroot_sha256", "enroot_caps_sha256"):
+        value = getattr(options.containers, name)
+        if value is not None and not SHA256.match(value):
+            yield Problem(
+                "{}.containers.{}".format(path, name),
+                "expected a sha256: 64 lower-case hexadecimal digits",
+                got=value,
+                fix="give the first field of `sha256sum <package>.deb`",
+            )
+
+
+@_rule(
+    "RT-CONTAINERS-INSTALL",
+    "runtime",
+    "runtime.containers.install_missing",
+    source="hyperpod-cdk (training_runtime/pins.py: no published checksum for the enroot packages)",
+)
+def containers_install(options: RuntimeOptions, path: str) -> Iterable[Problem]:
+    """install_missing needs enabled, and a sha256 for every pinned download that has none in pins.py."""
+    containers = options.containers
+    if not containers.install_missing:
+        return
+    if not containers.enabled:
+        yield Problem(
+            path + ".containers.install_missing",
+            "install_missing applies only with enabled: true",
+            got=True,
+            fix="set enabled: true, or install_missing: false",
+        )
+    for artifact in (*ENROOT_DEBS, PYXIS_SOURCE):
+        if artifact.sha256 is None and artifact.option and getattr(containers, artifact.option) is None:
+            yield Problem(
+                "{}.containers.{}".format(path, artifact.option),
+                "install_missing downloads {} and must check it, but no sha256 of it is published that the "
+                "project could verify, so the pin in training_runtime/pins.py has none".format(artifact.url),
+                got=None,
+                fix="download it from a place you trust, run sha256sum on it, and give the sum here",
+            )

@@ -32,6 +32,9 @@ RETURN_TO_SERVICE = (0, 1, 2)
 SCRAPE_INTERVAL_DEFAULT = 15
 SCRAPE_INTERVAL_RANGE = (5, 300)
 """Seconds: below 5 the collector's sinfo/squeue calls load slurmctld; above 300 dashboards go stale."""
+ENROOT_CACHES = ("auto", "nvme", "shared")
+"""Where enroot's image cache goes (``runtime.containers.enroot_cache``)."""
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 class OptionsError(InputError):
@@ -191,6 +194,37 @@ class ObservabilityOptions:
 
 
 @dataclass(frozen=True)
+class ContainersOptions:
+    """Containers on every node (``training_runtime.steps.containers``): enroot and pyxis for
+    ``srun --container-image``, and Docker, as HyperPod's AMI ships them (docs/node-runtime.md, "Containers").
+    The runtime edits only the keys it owns and never deletes data."""
+
+    enabled: bool = True
+    """Tune what is on the node: enroot's runtime, data, temp and cache paths, and Docker's ``data-root``, move off
+    the root volume onto the instance store (``/opt/dlami/nvme``, else ``/opt/sagemaker``) where they are not there
+    yet (the AMI's values off the root volume are kept); a wildcard include in ``plugstack.conf`` is made explicit; an
+    installed pyxis is registered in ``plugstack.conf`` if it is not; on HyperPod ``ConstrainDevices=yes`` in
+    ``cgroup.conf``. Installs nothing (see ``install_missing``). ``false``: containers are left to the AMI."""
+    enroot_cache: str = "auto"
+    """Where enroot keeps downloaded image layers (``ENROOT_CACHE_PATH``). ``auto``: keep the cache where it is when
+    that is off the root volume (instance store or shared file system); else the instance store on NVMe, else
+    ``<shared mount>/enroot``, else ``/opt/sagemaker``. ``nvme``: the node's instance-store volume. ``shared``:
+    ``<shared mount>/enroot``, one cache for every node (needs a file system; AWS's sample's choice)."""
+    docker_data_root: bool = True
+    """Move Docker's ``data-root`` (``/etc/docker/daemon.json``; other keys are kept) to
+    ``<instance store>/docker/data-root`` when it is on the root volume; images under the old root are not moved."""
+    install_missing: bool = False
+    """Install what is missing on nodes without the AMI's container stack (older AMIs, Debian or Ubuntu): enroot's
+    pinned ``.deb`` packages and pyxis built from its pinned source against the node's Slurm headers, each checked
+    against its sha256. Off by default: it downloads from GitHub and compiles on every node at boot."""
+    enroot_sha256: Optional[str] = None
+    """The sha256 of the pinned ``enroot`` package (``training_runtime/pins.py``), which the project could not
+    verify: required with ``install_missing`` while the pin has none. Take it from the release you trust."""
+    enroot_caps_sha256: Optional[str] = None
+    """The same for the pinned ``enroot+caps`` package."""
+
+
+@dataclass(frozen=True)
 class RuntimeOptions:
     """The parameters file's ``hyperpod_cdk.options``: the config's ``runtime:`` section."""
 
@@ -206,6 +240,8 @@ class RuntimeOptions:
     """The Spot interruption watcher on Spot groups' compute nodes; on by default."""
     observability: ObservabilityOptions = field(default_factory=ObservabilityOptions)
     """Metrics exporters and agent on every node; on by default."""
+    containers: ContainersOptions = field(default_factory=ContainersOptions)
+    """enroot, pyxis and Docker tuned off the root volume (and installed on request); on by default."""
     install_accelerator_software: bool = True
     """Install missing EFA / NVIDIA (fabric manager, DCGM) / Neuron software on nodes that have the
     hardware. ``false`` leaves it all to the AMI. NVIDIA drivers are never installed."""

@@ -18,6 +18,7 @@ from training_runtime.option_types import (  # re-exported: callers import them 
     ACCOUNTING_DATABASES,
     DB_USER,
     DCGM_LEVELS,
+    ENROOT_CACHES,
     HYPERPOD_HEALTH_ACTIONS,
     MAX_SLURM_SECONDS,
     MIN_CRED_EXPIRE,
@@ -26,9 +27,11 @@ from training_runtime.option_types import (  # re-exported: callers import them 
     SCRAPE_INTERVAL_DEFAULT,
     SCRAPE_INTERVAL_RANGE,
     SECRET_ARN,
+    SHA256,
     SPOT_NOTICE_S,
     VERSION,
     AccountingOptions,
+    ContainersOptions,
     HealthOptions,
     ObservabilityOptions,
     OptionsError,
@@ -43,6 +46,7 @@ __all__ = [
     "ACCOUNTING_DATABASES",
     "DB_USER",
     "DCGM_LEVELS",
+    "ENROOT_CACHES",
     "HARDWARE_RULE",
     "HYPERPOD_HEALTH_ACTIONS",
     "KNOWN_SECTIONS",
@@ -53,10 +57,12 @@ __all__ = [
     "SCRAPE_INTERVAL_DEFAULT",
     "SCRAPE_INTERVAL_RANGE",
     "SECRET_ARN",
+    "SHA256",
     "SHAPE_RULE",
     "SPOT_NOTICE_S",
     "VERSION",
     "AccountingOptions",
+    "ContainersOptions",
     "HealthOptions",
     "ObservabilityOptions",
     "OptionsError",
@@ -79,6 +85,7 @@ _SECTIONS: Dict[str, Any] = {
     "health": HealthOptions,
     "spot": SpotOptions,
     "observability": ObservabilityOptions,
+    "containers": ContainersOptions,
 }
 
 
@@ -132,6 +139,8 @@ def _parse_shape(raw: Any, path: str, problems: List[str]) -> RuntimeOptions:
     spot = _section(raw.get("spot"), SpotOptions, path + ".spot", problems) or SpotOptions()
     observability = _section(raw.get("observability"), ObservabilityOptions, path + ".observability", problems)
     observability = observability or ObservabilityOptions()
+    containers = _section(raw.get("containers"), ContainersOptions, path + ".containers", problems)
+    containers = containers or ContainersOptions()
     install = raw.get("install_accelerator_software", True)
     if not isinstance(install, bool):
         problems.append("{}.install_accelerator_software: got {!r}; expected true or false".format(path, install))
@@ -148,6 +157,7 @@ def _parse_shape(raw: Any, path: str, problems: List[str]) -> RuntimeOptions:
         health=health,
         spot=spot,
         observability=observability,
+        containers=containers,
         install_accelerator_software=install,
         node_hardware={str(k): dict(v) for k, v in hardware.items()},
     )

@@ -7,7 +7,7 @@ as an independent transcription).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Tuple
+from typing import Optional, Tuple
 
 # --- EFA ---------------------------------------------------------------------------------------------
 EFA_INSTALLER_VERSION = "1.47.0"
@@ -120,3 +120,46 @@ PROMETHEUS_ARCHIVES = {
 """Machine -> (archive URL, sha256). The checksum is the release's published sha256 for the amd64 archive
 as two independent public build files pin it (it could not be downloaded from here); the node refuses an
 archive that does not match. No arm64 pin: HyperPod's instance types are x86_64."""
+
+# --- Containers: enroot packages and pyxis source (runtime.containers.install_missing) -----------------
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """One file the runtime downloads and checks before it uses it."""
+
+    name: str
+    """The pin's name in errors and docs (``enroot``, ``enroot+caps``, ``pyxis``)."""
+    url: str
+    sha256: Optional[str]
+    """None: no published checksum was found for this exact file, so the config must supply one
+    (``runtime.containers.<option>``); the node refuses to install it without."""
+    option: Optional[str] = None
+    """The ``runtime.containers`` option that supplies the checksum when ``sha256`` is None."""
+
+
+ENROOT_VERSION = "3.4.1"
+"""The Enroot release AWS's lifecycle sample installs (``install_enroot_pyxis.sh``, ``ENROOT_VERSION=3.4.1``, in
+awslabs/awsome-distributed-ai ``1.architectures/5.sagemaker-hyperpod/LifecycleScripts/base-config/utils``)."""
+_ENROOT = "https://github.com/NVIDIA/enroot/releases/download/v{0}/{1}_{0}-1_amd64.deb"
+ENROOT_DEBS: Tuple[Artifact, ...] = (
+    Artifact("enroot", _ENROOT.format(ENROOT_VERSION, "enroot"), None, "enroot_sha256"),
+    Artifact("enroot+caps", _ENROOT.format(ENROOT_VERSION, "enroot+caps"), None, "enroot_caps_sha256"),
+)
+"""amd64 only (HyperPod's instance types are x86_64). NVIDIA publishes no checksum file next to these packages and
+no public build file found pins their sha256, so none is invented here: ``install_missing`` needs the sums in the
+config (``enroot_sha256``, ``enroot_caps_sha256``), taken from a download the operator trusts."""
+ENROOT_DEPENDENCIES = ("squashfs-tools", "parallel", "fuse-overlayfs", "squashfuse")
+"""What AWS's sample installs with enroot (squashfs images, parallel unpacking, rootless overlay mounts)."""
+
+PYXIS_VERSION = "0.24.0"
+PYXIS_SOURCE = Artifact(
+    "pyxis",
+    "https://github.com/NVIDIA/pyxis/archive/refs/tags/v0.24.0.tar.gz",
+    "9c4cdb79a67301d8ea05951aa4d2c205f40cf6145e338214b0191add8b36d6c4",
+)
+"""Pyxis's source archive for its tag. The sha256 is the one two independent public build files pin for this
+archive (a Spack recipe and a staged-build script); it could not be downloaded from here. AWS's sample builds
+v0.19.0 from a shallow git clone pinned by tag only; no published sum was found for v0.19.0's archive, so the pin
+is the newer release that has one. The node refuses an archive that does not match."""
+PYXIS_BUILD_PACKAGES = ("gcc", "make")

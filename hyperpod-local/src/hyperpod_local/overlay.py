@@ -53,7 +53,7 @@ def local_options(
     own_size: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The config's runtime options with the emulation's values on top: fast Slurm failure detection,
-    every instance type sized as this machine, no accelerator software.
+    every instance type sized as this machine, no accelerator software, no container software installed.
 
     The types in ``own_size`` (a flexible group's) keep their own CPU count where this machine has that many
     (else the machine's), so the nodes of one group differ as the types do on AWS."""
@@ -78,6 +78,10 @@ def local_options(
         # No RDS or Secrets Manager here: the controller's own MariaDB plays the external database.
         kept = {k: v for k, v in accounting.items() if k in ("enabled", "user")}
         options["accounting"] = {**kept, "database": "local"}
+    containers = options.get("containers")
+    if isinstance(containers, Mapping) and containers.get("install_missing"):
+        # No GitHub here: enroot's packages and pyxis's source cannot be downloaded (docs/local-cluster.md).
+        options["containers"] = {**containers, "install_missing": False}
     return options
 
 

@@ -158,3 +158,24 @@ def slurm_version_mode(view: ClusterView) -> Iterator[Problem]:
         got=options.slurm.version,
         fix="remove runtime.slurm.version (keep the AMI's default), or use mode: lifecycle-driven",
     )
+
+
+@rule(
+    "CL-CONTAINERS-SHARED-CACHE",
+    "runtime",
+    "runtime.containers.enroot_cache",
+    needs=("storage",),
+    source="awslabs/awsome-distributed-ai install_enroot_pyxis.sh (ENROOT_CACHE_PATH /fsx/enroot when FSx is mounted)",
+)
+def containers_shared_cache(view: ClusterView) -> Iterator[Problem]:
+    """enroot_cache: shared puts enroot's cache on the cluster's FSx for Lustre, so the cluster needs one."""
+    options = view.runtime_options
+    if options is None or options.containers.enroot_cache != "shared" or view.storage is not None:
+        return
+    yield Problem(
+        view.path("runtime", "containers.enroot_cache"),
+        "a shared enroot cache lives on the cluster's FSx for Lustre (<mount path>/enroot), and the config has no "
+        "storage section",
+        got="shared",
+        fix="add a storage section, or use enroot_cache: auto or nvme (the instance store)",
+    )

@@ -8,7 +8,9 @@ on the instance", ``ClusterLifeCycleConfig.OnInitComplete``,
 https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ClusterLifeCycleConfig.html), so the runtime
 finds those pieces and never overwrites them. AWS's own lifecycle-script review warned that copying a static
 ``enroot.conf`` over the AMI's "wipes the HostAgent's mount-aware paths" (awslabs/awsome-distributed-ai PR
-#1218, research note §4); the runtime writes no ``enroot.conf``, ``plugstack.conf``, log rotation or SSH host key.
+#1218, research note §4); the runtime writes no log rotation or SSH host key, and edits the container files
+(``enroot.conf``, ``plugstack.conf``) only key by key, in ``steps/containers.py``, which reads the container stack
+through :func:`container_stack` here (one definition of what is installed).
 
 :func:`detect` only reads files under the node's root; :class:`AmiSetup` reports what it found in the plan
 (``left alone``) and the bootstrap log. :func:`accounting_by_ami` is the one finding that changes the plan:
@@ -34,6 +36,9 @@ ENROOT = "/usr/bin/enroot"
 NVME = "/opt/dlami/nvme"
 """The DLAMI's instance-store mount (``dlami-nvme.service``); the AMI points enroot's paths there."""
 PYXIS_PLUGIN = "spank_pyxis.so"
+PYXIS_PLUGINS = ("/opt/slurm/lib/slurm/spank_pyxis.so", "/usr/local/lib/slurm/spank_pyxis.so")
+"""Where pyxis's plugin is found: HyperPod's DLAMI (where AWS's ``install_enroot_pyxis.sh`` looks for it) and the
+default of pyxis's own ``make install`` (the runtime's install)."""
 SLURMD_CONF_CACHE = "/var/spool/slurmd/conf-cache"
 """Where a configless slurmd keeps the files slurmctld sent it (plugstack.conf among them)."""
 LOGROTATE_DIR = "/etc/logrotate.d"
@@ -68,7 +73,7 @@ def _setting(text: str, key: str) -> Optional[str]:
     return found.group(1) if found else None
 
 
-def _includes(node: Node, directory: str, text: str) -> List[str]:
+def includes(node: Node, directory: str, text: str) -> List[str]:
     """Paths (on the node) of the files a Slurm config ``text`` in ``directory`` includes (wildcards expanded)."""
     paths: List[str] = []
     for name in re.findall(r"^\s*include\s+(\S+)", text, re.MULTILINE | re.IGNORECASE):
@@ -89,7 +94,7 @@ def accounting_by_ami(node: Node) -> Optional[Preconfigured]:
     text = read_text(node, slurm_conf)
     if text is None:
         return None
-    for path in [slurm_conf, *_includes(node, conf_dir, text)]:
+    for path in [slurm_conf, *includes(node, conf_dir, text)]:
         content = read_text(node, path)
         if content is None or ours(content):
             continue
@@ -106,48 +111,80 @@ def accounting_by_ami(node: Node) -> Optional[Preconfigured]:
     return None
 
 
-def _enroot_paths(text: str) -> List[Tuple[str, str]]:
-    return re.findall(r"^\s*(ENROOT_\w+_PATH)\s+(\S+)", text, re.MULTILINE)
+def enroot_paths(text: str) -> List[Tuple[str, str]]:
+    """The ``ENROOT_*_PATH`` keys an ``enroot.conf`` sets (uncommented lines), with their values (the rest of the
+    line: ``$(id -u)`` has a space), in file order."""
+    return re.findall(r"^[ \t]*(ENROOT_\w+_PATH)[ \t]+(\S.*?)[ \t]*$", text, re.MULTILINE)
 
 
-def _pyxis_line(node: Node) -> Optional[str]:
+def pyxis_registration(node: Node) -> Optional[str]:
     """``<file>`` where plugstack.conf (or a file it includes) loads Pyxis, on the controller or a configless node."""
     for directory in (node.slurm.conf_dir, SLURMD_CONF_CACHE):
         plugstack = directory + "/plugstack.conf"
         text = read_text(node, plugstack)
         if text is None:
             continue
-        for path in [plugstack, *_includes(node, directory, text)]:
+        for path in [plugstack, *includes(node, directory, text)]:
             for line in (read_text(node, path) or "").splitlines():
                 if PYXIS_PLUGIN in line.split("#", 1)[0]:
                     return path
     return None
 
 
+@dataclass(frozen=True)
+class ContainerStack:
+    """What of Docker, Enroot and Pyxis is on this node (read only)."""
+
+    docker: Optional[str]
+    """``docker``'s path, or None."""
+    enroot: bool
+    """``/usr/bin/enroot`` exists."""
+    enroot_conf: Optional[str]
+    """``/etc/enroot/enroot.conf``'s text, or None."""
+    pyxis_plugin: Optional[str]
+    """The first of :data:`PYXIS_PLUGINS` that exists, or None."""
+    pyxis_registered: Optional[str]
+    """The file whose uncommented line loads ``spank_pyxis.so`` (:func:`pyxis_registration`), or None."""
+
+    @property
+    def empty(self) -> bool:
+        return not (self.docker or self.enroot or self.enroot_conf is not None or self.pyxis_plugin)
+
+
+def container_stack(node: Node) -> ContainerStack:
+    return ContainerStack(
+        docker=node.which("docker"),
+        enroot=node.path(ENROOT).is_file(),
+        enroot_conf=read_text(node, ENROOT_CONF),
+        pyxis_plugin=next((p for p in PYXIS_PLUGINS if node.path(p).is_file()), None),
+        pyxis_registered=pyxis_registration(node),
+    )
+
+
 def containers_by_ami(node: Node) -> Optional[Preconfigured]:
     """Docker, Enroot (its binary, its enroot.conf and where that puts the data) and Pyxis in plugstack."""
+    stack = container_stack(node)
     found = []
-    if node.which("docker"):
+    if stack.docker:
         found.append("docker")
-    if node.path(ENROOT).is_file():
+    if stack.enroot:
         found.append(ENROOT)
-    conf = read_text(node, ENROOT_CONF)
-    if conf is not None:
-        paths = _enroot_paths(conf)
-        on_nvme = sorted(key for key, value in paths if value.startswith(NVME))
+    if stack.enroot_conf is not None:
+        on_nvme = sorted(key for key, value in enroot_paths(stack.enroot_conf) if value.startswith(NVME))
         found.append(
             "{} ({} on {})".format(ENROOT_CONF, ", ".join(on_nvme), NVME) if on_nvme else ENROOT_CONF + " present"
         )
-    pyxis = _pyxis_line(node)
-    if pyxis:
-        found.append("{} in {}".format(PYXIS_PLUGIN, pyxis))
+    if stack.pyxis_registered:
+        found.append("{} in {}".format(PYXIS_PLUGIN, stack.pyxis_registered))
     if not found:
         return None
-    return Preconfigured(
-        CONTAINERS,
-        ", ".join(found),
-        "the runtime installs no container runtime and never writes enroot.conf or plugstack.conf",
+    effect = (
+        "the runtime installs nothing over it; runtime.containers edits only the keys it owns where they put data on "
+        "the root volume or Slurm cannot use them (steps/containers.py; its plan rows say what)"
+        if node.options.containers.enabled
+        else "runtime.containers.enabled is false: the runtime installs and edits none of it"
     )
+    return Preconfigured(CONTAINERS, ", ".join(found), effect)
 
 
 def ssh_host_keys(node: Node) -> Optional[Preconfigured]:

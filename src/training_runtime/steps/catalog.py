@@ -11,6 +11,7 @@ from training_runtime.steps.accelerators import accelerator_steps
 from training_runtime.steps.accounting import AccountingCluster, LocalDatabase, SlurmdbdConfig
 from training_runtime.steps.ami import AmiSetup, accounting_by_ami
 from training_runtime.steps.configless import SLURMD_DROP_IN, ConfiglessPush, SlurmdConfServer
+from training_runtime.steps.containers import container_push_steps, container_steps
 from training_runtime.steps.daemon import RunningDaemon
 from training_runtime.steps.health import health_steps
 from training_runtime.steps.installed import InstalledRuntime
@@ -74,6 +75,8 @@ def steps_for(node: Node) -> List[Step]:
         steps.append(SlurmVersion(node.options.slurm.version))
     if node.is_controller and not generic:
         steps.append(HyperPodTopology())  # HyperPod's automatic topology: left alone, reported in the plan
+    # enroot, Docker and pyxis: after slurm.conf (and a Slurm switch, which copies etc/), before any daemon starts.
+    steps += container_steps(node)
     if node.is_controller:
         accounting = node.options.accounting
         # Given the external database (AccountingDatabase), HyperPod configures slurmdbd and the controller's
@@ -95,6 +98,7 @@ def steps_for(node: Node) -> List[Step]:
         if ours and not generic:
             # HyperPod's compute and login nodes hold the configuration slurmctld sent them: send the new one.
             steps.append(ConfiglessPush(controller_files))
+        steps += container_push_steps(node)  # HyperPod: a changed plugstack.conf or cgroup.conf to configless nodes
     if node.is_compute or (node.is_login and not generic):
         if generic and node.has_systemd:
             steps.append(SlurmdOptions())

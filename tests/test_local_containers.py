@@ -1,0 +1,134 @@
+"""runtime.containers on the emulated HyperPod platform with the 2026 AMI (root only; one cluster).
+
+The emulator lays down the AMI's container files (``hyperpod_local.ami``: enroot.conf on /opt/dlami/nvme, pyxis in
+plugstack.conf through an explicit include, a stand-in enroot). Enroot and pyxis themselves are not installed (they
+are not packaged for Debian and cannot be downloaded here), so no container runs: the test checks the files the
+runtime's container steps leave on the nodes, that Slurm still runs jobs with them, and that a re-run changes
+nothing. What it plays by hand, after the cluster is up: an instance store mounted at /opt/dlami/nvme (a tmpfs), an
+older AMI's enroot.conf on the root volume and a cgroup.conf without ConstrainDevices. The shared cache is not played
+here: the emulated HyperPod nodes' parameters file has no FSx flag, so the runtime sees no shared file system there
+(the fake-root tests cover it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+
+import pytest
+
+from hyperpod_local import LocalCluster, LocalClusterError, ami
+from local_support import requires_hyperpod_platform
+from training_runtime.node import HYPERPOD
+
+pytestmark = requires_hyperpod_platform
+
+CONTROLLER, WORKER = "controller-1", "workers-1"
+CONFIG = """\
+cluster_name: containers-cluster
+instance_groups:
+  - {name: controller, role: controller, instance_type: ml.m5.large, count: 1}
+  - {name: workers, role: compute, instance_type: ml.c5.xlarge, count: 1}
+"""
+ETC = "/opt/slurm/etc"
+OLDER_AMI_ENROOT = (  # enroot's package defaults: every path on the root volume
+    "ENROOT_RUNTIME_PATH ${XDG_RUNTIME_DIR}/enroot\n"
+    "ENROOT_CACHE_PATH ${XDG_CACHE_HOME}/enroot\n"
+    "ENROOT_DATA_PATH ${XDG_DATA_HOME}/enroot\n"
+    "#ENROOT_TEMP_PATH ${TMPDIR:-/tmp}\n"
+    "ENROOT_MOUNT_HOME no\n"
+)
+
+
+def run(cluster: LocalCluster, node: str, *argv: str) -> str:
+    result = cluster.exec(node, list(argv), timeout=120)
+    assert result.returncode == 0, f"{node}: {' '.join(argv)}\n{result.stdout}{result.stderr}"
+    return result.stdout
+
+
+def bootstrap(cluster: LocalCluster, node: str) -> str:
+    code, output = cluster.bootstrap(node)
+    assert code == 0, output
+    return output.splitlines()[-1]
+
+
+def plan_rows(cluster: LocalCluster, node: str) -> dict[str, dict[str, object]]:
+    out = run(cluster, node, "sh", "-c", "cd /opt/ml/lifecycle && PYTHONPATH=. python3 -m training_runtime plan --json")
+    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{") and '"step"' in line]
+    return {str(r["step"]): r for r in rows if "needed" in r}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    tmp_path = tmp_path_factory.mktemp("containers")
+    config = tmp_path / "containers.yaml"
+    config.write_text(CONFIG)
+    try:
+        up = LocalCluster.up(
+            config,
+            tmp_path / "work",
+            prefix=f"hpct{os.getpid() % 10000}",
+            subnet="10.217.0.0/24",
+            platform=HYPERPOD,
+            preconfigured_ami=True,
+        )
+    except LocalClusterError:
+        with contextlib.suppress(LocalClusterError):
+            LocalCluster.open(tmp_path / "work").down(keep=True)
+        raise
+    try:
+        yield up
+    finally:
+        up.down()
+
+
+def test_on_the_amis_files_nothing_moves_and_the_wildcard_include_is_made_explicit(cluster: LocalCluster) -> None:
+    # No instance store is mounted in the emulation: the AMI's NVMe paths stay byte for byte, with a warning.
+    assert run(cluster, WORKER, "cat", "/etc/enroot/enroot.conf") == ami.ENROOT_CONF
+    rows = plan_rows(cluster, WORKER)
+    assert rows["enroot-paths"]["needed"] is False
+    warning = [line for line in rows["enroot-paths"]["left_alone"] if line.startswith("WARNING")]  # type: ignore[attr-defined]
+    assert warning and "no instance store is mounted" in warning[0]
+    # The node image's plugstack.conf is Debian's package's, `include /etc/slurm/plugstack.conf.d/*.conf` (/etc/slurm
+    # links to /opt/slurm/etc), so the AMI's explicit one was not laid over it: the controller's bootstrap made the
+    # wildcard explicit, and its push sent that to the configless worker.
+    explicit = (
+        "# hyperpod-cdk: `include /etc/slurm/plugstack.conf.d/*.conf` made explicit (configless Slurm cannot expand "
+        "wildcards)\ninclude /etc/slurm/plugstack.conf.d/pyxis.conf\n"
+    )
+    assert run(cluster, CONTROLLER, "cat", ETC + "/plugstack.conf") == explicit
+    assert run(cluster, WORKER, "cat", "/var/spool/slurmd/conf-cache/plugstack.conf") == explicit
+    assert (
+        run(cluster, CONTROLLER, "cat", ETC + "/plugstack.conf.d/pyxis.conf") == ami.PYXIS_CONF
+    )  # not registered again
+    assert run(cluster, CONTROLLER, "srun", "-N1", "hostname").split() == [cluster.slurm_name(WORKER)]
+
+
+def test_an_older_amis_enroot_conf_moves_to_nvme_and_devices_are_constrained(cluster: LocalCluster) -> None:
+    run(cluster, WORKER, "sh", "-c", "mkdir -p /opt/dlami/nvme && mount -t tmpfs nvme /opt/dlami/nvme")
+    run(cluster, WORKER, "sh", "-c", f"printf '%s' '{OLDER_AMI_ENROOT}' >/etc/enroot/enroot.conf")
+    run(cluster, CONTROLLER, "sh", "-c", f"echo 'CgroupPlugin=autodetect' >{ETC}/cgroup.conf")
+    assert '"changed": 0' not in bootstrap(cluster, CONTROLLER)
+    assert run(cluster, CONTROLLER, "cat", ETC + "/cgroup.conf") == "CgroupPlugin=autodetect\nConstrainDevices=yes\n"
+    cached = ""
+    for _ in range(60):  # the controller's push (scontrol reconfigure) reaches the configless worker
+        cached = cluster.exec(WORKER, ["cat", "/var/spool/slurmd/conf-cache/cgroup.conf"]).stdout
+        if "ConstrainDevices=yes" in cached:
+            break
+        time.sleep(1)
+    assert cached == "CgroupPlugin=autodetect\nConstrainDevices=yes\n"
+    assert '"changed": 0' not in bootstrap(cluster, WORKER)
+    assert run(cluster, WORKER, "cat", "/etc/enroot/enroot.conf") == (
+        "ENROOT_RUNTIME_PATH /opt/dlami/nvme/tmp/enroot/user-$(id -u)\n"
+        "ENROOT_CACHE_PATH /opt/dlami/nvme/enroot\n"
+        "ENROOT_DATA_PATH /opt/dlami/nvme/tmp/enroot/data/user-$(id -u)\n"
+        "ENROOT_TEMP_PATH /opt/dlami/nvme/tmp\n"
+        "ENROOT_MOUNT_HOME no\n"
+    )
+    directories = ("/opt/dlami/nvme/tmp", "/opt/dlami/nvme/tmp/enroot/data", "/opt/dlami/nvme/enroot")
+    assert run(cluster, WORKER, "stat", "-c", "%a", *directories).split() == ["1777"] * 3
+    for node in (CONTROLLER, WORKER):  # converged: a re-run changes nothing
+        assert '"changed": 0' in bootstrap(cluster, node)
+    assert run(cluster, CONTROLLER, "srun", "-N1", "hostname").split() == [cluster.slurm_name(WORKER)]
