@@ -7,6 +7,8 @@ used; :class:`TrainingClusterStack` is that composition as a ``Stack``.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from aws_cdk import Annotations, CfnOutput, CliCredentialsStackSynthesizer, RemovalPolicy, Stack, Tags, Token
@@ -32,9 +34,10 @@ from hyperpod_cdk.constructs.published_lifecycle import PublishedLifecycleScript
 from hyperpod_cdk.constructs.storage import ExistingLustreFileSystem, fsx_version
 from hyperpod_cdk.deployment import deployment
 from hyperpod_cdk.errors import raise_if_any
-from hyperpod_cdk.model import pascal_case
+from hyperpod_cdk.model import InstanceGroup, pascal_case
 from hyperpod_cdk.organization import OrganizationRules
 from hyperpod_cdk.publishing.layout import PublishTarget, assets_key_prefix, lifecycle_key_prefix
+from hyperpod_cdk.scaler_counts import template_counts
 from hyperpod_cdk.stacks.choices import LaunchChoices
 from hyperpod_cdk.template_parameters import CLUSTER_NAME_ID
 
@@ -57,9 +60,20 @@ class TrainingCluster:
         default security group is left to the account baseline rather than closed by a CDK Lambda. Use it in
         a stack whose synthesizer needs no bootstrap (``PublishedTrainingClusterStack`` does both).
         Default: None (a deployable stack).
+    :param deployed_counts: each group's count in the deployed cluster (``TargetCount``, read by
+        :func:`hyperpod_cdk.scaler_counts.deployed_counts`): a scaled group's ``InstanceCount`` is that count, so an
+        update changes none of what the scaler did (docs/scaler-cloudformation.md). Default: None (no cluster
+        yet: each scaled group starts at its ``count``).
     """
 
-    def __init__(self, scope: Construct, *, config: ClusterConfig, published: PublishTarget | None = None) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        *,
+        config: ClusterConfig,
+        published: PublishTarget | None = None,
+        deployed_counts: Mapping[str, int] | None = None,
+    ) -> None:
         self.scope = scope
         for warning in config.check(
             f"cluster configuration of stack {scope.node.id}", region=stack_region(Stack.of(scope))
@@ -94,7 +108,7 @@ class TrainingCluster:
             lifecycle=self.lifecycle,
             storage=self.storage,
             openzfs=self.openzfs,
-            instance_groups=self.choices.instance_groups(),
+            instance_groups=self._scaled_counts(self.choices.instance_groups(), deployed_counts),
             mode=config.mode,
             fsx_mount_path=config.fsx_mount_path,
             node_recovery=config.node_recovery,
@@ -113,6 +127,12 @@ class TrainingCluster:
         for key, value in config.tags.items():
             Tags.of(self.scope).add(key, value)
         self._outputs()
+
+    def _scaled_counts(self, groups: list[InstanceGroup], deployed: Mapping[str, int] | None) -> list[InstanceGroup]:
+        """``groups`` with each scaled group's count as :func:`template_counts` decides (the deployed count)."""
+        counts, problems = template_counts(groups, deployed)
+        raise_if_any(f"cluster configuration of stack {self.scope.node.id}", problems)
+        return [dataclasses.replace(g, count=counts[g.name]) if g.name in counts else g for g in groups]
 
     def _lifecycle(self) -> LifecycleSource:
         config = self.config
@@ -348,12 +368,21 @@ class TrainingClusterStack(Stack):
     """:class:`TrainingCluster` as a stack: the bundled app deploys one of these.
 
     :param config: the whole cluster; validated before any construct is built.
+    :param deployed_counts: the deployed cluster's count per group (:class:`TrainingCluster`). Default: None.
     """
 
-    def __init__(self, scope: Construct, id: str, *, config: ClusterConfig, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        config: ClusterConfig,
+        deployed_counts: Mapping[str, int] | None = None,
+        **kwargs: Any,
+    ) -> None:
         kwargs.setdefault("description", f"SageMaker HyperPod Slurm cluster {config.cluster_name} (hyperpod-cdk)")
         super().__init__(scope, id, **kwargs)
-        parts = TrainingCluster(self, config=config)
+        parts = TrainingCluster(self, config=config, deployed_counts=deployed_counts)
         self.config = config
         self.network = parts.network
         self.data_buckets = parts.data_buckets
