@@ -14,11 +14,16 @@ No ``aws_cdk`` import; boto3 is used only through the client the caller passes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from hyperpod_cdk.model import InstanceGroup
+from hyperpod_cdk.errors import ConfigurationError
+from hyperpod_cdk.model import InstanceGroup, prefixed
 from training_runtime.problems import Problem
+
+if TYPE_CHECKING:
+    from hyperpod_cdk.config import ClusterConfig
 
 COUNTS_CONTEXT = "scaler_counts"
 """The app's context key (``-c scaler_counts=config``): synthesize with the config's counts instead of the
@@ -92,3 +97,41 @@ def counts_of(described: Mapping[str, Any]) -> dict[str, int]:
         if count is not None:
             counts[str(group["InstanceGroupName"])] = int(count)
     return counts
+
+
+def sagemaker_client() -> Any:
+    """A SageMaker client in the Region the CDK CLI gives the app (``CDK_DEFAULT_REGION``), else the standard AWS
+    settings' (``AWS_REGION``, the profile)."""
+    from hyperpod_cdk.aws.session import make_session
+
+    return make_session(None, os.environ.get("CDK_DEFAULT_REGION")).client("sagemaker")
+
+
+def counts_for_synth(
+    config: ClusterConfig, context: object, client: Callable[[], Any] = sagemaker_client
+) -> dict[str, int] | None:
+    """What an app passes as ``deployed_counts``: None without a scaled group (no AWS call: such a synth needs no
+    credentials) or with the context value ``config`` (:data:`COUNTS_CONTEXT`); else the deployed cluster's counts
+    (None when it does not exist yet). A failed look-up is a :class:`ConfigurationError`: a template with guessed
+    counts could terminate busy nodes."""
+    if not any(g.scaling is not None for g in config.instance_groups) or context == CONFIG_COUNTS:
+        return None
+    prefix = config.organization.name_prefix if config.organization else None
+    name = prefixed(prefix, config.cluster_name) if prefix else config.cluster_name
+    try:
+        return deployed_counts(client(), name)
+    except Exception as error:  # any failure: credentials, access, network; the message names it
+        raise ConfigurationError(
+            "cluster configuration",
+            [
+                Problem(
+                    "instance_groups[*].scaling",
+                    f"a scaled group's template count is the deployed cluster's, and DescribeCluster on {name!r} "
+                    f"failed: {type(error).__name__}: {error}",
+                    fix="synthesize with credentials that may call sagemaker:DescribeCluster in the cluster's Region, "
+                    f"or pass -c {COUNTS_CONTEXT}={CONFIG_COUNTS} for a template that will not update a running "
+                    "cluster",
+                    rule="GRP-SCALING-DEPLOYED",
+                )
+            ],
+        ) from None
