@@ -205,7 +205,7 @@ class Scaling:
     max: int
     """Most instances the scaler launches (at least 1, at least ``min``)."""
     idle_minutes: int = DEFAULT_IDLE_MINUTES
-    """Minutes a node has run no job before the scaler drains and deletes it (1 to 10080, a week)."""
+    """Minutes a node has run no job before the scaler drains and deletes it (1 to 10080, a week). Default: 10."""
 
     def spec(self) -> ScalingSpec:
         """As the parameters file carries it (``groups[].scaling``)."""
