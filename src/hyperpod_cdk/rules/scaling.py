@@ -144,7 +144,7 @@ def count_in_range(view: ClusterView) -> Iterator[Problem]:
         assert scaling is not None
         if not view.concrete(group.count) or scaling.min > scaling.max:
             continue
-        if not scaling.min <= group.count <= scaling.max:  # type: ignore[operator]
+        if not scaling.min <= group.count <= scaling.max:
             yield Problem(
                 group_path(view, index, "count"),
                 f"outside scaling {scaling.min}..{scaling.max}: the group would start where the scaler must undo it",
