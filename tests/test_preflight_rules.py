@@ -222,3 +222,10 @@ def test_scaling_max_at_the_deployed_count_or_no_cluster(acct: MotoAccount, fake
     problems, account = check("GRP-SCALING-DEPLOYED", scaled_config(acct, 4), fakes)
     assert problems == []
     assert {a for _, a in account.calls} <= {"sagemaker:ListClusters", "sagemaker:DescribeCluster"}
+
+
+def test_quota_covers_a_scaled_groups_max(acct: MotoAccount, fakes: AccountFakes) -> None:
+    data = scaled_config(acct, 10)  # 4 p5 at creation, up to 10 once the scaler grows the group; the quota is 8
+    problem = only(check("AWS-QUOTA", data, fakes)[0])
+    assert problem.got == 10 and "at least 10" in problem.fix and "scaling.max" in problem.fix
+    assert check("AWS-QUOTA", scaled_config(acct, 8), fakes)[0] == []

@@ -176,3 +176,15 @@ def test_deployed_counts_read_the_target_counts_of_the_named_cluster() -> None:
     moto.group("gpu")["TargetCount"] = 5  # the scaler's BatchAddClusterNodes raised the target
     assert deployed_counts(client, "elastic") == {"controller": 1, "gpu": 5}
     assert counts_for_synth(parse_config(data()), None, lambda: client) == {"controller": 1, "gpu": 5}
+
+
+# --- sizing: a scaled group counts at its max ------------------------------------------------------------------------
+def test_the_new_subnet_must_hold_a_scaled_group_at_its_max() -> None:
+    small = {"private_subnet_cidr_mask": 24}  # 251 usable addresses; ml.c5.xlarge takes one each
+    grown = data(network=small, instance_groups=[CONTROLLER, {**CPU, "scaling": {"min": 0, "max": 300}}])
+    found = [p for p in parse_config(data(network=small)).problems() if p.rule == "NET-SUBNET-CAPACITY"]
+    assert found == []
+    from hyperpod_cdk.config import parse_model
+
+    (problem,) = [p for p in parse_model(grown).problems() if p.rule == "NET-SUBNET-CAPACITY"]
+    assert "cpu: 300 x 1" in problem

@@ -294,6 +294,12 @@ class InstanceGroup:
         return self.partition or self.name
 
     @property
+    def peak_count(self) -> Count:
+        """The most instances the group may hold: ``scaling.max`` for a group the scaler grows, else ``count``
+        (what quotas and subnets must allow)."""
+        return self.scaling.max if self.scaling is not None else self.count
+
+    @property
     def flexible(self) -> bool:
         """Whether the group lists several candidate types (``instance_types``) instead of one."""
         return bool(self.instance_types)
