@@ -4,9 +4,15 @@ template's count of a scaled group (the deployed count, so a stack update undoes
 from __future__ import annotations
 
 import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from aws_cdk.assertions import Template
 
 from hyperpod_cdk import ConfigurationError, TrainingClusterStack
@@ -14,7 +20,7 @@ from hyperpod_cdk.config import parse_config
 from hyperpod_cdk.deployment import deployment
 from hyperpod_cdk.scaler_counts import counts_for_synth, deployed_counts
 from ops_support import aws_env, moto_url  # noqa: F401
-from support import fast_app
+from support import ROOT, fast_app
 from training_runtime.params import ProvisioningParameters
 from training_runtime.scaler.spec import ScalingSpec
 
@@ -188,3 +194,33 @@ def test_the_new_subnet_must_hold_a_scaled_group_at_its_max() -> None:
 
     (problem,) = [p for p in parse_model(grown).problems() if p.rule == "NET-SUBNET-CAPACITY"]
     assert "cpu: 300 x 1" in problem
+
+
+# --- the bundled app ------------------------------------------------------------------------------------------------
+@pytest.mark.usefixtures("aws_env")
+def test_the_app_synthesizes_a_scaled_group_at_the_deployed_count(tmp_path: Path) -> None:
+    """``cdk deploy`` runs app.py: it reads the deployed TargetCount (here moto's) into the template."""
+    from ops_support import MotoCluster
+
+    moto = MotoCluster(
+        "elastic", {"controller": ("ml.m5.xlarge", 1, "Controller"), "gpu": ("ml.g5.xlarge", 2, "Compute")}
+    )
+    moto.create()
+    moto.group("gpu")["TargetCount"] = 5
+    path = tmp_path / "elastic.yaml"
+    path.write_text(yaml.safe_dump(data(instance_groups=[CONTROLLER, GPU])))
+
+    def synth(**context: str) -> dict[str, int]:
+        out = tmp_path / f"out{len(context)}"
+        env = {
+            **os.environ,
+            "CDK_OUTDIR": str(out),
+            "CDK_CONTEXT_JSON": json.dumps({"config": str(path), **context}),
+            "PYTHONPATH": os.pathsep.join(sys.path),
+        }
+        run = subprocess.run([sys.executable, str(ROOT / "app.py")], env=env, capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr[-3000:]
+        return counts(json.loads((out / "hyperpod-elastic.template.json").read_text()))
+
+    assert synth() == {"controller": 1, "gpu": 5}
+    assert synth(scaler_counts="config") == {"controller": 1, "gpu": 2}
