@@ -14,11 +14,12 @@ No ``aws_cdk`` import; boto3 is used only through the client the caller passes.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from hyperpod_cdk.errors import ConfigurationError
+from hyperpod_cdk.errors import ConfigurationError, raise_if_any
 from hyperpod_cdk.model import InstanceGroup, prefixed
 from training_runtime.problems import Problem
 
@@ -66,6 +67,16 @@ def template_counts(
         else:
             counts[group.name] = max(live, scaling.min)
     return counts, problems
+
+
+def at_template_counts(
+    groups: Sequence[InstanceGroup], deployed: Mapping[str, int] | None, subject: str
+) -> list[InstanceGroup]:
+    """``groups`` with each scaled group's count as :func:`template_counts` decides; ConfigurationError (about
+    ``subject``) when a template may not be built."""
+    counts, problems = template_counts(groups, deployed)
+    raise_if_any(subject, problems)
+    return [dataclasses.replace(g, count=counts[g.name]) if g.name in counts else g for g in groups]
 
 
 def deployed_counts(sagemaker: Any, cluster_name: str) -> dict[str, int] | None:

@@ -7,7 +7,6 @@ used; :class:`TrainingClusterStack` is that composition as a ``Stack``.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,10 +33,10 @@ from hyperpod_cdk.constructs.published_lifecycle import PublishedLifecycleScript
 from hyperpod_cdk.constructs.storage import ExistingLustreFileSystem, fsx_version
 from hyperpod_cdk.deployment import deployment
 from hyperpod_cdk.errors import raise_if_any
-from hyperpod_cdk.model import InstanceGroup, pascal_case
+from hyperpod_cdk.model import pascal_case
 from hyperpod_cdk.organization import OrganizationRules
 from hyperpod_cdk.publishing.layout import PublishTarget, assets_key_prefix, lifecycle_key_prefix
-from hyperpod_cdk.scaler_counts import template_counts
+from hyperpod_cdk.scaler_counts import at_template_counts
 from hyperpod_cdk.stacks.choices import LaunchChoices
 from hyperpod_cdk.template_parameters import CLUSTER_NAME_ID
 
@@ -108,7 +107,9 @@ class TrainingCluster:
             lifecycle=self.lifecycle,
             storage=self.storage,
             openzfs=self.openzfs,
-            instance_groups=self._scaled_counts(self.choices.instance_groups(), deployed_counts),
+            instance_groups=at_template_counts(
+                self.choices.instance_groups(), deployed_counts, f"cluster configuration of stack {scope.node.id}"
+            ),
             mode=config.mode,
             fsx_mount_path=config.fsx_mount_path,
             node_recovery=config.node_recovery,
@@ -127,12 +128,6 @@ class TrainingCluster:
         for key, value in config.tags.items():
             Tags.of(self.scope).add(key, value)
         self._outputs()
-
-    def _scaled_counts(self, groups: list[InstanceGroup], deployed: Mapping[str, int] | None) -> list[InstanceGroup]:
-        """``groups`` with each scaled group's count as :func:`template_counts` decides (the deployed count)."""
-        counts, problems = template_counts(groups, deployed)
-        raise_if_any(f"cluster configuration of stack {self.scope.node.id}", problems)
-        return [dataclasses.replace(g, count=counts[g.name]) if g.name in counts else g for g in groups]
 
     def _lifecycle(self) -> LifecycleSource:
         config = self.config
