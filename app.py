@@ -1,4 +1,4 @@
-"""The deployable app: ``cdk synth``/``cdk deploy`` [-c config=PATH] [-c stack_name=NAME].
+"""The deployable app: ``cdk synth``/``cdk deploy`` [-c config=PATH] [-c stack_name=NAME] [-c scaler_counts=config].
 
 Without ``-c config`` it synthesizes the default cluster (ClusterConfig's defaults). Synth fails, naming
 the config field, on any problem: our rules before any construct is built, and every finding of CDK's
@@ -21,6 +21,7 @@ silence_node_end_of_life_banner()  # before aws_cdk starts Node.js (hyperpod_cdk
 import aws_cdk as cdk
 
 from hyperpod_cdk import ClusterConfig, ConfigurationError, TrainingClusterStack, load_config
+from hyperpod_cdk.scaler_counts import COUNTS_CONTEXT, counts_for_synth
 from hyperpod_cdk.template_findings import findings_in
 
 
@@ -30,7 +31,9 @@ def main() -> None:
     try:
         config = load_config(config_path) if config_path else ClusterConfig()
         stack_name = app.node.try_get_context("stack_name") or f"hyperpod-{config.cluster_name}"
-        TrainingClusterStack(app, stack_name, config=config)
+        # A scaled group keeps the deployed cluster's count (docs/scaler-cloudformation.md).
+        deployed = counts_for_synth(config, app.node.try_get_context(COUNTS_CONTEXT))
+        TrainingClusterStack(app, stack_name, config=config, deployed_counts=deployed)
     except ConfigurationError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(1)

@@ -56,6 +56,7 @@ CLASSES: tuple[tuple[str, str], ...] = (
     ("hyperpod_cdk.model", "RollingDeployment"),
     ("hyperpod_cdk.model", "BatchSize"),
     ("hyperpod_cdk.model", "OverrideVpc"),
+    ("hyperpod_cdk.model", "Scaling"),
     ("hyperpod_cdk.constructs", "ClusterObservability"),
 )
 """The documented classes, in the order the reference shows them (compositions first, then the parts)."""

@@ -134,3 +134,28 @@ def test_observability_with_grafana_passes_nag_and_the_strict_validator(
     except RuntimeError as error:
         pytest.fail(f"{error}\n" + "\n".join(validation_report(tmp_path)))
     assert validation_report(tmp_path) == []
+
+
+def test_a_scaled_cluster_passes_nag_and_the_strict_validator(tmp_path: Path) -> None:
+    """A group with ``scaling`` adds the scaler's policy (its own cluster's ARN, no wildcard): nothing to
+    acknowledge."""
+    from hyperpod_cdk import TrainingClusterStack, parse_config
+
+    config = parse_config(
+        {
+            "node_provisioning_mode": "continuous",
+            "instance_groups": [
+                {"name": "controller", "role": "controller", "instance_type": "ml.m5.xlarge", "count": 1},
+                {"name": "gpu", "instance_type": "ml.g5.xlarge", "count": 0, "scaling": {"min": 0, "max": 8}},
+            ],
+        }
+    )
+    app = cdk.App(outdir=str(tmp_path), context=STRICT_VALIDATION)
+    stack = TrainingClusterStack(app, "scaled", config=config, deployed_counts={"gpu": 3})
+    assert stack.cluster.scaler_policy is not None
+    Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    try:
+        app.synth()
+    except RuntimeError as error:
+        pytest.fail(f"{error}\n" + "\n".join(validation_report(tmp_path)))
+    assert validation_report(tmp_path) == []

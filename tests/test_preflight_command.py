@@ -246,9 +246,12 @@ def test_each_rule_calls_exactly_the_actions_it_declares(acct: MotoAccount) -> N
     multi_az = {**data, "storage_openzfs": {"deployment_type": "MULTI_AZ_1", "standby_subnet_id": acct.other_subnet}}
     # A full subnet (whose shortfall is weighed against what a running cluster of this name holds).
     crowded = {**data, "network": {**data["network"], "subnet_id": acct.make_subnet("10.0.32.0/26", "us-west-2a")}}
+    # A scaled group (whose deployed count is looked up).
+    workers = {**data["instance_groups"][1], "scaling": {"min": 0, "max": 8}}
+    scaled = {**data, "instance_groups": [data["instance_groups"][0], workers]}
     for rule in online_rules():
         called: set[str] = set()
-        for variant in (data, multi_az, crowded):
+        for variant in (data, multi_az, crowded, scaled):
             found, account = check(rule.id, variant, fakes)
             called |= {action for _, action in account.calls}
             assert {who for who, _ in account.calls} <= {rule.id}

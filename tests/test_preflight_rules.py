@@ -199,3 +199,33 @@ def test_security_group_without_self_rule(acct: MotoAccount, fakes: AccountFakes
     assert problem.path == "network.security_group_id"
     assert "no inbound rule allows all traffic with the group itself" in problem.expected
     assert check("AWS-SECURITY-GROUP", config(acct), fakes)[0] == []
+
+
+# --- GRP-SCALING-DEPLOYED -----------------------------------------------------------------------------------------
+def scaled_config(acct: MotoAccount, high: int) -> dict[str, Any]:
+    data = config(acct, node_provisioning_mode="continuous")
+    data["instance_groups"][1]["scaling"] = {"min": 0, "max": high}
+    return data
+
+
+def test_scaling_max_below_the_deployed_count(acct: MotoAccount, fakes: AccountFakes) -> None:
+    acct.cluster("c1", P5, 6)  # the scaler has grown this cluster's workers to 6
+    problem = only(check("GRP-SCALING-DEPLOYED", scaled_config(acct, 4), fakes)[0])
+    assert problem.path == "instance_groups[1].scaling.max" and problem.got == 4
+    assert "below the deployed group's 6 instances" in problem.expected and "keep max at 6" in problem.fix
+    assert problem.rule == "GRP-SCALING-DEPLOYED" and problem.level == "error"
+
+
+def test_scaling_max_at_the_deployed_count_or_no_cluster(acct: MotoAccount, fakes: AccountFakes) -> None:
+    assert check("GRP-SCALING-DEPLOYED", scaled_config(acct, 4), fakes)[0] == []  # no cluster yet
+    acct.cluster("c1", P5, 4)
+    problems, account = check("GRP-SCALING-DEPLOYED", scaled_config(acct, 4), fakes)
+    assert problems == []
+    assert {a for _, a in account.calls} <= {"sagemaker:ListClusters", "sagemaker:DescribeCluster"}
+
+
+def test_quota_covers_a_scaled_groups_max(acct: MotoAccount, fakes: AccountFakes) -> None:
+    data = scaled_config(acct, 10)  # 4 p5 at creation, up to 10 once the scaler grows the group; the quota is 8
+    problem = only(check("AWS-QUOTA", data, fakes)[0])
+    assert problem.got == 10 and "at least 10" in problem.fix and "scaling.max" in problem.fix
+    assert check("AWS-QUOTA", scaled_config(acct, 8), fakes)[0] == []

@@ -43,6 +43,8 @@ WORKSPACE = "arn:aws:aps:us-west-2:111122223333:workspace/ws-12345678-abcd-1234-
 VOLUME_KEY = "arn:aws:kms:us-west-2:111122223333:key/1234abcd"
 SECRET = "arn:aws:secretsmanager:us-west-2:111122223333:secret:slurm-db-AbCdEf"
 CONTINUOUS = {"node_provisioning_mode": "continuous"}
+SCALED = {**CPU_WORKERS, "scaling": {"min": 0, "max": 4}}
+PLAN = "arn:aws:sagemaker:us-west-2:111122223333:training-plan/plan-a"
 
 
 def external_accounting(host: str = "acct.example.com") -> dict[str, Any]:
@@ -924,6 +926,63 @@ ROWS = [
         "observability.workspace_arn",
         "the workspace is in us-west-2, the cluster in eu-west-1",
         region="eu-west-1",
+    ),
+    # --- instance groups: the scaler (issue #24)
+    row(
+        "GRP-SCALING-BOUNDS",
+        {**CONTINUOUS, **groups({**CPU_WORKERS, "scaling": {"min": 0, "max": 4, "idle_minutes": 0}})},
+        "instance_groups[1].scaling.idle_minutes",
+        "1 to 10080",
+    ),
+    row("GRP-SCALING-CONTINUOUS", groups(SCALED), "instance_groups[1].scaling", "continuous node provisioning"),
+    row(
+        "GRP-SCALING-ROLE",
+        {**CONTINUOUS, "instance_groups": [{**CONTROLLER, "scaling": {"min": 1, "max": 1}}, CPU_WORKERS]},
+        "instance_groups[0].scaling",
+        "a controller group cannot scale",
+    ),
+    row(
+        "GRP-SCALING-TRAINING-PLAN",
+        {**CONTINUOUS, **groups({**SCALED, "training_plan_arn": PLAN})},
+        "instance_groups[1].scaling",
+        "training plan runs reserved capacity",
+    ),
+    row(
+        "GRP-SCALING-COUNT",
+        {**CONTINUOUS, **groups({**CPU_WORKERS, "scaling": {"min": 3, "max": 4}})},
+        "instance_groups[1].count",
+        "outside scaling 3..4",
+    ),
+    row(
+        "GRP-SCALING-MIN-COUNT",
+        {**CONTINUOUS, **groups({**SCALED, "min_count": 1})},
+        "instance_groups[1].scaling.min",
+        "below min_count 1",
+    ),
+    row(
+        "GRP-SCALING-PARTITION",
+        {**CONTINUOUS, **groups(SCALED, {**CPU_WORKERS, "name": "other", "partition": "workers"})},
+        "instance_groups[1].partition",
+        "shared with other",
+    ),
+    row(
+        "GRP-SCALING-PARAMETER",
+        {
+            **CONTINUOUS,
+            **groups(SCALED),
+            "parameters": {"instance_groups": {"workers": {"count": {"min": 0, "max": 4}}}},
+        },
+        "parameters.instance_groups.workers.count",
+        "the scaler owns its count",
+    ),
+    row(
+        "GRP-SCALING-DEEP-HEALTH",
+        {
+            **CONTINUOUS,
+            **groups({**TRN_WORKERS, "scaling": {"min": 0, "max": 4}, "deep_health_checks": ["InstanceStress"]}),
+        },
+        "instance_groups[1].deep_health_checks",
+        "45-90 minutes",
     ),
 ]
 # A role outside controller/login/compute never gets past the config's schema or InstanceGroup's type; the

@@ -17,6 +17,7 @@ from pydantic.dataclasses import dataclass
 from training_runtime.groups import COMPUTE, CONTROLLER, LOGIN, ON_DEMAND, SPOT, GroupSpec
 from training_runtime.params import API_DRIVEN, LIFECYCLE_DRIVEN
 from training_runtime.params import DEFAULT_FSX_MOUNT_PATH as DEFAULT_FSX_MOUNT_PATH
+from training_runtime.scaler.spec import DEFAULT_IDLE_MINUTES, ScalingSpec
 
 DEFAULT_LIFECYCLE_PREFIX = "lifecycle/"
 DEFAULT_THROUGHPUT_MB_PER_TIB = 250
@@ -193,6 +194,24 @@ class OverrideVpc:
     """1-5 security group IDs; they must admit the other groups' nodes and the file system."""
 
 
+@dataclass(frozen=True, kw_only=True, config=_STRICT)
+class Scaling:
+    """The scaler on the controller grows and shrinks the group with its partition's queue (docs/scaler.md):
+    jobs pending for resources add nodes (``BatchAddClusterNodes``), nodes idle ``idle_minutes`` are drained and
+    deleted (``BatchDeleteClusterNodes``). Continuous node provisioning and compute groups only."""
+
+    min: int
+    """Fewest instances the scaler keeps (0 lets an idle group go to no node)."""
+    max: int
+    """Most instances the scaler launches (at least 1, at least ``min``)."""
+    idle_minutes: int = DEFAULT_IDLE_MINUTES
+    """Minutes a node has run no job before the scaler drains and deletes it (1 to 10080, a week). Default: 10."""
+
+    def spec(self) -> ScalingSpec:
+        """As the parameters file carries it (``groups[].scaling``)."""
+        return ScalingSpec(self.min, self.max, self.idle_minutes)
+
+
 def _int_or_token(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
     """A whole number, or a CDK token standing for one (e.g. a ``CfnParameter``'s ``value_as_number``).
 
@@ -242,6 +261,9 @@ class InstanceGroup:
         Default: none.
     :param volume_kms_key_arn: customer-managed KMS key (ARN) for the nodes' root volume and the extra EBS
         volume (continuous provisioning only). Default: AWS-owned keys (or the organization's key).
+    :param scaling: ``{min, max, idle_minutes}``: the scaler grows and shrinks this compute group with its queue
+        (continuous provisioning only); ``count`` is then the count at creation, and a deploy keeps the deployed
+        cluster's count (docs/scaler.md). Default: none (the group keeps ``count``).
     """
 
     name: str
@@ -262,6 +284,7 @@ class InstanceGroup:
     network_interface: NetworkInterfaceType | None = None
     auto_patch: AutoPatch | None = None
     volume_kms_key_arn: str | None = None
+    scaling: Scaling | None = None
 
     @property
     def partition_name(self) -> str | None:
@@ -269,6 +292,12 @@ class InstanceGroup:
         if self.role != NodeRole.COMPUTE:
             return None
         return self.partition or self.name
+
+    @property
+    def peak_count(self) -> Count:
+        """The most instances the group may hold: ``scaling.max`` for a group the scaler grows, else ``count``
+        (what quotas and subnets must allow)."""
+        return self.scaling.max if self.scaling is not None else self.count
 
     @property
     def flexible(self) -> bool:
@@ -293,6 +322,7 @@ class InstanceGroup:
             threads_per_core=self.threads_per_core,
             instance_types=tuple(self.instance_types),
             capacity=str(self.capacity) if self.capacity is not None else None,
+            scaling=self.scaling.spec() if self.scaling is not None else None,
         )
 
 

@@ -21,6 +21,7 @@ from hyperpod_cdk.constructs.lifecycle import LifecycleSource
 from hyperpod_cdk.constructs.nag import acknowledge
 from hyperpod_cdk.constructs.network import ClusterNetwork
 from hyperpod_cdk.constructs.openzfs import OpenZfsStorage
+from hyperpod_cdk.constructs.scaler import ScalerPolicy
 from hyperpod_cdk.constructs.storage import LustreStorage
 from hyperpod_cdk.errors import raise_if_any
 from hyperpod_cdk.model import (
@@ -48,7 +49,8 @@ class HyperPodCluster(Construct):
     Creates the nodes' execution role (AWS's managed instance policy, the ENI permissions HyperPod needs in
     your VPC, read access to the lifecycle prefix's objects through ``LifecycleScripts.grant_read``, which
     also lets the nodes list the bucket) and the cluster, created only after the lifecycle
-    upload, the role's policy and the file system exist.
+    upload, the role's policy and the file system exist. When a group scales, the scaler's policy on this
+    cluster only (:class:`~hyperpod_cdk.constructs.scaler.ScalerPolicy`), created after the cluster.
 
     :param cluster_name: HyperPod cluster name (changing it replaces the cluster); may be a token (a
         ``CfnParameter``).
@@ -215,6 +217,11 @@ class HyperPodCluster(Construct):
         if storage is not None:
             # Includes the Lustre rules added to an adopted file system's security group.
             self.resource.node.add_dependency(storage, storage.security_group)
+        self.scaler_policy = (
+            ScalerPolicy(self, "Scaler", role=self.execution_role, cluster_arn=self.cluster_arn)
+            if any(g.scaling is not None for g in self.instance_groups)
+            else None
+        )
 
     @property
     def connections(self) -> ec2.Connections:

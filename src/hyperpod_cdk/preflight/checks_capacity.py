@@ -43,7 +43,8 @@ def used_by_others(clusters: list[dict[str, Any]], own: str) -> dict[str, int]:
     source=f"{QUOTAS_DOC}; Service Quotas API ListServiceQuotas (ServiceCode sagemaker)",
 )
 def quotas(view: ClusterView) -> Iterator[Problem]:
-    """Each type's quota "for cluster usage" covers the config's count plus what the account's other clusters use."""
+    """Each type's quota "for cluster usage" covers the config's count (scaling.max for a scaled group) plus what the
+    account's other clusters use."""
     account = account_of(view)
     where = view.path("instance_groups")
 
@@ -52,7 +53,7 @@ def quotas(view: ClusterView) -> Iterator[Problem]:
         flexible = []
         for index, group in enumerate(view.groups):
             types = view.types_of(group)
-            if not (types and view.concrete(group.count)):
+            if not (types and view.concrete(group.peak_count)):  # a scaled group at scaling.max
                 continue
             if len(types) == 1:
                 wanted.setdefault(types[0], []).append((index, group))
@@ -68,7 +69,7 @@ def quotas(view: ClusterView) -> Iterator[Problem]:
             return None if limit is None else int(limit) - used.get(instance_type, 0)
 
         for instance_type, groups in wanted.items():
-            needed = sum(int(g.count) for _, g in groups)
+            needed = sum(int(g.peak_count) for _, g in groups)
             room = free(instance_type)
             index = groups[0][0]
             if room is None:
@@ -87,18 +88,20 @@ def quotas(view: ClusterView) -> Iterator[Problem]:
                     f"{used.get(instance_type, 0)}, leaving {room}",
                     got=needed,
                     fix=f"request an increase of {QUOTA_NAME.format(instance_type)!r} to at least "
-                    f"{needed + used.get(instance_type, 0)} (Service Quotas, SageMaker), or lower the count",
+                    f"{needed + used.get(instance_type, 0)} (Service Quotas, SageMaker), or lower the count "
+                    "(scaling.max when it scales)",
                 )
-        own = {t: sum(int(g.count) for _, g in groups) for t, groups in wanted.items()}
+        own = {t: sum(int(g.peak_count) for _, g in groups) for t, groups in wanted.items()}
         for index, group, types in flexible:
             room = sum(max((free(t) or 0) - own.get(t, 0), 0) for t in types)
-            if int(group.count) > room:
+            if int(group.peak_count) > room:
                 yield Problem(
                     group_path(view, index, "count"),
                     f"the quotas for cluster usage of {', '.join(types)} leave {room} instances in all (after "
                     "other clusters and this config's single-type groups)",
-                    got=group.count,
-                    fix="request a quota increase for one of the types, or lower the count",
+                    got=group.peak_count,
+                    fix="request a quota increase for one of the types, or lower the count (scaling.max when it "
+                    "scales)",
                 )
 
     yield from guarded(where, check)

@@ -141,11 +141,11 @@ def subnet_fits(view: ClusterView) -> Iterator[Problem]:
                         fix=f"set availability_zone: {az}, or pick a subnet in {net.availability_zone}",
                     )
                 free += int(found.get("AvailableIpAddressCount", 0))
-            counted = [g for g in groups if view.concrete(g.count)]
-            needed = sum(int(g.count) * addresses_of(view, g) for g in counted)
+            counted = [g for g in groups if view.concrete(g.peak_count)]  # a scaled group at scaling.max
+            needed = sum(int(g.peak_count) * addresses_of(view, g) for g in counted)
             held = running(counted) if needed > free else 0
             if needed > free + held:
-                parts = "; ".join(f"{g.name}: {g.count} x {addresses_of(view, g)}" for g in counted)
+                parts = "; ".join(f"{g.name}: {g.peak_count} x {addresses_of(view, g)}" for g in counted)
                 kept = f" (plus {held} this cluster's running nodes hold)" if held else ""
                 yield Problem(
                     where,

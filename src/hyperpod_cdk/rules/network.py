@@ -209,7 +209,8 @@ def addresses_per_instance(efa_interfaces: int) -> int:
     source="Amazon VPC subnet sizing; EFA interfaces per instance (hardware catalogue)",
 )
 def subnet_capacity(view: ClusterView) -> Iterator[Problem]:
-    """The new nodes' subnet has an address for every interface of every instance (EFA types take many)."""
+    """The new nodes' subnet has an address for every interface of every instance (EFA types take many; a scaled
+    group counts at scaling.max)."""
     net = view.network
     if net is None or net.vpc_id is not None or not view.concrete(net.private_subnet_cidr_mask):
         return
@@ -221,12 +222,12 @@ def subnet_capacity(view: ClusterView) -> Iterator[Problem]:
     parts = []
     for group in view.groups:
         types = view.types_of(group)
-        if not (view.concrete(group.count) and types):
+        if not (view.concrete(group.peak_count) and types):
             return
-        # A flexible group may be all of its hungriest type.
+        # A flexible group may be all of its hungriest type; a scaled group may grow to scaling.max.
         each = max(addresses_per_instance(h.efa_interfaces if (h := view.hardware(t)) else 0) for t in types)
-        needed += group.count * each
-        parts.append(f"{group.name}: {group.count} x {each}")
+        needed += group.peak_count * each
+        parts.append(f"{group.name}: {group.peak_count} x {each}")
     if needed > usable:
         fits = next((m for m in range(mask, SUBNET_PREFIX[0] - 1, -1) if 2 ** (32 - m) - 5 >= needed), None)
         yield Problem(

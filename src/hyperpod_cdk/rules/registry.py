@@ -27,10 +27,12 @@ RULE_MODULES = (
     "openzfs",
     "slurm_api",
     "volumes",
+    "scaling",
     # The online rules (needs aws): only `hyperpod-cdk preflight` / `validate --online` run them; no boto3 import.
     "hyperpod_cdk.preflight.checks_access",
     "hyperpod_cdk.preflight.checks_capacity",
     "hyperpod_cdk.preflight.checks_network",
+    "hyperpod_cdk.preflight.checks_scaling",
     "hyperpod_cdk.preflight.checks_storage",
 )
 """The rule modules (``hyperpod_cdk.rules.<name>``, or a dotted module name): the package imports each, which

@@ -7,6 +7,7 @@ used; :class:`TrainingClusterStack` is that composition as a ``Stack``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from aws_cdk import Annotations, CfnOutput, CliCredentialsStackSynthesizer, RemovalPolicy, Stack, Tags, Token
@@ -35,6 +36,7 @@ from hyperpod_cdk.errors import raise_if_any
 from hyperpod_cdk.model import pascal_case
 from hyperpod_cdk.organization import OrganizationRules
 from hyperpod_cdk.publishing.layout import PublishTarget, assets_key_prefix, lifecycle_key_prefix
+from hyperpod_cdk.scaler_counts import at_template_counts
 from hyperpod_cdk.stacks.choices import LaunchChoices
 from hyperpod_cdk.template_parameters import CLUSTER_NAME_ID
 
@@ -57,9 +59,20 @@ class TrainingCluster:
         default security group is left to the account baseline rather than closed by a CDK Lambda. Use it in
         a stack whose synthesizer needs no bootstrap (``PublishedTrainingClusterStack`` does both).
         Default: None (a deployable stack).
+    :param deployed_counts: each group's count in the deployed cluster (``TargetCount``, read by
+        :func:`hyperpod_cdk.scaler_counts.deployed_counts`): a scaled group's ``InstanceCount`` is that count, so an
+        update changes none of what the scaler did (docs/scaler-cloudformation.md). Default: None (no cluster
+        yet: each scaled group starts at its ``count``).
     """
 
-    def __init__(self, scope: Construct, *, config: ClusterConfig, published: PublishTarget | None = None) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        *,
+        config: ClusterConfig,
+        published: PublishTarget | None = None,
+        deployed_counts: Mapping[str, int] | None = None,
+    ) -> None:
         self.scope = scope
         for warning in config.check(
             f"cluster configuration of stack {scope.node.id}", region=stack_region(Stack.of(scope))
@@ -94,7 +107,9 @@ class TrainingCluster:
             lifecycle=self.lifecycle,
             storage=self.storage,
             openzfs=self.openzfs,
-            instance_groups=self.choices.instance_groups(),
+            instance_groups=at_template_counts(
+                self.choices.instance_groups(), deployed_counts, f"cluster configuration of stack {scope.node.id}"
+            ),
             mode=config.mode,
             fsx_mount_path=config.fsx_mount_path,
             node_recovery=config.node_recovery,
@@ -348,12 +363,21 @@ class TrainingClusterStack(Stack):
     """:class:`TrainingCluster` as a stack: the bundled app deploys one of these.
 
     :param config: the whole cluster; validated before any construct is built.
+    :param deployed_counts: the deployed cluster's count per group (:class:`TrainingCluster`). Default: None.
     """
 
-    def __init__(self, scope: Construct, id: str, *, config: ClusterConfig, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        config: ClusterConfig,
+        deployed_counts: Mapping[str, int] | None = None,
+        **kwargs: Any,
+    ) -> None:
         kwargs.setdefault("description", f"SageMaker HyperPod Slurm cluster {config.cluster_name} (hyperpod-cdk)")
         super().__init__(scope, id, **kwargs)
-        parts = TrainingCluster(self, config=config)
+        parts = TrainingCluster(self, config=config, deployed_counts=deployed_counts)
         self.config = config
         self.network = parts.network
         self.data_buckets = parts.data_buckets
