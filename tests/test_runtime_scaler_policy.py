@@ -57,7 +57,7 @@ def test_resource_reasons_match_on_their_first_word() -> None:
 
 
 def test_adds_never_take_the_target_above_max_and_say_why() -> None:
-    busy = [SlurmNode("b{}".format(i), "gpu", "allocated", jobs=1) for i in range(8)]
+    busy = [SlurmNode(f"b{i}", "gpu", "allocated", jobs=1) for i in range(8)]
     decision = decide([group(current=6, high=8)], busy[:6], [job("1", 5)], [], NOW)
     assert decision.add == (AddNodes("gpu", 2, 6, ("1",)),)
     assert "max of 8" in decision.blocked["1"]
@@ -175,7 +175,7 @@ def test_a_job_in_several_partitions_counts_once() -> None:
 
 
 def test_adds_are_batched_to_50_nodes_and_5_groups_per_call() -> None:
-    adds = [AddNodes("g{}".format(i), 10, 0, ()) for i in range(6)] + [AddNodes("big", 120, 3, ())]
+    adds = [AddNodes(f"g{i}", 10, 0, ()) for i in range(6)] + [AddNodes("big", 120, 3, ())]
     calls = batch_adds(adds)
     for call in calls:
         assert sum(a.count for a in call) <= 50
@@ -186,7 +186,7 @@ def test_adds_are_batched_to_50_nodes_and_5_groups_per_call() -> None:
 
 
 def test_deletes_are_batched_to_50_ids() -> None:
-    deletes = [DeleteNode("gpu", "n{}".format(i)) for i in range(101)]
+    deletes = [DeleteNode("gpu", f"n{i}") for i in range(101)]
     assert [len(c) for c in batch_deletes(deletes)] == [50, 50, 1]
 
 
