@@ -81,7 +81,8 @@ def test_batch_add_refuses_calls_above_the_api_limits(fake: FakeSageMaker) -> No
 
 
 def test_a_failed_entry_of_batch_add_is_an_error(fake: FakeSageMaker) -> None:
-    fake.script("BatchAddClusterNodes", 200, {"Failed": [{"InstanceGroupName": "gpu", "ErrorCode": "InvalidInstanceGroupStatus", "FailedCount": 2, "Message": "Updating"}]})  # fmt: skip
+    failed = {"InstanceGroupName": "gpu", "ErrorCode": "InvalidInstanceGroupStatus", "FailedCount": 2, "Message": "x"}
+    fake.script("BatchAddClusterNodes", 200, {"Failed": [failed]})
     with pytest.raises(ApiError) as raised:
         client(fake, []).batch_add("demo", [AddNodes("gpu", 2, 0, ())], "t")
     assert raised.value.code == "InvalidInstanceGroupStatus"

@@ -210,9 +210,13 @@ class SageMaker:
             for item in data.get("ClusterNodeSummaries") or []:
                 status = (item.get("InstanceStatus") or {}).get("Status") or ""
                 nodes.append(
-                    Node(str(item.get("InstanceId")), str(item.get("InstanceGroupName")), str(status),
-                         item.get("PrivateDnsHostname") or None)
-                )  # fmt: skip
+                    Node(
+                        str(item.get("InstanceId")),
+                        str(item.get("InstanceGroupName")),
+                        str(status),
+                        item.get("PrivateDnsHostname") or None,
+                    )
+                )
             token = data.get("NextToken") or None
             if not token:
                 return nodes
