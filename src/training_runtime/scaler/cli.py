@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -27,6 +28,9 @@ from training_runtime.scaler.slurm_view import Slurm
 from training_runtime.scaler.state import StateError, load
 
 FAILED = 2
+PID_FILE = "/run/hyperpod-cdk-scaler.pid"
+LOG_FILE = "/var/log/hyperpod-cdk/scaler.log"
+PROCESS_NAME = "hpcdk-scaler"
 
 
 def build(config: ScalerConfig) -> Scaler:
@@ -48,6 +52,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics-dir", help="node_exporter's textfile directory")
     p.add_argument("--slurm-bin", help="directory of Slurm's commands")
     p.add_argument("--resource-config", help="HyperPod's resource_config.json")
+    p.add_argument("--daemon", action="store_true", help="run: in the background (nodes without systemd)")
     return p
 
 
@@ -70,8 +75,39 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.command == "once":
         print(format_heartbeat(scaler.cycle()))
         return 0
+    if args.daemon:
+        daemonize(Path(PID_FILE), Path(LOG_FILE))
+    else:
+        name_process()
     scaler.run()
     return 0
+
+
+def daemonize(pid_file: Path, log_file: Path) -> None:
+    """Double fork into the background, log to ``log_file``, write the pid file, name the process."""
+    if os.fork() > 0:
+        os._exit(0)
+    os.setsid()
+    if os.fork() > 0:
+        os._exit(0)
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    out = os.open(str(log_file), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    name_process()
+    pid_file.parent.mkdir(parents=True, exist_ok=True)
+    pid_file.write_text("{}\n".format(os.getpid()))
+
+
+def name_process() -> None:
+    """``/proc/<pid>/comm`` = :data:`PROCESS_NAME` (how :mod:`training_runtime.services` finds the daemon)."""
+    try:
+        with open("/proc/self/comm", "w") as handle:
+            handle.write(PROCESS_NAME)
+    except OSError:
+        pass
 
 
 def status(config: ScalerConfig) -> int:
