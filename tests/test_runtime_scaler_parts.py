@@ -113,3 +113,16 @@ def test_the_config_file_round_trips_and_names_problems() -> None:
     with pytest.raises(ConfigError) as raised:
         ScalerConfig.from_json(broken)
     assert "naming" in str(raised.value) and "min 5 is above max 2" in str(raised.value)
+
+
+def test_the_scaler_metrics_are_the_catalogs() -> None:
+    from training_runtime.metrics import catalog
+    from training_runtime.metrics.exposition import render
+    from training_runtime.metrics.scaler import scaler_families
+
+    families = scaler_families({"requested": 3}, {"add": 1}, {"gpu": (1, 3, 0, 8)}, {"gpu": 2}, "quota", 5.0)
+    assert [f.name for f in families] == list(catalog.METRICS["scaler"])
+    text = render(families)
+    assert 'hyperpod_scaler_group_nodes{count="target",group="gpu"} 3' in text
+    assert 'hyperpod_scaler_last_error{kind="quota"} 1' in text
+    assert 'hyperpod_scaler_in_flight_operations{kind="add"} 1' in text
