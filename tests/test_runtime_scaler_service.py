@@ -254,3 +254,21 @@ def test_a_slurm_failure_is_an_error_cycle_not_a_crash(world: World) -> None:
     world.slurm = Broken()
     beat = world.scaler().cycle()
     assert beat.status == "error" and beat.error == "slurm"
+
+
+def test_a_node_that_took_a_job_since_the_cycle_read_slurm_is_not_deleted(world: World) -> None:
+    class Racing(FakeSlurm):
+        """The cycle's first read shows the node DRAINED; the check just before the delete sees the job."""
+
+        def run(self, argv: Sequence[str], *, timeout: float = 0, check: bool = True) -> Result:
+            if list(argv[:4]) == ["scontrol", "-o", "show", "node"]:
+                line = "NodeName={} CPUAlloc=8 State=MIXED+DRAIN Reason={}".format(argv[4], drain_reason(10))
+                return Result(list(argv), 0, line, "")
+            return super().run(argv, timeout=timeout, check=check)
+
+    world.slurm = Racing()
+    name = world.node_joins(1, busy_since=START - 3600)
+    world.slurm.nodes[name].update(drain=True, reason=drain_reason(10))
+    world.fake.groups["gpu"][1] = 1
+    world.scaler().cycle()
+    assert world.fake.calls("BatchDeleteClusterNodes") == []
