@@ -262,7 +262,7 @@ def test_a_node_that_took_a_job_since_the_cycle_read_slurm_is_not_deleted(world:
 
         def run(self, argv: Sequence[str], *, timeout: float = 0, check: bool = True) -> Result:
             if list(argv[:4]) == ["scontrol", "-o", "show", "node"]:
-                line = "NodeName={} CPUAlloc=8 State=MIXED+DRAIN Reason={}".format(argv[4], drain_reason(10))
+                line = f"NodeName={argv[4]} CPUAlloc=8 State=MIXED+DRAIN Reason={drain_reason(10)}"
                 return Result(list(argv), 0, line, "")
             return super().run(argv, timeout=timeout, check=check)
 
