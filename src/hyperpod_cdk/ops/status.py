@@ -230,8 +230,8 @@ def status(args: argparse.Namespace, ctx: OpsContext) -> int:
     if scaler is not None:
         line = scaler.get("line") or f"{scaler.get('value', '')} ({scaler['note']})"
         colour = "red" if scaler.get("stale") or scaler.get("status") == "error" else "green"
-        stale = " [red]STALE[/red]" if scaler.get("stale") else ""
-        ctx.out.print(f"[{colour}]Scaler:[/{colour}] {line}{stale}")
+        flag = " [red]STALE[/red]" if scaler.get("stale") else ""
+        ctx.out.print(f"[{colour}]Scaler:[/{colour}] {line}{flag}")
     stale = [str(r["name"]) for r in group_rows(cluster) if r["image_version_status"] in STALE_IMAGE]
     if stale:
         ctx.out.print(
