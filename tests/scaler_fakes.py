@@ -1,5 +1,7 @@
 """A small SageMaker JSON-protocol server for the scaler's client tests (stdlib only: it runs on Python 3.8 too).
 
+Also an IMDSv2 stand-in (:class:`FakeImds`) serving role credentials.
+
 Why a fake and not moto: moto has no BatchAddClusterNodes or BatchDeleteClusterNodes, and the runtime's tests run
 on Python 3.8 without moto. It records each request (operation, body, headers) and answers from a queue of
 scripted replies per operation, else from a simple cluster model (counts per group, nodes).
@@ -95,3 +97,36 @@ class FakeSageMaker:
             self.tags.update({t["Key"]: t["Value"] for t in body["Tags"]})
             return 200, {"Tags": body["Tags"]}
         return 400, {"__type": "UnknownOperationException", "message": operation}
+
+
+class FakeImds:
+    """An IMDSv2 stand-in: token, role name, role credentials (counting credential fetches)."""
+
+    def __init__(self, expiration: str) -> None:
+        self.fetches = 0
+        imds = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_PUT(self) -> None:
+                self._send(200, "token-1")
+
+            def do_GET(self) -> None:
+                if self.headers.get("X-aws-ec2-metadata-token") != "token-1":
+                    return self._send(401, "")
+                if self.path.endswith("/security-credentials/"):
+                    return self._send(200, "node-role\n")
+                imds.fetches += 1
+                self._send(200, json.dumps({"AccessKeyId": "ASIA1", "SecretAccessKey": "s", "Token": "t",
+                                            "Expiration": expiration}))  # fmt: skip
+
+            def _send(self, status: int, text: str) -> None:
+                self.send_response(status)
+                self.end_headers()
+                self.wfile.write(text.encode())
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()

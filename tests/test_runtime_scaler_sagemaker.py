@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
-from typing import Any
 
 import pytest
 
-from scaler_fakes import FakeSageMaker
+from scaler_fakes import FakeImds, FakeSageMaker
 from training_runtime.scaler.credentials import RoleCredentials, parse_expiration
 from training_runtime.scaler.policy import AddNodes
 from training_runtime.scaler.sagemaker import (
@@ -127,41 +123,8 @@ def test_classification() -> None:
     assert classify(400, "InvalidSignatureException") == AUTH
 
 
-class Imds:
-    """An IMDSv2 stand-in: token, role name, role credentials (counting credential fetches)."""
-
-    def __init__(self, expiration: str) -> None:
-        self.fetches = 0
-        imds = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_PUT(self) -> None:
-                self._send(200, "token-1")
-
-            def do_GET(self) -> None:
-                if self.headers.get("X-aws-ec2-metadata-token") != "token-1":
-                    return self._send(401, "")
-                if self.path.endswith("/security-credentials/"):
-                    return self._send(200, "node-role\n")
-                imds.fetches += 1
-                self._send(200, json.dumps({"AccessKeyId": "ASIA1", "SecretAccessKey": "s", "Token": "t",
-                                            "Expiration": expiration}))  # fmt: skip
-
-            def _send(self, status: int, text: str) -> None:
-                self.send_response(status)
-                self.end_headers()
-                self.wfile.write(text.encode())
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = HTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-
 def test_role_credentials_are_cached_until_near_expiry() -> None:
-    imds = Imds("2026-11-26T07:00:00Z")
+    imds = FakeImds("2026-11-26T07:00:00Z")
     expires = parse_expiration("2026-11-26T07:00:00Z")
     now = [expires - 3600]
     try:
