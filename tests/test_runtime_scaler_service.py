@@ -272,3 +272,42 @@ def test_a_node_that_took_a_job_since_the_cycle_read_slurm_is_not_deleted(world:
     world.fake.groups["gpu"][1] = 1
     world.scaler().cycle()
     assert world.fake.calls("BatchDeleteClusterNodes") == []
+
+
+def test_an_add_refused_by_hyperpod_is_decided_again_with_a_new_token(world: World) -> None:
+    world.slurm.pending = ["7|gpu|2|Resources"]
+    world.fake.script("BatchAddClusterNodes", 400, {"__type": "ValidationException", "message": "group Updating"})
+    scaler = world.scaler()
+    scaler.cycle()
+    world.now += 3600
+    scaler.cycle()
+    first, second = [a["ClientToken"] for a in world.fake.calls("BatchAddClusterNodes")]
+    assert first != second
+    assert world.fake.groups["gpu"] == [0, 2]
+
+
+def test_an_add_never_reflected_is_dropped_after_the_tokens_life(world: World) -> None:
+    world.slurm.pending = ["7|gpu|2|Resources"]
+    world.fake.script("BatchAddClusterNodes", 200, {"Successful": [], "Failed": []})  # accepted, count not raised
+    scaler = world.scaler()
+    scaler.cycle()
+    world.now += 3600
+    scaler.cycle()
+    assert len(world.fake.calls("BatchAddClusterNodes")) == 1  # still in flight: counted, not re-added
+    world.now += 8 * 3600
+    scaler.cycle()
+    assert len(world.fake.calls("BatchAddClusterNodes")) == 2
+
+
+def test_one_bad_cycle_does_not_stop_the_loop(world: World) -> None:
+    scaler = world.scaler()
+    calls: list[int] = []
+
+    def cycle() -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyError("surprise")
+
+    scaler.cycle = cycle  # type: ignore[method-assign,assignment]
+    scaler.run(sleep=lambda s: None, cycles=3)
+    assert len(calls) == 3

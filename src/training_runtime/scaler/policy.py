@@ -324,10 +324,12 @@ def batch_deletes(deletes: Sequence[DeleteNode]) -> List[List[DeleteNode]]:
     return [list(deletes[i : i + MAX_NODES_PER_CALL]) for i in range(0, len(deletes), MAX_NODES_PER_CALL)]
 
 
-def client_token(cluster: str, call: Sequence[AddNodes]) -> str:
-    """The call's ClientToken, derived from the decision alone (cluster, groups, base targets, counts, jobs): the
-    same decision after a restart yields the same token, so HyperPod treats a resend as the same request."""
-    digest = hashlib.sha256(cluster.encode())
+def client_token(cluster: str, call: Sequence[AddNodes], attempt: int = 0) -> str:
+    """The call's ClientToken, derived from the decision alone (cluster, groups, base targets, counts, jobs) and
+    the persisted failure count: the same decision after a restart yields the same token, so HyperPod treats a
+    resend as the same request; a decision made again after HyperPod refused it gets a new one (AWS does not say
+    whether a token that met an error is replayed)."""
+    digest = hashlib.sha256("{}|{}".format(cluster, attempt).encode() if attempt else cluster.encode())
     for add in sorted(call, key=lambda a: (a.group, a.base_target)):
         text = "|{}|{}|{}|{}".format(add.group, add.base_target, add.count, ",".join(sorted(add.jobs)))
         digest.update(text.encode())

@@ -33,6 +33,8 @@ from training_runtime.scaler.state import Operation, load, save
 
 BACKOFF_BASE_S = 30.0
 BACKOFF_CAP_S = 900.0
+TOKEN_TTL_S = 8 * 3600.0
+"""BatchAddClusterNodes keeps a ClientToken for 8 hours: an add still unreflected after that is dropped (logged)."""
 
 
 def backoff_s(failures: int, jitter: float) -> float:
@@ -119,6 +121,9 @@ class Scaler:
             if op.kind == ADD:
                 if group is None or group.target >= op.base_target + op.count:
                     log("scaler_add_reflected", group=op.group, count=op.count, token=op.token)
+                    continue
+                if now - op.started > TOKEN_TTL_S:
+                    log("scaler_add_expired", group=op.group, count=op.count, token=op.token, target=group.target)
                     continue
                 if not op.sent:
                     if now < self.state.next_try:
@@ -224,7 +229,7 @@ class Scaler:
         self._save()
 
     def _add(self, batch: List[AddNodes], now: float) -> None:
-        token = policy.client_token(self.config.cluster_name, batch)
+        token = policy.client_token(self.config.cluster_name, batch, self.state.failures)
         ops = [Operation(ADD, a.group, a.count, token, base_target=a.base_target, started=now) for a in batch]
         self.state.in_flight.extend(ops)
         self._save()  # before the call: a restart finds the token
@@ -270,6 +275,7 @@ class Scaler:
             if self.commented.get(job.job_id) != text:
                 self.slurm.comment(job.job_id, text)
                 self.commented[job.job_id] = text
+        self.commented = {k: v for k, v in self.commented.items() if k in told}
         return told
 
     def cycle(self) -> Heartbeat:
@@ -329,7 +335,10 @@ class Scaler:
         done = 0
         while cycles is None or done < cycles:
             started = self.clock()
-            self.cycle()
+            try:
+                self.cycle()
+            except Exception as error:  # never let one bad cycle stop the service; the next one starts afresh
+                log("scaler_error", what="cycle", kind="bug", error="{}: {}".format(type(error).__name__, error))
             done += 1
             if cycles is None or done < cycles:
                 sleep(max(0.0, self.config.interval_s - (self.clock() - started)))
