@@ -197,3 +197,13 @@ def test_the_client_token_follows_the_decision_only() -> None:
     assert client_token("c", call) != client_token("c", [AddNodes("gpu", 2, 2, ("1", "2"))])
     assert client_token("c", call) != client_token("other", call)
     assert len(client_token("c", call)) <= 64
+
+
+def test_drained_nodes_are_never_deleted_below_min_but_given_back() -> None:
+    ours = [SlurmNode(n, "gpu", "idle", drain=True, reason=drain_reason(10)) for n in ("n1", "n2")]
+    decision = decide([group(current=2, low=1)], ours, [], [], NOW)
+    assert decision.delete == (DeleteNode("gpu", "n1"),)
+    assert decision.undrain == ("n2",)
+    deleting = InFlight(DELETE, "gpu", 1, "d", nodes=("n1",))
+    later = decide([group(current=2, low=1)], ours, [], [deleting], NOW)
+    assert later.delete == () and later.undrain == ("n2",)
