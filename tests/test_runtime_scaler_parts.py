@@ -126,3 +126,36 @@ def test_the_scaler_metrics_are_the_catalogs() -> None:
     assert 'hyperpod_scaler_group_nodes{count="target",group="gpu"} 3' in text
     assert 'hyperpod_scaler_last_error{kind="quota"} 1' in text
     assert 'hyperpod_scaler_in_flight_operations{kind="add"} 1' in text
+
+
+def test_slurm_names_follow_the_naming_rule_over_the_resource_config() -> None:
+    from training_runtime.resources import ResourceConfig
+    from training_runtime.scaler.sagemaker import Node
+    from training_runtime.scaler.service import slurm_names
+
+    resources = ResourceConfig.from_json(
+        {
+            "ClusterConfig": {"ClusterName": "demo", "ClusterArn": "arn:aws:sagemaker:us-west-2:1:cluster/x"},
+            "InstanceGroups": [
+                {
+                    "Name": "gpu",
+                    "Instances": [
+                        {"InstanceName": "gpu-1", "CustomerIpAddress": "10.0.0.1", "InstanceId": "i-1"},
+                        {"InstanceName": "gpu-2", "CustomerIpAddress": "10.0.0.2"},
+                    ],
+                }
+            ],
+        }
+    )
+    listed = [
+        Node("i-1", "gpu", "Running", "ip-10-0-0-1.us-west-2.compute.internal"),
+        Node("i-2", "gpu", "Running", "ip-10-0-0-2.us-west-2.compute.internal"),
+        Node("i-3", "gpu", "Pending", "ip-10-0-0-3.us-west-2.compute.internal"),
+    ]
+    assert slurm_names("instance", listed, resources) == {"gpu-1": ("gpu", "i-1"), "gpu-2": ("gpu", "i-2")}
+    assert slurm_names("ip", listed, resources) == {
+        "ip-10-0-0-1": ("gpu", "i-1"),
+        "ip-10-0-0-2": ("gpu", "i-2"),
+        "ip-10-0-0-3": ("gpu", "i-3"),
+    }
+    assert slurm_names("ip", listed, None)["ip-10-0-0-3"] == ("gpu", "i-3")

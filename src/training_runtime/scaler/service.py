@@ -44,13 +44,15 @@ def backoff_s(failures: int, jitter: float) -> float:
 
 def slurm_names(naming: str, listed: Sequence[Node], resources: Optional[ResourceConfig]) -> Dict[str, Tuple[str, str]]:
     """Slurm node name -> (instance group, instance id) for every listed instance, by the one naming rule
-    (:func:`training_runtime.node_names.slurm_name`) over the controller's resource config; an instance the
-    resource config does not have yet is named from ``PrivateDnsHostname`` where the names are IP-based."""
+    (:func:`training_runtime.node_names.slurm_name`) over the controller's resource config, matched by InstanceId
+    or by address (``PrivateDnsHostname``); an instance the resource config does not have yet is named from
+    ``PrivateDnsHostname`` where the names are IP-based."""
     by_id = {n.instance_id: n for n in listed}
+    by_address = {address_of(n.hostname or ""): n for n in listed if address_of(n.hostname or "")}
     out: Dict[str, Tuple[str, str]] = {}
     if resources is not None:
-        for instance in resources.all_instances():
-            node = by_id.get(instance.instance_id or "")
+        for instance in resources.all_instances():  # by InstanceId, else by address (a file without ids)
+            node = by_id.get(instance.instance_id or "") or by_address.get(instance.address)
             if node is not None:
                 out[slurm_name(naming, instance.name, instance.address)] = (node.group, node.instance_id)
     known = {v[1] for v in out.values()}
