@@ -24,7 +24,11 @@ SCALED = (
 def test_only_the_primary_controller_of_a_cluster_with_a_scaled_group_runs_it(tmp_path: Path) -> None:
     controller = fake_node(tmp_path / "a", groups=SCALED, instance="controller-1")
     assert [s.name for s in scaler_steps(controller)] == ["scaler", "daemon:hyperpod-cdk-scaler.service"]
-    assert "scaler" in [s.name for s in steps_for(controller)]
+    names = [s.name for s in steps_for(controller)]
+    assert names.index("scaler") > names.index("daemon:slurmctld")
+    assert ScalerFiles().describe(controller) == [
+        f"write {path} (scaled groups: workers 0..8)" for path in (CONFIG_PATH, SCALER_PROGRAM)
+    ]
     assert scaler_steps(fake_node(tmp_path / "b", groups=SCALED)) == []  # a compute node
     assert scaler_steps(fake_node(tmp_path / "c", groups=SCALED, instance="login-1")) == []
     assert scaler_steps(fake_node(tmp_path / "d", instance="controller-1")) == []  # nothing scaled
