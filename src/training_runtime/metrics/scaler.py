@@ -40,8 +40,8 @@ def scaler_families(
     for kind in ("add", "delete"):
         flight.set(in_flight.get(kind, 0), kind=kind)
     for name, counts in sorted(groups.items()):
-        for label, value in zip(("current", "target", "min", "max"), counts):
-            nodes.set(value, group=name, count=label)
+        for index, label in enumerate(("current", "target", "min", "max")):
+            nodes.set(counts[index], group=name, count=label)
         waiting.set(pending.get(name, 0), group=name)
     error.set(1 if last_error else 0, kind=last_error or "none")
     beat.set(heartbeat)

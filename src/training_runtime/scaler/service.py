@@ -213,7 +213,7 @@ class Scaler:
         failed_ids = set(ids) if result is None else set(result.failed)
         for op in ops:
             op.sent = True
-            gone = [n for n, i in zip(op.nodes, op.instance_ids) if i in failed_ids]
+            gone = [name for index, name in enumerate(op.nodes) if op.instance_ids[index] in failed_ids]
             for name in gone:  # the delete failed: give the node back to Slurm
                 self.slurm.resume(name)
                 log(
