@@ -166,3 +166,33 @@ def test_unknown_profile() -> None:
     result = Operator()("status", "gpu", "--profile", "nobody")
     assert result.code == 4
     assert "The config profile (nobody) could not be found" in result.err
+
+
+def test_status_shows_the_scaler_heartbeat_tag() -> None:
+    import time
+
+    from training_runtime.scaler.heartbeat import TAG_KEY, GroupLine, Heartbeat, format_heartbeat
+
+    value = format_heartbeat(Heartbeat("waiting", time.time() - 30, (GroupLine("p5", 4, 0, 8),), 3))
+    MotoCluster("gpu", {"controller": ("ml.m5.xlarge", 1, "Controller")}, tags={TAG_KEY: value}).create()
+    report = Operator()("status", "gpu", "--json").json()
+    assert report["scaler"]["status"] == "waiting" and report["scaler"]["pending_nodes"] == 3
+    assert report["scaler"]["groups"] == [{"name": "p5", "target": 4, "min": 0, "max": 8}]
+    assert report["scaler"]["stale"] is False
+    human = Operator()("status", "gpu").out
+    assert "Scaler:" in human and "p5 4 (0..8)" in human and "3 node(s) pending" in human
+
+
+def test_status_without_a_scaler_shows_no_scaler_line() -> None:
+    gpu_cluster()
+    assert Operator()("status", "gpu", "--json").json()["scaler"] is None
+    assert "Scaler:" not in Operator()("status", "gpu").out
+
+
+def test_a_stale_scaler_heartbeat_is_flagged() -> None:
+    from training_runtime.scaler.heartbeat import TAG_KEY, Heartbeat, format_heartbeat
+
+    value = format_heartbeat(Heartbeat("ok", 1_000_000.0, (), 0))
+    MotoCluster("gpu", {"controller": ("ml.m5.xlarge", 1, "Controller")}, tags={TAG_KEY: value}).create()
+    assert Operator()("status", "gpu", "--json").json()["scaler"]["stale"] is True
+    assert "STALE" in Operator()("status", "gpu").out

@@ -38,14 +38,16 @@ from training_runtime.plan import StepError, apply_plan, describe_plan, step_sta
 from training_runtime.resources import ResourceConfig, ResourceConfigError
 from training_runtime.retry import NotReady, RetryPolicy
 from training_runtime.run import CommandError, Runner
+from training_runtime.scaler.cli import main as scaler_main
 from training_runtime.steps.catalog import steps_for
 from training_runtime.users import load_users
 
 FAILED = 2
 
-TOOLS: Dict[str, Callable[[List[str]], int]] = {"launch": launch_main, "health": health_main}
+TOOLS: Dict[str, Callable[[List[str]], int]] = {"launch": launch_main, "health": health_main, "scaler": scaler_main}
 """Commands for after the boot, each with its own options: ``launch`` (the training launcher) and
-``health`` (the checks Slurm runs as HealthCheckProgram and Prolog)."""
+``health`` (the checks Slurm runs as HealthCheckProgram and Prolog) and ``scaler`` (the capacity scaler service on
+the controller, :mod:`training_runtime.scaler.cli`)."""
 
 
 PARAMETERS_FILES = (PARAMETERS_FILE_BY_MODE[API_DRIVEN], PARAMETERS_FILE_BY_MODE[LIFECYCLE_DRIVEN])

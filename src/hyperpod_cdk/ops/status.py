@@ -11,12 +11,17 @@ Sources (API reference): DescribeCluster / ClusterInstanceGroupDetails
 ListClusterOperations (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ListClusterOperations.html);
 continuous provisioning for Slurm
 (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-scaling-slurm.html).
+
+Where the cluster runs the capacity scaler (docs/scaler.md), its heartbeat is the cluster tag
+``hyperpod-cdk:scaler`` (ListTags, https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ListTags.html),
+parsed by the runtime's one parser (:func:`training_runtime.scaler.heartbeat.parse_heartbeat`).
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from hyperpod_cdk.aws.clients import ACCESS_DENIED, Aws, error_code, error_message
@@ -24,12 +29,46 @@ from hyperpod_cdk.aws.errors import Exit
 from hyperpod_cdk.ops.context import OpsContext
 from hyperpod_cdk.ops.lookup import Cluster, Node, get_cluster, list_nodes, log_stream
 from hyperpod_cdk.ops.render import node_table, print_json, styled, table, when
+from training_runtime.scaler.heartbeat import TAG_KEY, describe, parse_heartbeat
 
 SETTLED_BAD = {"Failed"}
 CHANGING = {"Creating", "Updating", "SystemUpdating", "RollingBack", "Deleting"}
 BAD_GROUP = {"Degraded", "Failed"}
 BAD_NODE = {"Failure", "NotFound"}
 STALE_IMAGE = {"SecurityUpdateRequired", "EndOfLife"}
+SCALER_STALE_S = 900.0
+"""A scaler heartbeat older than this is shown as stale (the service tags every 5 minutes, and at once on an error)."""
+
+
+def scaler_heartbeat(sagemaker: Any, cluster: Cluster, now: Callable[[], float] = time.time) -> dict[str, Any] | None:
+    """The scaler's heartbeat tag, parsed: None where the cluster has none (no scaler); a ``note`` where it cannot
+    be read (ListTags refused, a value that is not a heartbeat)."""
+    from botocore.exceptions import ClientError
+
+    try:
+        tags: dict[str, str] = {}
+        for page in sagemaker.get_paginator("list_tags").paginate(ResourceArn=cluster.arn):
+            tags.update({t["Key"]: t["Value"] for t in page.get("Tags", [])})
+    except ClientError as error:
+        return {"note": f"ListTags: {error_code(error)}: {error_message(error)}"}
+    value = tags.get(TAG_KEY)
+    if value is None:
+        return None
+    try:
+        beat = parse_heartbeat(value)
+    except ValueError as error:
+        return {"value": value, "note": str(error)}
+    age = now() - beat.at
+    return {
+        "value": value,
+        "status": beat.status,
+        "age_s": round(age),
+        "stale": age > SCALER_STALE_S,
+        "pending_nodes": beat.pending,
+        "error": beat.error,
+        "groups": [{"name": g.name, "target": g.target, "min": g.min, "max": g.max} for g in beat.groups],
+        "line": describe(beat, now()),
+    }
 
 
 def scaling(cluster: Cluster) -> list[str]:
@@ -136,11 +175,11 @@ def status(args: argparse.Namespace, ctx: OpsContext) -> int:
         cluster.group(args.group)
     nodes = list_nodes(aws.sagemaker, cluster.name, args.group, logical_ids=cluster.continuous)
     running, note = operations(aws.sagemaker, cluster)
+    scaler = scaler_heartbeat(aws.sagemaker, cluster)
     code = outcome(cluster)
     if args.json:
-        print_json(
-            ctx, {**report(cluster, nodes), "operations": running, "operations_note": note, "exit_status": int(code)}
-        )
+        extra = {"operations": running, "operations_note": note, "scaler": scaler, "exit_status": int(code)}
+        print_json(ctx, {**report(cluster, nodes), **extra})
         return code
     mode = "  [Continuous provisioning]" if cluster.continuous else ""
     ctx.out.print(f"Cluster [bold]{cluster.name}[/bold]: {styled(cluster.status)}{mode}  ({cluster.arn})")
@@ -188,6 +227,11 @@ def status(args: argparse.Namespace, ctx: OpsContext) -> int:
         )
     if note:
         ctx.out.print(f"(operations not listed: {note})")
+    if scaler is not None:
+        line = scaler.get("line") or f"{scaler.get('value', '')} ({scaler['note']})"
+        colour = "red" if scaler.get("stale") or scaler.get("status") == "error" else "green"
+        flag = " [red]STALE[/red]" if scaler.get("stale") else ""
+        ctx.out.print(f"[{colour}]Scaler:[/{colour}] {line}{flag}")
     stale = [str(r["name"]) for r in group_rows(cluster) if r["image_version_status"] in STALE_IMAGE]
     if stale:
         ctx.out.print(

@@ -3,14 +3,15 @@ their queries against and the local cluster's end-to-end test checks Prometheus 
 
 ``METRICS`` is keyed by exporter: ``node`` (node_exporter, the names the dashboards use, plus Prometheus'
 own ``up``), ``slurm`` (our collector), ``dcgm`` (the counters written to dcgm-exporter's CSV, generated
-here), ``neuron`` (neuron-monitor's Prometheus bridge) and ``efa`` (our collector).
+here), ``neuron`` (neuron-monitor's Prometheus bridge), ``efa`` (our collector) and ``scaler`` (the capacity
+scaler on the controller, :mod:`.scaler`).
 """
 
 from __future__ import annotations
 
 from typing import Dict, FrozenSet, Tuple
 
-from training_runtime.metrics import efa, slurm
+from training_runtime.metrics import efa, scaler, slurm
 
 NODE_METRICS = (
     "node_cpu_seconds_total",
@@ -51,6 +52,7 @@ METRICS: Dict[str, Tuple[str, ...]] = {
     "dcgm": tuple(name for name, _, _ in DCGM_COUNTERS),
     "neuron": NEURON_METRICS,
     "efa": efa.METRIC_NAMES,
+    "scaler": scaler.METRIC_NAMES,
 }
 ALL_METRICS: FrozenSet[str] = frozenset(name for names in METRICS.values() for name in names)
 

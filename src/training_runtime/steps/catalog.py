@@ -19,6 +19,7 @@ from training_runtime.steps.login_node import LoginNodeJobs
 from training_runtime.steps.munge import MUNGED, NODE_KEY, MungeKey
 from training_runtime.steps.observability import observability_steps
 from training_runtime.steps.pytorch_env import pytorch_steps
+from training_runtime.steps.scaler import scaler_steps
 from training_runtime.steps.slurm import (
     ACCOUNTING_INCLUDE,
     HyperPodAccounting,
@@ -99,6 +100,7 @@ def steps_for(node: Node) -> List[Step]:
             # HyperPod's compute and login nodes hold the configuration slurmctld sent them: send the new one.
             steps.append(ConfiglessPush(controller_files))
         steps += container_push_steps(node)  # HyperPod: a changed plugstack.conf or cgroup.conf to configless nodes
+        steps += scaler_steps(node)  # after slurmctld: the service drives Slurm
     if node.is_compute or (node.is_login and not generic):
         if generic and node.has_systemd:
             steps.append(SlurmdOptions())
