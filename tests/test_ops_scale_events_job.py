@@ -223,3 +223,25 @@ def test_output_names_match_the_synthesized_stacks() -> None:
     }
     template = json.loads((ROOT / "tests" / "snapshots" / "gpu-cluster.hyperpod-gpu-cluster.json").read_text())
     assert names <= set(template["Outputs"])
+
+
+def test_scale_sets_a_scaled_groups_count_without_drift_inside_the_scalers_bounds() -> None:
+    """The scaler's heartbeat tag names the group with min..max: a deploy keeps the deployed count of such a group,
+    so `scale` on a stack-owned cluster sends UpdateCluster, but only inside the bounds."""
+    made = cluster(**{"aws:cloudformation:stack-name": "hyperpod-train"})
+    session = make_session(None, None)
+    session.client("sagemaker").add_tags(
+        ResourceArn=made.model.arn,
+        Tags=[{"Key": "hyperpod-cdk:scaler", "Value": "ok 2026-11-26T01:02:03Z p5=2/1..3 pending=0"}],
+    )
+    operator = Operator()
+    above = operator("scale", "train", "p5", "4")
+    assert above.code == 2, above.err
+    assert "the scaler keeps group p5 within 1..3" in above.err
+    assert operator.fakes.calls == []
+    inside = operator("scale", "train", "p5", "3")
+    assert inside.code == 0, inside.err
+    assert [name for name, _ in operator.fakes.calls] == ["UpdateCluster"]
+    assert "The scaler owns this count within 1..3" in inside.out
+    assert "Keep the stack in step" not in inside.out
+    assert made.group("p5")["TargetCount"] == 3

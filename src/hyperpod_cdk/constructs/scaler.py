@@ -11,8 +11,7 @@ from __future__ import annotations
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-HEARTBEAT_TAG = "hyperpod-cdk:scaler"
-"""The cluster tag the scaler writes its heartbeat summary to (read by ``hyperpod-cdk status``)."""
+from training_runtime.scaler.heartbeat import TAG_KEY as HEARTBEAT_TAG
 
 SCALER_ACTIONS = (
     "sagemaker:BatchAddClusterNodes",

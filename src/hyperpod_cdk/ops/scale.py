@@ -5,6 +5,12 @@ caller names the config with ``--config``) has its counts in the stack: an Updat
 until the next deploy that touches the cluster, which sends the template's count again. So for such a
 cluster the command refuses, names the exact config change and validates it offline; ``--allow-drift``
 scales now anyway and names the same change, to make before the next deploy.
+
+A group the scaler grows and shrinks (its heartbeat tag, ``hyperpod-cdk:scaler``, lists the group with its
+``min..max``) is different: a deploy keeps the deployed count of such a group (docs/scaler-cloudformation.md), so
+``scale`` sets it without drift, but only inside ``min..max``, and says that the scaler moves it on (it adds nodes
+for waiting jobs and deletes nodes idle for ``idle_minutes``). Its bounds are changed in the config
+(``scaling.min``/``scaling.max``), then deployed.
 """
 
 from __future__ import annotations
@@ -17,18 +23,35 @@ from hyperpod_cdk.aws.errors import Exit, OpsError
 from hyperpod_cdk.ops.context import OpsContext
 from hyperpod_cdk.ops.lookup import Cluster, get_cluster
 from hyperpod_cdk.ops.render import print_json
+from training_runtime.scaler.heartbeat import TAG_KEY, GroupLine, parse_heartbeat
 
 STACK_TAG = "aws:cloudformation:stack-name"
 RENAMED = {"MinCount": "MinInstanceCount"}
 """DescribeCluster's group fields whose UpdateCluster name differs."""
 
 
-def owning_stack(sagemaker: Any, cluster: Cluster) -> str | None:
+def cluster_tags(sagemaker: Any, cluster: Cluster) -> dict[str, str]:
+    tags: dict[str, str] = {}
     for page in sagemaker.get_paginator("list_tags").paginate(ResourceArn=cluster.arn):
-        for tag in page.get("Tags", []):
-            if tag.get("Key") == STACK_TAG:
-                return str(tag.get("Value"))
-    return None
+        tags.update({str(t.get("Key")): str(t.get("Value")) for t in page.get("Tags", [])})
+    return tags
+
+
+def owning_stack(sagemaker: Any, cluster: Cluster) -> str | None:
+    return cluster_tags(sagemaker, cluster).get(STACK_TAG)
+
+
+def scaled_group(tags: dict[str, str], group: str) -> GroupLine | None:
+    """The group's line in the scaler's heartbeat tag; None where no scaler reports the group (or the value is not a
+    heartbeat: then the count is treated as the stack's, the safe side)."""
+    value = tags.get(TAG_KEY)
+    if value is None:
+        return None
+    try:
+        beat = parse_heartbeat(value)
+    except ValueError:
+        return None
+    return next((line for line in beat.groups if line.name == group), None)
 
 
 def group_specification(sagemaker: Any, group: dict[str, Any], count: int) -> dict[str, Any]:
@@ -82,11 +105,20 @@ def scale(args: argparse.Namespace, ctx: OpsContext) -> int:
     aws = Aws(ctx.session(args.profile, args.region))
     cluster = get_cluster(aws.sagemaker, args.cluster)
     group = cluster.group(args.group)
-    stack = owning_stack(aws.sagemaker, cluster)
-    managed = stack is not None or args.config is not None
+    tags = cluster_tags(aws.sagemaker, cluster)
+    stack = tags.get(STACK_TAG)
+    bounds = scaled_group(tags, args.group)
+    if bounds is not None and not bounds.min <= args.count <= bounds.max:
+        raise OpsError(
+            f"count {args.count}: the scaler keeps group {args.group} within {bounds.min}..{bounds.max}; give a count "
+            f"in that range, or change instance_groups[name={args.group}].scaling.min/max in the config and deploy",
+            Exit.USAGE,
+        )
+    managed = bounds is None and (stack is not None or args.config is not None)
     change = config_change(args.config, args.group, args.count)
     spec = group_specification(aws.sagemaker, group, args.count)
     report: dict[str, Any] = {
+        "scaler": None if bounds is None else {"min": bounds.min, "max": bounds.max},
         "cluster": cluster.name,
         "group": args.group,
         "from": group.get("TargetCount"),
@@ -121,4 +153,9 @@ def scale(args: argparse.Namespace, ctx: OpsContext) -> int:
     )
     if managed:
         ctx.out.print(f"[yellow]Keep the stack in step:[/yellow] {change['text']}")
+    if bounds is not None:
+        ctx.out.print(
+            f"The scaler owns this count within {bounds.min}..{bounds.max}: it adds nodes for waiting jobs and deletes "
+            "nodes idle for its idle time; a deploy keeps the deployed count."
+        )
     return Exit.OK
