@@ -79,9 +79,7 @@ def test_hyperpods_slurmd_fetches_its_configuration_from_every_controller(tmp_pa
 def test_the_hyperpod_controller_sends_its_accounting_include_to_configless_nodes(tmp_path: Path) -> None:
     plan = [s.name for s in steps_for(hyperpod_node(tmp_path / "hp", options=ACCOUNTING))]
     assert plan.index("slurm-accounting-include") < plan.index("daemon:slurmctld") < plan.index("slurm-configless-push")
-    [push] = [
-        s for s in steps_for(hyperpod_node(tmp_path / "hp2", options=ACCOUNTING)) if isinstance(s, ConfiglessPush)
-    ]
+    [push] = [s for s in steps_for(hyperpod_node(tmp_path / "hp2", options=ACCOUNTING)) if type(s) is ConfiglessPush]
     assert push.files == (INCLUDE,)
     generic = [s.name for s in steps_for(fake_node(tmp_path / "g", instance="controller-1", options=ACCOUNTING))]
     assert "slurm-configless-push" not in generic  # every generic node renders slurm.conf itself
