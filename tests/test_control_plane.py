@@ -14,9 +14,10 @@ from botocore import UNSIGNED
 from botocore.client import Config
 from botocore.exceptions import ClientError
 
+from hyperpod_local.control_plane.fleet import Fleet, Settings
 from hyperpod_local.control_plane.memory import MemoryBackend
 from hyperpod_local.control_plane.model import ClusterInfo, Group, Instance, Node
-from hyperpod_local.control_plane.operations import ControlPlane, Settings
+from hyperpod_local.control_plane.operations import ControlPlane
 from hyperpod_local.control_plane.protocol import Endpoint
 from hyperpod_local.control_plane.sigv4 import Key
 
@@ -59,22 +60,15 @@ def make(continuous: bool = True) -> Callable[[], Iterator[Harness]]:
             Group("controller", "Controller", "ml.m5.xlarge", 1, ROLE, LIFECYCLE),
             Group("gpu", "Compute", GPU, 2, ROLE, LIFECYCLE, partition="gpu"),
         ]
-        nodes = []
+        nodes: list[Node] = []
         for group in groups:
             for _ in range(group.target):
                 node = Node(f"logical-{len(nodes)}", group.name, group.instance_type, "Running", clock[0])
                 node.instance = backend.allocate(group)
                 nodes.append(node)
         settings = Settings(launch_latency=60.0, retry_interval=30.0)
-        plane = ControlPlane(
-            ClusterInfo("ml-cluster", ARN, continuous, clock[0]),
-            groups,
-            nodes,
-            backend,
-            settings=lambda: settings,
-            clock=lambda: clock[0],
-            spawn=lambda work: work(),
-        )
+        fleet = Fleet(groups, nodes, backend, settings=lambda: settings, clock=lambda: clock[0], spawn=lambda w: w())
+        plane = ControlPlane(ClusterInfo("ml-cluster", ARN, continuous, clock[0]), fleet)
         skew = [0.0]
         endpoint = Endpoint(plane, lambda: [KEY], clock=lambda: time.time() + skew[0])
         url = endpoint.serve()
@@ -110,11 +104,11 @@ def test_describe_and_list_show_the_nodes_in_botocores_shapes(cp: Harness) -> No
     pages = list(client.get_paginator("list_cluster_nodes").paginate(ClusterName="ml-cluster", MaxResults=1))
     assert len(pages) == 3  # paging: one node per page, every node once
     ids = [s["InstanceId"] for p in pages for s in p["ClusterNodeSummaries"]]
-    assert sorted(ids) == sorted(n.instance_id for n in cp.plane.nodes if n.instance_id)
+    assert sorted(ids) == sorted(n.instance_id for n in cp.plane.fleet.nodes if n.instance_id)
     node = client.describe_cluster_node(ClusterName="ml-cluster", NodeId=ids[1])["NodeDetails"]
     assert node["InstanceStatus"] == {"Status": "Running"}
     assert node["PrivateDnsHostname"].startswith("ip-10-1-0-")
-    assert node["PrivatePrimaryIp"] == next(n.instance.ip for n in cp.plane.nodes if n.instance_id == ids[1])  # type: ignore[union-attr]
+    assert node["PrivatePrimaryIp"] == next(n.instance.ip for n in cp.plane.fleet.nodes if n.instance_id == ids[1])  # type: ignore[union-attr]
 
 
 def test_unknown_cluster_and_node_are_resource_not_found(cp: Harness) -> None:
@@ -258,7 +252,7 @@ def test_capacity_shortage_keeps_the_node_pending_with_an_event_and_retries(cp: 
 
 def test_batch_delete_removes_workers_never_controllers(cp: Harness) -> None:
     client = cp.client()
-    by_group = {n.group: n.instance_id for n in cp.plane.nodes}
+    by_group = {n.group: n.instance_id for n in cp.plane.fleet.nodes}
     answer = client.batch_delete_cluster_nodes(
         ClusterName="ml-cluster", NodeIds=[by_group["controller"], by_group["gpu"], "i-00000000000000000"]
     )
@@ -278,8 +272,8 @@ def test_batch_delete_removes_workers_never_controllers(cp: Harness) -> None:
 
 def test_reboot_and_replace(cp: Harness) -> None:
     client = cp.client()
-    controller = next(n.instance_id for n in cp.plane.nodes if n.group == "controller")
-    worker = next(n.instance_id for n in cp.plane.nodes if n.group == "gpu")
+    controller = next(n.instance_id for n in cp.plane.fleet.nodes if n.group == "controller")
+    worker = next(n.instance_id for n in cp.plane.fleet.nodes if n.group == "gpu")
     answer = client.batch_replace_cluster_nodes(ClusterName="ml-cluster", NodeIds=[controller, worker])
     assert answer["Successful"] == [worker]
     assert [(f["NodeId"], f["ErrorCode"]) for f in answer["Failed"]] == [(controller, "InvalidInstanceStatus")]
@@ -339,14 +333,14 @@ def test_events_page_in_time_order(cp: Harness) -> None:
 
 def test_a_node_deleted_while_launching_is_terminated_when_its_boot_ends(cp: Harness) -> None:
     queued: list[Callable[[], None]] = []
-    cp.plane.spawn = queued.append
+    cp.plane.fleet.spawn = queued.append
     client = cp.client()
     client.batch_add_cluster_nodes(
         ClusterName="ml-cluster", NodesToAdd=[{"InstanceGroupName": "gpu", "IncrementTargetCountBy": 1}]
     )
     cp.later(60)
     groups(client)  # starts the launch
-    launching = next(n for n in cp.plane.nodes if n.launching)
+    launching = next(n for n in cp.plane.fleet.nodes if n.launching)
     instance: Instance = launching.instance  # type: ignore[assignment]
     client.batch_delete_cluster_nodes(ClusterName="ml-cluster", NodeIds=[instance.instance_id])
     while queued:

@@ -7,7 +7,7 @@ import ipaddress
 from dataclasses import dataclass, field
 
 from hyperpod_local.control_plane.model import Group, Instance
-from hyperpod_local.control_plane.operations import LaunchError
+from hyperpod_local.control_plane.fleet import LaunchError
 
 
 @dataclass

@@ -19,36 +19,23 @@ or raises :class:`~hyperpod_local.control_plane.model.ApiError`. What each does,
 - ``UpdateCluster``: the emulator changes instance counts (and ``MinInstanceCount``) only; a group's other
   fields must be as they are. A lower count removes Pending nodes first, then the newest Running ones (AWS does
   not say which nodes a lower count removes). Controller and login groups keep their counts.
-- Launches: a new node is ``Pending`` for the emulated launch latency (AWS: "15-25 minutes per instance batch";
-  here seconds, a setting), then its instance is allocated and booted by the backend (the lifecycle script runs)
-  and it becomes ``Running``. When the instance type's emulated capacity is used up the node stays Pending with
-  an ``InsufficientCapacity`` message, the group's ``CurrentCount`` stays below its ``TargetCount``, an Error
-  event is recorded, and the launch is retried (Continuous provisioning "retries worker launches in the
-  background"; AWS does not document the message text or the retry interval).
+- Launches, capacity and retries: :mod:`.fleet`.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import threading
-import time
-import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from hyperpod_local.control_plane import validation as check
-from hyperpod_local.control_plane.events import ERROR, INFO, WARN, EventLog
+from hyperpod_local.control_plane.fleet import Fleet
 from hyperpod_local.control_plane.model import (
     CONTROLLER,
-    PENDING,
     RUNNING,
     SHUTTING_DOWN,
     ApiError,
     ClusterInfo,
-    Group,
-    Instance,
     Node,
     validation,
 )
@@ -58,74 +45,23 @@ DEFAULT_PAGE = 100
 """ListClusterNodes / ListClusterEvents without MaxResults: AWS does not document the default page size."""
 
 
-class LaunchError(Exception):
-    """The backend could not boot an instance; the message becomes the node's status message."""
-
-
-class Backend(Protocol):
-    """What runs the instances: :class:`MemoryBackend` for tests, ``local.LocalClusterBackend`` for real nodes."""
-
-    def allocate(self, group: Group) -> Instance: ...
-
-    def boot(self, group: Group, instance: Instance) -> None: ...
-
-    def terminate(self, instance: Instance) -> None: ...
-
-    def reboot(self, instance: Instance) -> None: ...
-
-    def replace(self, instance: Instance) -> None: ...
-
-
-@dataclass
-class Settings:
-    """The emulator's knobs: launch latency (s), retry interval after a capacity failure (s), capacity per
-    instance type (most instances of that type at once; absent: unlimited)."""
-
-    launch_latency: float = 2.0
-    retry_interval: float = 2.0
-    capacity: dict[str, int] = field(default_factory=dict)
-
-
-def spawn_thread(work: Callable[[], None]) -> None:
-    threading.Thread(target=work, daemon=True).start()
-
-
 class ControlPlane:
-    """One cluster's API. ``settings`` is read at each reconciliation (a test may change it while running);
-    ``spawn`` runs slow backend work (a thread by default; tests pass an inline runner)."""
+    """One cluster's API over its :class:`~hyperpod_local.control_plane.fleet.Fleet`."""
 
-    def __init__(
-        self,
-        cluster: ClusterInfo,
-        groups: list[Group],
-        nodes: list[Node],
-        backend: Backend,
-        *,
-        settings: Callable[[], Settings] = Settings,
-        clock: Callable[[], float] = time.time,
-        spawn: Callable[[Callable[[], None]], None] = spawn_thread,
-        events: EventLog | None = None,
-    ) -> None:
+    def __init__(self, cluster: ClusterInfo, fleet: Fleet) -> None:
         self.cluster = cluster
-        self.groups = {g.name: g for g in groups}
-        self.nodes = list(nodes)
-        self.backend = backend
-        self.settings = settings
-        self.clock = clock
-        self.spawn = spawn
-        self.events = events or EventLog(clock)
+        self.fleet = fleet
         self.tokens: dict[str, tuple[str, float, list[str]]] = {}
-        self.lock = threading.RLock()
 
     # --- dispatch -------------------------------------------------------------------------------
     def call(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
         handler = getattr(self, f"op_{operation}", None)
         if handler is None:
             raise ApiError("UnknownOperationException", f"{operation} is not emulated by hyperpod-local")
-        with self.lock:
-            self.reconcile()
+        with self.fleet.lock:
+            self.fleet.reconcile()
             answer: dict[str, Any] = handler(params)
-            self.reconcile()
+            self.fleet.reconcile()
             return answer
 
     def _cluster(self, params: dict[str, Any], key: str = "ClusterName") -> None:
@@ -133,25 +69,10 @@ class ControlPlane:
         if name not in (self.cluster.name, self.cluster.arn):
             raise ApiError("ResourceNotFound", f"Cluster {name} not found")
 
-    def group(self, name: str) -> Group:
-        return self.groups[name]
-
-    def live(self, group: str) -> list[Node]:
-        return [n for n in self.nodes if n.group == group and n.status != SHUTTING_DOWN]
-
-    def current(self, group: str) -> int:
-        return sum(1 for n in self.nodes if n.group == group and n.status == RUNNING)
-
-    def find(self, node_id: str | None = None, logical_id: str | None = None) -> Node | None:
-        for node in self.nodes:
-            if (node_id and node.instance_id == node_id) or (logical_id and node.logical_id == logical_id):
-                return node
-        return None
-
     # --- reads ----------------------------------------------------------------------------------
     def op_DescribeCluster(self, params: dict[str, Any]) -> dict[str, Any]:
         self._cluster(params)
-        groups = [g.describe(self.current(g.name)) for g in self.groups.values()]
+        groups = [g.describe(self.fleet.current(g.name)) for g in self.fleet.groups.values()]
         changing = any(g["CurrentCount"] != g["TargetCount"] for g in groups)
         found: dict[str, Any] = {
             "ClusterArn": self.cluster.arn,
@@ -176,7 +97,7 @@ class ControlPlane:
         after, before = params.get("CreationTimeAfter"), params.get("CreationTimeBefore")
         nodes = [
             n
-            for n in self.nodes
+            for n in self.fleet.nodes
             # Nodes with no instance yet are known by their logical id only when asked for.
             if (n.instance_id or params.get("IncludeNodeLogicalIds"))
             and contains in n.group
@@ -199,10 +120,10 @@ class ControlPlane:
         node_id, logical = params.get("NodeId"), params.get("NodeLogicalId")
         if bool(node_id) == bool(logical):
             raise validation("give exactly one of NodeId and NodeLogicalId")
-        node = self.find(node_id, logical)
+        node = self.fleet.find(node_id, logical)
         if node is None:
             raise ApiError("ResourceNotFound", f"Node {node_id or logical} not found in cluster {self.cluster.name}")
-        return {"NodeDetails": node.details(self.group(node.group))}
+        return {"NodeDetails": node.details(self.fleet.group(node.group))}
 
     def op_ListClusterEvents(self, params: dict[str, Any]) -> dict[str, Any]:
         self._cluster(params)
@@ -211,7 +132,7 @@ class ControlPlane:
         problems: list[str] = []
         size = check.integer(params, "MaxResults", 1, check.LIST_MAX, problems) or DEFAULT_PAGE
         check.check(problems)
-        page, token = _page(self.events.select(params), params.get("NextToken"), size)
+        page, token = _page(self.fleet.events.select(params), params.get("NextToken"), size)
         events = [e.summary(self.cluster.name, self.cluster.arn) for e in page]
         return {"Events": events, **({"NextToken": token} if token else {})}
 
@@ -267,27 +188,27 @@ class ControlPlane:
             problems.append(f"ClientToken: got {token!r}; allowed: 1 to 64 printable ASCII characters")
         check.check(problems)
         request = json.dumps(specs, sort_keys=True)
-        now = self.clock()
+        now = self.fleet.clock()
         if token:
             self.tokens = {k: v for k, v in self.tokens.items() if now - v[1] < CLIENT_TOKEN_TTL_S}
             if token in self.tokens:
                 seen, _, logical = self.tokens[token]
                 if seen != request:
                     raise validation(f"ClientToken {token} was used with other parameters within 8 hours")
-                return self._added([n for n in self.nodes if n.logical_id in logical], [])
+                return self._added([n for n in self.fleet.nodes if n.logical_id in logical], [])
         added: list[Node] = []
         failed: list[dict[str, Any]] = []
         for spec in specs:
             name, count = spec["InstanceGroupName"], spec["IncrementTargetCountBy"]
-            group = self.groups.get(name)
+            group = self.fleet.groups.get(name)
             if group is None or group.node_type == CONTROLLER:
                 why = "no such instance group" if group is None else "the emulator does not add Slurm controllers"
                 code = "InstanceGroupNotFound" if group is None else "InvalidInstanceGroupStatus"
                 failed.append({"InstanceGroupName": name, "ErrorCode": code, "FailedCount": count, "Message": why})
                 continue
             group.target += count
-            added += [self._new_node(group, now) for _ in range(count)]
-            self.events.record(f"Target count of {name} increased by {count} to {group.target}", group=name)
+            added += [self.fleet.new_node(group, now) for _ in range(count)]
+            self.fleet.events.record(f"Target count of {name} increased by {count} to {group.target}", group=name)
         if token:
             self.tokens[token] = (request, now, [n.logical_id for n in added])
         return self._added(added, failed)
@@ -295,13 +216,6 @@ class ControlPlane:
     def _added(self, nodes: list[Node], failed: list[dict[str, Any]]) -> dict[str, Any]:
         ok = [{"NodeLogicalId": n.logical_id, "InstanceGroupName": n.group, "Status": n.status} for n in nodes]
         return {"Successful": ok, "Failed": failed}
-
-    def _new_node(self, group: Group, now: float) -> Node:
-        node = Node(
-            str(uuid.uuid4()), group.name, group.instance_type, PENDING, now, now + self.settings().launch_latency
-        )
-        self.nodes.append(node)
-        return node
 
     def op_BatchDeleteClusterNodes(self, params: dict[str, Any]) -> dict[str, Any]:
         self._cluster(params)
@@ -314,58 +228,25 @@ class ControlPlane:
         }
         for kind, refs in (("NodeId", ids), ("NodeLogicalId", logical)):
             for ref in refs:
-                node = self.find(ref, None) if kind == "NodeId" else self.find(None, ref)
+                node = self.fleet.find(ref, None) if kind == "NodeId" else self.fleet.find(None, ref)
                 code, message = self._deletable(node)
                 suffix = "" if kind == "NodeId" else "NodeLogicalIds"
                 if code:
                     answer[f"Failed{suffix}"].append({kind: ref, "Code": code, "Message": message})
                     continue
                 assert node is not None
-                self._remove(node, "deleted by BatchDeleteClusterNodes")
+                self.fleet.remove(node, "deleted by BatchDeleteClusterNodes")
                 answer[f"Successful{suffix}"].append(ref)
         return {k: v for k, v in answer.items() if v or k in ("Successful", "Failed")}
 
     def _deletable(self, node: Node | None) -> tuple[str, str]:
         if node is None:
             return "NodeIdNotFound", "no such node in this cluster"
-        if self.group(node.group).node_type == CONTROLLER:
+        if self.fleet.group(node.group).node_type == CONTROLLER:
             return "InvalidNodeStatus", "you cannot remove instances that are configured as Slurm controller nodes"
         if node.status == SHUTTING_DOWN:
             return "InvalidNodeStatus", "the node is already shutting down"
         return "", ""
-
-    def _remove(self, node: Node, why: str) -> None:
-        """The node leaves its group: its target goes down, a node without instance is gone at once, one with an
-        instance shuts down (the backend terminates it) and then is gone."""
-        group = self.group(node.group)
-        group.target = max(0, group.target - 1)
-        node.status, node.message = SHUTTING_DOWN, ""
-        self.events.record(
-            f"Node {node.instance_id or node.logical_id} {why}", group=node.group, instance_id=node.instance_id
-        )
-        if node.instance is None:
-            self.nodes.remove(node)
-        elif not node.launching:  # a launch in flight terminates its node when it ends
-            self._terminate(node)
-
-    def _terminate(self, node: Node) -> None:
-        instance = node.instance
-        assert instance is not None
-
-        def work() -> None:
-            try:
-                self.backend.terminate(instance)
-            finally:
-                with self.lock:
-                    if node in self.nodes:
-                        self.nodes.remove(node)
-                    self.events.record(
-                        f"Instance {instance.instance_id} terminated",
-                        group=node.group,
-                        instance_id=instance.instance_id,
-                    )
-
-        self.spawn(work)
 
     def op_BatchRebootClusterNodes(self, params: dict[str, Any]) -> dict[str, Any]:
         return self._recover(params, "reboot")
@@ -385,10 +266,10 @@ class ControlPlane:
         for kind, refs in (("NodeId", ids), ("NodeLogicalId", logical)):
             suffix = "" if kind == "NodeId" else "NodeLogicalIds"
             for ref in refs:
-                node = self.find(ref, None) if kind == "NodeId" else self.find(None, ref)
+                node = self.fleet.find(ref, None) if kind == "NodeId" else self.fleet.find(None, ref)
                 if node is None:
                     code, message = "InstanceIdNotFound", "no such node in this cluster"
-                elif action == "replace" and self.group(node.group).node_type == CONTROLLER:
+                elif action == "replace" and self.fleet.group(node.group).node_type == CONTROLLER:
                     code, message = (
                         "InvalidInstanceStatus",
                         "you cannot replace instances configured as Slurm controller nodes",
@@ -396,41 +277,11 @@ class ControlPlane:
                 elif node.status != RUNNING or node.instance is None:
                     code, message = "InvalidInstanceStatus", f"the node is {node.status}; it must be Running"
                 else:
-                    self._start_recovery(node, action)
+                    self.fleet.start_recovery(node, action)
                     answer[f"Successful{suffix}"].append(ref)
                     continue
                 answer[f"Failed{suffix}"].append({kind: ref, "ErrorCode": code, "Message": message})
         return {k: v for k, v in answer.items() if v or k in ("Successful", "Failed")}
-
-    def _start_recovery(self, node: Node, action: str) -> None:
-        instance = node.instance
-        assert instance is not None
-        node.status, node.launching = PENDING, True
-        self.events.record(
-            f"Instance {instance.instance_id}: {action} started", group=node.group, instance_id=instance.instance_id
-        )
-
-        def work() -> None:
-            try:
-                (self.backend.reboot if action == "reboot" else self.backend.replace)(instance)
-                status, message, level = RUNNING, "", INFO
-            except LaunchError as error:
-                status, message, level = "Failure", str(error), ERROR
-            with self.lock:
-                node.launching = False
-                if node.status == SHUTTING_DOWN:
-                    self._terminate(node)
-                    return
-                node.status, node.message = status, message
-                what = f"{action} done" if status == RUNNING else f"{action} failed: {message}"
-                self.events.record(
-                    f"Instance {instance.instance_id}: {what}",
-                    level=level,
-                    group=node.group,
-                    instance_id=instance.instance_id,
-                )
-
-        self.spawn(work)
 
     def op_UpdateCluster(self, params: dict[str, Any]) -> dict[str, Any]:
         self._cluster(params)
@@ -440,7 +291,7 @@ class ControlPlane:
             problems.append(f"InstanceGroups: {len(specs)} given; allowed: 1 to {check.UPDATE_GROUPS_MAX}")
         for index, spec in enumerate(specs):
             where = f"InstanceGroups[{index}]"
-            group = self.groups.get(spec.get("InstanceGroupName"))
+            group = self.fleet.groups.get(spec.get("InstanceGroupName"))
             if group is None:
                 problems.append(
                     f"{where}.InstanceGroupName: no instance group {spec.get('InstanceGroupName')!r} in this cluster"
@@ -457,89 +308,28 @@ class ControlPlane:
                     f"{where}.InstanceCount: {group.name} is a {group.node_type} group; only compute groups scale"
                 )
         check.check(problems)
-        now = self.clock()
+        now = self.fleet.clock()
         for spec in specs:
-            group = self.groups[spec["InstanceGroupName"]]
+            group = self.fleet.groups[spec["InstanceGroupName"]]
             if "MinInstanceCount" in spec:
                 group.min_count = spec["MinInstanceCount"]
             count = int(spec["InstanceCount"])
             if count == group.target:
                 continue
-            self.events.record(f"Target count of {group.name} set from {group.target} to {count}", group=group.name)
+            self.fleet.events.record(
+                f"Target count of {group.name} set from {group.target} to {count}", group=group.name
+            )
             if count > group.target:
                 for _ in range(count - group.target):
-                    self._new_node(group, now)
+                    self.fleet.new_node(group, now)
                 group.target = count
             else:
-                for node in sorted(self.live(group.name), key=lambda n: (n.status == RUNNING, n.created), reverse=True)[
-                    : len(self.live(group.name)) - count
-                ]:
-                    self._remove(node, "removed by UpdateCluster (lower InstanceCount)")
+                for node in sorted(
+                    self.fleet.live(group.name), key=lambda n: (n.status == RUNNING, n.created), reverse=True
+                )[: len(self.fleet.live(group.name)) - count]:
+                    self.fleet.remove(node, "removed by UpdateCluster (lower InstanceCount)")
                 group.target = count
         return {"ClusterArn": self.cluster.arn}
-
-    # --- launches -------------------------------------------------------------------------------
-    def reconcile(self) -> None:
-        """Start each Pending node's launch whose latency has passed, unless its type's capacity is used up."""
-        with self.lock:
-            settings, now = self.settings(), self.clock()
-            for node in list(self.nodes):
-                if node.status != PENDING or node.launching or node.instance is not None or now < node.ready_at:
-                    continue
-                limit = settings.capacity.get(node.instance_type)
-                used = sum(1 for n in self.nodes if n.instance is not None and n.instance_type == node.instance_type)
-                if limit is not None and used >= limit:
-                    node.ready_at = now + settings.retry_interval
-                    node.message = f"InsufficientCapacity: not enough {node.instance_type} capacity; retrying"
-                    if not node.capacity_short:
-                        node.capacity_short = True
-                        self.events.record(
-                            f"Failed to launch a {node.instance_type} instance in {node.group}: insufficient capacity; "
-                            "Continuous provisioning retries in the background",
-                            level=ERROR,
-                            group=node.group,
-                        )
-                    continue
-                self._launch(node)
-
-    def _launch(self, node: Node) -> None:
-        group = self.group(node.group)
-        node.instance = self.backend.allocate(group)
-        node.launching, node.message, node.capacity_short = True, "", False
-        instance = node.instance
-        self.events.record(
-            f"Instance {instance.instance_id} launching in {group.name}",
-            group=group.name,
-            instance_id=instance.instance_id,
-        )
-
-        def work() -> None:
-            try:
-                self.backend.boot(group, instance)
-                failure = ""
-            except LaunchError as error:
-                failure = str(error) or "the instance did not boot"
-            with self.lock:
-                node.launching = False
-                if node.status == SHUTTING_DOWN:
-                    self._terminate(node)
-                elif failure:
-                    node.status, node.message = "Failure", failure
-                    self.events.record(
-                        f"Instance {instance.instance_id} failed: {failure}",
-                        level=WARN,
-                        group=group.name,
-                        instance_id=instance.instance_id,
-                    )
-                else:
-                    node.status = RUNNING
-                    self.events.record(
-                        f"Instance {instance.instance_id} is Running",
-                        group=group.name,
-                        instance_id=instance.instance_id,
-                    )
-
-        self.spawn(work)
 
 
 def _page(items: list[Any], token: Any, size: int) -> tuple[list[Any], str | None]:
