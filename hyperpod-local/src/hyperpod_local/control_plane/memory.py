@@ -6,8 +6,8 @@ import hashlib
 import ipaddress
 from dataclasses import dataclass, field
 
-from hyperpod_local.control_plane.model import Group, Instance
 from hyperpod_local.control_plane.fleet import LaunchError
+from hyperpod_local.control_plane.model import Group, Instance
 
 
 @dataclass
