@@ -22,6 +22,7 @@ from hyperpod_local.control_plane import local as control_plane
 from local_support import requires_hyperpod_platform
 from ops_support import HyperPodFakes, Operator
 from training_runtime.node import HYPERPOD
+from training_runtime.node_names import ip_name
 
 pytestmark = requires_hyperpod_platform
 
@@ -47,7 +48,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 @pytest.fixture
 def env(cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
     found = control_plane.client_env(cluster)
-    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_DEFAULT_REGION"):
+    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
         monkeypatch.delenv(name, raising=False)
     for name, value in found.items():
         monkeypatch.setenv(name, value)
@@ -98,7 +99,7 @@ def test_the_api_shows_the_real_nodes_under_their_slurm_names(cluster: LocalClus
     listed = nodes(sagemaker)
     assert sorted(n["InstanceGroupName"] for n in listed) == ["controller", "cpu"]
     hostnames = {n["PrivateDnsHostname"].split(".")[0] for n in listed}
-    assert hostnames == {cluster.slurm_name(n.name) for n in cluster.nodes}
+    assert hostnames == {ip_name(n.ip) for n in cluster.nodes}  # EC2's DNS name: the Slurm name in the ip naming
     assert set(slurm_nodes(cluster, "cpu")) == {cluster.slurm_name("cpu-1")}
     # The group at 0 keeps its partition, with no node (membership.py).
     assert "burst" in run(cluster, "sinfo", "-h", "-o", "%P").split()
@@ -106,8 +107,9 @@ def test_the_api_shows_the_real_nodes_under_their_slurm_names(cluster: LocalClus
 
 
 def test_an_added_node_joins_slurm_runs_a_job_and_leaves_when_deleted(cluster: LocalCluster, sagemaker: Any) -> None:
-    job = run(cluster, "sbatch", "--parsable", "-p", "burst", "-N1", "-o", "/tmp/burst-%j.out", "--wrap", "hostname")
-    job_id = job.strip()
+    # Slurm 24.11 refuses a job for a partition without nodes at submission: it cannot wait there for a node.
+    refused = cluster.exec(cluster.layout.controller.name, ["sbatch", "-p", "burst", "-N1", "--wrap", "hostname"])
+    assert refused.returncode != 0 and "Requested node configuration is not available" in refused.stderr
     added = sagemaker.batch_add_cluster_nodes(
         ClusterName=NAME, NodesToAdd=[{"InstanceGroupName": "burst", "IncrementTargetCountBy": 1}], ClientToken="t1"
     )
@@ -128,15 +130,9 @@ def test_an_added_node_joins_slurm_runs_a_job_and_leaves_when_deleted(cluster: L
     name = next(n.name for n in LocalCluster.open(cluster.workdir).nodes if n.group == "burst")
     fresh = LocalCluster.open(cluster.workdir)
     slurm_name = fresh.slurm_name(name)
-    assert node["PrivateDnsHostname"].split(".")[0] == slurm_name or fresh.state.naming != "ip"
+    assert node["PrivateDnsHostname"].split(".")[0] == ip_name(fresh.node(name).ip)
     fresh.wait_idle(120, nodes=[name])
-    # The job that waited in the empty partition ran on the new node.
-    state = wait_for(
-        "the job to end",
-        lambda: run(cluster, "sacct", "-n", "-X", "-P", "-j", job_id, "-o", "state").strip() == "COMPLETED" or None,
-        120,
-    )
-    assert state
+    assert run(cluster, "srun", "-p", "burst", "-N1", "hostname").strip() == slurm_name  # a job runs on it
     for holder in (fresh.layout.controller.name, "cpu-1", name):  # every copy of resource_config.json lists it
         config = fresh.exec(holder, ["cat", "/opt/ml/config/resource_config.json"]).stdout
         assert f'"{name}"' in config, holder
@@ -199,7 +195,7 @@ def test_the_operator_cli_status_replace_and_scale(cluster: LocalCluster, sagema
     status = operator("status", NAME, "--json")
     assert status.code == 0, status.err
     report = status.json()
-    assert {n["hostname"] for n in report["nodes"]} == {cluster.slurm_name(n.name) for n in cluster.nodes}
+    assert {n["hostname"] for n in report["nodes"]} == {ip_name(n.ip) for n in cluster.nodes}
     assert {n["status"] for n in report["nodes"]} == {"Running"}
 
     worker = next(n for n in report["nodes"] if n["group"] == "cpu")
@@ -220,4 +216,4 @@ def test_the_operator_cli_status_replace_and_scale(cluster: LocalCluster, sagema
     added = next(n.name for n in fresh.nodes if n.group == "burst")
     fresh.wait_idle(120, nodes=[added])
     again = operator("status", NAME, "--json").json()
-    assert fresh.slurm_name(added) in {n["hostname"] for n in again["nodes"]}
+    assert ip_name(fresh.node(added).ip) in {n["hostname"] for n in again["nodes"]}

@@ -1,6 +1,6 @@
 """The control plane of a running local cluster: its real nodes as the backend, served where nodes and host reach it.
 
-One process per cluster (``python -m hyperpod_local.control_plane.local --workdir W``, started by :func:`start`,
+One process per cluster (``python -m hyperpod_local.control_plane --workdir W``, started by :func:`start`,
 stopped by :func:`stop` and by ``down``) serves:
 
 * the SageMaker API (:mod:`.protocol`) on ``127.0.0.1:<free port>`` for the host (boto3 through
@@ -16,7 +16,7 @@ changes them while it runs: :func:`set_capacity`, :func:`set_latency`.
 
 from __future__ import annotations
 
-import argparse
+import contextlib
 import ctypes
 import ipaddress
 import json
@@ -28,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -174,6 +175,7 @@ def client_env(cluster: ClusterHandle) -> dict[str, str]:
         "AWS_SECRET_ACCESS_KEY": found["SecretAccessKey"],
         "AWS_SESSION_TOKEN": found["Token"],
         "AWS_REGION": LOCAL_REGION,
+        "AWS_DEFAULT_REGION": LOCAL_REGION,
     }
 
 
@@ -208,20 +210,19 @@ class LocalClusterBackend:
         return instance_of(layout.cluster_name, made[0])
 
     def boot(self, group: Group, instance: Instance) -> None:
-        with self.lock:
+        with self.lock, _agent_paused(self._open()):
             cluster = self._open()
             try:
                 membership.publish(cluster)
                 code, output = cluster.boot(instance.name, bootstrap=True) or (0, "")
             except LocalClusterError as error:
                 raise LaunchError(str(error)) from None
-            _restart_agent(cluster)
         if code != 0:
             lines = [line for line in output.splitlines() if line.strip()]
             raise LaunchError(f"the lifecycle script failed (exit {code}): {lines[-1] if lines else ''}")
 
     def terminate(self, instance: Instance) -> None:
-        with self.lock:
+        with self.lock, _agent_paused(self._open()):
             cluster = self._open()
             if any(n.name == instance.name for n in cluster.layout.nodes):
                 cluster.crash(instance.name)
@@ -229,30 +230,37 @@ class LocalClusterBackend:
                 for disk in ("upper", "work"):
                     subprocess.run(["rm", "-rf", str(node_dir / disk)], check=False)
                 membership.change_layout(self.workdir, lambda layout: membership.shrunk(layout, instance.name))
-            cluster = self._open()
-            membership.publish(cluster)
-            _restart_agent(cluster)
+            membership.publish(self._open())
 
     def reboot(self, instance: Instance) -> None:
-        try:
-            self._open().reboot(instance.name)
-        except LocalClusterError as error:
-            raise LaunchError(str(error)) from None
+        with self.lock, _agent_paused(self._open()):
+            try:
+                self._open().reboot(instance.name)
+            except LocalClusterError as error:
+                raise LaunchError(str(error)) from None
 
     def replace(self, instance: Instance) -> None:
-        try:
-            code, _ = self._open().replace(instance.name)
-        except LocalClusterError as error:
-            raise LaunchError(str(error)) from None
+        with self.lock, _agent_paused(self._open()):
+            try:
+                code, _ = self._open().replace(instance.name)
+            except LocalClusterError as error:
+                raise LaunchError(str(error)) from None
         if code != 0:
             raise LaunchError(f"the lifecycle script failed on the new instance (exit {code})")
 
 
-def _restart_agent(cluster: ClusterHandle) -> None:
-    """The emulated HyperPod agent watches the nodes it knew when it started: it starts again with the new list."""
-    if agent.enabled(cluster):
+@contextlib.contextmanager
+def _agent_paused(cluster: ClusterHandle) -> Iterator[None]:
+    """The emulated HyperPod agent stopped while the control plane powers a node off or on (else it would see the
+    node fail and replace it too), then started again: it watches the nodes it finds when it starts."""
+    running = agent.enabled(cluster)
+    if running:
         agent.stop(cluster)
-        agent.start(cluster)
+    try:
+        yield
+    finally:
+        if running:
+            agent.start(cluster)
 
 
 def instance_of(cluster_name: str, node: LocalNode) -> Instance:
@@ -370,7 +378,7 @@ def _pid(cluster: ClusterHandle) -> int | None:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
     except (OSError, ValueError):
         return None
-    return pid if "hyperpod_local.control_plane.local" in cmdline and str(cluster.workdir) in cmdline else None
+    return pid if "hyperpod_local.control_plane" in cmdline and str(cluster.workdir) in cmdline else None
 
 
 def running(cluster: ClusterHandle) -> bool:
@@ -407,7 +415,7 @@ def start(
     (own / "url.json").unlink(missing_ok=True)
     with (own / "server.log").open("ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "hyperpod_local.control_plane.local", "--workdir", str(cluster.workdir)],
+            [sys.executable, "-m", "hyperpod_local.control_plane", "--workdir", str(cluster.workdir)],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -431,14 +439,3 @@ def stop(cluster: ClusterHandle, timeout: float = 30.0) -> None:
         terminate(pid, lambda: _pid(cluster) is not None, timeout)
     (directory(cluster) / "pid").unlink(missing_ok=True)
     (directory(cluster) / "url.json").unlink(missing_ok=True)
-
-
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hyperpod_local.control_plane.local")
-    parser.add_argument("--workdir", required=True, type=Path)
-    serve(parser.parse_args(argv).workdir)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
