@@ -366,3 +366,44 @@ def test_the_docs_state_the_limits_the_code_enforces() -> None:
         f"at most {limits.TAGS_MAX} tags",
     ):
         assert claim in text, claim
+
+
+def test_the_metadata_service_hands_out_the_role_keys_with_an_imdsv2_token(tmp_path: Any) -> None:
+    import json
+    import threading
+    import urllib.error
+    import urllib.request
+    from http.server import ThreadingHTTPServer
+
+    from hyperpod_local.imds import CREDENTIALS_PATH, handler
+    from training_runtime.spot import TOKEN_PATH
+
+    keys = {"Code": "Success", "AccessKeyId": KEY.access_key, "SecretAccessKey": KEY.secret_key, "Token": KEY.token}
+    (tmp_path / "credentials.json").write_text(json.dumps(keys))
+    (tmp_path / "notices.json").write_text("{}")
+    server = ThreadingHTTPServer(
+        ("127.0.0.1", 0), handler(tmp_path / "notices.json", tmp_path / "credentials.json", "the-role")
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+
+    def get(path: str, headers: dict[str, str], method: str = "GET") -> str:
+        request = urllib.request.Request(base + path, headers=headers, method=method)
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            return str(answer.read().decode())
+
+    try:
+        with pytest.raises(urllib.error.HTTPError) as refused:  # IMDSv1 (no token) is refused
+            get(CREDENTIALS_PATH, {})
+        assert refused.value.code == 401
+        token = get(TOKEN_PATH, {"X-aws-ec2-metadata-token-ttl-seconds": "60"}, "PUT")
+        assert get(CREDENTIALS_PATH, {"X-aws-ec2-metadata-token": token}) == "the-role"
+        found = json.loads(get(CREDENTIALS_PATH + "the-role", {"X-aws-ec2-metadata-token": token}))
+        assert (found["AccessKeyId"], found["SecretAccessKey"], found["Token"]) == (
+            KEY.access_key,
+            KEY.secret_key,
+            KEY.token,
+        )
+    finally:
+        server.shutdown()
+        server.server_close()

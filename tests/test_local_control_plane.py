@@ -7,7 +7,9 @@ deleted, a launch short of capacity shows in the counts and the events; ``hyperp
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,6 +25,7 @@ from local_support import requires_hyperpod_platform
 from ops_support import HyperPodFakes, Operator
 from training_runtime.node import HYPERPOD
 from training_runtime.node_names import ip_name
+from training_runtime.paths import DONE_MARKER
 
 pytestmark = requires_hyperpod_platform
 
@@ -133,6 +136,7 @@ def test_an_added_node_joins_slurm_runs_a_job_and_leaves_when_deleted(cluster: L
     assert node["PrivateDnsHostname"].split(".")[0] == ip_name(fresh.node(name).ip)
     fresh.wait_idle(120, nodes=[name])
     assert run(cluster, "srun", "-p", "burst", "-N1", "hostname").strip() == slurm_name  # a job runs on it
+    assert fresh.exec(name, ["test", "-e", DONE_MARKER]).returncode == 0  # its lifecycle script ran
     for holder in (fresh.layout.controller.name, "cpu-1", name):  # every copy of resource_config.json lists it
         config = fresh.exec(holder, ["cat", "/opt/ml/config/resource_config.json"]).stdout
         assert f'"{name}"' in config, holder
@@ -217,3 +221,36 @@ def test_the_operator_cli_status_replace_and_scale(cluster: LocalCluster, sagema
     fresh.wait_idle(120, nodes=[added])
     again = operator("status", NAME, "--json").json()
     assert ip_name(fresh.node(added).ip) in {n["hostname"] for n in again["nodes"]}
+
+
+NODE_CALL = """
+import json, sys, urllib.request
+import boto3
+imds, endpoint = sys.argv[1], sys.argv[2]
+def get(path, token=None, method="GET"):
+    headers = {"X-aws-ec2-metadata-token": token} if token else {"X-aws-ec2-metadata-token-ttl-seconds": "60"}
+    return urllib.request.urlopen(urllib.request.Request(imds + path, headers=headers, method=method)).read().decode()
+token = get("/latest/api/token", method="PUT")
+role = get("/latest/meta-data/iam/security-credentials/", token)
+keys = json.loads(get("/latest/meta-data/iam/security-credentials/" + role, token))
+client = boto3.client("sagemaker", region_name="local", endpoint_url=endpoint, aws_access_key_id=keys["AccessKeyId"],
+                      aws_secret_access_key=keys["SecretAccessKey"], aws_session_token=keys["Token"])
+print(client.describe_cluster(ClusterName=sys.argv[3])["ClusterStatus"])
+"""
+
+
+def test_a_node_calls_the_api_with_the_role_keys_of_its_metadata_service(cluster: LocalCluster) -> None:
+    """What the scaler on the controller does: IMDSv2 for the role's keys, then a signed call to the URL in its
+    parameters file, on the cluster's bridge."""
+    from hyperpod_local.imds import imds_url
+    from training_runtime.params import PARAMETERS_FILE_BY_MODE, ProvisioningParameters
+
+    path = f"/opt/ml/lifecycle/{PARAMETERS_FILE_BY_MODE[cluster.state.mode]}"
+    params = cluster.exec(cluster.layout.controller.name, ["cat", path])
+    emulation = ProvisioningParameters.from_json(json.loads(params.stdout)).emulation
+    assert emulation is not None and emulation.sagemaker_url == control_plane.sagemaker_url(cluster.layout.subnet)
+    python = str(Path(sys.prefix) / "bin" / "python")  # the host's environment is mounted on every node
+    argv = [python, "-c", NODE_CALL, imds_url(cluster.layout.subnet), emulation.sagemaker_url, NAME]
+    result = cluster.exec(cluster.layout.controller.name, argv, env={"AWS_EC2_METADATA_DISABLED": "true"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "InService"
