@@ -407,3 +407,23 @@ def test_the_metadata_service_hands_out_the_role_keys_with_an_imdsv2_token(tmp_p
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_the_command_line_knobs() -> None:
+    import argparse
+
+    from hyperpod_local.cli import add_commands
+    from hyperpod_local.control_plane.cli import capacity
+
+    assert capacity("ml.g5.8xlarge=2") == ("ml.g5.8xlarge", 2)
+    assert capacity("ml.g5.8xlarge=unlimited") == ("ml.g5.8xlarge", None)
+    for bad in ("ml.g5.8xlarge", "=2", "ml.g5.8xlarge=-1", "ml.g5.8xlarge=many"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            capacity(bad)
+    parser = argparse.ArgumentParser()
+    add_commands(parser)
+    up = parser.parse_args(["up", "--launch-latency", "2", "--capacity", "ml.c5.xlarge=0", "--no-control-plane"])
+    assert (up.launch_latency, up.capacity, up.control_plane) == (2.0, [("ml.c5.xlarge", 0)], False)
+    assert parser.parse_args(["up"]).control_plane is None  # on by default for the HyperPod platform
+    knobs = parser.parse_args(["control-plane", "--capacity", "ml.c5.xlarge=unlimited", "--env"])
+    assert (knobs.capacity, knobs.env, knobs.launch_latency) == ([("ml.c5.xlarge", None)], True, None)

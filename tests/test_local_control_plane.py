@@ -191,7 +191,8 @@ def test_a_launch_short_of_capacity_shows_in_counts_and_events(cluster: LocalClu
 class NoFakes(HyperPodFakes):
     """Every call goes to the emulated control plane."""
 
-    ANSWERED = ()
+    def install(self, session: boto3.session.Session) -> None:
+        pass
 
 
 def test_the_operator_cli_status_replace_and_scale(cluster: LocalCluster, sagemaker: Any, env: dict[str, str]) -> None:
