@@ -427,3 +427,30 @@ def test_the_command_line_knobs() -> None:
     assert parser.parse_args(["up"]).control_plane is None  # on by default for the HyperPod platform
     knobs = parser.parse_args(["control-plane", "--capacity", "ml.c5.xlarge=unlimited", "--env"])
     assert (knobs.capacity, knobs.env, knobs.launch_latency) == ([("ml.c5.xlarge", None)], True, None)
+
+
+def test_a_launch_the_backend_cannot_place_is_retried_with_an_event(cp: Harness) -> None:
+    from hyperpod_local.control_plane.fleet import LaunchError
+
+    allocate = cp.backend.allocate
+    full = [True]
+
+    def refuse(group: Group) -> Instance:
+        if full[0]:
+            raise LaunchError("subnet 10.1.0.0/24: no free address for another node")
+        return allocate(group)
+
+    cp.backend.allocate = refuse  # type: ignore[method-assign]
+    client = cp.client()
+    client.batch_add_cluster_nodes(
+        ClusterName="ml-cluster", NodesToAdd=[{"InstanceGroupName": "gpu", "IncrementTargetCountBy": 1}]
+    )
+    cp.later(60)
+    assert groups(client)["gpu"] == (2, 3)
+    events = client.list_cluster_events(ClusterName="ml-cluster", InstanceGroupName="gpu")["Events"]
+    assert [e["Description"] for e in events if e["EventLevel"] == "Error"] == [
+        "Failed to launch an instance in gpu: subnet 10.1.0.0/24: no free address for another node"
+    ]
+    full[0] = False
+    cp.later(30)
+    assert groups(client)["gpu"] == (3, 3)
