@@ -99,6 +99,7 @@ def slurm_nodes(cluster: LocalCluster, partition: str) -> dict[str, str]:
 
 def test_the_api_shows_the_real_nodes_under_their_slurm_names(cluster: LocalCluster, sagemaker: Any) -> None:
     assert counts(sagemaker) == {"controller": (1, 1), "cpu": (1, 1), "burst": (0, 0)}
+    assert cluster.status()["control_plane"] == control_plane.url(cluster)  # `hyperpod-local status` shows it
     listed = nodes(sagemaker)
     assert sorted(n["InstanceGroupName"] for n in listed) == ["controller", "cpu"]
     hostnames = {n["PrivateDnsHostname"].split(".")[0] for n in listed}

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from hyperpod_local.control_plane import local as control_plane
 from hyperpod_local.emulated import hardware_note
 from hyperpod_local.layout import LocalNode
 from hyperpod_local.metrics import browse_hint, running
@@ -42,6 +43,7 @@ def status_report(cluster: ClusterHandle) -> dict[str, Any]:
         "nodes": nodes,
         "sinfo": sinfo(cluster),
         "prometheus": browse_hint(cluster) if running(cluster) else None,
+        "control_plane": control_plane.url(cluster) if control_plane.running(cluster) else None,
     }
 
 
