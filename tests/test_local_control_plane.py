@@ -21,6 +21,7 @@ from botocore.config import Config
 
 from hyperpod_local import LocalCluster
 from hyperpod_local.control_plane import local as control_plane
+from hyperpod_local.namespaces import list_netns
 from local_support import requires_hyperpod_platform
 from ops_support import HyperPodFakes, Operator
 from training_runtime.node import HYPERPOD
@@ -45,7 +46,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         control_plane.start(cluster, launch_latency=1.0)
         yield cluster
     finally:
-        cluster.down()
+        cluster.down()  # this object's layout is up's: down takes the nodes added since from the state file
+        leftover = [ns for ns in list_netns() if ns.startswith(cluster.state.prefix + "-")]
+        assert leftover == [], leftover
 
 
 @pytest.fixture

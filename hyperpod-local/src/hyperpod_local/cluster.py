@@ -57,6 +57,7 @@ from hyperpod_local.state import (
     OWN_ENTRIES,
     ClusterState,
     LocalClusterError,
+    current_state,
     default_workdir,
     locked,
 )
@@ -463,6 +464,7 @@ class LocalCluster:
 
     def _destroy(self) -> None:
         control_plane.stop(self)
+        self.state = current_state(self.workdir, self.state)  # with the nodes the control plane added or removed
         metrics_server.stop(self)
         agent.stop(self)
         self.namespaces.destroy_all(self.node_net(n) for n in self.nodes)
