@@ -21,6 +21,7 @@ from typing import Any
 
 from hyperpod_local import agent, enabled, hyperpod_platform, rootfs
 from hyperpod_local import metrics as metrics_server
+from hyperpod_local.control_plane import local as control_plane
 from hyperpod_local.host import (
     check_prefix,
     check_tools,
@@ -50,12 +51,13 @@ from hyperpod_local.namespaces import (
     require_root,
 )
 from hyperpod_local.readiness import check_health, sinfo, wait_idle
-from hyperpod_local.report import status_report
+from hyperpod_local.report import bootstrap_failures, status_report
 from hyperpod_local.staging import LIFECYCLE_DIR, LocalInputs, provision, restage, stage
 from hyperpod_local.state import (
     OWN_ENTRIES,
     ClusterState,
     LocalClusterError,
+    current_state,
     default_workdir,
     locked,
 )
@@ -185,7 +187,9 @@ class LocalCluster:
         )
         if stale_worker_copies:
             stale_instances(layout)  # raises when no group can have been scaled to 0
-        files = inputs.staged_files(imds_url=imds_url(layout.subnet))
+        files = inputs.staged_files(
+            imds_url=imds_url(layout.subnet), sagemaker_url=control_plane.sagemaker_url(layout.subnet)
+        )
         if f"{prefix}-sw" in list_netns() and not runs_here(directory, prefix, LocalCluster.open):
             raise LocalClusterError(
                 f"another local cluster uses the prefix {prefix!r} (netns {prefix}-sw exists). Fix: pass a "
@@ -418,17 +422,7 @@ class LocalCluster:
         t0 = time.monotonic()
         with ThreadPoolExecutor(max_workers=max(1, len(self.nodes))) as pool:
             results = list(pool.map(lambda n: (n, self.bootstrap(n.name, timeout=timeout)), self.nodes))
-        failures = []
-        for node, (code, output) in results:
-            if code != 0:
-                lines = [line.strip() for line in output.splitlines() if line.strip()]
-                last = lines[-1] if lines else "(no output)"
-                failed = [line for line in lines if "FAILED" in line and line != last]
-                if failed:  # the runtime's own one-line verdict, when it printed one
-                    last = f"{failed[-1]} | {last}"
-                failures.append(
-                    f"  - {node.name}: exit {code}: {last}\n    (log: {self.workdir}/logs/{node.name}-bootstrap.log)"
-                )
+        failures = bootstrap_failures(self.workdir, results)
         if failures:
             raise LocalClusterError(
                 f"the lifecycle script failed on {len(failures)} of {len(self.nodes)} nodes:\n"
@@ -469,6 +463,8 @@ class LocalCluster:
                 self.workdir.rmdir()
 
     def _destroy(self) -> None:
+        control_plane.stop(self)
+        self.state = current_state(self.workdir, self.state)  # with the nodes the control plane added or removed
         metrics_server.stop(self)
         agent.stop(self)
         self.namespaces.destroy_all(self.node_net(n) for n in self.nodes)
