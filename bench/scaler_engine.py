@@ -52,6 +52,8 @@ class Node:
     """When the node entered its current state (for ``idle``: idle since)."""
     job: int | None = None
     gone: float | None = None
+    ready: float | None = None
+    """When it joined Slurm (None while launching)."""
     idle_since: float | None = None
     """When the node last became idle (joined Slurm or its job ended); kept while it is drained."""
 
@@ -204,7 +206,7 @@ class Cluster:
             assert isinstance(payload, list)
             for name in payload:
                 node = self.nodes[name]
-                node.state, node.since, node.idle_since = IDLE, self.now, self.now
+                node.state, node.since, node.idle_since, node.ready = IDLE, self.now, self.now, self.now
         elif kind == _GONE:
             assert isinstance(payload, str)
             self.nodes[payload].gone = self.now
@@ -229,7 +231,7 @@ def simulate(
     cluster = Cluster(launch_bounds, delete_seconds, random.Random(seed))
     for i in range(initial_nodes):
         name = f"node-{i + 1:04d}"
-        cluster.nodes[name] = Node(name, IDLE, 0.0, 0.0, idle_since=0.0)
+        cluster.nodes[name] = Node(name, IDLE, 0.0, 0.0, ready=0.0, idle_since=0.0)
     for job in jobs:
         cluster.push(job.submit, _SUBMIT, job)
     if controller is not None:
@@ -255,6 +257,15 @@ def billed_seconds(cluster: Cluster, start: float, end: float) -> float:
     for node in cluster.nodes.values():
         gone = end if node.gone is None else node.gone
         total += max(0.0, min(gone, end) - max(node.requested, start))
+    return total
+
+
+def launching_seconds(cluster: Cluster, start: float, end: float) -> float:
+    """The part of :func:`billed_seconds` spent launching (from the request until the node joins Slurm)."""
+    total = 0.0
+    for node in cluster.nodes.values():
+        joined = end if node.ready is None else node.ready
+        total += max(0.0, min(joined, end) - max(node.requested, start))
     return total
 
 

@@ -39,6 +39,7 @@ from scaler_engine import (
     UnsafeAction,
     billed_seconds,
     busy_seconds,
+    launching_seconds,
     simulate,
 )
 from training_runtime.scaler.policy import (
@@ -64,6 +65,8 @@ DEEP_CHECK_LAUNCH = ((LAUNCH_MINUTES[0] + 45) * 60, (LAUNCH_MINUTES[1] + 90) * 6
 DELETE_MINUTES = 5.0
 """From BatchDeleteClusterNodes to the instance gone: AWS publishes no figure; billed here (an upper bound)."""
 POLL_SECONDS = 60.0
+SEED = 2026
+"""The seed of the run recorded in docs/benchmarks.md."""
 
 
 def _slurm_node(node_state: str, name: str, idle_since: float | None, spec: ScalingSpec) -> SlurmNode:
@@ -117,6 +120,7 @@ def scaler(spec: ScalingSpec) -> Controller:
 class Row:
     name: str
     node_hours: float
+    launching_hours: float
     busy_hours: float
     waits: tuple[float, ...]
     interactive_waits: tuple[float, ...]
@@ -141,7 +145,8 @@ def measure(name: str, cluster: Cluster, start: float, end: float) -> Row:
     deletes = sum(1 for c in cluster.calls if c[1] == "delete" and start <= c[0] < end)
     hour = trace.HOUR
     busy = busy_seconds(cluster, start, end) / hour
-    return Row(name, billed_seconds(cluster, start, end) / hour, busy, waits, interactive, adds, deletes)
+    billed, launching = billed_seconds(cluster, start, end) / hour, launching_seconds(cluster, start, end) / hour
+    return Row(name, billed, launching, busy, waits, interactive, adds, deletes)
 
 
 def run_all(seed: int, idle_minutes: Sequence[int] = IDLE_MINUTES) -> tuple[list[trace.Job], int, list[Row]]:
@@ -185,14 +190,15 @@ def _minutes(values: Sequence[float]) -> str:
 def table(rows: Sequence[Row]) -> list[str]:
     base = rows[0].node_hours
     lines = [
-        "| configuration | node-hours | ratio to the peak-sized static | busy % | "
+        "| configuration | node-hours | of which launching | ratio to the peak-sized static | busy % | "
         "wait, all jobs: mean / p50 / p95 min | interactive wait: mean / p50 / p95 min | adds / deletes |",
-        "|---|--:|--:|--:|--:|--:|--:|",
+        "|---|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for r in rows:
         calls = f"{r.adds} / {r.deletes}" if r.adds or r.deletes else "-"
         lines.append(
-            f"| {r.name} | {r.node_hours:,.0f} | {r.node_hours / base:.2f}x | {100 * r.busy_hours / r.node_hours:.0f} "
+            f"| {r.name} | {r.node_hours:,.0f} | {r.launching_hours:,.0f} | {r.node_hours / base:.2f}x "
+            f"| {100 * r.busy_hours / r.node_hours:.0f} "
             f"| {_minutes(r.waits)} | {_minutes(r.interactive_waits)} | {calls} |"
         )
     return lines
@@ -213,7 +219,17 @@ def describe(jobs: Sequence[trace.Job], peak: int, seed: int) -> list[str]:
         f"({len(interactive)} interactive), {demand:,.0f} node-hours of work; peak demand (most nodes held at once "
         f"if every job started on submission, over the three weeks) {peak} nodes; largest job "
         f"{max(j.nodes for j in jobs)} nodes.",
-        "- Arrival classes: " + "; ".join(classes) + ".",
+        "- Arrival classes (each a Poisson process whose rate is its peak x the day's factor x the hour's factor): "
+        + "; ".join(classes)
+        + ".",
+        "- Day factors, Monday first: " + ", ".join(f"{f:g}" for f in trace.WEEKDAY) + ".",
+        "- Hour factors, 00:00 first: batch "
+        + ", ".join(f"{f:g}" for f in trace.BATCH.hourly)
+        + "; interactive "
+        + ", ".join(f"{f:g}" for f in trace.INTERACTIVE.hourly)
+        + ".",
+        "- Time limits: interactive sessions ask for "
+        + f"{trace.INTERACTIVE.cap_hours:.0f} h; a batch job for its runtime x U(1.5, 4) rounded up to an hour.",
         f"- Launch: {LAUNCH_MINUTES[0]:.0f}-{LAUNCH_MINUTES[1]:.0f} min per `BatchAddClusterNodes` call (uniform, "
         f"seeded); deletion {DELETE_MINUTES:.0f} min; the scaler polls every {POLL_SECONDS:.0f} s; capacity never "
         "runs out.",
@@ -222,15 +238,15 @@ def describe(jobs: Sequence[trace.Job], peak: int, seed: int) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seed", type=int, default=2026, help="trace and launch-latency seed (default 2026)")
+    parser.add_argument("--seed", type=int, default=SEED, help=f"trace and launch-latency seed (default {SEED})")
     args = parser.parse_args()
-    began = time.perf_counter()
+    began, load = time.perf_counter(), os.getloadavg()[0]
     jobs, peak, rows = run_all(args.seed)
     lines = [
         f"- Command (in the repo root): `.venv/bin/python bench/scaler_sim.py --seed {args.seed}`",
         f"- Machine: nproc {os.cpu_count()}, {platform.system()} {platform.machine()}, Python "
-        f"{platform.python_version()}; date {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
-        f"runtime {time.perf_counter() - began:.0f} s",
+        f"{platform.python_version()}, 1-minute load average at start {load:.2f}; "
+        f"date {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; runtime {time.perf_counter() - began:.0f} s",
         *describe(jobs, peak, args.seed),
         "",
         *table(rows),

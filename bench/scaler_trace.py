@@ -1,4 +1,4 @@
-"""A research team's synthetic Slurm workload on one GPU group: seeded, reproducible, described exactly here.
+"""A research team's synthetic Slurm workload on one GPU group: seeded, reproducible, every parameter a constant.
 
 No published trace is used (there is no network on the machine that runs this). The shape follows what workload
 studies of the Parallel Workloads Archive report qualitatively (a daily cycle with a working-hours peak, fewer
@@ -6,17 +6,16 @@ jobs at weekends, job sizes that are mostly powers of two and small, runtimes he
 magnitude, user time limits well above the runtime); every parameter below is our choice, not fitted to any log.
 
 Two independent non-homogeneous Poisson arrival processes, sampled by thinning (Lewis and Shedler) from a
-peak rate, with the rate at time ``t`` = peak x weekday factor x hour-of-day factor (:data:`WEEKDAY`, the
-``*_HOURLY`` tables; the week starts on Monday 00:00):
+peak rate, with the rate at time ``t`` = peak x weekday factor x hour-of-day factor (:data:`WEEKDAY`, each
+class's ``hourly``; the week starts on Monday 00:00):
 
-- **interactive** ``salloc`` sessions (:data:`INTERACTIVE`): 1 node (80 %) or 2 (20 %), a session length
-  log-normal with median 45 minutes, cut at the 8-hour time limit every session asks for;
-- **batch** ``sbatch`` jobs (:data:`BATCH`): 1, 2, 4 or 8 nodes (50/25/15/10 %), a runtime log-normal with
-  median 45 minutes and sigma 1.4 (mean about 2 h; 2.4 % run over 12 h), cut at 48 h; the time limit the user
-  asks for is the runtime x U(1.5, 4) rounded up to a whole hour, at most 48 h.
+- **interactive** ``salloc`` sessions (:data:`INTERACTIVE`): a size drawn from its ``sizes``, a session length
+  log-normal (``median_minutes``, ``sigma``) cut at its ``cap_hours``, the time limit every session asks for;
+- **batch** ``sbatch`` jobs (:data:`BATCH`): the same draws, and the time limit the user asks for is the
+  runtime x U(1.5, 4) rounded up to a whole hour, at most ``cap_hours``.
 
-:func:`generate` draws every number from one ``random.Random(seed)``, so a seed gives the same trace on every
-machine and Python 3.
+Every runtime is at least one minute. :func:`generate` draws every number from one ``random.Random(seed)``, so a
+seed gives the same trace on every machine and Python 3; bench/scaler_sim.py prints the values in its report.
 """
 
 from __future__ import annotations

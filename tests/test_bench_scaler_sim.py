@@ -57,6 +57,7 @@ def test_one_job_on_a_scaled_group_waits_for_the_next_poll_and_the_launch_then_t
     (node,) = cluster.nodes.values()
     assert (node.requested, node.gone) == (120.0, 5580.0)
     assert engine.billed_seconds(cluster, 0.0, 4 * HOUR) == 5580.0 - 120.0
+    assert engine.launching_seconds(cluster, 0.0, 4 * HOUR) == LAUNCH
 
 
 def test_a_second_job_during_a_launch_adds_only_its_own_node() -> None:
@@ -147,3 +148,11 @@ def test_waits_are_measured_over_the_jobs_submitted_in_the_window() -> None:
     unfinished = engine.simulate([job(1, 0.0, 2, 5.0)], HOUR, initial_nodes=1)
     with pytest.raises(RuntimeError, match="never started"):
         sim.measure("y", unfinished, 0.0, HOUR)
+
+
+def test_the_recorded_trace_description_is_current() -> None:
+    """docs/benchmarks.md shows the lines bench/scaler_sim.py prints about its trace and model (recorded run)."""
+    jobs = trace.generate(sim.SEED, weeks=3)
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md").read_text()
+    stale = [line for line in sim.describe(jobs, trace.peak_demand(jobs), sim.SEED) if line not in docs]
+    assert not stale, "rerun .venv/bin/python bench/scaler_sim.py and record its output in docs/benchmarks.md"
