@@ -64,6 +64,7 @@ DEEP_CHECK_LAUNCH = ((LAUNCH_MINUTES[0] + 45) * 60, (LAUNCH_MINUTES[1] + 90) * 6
 DELETE_MINUTES = 5.0
 """From BatchDeleteClusterNodes to the instance gone: AWS publishes no figure; billed here (an upper bound)."""
 POLL_SECONDS = 60.0
+"""The scaler service's default ``interval_s`` (training_runtime.scaler.config, branch i24-scaler)."""
 SEED = 2026
 """The seed of the run recorded in docs/benchmarks.md."""
 
