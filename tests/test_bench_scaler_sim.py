@@ -60,6 +60,14 @@ def test_one_job_on_a_scaled_group_waits_for_the_next_poll_and_the_launch_then_t
     assert engine.launching_seconds(cluster, 0.0, 4 * HOUR) == LAUNCH
 
 
+def test_a_job_arriving_while_its_node_is_drained_takes_it_back_instead_of_a_launch() -> None:
+    """As above, the node is drained at 5220 s; a job submitted at 5230 s gets it undrained at the 5280 s poll."""
+    cluster = scaled([job(1, 100.0, 1, HOUR), job(2, 5230.0, 1, 60.0)], ScalingSpec(0, 4, 10))
+    assert cluster.runs[2].start == 5280.0
+    assert cluster.runs[2].nodes == cluster.runs[1].nodes
+    assert [c for c in cluster.calls if c[1] == "add"] == [(120.0, "add", 1)]
+
+
 def test_a_second_job_during_a_launch_adds_only_its_own_node() -> None:
     """The nodes already launching count as supply (TargetCount): one add per shortfall, not one per poll."""
     cluster = scaled([job(1, 100.0, 1, HOUR), job(2, 400.0, 2, HOUR)], ScalingSpec(0, 8, 10))
