@@ -228,15 +228,18 @@ def _scale_out(
 
 def _scale_in(
     group: ScaledGroup, demand: int, nodes: Sequence[SlurmNode], in_flight: Sequence[InFlight], now: float
-) -> Tuple[List[str], List[DeleteNode]]:
+) -> Tuple[List[str], List[DeleteNode], List[str]]:
+    """(nodes to drain, nodes to delete, drained nodes to give back: deleting them would go below ``min``)."""
     mine = [n for n in nodes if n.group == group.name]
     leaving = _leaving(group.name, nodes, in_flight)
     deleting = {name for op in in_flight if op.kind == DELETE for name in op.nodes}
-    deletes = [
-        DeleteNode(group.name, n.name)
-        for n in mine
-        if n.drained_by_scaler and n.state == "idle" and n.jobs == 0 and n.name not in deleting
-    ]
+    ready = sorted(
+        n.name for n in mine if n.drained_by_scaler and n.state == "idle" and n.jobs == 0 and n.name not in deleting
+    )
+    being_deleted = len([n for n in mine if n.name in deleting])
+    deletable = max(0, group.current_count - being_deleted - group.scaling.min)
+    deletes = [DeleteNode(group.name, name) for name in ready[:deletable]]
+    give_back = ready[deletable:]
     idle_for = group.scaling.idle_minutes * 60
     candidates = sorted(
         (
@@ -257,7 +260,7 @@ def _scale_in(
     staying = group.current_count - len(leaving)
     room = max(0, staying - group.scaling.min)
     count = max(0, min(len(candidates) - keep_for_jobs, room))
-    return [n.name for n in candidates[:count]], deletes
+    return [n.name for n in candidates[:count]], deletes, give_back
 
 
 def decide(
@@ -286,9 +289,10 @@ def decide(
         undrain.extend(back)
         blocked.update(why)
         demand = sum(j.nodes for j in waiting[group.name])
-        out, gone = _scale_in(group, demand, nodes, in_flight, now)
+        out, gone, kept = _scale_in(group, demand, nodes, in_flight, now)
         drain.extend(out)
         delete.extend(d for d in gone if d.node not in back)
+        undrain.extend(name for name in kept if name not in undrain)
     busy_ours = [n.name for n in nodes if n.drained_by_scaler and n.busy and n.group in waiting]
     undrain.extend(name for name in busy_ours if name not in undrain)
     return Decision(tuple(adds), tuple(undrain), tuple(drain), tuple(delete), blocked)
@@ -324,10 +328,12 @@ def batch_deletes(deletes: Sequence[DeleteNode]) -> List[List[DeleteNode]]:
     return [list(deletes[i : i + MAX_NODES_PER_CALL]) for i in range(0, len(deletes), MAX_NODES_PER_CALL)]
 
 
-def client_token(cluster: str, call: Sequence[AddNodes]) -> str:
-    """The call's ClientToken, derived from the decision alone (cluster, groups, base targets, counts, jobs): the
-    same decision after a restart yields the same token, so HyperPod treats a resend as the same request."""
-    digest = hashlib.sha256(cluster.encode())
+def client_token(cluster: str, call: Sequence[AddNodes], attempt: int = 0) -> str:
+    """The call's ClientToken, derived from the decision alone (cluster, groups, base targets, counts, jobs) and
+    the persisted failure count: the same decision after a restart yields the same token, so HyperPod treats a
+    resend as the same request; a decision made again after HyperPod refused it gets a new one (AWS does not say
+    whether a token that met an error is replayed)."""
+    digest = hashlib.sha256("{}|{}".format(cluster, attempt).encode() if attempt else cluster.encode())
     for add in sorted(call, key=lambda a: (a.group, a.base_target)):
         text = "|{}|{}|{}|{}".format(add.group, add.base_target, add.count, ",".join(sorted(add.jobs)))
         digest.update(text.encode())
