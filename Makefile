@@ -116,6 +116,7 @@ bench: setup
 	$(PYTHON) bench/validate.py
 	$(PYTHON) bench/cli_startup.py
 	$(PYTHON) bench/preflight.py
+	$(PYTHON) bench/scaler_sim.py
 
 # requirements/constraints.txt from the dev venv (after changing a pin in pyproject.toml or package versions)
 lock: $(VENV)/.installed-dev
