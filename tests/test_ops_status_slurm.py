@@ -54,7 +54,10 @@ class ControllerSays:
 
     def __call__(self, argv: list[str]) -> Captured:
         body = "\r\n".join(self.lines)
-        stdout = f"\r\nStarting session with SessionId: op-0a1b\r\n{body}\r\n\r\nExiting session with sessionId: op-0a1b.\r\n"
+        stdout = (
+            f"\r\nStarting session with SessionId: op-0a1b\r\n{body}\r\n\r\n"
+            "Exiting session with sessionId: op-0a1b.\r\n"
+        )
         return Captured(self.code, stdout if self.lines else "", self.stderr)
 
 
@@ -150,7 +153,7 @@ def test_group_filter_still_asks_the_controller() -> None:
     ("says", "why"),
     [
         (
-            ControllerSays([], 255, "\nSessionManagerPlugin is not found. Please refer to SessionManager Documentation"),
+            ControllerSays([], 255, "\nSessionManagerPlugin is not found. Please refer to SessionManager docs"),
             "exited 255: SessionManagerPlugin is not found",
         ),
         (
