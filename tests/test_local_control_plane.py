@@ -275,6 +275,10 @@ def test_the_operator_cli_status_replace_and_scale(cluster: LocalCluster, sagema
     fresh.wait_idle(120, nodes=[added])
     again = operator("status", NAME, "--json").json()
     assert ip_name(fresh.node(added).ip) in {n["hostname"] for n in again["nodes"]}
+    operator.ssm_command = SsmOnTheNode(cluster, sagemaker)
+    joined = operator("status", NAME, "--slurm", "--json").json()  # the added node is in Slurm, idle
+    burst = next(n["slurm"] for n in joined["nodes"] if n["group"] == "burst")
+    assert (burst["name"], burst["state"]) == (fresh.slurm_name(added), "idle"), joined
 
 
 NODE_CALL = """

@@ -51,7 +51,6 @@ class SlurmView:
 
     records: dict[str, NodeRecord] = field(default_factory=dict)
     note: str | None = None
-    target: str | None = None
 
     def cell(self, node: Node) -> str:
         record = self.records.get(node.instance_id)
@@ -110,6 +109,6 @@ def read(args: argparse.Namespace, ctx: OpsContext, cluster: Cluster, everyone: 
     if not records:
         said = (answer.stderr.strip() or answer.stdout.strip() or "no output").splitlines()[-1]
         how = f"exited {answer.code}" if answer.code else "printed no Slurm node"
-        return SlurmView(note=f"`aws ssm start-session` to {target} {how}: {said}", target=target)
+        return SlurmView(note=f"`aws ssm start-session` to {target} {how}: {said}")
     # The plugin can exit non-zero after the command ran (AWS's skill notes it): parsed lines are the answer.
-    return SlurmView(records=join(records, everyone), target=target)
+    return SlurmView(records=join(records, everyone))
