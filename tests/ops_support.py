@@ -30,7 +30,7 @@ from moto.sagemaker.models import sagemaker_backends
 from moto.server import ThreadedMotoServer
 
 from hyperpod_cdk.aws.session import make_session
-from hyperpod_cdk.ops.context import OpsContext
+from hyperpod_cdk.ops.context import Captured, OpsContext
 from hyperpod_cdk.ops.parser import main as ops_main
 from hyperpod_local.control_plane.validation import DELETE_IDS_MAX, REBOOT_IDS_MAX
 
@@ -301,6 +301,11 @@ class Operator:
     clock: list[float] = field(default_factory=lambda: [1_000.0])
     exit_status: int = 0
     before_session: Callable[[boto3.session.Session], None] | None = None
+    ssm_command: Callable[[list[str]], Captured] | None = None
+    """The fake for a non-interactive ``aws ssm start-session`` (``status --slurm``): moto has no SSM
+    ``sagemaker-cluster:`` target and no node to run a command on, so a test says what the controller answers.
+    None: any such call fails the test (nothing is expected to run)."""
+    captured: list[list[str]] = field(default_factory=list)
 
     def session(self, profile: str | None, region: str | None) -> boto3.session.Session:
         session = make_session(profile, region)
@@ -313,6 +318,11 @@ class Operator:
         self.executed.append(list(argv))
         return self.exit_status
 
+    def capture(self, argv: Any, timeout: float) -> Captured:
+        self.captured.append(list(argv))
+        assert self.ssm_command is not None, f"unexpected command {list(argv)}"
+        return self.ssm_command(list(argv))
+
     def confirm(self, question: str) -> bool:
         self.questions.append(question)
         return self.answers.pop(0) if self.answers else False
@@ -322,6 +332,7 @@ class Operator:
         context = OpsContext(
             session_factory=self.session,
             execute=self.execute,
+            capture=self.capture,
             confirm=self.confirm,
             sleep=self.sleep,
             monotonic=lambda: self.clock[0],

@@ -12,6 +12,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +20,14 @@ import boto3
 import pytest
 from botocore.config import Config
 
+from hyperpod_cdk.ops.context import Captured
 from hyperpod_local import LocalCluster
 from hyperpod_local.control_plane import local as control_plane
 from hyperpod_local.namespaces import list_netns
 from local_support import requires_hyperpod_platform
 from ops_support import HyperPodFakes, Operator
 from training_runtime.node import HYPERPOD
-from training_runtime.node_names import ip_name
+from training_runtime.node_names import address_of, ip_name
 from training_runtime.paths import DONE_MARKER
 
 pytestmark = requires_hyperpod_platform
@@ -111,6 +113,53 @@ def test_the_api_shows_the_real_nodes_under_their_slurm_names(cluster: LocalClus
     # The group at 0 keeps its partition, with no node (membership.py).
     assert "burst" in run(cluster, "sinfo", "-h", "-o", "%P").split()
     assert slurm_nodes(cluster, "burst") == {}
+
+
+@dataclass
+class SsmOnTheNode:
+    """The fake for ``aws ssm start-session --document-name AWS-StartNonInteractiveCommand``: a local node has no
+    SSM agent, so the command runs on the node the target names (``sagemaker-cluster:<id>_<group>-<instance>``,
+    resolved through ListClusterNodes to its address) inside that node's namespaces (``cluster.exec``)."""
+
+    cluster: LocalCluster
+    sagemaker: Any
+
+    def __call__(self, argv: list[str]) -> Captured:
+        assert argv[argv.index("--document-name") + 1] == "AWS-StartNonInteractiveCommand"
+        command = json.loads(argv[argv.index("--parameters") + 1])["command"]
+        arn = self.sagemaker.describe_cluster(ClusterName=NAME)["ClusterArn"]
+        prefix = f"sagemaker-cluster:{arn.rsplit('/', 1)[-1]}_"
+        target = argv[argv.index("--target") + 1]
+        assert target.startswith(prefix), target
+        listed = next(
+            n for n in nodes(self.sagemaker) if f"{n['InstanceGroupName']}-{n['InstanceId']}" == target[len(prefix) :]
+        )
+        address = address_of(listed["PrivateDnsHostname"])
+        name = next(n.name for n in LocalCluster.open(self.cluster.workdir).nodes if n.ip == address)
+        done = self.cluster.exec(name, ["sh", "-c", " ".join(command)], timeout=60)
+        return Captured(done.returncode, done.stdout, done.stderr)
+
+
+def test_status_slurm_shows_each_real_node_with_its_slurm_state(
+    cluster: LocalCluster, sagemaker: Any, env: dict[str, str]
+) -> None:
+    worker = cluster.slurm_name("cpu-1")
+    operator = Operator(fakes=NoFakes(), ssm_command=SsmOnTheNode(cluster, sagemaker))
+    run(cluster, "scontrol", "update", f"NodeName={worker}", "State=DRAIN", "Reason=status drill")
+    try:
+        drained = operator("status", NAME, "--slurm", "--json")
+        assert drained.code == 0, drained.err
+        report = drained.json()
+        assert report["slurm_note"] is None
+        by_group = {n["group"]: n["slurm"] for n in report["nodes"]}
+        assert by_group["cpu"] == {"listed": True, "name": worker, "state": "drained", "reason": "status drill"}
+        assert by_group["controller"] == {"listed": False}  # HyperPod's controller runs slurmctld, not slurmd
+    finally:
+        run(cluster, "scontrol", "update", f"NodeName={worker}", "State=RESUME")
+    human = operator("status", NAME, "--slurm")
+    assert human.code == 0, human.err
+    row = next(line for line in human.out.splitlines() if worker in line and "cpu" in line)
+    assert f"{worker} idle" in row, human.out
 
 
 def test_an_added_node_joins_slurm_runs_a_job_and_leaves_when_deleted(cluster: LocalCluster, sagemaker: Any) -> None:
@@ -226,6 +275,10 @@ def test_the_operator_cli_status_replace_and_scale(cluster: LocalCluster, sagema
     fresh.wait_idle(120, nodes=[added])
     again = operator("status", NAME, "--json").json()
     assert ip_name(fresh.node(added).ip) in {n["hostname"] for n in again["nodes"]}
+    operator.ssm_command = SsmOnTheNode(cluster, sagemaker)
+    joined = operator("status", NAME, "--slurm", "--json").json()  # the added node is in Slurm, idle
+    burst = next(n["slurm"] for n in joined["nodes"] if n["group"] == "burst")
+    assert (burst["name"], burst["state"]) == (fresh.slurm_name(added), "idle"), joined
 
 
 NODE_CALL = """

@@ -32,6 +32,27 @@ def run_process(argv: Sequence[str]) -> int:
         ) from None
 
 
+@dataclass(frozen=True)
+class Captured:
+    """A finished command: its exit status and what it wrote."""
+
+    code: int
+    stdout: str
+    stderr: str
+
+
+def capture_process(argv: Sequence[str], timeout: float) -> Captured:
+    """Runs a command with no terminal and collects its output; never raises for a missing program (127) or a
+    timeout (124): the caller reports why it has no answer."""
+    try:
+        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        return Captured(127, "", f"{argv[0]} is not on PATH: install the AWS CLI v2 and the Session Manager plugin")
+    except subprocess.TimeoutExpired:
+        return Captured(124, "", f"no answer in {timeout:.0f} s")
+    return Captured(done.returncode, done.stdout, done.stderr)
+
+
 def ask(question: str) -> bool:
     """A yes/no question on the terminal; anything but y/yes (or no terminal) is no."""
     if not sys.stdin.isatty():
@@ -50,11 +71,14 @@ class OpsContext:
     :param session_factory: makes the boto3 Session; receives ``--profile`` and ``--region`` (None: the
         standard AWS_PROFILE / AWS_REGION / config-file chain). Default: ``make_session``.
     :param execute: runs ``aws ssm start-session ...`` and returns its exit status. Default: ``run_process``.
+    :param capture: runs a non-interactive ``aws ssm start-session ...`` with a timeout and returns its output
+        (``status --slurm``). Default: ``capture_process``.
     :param confirm: asks before reboot/replace. Default: ``ask`` (no terminal means no).
     """
 
     session_factory: Callable[[str | None, str | None], boto3.session.Session] | None = None
     execute: Callable[[Sequence[str]], int] = run_process
+    capture: Callable[[Sequence[str], float], Captured] = capture_process
     confirm: Callable[[str], bool] = ask
     sleep: Callable[[float], None] = time.sleep
     monotonic: Callable[[], float] = time.monotonic

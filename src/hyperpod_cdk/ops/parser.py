@@ -37,6 +37,12 @@ def register(commands: Any) -> None:
     """Adds the operator commands to ``hyperpod-cdk``'s sub-command parsers."""
     status = _cluster(_command(commands, "status", "status:status", "cluster status, groups and nodes"))
     status.add_argument("--group", help="only the nodes of this instance group")
+    status.add_argument(
+        "--slurm",
+        action="store_true",
+        help="also each node's Slurm state, read on the controller through SSM (`scontrol -o show nodes`; needs the "
+        "Session Manager plugin and ssm:StartSession)",
+    )
 
     wait = _cluster(
         _command(

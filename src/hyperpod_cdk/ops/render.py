@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -54,15 +54,18 @@ def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[str
     return grid
 
 
-def node_table(nodes: Sequence[Node], title: str | None = "Nodes") -> Table:
-    return table(
-        title,
-        ["Instance", "Group", "Type", "Status", "Slurm hostname", "Launched", "Message"],
-        [
-            [n.instance_id, n.group, n.instance_type, styled(n.status), n.hostname, when(n.launch_time), n.message]
-            for n in nodes
-        ],
-    )
+def node_table(nodes: Sequence[Node], title: str | None = "Nodes", slurm: Callable[[Node], str] | None = None) -> Table:
+    """The node rows; ``slurm`` adds a Slurm column (``status --slurm``)."""
+    columns = ["Instance", "Group", "Type", "Status", "Slurm hostname", "Launched", "Message"]
+    rows = [
+        [n.instance_id, n.group, n.instance_type, styled(n.status), n.hostname, when(n.launch_time), n.message]
+        for n in nodes
+    ]
+    if slurm is not None:
+        columns.insert(5, "Slurm")
+        for node, row in zip(nodes, rows, strict=True):
+            row.insert(5, slurm(node))
+    return table(title, columns, rows)
 
 
 def print_json(ctx: OpsContext, value: Any) -> None:

@@ -29,6 +29,8 @@ from hyperpod_cdk.aws.errors import Exit
 from hyperpod_cdk.ops.context import OpsContext
 from hyperpod_cdk.ops.lookup import Cluster, Node, get_cluster, list_nodes, log_stream
 from hyperpod_cdk.ops.render import node_table, print_json, styled, table, when
+from hyperpod_cdk.ops.slurm_state import SlurmView
+from hyperpod_cdk.ops.slurm_state import read as read_slurm
 from training_runtime.scaler.heartbeat import TAG_KEY, describe, parse_heartbeat
 
 SETTLED_BAD = {"Failed"}
@@ -176,10 +178,15 @@ def status(args: argparse.Namespace, ctx: OpsContext) -> int:
     nodes = list_nodes(aws.sagemaker, cluster.name, args.group, logical_ids=cluster.continuous)
     running, note = operations(aws.sagemaker, cluster)
     scaler = scaler_heartbeat(aws.sagemaker, cluster)
+    slurm = _slurm(args, ctx, aws, cluster, nodes) if args.slurm else None
     code = outcome(cluster)
     if args.json:
         extra = {"operations": running, "operations_note": note, "scaler": scaler, "exit_status": int(code)}
-        print_json(ctx, {**report(cluster, nodes), **extra})
+        found = report(cluster, nodes)
+        if slurm is not None:
+            found["nodes"] = [{**row, "slurm": slurm.as_json(n)} for row, n in zip(found["nodes"], nodes, strict=True)]
+            extra["slurm_note"] = slurm.note
+        print_json(ctx, {**found, **extra})
         return code
     mode = "  [Continuous provisioning]" if cluster.continuous else ""
     ctx.out.print(f"Cluster [bold]{cluster.name}[/bold]: {styled(cluster.status)}{mode}  ({cluster.arn})")
@@ -238,8 +245,16 @@ def status(args: argparse.Namespace, ctx: OpsContext) -> int:
             f"[yellow]Image:[/yellow] {', '.join(stale)} run an AMI that needs an update "
             "(UpdateClusterSoftware, or the groups' auto_patch)"
         )
-    ctx.out.print(node_table(nodes))
+    ctx.out.print(node_table(nodes, slurm=slurm.cell if slurm is not None else None))
+    if slurm is not None and slurm.note:
+        ctx.out.print(f"[yellow]Slurm state not shown:[/yellow] {slurm.note}")
     return code
+
+
+def _slurm(args: argparse.Namespace, ctx: OpsContext, aws: Aws, cluster: Cluster, nodes: list[Node]) -> SlurmView:
+    """``--slurm``: read on the controller (the whole node list, so a ``--group`` view still finds it)."""
+    everyone = list_nodes(aws.sagemaker, cluster.name) if args.group else nodes
+    return read_slurm(args, ctx, cluster, everyone)
 
 
 def wait(args: argparse.Namespace, ctx: OpsContext) -> int:

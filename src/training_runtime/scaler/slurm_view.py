@@ -44,6 +44,8 @@ class NodeRecord:
     reason: Optional[str]
     cpu_alloc: int
     last_busy: Optional[float]
+    address: Optional[str] = None
+    """``NodeAddr``: the address slurmctld reaches the node at (Slurm's default: the node name)."""
 
 
 def parse_fields(line: str) -> Dict[str, str]:
@@ -94,6 +96,7 @@ def parse_nodes(text: str, to_epoch: Callable[[time.struct_time], float] = time.
                 reason=reason,
                 cpu_alloc=int(alloc) if alloc.isdigit() else 0,
                 last_busy=parse_time(fields.get("LastBusyTime"), to_epoch),
+                address=fields.get("NodeAddr") or None,
             )
         )
     return records
