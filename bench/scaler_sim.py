@@ -52,6 +52,7 @@ from training_runtime.scaler.policy import (
     decide,
     drain_reason,
 )
+from training_runtime.scaler.config import DEFAULT_INTERVAL_S
 from training_runtime.scaler.spec import ScalingSpec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,8 +64,8 @@ DEEP_CHECK_LAUNCH = ((LAUNCH_MINUTES[0] + 45) * 60, (LAUNCH_MINUTES[1] + 90) * 6
 """With ``OnStartDeepHealthChecks`` a launch takes 45-90 minutes more (DCGM level 4, research §5)."""
 DELETE_MINUTES = 5.0
 """From BatchDeleteClusterNodes to the instance gone: AWS publishes no figure; billed here (an upper bound)."""
-POLL_SECONDS = 60.0
-"""The scaler service's default ``interval_s`` (training_runtime.scaler.config, branch i24-scaler)."""
+POLL_SECONDS = DEFAULT_INTERVAL_S
+"""The scaler service's default ``interval_s``."""
 SEED = 2026
 """The seed of the run recorded in docs/benchmarks.md."""
 
