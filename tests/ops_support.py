@@ -6,7 +6,8 @@ botocore through AWS_ENDPOINT_URL. moto's nodes lack what the service returns fo
 instance ids, PrivateDnsHostname) and its cluster never changes state, so ``MotoCluster`` edits moto's
 in-process backend the way the service would change; ``HyperPodFakes`` answers the calls moto does not
 implement at all (each named below with the reason) through botocore's before-call event, the hook botocore's
-own Stubber uses, after botocore has validated the parameters against the service model.
+own Stubber uses, after botocore has validated the parameters against the service model. The API's limits are
+the emulated control plane's (:mod:`hyperpod_local.control_plane.validation`), AWS's side's one copy.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from moto.server import ThreadedMotoServer
 from hyperpod_cdk.aws.session import make_session
 from hyperpod_cdk.ops.context import OpsContext
 from hyperpod_cdk.ops.parser import main as ops_main
+from hyperpod_local.control_plane.validation import DELETE_IDS_MAX, REBOOT_IDS_MAX
 
 ACCOUNT = "123456789012"  # moto's account
 REGION = "us-west-2"
@@ -195,10 +197,10 @@ class HyperPodFakes:
         ids, logical = params.get("NodeIds", []), params.get("NodeLogicalIds", [])
         if not ids and not logical:
             return _error("ValidationException", "Either NodeIds or NodeLogicalIds must be provided")
-        if deleting and len(ids) + len(logical) > 50:
-            return _error("ValidationException", "a combined maximum of 50 NodeIds and NodeLogicalIds")
-        if not deleting and (len(ids) > 25 or len(logical) > 25):
-            return _error("ValidationException", "NodeIds: member must have length less than or equal to 25")
+        if deleting and len(ids) + len(logical) > DELETE_IDS_MAX:
+            return _error("ValidationException", f"a combined maximum of {DELETE_IDS_MAX} NodeIds and NodeLogicalIds")
+        if not deleting and (len(ids) > REBOOT_IDS_MAX or len(logical) > REBOOT_IDS_MAX):
+            return _error("ValidationException", f"NodeIds: at most {REBOOT_IDS_MAX} members")
         cluster = sagemaker_backends[ACCOUNT][REGION].clusters[params["ClusterName"]]
         by_logical = {getattr(n, "extra", {}).get("NodeLogicalId"): k for k, n in cluster.nodes.items()}
         code = "Code" if deleting else "ErrorCode"

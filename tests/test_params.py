@@ -260,14 +260,20 @@ def test_the_emulation_key_round_trips_and_is_checked() -> None:
         groups=(GroupSpec("ctl", "controller", "ml.m5.large"), GroupSpec("cpu", "compute", "ml.c5.4xlarge")),
     )
     assert "emulation" not in base.to_json()["hyperpod_cdk"] and base.emulated_hardware is False
-    local = dataclasses.replace(base, emulation=Emulation(hardware=True, imds_url="http://10.0.0.2:8111"))
-    assert local.to_json()["hyperpod_cdk"]["emulation"] == {"hardware": True, "imds_url": "http://10.0.0.2:8111"}
+    emulation = Emulation(hardware=True, imds_url="http://10.0.0.2:8111", sagemaker_url="http://10.0.0.3:8112")
+    local = dataclasses.replace(base, emulation=emulation)
+    assert local.to_json()["hyperpod_cdk"]["emulation"] == {
+        "hardware": True,
+        "imds_url": "http://10.0.0.2:8111",
+        "sagemaker_url": "http://10.0.0.3:8112",
+    }
     assert ProvisioningParameters.from_json(local.to_json()) == local and local.emulated_hardware is True
     broken = local.to_json()
-    broken["hyperpod_cdk"]["emulation"] = {"hardware": "yes", "imds_url": "https://x", "extra": 1}
+    broken["hyperpod_cdk"]["emulation"] = {"hardware": "yes", "imds_url": "https://x", "sagemaker_url": 3, "extra": 1}
     with pytest.raises(ParametersError) as error:
         ProvisioningParameters.from_json(broken)
-    assert len(error.value.problems) == 3, error.value.problems
+    assert len(error.value.problems) == 4, error.value.problems
+    assert any("sagemaker_url: got 3" in p for p in error.value.problems)
 
 
 def test_a_groups_scaling_is_carried_checked_and_absent_when_not_said() -> None:

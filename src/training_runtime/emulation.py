@@ -24,15 +24,21 @@ class Emulation:
     imds_url: Optional[str] = None
     """The instance metadata service the Spot interruption watcher reads (the emulator's fake); None: EC2's
     (:data:`training_runtime.spot.IMDS_URL`)."""
+    sagemaker_url: Optional[str] = None
+    """The SageMaker API endpoint the node's AWS calls go to (the emulator's control plane,
+    ``hyperpod_local.control_plane``); None: AWS's regional endpoint."""
 
     def to_json(self) -> Dict[str, Any]:
         data: Dict[str, Any] = {"hardware": self.hardware}
         if self.imds_url is not None:
             data["imds_url"] = self.imds_url
+        if self.sagemaker_url is not None:
+            data["sagemaker_url"] = self.sagemaker_url
         return data
 
 
-KEYS = ("hardware", "imds_url")
+KEYS = ("hardware", "imds_url", "sagemaker_url")
+URL_KEYS = {"imds_url": "the metadata service", "sagemaker_url": "the SageMaker API endpoint"}
 
 
 def parse_emulation(raw: Any, path: str, problems: List[str]) -> Optional[Emulation]:
@@ -49,9 +55,10 @@ def parse_emulation(raw: Any, path: str, problems: List[str]) -> Optional[Emulat
     hardware = raw.get("hardware", False)
     if not isinstance(hardware, bool):
         problems.append("{}.hardware: got {!r}; expected true or false".format(path, hardware))
-    imds_url = raw.get("imds_url")
-    if imds_url is not None and (not isinstance(imds_url, str) or not imds_url.startswith("http://")):
-        problems.append("{}.imds_url: got {!r}; expected an http:// URL of the metadata service".format(path, imds_url))
+    for key, what in URL_KEYS.items():
+        url = raw.get(key)
+        if url is not None and (not isinstance(url, str) or not url.startswith("http://")):
+            problems.append("{}.{}: got {!r}; expected an http:// URL of {}".format(path, key, url, what))
     if len(problems) != before:
         return None
-    return Emulation(hardware=hardware, imds_url=imds_url)
+    return Emulation(hardware=hardware, imds_url=raw.get("imds_url"), sagemaker_url=raw.get("sagemaker_url"))

@@ -11,6 +11,7 @@ from typing import Any
 from hyperpod_cdk.errors import ConfigurationError
 from hyperpod_local import LocalCluster, LocalClusterError, NamespaceError
 from hyperpod_local.cluster import DEFAULT_IDLE_TIMEOUT_S
+from hyperpod_local.control_plane import cli as control_plane_cli
 from hyperpod_local.hyperpod_platform import COMMAND_LINE_PLATFORM, PLATFORMS
 from hyperpod_local.layout import DEFAULT_MAX_PER_GROUP, DEFAULT_MAX_WORKERS, DEFAULT_SUBNET
 from hyperpod_local.namespaces import DEFAULT_PREFIX
@@ -110,6 +111,8 @@ def add_commands(local: argparse.ArgumentParser) -> None:
         "Pyxis files, SSH keys, log rotation, a default user, Slurm 24.11 and 25.11 behind /opt/slurm); default: "
         "an older AMI without them",
     )
+    control_plane_cli.add_up_arguments(up)
+    control_plane_cli.add_command(sub, with_workdir)
     run = with_workdir(sub.add_parser("exec", help="run a command on a node: local exec NODE -- CMD..."))
     run.add_argument("--cwd", help="working directory on the node (default: this one if the node has it, else /)")
     run.add_argument("node")
@@ -168,9 +171,12 @@ def run(args: argparse.Namespace) -> int:
                 preconfigured_ami=args.preconfigured_ami,
                 progress=say,
             )
+            control_plane_cli.after_up(args, cluster, say)
             _print_status(cluster.status())
             return 0
         cluster = LocalCluster.open(args.workdir)
+        if args.local_command == "control-plane":
+            return control_plane_cli.run(args, cluster)
         if args.local_command == "exec":
             cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
             if not cmd:

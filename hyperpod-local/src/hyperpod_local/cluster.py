@@ -21,6 +21,7 @@ from typing import Any
 
 from hyperpod_local import agent, enabled, hyperpod_platform, rootfs
 from hyperpod_local import metrics as metrics_server
+from hyperpod_local.control_plane import local as control_plane
 from hyperpod_local.host import (
     check_prefix,
     check_tools,
@@ -185,7 +186,9 @@ class LocalCluster:
         )
         if stale_worker_copies:
             stale_instances(layout)  # raises when no group can have been scaled to 0
-        files = inputs.staged_files(imds_url=imds_url(layout.subnet))
+        files = inputs.staged_files(
+            imds_url=imds_url(layout.subnet), sagemaker_url=control_plane.sagemaker_url(layout.subnet)
+        )
         if f"{prefix}-sw" in list_netns() and not runs_here(directory, prefix, LocalCluster.open):
             raise LocalClusterError(
                 f"another local cluster uses the prefix {prefix!r} (netns {prefix}-sw exists). Fix: pass a "
@@ -469,6 +472,7 @@ class LocalCluster:
                 self.workdir.rmdir()
 
     def _destroy(self) -> None:
+        control_plane.stop(self)
         metrics_server.stop(self)
         agent.stop(self)
         self.namespaces.destroy_all(self.node_net(n) for n in self.nodes)

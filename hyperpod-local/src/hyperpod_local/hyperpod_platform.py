@@ -178,7 +178,7 @@ def slurm_conf(layout: LocalLayout, naming: str, cpus: int | None = None, topolo
     partitions = [Partition(DEV_PARTITION, (), default=True, all_nodes=True)]
     for group in layout.groups:
         members = tuple(node_hostname(naming, n) for n in layout.nodes if n.group == group.name)
-        if group.role == COMPUTE and members:
+        if group.role == COMPUTE:  # a group at 0 nodes keeps its partition, empty (hyperpod_local.membership)
             partitions.append(Partition(group.partition or group.name, members))
     return render_slurm_conf(settings, nodes, partitions)
 

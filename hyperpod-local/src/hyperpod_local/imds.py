@@ -1,10 +1,12 @@
 """A fake EC2 instance metadata service for the local cluster: the Spot interruption notice, per node.
 
-It answers what the Spot watcher (``training_runtime.spot``) asks, as EC2 documents it: ``PUT
+It answers what the Spot watcher (``training_runtime.spot``) and the scaler ask, as EC2 documents it: ``PUT
 /latest/api/token`` gives a session token, ``GET /latest/meta-data/spot/instance-action`` with that token gives
-the notice of the asking node (told apart by its address) or 404. It runs in the cluster's switch namespace on
-an address of its own on the bridge (the subnet's second host), so the nodes reach it the way a real node reaches
-169.254.169.254: without leaving the cluster. The drill posts and withdraws notices through a JSON file
+the notice of the asking node (told apart by its address) or 404; with the emulated control plane
+(:mod:`hyperpod_local.control_plane.local`, whose process serves this service then) also the instance role's
+credentials (:data:`CREDENTIALS_PATH`), the keys that control plane accepts. It runs in the cluster's switch
+namespace on an address of its own on the bridge (the subnet's second host), so the nodes reach it the way a real
+node reaches 169.254.169.254: without leaving the cluster. The drill posts and withdraws notices through a JSON file
 (``{node address: {"action": ..., "time": ...}}``) that the server reads on every request.
 
 ``python -m hyperpod_local.imds --listen ADDRESS:PORT --notices FILE`` is the server;
@@ -17,8 +19,10 @@ import argparse
 import ipaddress
 import json
 import secrets
+import socket
 import subprocess
 import sys
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -44,8 +48,15 @@ def imds_url(subnet: str) -> str:
     return f"http://{imds_address(subnet)}:{PORT}"
 
 
-def serve(listen: str, notices: Path) -> None:
-    host, port = listen.rsplit(":", 1)
+CREDENTIALS_PATH = "/latest/meta-data/iam/security-credentials/"
+"""EC2's instance role credentials: the role's name, then ``<path><role>`` its temporary keys as JSON (``Code``,
+``AccessKeyId``, ``SecretAccessKey``, ``Token``, ``Expiration``; EC2 User Guide, "Retrieve security credentials
+from instance metadata")."""
+
+
+def handler(notices: Path, credentials: Path | None = None, role: str | None = None) -> type[BaseHTTPRequestHandler]:
+    """The service's request handler: tokens (IMDSv2, required), the Spot notice of the asking node (by its
+    address) and, where ``credentials`` is given, the instance role ``role``'s keys read from that file."""
     tokens: set[str] = set()
 
     class Handler(BaseHTTPRequestHandler):
@@ -70,6 +81,14 @@ def serve(listen: str, notices: Path) -> None:
             if self.headers.get("X-aws-ec2-metadata-token") not in tokens:
                 self._answer(401)
                 return
+            if credentials is not None and role and self.path.startswith(CREDENTIALS_PATH):
+                if self.path == CREDENTIALS_PATH:
+                    self._answer(200, role)
+                elif self.path == CREDENTIALS_PATH + role:
+                    self._answer(200, credentials.read_text())
+                else:
+                    self._answer(404)
+                return
             try:
                 posted = json.loads(notices.read_text())
             except (OSError, ValueError):
@@ -80,7 +99,25 @@ def serve(listen: str, notices: Path) -> None:
             else:
                 self._answer(200, json.dumps(notice))
 
-    ThreadingHTTPServer((host, int(port)), Handler).serve_forever()
+    return Handler
+
+
+def serve(listen: str, notices: Path) -> None:
+    host, port = listen.rsplit(":", 1)
+    ThreadingHTTPServer((host, int(port)), handler(notices)).serve_forever()
+
+
+def serve_on(sock: socket.socket, notices: Path, credentials: Path, role: str) -> threading.Thread:
+    """The service, with the role's credentials, on an already bound socket, in a thread (the emulated control
+    plane's process runs it: :mod:`hyperpod_local.control_plane.local`)."""
+    server = ThreadingHTTPServer(sock.getsockname()[:2], handler(notices, credentials, role), bind_and_activate=False)
+    server.socket.close()
+    server.socket = sock
+    server.daemon_threads = True
+    server.server_activate()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    return thread
 
 
 def spot_variant(config_path: Path, directory: Path, poll_interval: int = 1) -> Path:
@@ -112,7 +149,11 @@ class FakeImds:
         return ["ip", "netns", "exec", self.cluster.namespaces.switch, *argv]
 
     def start(self) -> None:
+        from hyperpod_local.control_plane import local as control_plane
+
         self.notices.write_text("{}")
+        if control_plane.running(self.cluster):  # it serves the metadata service, role credentials included
+            return
         prefix = f"{self.address}/{self.cluster.layout.prefixlen}"
         subprocess.run(
             ["ip", "-n", self.cluster.namespaces.switch, "addr", "replace", prefix, "dev", BRIDGE], check=True

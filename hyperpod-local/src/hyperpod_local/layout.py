@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from hyperpod_cdk.config import ClusterConfig
@@ -75,6 +75,9 @@ class LocalLayout:
     nodes: tuple[LocalNode, ...]
     requested: Mapping[str, int]
     """Instance count per group in the config (before the caps)."""
+    launched: Mapping[str, int] = field(default_factory=dict)
+    """Per group, the highest node number it ever had when nodes were added while running
+    (:mod:`hyperpod_local.membership`): names, and so instance ids, are not reused."""
 
     @property
     def prefixlen(self) -> int:
@@ -126,6 +129,7 @@ class LocalLayout:
             ],
             "nodes": [n.to_json() for n in self.nodes],
             "requested": dict(self.requested),
+            **({"launched": dict(self.launched)} if self.launched else {}),
         }
 
     @classmethod
@@ -145,6 +149,7 @@ class LocalLayout:
             ),
             nodes=tuple(LocalNode.from_json(n) for n in data["nodes"]),
             requested={str(k): int(v) for k, v in data["requested"].items()},
+            launched={str(k): int(v) for k, v in data.get("launched", {}).items()},
         )
 
 

@@ -99,6 +99,7 @@ def emulated(
     cpus: int | None = None,
     instance_types: Sequence[str] = (),
     imds_url: str | None = None,
+    sagemaker_url: str | None = None,
 ) -> ProvisioningParameters:
     """``deployed`` as the local cluster runs it. The overlays, and nothing else:
 
@@ -115,7 +116,8 @@ def emulated(
     * ``emulation`` (``hyperpod_cdk.emulation``, a key only the local cluster writes): ``hardware`` true, the
       types' GPUs, Neuron devices and EFA interfaces are declared, not present (the health checks skip them and
       say so, the launcher runs CPU processes); ``imds_url``, where given: the Spot watcher reads the cluster's
-      fake metadata service (:mod:`hyperpod_local.imds`);
+      fake metadata service (:mod:`hyperpod_local.imds`); ``sagemaker_url``, where given: the SageMaker API calls
+      of the node (the scaler's) go to the emulated control plane (:mod:`hyperpod_local.control_plane`);
     * ``metrics`` becomes null: no remote write, the local Prometheus scrapes the nodes itself.
     """
     fixed = sorted(
@@ -133,6 +135,6 @@ def emulated(
         fsx=None,
         metrics=None,
         options=options,
-        emulation=Emulation(hardware=True, imds_url=imds_url),
+        emulation=Emulation(hardware=True, imds_url=imds_url, sagemaker_url=sagemaker_url),
     )
     return dataclasses.replace(local, openzfs_mount_path=None)

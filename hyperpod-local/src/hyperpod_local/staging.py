@@ -46,11 +46,15 @@ class LocalInputs:
     files: Mapping[str, bytes]
     """Every file of the deployed prefix by relative path, the parameters file included."""
 
-    def staged_files(self, *, cpus: int | None = None, imds_url: str | None = None) -> dict[str, bytes]:
+    def staged_files(
+        self, *, cpus: int | None = None, imds_url: str | None = None, sagemaker_url: str | None = None
+    ) -> dict[str, bytes]:
         """The local prefix: the deployed files, the parameters file with the emulation's overlays (``imds_url``:
-        the cluster's fake metadata service, for the Spot watcher)."""
+        the cluster's fake metadata service, for the Spot watcher; ``sagemaker_url``: its emulated control plane)."""
         chosen = [g.instance_type for g in self.groups if g.instance_type]
-        local = emulated(self.deployed, cpus=cpus, instance_types=chosen, imds_url=imds_url)
+        local = emulated(
+            self.deployed, cpus=cpus, instance_types=chosen, imds_url=imds_url, sagemaker_url=sagemaker_url
+        )
         text = local.dumps()
         marker = MARKER.search(text)
         if marker:

@@ -1,0 +1,441 @@
+"""The control plane of a running local cluster: its real nodes as the backend, served where nodes and host reach it.
+
+One process per cluster (``python -m hyperpod_local.control_plane --workdir W``, started by :func:`start`,
+stopped by :func:`stop` and by ``down``) serves:
+
+* the SageMaker API (:mod:`.protocol`) on ``127.0.0.1:<free port>`` for the host (boto3 through
+  ``AWS_ENDPOINT_URL``: :func:`client_env`) and on ``<subnet's 4th host>:8112`` on the cluster's bridge for the
+  nodes (the parameters' ``hyperpod_cdk.emulation.sagemaker_url``, :func:`sagemaker_url`): the socket is bound in
+  the switch namespace (``setns``), the process stays on the host, so it can start and stop nodes;
+* the instance metadata service (:mod:`hyperpod_local.imds`) on its bridge address, with the instance role's
+  credentials (:func:`credentials`): the only keys the API accepts (SigV4, :mod:`.sigv4`).
+
+Its knobs live in ``<workdir>/cluster/control-plane/settings.json``, read at every reconciliation, so a test
+changes them while it runs: :func:`set_capacity`, :func:`set_latency`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ipaddress
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from hyperpod_local import agent, membership
+from hyperpod_local.control_plane.events import Event, EventLog
+from hyperpod_local.control_plane.fleet import Fleet, LaunchError, Settings
+from hyperpod_local.control_plane.model import RUNNING, ClusterInfo, Group, Instance, Node
+from hyperpod_local.control_plane.operations import ControlPlane
+from hyperpod_local.control_plane.protocol import Endpoint
+from hyperpod_local.control_plane.sigv4 import Key
+from hyperpod_local.layout import LOCAL_REGION, LocalNode, cluster_arn, instance_id
+from hyperpod_local.namespaces import BRIDGE
+from hyperpod_local.paths import subprocess_env
+from hyperpod_local.procs import terminate
+from hyperpod_local.state import ClusterHandle, LocalClusterError
+from training_runtime.groups import COMPUTE, CONTROLLER, LOGIN
+from training_runtime.node_names import ip_name
+from training_runtime.params import ENTRYPOINT_BY_MODE
+
+DIRECTORY = "cluster/control-plane"
+PORT = 8112
+ROLE = "hyperpod-local-execution"
+ROLE_ARN = f"arn:aws:iam::000000000000:role/{ROLE}"
+NODE_TYPES = {CONTROLLER: "Controller", LOGIN: "Login", COMPUTE: "Compute"}
+READY_TIMEOUT_S = 20.0
+RECONCILE_S = 0.5
+CREDENTIALS_TTL = timedelta(hours=12)
+CLONE_NEWNET = 0x40000000
+
+
+def address(subnet: str) -> str:
+    """The control plane's address on the bridge: the subnet's 4th host (the metadata service has the 3rd)."""
+    return str(ipaddress.IPv4Network(subnet)[3])
+
+
+def sagemaker_url(subnet: str) -> str:
+    """What the nodes' parameters carry as ``hyperpod_cdk.emulation.sagemaker_url``."""
+    return f"http://{address(subnet)}:{PORT}"
+
+
+def directory(cluster: ClusterHandle) -> Path:
+    return cluster.workdir / DIRECTORY
+
+
+# --- knobs and credentials ----------------------------------------------------------------------
+def read_settings(path: Path) -> Settings:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return Settings()
+    return Settings(
+        launch_latency=float(data.get("launch_latency", Settings.launch_latency)),
+        retry_interval=float(data.get("retry_interval", Settings.retry_interval)),
+        capacity={str(k): int(v) for k, v in (data.get("capacity") or {}).items()},
+    )
+
+
+def _write_json(path: Path, data: dict[str, Any], mode: int = 0o644) -> None:
+    temporary = path.with_suffix(".tmp")
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(json.dumps(data, indent=2) + "\n")
+    temporary.replace(path)
+
+
+def _update_settings(cluster: ClusterHandle, **changes: Any) -> Settings:
+    path = directory(cluster) / "settings.json"
+    current = read_settings(path)
+    data = {
+        "launch_latency": current.launch_latency,
+        "retry_interval": current.retry_interval,
+        "capacity": dict(current.capacity),
+        **changes,
+    }
+    _write_json(path, data)
+    return read_settings(path)
+
+
+def set_capacity(cluster: ClusterHandle, instance_type: str, count: int | None) -> Settings:
+    """At most ``count`` instances of ``instance_type`` at once (None: unlimited): launches beyond fail for
+    capacity, as Continuous provisioning reports it, until it is raised."""
+    capacity = dict(read_settings(directory(cluster) / "settings.json").capacity)
+    if count is None:
+        capacity.pop(instance_type, None)
+    else:
+        capacity[instance_type] = count
+    return _update_settings(cluster, capacity=capacity)
+
+
+def set_latency(cluster: ClusterHandle, launch_latency: float, retry_interval: float | None = None) -> Settings:
+    """The emulated launch latency (s) before a new node's instance boots, and the retry interval after a
+    capacity failure (s)."""
+    extra = {} if retry_interval is None else {"retry_interval": retry_interval}
+    return _update_settings(cluster, launch_latency=launch_latency, **extra)
+
+
+def make_credentials(cluster: ClusterHandle) -> dict[str, str]:
+    """The instance role's temporary credentials, made once per cluster, root-only on the host."""
+    path = directory(cluster) / "credentials.json"
+    if not path.exists():
+        now = datetime.now(UTC)
+        _write_json(
+            path,
+            {
+                "Code": "Success",
+                "LastUpdated": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "Type": "AWS-HMAC",
+                "AccessKeyId": "ASIA" + secrets.token_hex(8).upper(),
+                "SecretAccessKey": secrets.token_urlsafe(30),
+                "Token": secrets.token_urlsafe(96),
+                "Expiration": (now + CREDENTIALS_TTL).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            },
+            0o600,
+        )
+    return credentials(cluster)
+
+
+def credentials(cluster: ClusterHandle) -> dict[str, str]:
+    return {str(k): str(v) for k, v in json.loads((directory(cluster) / "credentials.json").read_text()).items()}
+
+
+def keys(path: Path) -> list[Key]:
+    data = json.loads(path.read_text())
+    return [Key(data["AccessKeyId"], data["SecretAccessKey"], data["Token"])]
+
+
+def url(cluster: ClusterHandle) -> str:
+    """The host's URL of the running control plane."""
+    try:
+        return str(json.loads((directory(cluster) / "url.json").read_text())["host"])
+    except (OSError, ValueError, KeyError):
+        raise LocalClusterError(
+            "the cluster's control plane is not running (hyperpod-local up --control-plane)"
+        ) from None
+
+
+def client_env(cluster: ClusterHandle) -> dict[str, str]:
+    """The variables that point host-side boto3 (and ``hyperpod-cdk``) at the control plane with the role's keys."""
+    found = credentials(cluster)
+    return {
+        "AWS_ENDPOINT_URL": url(cluster),
+        "AWS_ACCESS_KEY_ID": found["AccessKeyId"],
+        "AWS_SECRET_ACCESS_KEY": found["SecretAccessKey"],
+        "AWS_SESSION_TOKEN": found["Token"],
+        "AWS_REGION": LOCAL_REGION,
+        "AWS_DEFAULT_REGION": LOCAL_REGION,
+    }
+
+
+# --- the backend --------------------------------------------------------------------------------
+class LocalClusterBackend:
+    """Instances are the cluster's namespace nodes: a launch adds one to the layout, publishes the membership
+    (:mod:`hyperpod_local.membership`), boots it with HyperPod's part and runs its lifecycle script; termination
+    powers it off, drops its disk and publishes again; reboot and replace are the cluster's own."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.lock = threading.Lock()
+        """One membership change at a time (slurm.conf is rewritten whole)."""
+
+    def _open(self) -> Any:
+        from hyperpod_local.cluster import LocalCluster
+
+        return LocalCluster.open(self.workdir)
+
+    def allocate(self, group: Group) -> Instance:
+        made: list[LocalNode] = []
+
+        def grow(layout: Any) -> Any:
+            updated, node = membership.grown(layout, group.name)
+            made.append(node)
+            return updated
+
+        try:
+            layout = membership.change_layout(self.workdir, grow)
+        except ValueError as error:  # LayoutError
+            raise LaunchError(str(error)) from None
+        return instance_of(layout.cluster_name, made[0])
+
+    def boot(self, group: Group, instance: Instance) -> None:
+        with self.lock, _agent_paused(self._open()):
+            cluster = self._open()
+            try:
+                membership.publish(cluster)
+                code, output = cluster.boot(instance.name, bootstrap=True) or (0, "")
+            except LocalClusterError as error:
+                raise LaunchError(str(error)) from None
+        if code != 0:
+            lines = [line for line in output.splitlines() if line.strip()]
+            raise LaunchError(f"the lifecycle script failed (exit {code}): {lines[-1] if lines else ''}")
+
+    def terminate(self, instance: Instance) -> None:
+        with self.lock, _agent_paused(self._open()):
+            cluster = self._open()
+            if any(n.name == instance.name for n in cluster.layout.nodes):
+                cluster.crash(instance.name)
+                node_dir = cluster.namespaces.node_dir(instance.name)
+                for disk in ("upper", "work"):
+                    subprocess.run(["rm", "-rf", str(node_dir / disk)], check=False)
+                membership.change_layout(self.workdir, lambda layout: membership.shrunk(layout, instance.name))
+            membership.publish(self._open())
+
+    def reboot(self, instance: Instance) -> None:
+        with self.lock, _agent_paused(self._open()):
+            try:
+                self._open().reboot(instance.name)
+            except LocalClusterError as error:
+                raise LaunchError(str(error)) from None
+
+    def replace(self, instance: Instance) -> None:
+        with self.lock, _agent_paused(self._open()):
+            try:
+                code, _ = self._open().replace(instance.name)
+            except LocalClusterError as error:
+                raise LaunchError(str(error)) from None
+        if code != 0:
+            raise LaunchError(f"the lifecycle script failed on the new instance (exit {code})")
+
+
+@contextlib.contextmanager
+def _agent_paused(cluster: ClusterHandle) -> Iterator[None]:
+    """The emulated HyperPod agent stopped while the control plane powers a node off or on (else it would see the
+    node fail and replace it too), then started again: it watches the nodes it finds when it starts."""
+    running = agent.enabled(cluster)
+    if running:
+        agent.stop(cluster)
+    try:
+        yield
+    finally:
+        if running:
+            agent.start(cluster)
+
+
+def instance_of(cluster_name: str, node: LocalNode) -> Instance:
+    dns = f"{ip_name(node.ip)}.{LOCAL_REGION}.compute.internal"
+    return Instance(instance_id(cluster_name, node.name), node.ip, dns, node.name)
+
+
+def continuous(config_source: str) -> bool:
+    """Whether the cluster's config asks for Continuous node provisioning (a config file; the default
+    configuration and cloud assemblies: read their cluster's ``NodeProvisioningMode``)."""
+    if "#" in config_source:
+        from hyperpod_local.staging import CLUSTER_TYPE, _stack_template
+
+        assembly, stack = config_source.rsplit("#", 1)
+        _, template = _stack_template(Path(assembly), stack)
+        found = [r for r in template["Resources"].values() if r.get("Type") == CLUSTER_TYPE]
+        return bool(found) and found[0]["Properties"].get("NodeProvisioningMode") == "Continuous"
+    from hyperpod_cdk.config import ClusterConfig, load_config
+
+    config = load_config(config_source) if Path(config_source).is_file() else ClusterConfig()
+    return config.node_provisioning_mode is not None
+
+
+def build(cluster: ClusterHandle, events: EventLog | None = None) -> ControlPlane:
+    """The control plane of ``cluster`` as it runs now: its groups and nodes (all Running)."""
+    layout, state = cluster.layout, cluster.state
+    lifecycle = {"SourceS3Uri": "s3://hyperpod-local/lifecycle/", "OnCreate": ENTRYPOINT_BY_MODE[state.mode]}
+    groups = [
+        Group(
+            g.name,
+            NODE_TYPES[g.role],
+            g.instance_type or g.instance_types[0],
+            sum(1 for n in layout.nodes if n.group == g.name),
+            ROLE_ARN,
+            lifecycle,
+            partition=(g.partition or g.name) if g.role == COMPUTE else None,
+            threads_per_core=g.threads_per_core,
+        )
+        for g in layout.groups
+    ]
+    now = time.time()
+    nodes = []
+    for local in layout.nodes:
+        node = Node(instance_id(layout.cluster_name, local.name), local.group, local.instance_type, RUNNING, now)
+        node.instance = instance_of(layout.cluster_name, local)
+        nodes.append(node)
+    settings_path = directory(cluster) / "settings.json"
+    fleet = Fleet(
+        groups,
+        nodes,
+        LocalClusterBackend(cluster.workdir),
+        settings=lambda: read_settings(settings_path),
+        events=events,
+    )
+    info = ClusterInfo(layout.cluster_name, cluster_arn(layout.cluster_name), continuous(state.config_path), now)
+    return ControlPlane(info, fleet)
+
+
+# --- the process --------------------------------------------------------------------------------
+def bound_in_netns(netns: str, host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port`` in the network namespace ``netns``; this process stays where it is."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    with open("/proc/self/ns/net") as own, open(f"/run/netns/{netns}") as target:
+        if libc.setns(target.fileno(), CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns into {netns}")
+        try:
+            return socket.create_server((host, port))
+        finally:
+            if libc.setns(own.fileno(), CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), "setns back to the host's network namespace")
+
+
+def serve(workdir: Path) -> None:
+    from hyperpod_local import imds
+    from hyperpod_local.cluster import LocalCluster
+
+    cluster = LocalCluster.open(workdir)
+    own = directory(cluster)
+    log_path = own / "events.jsonl"
+
+    def log(event: Event) -> None:
+        with log_path.open("a") as handle:
+            handle.write(
+                json.dumps(
+                    {
+                        "time": event.time,
+                        "level": event.level,
+                        "group": event.group,
+                        "instance_id": event.instance_id,
+                        "description": event.description,
+                    }
+                )
+                + "\n"
+            )
+
+    plane = build(cluster, EventLog(time.time, log))
+    endpoint = Endpoint(plane, lambda: keys(own / "credentials.json"))
+    switch, subnet = cluster.namespaces.switch, cluster.layout.subnet
+    node_sock = bound_in_netns(switch, address(subnet), PORT)
+    imds_sock = bound_in_netns(switch, imds.imds_address(subnet), imds.PORT)
+    host_url = endpoint.serve()
+    endpoint.serve(sock=node_sock)
+    imds.serve_on(imds_sock, cluster.workdir / "imds-notices.json", own / "credentials.json", ROLE)
+    _write_json(own / "url.json", {"host": host_url, "nodes": sagemaker_url(subnet)})
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    while not stopping.wait(RECONCILE_S):
+        plane.fleet.reconcile()
+    endpoint.stop()
+
+
+def _pid(cluster: ClusterHandle) -> int | None:
+    try:
+        pid = int((directory(cluster) / "pid").read_text())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except (OSError, ValueError):
+        return None
+    return pid if "hyperpod_local.control_plane" in cmdline and str(cluster.workdir) in cmdline else None
+
+
+def running(cluster: ClusterHandle) -> bool:
+    return _pid(cluster) is not None
+
+
+def start(
+    cluster: ClusterHandle, *, launch_latency: float | None = None, capacity: dict[str, int] | None = None
+) -> str:
+    """Start the cluster's control plane (once; HyperPod platform only); returns the host's URL."""
+    from hyperpod_local import imds
+    from training_runtime.node import HYPERPOD
+
+    if cluster.state.platform != HYPERPOD:
+        raise LocalClusterError("the emulated control plane needs the HyperPod platform (HyperPod names the nodes)")
+    own = directory(cluster)
+    own.mkdir(parents=True, exist_ok=True)
+    make_credentials(cluster)
+    if launch_latency is not None:
+        set_latency(cluster, launch_latency)
+    for instance_type, count in (capacity or {}).items():
+        set_capacity(cluster, instance_type, count)
+    if running(cluster):
+        return url(cluster)
+    notices = cluster.workdir / "imds-notices.json"
+    if not notices.exists():
+        notices.write_text("{}")
+    prefixlen = cluster.layout.prefixlen
+    for bridge_address in (address(cluster.layout.subnet), imds.imds_address(cluster.layout.subnet)):
+        subprocess.run(
+            ["ip", "-n", cluster.namespaces.switch, "addr", "replace", f"{bridge_address}/{prefixlen}", "dev", BRIDGE],
+            check=True,
+        )
+    (own / "url.json").unlink(missing_ok=True)
+    with (own / "server.log").open("ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "hyperpod_local.control_plane", "--workdir", str(cluster.workdir)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=subprocess_env(),
+        )
+    (own / "pid").write_text(f"{process.pid}\n")
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while not (own / "url.json").exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            stop(cluster)
+            tail = (own / "server.log").read_text(errors="replace").strip().splitlines()[-3:]
+            raise LocalClusterError(f"the control plane did not start: {' | '.join(tail)}")
+        time.sleep(0.1)
+    return url(cluster)
+
+
+def stop(cluster: ClusterHandle, timeout: float = 30.0) -> None:
+    pid = _pid(cluster)
+    if pid is not None:
+        terminate(pid, lambda: _pid(cluster) is not None, timeout)
+    (directory(cluster) / "pid").unlink(missing_ok=True)
+    (directory(cluster) / "url.json").unlink(missing_ok=True)
