@@ -347,3 +347,22 @@ def test_a_node_deleted_while_launching_is_terminated_when_its_boot_ends(cp: Har
         queued.pop(0)()
     assert cp.backend.log[-2:] == [("boot", instance.instance_id), ("terminate", instance.instance_id)]
     assert groups(client)["gpu"] == (2, 2)
+
+
+def test_the_docs_state_the_limits_the_code_enforces() -> None:
+    from pathlib import Path
+
+    from hyperpod_local.control_plane import validation as limits
+
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "local-cluster.md").read_text()
+    section = docs.split("## Emulated control plane\n", 1)[1].split("\n## ", 1)[0]
+    text = " ".join(section.split())
+    for claim in (
+        f"at most {limits.ADD_GROUPS_MAX} groups and {limits.ADD_NODES_MAX} nodes per call",
+        f"`IncrementTargetCountBy` 1 to {limits.ADD_NODES_MAX}",
+        f"a combined maximum of {limits.DELETE_IDS_MAX} identifiers",
+        f"1 to {limits.REBOOT_IDS_MAX} `NodeIds` and 1 to {limits.REBOOT_IDS_MAX} `NodeLogicalIds`",
+        f"`MaxResults` 1 to {limits.LIST_MAX}",
+        f"at most {limits.TAGS_MAX} tags",
+    ):
+        assert claim in text, claim
