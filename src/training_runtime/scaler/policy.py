@@ -42,6 +42,7 @@ RESOURCE_REASONS = (
     "Resources",
     "Priority",
     "PartitionNodeLimit",
+    "PartitionConfig",
     "NodeDown",
     "ReqNodeNotAvail",
     "Nodes_required_for_job_are_DOWN,_DRAINED_or_reserved_for_jobs_in_higher_priority_partitions",
@@ -49,7 +50,9 @@ RESOURCE_REASONS = (
 """Pending reasons that more nodes in the job's partition can clear (Slurm, "Job Reason Codes",
 https://slurm.schedmd.com/job_reason_codes.html): ``Resources`` (the resources requested are not available),
 ``Priority`` (higher-priority jobs wait for the same partition: they all need nodes), ``PartitionNodeLimit``
-(the job needs more nodes than the partition has now, or its nodes are DOWN/DRAINED — a group at 0),
+(the job needs more nodes than the partition has now, or its nodes are DOWN/DRAINED), ``PartitionConfig``
+("Requested partition configuration not available now": how Slurm 24.11 keeps a job waiting in a partition
+with no nodes at all — a group at 0 — once it was accepted, docs/scaler.md "A group at 0"),
 ``NodeDown``/``ReqNodeNotAvail``/the long "Nodes required…" text (required nodes down or drained). A reason is
 matched on its first word (squeue prints ``ReqNodeNotAvail, UnavailableNodes:…``). Every other reason
 (``Dependency``, ``BeginTime``, ``JobHeld*``, ``AssocGrp*``, ``QOS*``, ``PartitionDown``, ``BadConstraints``, …)
@@ -227,7 +230,12 @@ def _scale_out(
 
 
 def _scale_in(
-    group: ScaledGroup, demand: int, nodes: Sequence[SlurmNode], in_flight: Sequence[InFlight], now: float
+    group: ScaledGroup,
+    demand: int,
+    nodes: Sequence[SlurmNode],
+    in_flight: Sequence[InFlight],
+    now: float,
+    minute_s: float = 60.0,
 ) -> Tuple[List[str], List[DeleteNode], List[str]]:
     """(nodes to drain, nodes to delete, drained nodes to give back: deleting them would go below ``min``)."""
     mine = [n for n in nodes if n.group == group.name]
@@ -240,7 +248,7 @@ def _scale_in(
     deletable = max(0, group.current_count - being_deleted - group.scaling.min)
     deletes = [DeleteNode(group.name, name) for name in ready[:deletable]]
     give_back = ready[deletable:]
-    idle_for = group.scaling.idle_minutes * 60
+    idle_for = group.scaling.idle_minutes * minute_s
     candidates = sorted(
         (
             n
@@ -269,8 +277,10 @@ def decide(
     jobs: Sequence[PendingJob],
     in_flight: Sequence[InFlight],
     now: float,
+    minute_s: float = 60.0,
 ) -> Decision:
-    """Every scaled group's actions for this observation (see the module docstring for the rules)."""
+    """Every scaled group's actions for this observation (see the module docstring for the rules); ``minute_s``:
+    the seconds in one of ``idle_minutes`` (60; the local cluster's drills shorten it)."""
     by_partition = {g.partition: g.name for g in groups}
     waiting: Dict[str, List[PendingJob]] = {g.name: [] for g in groups}
     for job in jobs:
@@ -289,7 +299,7 @@ def decide(
         undrain.extend(back)
         blocked.update(why)
         demand = sum(j.nodes for j in waiting[group.name])
-        out, gone, kept = _scale_in(group, demand, nodes, in_flight, now)
+        out, gone, kept = _scale_in(group, demand, nodes, in_flight, now, minute_s)
         drain.extend(out)
         delete.extend(d for d in gone if d.node not in back)
         undrain.extend(name for name in kept if name not in undrain)

@@ -288,7 +288,8 @@ class Scaler:
             self._save()
             nodes = self._with_idle_seen(to_policy_nodes(self.slurm.nodes(), {k: v[0] for k, v in names.items()}), now)
             jobs = self.slurm.pending()
-            decision = policy.decide(scaled, nodes, jobs, [op.in_flight() for op in self.state.in_flight], now)
+            flights = [op.in_flight() for op in self.state.in_flight]
+            decision = policy.decide(scaled, nodes, jobs, flights, now, minute_s=self.config.minute_s)
             self._act(decision, names, now)
             self._comment(jobs, decision, scaled)
         except (ApiError, CommandError, OSError) as error:

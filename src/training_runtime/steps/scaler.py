@@ -10,7 +10,7 @@ Without systemd (containers, the local cluster) it runs as a daemon with a pid f
 
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 from training_runtime.errors import StepFailed
 from training_runtime.files import file_matches, write_file
@@ -41,8 +41,13 @@ def scaler_config(node: Node) -> ScalerConfig:
             "tag's resource); the file has none. Fix: check /opt/ml/config/resource_config.json on the controller"
         )
     emulation = node.params.emulation
-    sagemaker_url: Optional[str] = getattr(emulation, "sagemaker_url", None)
+    sagemaker_url = emulation.sagemaker_url if emulation is not None else None
     imds_url = emulation.imds_url if emulation is not None and emulation.imds_url else IMDS_URL
+    timing: Dict[str, float] = {}  # the local cluster's drills: a short cycle and a short idle minute (hyperpod_cdk.emulation)
+    if emulation is not None and emulation.scaler_interval_s is not None:
+        timing["interval_s"] = emulation.scaler_interval_s
+    if emulation is not None and emulation.scaler_minute_s is not None:
+        timing["minute_s"] = emulation.scaler_minute_s
     groups = tuple(
         ScaledGroupConfig(g.name, g.partition or g.name, g.scaling)
         for g in scaled_groups(node.params.groups)
@@ -58,6 +63,7 @@ def scaler_config(node: Node) -> ScalerConfig:
         groups=groups,
         imds_url=imds_url,
         slurm_bin=node.slurm.bin_dir or "",
+        **timing,
     )
 
 
