@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from scaler_fakes import FakeSageMaker
-from training_runtime.run import Result
+from training_runtime.run import CommandError, Result
 from training_runtime.scaler.config import ScaledGroupConfig, ScalerConfig
 from training_runtime.scaler.heartbeat import TAG_KEY, parse_heartbeat
 from training_runtime.scaler.policy import drain_reason
@@ -71,8 +71,8 @@ class FakeSlurm:
                     node["drain"], node["reason"] = True, argv[4].partition("=")[2]
                 elif argv[3] == "State=RESUME":
                     node["drain"], node["reason"] = False, None
-            elif key == "JobId" and self.job_update_exit:
-                return Result(argv, self.job_update_exit, "", "Requested partition configuration not available now")
+            elif key == "JobId" and self.job_update_exit and check:  # as the real Runner with check=True
+                raise CommandError(argv, self.job_update_exit, "Requested partition configuration not available now")
         return Result(argv, 0, out, "")
 
 
@@ -142,7 +142,7 @@ def test_a_comment_slurm_reports_failed_never_stops_scaling(world: World) -> Non
     assert world.fake.groups["gpu"] == [0, 2]
     assert load(Path(world.config.state_path)).failures == 0
     world.slurm.pending = ["7|gpu|2|PartitionConfig", "8|gpu|1|PartitionConfig"]
-    world.now += 60
+    world.now += 5
     scaler.cycle()
     assert world.fake.groups["gpu"] == [0, 3]  # the next job is not held back by a backoff
 
