@@ -277,10 +277,10 @@ class Scaler:
             if self.commented.get(job.job_id) != text:
                 try:
                     self.slurm.comment(job.job_id, text)
-                except CommandError as error:
+                except CommandError as failure:
                     # Never a reason to stop scaling. Slurm 24.11 sets the comment of a job in a partition with
                     # no node yet exits 1 ("Requested partition configuration not available now"): a group at 0.
-                    log("scaler_warning", message="AdminComment of job {}: {}".format(job.job_id, error))
+                    log("scaler_warning", message="AdminComment of job {}: {}".format(job.job_id, failure))
                 self.commented[job.job_id] = text
         self.commented = {k: v for k, v in self.commented.items() if k in told}
         return told
