@@ -77,6 +77,21 @@ def test_idle_nodes_and_nodes_on_the_way_count_as_supply() -> None:
     assert decision.add == (AddNodes("gpu", 1, 3, ("1",)),)
 
 
+def test_nodes_slurm_lists_before_they_come_up_are_on_the_way() -> None:
+    # HyperPod writes a new node's NodeName line before its slurmd registers: Slurm shows it idle* (not
+    # responding) or UNKNOWN/DOWN while it boots. It is supply on the way, not a reason to add again (the drills).
+    booting = [SlurmNode("n1", "gpu", "idle", responding=False), SlurmNode("n2", "gpu", "unknown", responding=False)]
+    assert decide([group(0, 2)], booting, [job("1", 2, "PartitionConfig")], [], NOW).add == ()
+    down = [SlurmNode("n1", "gpu", "down", responding=True), SlurmNode("n2", "gpu", "idle", idle_since=NOW)]
+    assert decide([group(2, 2)], down, [job("1", 2)], [], NOW).add == ()
+    assert decide([group(2, 2)], down, [job("1", 3)], [], NOW).add == (AddNodes("gpu", 1, 2, ("1",)),)
+
+
+def test_a_group_at_0_adds_for_jobs_waiting_with_partition_config() -> None:
+    # Slurm 24.11 keeps a job in a partition with no node at all pending with PartitionConfig.
+    assert decide([group()], [], [job("1", 2, "PartitionConfig")], [], NOW).add == (AddNodes("gpu", 2, 0, ("1",)),)
+
+
 def test_an_add_in_flight_is_not_counted_twice() -> None:
     op = InFlight(ADD, "gpu", 2, "t", base_target=0)
     # not yet reflected in TargetCount: the op's nodes are on the way

@@ -171,6 +171,11 @@ def scaled_groups(groups: Iterable[GroupSpec]) -> List[GroupSpec]:
     return [g for g in groups if g.role == COMPUTE and g.scaling is not None and g.partition]
 
 
+def starting_up(node: SlurmNode) -> bool:
+    """A node Slurm lists that is not up yet: no job, not drained, and UNKNOWN/DOWN or not responding."""
+    return node.jobs == 0 and not node.drain and (not node.responding or node.state in ("unknown", "down"))
+
+
 def planned_target(group: ScaledGroup, in_flight: Sequence[InFlight]) -> int:
     """The target the group is heading to: TargetCount, or higher where an add in flight is not reflected yet
     (each add counts once: once TargetCount shows it, the max is TargetCount itself)."""
@@ -209,7 +214,11 @@ def _scale_out(
     mine = [n for n in nodes if n.group == group.name]
     idle = [n for n in mine if n.state == "idle" and not n.drain and n.responding and n.jobs == 0]
     target = planned_target(group, in_flight)
-    coming = max(0, target - len(mine))
+    # On the way: nodes HyperPod has not put in Slurm yet, and nodes Slurm lists that have not come up (slurmd not
+    # registered yet: UNKNOWN/DOWN or not responding; a failed one HyperPod's recovery replaces); none is
+    # counted twice, or a job would get a second add while its nodes boot.
+    starting = [n for n in mine if starting_up(n)]
+    coming = max(0, target - len(mine)) + len(starting)
     shortfall = demand - len(idle) - coming
     if shortfall <= 0:
         return None, [], blocked
