@@ -178,12 +178,20 @@ def test_cloudformation_and_the_scaler_agree_on_the_count(cluster: LocalCluster,
     assert template[GROUP].count == 1  # the config's count is 0: the template follows the scaler instead
     node = group_nodes(cluster)[0]
     since = time.time()
+    # What CloudFormation sends: every group's whole specification (as deployed), the template's counts.
+    described = client.describe_cluster(ClusterName=NAME)["InstanceGroups"]
     client.update_cluster(
         ClusterName=NAME,
         InstanceGroups=[
-            {"InstanceGroupName": g.name, "InstanceCount": template[g.name].count, "InstanceType": g.instance_type}
-            for g in config.instance_groups
-            if g.role.value == "compute"
+            {
+                "InstanceGroupName": g["InstanceGroupName"],
+                "InstanceType": g["InstanceType"],
+                "InstanceCount": template[g["InstanceGroupName"]].count,
+                "LifeCycleConfig": g["LifeCycleConfig"],
+                "ExecutionRole": g["ExecutionRole"],
+            }
+            for g in described
+            if g["InstanceGroupName"] != "controller"
         ],
     )
     time.sleep(3)
