@@ -366,3 +366,91 @@ def test_the_docs_state_the_limits_the_code_enforces() -> None:
         f"at most {limits.TAGS_MAX} tags",
     ):
         assert claim in text, claim
+
+
+def test_the_metadata_service_hands_out_the_role_keys_with_an_imdsv2_token(tmp_path: Any) -> None:
+    import json
+    import threading
+    import urllib.error
+    import urllib.request
+    from http.server import ThreadingHTTPServer
+
+    from hyperpod_local.imds import CREDENTIALS_PATH, handler
+    from training_runtime.spot import TOKEN_PATH
+
+    keys = {"Code": "Success", "AccessKeyId": KEY.access_key, "SecretAccessKey": KEY.secret_key, "Token": KEY.token}
+    (tmp_path / "credentials.json").write_text(json.dumps(keys))
+    (tmp_path / "notices.json").write_text("{}")
+    server = ThreadingHTTPServer(
+        ("127.0.0.1", 0), handler(tmp_path / "notices.json", tmp_path / "credentials.json", "the-role")
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+
+    def get(path: str, headers: dict[str, str], method: str = "GET") -> str:
+        request = urllib.request.Request(base + path, headers=headers, method=method)
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            return str(answer.read().decode())
+
+    try:
+        with pytest.raises(urllib.error.HTTPError) as refused:  # IMDSv1 (no token) is refused
+            get(CREDENTIALS_PATH, {})
+        assert refused.value.code == 401
+        token = get(TOKEN_PATH, {"X-aws-ec2-metadata-token-ttl-seconds": "60"}, "PUT")
+        assert get(CREDENTIALS_PATH, {"X-aws-ec2-metadata-token": token}) == "the-role"
+        found = json.loads(get(CREDENTIALS_PATH + "the-role", {"X-aws-ec2-metadata-token": token}))
+        assert (found["AccessKeyId"], found["SecretAccessKey"], found["Token"]) == (
+            KEY.access_key,
+            KEY.secret_key,
+            KEY.token,
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_command_line_knobs() -> None:
+    import argparse
+
+    from hyperpod_local.cli import add_commands
+    from hyperpod_local.control_plane.cli import capacity
+
+    assert capacity("ml.g5.8xlarge=2") == ("ml.g5.8xlarge", 2)
+    assert capacity("ml.g5.8xlarge=unlimited") == ("ml.g5.8xlarge", None)
+    for bad in ("ml.g5.8xlarge", "=2", "ml.g5.8xlarge=-1", "ml.g5.8xlarge=many"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            capacity(bad)
+    parser = argparse.ArgumentParser()
+    add_commands(parser)
+    up = parser.parse_args(["up", "--launch-latency", "2", "--capacity", "ml.c5.xlarge=0", "--no-control-plane"])
+    assert (up.launch_latency, up.capacity, up.control_plane) == (2.0, [("ml.c5.xlarge", 0)], False)
+    assert parser.parse_args(["up"]).control_plane is None  # on by default for the HyperPod platform
+    knobs = parser.parse_args(["control-plane", "--capacity", "ml.c5.xlarge=unlimited", "--env"])
+    assert (knobs.capacity, knobs.env, knobs.launch_latency) == ([("ml.c5.xlarge", None)], True, None)
+
+
+def test_a_launch_the_backend_cannot_place_is_retried_with_an_event(cp: Harness) -> None:
+    from hyperpod_local.control_plane.fleet import LaunchError
+
+    allocate = cp.backend.allocate
+    full = [True]
+
+    def refuse(group: Group) -> Instance:
+        if full[0]:
+            raise LaunchError("subnet 10.1.0.0/24: no free address for another node")
+        return allocate(group)
+
+    cp.backend.allocate = refuse  # type: ignore[method-assign]
+    client = cp.client()
+    client.batch_add_cluster_nodes(
+        ClusterName="ml-cluster", NodesToAdd=[{"InstanceGroupName": "gpu", "IncrementTargetCountBy": 1}]
+    )
+    cp.later(60)
+    assert groups(client)["gpu"] == (2, 3)
+    events = client.list_cluster_events(ClusterName="ml-cluster", InstanceGroupName="gpu")["Events"]
+    assert [e["Description"] for e in events if e["EventLevel"] == "Error"] == [
+        "Failed to launch an instance in gpu: subnet 10.1.0.0/24: no free address for another node"
+    ]
+    full[0] = False
+    cp.later(30)
+    assert groups(client)["gpu"] == (3, 3)

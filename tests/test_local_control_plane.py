@@ -7,7 +7,9 @@ deleted, a launch short of capacity shows in the counts and the events; ``hyperp
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,10 +21,12 @@ from botocore.config import Config
 
 from hyperpod_local import LocalCluster
 from hyperpod_local.control_plane import local as control_plane
+from hyperpod_local.namespaces import list_netns
 from local_support import requires_hyperpod_platform
 from ops_support import HyperPodFakes, Operator
 from training_runtime.node import HYPERPOD
 from training_runtime.node_names import ip_name
+from training_runtime.paths import DONE_MARKER
 
 pytestmark = requires_hyperpod_platform
 
@@ -42,7 +46,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         control_plane.start(cluster, launch_latency=1.0)
         yield cluster
     finally:
-        cluster.down()
+        cluster.down()  # this object's layout is up's: down takes the nodes added since from the state file
+        leftover = [ns for ns in list_netns() if ns.startswith(cluster.state.prefix + "-")]
+        assert leftover == [], leftover
 
 
 @pytest.fixture
@@ -96,6 +102,7 @@ def slurm_nodes(cluster: LocalCluster, partition: str) -> dict[str, str]:
 
 def test_the_api_shows_the_real_nodes_under_their_slurm_names(cluster: LocalCluster, sagemaker: Any) -> None:
     assert counts(sagemaker) == {"controller": (1, 1), "cpu": (1, 1), "burst": (0, 0)}
+    assert cluster.status()["control_plane"] == control_plane.url(cluster)  # `hyperpod-local status` shows it
     listed = nodes(sagemaker)
     assert sorted(n["InstanceGroupName"] for n in listed) == ["controller", "cpu"]
     hostnames = {n["PrivateDnsHostname"].split(".")[0] for n in listed}
@@ -133,6 +140,7 @@ def test_an_added_node_joins_slurm_runs_a_job_and_leaves_when_deleted(cluster: L
     assert node["PrivateDnsHostname"].split(".")[0] == ip_name(fresh.node(name).ip)
     fresh.wait_idle(120, nodes=[name])
     assert run(cluster, "srun", "-p", "burst", "-N1", "hostname").strip() == slurm_name  # a job runs on it
+    assert fresh.exec(name, ["test", "-e", DONE_MARKER]).returncode == 0  # its lifecycle script ran
     for holder in (fresh.layout.controller.name, "cpu-1", name):  # every copy of resource_config.json lists it
         config = fresh.exec(holder, ["cat", "/opt/ml/config/resource_config.json"]).stdout
         assert f'"{name}"' in config, holder
@@ -187,7 +195,8 @@ def test_a_launch_short_of_capacity_shows_in_counts_and_events(cluster: LocalClu
 class NoFakes(HyperPodFakes):
     """Every call goes to the emulated control plane."""
 
-    ANSWERED = ()
+    def install(self, session: boto3.session.Session) -> None:
+        pass
 
 
 def test_the_operator_cli_status_replace_and_scale(cluster: LocalCluster, sagemaker: Any, env: dict[str, str]) -> None:
@@ -217,3 +226,36 @@ def test_the_operator_cli_status_replace_and_scale(cluster: LocalCluster, sagema
     fresh.wait_idle(120, nodes=[added])
     again = operator("status", NAME, "--json").json()
     assert ip_name(fresh.node(added).ip) in {n["hostname"] for n in again["nodes"]}
+
+
+NODE_CALL = """
+import json, sys, urllib.request
+import boto3
+imds, endpoint = sys.argv[1], sys.argv[2]
+def get(path, token=None, method="GET"):
+    headers = {"X-aws-ec2-metadata-token": token} if token else {"X-aws-ec2-metadata-token-ttl-seconds": "60"}
+    return urllib.request.urlopen(urllib.request.Request(imds + path, headers=headers, method=method)).read().decode()
+token = get("/latest/api/token", method="PUT")
+role = get("/latest/meta-data/iam/security-credentials/", token)
+keys = json.loads(get("/latest/meta-data/iam/security-credentials/" + role, token))
+client = boto3.client("sagemaker", region_name="local", endpoint_url=endpoint, aws_access_key_id=keys["AccessKeyId"],
+                      aws_secret_access_key=keys["SecretAccessKey"], aws_session_token=keys["Token"])
+print(client.describe_cluster(ClusterName=sys.argv[3])["ClusterStatus"])
+"""
+
+
+def test_a_node_calls_the_api_with_the_role_keys_of_its_metadata_service(cluster: LocalCluster) -> None:
+    """What the scaler on the controller does: IMDSv2 for the role's keys, then a signed call to the URL in its
+    parameters file, on the cluster's bridge."""
+    from hyperpod_local.imds import imds_url
+    from training_runtime.params import PARAMETERS_FILE_BY_MODE, ProvisioningParameters
+
+    path = f"/opt/ml/lifecycle/{PARAMETERS_FILE_BY_MODE[cluster.state.mode]}"
+    params = cluster.exec(cluster.layout.controller.name, ["cat", path])
+    emulation = ProvisioningParameters.from_json(json.loads(params.stdout)).emulation
+    assert emulation is not None and emulation.sagemaker_url == control_plane.sagemaker_url(cluster.layout.subnet)
+    python = str(Path(sys.prefix) / "bin" / "python")  # the host's environment is mounted on every node
+    argv = [python, "-c", NODE_CALL, imds_url(cluster.layout.subnet), emulation.sagemaker_url, NAME]
+    result = cluster.exec(cluster.layout.controller.name, argv, env={"AWS_EC2_METADATA_DISABLED": "true"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "InService"

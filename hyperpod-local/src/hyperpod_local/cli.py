@@ -257,6 +257,8 @@ def _print_status(report: dict[str, Any]) -> None:
     sinfo = report["sinfo"]
     if report.get("prometheus"):
         print(f"Prometheus: {report['prometheus']}")
+    if report.get("control_plane"):
+        print(f'control plane: {report["control_plane"]} (eval "$(hyperpod-local control-plane --env)")')
     print("sinfo: " + ("(not available: Slurm is not running on the controller)" if sinfo is None else ""))
     if sinfo:
         print(sinfo.rstrip())

@@ -51,12 +51,13 @@ from hyperpod_local.namespaces import (
     require_root,
 )
 from hyperpod_local.readiness import check_health, sinfo, wait_idle
-from hyperpod_local.report import status_report
+from hyperpod_local.report import bootstrap_failures, status_report
 from hyperpod_local.staging import LIFECYCLE_DIR, LocalInputs, provision, restage, stage
 from hyperpod_local.state import (
     OWN_ENTRIES,
     ClusterState,
     LocalClusterError,
+    current_state,
     default_workdir,
     locked,
 )
@@ -426,17 +427,7 @@ class LocalCluster:
         t0 = time.monotonic()
         with ThreadPoolExecutor(max_workers=max(1, len(self.nodes))) as pool:
             results = list(pool.map(lambda n: (n, self.bootstrap(n.name, timeout=timeout)), self.nodes))
-        failures = []
-        for node, (code, output) in results:
-            if code != 0:
-                lines = [line.strip() for line in output.splitlines() if line.strip()]
-                last = lines[-1] if lines else "(no output)"
-                failed = [line for line in lines if "FAILED" in line and line != last]
-                if failed:  # the runtime's own one-line verdict, when it printed one
-                    last = f"{failed[-1]} | {last}"
-                failures.append(
-                    f"  - {node.name}: exit {code}: {last}\n    (log: {self.workdir}/logs/{node.name}-bootstrap.log)"
-                )
+        failures = bootstrap_failures(self.workdir, results)
         if failures:
             raise LocalClusterError(
                 f"the lifecycle script failed on {len(failures)} of {len(self.nodes)} nodes:\n"
@@ -478,6 +469,7 @@ class LocalCluster:
 
     def _destroy(self) -> None:
         control_plane.stop(self)
+        self.state = current_state(self.workdir, self.state)  # with the nodes the control plane added or removed
         metrics_server.stop(self)
         agent.stop(self)
         self.namespaces.destroy_all(self.node_net(n) for n in self.nodes)

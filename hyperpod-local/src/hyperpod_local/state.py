@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -124,6 +125,15 @@ class ClusterState:
             slurm=None if data.get("slurm") is None else str(data["slurm"]),
             preconfigured_ami=bool(data.get("preconfigured_ami", False)),
         )
+
+
+def current_state(workdir: Path, known: ClusterState) -> ClusterState:
+    """The state file's state now (nodes may have joined or left since ``known`` was read: the emulated control
+    plane changes the layout while the cluster runs), or ``known`` when the file is gone or unreadable."""
+    try:
+        return ClusterState.from_json(json.loads((workdir / "state.json").read_text()))
+    except (OSError, ValueError, KeyError, LocalClusterError):
+        return known
 
 
 @contextlib.contextmanager

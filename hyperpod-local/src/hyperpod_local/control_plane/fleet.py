@@ -189,7 +189,16 @@ class Fleet:
 
     def launch(self, node: Node) -> None:
         group = self.group(node.group)
-        node.instance = self.backend.allocate(group)
+        try:
+            node.instance = self.backend.allocate(group)
+        except LaunchError as error:  # no room for another instance (the local subnet): retried like capacity
+            node.ready_at = self.clock() + self.settings().retry_interval
+            if node.message != str(error):
+                node.message = str(error)
+                self.events.record(
+                    f"Failed to launch an instance in {group.name}: {error}", level=ERROR, group=group.name
+                )
+            return
         node.launching, node.message, node.capacity_short = True, "", False
         instance = node.instance
         self.events.record(
