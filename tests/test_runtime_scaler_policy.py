@@ -104,6 +104,13 @@ def test_an_add_in_flight_is_not_counted_twice() -> None:
     assert decide([group(current=0, target=2)], [], [job("1", 2), job("2", 1)], [op], NOW).add[0].count == 1
 
 
+def test_idle_minutes_are_counted_in_the_given_minute() -> None:
+    node = SlurmNode("n1", "gpu", "idle", idle_since=NOW - 40.0)
+    assert decide([group(current=1)], [node], [], [], NOW, minute_s=4.0).drain == ("n1",)  # 10 x 4 s
+    assert decide([group(current=1)], [node], [], [], NOW, minute_s=5.0).drain == ()
+    assert decide([group(current=1)], [node], [], [], NOW).drain == ()  # AWS's minute: 10 min
+
+
 def test_nodes_the_scaler_drained_are_undrained_before_adding() -> None:
     ours = SlurmNode("n1", "gpu", "idle", drain=True, reason=drain_reason(10), idle_since=NOW - 30 * MIN)
     decision = decide([group(current=1)], [ours], [job("1", 2)], [], NOW)

@@ -138,12 +138,10 @@ def emulated(
         fsx=None,
         metrics=None,
         options=options,
-        emulation=Emulation(
-            hardware=True,
-            imds_url=imds_url,
-            sagemaker_url=sagemaker_url,
-            scaler_interval_s=scaler_timing[0] if scaler_timing else None,
-            scaler_minute_s=scaler_timing[1] if scaler_timing else None,
-        ),
+        emulation=Emulation(hardware=True, imds_url=imds_url, sagemaker_url=sagemaker_url),
     )
+    if scaler_timing is not None and local.emulation is not None:
+        interval, minute = scaler_timing
+        timed = dataclasses.replace(local.emulation, scaler_interval_s=interval, scaler_minute_s=minute)
+        local = dataclasses.replace(local, emulation=timed)
     return dataclasses.replace(local, openzfs_mount_path=None)
