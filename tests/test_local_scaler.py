@@ -18,7 +18,6 @@ Root only, HyperPod platform; run it alone under the local-cluster lock:
 from __future__ import annotations
 
 import os
-import signal
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -87,7 +86,7 @@ def at_zero(cluster: LocalCluster, client: Any) -> Iterator[float]:
 def test_sbatch_scales_out_runs_and_scales_back_to_zero(cluster: LocalCluster, client: Any, at_zero: float) -> None:
     job = submit(cluster, "-N2", "--wrap", "srun hostname; sleep 3")
     wait_for("the scaler's BatchAddClusterNodes", lambda: targets(plane_events(cluster, at_zero)))
-    assert "PENDING" == job_state(cluster, job)  # nothing ran before the nodes came
+    assert job_state(cluster, job) == "PENDING"  # nothing ran before the nodes came
     wait_for("the job to run", lambda: job_state(cluster, job) in ("RUNNING", "COMPLETED"))
     ran_on = ctl(cluster, "scontrol", "show", "hostnames", job_field(cluster, job, "NodeList")).split()
     added = group_nodes(cluster)
@@ -129,9 +128,8 @@ def test_no_capacity_keeps_the_job_waiting_with_the_reason_until_capacity_return
         lambda: [e for e in plane_events(cluster, at_zero) if "insufficient capacity" in e["description"]],
     )
     comment = wait_for(
-        "the scaler's AdminComment", lambda: "launching" in job_field(cluster, job, "AdminComment") and job_field(
-            cluster, job, "AdminComment"
-        )
+        "the scaler's AdminComment",
+        lambda: "launching" in job_field(cluster, job, "AdminComment") and job_field(cluster, job, "AdminComment"),
     )
     assert comment.startswith(DRAIN_REASON_START) and "HyperPod is launching nodes in burst: 0 of 1" in comment
     time.sleep(5)  # several scaler cycles while HyperPod retries the launch (Continuous provisioning)
@@ -153,7 +151,9 @@ def test_a_scaler_restarted_mid_scale_out_resumes_without_a_second_add(
     before = scaler_pid(cluster)
     assert before is not None
     ctl(cluster, "kill", str(before))
-    wait_for("the scaler gone", lambda: cluster.exec(cluster.layout.controller.name, ["kill", "-0", str(before)]).returncode)
+    wait_for(
+        "the scaler gone", lambda: cluster.exec(cluster.layout.controller.name, ["kill", "-0", str(before)]).returncode
+    )
     restarted = time.time()
     code, output = cluster.bootstrap(cluster.layout.controller.name)  # as the controller's reboot would
     assert code == 0, output
@@ -196,5 +196,7 @@ def test_cloudformation_and_the_scaler_agree_on_the_count(cluster: LocalCluster,
     )
     time.sleep(3)
     assert counts(client) == (1, 1)
-    assert not [e for e in plane_events(cluster, since) if "UpdateCluster" in e["description"] or "set from" in e["description"]]
+    assert not [
+        e for e in plane_events(cluster, since) if "UpdateCluster" in e["description"] or "set from" in e["description"]
+    ]
     assert group_nodes(cluster) == [node] and job_state(cluster, job) == "RUNNING"

@@ -72,7 +72,9 @@ def parse_emulation(raw: Any, path: str, problems: List[str]) -> Optional[Emulat
     for key, what in SECONDS_KEYS.items():
         seconds = raw.get(key)
         if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0):
-            problems.append("{}.{}: got {!r}; expected a positive number of seconds ({})".format(path, key, seconds, what))
+            problems.append(
+                "{}.{}: got {!r}; expected a positive number of seconds ({})".format(path, key, seconds, what)
+            )
     if len(problems) != before:
         return None
     return Emulation(

@@ -43,7 +43,9 @@ def scaler_config(node: Node) -> ScalerConfig:
     emulation = node.params.emulation
     sagemaker_url = emulation.sagemaker_url if emulation is not None else None
     imds_url = emulation.imds_url if emulation is not None and emulation.imds_url else IMDS_URL
-    timing: Dict[str, float] = {}  # the local cluster's drills: a short cycle and a short idle minute (hyperpod_cdk.emulation)
+    timing: Dict[
+        str, float
+    ] = {}  # the local cluster's drills: a short cycle and a short idle minute (hyperpod_cdk.emulation)
     if emulation is not None and emulation.scaler_interval_s is not None:
         timing["interval_s"] = emulation.scaler_interval_s
     if emulation is not None and emulation.scaler_minute_s is not None:
