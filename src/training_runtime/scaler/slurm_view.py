@@ -141,7 +141,7 @@ class Slurm:
         return found[0] if found else None
 
     def pending(self) -> List[PendingJob]:
-        return parse_pending(self._run("squeue", "-h", "-r", "-t", "R", "-o", "%i|%P|%D|%r"))
+        return parse_pending(self._run("squeue", "-h", "-r", "-t", "PD", "-o", "%i|%P|%D|%r"))
 
     def drain(self, name: str, reason: str) -> None:
         self._run("scontrol", "update", "NodeName=" + name, "State=DRAIN", "Reason=" + reason)
