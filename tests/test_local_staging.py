@@ -111,3 +111,14 @@ def test_staging_needs_neither_aws_cdk_nor_node(assembly: Path) -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
+
+
+def test_the_scaler_timing_is_staged_only_when_given() -> None:
+    inputs = from_config(Path(__file__).resolve().parent / "fixtures" / "scaler" / "cluster.yaml")
+    name = inputs.deployed.file_name
+    plain = ProvisioningParameters.loads(inputs.staged_files(cpus=2)[name].decode())
+    assert plain.emulation is not None and plain.emulation.scaler_interval_s is None
+    timed = ProvisioningParameters.loads(inputs.staged_files(cpus=2, scaler_timing=(1.0, 4.0))[name].decode())
+    assert timed.emulation is not None
+    assert (timed.emulation.scaler_interval_s, timed.emulation.scaler_minute_s) == (1.0, 4.0)
+    assert timed.emulation.hardware is True

@@ -276,6 +276,26 @@ def test_the_emulation_key_round_trips_and_is_checked() -> None:
     assert any("sagemaker_url: got 3" in p for p in error.value.problems)
 
 
+def test_the_emulations_scaler_timing_is_carried_and_checked() -> None:
+    from training_runtime.emulation import Emulation
+
+    base = ProvisioningParameters(
+        cluster_name="c",
+        mode="api-driven",
+        groups=(GroupSpec("ctl", "controller", "ml.m5.large"), GroupSpec("cpu", "compute", "ml.c5.4xlarge")),
+    )
+    timed = dataclasses.replace(base, emulation=Emulation(scaler_interval_s=1.0, scaler_minute_s=4.0))
+    written = timed.to_json()["hyperpod_cdk"]["emulation"]
+    assert written == {"hardware": False, "scaler_interval_s": 1.0, "scaler_minute_s": 4.0}
+    assert ProvisioningParameters.from_json(timed.to_json()) == timed
+    broken = timed.to_json()
+    broken["hyperpod_cdk"]["emulation"] = {"scaler_interval_s": 0, "scaler_minute_s": True}
+    with pytest.raises(ParametersError) as error:
+        ProvisioningParameters.from_json(broken)
+    assert len(error.value.problems) == 2, error.value.problems
+    assert any("scaler_interval_s: got 0; expected a positive number" in p for p in error.value.problems)
+
+
 def test_a_groups_scaling_is_carried_checked_and_absent_when_not_said() -> None:
     from training_runtime.scaler.spec import ScalingSpec
 

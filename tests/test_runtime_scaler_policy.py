@@ -77,6 +77,21 @@ def test_idle_nodes_and_nodes_on_the_way_count_as_supply() -> None:
     assert decision.add == (AddNodes("gpu", 1, 3, ("1",)),)
 
 
+def test_nodes_slurm_lists_before_they_come_up_are_on_the_way() -> None:
+    # HyperPod writes a new node's NodeName line before its slurmd registers: Slurm shows it idle* (not
+    # responding) or UNKNOWN/DOWN while it boots. It is supply on the way, not a reason to add again (the drills).
+    booting = [SlurmNode("n1", "gpu", "idle", responding=False), SlurmNode("n2", "gpu", "unknown", responding=False)]
+    assert decide([group(0, 2)], booting, [job("1", 2, "PartitionConfig")], [], NOW).add == ()
+    down = [SlurmNode("n1", "gpu", "down", responding=True), SlurmNode("n2", "gpu", "idle", idle_since=NOW)]
+    assert decide([group(2, 2)], down, [job("1", 2)], [], NOW).add == ()
+    assert decide([group(2, 2)], down, [job("1", 3)], [], NOW).add == (AddNodes("gpu", 1, 2, ("1",)),)
+
+
+def test_a_group_at_0_adds_for_jobs_waiting_with_partition_config() -> None:
+    # Slurm 24.11 keeps a job in a partition with no node at all pending with PartitionConfig.
+    assert decide([group()], [], [job("1", 2, "PartitionConfig")], [], NOW).add == (AddNodes("gpu", 2, 0, ("1",)),)
+
+
 def test_an_add_in_flight_is_not_counted_twice() -> None:
     op = InFlight(ADD, "gpu", 2, "t", base_target=0)
     # not yet reflected in TargetCount: the op's nodes are on the way
@@ -87,6 +102,13 @@ def test_an_add_in_flight_is_not_counted_twice() -> None:
     assert planned_target(group(current=0, target=0), [op]) == 2
     # a bigger queue asks only for the difference
     assert decide([group(current=0, target=2)], [], [job("1", 2), job("2", 1)], [op], NOW).add[0].count == 1
+
+
+def test_idle_minutes_are_counted_in_the_given_minute() -> None:
+    node = SlurmNode("n1", "gpu", "idle", idle_since=NOW - 40.0)
+    assert decide([group(current=1)], [node], [], [], NOW, minute_s=4.0).drain == ("n1",)  # 10 x 4 s
+    assert decide([group(current=1)], [node], [], [], NOW, minute_s=5.0).drain == ()
+    assert decide([group(current=1)], [node], [], [], NOW).drain == ()  # AWS's minute: 10 min
 
 
 def test_nodes_the_scaler_drained_are_undrained_before_adding() -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from scaler_fakes import FakeSageMaker
-from training_runtime.run import Result
+from training_runtime.run import CommandError, Result
 from training_runtime.scaler.config import ScaledGroupConfig, ScalerConfig
 from training_runtime.scaler.heartbeat import TAG_KEY, parse_heartbeat
 from training_runtime.scaler.policy import drain_reason
@@ -37,6 +37,8 @@ class FakeSlurm:
         self.nodes: dict[str, dict[str, Any]] = {}
         self.pending: list[str] = []
         self.updates: list[list[str]] = []
+        self.job_update_exit = 0
+        """Slurm 24.11 sets a job's AdminComment in a partition without nodes yet exits 1."""
 
     def add_node(self, name: str, state: str = "IDLE", busy_since: float | None = None, cpus: int = 0) -> None:
         self.nodes[name] = {"state": state, "drain": False, "reason": None, "cpus": cpus, "busy": busy_since}
@@ -69,6 +71,8 @@ class FakeSlurm:
                     node["drain"], node["reason"] = True, argv[4].partition("=")[2]
                 elif argv[3] == "State=RESUME":
                     node["drain"], node["reason"] = False, None
+            elif key == "JobId" and self.job_update_exit and check:  # as the real Runner with check=True
+                raise CommandError(argv, self.job_update_exit, "Requested partition configuration not available now")
         return Result(argv, 0, out, "")
 
 
@@ -127,6 +131,20 @@ def test_pending_jobs_scale_the_group_out_once(world: World) -> None:
     assert len(world.fake.calls("BatchAddClusterNodes")) == 1
     assert load(Path(world.config.state_path)).in_flight == []
     assert load(Path(world.config.state_path)).totals["requested"] == 2
+
+
+def test_a_comment_slurm_reports_failed_never_stops_scaling(world: World) -> None:
+    # A group at 0: Slurm sets the AdminComment of a job in an empty partition but exits 1 (the drills found it).
+    world.slurm.job_update_exit = 1
+    world.slurm.pending = ["7|gpu|2|PartitionConfig"]
+    scaler = world.scaler()
+    assert scaler.cycle().status != "error"
+    assert world.fake.groups["gpu"] == [0, 2]
+    assert load(Path(world.config.state_path)).failures == 0
+    world.slurm.pending = ["7|gpu|2|PartitionConfig", "8|gpu|1|PartitionConfig"]
+    world.now += 5
+    scaler.cycle()
+    assert world.fake.groups["gpu"] == [0, 3]  # the next job is not held back by a backoff
 
 
 def test_a_restart_resends_an_unsent_add_with_the_same_token(world: World, tmp_path: Path) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 from runtime_fakes import fake_node
@@ -61,15 +60,18 @@ def test_with_systemd_it_is_a_unit_that_restarts(tmp_path: Path) -> None:
     assert node.runner.commands == [["systemctl", "daemon-reload"]]  # type: ignore[attr-defined]
 
 
-@dataclass(frozen=True)
-class WithControlPlane(Emulation):
-    """``hyperpod_cdk.emulation.sagemaker_url`` (the i24-cp branch adds it to Emulation itself)."""
-
-    sagemaker_url: str | None = None
-
-
 def test_the_emulated_control_plane_is_the_endpoint_when_the_parameters_name_one(tmp_path: Path) -> None:
-    emulation = WithControlPlane(sagemaker_url="http://10.89.0.1:8080/")
+    emulation = Emulation(sagemaker_url="http://10.89.0.1:8080/")
     node = fake_node(tmp_path, groups=SCALED, instance="controller-1", emulation=emulation)
     ScalerFiles().apply(node)
-    assert json.loads(node.path(CONFIG_PATH).read_text())["endpoint"] == "http://10.89.0.1:8080/"
+    written = json.loads(node.path(CONFIG_PATH).read_text())
+    assert written["endpoint"] == "http://10.89.0.1:8080/"
+    assert (written["interval_s"], written["minute_s"]) == (60.0, 60.0)  # AWS's minute unless the emulator says
+
+
+def test_the_emulators_scaler_timing_reaches_the_service(tmp_path: Path) -> None:
+    emulation = Emulation(scaler_interval_s=1.0, scaler_minute_s=4.0)
+    node = fake_node(tmp_path, groups=SCALED, instance="controller-1", emulation=emulation)
+    ScalerFiles().apply(node)
+    config = ScalerConfig.from_json(json.loads(node.path(CONFIG_PATH).read_text()))
+    assert (config.interval_s, config.minute_s) == (1.0, 4.0)

@@ -27,6 +27,12 @@ class Emulation:
     sagemaker_url: Optional[str] = None
     """The SageMaker API endpoint the node's AWS calls go to (the emulator's control plane,
     ``hyperpod_local.control_plane``); None: AWS's regional endpoint."""
+    scaler_interval_s: Optional[float] = None
+    """Seconds between the capacity scaler's cycles (the drills' seconds, not AWS's minute); None: the service's
+    default (:data:`training_runtime.scaler.config.DEFAULT_INTERVAL_S`)."""
+    scaler_minute_s: Optional[float] = None
+    """How many seconds the scaler counts as one of a group's ``idle_minutes`` (``scaling.idle_minutes`` is whole
+    minutes >= 1 in the config; the drills shorten the minute instead); None: 60."""
 
     def to_json(self) -> Dict[str, Any]:
         data: Dict[str, Any] = {"hardware": self.hardware}
@@ -34,11 +40,15 @@ class Emulation:
             data["imds_url"] = self.imds_url
         if self.sagemaker_url is not None:
             data["sagemaker_url"] = self.sagemaker_url
+        for key in SECONDS_KEYS:
+            if getattr(self, key) is not None:
+                data[key] = getattr(self, key)
         return data
 
 
-KEYS = ("hardware", "imds_url", "sagemaker_url")
+KEYS = ("hardware", "imds_url", "sagemaker_url", "scaler_interval_s", "scaler_minute_s")
 URL_KEYS = {"imds_url": "the metadata service", "sagemaker_url": "the SageMaker API endpoint"}
+SECONDS_KEYS = {"scaler_interval_s": "the scaler's cycle", "scaler_minute_s": "the scaler's minute"}
 
 
 def parse_emulation(raw: Any, path: str, problems: List[str]) -> Optional[Emulation]:
@@ -59,6 +69,18 @@ def parse_emulation(raw: Any, path: str, problems: List[str]) -> Optional[Emulat
         url = raw.get(key)
         if url is not None and (not isinstance(url, str) or not url.startswith("http://")):
             problems.append("{}.{}: got {!r}; expected an http:// URL of {}".format(path, key, url, what))
+    for key, what in SECONDS_KEYS.items():
+        seconds = raw.get(key)
+        if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0):
+            problems.append(
+                "{}.{}: got {!r}; expected a positive number of seconds ({})".format(path, key, seconds, what)
+            )
     if len(problems) != before:
         return None
-    return Emulation(hardware=hardware, imds_url=raw.get("imds_url"), sagemaker_url=raw.get("sagemaker_url"))
+    return Emulation(
+        hardware=hardware,
+        imds_url=raw.get("imds_url"),
+        sagemaker_url=raw.get("sagemaker_url"),
+        scaler_interval_s=None if raw.get("scaler_interval_s") is None else float(raw["scaler_interval_s"]),
+        scaler_minute_s=None if raw.get("scaler_minute_s") is None else float(raw["scaler_minute_s"]),
+    )

@@ -121,6 +121,7 @@ class LocalCluster:
         automatic_topology: bool = True,
         slurm: str | None = None,
         preconfigured_ami: bool = False,
+        scaler_timing: tuple[float, float] | None = None,
         bootstrap: bool = True,
         bootstrap_timeout: float = DEFAULT_BOOTSTRAP_TIMEOUT_S,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S,
@@ -149,6 +150,8 @@ class LocalCluster:
         ``preconfigured_ami`` (HyperPod platform only): the nodes are the 2026 AMI, with its preconfigured pieces
         (:mod:`hyperpod_local.ami`: accounting, Enroot and Pyxis files, two Slurm majors behind ``/opt/slurm`` ...);
         False: an older AMI without them.
+        ``scaler_timing`` (interval, minute): the capacity scaler's cycle and the seconds it counts as one of a
+        group's ``idle_minutes`` (``hyperpod_cdk.emulation``; None: 60 s each, as on HyperPod).
         A bootstrap failure leaves the nodes running for inspection and raises :class:`LocalClusterError`
         naming each failed node and the last line of its output.
         """
@@ -188,7 +191,9 @@ class LocalCluster:
         if stale_worker_copies:
             stale_instances(layout)  # raises when no group can have been scaled to 0
         files = inputs.staged_files(
-            imds_url=imds_url(layout.subnet), sagemaker_url=control_plane.sagemaker_url(layout.subnet)
+            imds_url=imds_url(layout.subnet),
+            sagemaker_url=control_plane.sagemaker_url(layout.subnet),
+            scaler_timing=scaler_timing,
         )
         if f"{prefix}-sw" in list_netns() and not runs_here(directory, prefix, LocalCluster.open):
             raise LocalClusterError(

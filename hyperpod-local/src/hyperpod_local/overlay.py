@@ -100,6 +100,7 @@ def emulated(
     instance_types: Sequence[str] = (),
     imds_url: str | None = None,
     sagemaker_url: str | None = None,
+    scaler_timing: tuple[float, float] | None = None,
 ) -> ProvisioningParameters:
     """``deployed`` as the local cluster runs it. The overlays, and nothing else:
 
@@ -118,6 +119,8 @@ def emulated(
       say so, the launcher runs CPU processes); ``imds_url``, where given: the Spot watcher reads the cluster's
       fake metadata service (:mod:`hyperpod_local.imds`); ``sagemaker_url``, where given: the SageMaker API calls
       of the node (the scaler's) go to the emulated control plane (:mod:`hyperpod_local.control_plane`);
+      ``scaler_timing`` (interval, minute), where given: the scaler's cycle and the length of its idle minute in
+      seconds (``scaler_interval_s``, ``scaler_minute_s``: the drills' short scale-in);
     * ``metrics`` becomes null: no remote write, the local Prometheus scrapes the nodes itself.
     """
     fixed = sorted(
@@ -137,4 +140,8 @@ def emulated(
         options=options,
         emulation=Emulation(hardware=True, imds_url=imds_url, sagemaker_url=sagemaker_url),
     )
+    if scaler_timing is not None and local.emulation is not None:
+        interval, minute = scaler_timing
+        timed = dataclasses.replace(local.emulation, scaler_interval_s=interval, scaler_minute_s=minute)
+        local = dataclasses.replace(local, emulation=timed)
     return dataclasses.replace(local, openzfs_mount_path=None)

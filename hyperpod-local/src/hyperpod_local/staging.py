@@ -47,13 +47,24 @@ class LocalInputs:
     """Every file of the deployed prefix by relative path, the parameters file included."""
 
     def staged_files(
-        self, *, cpus: int | None = None, imds_url: str | None = None, sagemaker_url: str | None = None
+        self,
+        *,
+        cpus: int | None = None,
+        imds_url: str | None = None,
+        sagemaker_url: str | None = None,
+        scaler_timing: tuple[float, float] | None = None,
     ) -> dict[str, bytes]:
         """The local prefix: the deployed files, the parameters file with the emulation's overlays (``imds_url``:
-        the cluster's fake metadata service, for the Spot watcher; ``sagemaker_url``: its emulated control plane)."""
+        the cluster's fake metadata service, for the Spot watcher; ``sagemaker_url``: its emulated control plane;
+        ``scaler_timing``: the scaler's cycle and idle minute in seconds, :func:`hyperpod_local.overlay.emulated`)."""
         chosen = [g.instance_type for g in self.groups if g.instance_type]
         local = emulated(
-            self.deployed, cpus=cpus, instance_types=chosen, imds_url=imds_url, sagemaker_url=sagemaker_url
+            self.deployed,
+            cpus=cpus,
+            instance_types=chosen,
+            imds_url=imds_url,
+            sagemaker_url=sagemaker_url,
+            scaler_timing=scaler_timing,
         )
         text = local.dumps()
         marker = MARKER.search(text)

@@ -47,6 +47,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--imds-url", help="the instance metadata service (default: the config's)")
     p.add_argument("--interval", type=float, dest="interval_s", help="seconds between cycles")
     p.add_argument("--tag-interval", type=float, dest="tag_interval_s", help="seconds between heartbeat tags")
+    p.add_argument("--minute", type=float, dest="minute_s", help="seconds per idle minute (default 60)")
     p.add_argument("--state", dest="state_path", help="the state file")
     p.add_argument("--heartbeat", dest="heartbeat_path", help="the heartbeat file")
     p.add_argument("--metrics-dir", help="node_exporter's textfile directory")
@@ -60,8 +61,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser().parse_args(sys.argv[1:] if argv is None else argv)
     overrides = {
         k: getattr(args, k)
-        for k in ("endpoint", "imds_url", "interval_s", "tag_interval_s", "state_path", "heartbeat_path",
-                  "metrics_dir", "slurm_bin", "resource_config")
+        for k in ("endpoint", "imds_url", "interval_s", "tag_interval_s", "minute_s", "state_path",
+                  "heartbeat_path", "metrics_dir", "slurm_bin", "resource_config")
     }  # fmt: skip
     try:
         config = load_config(args.config).with_overrides(**overrides)

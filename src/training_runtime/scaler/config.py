@@ -23,6 +23,8 @@ from training_runtime.spot import IMDS_URL
 CONFIG_PATH = "/etc/hyperpod-cdk/scaler.json"
 DEFAULT_INTERVAL_S = 60.0
 DEFAULT_TAG_INTERVAL_S = 300.0
+MINUTE_S = 60.0
+"""Seconds in one of ``scaling.idle_minutes``; only the local cluster's drills shorten it (``minute_s``)."""
 
 
 class ConfigError(ValueError):
@@ -49,6 +51,8 @@ class ScalerConfig:
     imds_url: str = IMDS_URL
     interval_s: float = DEFAULT_INTERVAL_S
     tag_interval_s: float = DEFAULT_TAG_INTERVAL_S
+    minute_s: float = MINUTE_S
+    """Seconds per idle minute: 60, or the emulator's shorter minute (``hyperpod_cdk.emulation.scaler_minute_s``)."""
     resource_config: str = RESOURCE_CONFIG_PATH
     state_path: str = STATE_PATH
     heartbeat_path: str = HEARTBEAT_PATH
@@ -67,6 +71,7 @@ class ScalerConfig:
             "imds_url": self.imds_url,
             "interval_s": self.interval_s,
             "tag_interval_s": self.tag_interval_s,
+            "minute_s": self.minute_s,
             "resource_config": self.resource_config,
             "state_path": self.state_path,
             "heartbeat_path": self.heartbeat_path,
@@ -104,7 +109,7 @@ class ScalerConfig:
         for key in ("imds_url", "resource_config", "state_path", "heartbeat_path", "metrics_dir", "slurm_bin"):
             if isinstance(data.get(key), str):
                 optional[key] = data[key]
-        for key in ("interval_s", "tag_interval_s"):
+        for key in ("interval_s", "tag_interval_s", "minute_s"):
             if isinstance(data.get(key), (int, float)) and data[key] > 0:
                 optional[key] = float(data[key])
         return cls(

@@ -42,6 +42,7 @@ RESOURCE_REASONS = (
     "Resources",
     "Priority",
     "PartitionNodeLimit",
+    "PartitionConfig",
     "NodeDown",
     "ReqNodeNotAvail",
     "Nodes_required_for_job_are_DOWN,_DRAINED_or_reserved_for_jobs_in_higher_priority_partitions",
@@ -49,7 +50,9 @@ RESOURCE_REASONS = (
 """Pending reasons that more nodes in the job's partition can clear (Slurm, "Job Reason Codes",
 https://slurm.schedmd.com/job_reason_codes.html): ``Resources`` (the resources requested are not available),
 ``Priority`` (higher-priority jobs wait for the same partition: they all need nodes), ``PartitionNodeLimit``
-(the job needs more nodes than the partition has now, or its nodes are DOWN/DRAINED — a group at 0),
+(the job needs more nodes than the partition has now, or its nodes are DOWN/DRAINED), ``PartitionConfig``
+("Requested partition configuration not available now": how Slurm 24.11 keeps a job waiting in a partition
+with no nodes at all — a group at 0 — once it was accepted, docs/scaler.md "A group at 0"),
 ``NodeDown``/``ReqNodeNotAvail``/the long "Nodes required…" text (required nodes down or drained). A reason is
 matched on its first word (squeue prints ``ReqNodeNotAvail, UnavailableNodes:…``). Every other reason
 (``Dependency``, ``BeginTime``, ``JobHeld*``, ``AssocGrp*``, ``QOS*``, ``PartitionDown``, ``BadConstraints``, …)
@@ -168,6 +171,11 @@ def scaled_groups(groups: Iterable[GroupSpec]) -> List[GroupSpec]:
     return [g for g in groups if g.role == COMPUTE and g.scaling is not None and g.partition]
 
 
+def starting_up(node: SlurmNode) -> bool:
+    """A node Slurm lists that is not up yet: no job, not drained, and UNKNOWN/DOWN or not responding."""
+    return node.jobs == 0 and not node.drain and (not node.responding or node.state in ("unknown", "down"))
+
+
 def planned_target(group: ScaledGroup, in_flight: Sequence[InFlight]) -> int:
     """The target the group is heading to: TargetCount, or higher where an add in flight is not reflected yet
     (each add counts once: once TargetCount shows it, the max is TargetCount itself)."""
@@ -206,7 +214,11 @@ def _scale_out(
     mine = [n for n in nodes if n.group == group.name]
     idle = [n for n in mine if n.state == "idle" and not n.drain and n.responding and n.jobs == 0]
     target = planned_target(group, in_flight)
-    coming = max(0, target - len(mine))
+    # On the way: nodes HyperPod has not put in Slurm yet, and nodes Slurm lists that have not come up (slurmd not
+    # registered yet: UNKNOWN/DOWN or not responding; a failed one HyperPod's recovery replaces); none is
+    # counted twice, or a job would get a second add while its nodes boot.
+    starting = [n for n in mine if starting_up(n)]
+    coming = max(0, target - len(mine)) + len(starting)
     shortfall = demand - len(idle) - coming
     if shortfall <= 0:
         return None, [], blocked
@@ -227,7 +239,12 @@ def _scale_out(
 
 
 def _scale_in(
-    group: ScaledGroup, demand: int, nodes: Sequence[SlurmNode], in_flight: Sequence[InFlight], now: float
+    group: ScaledGroup,
+    demand: int,
+    nodes: Sequence[SlurmNode],
+    in_flight: Sequence[InFlight],
+    now: float,
+    minute_s: float = 60.0,
 ) -> Tuple[List[str], List[DeleteNode], List[str]]:
     """(nodes to drain, nodes to delete, drained nodes to give back: deleting them would go below ``min``)."""
     mine = [n for n in nodes if n.group == group.name]
@@ -240,7 +257,7 @@ def _scale_in(
     deletable = max(0, group.current_count - being_deleted - group.scaling.min)
     deletes = [DeleteNode(group.name, name) for name in ready[:deletable]]
     give_back = ready[deletable:]
-    idle_for = group.scaling.idle_minutes * 60
+    idle_for = group.scaling.idle_minutes * minute_s
     candidates = sorted(
         (
             n
@@ -269,8 +286,10 @@ def decide(
     jobs: Sequence[PendingJob],
     in_flight: Sequence[InFlight],
     now: float,
+    minute_s: float = 60.0,
 ) -> Decision:
-    """Every scaled group's actions for this observation (see the module docstring for the rules)."""
+    """Every scaled group's actions for this observation (see the module docstring for the rules); ``minute_s``:
+    the seconds in one of ``idle_minutes`` (60; the local cluster's drills shorten it)."""
     by_partition = {g.partition: g.name for g in groups}
     waiting: Dict[str, List[PendingJob]] = {g.name: [] for g in groups}
     for job in jobs:
@@ -289,7 +308,7 @@ def decide(
         undrain.extend(back)
         blocked.update(why)
         demand = sum(j.nodes for j in waiting[group.name])
-        out, gone, kept = _scale_in(group, demand, nodes, in_flight, now)
+        out, gone, kept = _scale_in(group, demand, nodes, in_flight, now, minute_s)
         drain.extend(out)
         delete.extend(d for d in gone if d.node not in back)
         undrain.extend(name for name in kept if name not in undrain)

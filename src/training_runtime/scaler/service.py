@@ -275,7 +275,12 @@ class Scaler:
             text = "{} {}".format(policy.DRAIN_REASON_START, text)
             told.add(job.job_id)
             if self.commented.get(job.job_id) != text:
-                self.slurm.comment(job.job_id, text)
+                try:
+                    self.slurm.comment(job.job_id, text)
+                except CommandError as failure:
+                    # Never a reason to stop scaling. Slurm 24.11 sets the comment of a job in a partition with
+                    # no node yet exits 1 ("Requested partition configuration not available now"): a group at 0.
+                    log("scaler_warning", message="AdminComment of job {}: {}".format(job.job_id, failure))
                 self.commented[job.job_id] = text
         self.commented = {k: v for k, v in self.commented.items() if k in told}
         return told
@@ -288,7 +293,8 @@ class Scaler:
             self._save()
             nodes = self._with_idle_seen(to_policy_nodes(self.slurm.nodes(), {k: v[0] for k, v in names.items()}), now)
             jobs = self.slurm.pending()
-            decision = policy.decide(scaled, nodes, jobs, [op.in_flight() for op in self.state.in_flight], now)
+            flights = [op.in_flight() for op in self.state.in_flight]
+            decision = policy.decide(scaled, nodes, jobs, flights, now, minute_s=self.config.minute_s)
             self._act(decision, names, now)
             self._comment(jobs, decision, scaled)
         except (ApiError, CommandError, OSError) as error:

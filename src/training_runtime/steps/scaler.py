@@ -10,14 +10,21 @@ Without systemd (containers, the local cluster) it runs as a daemon with a pid f
 
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+from typing import List, Tuple
 
 from training_runtime.errors import StepFailed
 from training_runtime.files import file_matches, write_file
 from training_runtime.node import Node
 from training_runtime.paths import BIN_DIR
 from training_runtime.scaler.cli import PID_FILE, PROCESS_NAME
-from training_runtime.scaler.config import CONFIG_PATH, ScaledGroupConfig, ScalerConfig, endpoint_of
+from training_runtime.scaler.config import (
+    CONFIG_PATH,
+    DEFAULT_INTERVAL_S,
+    MINUTE_S,
+    ScaledGroupConfig,
+    ScalerConfig,
+    endpoint_of,
+)
 from training_runtime.scaler.policy import scaled_groups
 from training_runtime.scaler.sagemaker import region_of
 from training_runtime.services import Daemon
@@ -41,8 +48,11 @@ def scaler_config(node: Node) -> ScalerConfig:
             "tag's resource); the file has none. Fix: check /opt/ml/config/resource_config.json on the controller"
         )
     emulation = node.params.emulation
-    sagemaker_url: Optional[str] = getattr(emulation, "sagemaker_url", None)
+    sagemaker_url = emulation.sagemaker_url if emulation is not None else None
     imds_url = emulation.imds_url if emulation is not None and emulation.imds_url else IMDS_URL
+    # The local cluster's drills: a short cycle and a short idle minute (hyperpod_cdk.emulation); else AWS's.
+    interval_s = emulation.scaler_interval_s if emulation is not None else None
+    minute_s = emulation.scaler_minute_s if emulation is not None else None
     groups = tuple(
         ScaledGroupConfig(g.name, g.partition or g.name, g.scaling)
         for g in scaled_groups(node.params.groups)
@@ -58,6 +68,8 @@ def scaler_config(node: Node) -> ScalerConfig:
         groups=groups,
         imds_url=imds_url,
         slurm_bin=node.slurm.bin_dir or "",
+        interval_s=interval_s or DEFAULT_INTERVAL_S,
+        minute_s=minute_s or MINUTE_S,
     )
 
 
