@@ -47,7 +47,6 @@ from scaler_drill import (
     job_field,
     job_state,
     plane_events,
-    release,
     sagemaker,
     scaler_log,
     scaler_pid,
@@ -84,8 +83,10 @@ def at_zero(cluster: LocalCluster, client: Any) -> Iterator[float]:
 
 
 def test_sbatch_scales_out_runs_and_scales_back_to_zero(cluster: LocalCluster, client: Any, at_zero: float) -> None:
-    job = submit(cluster, "-N2", "--wrap", "srun hostname; sleep 3")
+    job = submit(cluster, "-N2", "--wrap", "srun hostname; sleep 3")  # plainly, with the group at 0
     wait_for("the scaler's BatchAddClusterNodes", lambda: targets(plane_events(cluster, at_zero)))
+    released = wait_for("the scaler's release", lambda: scaler_log(cluster, at_zero, "scaler_release"))
+    assert [r["job"] for r in released] == [job]  # held at submission by job_submit.lua, released by the scaler
     assert job_state(cluster, job) == "PENDING"  # nothing ran before the nodes came
     wait_for("the job to run", lambda: job_state(cluster, job) in ("RUNNING", "COMPLETED"))
     ran_on = ctl(cluster, "scontrol", "show", "hostnames", job_field(cluster, job, "NodeList")).split()
@@ -106,10 +107,7 @@ def test_sbatch_scales_out_runs_and_scales_back_to_zero(cluster: LocalCluster, c
 
 
 def test_salloc_is_satisfied_by_a_scale_out(cluster: LocalCluster, client: Any, at_zero: float) -> None:
-    # Held, as for sbatch (scaler_drill.submit): released once salloc waits, it is an ordinary pending allocation.
-    salloc = background(cluster, ["salloc", "--hold", "-N1", "-p", PARTITION, "srun", "hostname"])
-    job = wait_for("salloc's job", lambda: ctl(cluster, "squeue", "-h", "-p", PARTITION, "-o", "%i").strip())
-    release(cluster, job)
+    salloc = background(cluster, ["salloc", "-N1", "-p", PARTITION, "srun", "hostname"])  # plainly, at 0
     out, err = salloc.communicate(timeout=120)
     assert salloc.returncode == 0, err
     added = group_nodes(cluster)

@@ -39,6 +39,11 @@ class FakeSlurm:
         self.updates: list[list[str]] = []
         self.job_update_exit = 0
         """Slurm 24.11 sets a job's AdminComment in a partition without nodes yet exits 1."""
+        self.admin_comments: dict[str, str] = {}
+        """Job id -> AdminComment (``scontrol -o show job``)."""
+        self.released: list[str] = []
+        self.release_exit = 0
+        """Slurm 24.11 releases a job in a partition without nodes yet exits 1."""
 
     def add_node(self, name: str, state: str = "IDLE", busy_since: float | None = None, cpus: int = 0) -> None:
         self.nodes[name] = {"state": state, "drain": False, "reason": None, "cpus": cpus, "busy": busy_since}
@@ -60,6 +65,15 @@ class FakeSlurm:
             out = "\n".join(self._line(n, v) for n, v in sorted(self.nodes.items()))
         elif argv[:4] == ["scontrol", "-o", "show", "node"]:
             out = self._line(argv[4], self.nodes[argv[4]])
+        elif argv[:4] == ["scontrol", "-o", "show", "job"]:
+            comment = self.admin_comments.get(argv[4])
+            out = "JobId={} JobName=wrap Priority=0 AdminComment={} JobState=PENDING".format(argv[4], comment or "")
+            if comment is None:
+                out = f"JobId={argv[4]} JobName=wrap Priority=0 JobState=PENDING"
+        elif argv[:2] == ["scontrol", "release"]:
+            self.released.append(argv[2])
+            if self.release_exit and check:
+                raise CommandError(argv, self.release_exit, "Requested partition configuration not available now")
         elif argv[0] == "squeue":
             out = "\n".join(self.pending)
         elif argv[:2] == ["scontrol", "update"]:

@@ -22,7 +22,12 @@ SCALED = (
 
 def test_only_the_primary_controller_of_a_cluster_with_a_scaled_group_runs_it(tmp_path: Path) -> None:
     controller = fake_node(tmp_path / "a", groups=SCALED, instance="controller-1")
-    assert [s.name for s in scaler_steps(controller)] == ["scaler", "daemon:hyperpod-cdk-scaler.service"]
+    assert [s.name for s in scaler_steps(controller)] == [
+        "scaler",
+        "scaler-job-submit",  # tests/test_runtime_scaler_hold.py
+        "scaler-job-submit-reconfigure",
+        "daemon:hyperpod-cdk-scaler.service",
+    ]
     names = [s.name for s in steps_for(controller)]
     assert names.index("scaler") > names.index("daemon:slurmctld")
     assert ScalerFiles().describe(controller) == [

@@ -26,6 +26,7 @@ from training_runtime.run import CommandError
 from training_runtime.scaler import policy
 from training_runtime.scaler.config import ScalerConfig
 from training_runtime.scaler.heartbeat import TAG_KEY, Heartbeat, format_heartbeat, group_lines
+from training_runtime.scaler.job_submit import held_by_scaler
 from training_runtime.scaler.policy import ADD, DELETE, AddNodes, Decision, DeleteNode, ScaledGroup
 from training_runtime.scaler.sagemaker import ApiError, Group, Node, SageMaker
 from training_runtime.scaler.slurm_view import Slurm, to_policy_nodes
@@ -33,6 +34,8 @@ from training_runtime.scaler.state import Operation, load, save
 
 BACKOFF_BASE_S = 30.0
 BACKOFF_CAP_S = 900.0
+RELEASED_REASON = "PartitionConfig"
+"""How a job released in a partition with no node waits (Slurm's Job Reason Codes), counted as demand."""
 TOKEN_TTL_S = 8 * 3600.0
 """BatchAddClusterNodes keeps a ClientToken for 8 hours: an add still unreflected after that is dropped (logged)."""
 
@@ -251,6 +254,27 @@ class Scaler:
         self.state.last_error = None
         self._save()
 
+    def _release_held(
+        self, jobs: Sequence[policy.PendingJob], scaled: Sequence[ScaledGroup]
+    ) -> List[policy.PendingJob]:
+        """Release each job the job_submit script held for a scaled group at 0 (its AdminComment mark,
+        :func:`~training_runtime.scaler.job_submit.held_by_scaler`) and count it as demand at once: released, it
+        waits with ``PartitionConfig`` until the nodes come. A job held without the mark (its user's, an admin's)
+        is left held and never counted."""
+        partitions = {g.partition for g in scaled}
+        out: List[policy.PendingJob] = []
+        for job in jobs:
+            ours = job.reason.startswith("JobHeld") and any(p in partitions for p in job.partitions)
+            if ours and held_by_scaler(self.slurm.admin_comment(job.job_id)):
+                try:
+                    self.slurm.release(job.job_id)
+                except CommandError as failure:  # Slurm 24.11 releases it and exits 1 (a partition at 0)
+                    log("scaler_warning", message="release of job {}: {}".format(job.job_id, failure))
+                log("scaler_release", job=job.job_id, partitions=list(job.partitions))
+                job = policy.PendingJob(job.job_id, job.partitions, job.nodes, RELEASED_REASON)
+            out.append(job)
+        return out
+
     def _comment(
         self, jobs: Sequence[policy.PendingJob], decision: Decision, scaled: Sequence[ScaledGroup]
     ) -> Set[str]:
@@ -292,7 +316,7 @@ class Scaler:
             self._resume(groups, listed, now)
             self._save()
             nodes = self._with_idle_seen(to_policy_nodes(self.slurm.nodes(), {k: v[0] for k, v in names.items()}), now)
-            jobs = self.slurm.pending()
+            jobs = self._release_held(self.slurm.pending(), scaled)
             flights = [op.in_flight() for op in self.state.in_flight]
             decision = policy.decide(scaled, nodes, jobs, flights, now, minute_s=self.config.minute_s)
             self._act(decision, names, now)

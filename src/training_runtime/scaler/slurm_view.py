@@ -5,6 +5,7 @@ openapi/data_parser plugins, which a node may lack): ``scontrol -o show nodes`` 
 node) and ``squeue -h -r -t PD -o '%i|%P|%D|%r'`` (one pending job, or array element, per line).
 
 Writes: ``scontrol update NodeName=… State=DRAIN Reason=…`` (:func:`policy.drain_reason`), ``State=RESUME``, and
+``scontrol release`` of a job the scaler's job_submit script held (:mod:`.job_submit`), and
 ``scontrol update JobId=… AdminComment=…`` for why the scaler cannot give a pending job nodes. AdminComment, not
 Comment: it is the administrator's field (only root/SlurmUser may set it, so users cannot spoof it) and leaves
 the user's own Comment alone; ``scontrol show job`` and ``sacct -o AdminComment`` show it (Slurm, scontrol and
@@ -154,6 +155,16 @@ class Slurm:
 
     def comment(self, job_id: str, text: str) -> None:
         self._run("scontrol", "update", "JobId=" + job_id, "AdminComment=" + text[:COMMENT_MAX])
+
+    def admin_comment(self, job_id: str) -> Optional[str]:
+        """A job's AdminComment (``scontrol -o show job``), None when it has none or is gone."""
+        fields = parse_fields(self._run("scontrol", "-o", "show", "job", job_id))
+        return fields.get("AdminComment") or None
+
+    def release(self, job_id: str) -> None:
+        """``scontrol release``: for a job in a partition with no node Slurm 24.11 releases it and still exits 1
+        ("Requested partition configuration not available now"); the caller logs that and goes on."""
+        self._run("scontrol", "release", job_id)
 
     def confirmed_drained(self, name: str) -> bool:
         """Fresh look just before a delete: DRAINED (idle + drain), no CPU allocated, the scaler's reason."""

@@ -10,12 +10,13 @@ Without systemd (containers, the local cluster) it runs as a daemon with a pid f
 
 from __future__ import annotations
 
-from typing import List, Tuple
+import re
+from typing import List, Optional, Tuple
 
 from training_runtime.errors import StepFailed
-from training_runtime.files import file_matches, write_file
-from training_runtime.node import Node
-from training_runtime.paths import BIN_DIR
+from training_runtime.files import file_matches, read_text, write_file
+from training_runtime.node import GENERIC, Node
+from training_runtime.paths import BIN_DIR, STATE_DIR
 from training_runtime.scaler.cli import PID_FILE, PROCESS_NAME
 from training_runtime.scaler.config import (
     CONFIG_PATH,
@@ -25,13 +26,24 @@ from training_runtime.scaler.config import (
     ScalerConfig,
     endpoint_of,
 )
+from training_runtime.scaler.job_submit import (
+    BLOCK,
+    PLUGIN_KEY,
+    SCRIPT_HEADER,
+    SCRIPT_NAME,
+    plugins_set_elsewhere,
+    render_script,
+    with_block,
+)
 from training_runtime.scaler.policy import scaled_groups
 from training_runtime.scaler.sagemaker import region_of
 from training_runtime.services import Daemon
 from training_runtime.spot import IMDS_URL
 from training_runtime.steps import Step
+from training_runtime.steps.configless import ConfiglessPush
 from training_runtime.steps.daemon import RunningDaemon
 from training_runtime.steps.installed import PACKAGE_NAME, program
+from training_runtime.steps.slurm import ACCOUNTING_INCLUDE, conf_path
 
 SCALER_PROGRAM = BIN_DIR + "/scaler"
 UNIT = "hyperpod-cdk-scaler.service"
@@ -115,9 +127,93 @@ class ScalerFiles(Step):
         return ["write {} (scaled groups: {})".format(path, groups) for path in self.stale(node)]
 
 
+_INCLUDES_ACCOUNTING = re.compile(
+    r"^[ \t]*include[ \t]+(\S*/)?" + re.escape(ACCOUNTING_INCLUDE) + r"[ \t]*$", re.MULTILINE | re.IGNORECASE
+)
+
+
+def job_submit_files(node: Node) -> Tuple[str, str]:
+    """``job_submit.lua`` next to slurm.conf (where slurm.conf(5) has ``JobSubmitPlugins=lua`` read it) and the
+    included ``accounting.conf`` that gets the key."""
+    return conf_path(node, SCRIPT_NAME), conf_path(node, ACCOUNTING_INCLUDE)
+
+
+def job_submit_conflict(node: Node) -> Optional[str]:
+    """Why the runtime leaves the job_submit plugin alone on this controller (None: it sets it up).
+
+    The key goes where the runtime already adds keys to HyperPod's Slurm configuration: ``accounting.conf``, which
+    HyperPod's slurm.conf includes and which its agent keeps when it rewrites slurm.conf for new nodes
+    (:class:`~training_runtime.steps.slurm.HyperPodAccounting`); slurm.conf itself is HyperPod's. AWS does not
+    document ``JobSubmitPlugins`` on HyperPod, so an existing setting or script is never replaced."""
+    script, include = job_submit_files(node)
+    slurm_conf = read_text(node, conf_path(node, "slurm.conf")) or ""
+    if node.platform == GENERIC:
+        return "the generic platform's slurm.conf has no accounting.conf include"
+    if not _INCLUDES_ACCOUNTING.search(slurm_conf):
+        return "{} does not include {}".format(conf_path(node, "slurm.conf"), ACCOUNTING_INCLUDE)
+    for path, text in ((conf_path(node, "slurm.conf"), slurm_conf), (include, read_text(node, include) or "")):
+        if plugins_set_elsewhere(text):
+            return "{} already sets {}".format(path, PLUGIN_KEY)
+    existing = read_text(node, script)
+    if existing is not None and not existing.startswith(SCRIPT_HEADER):
+        return "{} exists and is not hyperpod-cdk's".format(script)
+    return None
+
+
+LEFT_ALONE = (
+    "job_submit plugin not set up ({}): while a scaled group is at 0, Slurm refuses sbatch/salloc for its "
+    'partition; submit with --hold and `scontrol release` the job (docs/scaler.md, "A group at 0")'
+)
+
+
+class JobSubmitHold(Step):
+    """``job_submit.lua`` (:func:`~training_runtime.scaler.job_submit.render_script`) and ``JobSubmitPlugins=lua``
+    in the included accounting.conf, so a job for a scaled group at 0 is held instead of refused."""
+
+    name = "scaler-job-submit"
+
+    def _wanted(self, node: Node) -> List[Tuple[str, str]]:
+        script, include = job_submit_files(node)
+        pairs = [(g.partition, g.name) for g in scaler_config(node).groups]
+        return [(script, render_script(pairs)), (include, with_block(read_text(node, include) or ""))]
+
+    def needed(self, node: Node) -> bool:
+        if job_submit_conflict(node) is not None:
+            return False
+        return any(not file_matches(node, path, content, 0o644) for path, content in self._wanted(node))
+
+    def apply(self, node: Node) -> None:
+        for path, content in self._wanted(node):
+            write_file(node, path, content, mode=0o644)
+
+    def describe(self, node: Node) -> List[str]:
+        script, include = job_submit_files(node)
+        key = BLOCK.split("\n")[1]
+        return ["write {} (hold jobs for a scaled group at 0) and {} in {}".format(script, key, include)]
+
+    def left_alone(self, node: Node) -> List[str]:
+        conflict = job_submit_conflict(node)
+        return [LEFT_ALONE.format(conflict)] if conflict is not None else []
+
+
+class JobSubmitPush(ConfiglessPush):
+    """``scontrol reconfigure`` once the script or the key changed: slurmctld loads the plugin (Slurm 24.11's
+    reconfigure restarts slurmctld with the new configuration) and configless nodes get the new accounting.conf."""
+
+    name = "scaler-job-submit-reconfigure"
+
+    @property
+    def _digest_file(self) -> str:
+        return STATE_DIR + "/job-submit-push.digest"
+
+    def needed(self, node: Node) -> bool:
+        return job_submit_conflict(node) is None and super().needed(node)
+
+
 def scaler_steps(node: Node) -> List[Step]:
     """On the primary controller only, and only when some compute group has ``scaling``."""
     if not (node.is_primary_controller and scaled_groups(node.params.groups)):
         return []
     config = [CONFIG_PATH, SCALER_PROGRAM] + ([UNIT_FILE] if node.has_systemd else [])
-    return [ScalerFiles(), RunningDaemon(SCALER, config)]
+    hold: List[Step] = [JobSubmitHold(), JobSubmitPush(job_submit_files(node))]
+    return [ScalerFiles(), *hold, RunningDaemon(SCALER, config)]

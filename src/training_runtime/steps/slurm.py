@@ -27,6 +27,7 @@ from training_runtime.render.slurm_conf import render_slurm_conf
 from training_runtime.render.slurm_types import Partition, SlurmNode, SlurmSettings
 from training_runtime.resources import instance_type_of
 from training_runtime.retry import NotReady, RetryPolicy
+from training_runtime.scaler.job_submit import BLOCK_START, with_block
 from training_runtime.services import Daemon
 from training_runtime.steps import Step
 from training_runtime.steps.health import EPILOG_PROGRAM, PROLOG_PROGRAM, gpu_job_mapping
@@ -167,11 +168,16 @@ def accounting_lines(node: Node) -> str:
 class HyperPodAccounting(Step):
     name = "slurm-accounting-include"
 
+    def _content(self, node: Node) -> str:
+        """The accounting keys, and the scaler's block where the scaler step added it (steps/scaler.py)."""
+        current = read_text(node, conf_path(node, ACCOUNTING_INCLUDE)) or ""
+        return with_block(accounting_lines(node)) if BLOCK_START in current else accounting_lines(node)
+
     def needed(self, node: Node) -> bool:
-        return read_text(node, conf_path(node, ACCOUNTING_INCLUDE)) != accounting_lines(node)
+        return read_text(node, conf_path(node, ACCOUNTING_INCLUDE)) != self._content(node)
 
     def apply(self, node: Node) -> None:
-        write_file(node, conf_path(node, ACCOUNTING_INCLUDE), accounting_lines(node))
+        write_file(node, conf_path(node, ACCOUNTING_INCLUDE), self._content(node))
 
     def describe(self, node: Node) -> List[str]:
         return ["write " + conf_path(node, ACCOUNTING_INCLUDE)]
