@@ -4,9 +4,10 @@ Run in the repo root as root: ``.venv/bin/python bench/scaler_overhead.py [RUNS]
 drills' cluster (``tests/scaler_drill.py``: the real scaler on the controller, 1 s cycle, the emulated control
 plane with a 2 s launch latency) and, RUNS times from a group at 0, submits a one-node job and takes the times
 of what follows from the records the drills read: the plain ``sbatch`` (host clock; the controller's job_submit
-script holds the job and the scaler releases it), the control plane's "Target count ... increased" event (the scaler's BatchAddClusterNodes), its "launching" and "is Running" events
-(the emulated launch: latency, then the node boots and its lifecycle script runs), and the job's StartTime in
-Slurm (whole seconds). Between runs the scaler takes the group back to 0. Prints a Markdown table of medians;
+script holds the job and the scaler releases it), the control plane's "Target count ... increased" event (the
+scaler's BatchAddClusterNodes), its "launching" and "is Running" events (the emulated launch: latency, then the
+node boots and its lifecycle script runs), and the job's StartTime in Slurm (whole seconds). Between runs the
+scaler takes the group back to 0. Prints a Markdown table of medians;
 timings are reported, never asserted.
 """
 
