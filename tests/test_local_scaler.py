@@ -2,9 +2,12 @@
 the runtime's bootstrap, against the emulated HyperPod control plane (SigV4 with the instance role's IMDS keys)
 of a local cluster whose compute group ``burst`` scales 0..3. Each drill starts and ends with the group at 0.
 
-1. ``sbatch -N2`` → BatchAddClusterNodes → the job runs on the new nodes → idle → drained → BatchDeleteClusterNodes
-   → 0; never a busy node deleted, never below min, never above what the job needs.
-2. an interactive ``salloc`` is satisfied by a scale-out.
+Every job is submitted plainly (no ``--hold``) with the group at 0: the controller's job_submit script holds it and
+the scaler releases it (docs/scaler.md, "A group at 0").
+
+1. ``sbatch -N2`` → held, released → BatchAddClusterNodes → the job runs on the new nodes → idle → drained →
+   BatchDeleteClusterNodes → 0; never a busy node deleted, never below min, never above what the job needs.
+2. an interactive ``salloc`` is satisfied by a scale-out; a job its user held stays held.
 3. no capacity → the job waits with the scaler's AdminComment, no second add, runs when capacity returns.
 4. the scaler killed and started again (as the controller's bootstrap does) while its add is in flight → it
    resumes from its persisted state, no second add.
@@ -107,9 +110,12 @@ def test_sbatch_scales_out_runs_and_scales_back_to_zero(cluster: LocalCluster, c
 
 
 def test_salloc_is_satisfied_by_a_scale_out(cluster: LocalCluster, client: Any, at_zero: float) -> None:
+    user_held = submit(cluster, "--hold", "-N1", "--wrap", "hostname")  # the user's own hold: never released
     salloc = background(cluster, ["salloc", "-N1", "-p", PARTITION, "srun", "hostname"])  # plainly, at 0
     out, err = salloc.communicate(timeout=120)
     assert salloc.returncode == 0, err
+    assert job_state(cluster, user_held) == "PENDING" and job_field(cluster, user_held, "Reason") == "JobHeldUser"
+    assert user_held not in [r["job"] for r in scaler_log(cluster, at_zero, "scaler_release")]
     added = group_nodes(cluster)
     assert len(added) == 1
     assert out.strip() == LocalCluster.open(cluster.workdir).slurm_name(added[0])
