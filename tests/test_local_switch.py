@@ -23,8 +23,8 @@ from hyperpod_local.namespaces import BRIDGE, Namespaces, list_netns
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
 
-SUBNET = "10.236.0.0/24"
-STAYING, LEAVING = "10.236.0.10", "10.236.0.11"
+SUBNET = "10.231.0.0/24"
+STAYING, LEAVING = "10.231.0.10", "10.231.0.11"
 CONNECT_S = 5.0
 """Far below the shortest time an ARP entry stays REACHABLE (half of base_reachable_time, 30 s by default)."""
 
