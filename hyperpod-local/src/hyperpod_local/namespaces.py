@@ -131,7 +131,12 @@ class Namespaces:
             return
         _ip("netns", "add", self.switch)
         _ip("-n", self.switch, "link", "set", "lo", "up")
-        _ip("-n", self.switch, "link", "add", BRIDGE, "type", "bridge")
+        # A fixed MAC: a Linux bridge without one takes the lowest of its ports' MACs, so a node joining or leaving
+        # changed the MAC behind the bridge's own addresses (the control plane's, the metadata service's), and a
+        # node's ARP entry for them then pointed at a gone port for 15-45 s (docs/local-cluster.md, "The bridge's
+        # MAC").
+        bridge_mac = mac_of(str(self.network.network_address))
+        _ip("-n", self.switch, "link", "add", BRIDGE, "address", bridge_mac, "type", "bridge")
         _ip("-n", self.switch, "link", "set", BRIDGE, "up")
 
     def delete_switch(self) -> None:
@@ -231,7 +236,7 @@ class Namespaces:
         netns, veth = self.netns(node.name), self._veth(node.ip)
         _ip("netns", "attach", netns, str(pid))
         # A stable MAC per address, as an ENI keeps its MAC across reboots: peers' ARP caches stay right.
-        mac = "02:68:70:" + ":".join(f"{int(octet):02x}" for octet in node.ip.split(".")[1:])
+        mac = mac_of(node.ip)
         _ip(
             "-n", self.switch, "link", "add", veth, "type", "veth",
             "peer", "name", "eth0", "address", mac, "netns", netns,
@@ -368,6 +373,12 @@ def node_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
         env["TERM"] = os.environ["TERM"]
     env.update(extra or {})
     return env
+
+
+def mac_of(ip: str) -> str:
+    """The stable, locally administered MAC of an address on a cluster's switch: a node's ``eth0`` (its address),
+    the bridge (the subnet's network address, which no node has)."""
+    return "02:68:70:" + ":".join(f"{int(octet):02x}" for octet in ip.split(".")[1:])
 
 
 def list_netns() -> list[str]:
