@@ -41,6 +41,7 @@ from scaler_engine import (
     launching_seconds,
     simulate,
 )
+from training_runtime.scaler.config import DEFAULT_INTERVAL_S
 from training_runtime.scaler.policy import (
     DELETE,
     InFlight,
@@ -52,7 +53,6 @@ from training_runtime.scaler.policy import (
     decide,
     drain_reason,
 )
-from training_runtime.scaler.config import DEFAULT_INTERVAL_S
 from training_runtime.scaler.spec import ScalingSpec
 
 ROOT = Path(__file__).resolve().parent.parent
