@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
+from training_runtime.background import daemonize, name_process
 from training_runtime.checkpoint.interrupt import CHECKPOINT_SIGNAL_NAME
 from training_runtime.facts import FactsError, load_facts
 from training_runtime.health.checks import slurm_node_name
@@ -217,32 +218,6 @@ def serve(
         sleep(interval_s)
 
 
-def daemonize(pid_file: Path, log_file: Path) -> None:
-    """Double fork into the background, write the pid file, log to ``log_file``, name the process."""
-    if os.fork() > 0:
-        os._exit(0)
-    os.setsid()
-    if os.fork() > 0:
-        os._exit(0)
-    log_file.parent.mkdir(parents=True, exist_ok=True)
-    out = os.open(str(log_file), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.dup2(out, 1)
-    os.dup2(out, 2)
-    _name_process()
-    pid_file.parent.mkdir(parents=True, exist_ok=True)
-    pid_file.write_text("{}\n".format(os.getpid()))
-
-
-def _name_process() -> None:
-    try:
-        with open("/proc/self/comm", "w") as handle:
-            handle.write(PROCESS_NAME)
-    except OSError:
-        pass
-
-
 def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m training_runtime.spot", description=__doc__.split("\n")[0])
     parser.add_argument("--interval", type=float, default=5.0, help="seconds between checks (AWS: every 5 s)")
@@ -270,9 +245,9 @@ def main(argv: Sequence[str]) -> int:
         scancel=slurm.command("scancel"),
     )
     if args.daemon:
-        daemonize(args.root / PID_FILE.lstrip("/"), args.root / LOG_FILE.lstrip("/"))
+        daemonize(args.root / PID_FILE.lstrip("/"), args.root / LOG_FILE.lstrip("/"), PROCESS_NAME)
     else:
-        _name_process()
+        name_process(PROCESS_NAME)
     serve(watcher, args.interval)
     return 0
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import List, Optional
 
+from training_runtime.background import daemonize, name_process
 from training_runtime.log import log
 from training_runtime.run import Runner
 from training_runtime.scaler.config import CONFIG_PATH, ConfigError, ScalerConfig, load_config
@@ -77,38 +77,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(format_heartbeat(scaler.cycle()))
         return 0
     if args.daemon:
-        daemonize(Path(PID_FILE), Path(LOG_FILE))
+        daemonize(Path(PID_FILE), Path(LOG_FILE), PROCESS_NAME)
     else:
-        name_process()
+        name_process(PROCESS_NAME)
     scaler.run()
     return 0
-
-
-def daemonize(pid_file: Path, log_file: Path) -> None:
-    """Double fork into the background, log to ``log_file``, write the pid file, name the process."""
-    if os.fork() > 0:
-        os._exit(0)
-    os.setsid()
-    if os.fork() > 0:
-        os._exit(0)
-    log_file.parent.mkdir(parents=True, exist_ok=True)
-    out = os.open(str(log_file), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.dup2(out, 1)
-    os.dup2(out, 2)
-    name_process()
-    pid_file.parent.mkdir(parents=True, exist_ok=True)
-    pid_file.write_text("{}\n".format(os.getpid()))
-
-
-def name_process() -> None:
-    """``/proc/<pid>/comm`` = :data:`PROCESS_NAME` (how :mod:`training_runtime.services` finds the daemon)."""
-    try:
-        with open("/proc/self/comm", "w") as handle:
-            handle.write(PROCESS_NAME)
-    except OSError:
-        pass
 
 
 def status(config: ScalerConfig) -> int:

@@ -7,10 +7,10 @@ restarts it only when that digest changed, so a re-run leaves a healthy daemon (
 from __future__ import annotations
 
 import hashlib
-from typing import List, Sequence
+from typing import List, Sequence, Tuple
 
 from training_runtime import services
-from training_runtime.files import read_text, write_file
+from training_runtime.files import file_matches, read_text, write_file
 from training_runtime.node import Node
 from training_runtime.paths import STATE_DIR
 from training_runtime.services import Daemon
@@ -63,3 +63,31 @@ class RunningDaemon(Step):
             how = "systemctl enable --now " + self.daemon.unit if node.has_systemd else " ".join(self.daemon.argv)
             return ["start {}: {}".format(self.daemon.unit, how)]
         return ["restart {}: its configuration changed".format(self.daemon.unit)]
+
+
+class ServiceFiles(Step):
+    """Writes a runtime service's files (its program, its configuration and, with systemd, its unit
+    :attr:`unit_file`) and reloads systemd when the unit changed. Subclasses list the files."""
+
+    unit_file = ""
+
+    def files(self, node: Node) -> List[Tuple[str, str, int]]:
+        """(path, content, mode) of every file, the unit only where the node has systemd."""
+        raise NotImplementedError
+
+    def stale(self, node: Node) -> List[str]:
+        return [path for path, content, mode in self.files(node) if not file_matches(node, path, content, mode)]
+
+    def needed(self, node: Node) -> bool:
+        return bool(self.stale(node))
+
+    def apply(self, node: Node) -> None:
+        unit_changed = False
+        for path, content, mode in self.files(node):
+            changed = write_file(node, path, content, mode=mode)
+            unit_changed = unit_changed or (changed and path == self.unit_file)
+        if unit_changed:
+            node.run(["systemctl", "daemon-reload"], timeout=120)
+
+    def describe(self, node: Node) -> List[str]:
+        return ["write " + path for path in self.stale(node)]

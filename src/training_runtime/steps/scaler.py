@@ -41,7 +41,7 @@ from training_runtime.services import Daemon
 from training_runtime.spot import IMDS_URL
 from training_runtime.steps import Step
 from training_runtime.steps.configless import ConfiglessPush
-from training_runtime.steps.daemon import RunningDaemon
+from training_runtime.steps.daemon import RunningDaemon, ServiceFiles
 from training_runtime.steps.installed import PACKAGE_NAME, program
 from training_runtime.steps.slurm import ACCOUNTING_INCLUDE, conf_path
 
@@ -94,10 +94,11 @@ def service_unit() -> str:
     )
 
 
-class ScalerFiles(Step):
+class ScalerFiles(ServiceFiles):
     """The scaler's configuration, its program and (with systemd) its unit."""
 
     name = "scaler"
+    unit_file = UNIT_FILE
 
     def files(self, node: Node) -> List[Tuple[str, str, int]]:
         files = [
@@ -107,20 +108,6 @@ class ScalerFiles(Step):
         if node.has_systemd:
             files.append((UNIT_FILE, service_unit(), 0o644))
         return files
-
-    def stale(self, node: Node) -> List[str]:
-        return [path for path, content, mode in self.files(node) if not file_matches(node, path, content, mode)]
-
-    def needed(self, node: Node) -> bool:
-        return bool(self.stale(node))
-
-    def apply(self, node: Node) -> None:
-        unit_changed = False
-        for path, content, mode in self.files(node):
-            changed = write_file(node, path, content, mode=mode)
-            unit_changed = unit_changed or (changed and path == UNIT_FILE)
-        if unit_changed:
-            node.run(["systemctl", "daemon-reload"], timeout=120)
 
     def describe(self, node: Node) -> List[str]:
         groups = ", ".join("{} {}..{}".format(g.name, g.scaling.min, g.scaling.max) for g in scaler_config(node).groups)

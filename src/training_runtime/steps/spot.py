@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from typing import List, Tuple
 
-from training_runtime.files import file_matches, write_file
 from training_runtime.node import Node
 from training_runtime.paths import BIN_DIR
 from training_runtime.services import Daemon
 from training_runtime.spot import IMDS_URL, PID_FILE, PROCESS_NAME
 from training_runtime.steps import Step
-from training_runtime.steps.daemon import RunningDaemon
+from training_runtime.steps.daemon import RunningDaemon, ServiceFiles
 from training_runtime.steps.installed import PACKAGE_NAME, program
 
 WATCHER = BIN_DIR + "/spot-watcher"
@@ -43,33 +42,17 @@ def service_unit() -> str:
     )
 
 
-class SpotWatcherFiles(Step):
+class SpotWatcherFiles(ServiceFiles):
     """Writes the watcher program (and its systemd unit where there is systemd)."""
 
     name = "spot-watcher"
+    unit_file = UNIT_FILE
 
     def files(self, node: Node) -> List[Tuple[str, str, int]]:
         files = [(WATCHER, watcher_program(node), 0o755)]
         if node.has_systemd:
             files.append((UNIT_FILE, service_unit(), 0o644))
         return files
-
-    def stale(self, node: Node) -> List[str]:
-        return [path for path, content, mode in self.files(node) if not file_matches(node, path, content, mode)]
-
-    def needed(self, node: Node) -> bool:
-        return bool(self.stale(node))
-
-    def apply(self, node: Node) -> None:
-        unit_changed = False
-        for path, content, mode in self.files(node):
-            changed = write_file(node, path, content, mode=mode)
-            unit_changed = unit_changed or (changed and path == UNIT_FILE)
-        if unit_changed:
-            node.run(["systemctl", "daemon-reload"], timeout=120)
-
-    def describe(self, node: Node) -> List[str]:
-        return ["write " + path for path in self.stale(node)]
 
 
 def spot_steps(node: Node) -> List[Step]:
