@@ -44,8 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from hyperpod_local import autoresume
-from hyperpod_local.paths import subprocess_env
-from hyperpod_local.procs import terminate
+from hyperpod_local.procs import spawn_module, terminate
 from hyperpod_local.state import ClusterHandle, LocalClusterError
 from training_runtime.health.results import HYPERPOD_REASONS, REBOOT, REPLACE
 
@@ -201,16 +200,7 @@ def start(cluster: ClusterHandle) -> int:
         return running
     directory = agent_dir(cluster)
     directory.mkdir(parents=True, exist_ok=True)
-    env = subprocess_env()
-    with (directory / "agent.log").open("ab") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "hyperpod_local.agent", "--workdir", str(cluster.workdir)],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env=env,
-        )
+    process = spawn_module("hyperpod_local.agent", cluster.workdir, directory / "agent.log")
     (directory / "pid").write_text(f"{process.pid}\n")
     return process.pid
 

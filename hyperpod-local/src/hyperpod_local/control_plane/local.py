@@ -24,7 +24,6 @@ import secrets
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -40,8 +39,7 @@ from hyperpod_local.control_plane.protocol import Endpoint
 from hyperpod_local.control_plane.sigv4 import Key
 from hyperpod_local.layout import LOCAL_REGION, cluster_arn, instance_id
 from hyperpod_local.namespaces import BRIDGE
-from hyperpod_local.paths import subprocess_env
-from hyperpod_local.procs import terminate
+from hyperpod_local.procs import spawn_module, terminate
 from hyperpod_local.state import ClusterHandle, LocalClusterError
 from training_runtime.groups import COMPUTE, CONTROLLER, LOGIN
 from training_runtime.params import ENTRYPOINT_BY_MODE
@@ -321,15 +319,7 @@ def start(
             check=True,
         )
     (own / "url.json").unlink(missing_ok=True)
-    with (own / "server.log").open("ab") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "hyperpod_local.control_plane", "--workdir", str(cluster.workdir)],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env=subprocess_env(),
-        )
+    process = spawn_module("hyperpod_local.control_plane", cluster.workdir, own / "server.log")
     (own / "pid").write_text(f"{process.pid}\n")
     deadline = time.monotonic() + READY_TIMEOUT_S
     while not (own / "url.json").exists():
