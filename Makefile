@@ -2,6 +2,7 @@
 #             and npm, nothing else: it installs the package (pinned, requirements/constraints.txt) and the CDK CLI.
 # make test:  set up everything (dev tools, the scanner's venv, and, where the machine can have them, the local
 #             cluster's Debian packages and node root file system) and run every check: lint, types, the tests.
+# make test-fast: the same checks without the local clusters (the `unit` tier, lint, the Python 3.8 run).
 # make mutants: check that every curated mutation (tests/mutations/*.yaml) still applies, then run them all.
 SHELL := /bin/bash
 VENV := .venv
@@ -13,6 +14,10 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_VERSION_CHECK := 1
 export AWS_EC2_METADATA_DISABLED := true
+# Python writes the bytecode of what it imports, so each of the suite's hundreds of Python processes (pytest's
+# workers, the CLI under test, the helpers it starts) stops recompiling aws-cdk-lib from source: with
+# PYTHONDONTWRITEBYTECODE set in the caller's environment, collecting the tests took 2.2x the CPU (docs/testing.md).
+unexport PYTHONDONTWRITEBYTECODE
 CONFIG ?=
 # Python 3.8 (HyperPod's older AMIs): the runtime's stdlib tests run on it too when this machine has one.
 PY38 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.8.*/bin/python3.8) $(shell command -v python3.8 2>/dev/null))
@@ -22,7 +27,8 @@ CHECKOV_VERSION := 3.3.30
 
 SHELL_SCRIPTS := $(wildcard src/hyperpod_cdk/lifecycle_assets/*.sh hyperpod-local/src/hyperpod_local/*.sh scripts/*.sh examples/jobs/*.sbatch .ci/run)
 
-.PHONY: prerequisites setup system-packages node-rootfs scanner synth test lint typecheck unit unit38 mutants bench schema docs lock clean
+.PHONY: prerequisites setup system-packages node-rootfs scanner synth test test-fast lint typecheck unit unit-tier local-tier unit38 mutants bench schema docs lock clean
+.PHONY: _lint _typecheck _unit-tier _local-tier _unit38
 
 prerequisites:
 	@./scripts/check-prerequisites.sh
@@ -73,33 +79,60 @@ synth: $(VENV)/.installed-app node_modules/.installed
 	npx --no-install cdk synth --quiet $(if $(CONFIG),--context config=$(CONFIG))
 	@echo "Templates in cdk.out/: $$(ls cdk.out/*.template.json)"
 
-test: lint typecheck unit unit38
+# The tiers (docs/testing.md): the `unit` tier (no local cluster) and the `local` tier (local clusters, root) run
+# side by side, each in a pytest of its own with LANE_WORKERS processes (pytest-xdist), beside lint, mypy and the
+# Python 3.8 run; each part's output is printed whole when it ends, and each pytest lists its slowest tests.
+LANE_WORKERS ?= 2
+PYTEST_LANE = $(PYTHON) -m pytest -n $(LANE_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15 --durations-min=5
+PARTS = $(MAKE) --no-print-directory --keep-going -j5 --output-sync=target
+
+test: setup
+	@$(PARTS) _lint _typecheck _unit-tier _local-tier _unit38
+
+test-fast: setup
+	@$(PARTS) _lint _unit-tier _unit38
 
 lint: setup
+	@$(MAKE) --no-print-directory _lint
+typecheck: setup
+	@$(MAKE) --no-print-directory _typecheck
+unit-tier: setup
+	@$(MAKE) --no-print-directory _unit-tier
+local-tier: setup
+	@$(MAKE) --no-print-directory _local-tier
+unit: setup
+	@$(PARTS) _unit-tier _local-tier
+unit38: setup
+	@$(MAKE) --no-print-directory _unit38
+
+_lint:
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
 	$(PYTHON) -m ruff check --target-version py38 src/training_runtime
 	@if command -v shellcheck >/dev/null; then shellcheck -x $(SHELL_SCRIPTS); \
 	else echo "lint: shell scripts not checked: no shellcheck here (make system-packages, or your package manager)"; fi
 
-typecheck: setup
+_typecheck:
 	$(PYTHON) -m mypy
 
-unit: setup
-	$(PYTHON) -m pytest
+_unit-tier:
+	$(PYTEST_LANE) -m "not local"
 
-# The curated mutations: first that each still applies (text found once, tests present), then each caught.
-mutants: setup
-	$(PYTHON) scripts/mutants.py --check
-	$(PYTHON) scripts/mutants.py
+_local-tier:
+	$(PYTEST_LANE) -m local
 
 # The node runtime's stdlib-only tests (scripts/runtime_tests.py lists them) on Python 3.8.
-unit38: setup
+_unit38:
 	@if [ -z "$(PY38)" ]; then echo "unit38: skipped: no Python 3.8 on this machine (set PY38=/path/to/python3.8)"; \
 	else \
 	  [ -x $(VENV38)/bin/pytest ] || { $(PY38) -m venv $(VENV38) && $(VENV38)/bin/pip install --quiet "pytest==8.3.5"; }; \
 	  PYTHONPATH=src:tests $(VENV38)/bin/python -m pytest -q -p no:cacheprovider $$($(PYTHON) scripts/runtime_tests.py); \
 	fi
+
+# The curated mutations: first that each still applies (text found once, tests present), then each caught.
+mutants: setup
+	$(PYTHON) scripts/mutants.py --check
+	$(PYTHON) scripts/mutants.py
 
 schema: $(VENV)/.installed-app
 	$(VENV)/bin/hyperpod-cdk schema > schema/cluster-config.schema.json

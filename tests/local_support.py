@@ -37,7 +37,6 @@ def skip_reason() -> str | None:
 
 
 REASON = skip_reason()
-requires_local_cluster = pytest.mark.skipif(REASON is not None, reason=str(REASON))
 
 
 def rootfs_reason(slurm: str = DEFAULT_SLURM) -> str | None:
@@ -50,7 +49,23 @@ def rootfs_reason(slurm: str = DEFAULT_SLURM) -> str | None:
 
 
 HYPERPOD_REASON = REASON or rootfs_reason()
-requires_hyperpod_platform = pytest.mark.skipif(HYPERPOD_REASON is not None, reason=str(HYPERPOD_REASON))
+
+
+def local_reason(rootfs: str | None = None, root_only: bool = False) -> str | None:
+    """Why a test marked ``local(...)`` cannot run on this machine, or None: ``root_only`` needs root and nothing
+    else (network namespaces); otherwise a local cluster's commands, and with ``rootfs`` that Slurm major's node
+    root file system. tests/conftest.py skips a marked test with this reason."""
+    if root_only:
+        return None if os.geteuid() == 0 else "needs root (network namespaces)"
+    return REASON or (rootfs_reason(rootfs) if rootfs else None)
+
+
+# The tier marker of the tests that bring up a local cluster: `pytest -m "not local"` (make test-fast) leaves them
+# out, and tests/conftest.py skips them, with the reason, where this machine cannot run them.
+requires_local_cluster = pytest.mark.local
+"""A local cluster on the generic platform (the host's own root)."""
+requires_hyperpod_platform = pytest.mark.local(rootfs=DEFAULT_SLURM)
+"""A local cluster on the emulated HyperPod platform (its node root file system)."""
 
 
 @contextmanager

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from hyperpod_local import LocalCluster, LocalClusterError, staging
-from local_support import HYPERPOD_REASON, requires_local_cluster
+from local_support import HYPERPOD_REASON
 from training_runtime.node import GENERIC, HYPERPOD
 from training_runtime.params import ProvisioningParameters
 
-pytestmark = requires_local_cluster
+pytestmark = pytest.mark.local(cluster_per_test=True)  # each test brings up its own cluster
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted(ROOT.glob("examples/*.yaml"))

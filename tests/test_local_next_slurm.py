@@ -13,12 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from local_support import REASON, cpu_cluster, rootfs_reason
+from local_support import cpu_cluster
 from training_runtime.node import GENERIC, HYPERPOD
 
 NEXT = "26.05"
-NEXT_REASON = REASON or rootfs_reason(NEXT)
-pytestmark = pytest.mark.skipif(NEXT_REASON is not None, reason=str(NEXT_REASON))
+pytestmark = pytest.mark.local(rootfs=NEXT)
 
 IMPORT_EVERYTHING = """
 import importlib, pkgutil, sys, training_runtime

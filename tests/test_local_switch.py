@@ -21,7 +21,7 @@ import pytest
 from hyperpod_local.control_plane import local as control_plane
 from hyperpod_local.namespaces import BRIDGE, Namespaces, list_netns
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
+pytestmark = pytest.mark.local(root_only=True)
 
 SUBNET = "10.231.0.0/24"
 STAYING, LEAVING = "10.231.0.10", "10.231.0.11"
