@@ -13,9 +13,9 @@ from typing import Any
 
 import botocore
 import pytest
-from test_docs import _script
 
 from hyperpod_local.control_plane import validation
+from test_docs import _script
 from training_runtime import hyperpod_facts
 
 
