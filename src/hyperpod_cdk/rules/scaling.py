@@ -49,8 +49,7 @@ def _where(view: ClusterView, index: int, field: str = "") -> str:
     "hyperpod-cdk (idle_minutes 1 minute to a week)",
 )
 def bounds(view: ClusterView) -> Iterator[Problem]:
-    """scaling: 0 <= min <= max, max 1 to MAX_INSTANCE_COUNT (a group's most instances), idle_minutes 1 to 10080
-    (a week)."""
+    """scaling: 0 <= min <= max, max 1 to 6758 (a group's most instances), idle_minutes 1 to 10080 (a week)."""
     for index, group in scaled(view):
         scaling = group.scaling
         assert scaling is not None
