@@ -160,7 +160,8 @@ def render_module(facts: list[Fact]) -> str:
 
 
 def cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
+    """``text`` as one Markdown table cell: one line, ``|`` escaped, ``<`` not read as HTML."""
+    return " ".join(text.split()).replace("|", "\\|").replace("<", "&lt;")
 
 
 def shown(value: Value) -> str:
@@ -176,7 +177,7 @@ def render_doc(facts: list[Fact]) -> str:
         "",
         "What hyperpod-cdk takes as given about SageMaker HyperPod, each with its source or, where no AWS page states "
         "it, **inferred** and from what. The node runtime, the constructs, the operator CLI and the local cluster "
-        "read every value from one module, `training_runtime.hyperpod_facts`, generated from this table; the local "
+        "read these values from one module, `training_runtime.hyperpod_facts`, generated from this table; the local "
         "cluster's control plane keeps its own copy of the API limits on purpose and a test compares the two. "
         "When AWS changes the AMI or the API, this is the file to check ([local-cluster.md](local-cluster.md) says "
         "what the local cluster plays of it).",
