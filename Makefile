@@ -143,6 +143,7 @@ docs: setup schema
 	cp node_modules/aws-cdk/lib/init-templates/.recommended-feature-flags.json src/hyperpod_cdk/data/recommended-feature-flags.json
 	$(PYTHON) scripts/gen_runtime_options_doc.py && $(PYTHON) scripts/gen_construct_reference.py && $(PYTHON) scripts/gen_parameters_example.py && $(PYTHON) scripts/gen_module_index.py && $(PYTHON) scripts/gen_plan_example.py
 	$(PYTHON) scripts/gen_dashboards.py
+	$(PYTHON) scripts/gen_hyperpod_facts.py
 
 bench: setup
 	$(PYTHON) bench/synth.py

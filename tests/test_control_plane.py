@@ -107,7 +107,8 @@ def test_describe_and_list_show_the_nodes_in_botocores_shapes(cp: Harness) -> No
     assert sorted(ids) == sorted(n.instance_id for n in cp.plane.fleet.nodes if n.instance_id)
     node = client.describe_cluster_node(ClusterName="ml-cluster", NodeId=ids[1])["NodeDetails"]
     assert node["InstanceStatus"] == {"Status": "Running"}
-    assert node["PrivateDnsHostname"].startswith("ip-10-1-0-")
+    dashed = node["PrivatePrimaryIp"].replace(".", "-")
+    assert node["PrivateDnsHostname"] == f"ip-{dashed}.local.compute.internal"
     assert node["PrivatePrimaryIp"] == next(n.instance.ip for n in cp.plane.fleet.nodes if n.instance_id == ids[1])  # type: ignore[union-attr]
 
 

@@ -77,7 +77,7 @@ def api_cluster(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-un
 
 def test_the_runtime_leaves_the_amis_pieces_as_the_ami_wrote_them(api_cluster: LocalCluster) -> None:
     assert api_cluster.state.preconfigured_ami
-    assert run(api_cluster, WORKER, "cat", "/etc/enroot/enroot.conf") == ami.ENROOT_CONF
+    assert run(api_cluster, WORKER, "cat", "/etc/enroot/enroot.conf") == ami.ENROOT_CONF_TEXT
     accounting = run(api_cluster, CONTROLLER, "cat", "/opt/slurm/etc/accounting.conf")
     assert accounting.startswith("# Slurm accounting as HyperPod's AMI configures it")  # not the runtime's
     assert "hyperpod-cdk" not in run(api_cluster, CONTROLLER, "cat", "/opt/slurm/etc/slurmdbd.conf")

@@ -76,7 +76,7 @@ def _layout_json() -> object:
 def test_the_runtime_reads_the_files_the_emulator_lays_down(tmp_path: Path) -> None:
     node = fake_node(tmp_path, fsx=False)
     (tmp_path / "opt/sagemaker_cluster").mkdir(parents=True)
-    touch(tmp_path, "/etc/enroot/enroot.conf", ami.ENROOT_CONF)
+    touch(tmp_path, "/etc/enroot/enroot.conf", ami.ENROOT_CONF_TEXT)
     touch(tmp_path, "/usr/bin/enroot", ami.ENROOT_STANDIN).chmod(0o755)
     touch(tmp_path, "/opt/slurm/etc/plugstack.conf", "include /opt/slurm/etc/plugstack.conf.d/pyxis.conf\n")
     touch(tmp_path, "/opt/slurm/etc/plugstack.conf.d/pyxis.conf", ami.PYXIS_CONF)

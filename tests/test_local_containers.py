@@ -86,7 +86,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untype
 
 def test_on_the_amis_files_nothing_moves_and_the_wildcard_include_is_made_explicit(cluster: LocalCluster) -> None:
     # No instance store is mounted in the emulation: the AMI's NVMe paths stay byte for byte, with a warning.
-    assert run(cluster, WORKER, "cat", "/etc/enroot/enroot.conf") == ami.ENROOT_CONF
+    assert run(cluster, WORKER, "cat", "/etc/enroot/enroot.conf") == ami.ENROOT_CONF_TEXT
     rows = plan_rows(cluster, WORKER)
     assert rows["enroot-paths"]["needed"] is False
     warning = [line for line in rows["enroot-paths"]["left_alone"] if line.startswith("WARNING")]  # type: ignore[attr-defined]

@@ -18,6 +18,7 @@ from typing import Any
 from cfnlint.rules import CloudFormationLintRule, RuleMatch
 
 from hyperpod_cdk.api_support import CONFIDENCE_TEXT, support_row
+from training_runtime.hyperpod_facts import ACCOUNTING_DATABASE
 
 CLUSTER = "AWS::SageMaker::Cluster"
 CONTINUOUS = "Continuous"
@@ -180,8 +181,8 @@ def _accounting_name(cluster: Cluster) -> Iterator[Finding]:
         yield (
             [*cluster.path, "Orchestrator", "Slurm", "AccountingDatabase"],
             (
-                "AccountingDatabase without Name: CloudFormation documents slurm_acct_db as the default and the API "
-                "slurm_acct_db_<cluster id>; give Name explicitly"
+                f"AccountingDatabase without Name: CloudFormation documents {ACCOUNTING_DATABASE} as the default and "
+                f"the API {ACCOUNTING_DATABASE}_<cluster id>; give Name explicitly"
             ),
         )
 

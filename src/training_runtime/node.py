@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 from training_runtime.groups import COMPUTE, CONTROLLER, LOGIN, GroupSpec
+from training_runtime.hyperpod_facts import HYPERPOD_MARKER as HYPERPOD_MARKER
+from training_runtime.hyperpod_facts import IMDS_ENDPOINT, SLURM_PREFIX
 from training_runtime.node_names import INSTANCE_NAMES, Naming, decide_naming, slurm_name
 from training_runtime.options import RuntimeOptions, parse_options
 from training_runtime.params import ProvisioningParameters
@@ -32,8 +34,6 @@ from training_runtime.run import DEFAULT_TIMEOUT_S, Result, Runner
 
 GENERIC = "generic"
 HYPERPOD = "hyperpod"
-HYPERPOD_MARKER = "/opt/sagemaker_cluster"
-"""Present on HyperPod's AMI; there HyperPod owns slurm.conf and Slurm lives under /opt/slurm."""
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,9 @@ class SlurmLayout:
 
 
 GENERIC_SLURM = SlurmLayout(conf_dir="/etc/slurm", bin_dir=None, sbin_dir=None)
-HYPERPOD_SLURM = SlurmLayout(conf_dir="/opt/slurm/etc", bin_dir="/opt/slurm/bin", sbin_dir="/opt/slurm/sbin")
+HYPERPOD_SLURM = SlurmLayout(
+    conf_dir=SLURM_PREFIX + "/etc", bin_dir=SLURM_PREFIX + "/bin", sbin_dir=SLURM_PREFIX + "/sbin"
+)
 SLURM_LAYOUTS = {GENERIC: GENERIC_SLURM, HYPERPOD: HYPERPOD_SLURM}
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 """Searched after PATH: Slurm starts prologs and health checks with an almost empty environment."""
@@ -73,7 +75,7 @@ def which_under(root: Path, name: str, extra_dirs: Sequence[str] = ()) -> Option
     return None
 
 
-IMDS = "http://169.254.169.254/latest"
+IMDS = IMDS_ENDPOINT + "/latest"
 """EC2 instance metadata (IMDSv2): a flexible group's node asks it for its own type when the resource config
 names none per instance."""
 

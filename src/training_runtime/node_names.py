@@ -41,6 +41,12 @@ def ip_name(address: str) -> str:
     return "ip-" + address.replace(".", "-")
 
 
+def private_dns_name(address: str, region: str) -> str:
+    """``10.1.2.3`` in ``us-west-2`` -> ``ip-10-1-2-3.us-west-2.compute.internal``: an instance's EC2 private DNS name
+    (``PrivateDnsHostname`` in ListClusterNodes) outside us-east-1; its first label is :func:`ip_name`."""
+    return "{}.{}.compute.internal".format(ip_name(address), region)
+
+
 def address_of(name: str) -> Optional[str]:
     """``ip-10-1-2-3`` -> ``10.1.2.3``; None for a name that is not an IPv4 address in :func:`ip_name`'s form."""
     match = IP_NAME.match(name.split(".", 1)[0])

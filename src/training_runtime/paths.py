@@ -7,6 +7,11 @@ here, once.
 
 from __future__ import annotations
 
+from training_runtime.hyperpod_facts import CLUSTER_AGENT_CONFIG_PATH as CLUSTER_AGENT_CONFIG_PATH
+from training_runtime.hyperpod_facts import RESOURCE_CONFIG_PATH as RESOURCE_CONFIG_PATH
+from training_runtime.hyperpod_facts import SLURM_LOG_DIR as SLURM_LOG_DIR
+from training_runtime.hyperpod_facts import SLURMD_SPOOL_DIR as SLURMD_SPOOL_DIR
+
 STATE_DIR = "/var/lib/hyperpod-cdk"
 """Per-node state: step results, the done marker, generated secrets (root only)."""
 DONE_MARKER = STATE_DIR + "/bootstrap.done"
@@ -24,16 +29,8 @@ HEALTH_CHECK = BIN_DIR + "/health-check"
 FACTS_PATH = "/etc/hyperpod-cdk/node.json"
 """The node's facts for job-time tools (:mod:`training_runtime.facts`)."""
 
-RESOURCE_CONFIG_PATH = "/opt/ml/config/resource_config.json"
-"""Where HyperPod writes the cluster's resource config; ``SAGEMAKER_RESOURCE_CONFIG_PATH`` overrides it."""
-CLUSTER_AGENT_CONFIG_PATH = "/opt/ml/config/cluster_agent.json"
-"""HyperPod's cluster agent settings, on the controller only: ``SlurmConfiguration.UseInstanceNames`` says how Slurm
-nodes are named (:mod:`training_runtime.node_names`)."""
-
-SLURM_LOG_DIR = "/var/log/slurm"
-"""slurmctld's, slurmd's and slurmdbd's log files (``SlurmctldLogFile``, ``SlurmdLogFile``, ``LogFile``)."""
-SLURMD_SPOOL_DIR = "/var/spool/slurmd"
-"""slurmd's ``SlurmdSpoolDir`` (Slurm's default): job scripts and state on a compute node's own disk."""
+# HyperPod's own paths (the resource config, cluster_agent.json, Slurm's log and spool directories) are facts about
+# its AMI: training_runtime.hyperpod_facts defines them with their sources; they are imported above for the callers.
 SLURMCTLD_STATE_DIR = "/var/spool/slurmctld"
 """slurmctld's ``StateSaveLocation`` with one controller (on its own disk), and Slurm's default where a
 slurm.conf names none."""

@@ -37,12 +37,13 @@ from training_runtime.facts import FactsError, load_facts
 from training_runtime.health.checks import slurm_node_name
 from training_runtime.health.remedy import parse_node_state
 from training_runtime.health.results import REASON_MAX, SPOT_REASON
+from training_runtime.hyperpod_facts import IMDS_ENDPOINT
 from training_runtime.log import log
 from training_runtime.node import GENERIC, SLURM_LAYOUTS, SYSTEM_PATH
 from training_runtime.paths import STATE_DIR
 from training_runtime.run import CommandError, Runner
 
-IMDS_URL = "http://169.254.169.254"
+IMDS_URL = IMDS_ENDPOINT
 TOKEN_PATH = "/latest/api/token"
 INSTANCE_ACTION_PATH = "/latest/meta-data/spot/instance-action"
 TOKEN_TTL_S = 21600

@@ -47,13 +47,14 @@ from hyperpod_local import autoresume
 from hyperpod_local.procs import spawn_module, terminate
 from hyperpod_local.state import ClusterHandle, LocalClusterError
 from training_runtime.health.results import HYPERPOD_REASONS, REBOOT, REPLACE
+from training_runtime.hyperpod_facts import SLURM_PREFIX
 
 DIRECTORY = "cluster/agent"
 """Under the work directory: settings (present = the cluster has an agent), pid, log, events."""
 MAILBOX = ".hyperpod-agent"
 """Under the shared directory (the nodes' FSx mount): ``requests/`` and ``answers/``."""
-WRAPPER_PATH = "/opt/slurm/bin/srun"
-REAL_SRUN_MOVED = "/opt/slurm/libexec/srun"
+WRAPPER_PATH = SLURM_PREFIX + "/bin/srun"
+REAL_SRUN_MOVED = SLURM_PREFIX + "/libexec/srun"
 """Where an ``/opt/slurm/bin/srun`` of Slurm's own is moved when the wrapper takes its place."""
 WRAPPER_MARK = "hyperpod-cdk auto-resume wrapper"
 ACTIONS = {reason: action for action, reason in HYPERPOD_REASONS.items()}

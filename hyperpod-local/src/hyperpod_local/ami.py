@@ -18,26 +18,36 @@ when missing, so a node prepared again keeps them byte for byte.
 from __future__ import annotations
 
 from training_runtime.groups import CONTROLLER
+from training_runtime.hyperpod_facts import (
+    ACCOUNTING_DATABASE,
+    AMI_DEFAULT_USER,
+    AMI_SLURM_VERSIONS,
+    DLAMI_NVME,
+    ENROOT_BIN,
+    ENROOT_CONF,
+    ENROOT_NVME_PATHS,
+    LOGROTATE_DIR,
+    PYXIS_PLUGIN_INSTALLED,
+    SLURM_LOG_DIR,
+    SLURM_PREFIX,
+    SLURMDBD_PID_FILE,
+    SLURMDBD_PORT,
+)
 from training_runtime.node import HYPERPOD_SLURM
 from training_runtime.paths import DB_SOCKET, MARIADBD_ARGV, MARIADBD_PID_FILE
 
-SLURM_VERSIONS = ("24.11", "25.11")
+SLURM_VERSIONS = AMI_SLURM_VERSIONS
 """The AMI's Slurm directories (``/opt/slurm-<version>``); the first is the active one."""
-ENROOT_CONF = """\
-# Enroot paths on the instance store, as HyperPod's AMI sets them (emulated by hyperpod-local)
-ENROOT_RUNTIME_PATH /opt/dlami/nvme/tmp/enroot/user-$(id -u)
-ENROOT_CACHE_PATH /opt/dlami/nvme/enroot
-ENROOT_DATA_PATH /opt/dlami/nvme/tmp/enroot/data/user-$(id -u)
-ENROOT_TEMP_PATH /opt/dlami/nvme/tmp
-"""
+ENROOT_HEADER = "# Enroot paths on the instance store, as HyperPod's AMI sets them (emulated by hyperpod-local)"
+ENROOT_CONF_TEXT = "\n".join((ENROOT_HEADER, *ENROOT_NVME_PATHS)) + "\n"
 """NVMe paths as AWS's ``install_enroot_pyxis.sh`` writes them when ``dlami-nvme.service`` is active (§4)."""
 ENROOT_STANDIN = (
     '#!/bin/sh\necho "enroot: a stand-in laid down by hyperpod-local (Enroot is not installed)" >&2\nexit 1\n'
 )
-PYXIS_CONF = "optional /usr/local/lib/slurm/spank_pyxis.so\n"
-LOGROTATE = "/var/log/slurm/*.log {\n    weekly\n    rotate 4\n    compress\n    missingok\n    copytruncate\n}\n"
+PYXIS_CONF = f"optional {PYXIS_PLUGIN_INSTALLED}\n"
+LOGROTATE = SLURM_LOG_DIR + "/*.log {\n    weekly\n    rotate 4\n    compress\n    missingok\n    copytruncate\n}\n"
 """As AWS's ``enable_slurm_log_rotation.sh`` rotates Slurm's logs (research note ``hyperpod-lifecycle.md`` §1.2)."""
-DEFAULT_USER, DEFAULT_UID = "ubuntu", 1000
+DEFAULT_USER, DEFAULT_UID = AMI_DEFAULT_USER, 1000
 """The AMI's default account (Ubuntu's first user) with its home and key pair."""
 
 
@@ -45,10 +55,11 @@ def slurm_layout() -> list[str]:
     """``/opt/slurm`` (a directory in the node root file system) becomes a link to ``/opt/slurm-24.11``, with
     ``/opt/slurm-25.11`` beside it. Runs first, so everything after it goes through the link."""
     active, *others = SLURM_VERSIONS
-    copies = " && ".join(f"cp -a /opt/slurm /opt/slurm-{v}" for v in (active, *others))
-    removes = " ".join(f"/opt/slurm-{v}" for v in SLURM_VERSIONS)
-    switch = f"rm -rf /opt/slurm && ln -s /opt/slurm-{active} /opt/slurm"
-    return [f"[ -L /opt/slurm ] || {{ rm -rf {removes} && {copies} && {switch}; }}"]
+    slurm = SLURM_PREFIX
+    copies = " && ".join(f"cp -a {slurm} {slurm}-{v}" for v in (active, *others))
+    removes = " ".join(f"{slurm}-{v}" for v in SLURM_VERSIONS)
+    switch = f"rm -rf {slurm} && ln -s {slurm}-{active} {slurm}"
+    return [f"[ -L {slurm} ] || {{ rm -rf {removes} && {copies} && {switch}; }}"]
 
 
 def _file(path: str, content: str, mode: str = "0644", owner: str = "root") -> str:
@@ -61,9 +72,9 @@ def _file(path: str, content: str, mode: str = "0644", owner: str = "root") -> s
 def image(slurm_etc: str) -> list[str]:
     """What the image carries in every mode: Enroot (stand-in binary, NVMe paths), Pyxis in plugstack, host keys."""
     return [
-        "install -d -m 0755 /etc/enroot /opt/dlami/nvme /etc/ssh " + slurm_etc + "/plugstack.conf.d",
-        _file("/usr/bin/enroot", ENROOT_STANDIN, "0755"),
-        _file("/etc/enroot/enroot.conf", ENROOT_CONF),
+        f"install -d -m 0755 {ENROOT_CONF.rsplit('/', 1)[0]} {DLAMI_NVME} /etc/ssh {slurm_etc}/plugstack.conf.d",
+        _file(ENROOT_BIN, ENROOT_STANDIN, "0755"),
+        _file(ENROOT_CONF, ENROOT_CONF_TEXT),
         _file(slurm_etc + "/plugstack.conf.d/pyxis.conf", PYXIS_CONF),
         _file(slurm_etc + "/plugstack.conf", f"include {slurm_etc}/plugstack.conf.d/pyxis.conf\n"),
         "ssh-keygen -A -q >/dev/null",
@@ -75,8 +86,8 @@ def setup(role: str, controller_address: str, slurm_etc: str) -> list[str]:
     script or ``OnInitComplete``, research note §2 "Lifecycle modes"): log rotation, the default user's home and
     key pair, and on the controller the accounting files (``slurmdbd.conf`` with a password made on the node)."""
     lines = [
-        "install -d -m 0755 /etc/logrotate.d",
-        _file("/etc/logrotate.d/slurm", LOGROTATE),
+        "install -d -m 0755 " + LOGROTATE_DIR,
+        _file(LOGROTATE_DIR + "/slurm", LOGROTATE),
         f"id -u {DEFAULT_USER} >/dev/null 2>&1 || useradd --uid {DEFAULT_UID} --create-home --shell /bin/bash "
         + DEFAULT_USER,
         f"[ -e /home/{DEFAULT_USER}/.ssh/id_ed25519 ] || {{ install -d -o {DEFAULT_USER} -g {DEFAULT_USER} -m 0700 "
@@ -87,14 +98,14 @@ def setup(role: str, controller_address: str, slurm_etc: str) -> list[str]:
         accounting = (
             "# Slurm accounting as HyperPod's AMI configures it (emulated by hyperpod-local)\n"
             f"AccountingStorageType=accounting_storage/slurmdbd\nAccountingStorageHost={controller_address}\n"
-            "AccountingStoragePort=6819\nJobAcctGatherType=jobacct_gather/linux\n"
+            f"AccountingStoragePort={SLURMDBD_PORT}\nJobAcctGatherType=jobacct_gather/linux\n"
         )
         slurmdbd = (
             "# slurmdbd.conf as the HyperPod AMI writes it (emulated by hyperpod-local)\\n"
             "AuthType=auth/munge\\nDbdHost=%s\\nSlurmUser=slurm\\n"
-            "LogFile=/var/log/slurm/slurmdbd.log\\nPidFile=/run/slurmdbd.pid\\n"
+            f"LogFile={SLURM_LOG_DIR}/slurmdbd.log\\nPidFile={SLURMDBD_PID_FILE}\\n"
             "StorageType=accounting_storage/mysql\\nStorageHost=localhost\\nStorageUser=slurm\\n"
-            "StorageLoc=slurm_acct_db\\nStoragePass=%s\\n"
+            f"StorageLoc={ACCOUNTING_DATABASE}\\nStoragePass=%s\\n"
         )
         conf = slurm_etc + "/slurmdbd.conf"
         lines += [
@@ -113,8 +124,8 @@ def accounting_daemons(slurm_etc: str) -> list[str]:
     mariadb = " ".join(MARIADBD_ARGV)
     socket = "--socket=" + DB_SOCKET
     sql = (  # on stdin through the shell's own printf: the password is in no command line
-        "CREATE DATABASE IF NOT EXISTS slurm_acct_db; CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY "
-        "'%s'; GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';"
+        f"CREATE DATABASE IF NOT EXISTS {ACCOUNTING_DATABASE}; CREATE USER IF NOT EXISTS 'slurm'@'localhost' "
+        f"IDENTIFIED BY '%s'; GRANT ALL ON {ACCOUNTING_DATABASE}.* TO 'slurm'@'localhost';"
     )
     sacctmgr = HYPERPOD_SLURM.command("sacctmgr")
     return [
@@ -125,7 +136,7 @@ def accounting_daemons(slurm_etc: str) -> list[str]:
         f"i=0; until mariadb-admin {socket} ping >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 120 ]; sleep 0.5; done",
         f"pw=$(sed -n 's/^StoragePass=//p' {slurm_etc}/slurmdbd.conf)",
         f'printf "{sql}\\n" "$pw" | mariadb {socket}',
-        f"running /run/slurmdbd.pid slurmdbd || {HYPERPOD_SLURM.command('slurmdbd', True)}",
+        f"running {SLURMDBD_PID_FILE} slurmdbd || {HYPERPOD_SLURM.command('slurmdbd', True)}",
         f"name=$(sed -n 's/^ClusterName=//p' {slurm_etc}/slurm.conf)",
         f'i=0; until {sacctmgr} -n -P list cluster format=cluster 2>/dev/null | grep -qix "$name"; do '
         f'{sacctmgr} -i add cluster "$name" >/dev/null 2>&1 || true; i=$((i+1)); [ $i -lt 60 ]; sleep 0.5; done',

@@ -39,10 +39,11 @@ from hyperpod_local.paths import JOBS_DIR
 from hyperpod_local.state import ClusterHandle, LocalClusterError
 from training_runtime.groups import COMPUTE, CONTROLLER, LOGIN
 from training_runtime.hardware import NodeHardware
+from training_runtime.hyperpod_facts import SLURM_LOG_DIR, SLURMCTLD_PID_FILE, SLURMD_PID_FILE, SLURMD_SPOOL_DIR
 from training_runtime.node import GENERIC, HYPERPOD, HYPERPOD_MARKER, HYPERPOD_SLURM
 from training_runtime.node_names import INSTANCE_NAMES, IP_NAMES, NAMING_MODES, slurm_name
 from training_runtime.params import LIFECYCLE_DRIVEN
-from training_runtime.paths import MUNGE_KEY, MUNGED_ARGV, MUNGED_PID_FILE, MUNGED_RUN_DIR
+from training_runtime.paths import MUNGE_KEY, MUNGED_ARGV, MUNGED_PID_FILE, MUNGED_RUN_DIR, SLURMCTLD_STATE_DIR
 from training_runtime.render.slurm_conf import render_slurm_conf
 from training_runtime.render.slurm_types import Partition, SlurmNode, SlurmSettings, Switch
 from training_runtime.render.topology_conf import render_topology_conf, switches_from_layers
@@ -249,8 +250,8 @@ def agent_script(
     lines += [
         "install -d -o munge -g munge -m 0700 /etc/munge",
         f"install -o munge -g munge -m 0400 $s/munge.key {MUNGE_KEY}",
-        "install -d -o slurm -g slurm -m 0755 /var/log/slurm /var/spool/slurmctld",
-        "install -d -m 0755 /var/spool/slurmd",
+        f"install -d -o slurm -g slurm -m 0755 {SLURM_LOG_DIR} {SLURMCTLD_STATE_DIR}",
+        f"install -d -m 0755 {SLURMD_SPOOL_DIR}",
         'rm -rf "$s"',
         'running() { [ -s "$1" ] && [ "$(cat /proc/$(cat "$1")/comm 2>/dev/null)" = "$2" ]; }',
         f"install -d -o {owner} -g {owner} -m {run_mode:o} {run_dir}",
@@ -260,10 +261,10 @@ def agent_script(
         lines += ami.accounting_daemons(SLURM_ETC)
     if mode != LIFECYCLE_DRIVEN:  # API-driven: HyperPod starts Slurm before OnInitComplete runs
         if role == CONTROLLER:
-            lines.append(f"running /run/slurmctld.pid slurmctld || {HYPERPOD_SLURM.command('slurmctld', True)}")
+            lines.append(f"running {SLURMCTLD_PID_FILE} slurmctld || {HYPERPOD_SLURM.command('slurmctld', True)}")
         else:
             slurmd = f"{HYPERPOD_SLURM.command('slurmd', True)} --conf-server {conf_servers}"
-            lines.append(f"running /run/slurmd.pid slurmd || {slurmd}")
+            lines.append(f"running {SLURMD_PID_FILE} slurmd || {slurmd}")
     return "\n".join(lines) + "\n"
 
 

@@ -36,6 +36,7 @@ from hyperpod_cdk.aws.errors import Exit, OpsError
 from hyperpod_cdk.ops.context import OpsContext
 from hyperpod_cdk.ops.lookup import Cluster, Node, get_cluster, list_nodes, resolve_nodes
 from hyperpod_cdk.ops.render import print_json, styled, table
+from training_runtime.hyperpod_facts import DELETE_NODES_MAX, REBOOT_NODES_MAX, REPLACE_NODES_MAX
 
 API_REFERENCE = "https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_{}.html"
 
@@ -63,27 +64,22 @@ class Verb:
         return API_REFERENCE.format(self.api)
 
 
-REBOOT_LIMIT = 25
-"""BatchRebootClusterNodes / BatchReplaceClusterNodes: "You can specify between 1 and 25 instance IDs"."""
-DELETE_LIMIT = 50
-"""BatchDeleteClusterNodes: "a combined maximum of 50 identifiers" (NodeIds and NodeLogicalIds)."""
-
 VERBS = {
     "reboot": Verb(
         "BatchRebootClusterNodes",
-        REBOOT_LIMIT,
+        REBOOT_NODES_MAX,
         "Soft-reboot (EC2 RebootInstances); Slurm jobs on them are killed.",
         refuses_controllers=False,
     ),
     "replace": Verb(
         "BatchReplaceClusterNodes",
-        REBOOT_LIMIT,
+        REPLACE_NODES_MAX,
         "Replace with new hardware: every volume of these nodes, root and secondary, is destroyed.",
         refuses_controllers=True,
     ),
     "delete": Verb(
         "BatchDeleteClusterNodes",
-        DELETE_LIMIT,
+        DELETE_NODES_MAX,
         "Remove these nodes from the cluster: their volumes are destroyed and their groups' counts go down.",
         refuses_controllers=True,
         lowers_count=True,

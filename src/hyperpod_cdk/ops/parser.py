@@ -7,6 +7,7 @@ import importlib
 import sys
 
 from hyperpod_cdk.aws.errors import Exit, OpsError
+from training_runtime.hyperpod_facts import DELETE_NODES_MAX, REBOOT_NODES_MAX, REPLACE_NODES_MAX
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (`hyperpod-cdk --help` stays light)
 
@@ -108,12 +109,12 @@ def register(commands: Any) -> None:
     logs.add_argument("--follow", "-f", action="store_true", help="keep printing new events until Ctrl-C")
     logs.add_argument("--interval", type=float, default=5.0, help="seconds between polls with --follow")
 
-    for verb, what in (
-        ("reboot", "soft-reboot nodes: calls of at most 25"),
-        ("replace", "replace nodes (new hardware, volumes lost; not the Slurm controller): calls of at most 25"),
-        ("delete", "remove nodes from the cluster (volumes lost; not the Slurm controller): calls of at most 50"),
+    for verb, what, limit in (
+        ("reboot", "soft-reboot nodes", REBOOT_NODES_MAX),
+        ("replace", "replace nodes (new hardware, volumes lost; not the Slurm controller)", REPLACE_NODES_MAX),
+        ("delete", "remove nodes from the cluster (volumes lost; not the Slurm controller)", DELETE_NODES_MAX),
     ):
-        batch = _cluster(_command(commands, verb, f"nodes:{verb}", what))
+        batch = _cluster(_command(commands, verb, f"nodes:{verb}", f"{what}: calls of at most {limit}"))
         batch.add_argument("nodes", nargs="+", metavar="NODE", help=NODE_REF)
         batch.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
         batch.add_argument("--dry-run", action="store_true", help="show the calls; change nothing")

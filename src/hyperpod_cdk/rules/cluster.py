@@ -8,16 +8,17 @@ from collections.abc import Iterator
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime.groups import MAX_NAME_LENGTH, NAME_PATTERN
+from training_runtime.hyperpod_facts import SLURM_PREFIX, TAGS_MAX
 from training_runtime.params import LIFECYCLE_DRIVEN
 from training_runtime.problems import WARNING, Problem
 
 MOUNT_PATH_PATTERN = re.compile(r"^/(?!/)(?!.*/$)[a-zA-Z0-9._-]+(/[a-zA-Z0-9._-]+)*$")
-MAX_TAGS = 50
+MAX_TAGS = TAGS_MAX
 RESERVED_TAGS = 5
 """CloudFormation adds its own stack tags to every resource."""
 MAX_TAG_KEY = 128
 MAX_TAG_VALUE = 256
-RESERVED_MOUNT_PATHS = ("/opt/ml", "/opt/sagemaker", "/opt/slurm", "/etc", "/usr", "/var", "/proc", "/sys", "/dev")
+RESERVED_MOUNT_PATHS = ("/opt/ml", "/opt/sagemaker", SLURM_PREFIX, "/etc", "/usr", "/var", "/proc", "/sys", "/dev")
 
 rule = REGISTRY.rule
 

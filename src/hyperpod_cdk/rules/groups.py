@@ -13,11 +13,12 @@ from hyperpod_cdk.rules.view import ClusterView
 from training_runtime.group_rules import GROUP_RULES, group_problems
 from training_runtime.groups import GroupSpec
 from training_runtime.hardware import THREADS_PER_CORE
+from training_runtime.hyperpod_facts import INSTANCE_COUNT_MAX, INSTANCE_GROUPS_MAX
 from training_runtime.params import LIFECYCLE_DRIVEN
 from training_runtime.problems import WARNING, Problem
 
-MAX_INSTANCE_GROUPS = 100
-MAX_INSTANCE_COUNT = 6758
+MAX_INSTANCE_GROUPS = INSTANCE_GROUPS_MAX
+MAX_INSTANCE_COUNT = INSTANCE_COUNT_MAX
 MAX_EBS_VOLUME_GIB = 16384
 INSTANCE_TYPE_PATTERN = re.compile(r"^ml\.[a-z0-9-]+\.[a-z0-9]+$")
 TRAINING_PLAN_ARN_PATTERN = re.compile(r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:training-plan/.+$")

@@ -13,6 +13,7 @@ from hyperpod_cdk.model import InstanceGroup, NodeProvisioningMode, NodeRole
 from hyperpod_cdk.rules.groups import MAX_INSTANCE_COUNT, group_path
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.view import ClusterView
+from training_runtime.hyperpod_facts import ADD_NODES_MAX
 from training_runtime.problems import WARNING, Problem
 
 MAX_IDLE_MINUTES = 7 * 24 * 60
@@ -43,7 +44,8 @@ def _where(view: ClusterView, index: int, field: str = "") -> str:
     "GRP-SCALING-BOUNDS",
     "instance_groups",
     "instance_groups[*].scaling",
-    source=f"{BATCH_ADD} (IncrementTargetCountBy 1-50 per call); AWS::SageMaker::Cluster InstanceCount (0-6758); "
+    source=f"{BATCH_ADD} (IncrementTargetCountBy 1-{ADD_NODES_MAX} per call); AWS::SageMaker::Cluster InstanceCount "
+    f"(0-{MAX_INSTANCE_COUNT}); "
     "hyperpod-cdk (idle_minutes 1 minute to a week)",
 )
 def bounds(view: ClusterView) -> Iterator[Problem]:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
-SLURMDBD_PORT = 6819
-"""slurmdbd's port (Slurm's default ``DbdPort``; AWS's accounting.conf names it too)."""
+from training_runtime.hyperpod_facts import SLURMDBD_PORT
+
 GATHER_FREQUENCY_S = 30
 
 

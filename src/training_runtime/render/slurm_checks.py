@@ -93,7 +93,7 @@ def _settings_problems(s: SlurmSettings) -> List[str]:
             not isinstance(value, str) or not ADDRESS.match(value)
         ):
             bad(field, value, "expected an IP address or host name")
-    for field in ("state_save_location", "slurmd_spool_dir", "log_dir", "run_dir", "mail_prog"):
+    for field in ("state_save_location", "slurmd_spool_dir", "log_dir", "mail_prog"):
         _check_path(s, field, False, bad)
     for field in ("health_check_program", "prolog", "epilog"):
         _check_path(s, field, True, bad)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Dict, List, Sequence, Tuple
 
+from training_runtime.hyperpod_facts import SLURMCTLD_PID_FILE, SLURMD_PID_FILE
 from training_runtime.options import MIN_CRED_EXPIRE
 from training_runtime.render import slurm_checks
 from training_runtime.render.accounting_keys import accounting_keys
@@ -141,8 +142,8 @@ def _global_lines(settings: SlurmSettings, any_gpu: bool) -> Tuple[List[str], Di
     section("paths")
     put("StateSaveLocation", s.state_save_location, "state_save_location")
     put("SlurmdSpoolDir", s.slurmd_spool_dir, "slurmd_spool_dir")
-    put("SlurmctldPidFile", s.run_dir + "/slurmctld.pid", "run_dir")
-    put("SlurmdPidFile", s.run_dir + "/slurmd.pid", "run_dir")
+    put("SlurmctldPidFile", SLURMCTLD_PID_FILE, "")
+    put("SlurmdPidFile", SLURMD_PID_FILE, "")
     put("SlurmctldLogFile", s.log_dir + "/slurmctld.log", "log_dir")
     put("SlurmdLogFile", s.log_dir + "/slurmd.log", "log_dir")
     put("SlurmctldDebug", s.log_level, "log_level")

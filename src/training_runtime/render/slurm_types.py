@@ -72,8 +72,6 @@ class SlurmSettings:
     state_save_location: str = SLURMCTLD_STATE_DIR
     slurmd_spool_dir: str = SLURMD_SPOOL_DIR
     log_dir: str = SLURM_LOG_DIR
-    run_dir: str = "/run"
-    """Where slurmctld.pid and slurmd.pid go."""
     slurm_user: str = "slurm"
     proctrack: str = "proctrack/linuxproc"
     """linuxproc works everywhere, including hosts without a usable cgroup tree (the emulation)."""

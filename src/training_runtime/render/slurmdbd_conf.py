@@ -9,12 +9,12 @@ from __future__ import annotations
 import re
 from typing import List
 
-from training_runtime.paths import SLURM_LOG_DIR
+from training_runtime.hyperpod_facts import ACCOUNTING_DATABASE, SLURM_LOG_DIR, SLURMDBD_PID_FILE
 from training_runtime.render.slurm_checks import ADDRESS, NODE_NAME, TCP_PORTS
 from training_runtime.render.slurm_conf import RenderError
 from training_runtime.users import USER_NAME
 
-DATABASE_NAME = "slurm_acct_db"
+DATABASE_NAME = ACCOUNTING_DATABASE
 """The accounting database (``StorageLoc``) of every cluster: the runtime's slurmdbd and, when HyperPod runs
 slurmdbd, the name the constructs give its ``AccountingDatabase`` (one history whoever runs slurmdbd)."""
 DB_NAME = re.compile(r"^[A-Za-z0-9_]{1,64}$")
@@ -36,7 +36,6 @@ def render_slurmdbd_conf(
     storage_pass: str,
     storage_loc: str = DATABASE_NAME,
     log_dir: str = SLURM_LOG_DIR,
-    run_dir: str = "/run",
     slurm_user: str = "slurm",
 ) -> str:
     """The complete slurmdbd.conf. Raises :class:`RenderError` listing every problem in the inputs."""
@@ -60,7 +59,7 @@ def render_slurmdbd_conf(
         )
     if not isinstance(storage_loc, str) or not DB_NAME.match(storage_loc):
         bad("storage_loc", storage_loc, "expected a database name of 1-64 letters, digits and '_'")
-    for name, value in (("log_dir", log_dir), ("run_dir", run_dir)):
+    for name, value in (("log_dir", log_dir),):
         if not isinstance(value, str) or not value.startswith("/") or re.search(r"[\s#]", value) or value.endswith("/"):
             bad(name, value, "expected an absolute path without whitespace, '#' or a trailing '/'")
     if not isinstance(slurm_user, str) or not USER_NAME.match(slurm_user):
@@ -75,7 +74,7 @@ def render_slurmdbd_conf(
         "DbdHost={dbd_host}\n"
         "SlurmUser={user}\n"
         "LogFile={log_dir}/slurmdbd.log\n"
-        "PidFile={run_dir}/slurmdbd.pid\n"
+        "PidFile={pid_file}\n"
         "StorageType=accounting_storage/mysql\n"
         "StorageHost={storage_host}\n"
         "StoragePort={storage_port}\n"
@@ -86,7 +85,7 @@ def render_slurmdbd_conf(
         user=slurm_user,
         dbd_host=dbd_host,
         log_dir=log_dir,
-        run_dir=run_dir,
+        pid_file=SLURMDBD_PID_FILE,
         storage_host=storage_host,
         storage_port=storage_port,
         storage_user=storage_user,

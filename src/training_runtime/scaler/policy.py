@@ -29,10 +29,8 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from training_runtime.groups import COMPUTE, GroupSpec
 from training_runtime.health.results import REASON_PREFIX
+from training_runtime.hyperpod_facts import ADD_GROUPS_MAX, DELETE_NODES_MAX
 from training_runtime.scaler.spec import MAX_NODES_PER_CALL, ScalingSpec
-
-MAX_GROUPS_PER_ADD = 5
-"""BatchAddClusterNodes: at most 5 ``NodesToAdd`` entries (instance groups) per call."""
 
 DRAIN_REASON_START = REASON_PREFIX + "scaler:"
 """Every drain reason the scaler sets starts so; a node drained with another reason (health checks, an admin,
@@ -332,7 +330,7 @@ def batch_adds(adds: Sequence[AddNodes]) -> List[List[AddNodes]]:
     for piece in pieces:
         total = sum(p.count for p in current)
         groups = {p.group for p in current}
-        fits = total + piece.count <= MAX_NODES_PER_CALL and (piece.group in groups or len(groups) < MAX_GROUPS_PER_ADD)
+        fits = total + piece.count <= MAX_NODES_PER_CALL and (piece.group in groups or len(groups) < ADD_GROUPS_MAX)
         if current and (not fits or piece.group in groups):
             calls.append(current)
             current = []
@@ -343,8 +341,8 @@ def batch_adds(adds: Sequence[AddNodes]) -> List[List[AddNodes]]:
 
 
 def batch_deletes(deletes: Sequence[DeleteNode]) -> List[List[DeleteNode]]:
-    """BatchDeleteClusterNodes calls of at most 50 node ids each."""
-    return [list(deletes[i : i + MAX_NODES_PER_CALL]) for i in range(0, len(deletes), MAX_NODES_PER_CALL)]
+    """BatchDeleteClusterNodes calls of at most :data:`DELETE_NODES_MAX` node ids each."""
+    return [list(deletes[i : i + DELETE_NODES_MAX]) for i in range(0, len(deletes), DELETE_NODES_MAX)]
 
 
 def client_token(cluster: str, call: Sequence[AddNodes], attempt: int = 0) -> str:

@@ -23,9 +23,9 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from training_runtime.hyperpod_facts import ADD_GROUPS_MAX, ADD_NODES_MAX, DELETE_NODES_MAX
 from training_runtime.scaler.policy import AddNodes
 from training_runtime.scaler.sigv4 import Credentials, sign
-from training_runtime.scaler.spec import MAX_NODES_PER_CALL
 
 SERVICE = "sagemaker"
 TARGET_PREFIX = "SageMaker."
@@ -224,8 +224,12 @@ class SageMaker:
     def batch_add(self, cluster: str, call: Sequence[AddNodes], token: str) -> Dict[str, Any]:
         """``BatchAddClusterNodes`` for one batch (:func:`policy.batch_adds`); ``token`` is its ClientToken.
         A ``Failed`` entry (``InstanceGroupNotFound``, ``InvalidInstanceGroupStatus``…) raises a validation error."""
-        if not call or len(call) > 5 or sum(a.count for a in call) > MAX_NODES_PER_CALL:
-            raise ValueError("a BatchAddClusterNodes call takes 1..5 groups and <= 50 nodes; got {}".format(call))
+        if not call or len(call) > ADD_GROUPS_MAX or sum(a.count for a in call) > ADD_NODES_MAX:
+            raise ValueError(
+                "a BatchAddClusterNodes call takes 1..{} groups and <= {} nodes; got {}".format(
+                    ADD_GROUPS_MAX, ADD_NODES_MAX, call
+                )
+            )
         payload = {
             "ClusterName": cluster,
             "ClientToken": token,
@@ -240,9 +244,12 @@ class SageMaker:
         return data
 
     def batch_delete(self, cluster: str, instance_ids: Sequence[str]) -> DeleteResult:
-        """``BatchDeleteClusterNodes`` (<= 50 ids); the per-node ``Failed`` entries come back, not raised."""
-        if not instance_ids or len(instance_ids) > MAX_NODES_PER_CALL:
-            raise ValueError("a BatchDeleteClusterNodes call takes 1..50 ids; got {}".format(len(instance_ids)))
+        """``BatchDeleteClusterNodes`` (<= :data:`DELETE_NODES_MAX` ids); the per-node ``Failed`` entries come back,
+        not raised."""
+        if not instance_ids or len(instance_ids) > DELETE_NODES_MAX:
+            raise ValueError(
+                "a BatchDeleteClusterNodes call takes 1..{} ids; got {}".format(DELETE_NODES_MAX, len(instance_ids))
+            )
         data = self.call("BatchDeleteClusterNodes", {"ClusterName": cluster, "NodeIds": list(instance_ids)})
         failed = {
             str(f.get("NodeId")): "{}: {}".format(f.get("Code"), f.get("Message")) for f in data.get("Failed") or []

@@ -11,9 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional
 
-MAX_NODES_PER_CALL = 50
-"""BatchAddClusterNodes: ``IncrementTargetCountBy`` 1..50 and at most 50 nodes per call; BatchDeleteClusterNodes:
-at most 50 node ids per call (API reference, API_BatchAddClusterNodes.html, API_BatchDeleteClusterNodes.html)."""
+from training_runtime.hyperpod_facts import ADD_NODES_MAX
+
+MAX_NODES_PER_CALL = ADD_NODES_MAX
+"""BatchAddClusterNodes: at most this many nodes per call (:mod:`training_runtime.hyperpod_facts`)."""
 
 DEFAULT_IDLE_MINUTES = 10
 KEYS = ("min", "max", "idle_minutes")

@@ -25,7 +25,7 @@ from training_runtime.steps import Step
 from training_runtime.steps.daemon import config_digest
 from training_runtime.steps.slurm import conf_servers
 
-RECONFIGURE_WAIT = RetryPolicy(attempts=100000, base_s=1.0, cap_s=5.0, deadline_s=120.0)
+RECONFIGURE_WAIT = RetryPolicy(attempts=None, base_s=1.0, cap_s=5.0, deadline_s=120.0)
 """slurmctld was just (re)started: give it up to two minutes to answer."""
 
 

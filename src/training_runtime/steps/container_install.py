@@ -25,6 +25,7 @@ from typing import Any, Dict, List, Optional
 
 from training_runtime.apt import apt_install, download
 from training_runtime.errors import StepFailed
+from training_runtime.hyperpod_facts import ENROOT_BIN, PYXIS_PLUGIN_INSTALLED
 from training_runtime.node import GENERIC, Node
 from training_runtime.paths import STATE_DIR
 from training_runtime.pins import (
@@ -37,12 +38,13 @@ from training_runtime.pins import (
     Artifact,
 )
 from training_runtime.steps import Step
-from training_runtime.steps.ami import ENROOT, container_stack
+from training_runtime.steps.ami import container_stack
 
 DOWNLOADS = STATE_DIR + "/downloads"
 BUILD_DIR = STATE_DIR + "/build"
 PYXIS_PREFIX = "/usr/local"
-PYXIS_INSTALLED = PYXIS_PREFIX + "/lib/slurm/spank_pyxis.so"
+PYXIS_INSTALLED = PYXIS_PLUGIN_INSTALLED
+"""Where pyxis's ``make install prefix=/usr/local`` puts the plug-in."""
 SLURM_DEV_PACKAGE = "libslurm-dev"
 """Debian's and Ubuntu's Slurm headers (``/usr/include/slurm/spank.h``), as pyxis's install guide names them."""
 BUILD_TIMEOUT_S = 900.0
@@ -136,8 +138,8 @@ class ContainerInstall(Step):
         if "enroot" in missing:
             packages = [str(fetch_verified(node, artifact)) for artifact in ENROOT_DEBS]
             apt_install(node, [*ENROOT_DEPENDENCIES, *packages])
-            if not node.path(ENROOT).is_file():
-                raise StepFailed("apt-get installed the enroot packages but {} is missing".format(ENROOT))
+            if not node.path(ENROOT_BIN).is_file():
+                raise StepFailed("apt-get installed the enroot packages but {} is missing".format(ENROOT_BIN))
         if "pyxis" in missing:
             self._build_pyxis(node)
 
@@ -185,7 +187,7 @@ class ContainerInstall(Step):
     def left_alone(self, node: Node) -> List[str]:
         stack = container_stack(node)
         kept: List[Optional[str]] = [
-            ENROOT if stack.enroot else None,
+            ENROOT_BIN if stack.enroot else None,
             stack.pyxis_plugin,
         ]
         return ["{}: already on the node, not installed again".format(k) for k in kept if k] if any(kept) else []

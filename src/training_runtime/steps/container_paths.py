@@ -21,14 +21,15 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from training_runtime.errors import StepFailed
 from training_runtime.files import is_mountpoint
+from training_runtime.hyperpod_facts import DLAMI_NVME
 from training_runtime.log import log
 from training_runtime.node import Node
 from training_runtime.retry import NotReady, RetryPolicy
-from training_runtime.steps.ami import NVME, enroot_paths
+from training_runtime.steps.ami import enroot_paths
 
 SAGEMAKER_VOLUME = "/opt/sagemaker"
 """HyperPod's secondary EBS volume; AWS's sample falls back to it where no instance store is mounted."""
-LOCAL_VOLUMES = (NVME, SAGEMAKER_VOLUME)
+LOCAL_VOLUMES = (DLAMI_NVME, SAGEMAKER_VOLUME)
 """Instance-local volumes off the root volume, in order of preference (AWS's sample's order)."""
 
 RUNTIME, CACHE, DATA, TEMP = "ENROOT_RUNTIME_PATH", "ENROOT_CACHE_PATH", "ENROOT_DATA_PATH", "ENROOT_TEMP_PATH"
@@ -65,7 +66,8 @@ def wait_for_instance_store(node: Node) -> None:
     """Before deciding where paths go: where the DLAMI's unit will mount the instance store and has not yet, wait
     until it is done (active with status 0, or failed), as AWS's ``install_enroot_pyxis.sh`` does; then go on either
     way. Deciding earlier would move the AMI's NVMe values to /opt/sagemaker on a slow boot."""
-    if is_mountpoint(node, NVME) or not any(node.path("{}/{}".format(d, DLAMI_NVME_UNIT)).is_file() for d in UNIT_DIRS):
+    units = (node.path("{}/{}".format(d, DLAMI_NVME_UNIT)) for d in UNIT_DIRS)
+    if is_mountpoint(node, DLAMI_NVME) or not any(unit.is_file() for unit in units):
         return
 
     def settled() -> None:
@@ -108,7 +110,7 @@ def _cache_target(local: Optional[str], shared: Optional[str], choice: str) -> O
         return on_local
     if choice == "shared":
         return on_shared
-    return on_local if local == NVME else on_shared or on_local
+    return on_local if local == DLAMI_NVME else on_shared or on_local
 
 
 def enroot_changes(

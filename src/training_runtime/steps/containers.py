@@ -26,10 +26,11 @@ import os
 from typing import Dict, List, Optional, Tuple
 
 from training_runtime.files import read_text, write_file
+from training_runtime.hyperpod_facts import ENROOT_BIN, ENROOT_CONF
 from training_runtime.node import GENERIC, Node
 from training_runtime.paths import STATE_DIR
 from training_runtime.steps import Step
-from training_runtime.steps.ami import ENROOT, ENROOT_CONF, container_stack
+from training_runtime.steps.ami import container_stack
 from training_runtime.steps.configless import ConfiglessPush
 from training_runtime.steps.container_install import ContainerInstall
 from training_runtime.steps.container_paths import (
@@ -65,7 +66,7 @@ class EnrootPaths(Step):
     def _state(self, node: Node) -> Tuple[Optional[str], Dict[str, str], List[str], Dict[str, str]]:
         """(enroot.conf's text, key -> new value, keys with nowhere to go, the owned keys it sets now)."""
         text = read_text(node, ENROOT_CONF)
-        if text is None and not node.path(ENROOT).is_file():
+        if text is None and not node.path(ENROOT_BIN).is_file():
             return None, {}, [], {}
         current = current_paths(text or "")
         changes, stranded = enroot_changes(

@@ -23,9 +23,10 @@ import re
 from typing import Callable, Dict, List, Optional
 
 from training_runtime.files import read_text, write_file
+from training_runtime.hyperpod_facts import PYXIS_PLUGIN
 from training_runtime.node import Node
 from training_runtime.steps import Step
-from training_runtime.steps.ami import PYXIS_PLUGIN, PYXIS_PLUGINS, container_stack
+from training_runtime.steps.ami import PYXIS_PLUGINS, container_stack
 
 INCLUDE = re.compile(r"^[ \t]*include[ \t]+(\S+)[ \t]*$", re.IGNORECASE)
 EXPANDED = "# hyperpod-cdk: `include {}` made explicit (configless Slurm cannot expand wildcards)\n"

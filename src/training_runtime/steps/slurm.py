@@ -18,6 +18,7 @@ from typing import Dict, List, Optional, Tuple
 from training_runtime.errors import StepFailed
 from training_runtime.files import ensure_dir, file_matches, read_text, write_file
 from training_runtime.hardware import NodeHardware, hardware_for
+from training_runtime.hyperpod_facts import SLURMCTLD_PID_FILE, SLURMD_PID_FILE, SLURMDBD_PID_FILE
 from training_runtime.node import Node
 from training_runtime.paths import HEALTH_CHECK, SLURM_LOG_DIR, SLURMCTLD_STATE_DIR, SLURMD_SPOOL_DIR
 from training_runtime.render.accounting_keys import accounting_keys
@@ -247,7 +248,7 @@ class HyperPodSlurmConfig(Step):
 
 
 def slurmctld(node: Node) -> Daemon:
-    return Daemon("slurmctld", "slurmctld", (node.slurm.command("slurmctld", daemon=True),), "/run/slurmctld.pid")
+    return Daemon("slurmctld", "slurmctld", (node.slurm.command("slurmctld", daemon=True),), SLURMCTLD_PID_FILE)
 
 
 def conf_servers(node: Node) -> str:
@@ -265,11 +266,11 @@ def slurmd(node: Node) -> Daemon:
         argv += ["-N", node.instance.name]
     else:
         argv += ["--conf-server", conf_servers(node)]
-    return Daemon("slurmd", "slurmd", tuple(argv), "/run/slurmd.pid")
+    return Daemon("slurmd", "slurmd", tuple(argv), SLURMD_PID_FILE)
 
 
 def slurmdbd(node: Node) -> Daemon:
-    return Daemon("slurmdbd", "slurmdbd", (node.slurm.command("slurmdbd", daemon=True),), "/run/slurmdbd.pid")
+    return Daemon("slurmdbd", "slurmdbd", (node.slurm.command("slurmdbd", daemon=True),), SLURMDBD_PID_FILE)
 
 
 def slurm_config_files(node: Node) -> List[str]:

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 from hyperpod_local.control_plane.fleet import LaunchError
 from hyperpod_local.control_plane.model import Group, Instance
+from hyperpod_local.layout import LOCAL_REGION
+from training_runtime.node_names import private_dns_name
 
 
 @dataclass
@@ -24,7 +26,7 @@ class MemoryBackend:
         ip = str(ipaddress.IPv4Network(self.subnet)[100 + self.allocated])
         instance_id = "i-" + hashlib.sha256(f"{group.name}/{self.allocated}".encode()).hexdigest()[:17]
         name = f"{group.name}-{self.allocated}"
-        return Instance(instance_id, ip, f"ip-{ip.replace('.', '-')}.local.compute.internal", name)
+        return Instance(instance_id, ip, private_dns_name(ip, LOCAL_REGION), name)
 
     def boot(self, group: Group, instance: Instance) -> None:
         self.log.append(("boot", instance.instance_id))

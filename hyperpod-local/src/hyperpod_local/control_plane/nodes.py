@@ -19,7 +19,7 @@ from hyperpod_local.control_plane.fleet import LaunchError
 from hyperpod_local.control_plane.model import Group, Instance
 from hyperpod_local.layout import LOCAL_REGION, LocalNode, instance_id
 from hyperpod_local.state import ClusterHandle, LocalClusterError
-from training_runtime.node_names import ip_name
+from training_runtime.node_names import private_dns_name
 
 
 class LocalClusterBackend:
@@ -106,5 +106,5 @@ def _agent_paused(cluster: ClusterHandle) -> Iterator[None]:
 
 
 def instance_of(cluster_name: str, node: LocalNode) -> Instance:
-    dns = f"{ip_name(node.ip)}.{LOCAL_REGION}.compute.internal"
+    dns = private_dns_name(node.ip, LOCAL_REGION)
     return Instance(instance_id(cluster_name, node.name), node.ip, dns, node.name)
