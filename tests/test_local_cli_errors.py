@@ -1,6 +1,6 @@
 """``hyperpod-local`` (and ``hyperpod-cdk local``) ends an unexpected error in one line that names what failed and
-where its traceback was saved; ``--debug`` shows the traceback instead. No root needed: ``LocalCluster.up`` is
-replaced by one that fails as a bug would."""
+where its traceback was saved; ``--debug`` shows the traceback instead; ``status`` of a cluster with no Slurm node
+says why sinfo is empty. No root needed: ``LocalCluster.up`` is replaced by one that fails as a bug would."""
 
 from __future__ import annotations
 
@@ -72,3 +72,21 @@ def test_an_expected_error_stays_a_plain_message(
     monkeypatch.setattr(LocalCluster, "up", failing_up(LocalClusterError("another local cluster uses the prefix")))
     assert cli.main(["up"]) == 1
     assert capsys.readouterr().err == "error: another local cluster uses the prefix\n"
+
+
+def test_status_of_a_cluster_with_no_slurm_node_says_why_sinfo_is_empty(capsys: pytest.CaptureFixture[str]) -> None:
+    report: dict[str, Any] = {
+        "cluster": "zero",
+        "mode": "api-driven",
+        "platform": "hyperpod",
+        "slurm": "24.11",
+        "workdir": "/w",
+        "shared": "/w/shared",
+        "capped": {},
+        "nodes": [],
+        "sinfo": "",
+    }
+    cli._print_status(report)
+    assert capsys.readouterr().out.splitlines()[-1] == "sinfo: (no Slurm node: every compute group is at 0)"
+    cli._print_status({**report, "sinfo": "ip-10-0-0-11 idle\n"})
+    assert capsys.readouterr().out.splitlines()[-2:] == ["sinfo: ", "ip-10-0-0-11 idle"]

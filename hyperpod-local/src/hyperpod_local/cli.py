@@ -301,7 +301,12 @@ def _print_status(report: dict[str, Any]) -> None:
         print(f"Prometheus: {report['prometheus']}")
     if report.get("control_plane"):
         print(f'control plane: {report["control_plane"]} (eval "$(hyperpod-local control-plane --env)")')
-    print("sinfo: " + ("(not available: Slurm is not running on the controller)" if sinfo is None else ""))
+    if sinfo is None:
+        print("sinfo: (not available: Slurm is not running on the controller)")
+    elif not sinfo.strip():
+        print("sinfo: (no Slurm node: every compute group is at 0)")
+    else:
+        print("sinfo: ")
     if sinfo:
         print(sinfo.rstrip())
 
