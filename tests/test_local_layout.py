@@ -465,7 +465,7 @@ ZERO = {
 
 def test_a_cluster_with_every_compute_group_at_0_has_no_topology_until_a_node_joins() -> None:
     """No Slurm node, no switch tree: HyperPod's slurm.conf names no TopologyPlugin and there is no topology.conf
-    (topology/tree over no switches stops slurmctld); the first node brings both. `up` of this config once ended in
+    (topology/tree cannot run over no switches); the first node brings both. `up` of this config once ended in
     the renderer's "settings.topology: no switches"."""
     from hyperpod_local.hyperpod_platform import slurm_conf, topology_conf
 

@@ -90,7 +90,7 @@ def at_zero(cluster: LocalCluster, client: Any) -> Iterator[float]:
 
 def test_a_cluster_whose_compute_groups_are_all_at_0_comes_up(cluster: LocalCluster, client: Any) -> None:
     # Every compute group at 0: no Slurm node, so no switch tree; slurm.conf names no TopologyPlugin until a node
-    # joins (topology/tree over no switches stops slurmctld: render/topology_conf.automatic_topology).
+    # joins (topology/tree cannot run over no switches: render/topology_conf.automatic_topology).
     assert cluster.layout.workers == ()
     assert topology(cluster)[0] is None
     assert ctl(cluster, "sh", "-c", f"test ! -e {SLURM_ETC}/topology.conf && echo absent").strip() == "absent"

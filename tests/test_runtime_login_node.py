@@ -169,7 +169,7 @@ def test_the_renderer_sets_topology_tree_only_with_a_switch_tree() -> None:
 
 def test_automatic_topology_is_none_without_a_node_with_layers() -> None:
     """A cluster whose compute groups are all at 0 has no switch: no tree (None: no TopologyPlugin), never an
-    empty one (topology/tree over no switches stops slurmctld: "No switches configured")."""
+    empty one (topology/tree cannot run over no switches: "No switches configured")."""
     assert automatic_topology({}) is None
     assert automatic_topology({"a1": ()}) is None
     assert automatic_topology(LAYERS) == switches_from_layers(LAYERS) != ()

@@ -47,10 +47,10 @@ def automatic_topology(layers: Mapping[str, Sequence[str]]) -> Optional[Tuple[Sw
     """HyperPod's automatic topology as ``SlurmSettings.topology``: the tree of :func:`switches_from_layers`, or
     None while no Slurm node has network layers (a cluster whose compute groups are all at 0 and no login node).
 
-    Slurm's topology/tree cannot run over no switches (slurmctld stops with "No switches configured", SchedMD/slurm
-    ``src/plugins/topology/tree/switch_record.c``), so such a cluster's slurm.conf names no TopologyPlugin and
-    has no topology.conf; the first node that joins brings both (an ``scontrol reconfigure``), and the last one
-    to leave takes them away again."""
+    Slurm's topology/tree cannot run over no switches ("No switches configured", fatal for slurmctld in current
+    Slurm: SchedMD/slurm ``src/plugins/topology/tree/switch_record.c``), so such a cluster's slurm.conf names no
+    TopologyPlugin and has no topology.conf; the first node that joins brings both (an ``scontrol reconfigure``),
+    and the last one to leave takes them away again."""
     return switches_from_layers(layers) or None
 
 
