@@ -12,7 +12,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def replace_block(text: str, begin: str, end: str, block: str) -> str:
     """``text`` with everything from ``begin`` to ``end`` (both included) replaced by ``block``."""
-    start, stop = text.index(begin), text.index(end) + len(end)
+    start = text.index(begin)
+    stop = text.index(end, start) + len(end)
     return text[:start] + block + text[stop:]
 
 

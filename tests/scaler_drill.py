@@ -26,6 +26,7 @@ from botocore.config import Config
 
 from hyperpod_local import LocalCluster
 from hyperpod_local.control_plane import local as control_plane
+from hyperpod_local.hyperpod_platform import SLURM_ETC
 from hyperpod_local.namespaces import node_environment
 from training_runtime.node import HYPERPOD
 
@@ -109,6 +110,15 @@ def submit(cluster: LocalCluster, *argv: str) -> str:
     script holds the job (Slurm alone would refuse it) and the scaler releases it (docs/scaler.md, "A group
     at 0")."""
     return ctl(cluster, "sbatch", "--parsable", "-p", PARTITION, *argv).strip().split(";")[0]
+
+
+def topology(cluster: LocalCluster) -> tuple[str | None, str]:
+    """HyperPod's automatic topology as the controller has it now: the ``TopologyPlugin`` its slurm.conf names
+    (None: none) and ``scontrol show topology``'s answer (the switches slurmctld loaded)."""
+    conf = ctl(cluster, "cat", f"{SLURM_ETC}/slurm.conf")
+    plugin = re.findall(r"^TopologyPlugin=(\S+)", conf, re.MULTILINE)
+    shown = cluster.exec(cluster.layout.controller.name, ["scontrol", "show", "topology"], timeout=60)
+    return (plugin[-1] if plugin else None), shown.stdout + shown.stderr
 
 
 def job_field(cluster: LocalCluster, job: str, key: str) -> str:

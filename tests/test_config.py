@@ -122,6 +122,28 @@ def test_committed_json_schema_is_current() -> None:
     assert committed == json_schema(), "run `make schema` and commit schema/cluster-config.schema.json"
 
 
+def test_schema_describes_observability() -> None:
+    """Its docstring once sat after another field's, so the schema had no description for it."""
+    assert json_schema()["properties"]["observability"]["description"].startswith("Metrics to Amazon Managed")
+
+
+def test_every_field_docstring_of_the_config_models_follows_its_field() -> None:
+    """pydantic attaches an attribute docstring only to the field right above it: a string anywhere else in a
+    model's body (a second docstring, one after a method) documents nothing and is lost from the JSON Schema."""
+    import ast
+
+    stray = []
+    for module in ("config.py", "model.py"):
+        tree = ast.parse((ROOT / "src" / "hyperpod_cdk" / module).read_text())
+        for cls in (node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)):
+            for index, statement in enumerate(cls.body):
+                is_string = isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)
+                after_field = index > 0 and isinstance(cls.body[index - 1], (ast.AnnAssign, ast.Assign))
+                if is_string and isinstance(statement.value.value, str) and index > 0 and not after_field:
+                    stray.append(f"{module}:{statement.lineno} ({cls.name})")
+    assert stray == []
+
+
 def test_schema_describes_instance_groups() -> None:
     schema = json_schema()
     assert "instance_groups" in schema["properties"]

@@ -167,6 +167,29 @@ def test_architecture_names_every_resource_type_and_execution_role_action_of_the
     assert sorted(action for action in actions if action not in text) == []
 
 
+def test_step_module_list_is_current() -> None:
+    generator = _script("gen_step_list")
+    text = generator.DOC.read_text()
+    assert generator.updated(text) == text, "docs/node-runtime.md is stale: run scripts/gen_step_list.py"
+
+
+def test_the_step_module_list_names_every_module_of_the_steps_package() -> None:
+    """The hand-kept list missed 8 of 27 step modules (review 2026-11-28, claim 18)."""
+    generator = _script("gen_step_list")
+    listed = re.findall(r"^\| `(\w+\.py)` \|", generator.block(), flags=re.MULTILINE)
+    on_disk = sorted(p.name for p in (ROOT / "src" / "training_runtime" / "steps").glob("*.py"))
+    assert listed == on_disk and len(on_disk) > 20
+
+
+def test_a_generated_block_ends_at_its_own_end_marker() -> None:
+    """Two generated blocks in one doc share the end marker: each is replaced up to the end marker after it."""
+    docgen = _script("docgen")
+    text = "a\n<!-- B1 -->old1<!-- END -->\nb\n<!-- B2 -->old2<!-- END -->\nc\n"
+    assert docgen.replace_block(text, "<!-- B2 -->", "<!-- END -->", "new2") == (
+        "a\n<!-- B1 -->old1<!-- END -->\nb\nnew2\nc\n"
+    )
+
+
 def test_plan_example_is_current() -> None:
     generator = _script("gen_plan_example")
     text = generator.DOC.read_text()

@@ -427,15 +427,57 @@ def test_the_emulated_agents_topology_is_a_tree_over_every_slurm_node_and_can_be
         {layout.node(n).group for n in layers}
     ), "deterministic, one leaf switch per group"
     text = topology_conf(layout, IP_NAMES)
+    assert text is not None
     leaves = [line for line in text.splitlines() if " Nodes=" in line]
     in_tree = [name for line in leaves for name in expand(line.split("Nodes=")[1])]
     assert sorted(in_tree) == sorted(f"ip-{layout.node(n).ip.replace('.', '-')}" for n in layers)
     # by instance name in that naming, as slurm.conf's NodeName lines
     named = [
-        line.split("Nodes=")[1] for line in topology_conf(layout, INSTANCE_NAMES).splitlines() if " Nodes=" in line
+        line.split("Nodes=")[1]
+        for line in (topology_conf(layout, INSTANCE_NAMES) or "").splitlines()
+        if " Nodes=" in line
     ]
     assert sorted(name for nodes in named for name in expand(nodes)) == sorted(layers)
     (spine,) = [line for line in text.splitlines() if line.startswith(f"SwitchName={next(iter(layers.values()))[0]} ")]
     assert "Switches=" in spine
     assert "$s/topology.conf /opt/slurm/etc/topology.conf" in agent_script("controller", "api-driven", "10.0.0.1")
     assert "rm -f /opt/slurm/etc/topology.conf" in agent_script("controller", "api-driven", "10.0.0.1", topology=False)
+
+
+ZERO = {
+    "cluster_name": "zero",
+    "node_provisioning_mode": "continuous",
+    "instance_groups": [
+        {"name": "controller", "role": "controller", "instance_type": "ml.m5.xlarge", "count": 1},
+        {
+            "name": "gpu",
+            "role": "compute",
+            "instance_type": "ml.g5.xlarge",
+            "count": 0,
+            "partition": "gpu",
+            "scaling": {"min": 0, "max": 4},
+        },
+    ],
+    "storage": None,
+}
+"""A new user's first scaled cluster: a controller and one compute group at 0 (docs/scaler.md)."""
+
+
+def test_a_cluster_with_every_compute_group_at_0_has_no_topology_until_a_node_joins() -> None:
+    """No Slurm node, no switch tree: HyperPod's slurm.conf names no TopologyPlugin and there is no topology.conf
+    (topology/tree cannot run over no switches); the first node brings both. `up` of this config once ended in
+    the renderer's "settings.topology: no switches"."""
+    from hyperpod_local.hyperpod_platform import slurm_conf, topology_conf
+
+    layout = plan_layout(parse_config(ZERO))
+    assert [n.role for n in layout.nodes] == ["controller"]
+    conf = slurm_conf(layout, IP_NAMES, cpus=2)
+    assert "TopologyPlugin" not in conf and "PartitionName=gpu Default=NO" in conf
+    assert topology_conf(layout, IP_NAMES) is None
+    joined = plan_layout(
+        parse_config(
+            {**ZERO, "instance_groups": [ZERO["instance_groups"][0], {**ZERO["instance_groups"][1], "count": 1}]}
+        )
+    )
+    assert "TopologyPlugin=topology/tree" in slurm_conf(joined, IP_NAMES, cpus=2).splitlines()
+    assert (topology_conf(joined, IP_NAMES) or "").count("SwitchName=") == 3

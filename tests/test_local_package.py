@@ -3,6 +3,8 @@ construct library never imports it."""
 
 from __future__ import annotations
 
+import importlib.util
+import re
 import shutil
 import subprocess
 import sys
@@ -35,11 +37,28 @@ def test_the_emulator_runs_without_aws_cdk_or_jsii() -> None:
     assert result.stdout.split()[0] == "cpu-cluster"
 
 
+COMMANDS = ["up", "control-plane", "exec", "crash", "boot", "reboot", "bootstrap", "replace", "status", "down"]
+"""The emulator's commands, in its parser's order (hyperpod-local/README.md lists them, generated)."""
+
+
 def test_its_command_line_is_its_own() -> None:
     script = Path(sys.executable).with_name("hyperpod-local")
     result = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stderr
-    assert "up" in result.stdout and "down" in result.stdout
+    assert result.stdout.startswith("usage: hyperpod-local [-h]"), result.stdout  # its own program name
+    listed = re.search(r"^usage: .*?\{([a-z,-]+)\}", result.stdout, flags=re.MULTILINE | re.DOTALL)
+    assert listed is not None, result.stdout
+    assert listed.group(1).split(",") == COMMANDS
+
+
+def test_the_readme_lists_every_command_from_the_parser() -> None:
+    spec = importlib.util.spec_from_file_location("gen_local_commands", ROOT / "scripts" / "gen_local_commands.py")
+    assert spec and spec.loader
+    generator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generator)
+    text = generator.DOC.read_text()
+    assert generator.updated(text) == text, "hyperpod-local/README.md is stale: run scripts/gen_local_commands.py"
+    assert re.findall(r"^\| `([a-z-]+)` \|", text, flags=re.MULTILINE) == COMMANDS
 
 
 def test_the_construct_library_does_not_import_the_emulator() -> None:

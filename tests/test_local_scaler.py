@@ -1,6 +1,7 @@
 """The scaler drills (issue #24, docs/scaler.md "Drills"): the REAL scaler service, started on the controller by
 the runtime's bootstrap, against the emulated HyperPod control plane (SigV4 with the instance role's IMDS keys)
-of a local cluster whose compute group ``burst`` scales 0..3. Each drill starts and ends with the group at 0.
+of a local cluster whose compute groups all start at 0 nodes (a new user's first scaled cluster: it comes up with
+no Slurm node, so with no automatic topology), ``burst`` scaling 0..3. Each drill starts and ends with the group at 0.
 
 Every job is submitted plainly (no ``--hold``) with the group at 0: the controller's job_submit script holds it and
 the scaler releases it (docs/scaler.md, "A group at 0").
@@ -31,6 +32,7 @@ from hyperpod_cdk.config import load_config
 from hyperpod_cdk.scaler_counts import at_template_counts, counts_for_synth
 from hyperpod_local import LocalCluster
 from hyperpod_local.control_plane import local as control_plane
+from hyperpod_local.hyperpod_platform import SLURM_ETC
 from local_support import requires_hyperpod_platform
 from scaler_drill import (
     BURST_TYPE,
@@ -56,6 +58,7 @@ from scaler_drill import (
     scaler_state,
     submit,
     targets,
+    topology,
     wait_for,
 )
 from training_runtime.scaler.policy import DRAIN_REASON_START
@@ -85,6 +88,17 @@ def at_zero(cluster: LocalCluster, client: Any) -> Iterator[float]:
     back_to_zero(cluster, client)
 
 
+def test_a_cluster_whose_compute_groups_are_all_at_0_comes_up(cluster: LocalCluster, client: Any) -> None:
+    # Every compute group at 0: no Slurm node, so no switch tree; slurm.conf names no TopologyPlugin until a node
+    # joins (topology/tree cannot run over no switches: render/topology_conf.automatic_topology).
+    assert cluster.layout.workers == ()
+    assert topology(cluster)[0] is None
+    assert ctl(cluster, "sh", "-c", f"test ! -e {SLURM_ETC}/topology.conf && echo absent").strip() == "absent"
+    assert set(ctl(cluster, "sinfo", "-h", "-o", "%P").split()) == {"dev*", "cpu", PARTITION}
+    assert ctl(cluster, "sinfo", "-h", "-N", "-o", "%N").strip() == ""
+    assert counts(client) == (0, 0)
+
+
 def test_sbatch_scales_out_runs_and_scales_back_to_zero(cluster: LocalCluster, client: Any, at_zero: float) -> None:
     job = submit(cluster, "-N2", "--wrap", "srun hostname; sleep 3")  # plainly, with the group at 0
     wait_for("the scaler's BatchAddClusterNodes", lambda: targets(plane_events(cluster, at_zero)))
@@ -96,8 +110,14 @@ def test_sbatch_scales_out_runs_and_scales_back_to_zero(cluster: LocalCluster, c
     added = group_nodes(cluster)
     assert sorted(ran_on) == sorted(LocalCluster.open(cluster.workdir).slurm_name(n) for n in added)
     assert len(ran_on) == 2
+    plugin, shown = topology(cluster)  # the first nodes brought HyperPod's automatic topology with them
+    leaves = [line.split("Nodes=")[1].split()[0] for line in shown.splitlines() if " Level=0 " in line]
+    assert plugin == "topology/tree" and len(leaves) == 1, shown
+    assert sorted(ctl(cluster, "scontrol", "show", "hostnames", leaves[0]).split()) == sorted(ran_on)
     wait_for("the job to complete", lambda: job_state(cluster, job) == "COMPLETED")
     back_to_zero(cluster, client)
+    assert topology(cluster)[0] is None  # and the last one to leave took it away
+    assert ctl(cluster, "sinfo", "-h", "-o", "%P").split()  # slurmctld still answers
 
     history = targets(plane_events(cluster, at_zero))
     assert history[0] == 2 and max(history) == 2, history  # one add, of what the job needed
@@ -177,7 +197,7 @@ def test_cloudformation_and_the_scaler_agree_on_the_count(cluster: LocalCluster,
     wait_for("the job to run", lambda: job_state(cluster, job) == "RUNNING")
     config = load_config(CONFIG)
     deployed = counts_for_synth(config, None, client=lambda: client)  # the synth path's look-up
-    assert deployed is not None and deployed[GROUP] == 1 and deployed["cpu"] == 1
+    assert deployed is not None and deployed[GROUP] == 1 and deployed["cpu"] == 0
     template = {g.name: g for g in at_template_counts(config.instance_groups, deployed, "drill")}
     assert template[GROUP].count == 1  # the config's count is 0: the template follows the scaler instead
     node = group_nodes(cluster)[0]

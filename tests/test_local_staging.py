@@ -91,8 +91,15 @@ def test_a_deploy_time_value_the_emulation_keeps_is_refused(assembly: Path) -> N
         broken.staged_files(cpus=2)
 
 
-def test_every_parameters_file_name_is_known() -> None:
-    assert from_config(None).deployed.file_name in PARAMETERS_FILE_BY_MODE.values()
+@pytest.mark.parametrize("mode", sorted(PARAMETERS_FILE_BY_MODE))
+def test_the_parameters_file_is_staged_under_its_modes_name(mode: str, tmp_path: Path) -> None:
+    """The nodes read the parameters file by the mode's name (HyperPod's agent reads provisioning_parameters.json
+    only in the lifecycle-driven mode): exactly that one is staged, and it says that mode."""
+    config = tmp_path / "cluster.yaml"
+    config.write_text(f"mode: {mode}\n")
+    staged = from_config(config).staged_files(cpus=2)
+    assert set(PARAMETERS_FILE_BY_MODE.values()) & set(staged) == {PARAMETERS_FILE_BY_MODE[mode]}
+    assert ProvisioningParameters.loads(staged[PARAMETERS_FILE_BY_MODE[mode]].decode()).mode == mode
 
 
 def test_staging_needs_neither_aws_cdk_nor_node(assembly: Path) -> None:

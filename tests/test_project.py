@@ -12,7 +12,7 @@ import yaml
 
 from hyperpod_cdk.cli import main
 from hyperpod_cdk.config import json_schema, load_config
-from hyperpod_cdk.project import SCHEMA_FILE, ProjectError, init_project
+from hyperpod_cdk.project import CLI_LOCK, SCHEMA_FILE, ProjectError, cdk_cli_version, init_project
 
 ROOT = Path(__file__).resolve().parent.parent
 PINNED_CLI_FLAGS = ROOT / "node_modules" / "aws-cdk" / "lib" / "init-templates" / ".recommended-feature-flags.json"
@@ -47,6 +47,32 @@ def test_requirements_pin_what_is_installed(project: Path) -> None:
     assert lines == [f"{name}=={metadata.version(name)}" for name in ("hyperpod-cdk", "aws-cdk-lib", "constructs")]
 
 
+def test_the_cdk_cli_is_pinned_to_the_repositorys_version(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """One pin of the CDK CLI: the repository's package.json, its lock, the packaged copy and every new project."""
+    pinned = json.loads((ROOT / "package.json").read_text())["devDependencies"]
+    assert (
+        json.loads((project / "package.json").read_text())["devDependencies"]
+        == pinned
+        == {"aws-cdk": cdk_cli_version()}
+    )
+    # The project's lock is the repository's, byte for byte (npm ci installs exactly that CLI, its integrity checked);
+    # the packaged copy is current (`make docs` copies it).
+    assert (project / "package-lock.json").read_text() == (ROOT / "package-lock.json").read_text()
+    assert (ROOT / "src" / "hyperpod_cdk" / "data" / CLI_LOCK).read_text() == (ROOT / "package-lock.json").read_text()
+    lock = json.loads((project / "package-lock.json").read_text())
+    assert lock["packages"][""]["devDependencies"] == pinned
+    assert lock["packages"]["node_modules/aws-cdk"]["version"] == pinned["aws-cdk"]
+    # What the user is told: npm ci and the pinned CLI through npx, never a global install.
+    readme = (project / "README.md").read_text()
+    assert "npm ci" in readme and "npx --no-install cdk synth" in readme and "npx --no-install cdk deploy" in readme
+    assert "node_modules" in (project / ".gitignore").read_text().split()
+    assert main(["init", str(project.parent / "told")]) == 0
+    told = capsys.readouterr().out
+    assert "npm ci && npx --no-install cdk synth" in told and pinned["aws-cdk"] in told
+    for text in (readme, told):
+        assert "install -g" not in text and "\n    cdk " not in text
+
+
 def test_app_reads_cluster_yaml_and_silences_the_banner_before_cdk(project: Path) -> None:
     app = (project / "app.py").read_text()
     compile(app, "app.py", "exec")
@@ -58,6 +84,8 @@ def test_app_reads_cluster_yaml_and_silences_the_banner_before_cdk(project: Path
         "cluster.yaml",
         SCHEMA_FILE,
         "requirements.txt",
+        "package.json",
+        "package-lock.json",
         "README.md",
         ".gitignore",
     }

@@ -16,7 +16,7 @@ from training_runtime.options import parse_options
 from training_runtime.plan import describe_plan
 from training_runtime.render import Partition, RenderError, SlurmNode, SlurmSettings, render_slurm_conf
 from training_runtime.render.slurm_types import Switch
-from training_runtime.render.topology_conf import render_topology_conf, switches_from_layers
+from training_runtime.render.topology_conf import automatic_topology, render_topology_conf, switches_from_layers
 from training_runtime.steps.catalog import steps_for
 from training_runtime.steps.login_node import ABSENT, LoginNodeJobs, login_node_commands
 from training_runtime.steps.topology import HyperPodTopology, topology_notes
@@ -167,6 +167,14 @@ def test_the_renderer_sets_topology_tree_only_with_a_switch_tree() -> None:
     ]
 
 
+def test_automatic_topology_is_none_without_a_node_with_layers() -> None:
+    """A cluster whose compute groups are all at 0 has no switch: no tree (None: no TopologyPlugin), never an
+    empty one (topology/tree cannot run over no switches: "No switches configured")."""
+    assert automatic_topology({}) is None
+    assert automatic_topology({"a1": ()}) is None
+    assert automatic_topology(LAYERS) == switches_from_layers(LAYERS) != ()
+
+
 def test_the_renderer_names_every_problem_of_a_switch_tree_and_of_an_all_nodes_partition() -> None:
     bad = (Switch("la", nodes=("a1", "ghost")), Switch("g", switches=("la", "missing")), Switch("x"))
     with pytest.raises(RenderError) as raised:
@@ -187,6 +195,8 @@ def test_the_plan_warns_when_hyperpods_slurm_conf_names_the_tree_without_its_fil
     assert warning.startswith("WARNING") and "Requested topology configuration is not available" in warning
     (found,) = topology_notes("topologyplugin = topology/tree\n", "SwitchName=a Nodes=x\nSwitchName=b Nodes=y\n", where)
     assert "2 switches" in found and "left alone" in found
+    (empty,) = topology_notes("TopologyPlugin=topology/tree\n", "# no switches yet\n", where)
+    assert empty.startswith("WARNING") and "has no switches" in empty
     assert "no TopologyPlugin" in topology_notes("ClusterName=c\n", None, where)[0]
     node = hyperpod_node(tmp_path, "controller-1", RecordingRunner())
     touch(tmp_path, "/opt/slurm/etc/slurm.conf", "SlurmctldHost=x\nTopologyPlugin=topology/tree\n")

@@ -304,12 +304,12 @@ class ClusterConfig(_Model):
     """A platform team's rules (permission boundary, required tags, name prefix, KMS key, access logs). Default:
     none, and the template is exactly as without them."""
     observability: ObservabilityConfig = Field(default_factory=ObservabilityConfig)
+    """Metrics to Amazon Managed Service for Prometheus, optional Grafana, alarms. Default: on, with a new
+    workspace; ``observability: {enabled: false}`` for none."""
     accept_unconfirmed: list[str] = Field(default_factory=list)
     """Rule ids of settings whose Slurm support AWS has not confirmed (docs/rules.md, HyperPod API support) that
     you have checked: their warnings are not reported, and the cluster resource tells cfn-lint to skip the
     matching rule. Default: none."""
-    """Metrics to Amazon Managed Service for Prometheus, optional Grafana, alarms. Default: on, with a new
-    workspace; ``observability: {enabled: false}`` for none."""
 
     def cluster_users(self) -> list[User]:
         return parse_users(self.users)

@@ -6,6 +6,10 @@ import argparse
 import json
 import os
 import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
 from typing import Any
 
 from hyperpod_cdk.errors import ConfigurationError
@@ -17,6 +21,9 @@ from hyperpod_local.layout import DEFAULT_MAX_PER_GROUP, DEFAULT_MAX_WORKERS, DE
 from hyperpod_local.namespaces import DEFAULT_PREFIX
 from hyperpod_local.rootfs import SLURM_SUITES
 from training_runtime.node_names import NAMING_MODES
+from training_runtime.render.slurm_conf import RenderError
+
+DEBUG_HELP = "show the traceback of an unexpected error instead of the one-line message (it is also saved to a file)"
 
 
 def main(argv: list[str] | None = None, prog: str = "hyperpod-local") -> int:
@@ -37,10 +44,13 @@ def add_commands(local: argparse.ArgumentParser) -> None:
         "HyperPod runs them. The work directory (--workdir, $HYPERPOD_LOCAL_DIR, default "
         "/var/tmp/hyperpod-local) remembers the cluster."
     )
+    local.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     sub = local.add_subparsers(dest="local_command", required=True)
 
     def with_workdir(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         parser.add_argument("--workdir", help="the cluster's work directory")
+        # Also after the command (`up ... --debug`); SUPPRESS keeps a value given before it.
+        parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
         return parser
 
     up = with_workdir(sub.add_parser("up", help="create the cluster and run the lifecycle scripts on every node"))
@@ -236,6 +246,38 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigurationError, LocalClusterError, NamespaceError) as error:
         say(f"error: {error}")
         return 1
+    except Exception as error:  # a bug: one line and where its traceback is; --debug raises it
+        if getattr(args, "debug", False):
+            raise
+        saved = _save_traceback(args.local_command)
+        say(unexpected_error(error, args.local_command, saved))
+        return 1
+
+
+def unexpected_error(error: Exception, command: str, saved: Path | None) -> str:
+    """The one line ``hyperpod-local COMMAND`` prints for an error it did not expect. A :class:`RenderError` names
+    each field the renderer refused, its value and the fix; it means the emulator built a file's inputs wrong from a
+    config the rules accepted, so it is reported as a bug, like any other unexpected error."""
+    if isinstance(error, RenderError):
+        what = f"{str(error).splitlines()[0].split(' (')[0]}: {'; '.join(error.problems)}"
+        whose = "a bug in hyperpod-local (or a rule `hyperpod-cdk validate` lacks)"
+    else:
+        what = f"{type(error).__name__}: {' '.join(str(error).split()) or '(no message)'}"
+        whose = "a bug in hyperpod-local"
+    where = f"the traceback is in {saved}" if saved is not None else "the traceback could not be saved"
+    return f"error: hyperpod-local {command} failed unexpectedly: {what}. This is {whose}: {where}; --debug shows it"
+
+
+def _save_traceback(command: str) -> Path | None:
+    """The current exception's traceback in a new file under the temporary directory (it outlives ``down``)."""
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    try:
+        descriptor, name = tempfile.mkstemp(prefix=f"hyperpod-local-{command}-{stamp}-", suffix=".traceback")
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(traceback.format_exc())
+    except OSError:
+        return None
+    return Path(name)
 
 
 def _print_status(report: dict[str, Any]) -> None:
@@ -259,7 +301,12 @@ def _print_status(report: dict[str, Any]) -> None:
         print(f"Prometheus: {report['prometheus']}")
     if report.get("control_plane"):
         print(f'control plane: {report["control_plane"]} (eval "$(hyperpod-local control-plane --env)")')
-    print("sinfo: " + ("(not available: Slurm is not running on the controller)" if sinfo is None else ""))
+    if sinfo is None:
+        print("sinfo: (not available: Slurm is not running on the controller)")
+    elif not sinfo.strip():
+        print("sinfo: (no Slurm node: every compute group is at 0)")
+    else:
+        print("sinfo: ")
     if sinfo:
         print(sinfo.rstrip())
 

@@ -46,7 +46,7 @@ from training_runtime.params import LIFECYCLE_DRIVEN
 from training_runtime.paths import MUNGE_KEY, MUNGED_ARGV, MUNGED_PID_FILE, MUNGED_RUN_DIR, SLURMCTLD_STATE_DIR
 from training_runtime.render.slurm_conf import render_slurm_conf
 from training_runtime.render.slurm_types import Partition, SlurmNode, SlurmSettings, Switch
-from training_runtime.render.topology_conf import render_topology_conf, switches_from_layers
+from training_runtime.render.topology_conf import automatic_topology, render_topology_conf
 
 PLATFORMS = (HYPERPOD, GENERIC)
 """``hyperpod``: a built root (trixie, Slurm 24.11, unless the cluster picks another major:
@@ -148,7 +148,7 @@ def slurm_conf(layout: LocalLayout, naming: str, cpus: int | None = None, topolo
     lists ``dev*``, docs/local-cluster.md), every compute group's instances in the group's partition, the
     accounting keys in the included ``accounting.conf``, the emulation's fast failure detection
     (:data:`~hyperpod_local.layout.EMULATION_SLURM_OPTIONS`) and, with ``topology`` (HyperPod's automatic
-    topology), ``TopologyPlugin=topology/tree`` over :func:`topology_switches`."""
+    topology), ``TopologyPlugin=topology/tree`` over :func:`topology_switches` (none while the tree is empty)."""
     figures = host_hardware(cpus)
     hardware = NodeHardware(
         cpus=figures["cpus"],
@@ -184,16 +184,22 @@ def slurm_conf(layout: LocalLayout, naming: str, cpus: int | None = None, topolo
     return render_slurm_conf(settings, nodes, partitions)
 
 
-def topology_switches(layout: LocalLayout, naming: str) -> tuple[Switch, ...]:
+def topology_switches(layout: LocalLayout, naming: str) -> tuple[Switch, ...] | None:
     """The switch tree HyperPod's agent writes to ``topology.conf``: from each Slurm node's network layers
-    (:func:`~hyperpod_local.layout.network_layers`, the instances' ``InstanceLabel``), by Slurm node name."""
+    (:func:`~hyperpod_local.layout.network_layers`, the instances' ``InstanceLabel``), by Slurm node name.
+    None while the cluster has no Slurm node (every compute group at 0): no tree, no plugin
+    (:func:`~training_runtime.render.topology_conf.automatic_topology`)."""
     by_instance = network_layers(layout)
-    return switches_from_layers({node_hostname(naming, layout.node(n)): path for n, path in by_instance.items()})
+    return automatic_topology({node_hostname(naming, layout.node(n)): path for n, path in by_instance.items()})
 
 
-def topology_conf(layout: LocalLayout, naming: str) -> str:
+def topology_conf(layout: LocalLayout, naming: str) -> str | None:
+    """``topology.conf`` as HyperPod's agent writes it, or None when there is no tree (:func:`topology_switches`)."""
+    switches = topology_switches(layout, naming)
+    if switches is None:
+        return None
     return render_topology_conf(
-        topology_switches(layout, naming),
+        switches,
         (
             "Written by the hyperpod-local emulator in HyperPod's place (automatic Slurm topology,",
             "docs/local-cluster.md).",
@@ -272,14 +278,15 @@ def prepare(cluster: ClusterHandle, node: LocalNode) -> None:
     """HyperPod's part on one booted node, before its lifecycle script: the marker, slurm.conf, munge
     (key and daemon), in the API-driven mode the node's Slurm daemon, and srun with ``--auto-resume``.
     Idempotent: running daemons are left alone, so a node prepared again keeps its PIDs."""
-    topology = cluster.state.automatic_topology
     naming = cluster.state.naming
     files = {
-        "slurm.conf": slurm_conf(cluster.layout, naming, topology=topology).encode(),
+        "slurm.conf": slurm_conf(cluster.layout, naming, topology=cluster.state.automatic_topology).encode(),
         "munge.key": munge_key(cluster.workdir),
     }
-    if topology:
-        files[TOPOLOGY_CONF] = topology_conf(cluster.layout, naming).encode()
+    tree = topology_conf(cluster.layout, naming) if cluster.state.automatic_topology else None
+    topology = tree is not None
+    if tree is not None:
+        files[TOPOLOGY_CONF] = tree.encode()
     archive = io.BytesIO()
     with tarfile.open(fileobj=archive, mode="w") as tar:
         for name, data in files.items():

@@ -103,17 +103,16 @@ def publish(cluster: ClusterHandle) -> None:
     (staged / "hosts").write_text(hosts_file(layout))
     topology = cluster.state.automatic_topology
     conf = hyperpod_platform.slurm_conf(layout, naming, topology=topology)
+    tree = hyperpod_platform.topology_conf(layout, naming) if topology else None
     alive = [n for n in layout.nodes if cluster.namespaces.alive(n.name)]
     for node in alive:
         if node in layout.controllers:
             _write(cluster, node.name, f"{SLURM_ETC}/slurm.conf", conf)
-            if topology:
-                _write(
-                    cluster,
-                    node.name,
-                    f"{SLURM_ETC}/{hyperpod_platform.TOPOLOGY_CONF}",
-                    hyperpod_platform.topology_conf(layout, naming),
-                )
+            topology_path = f"{SLURM_ETC}/{hyperpod_platform.TOPOLOGY_CONF}"
+            if tree is not None:
+                _write(cluster, node.name, topology_path, tree)
+            elif topology:  # the last Slurm node left: no tree, so no plugin and no file (automatic_topology)
+                cluster.exec(node.name, ["rm", "-f", topology_path], timeout=30)
         _write(cluster, node.name, RESOURCE_CONFIG_PATH, config)
         lines = "".join(f"{n.ip}\t{n.name} {ip_name(n.ip)}\n" for n in layout.nodes)
         script = (

@@ -43,6 +43,17 @@ def switches_from_layers(layers: Mapping[str, Sequence[str]]) -> Tuple[Switch, .
     return tuple(switches)
 
 
+def automatic_topology(layers: Mapping[str, Sequence[str]]) -> Optional[Tuple[Switch, ...]]:
+    """HyperPod's automatic topology as ``SlurmSettings.topology``: the tree of :func:`switches_from_layers`, or
+    None while no Slurm node has network layers (a cluster whose compute groups are all at 0 and no login node).
+
+    Slurm's topology/tree cannot run over no switches ("No switches configured", fatal for slurmctld in current
+    Slurm: SchedMD/slurm ``src/plugins/topology/tree/switch_record.c``), so such a cluster's slurm.conf names no
+    TopologyPlugin and has no topology.conf; the first node that joins brings both (an ``scontrol reconfigure``),
+    and the last one to leave takes them away again."""
+    return switches_from_layers(layers) or None
+
+
 def render_topology_conf(switches: Sequence[Switch], header: Optional[Sequence[str]] = None) -> str:
     """The file: one ``SwitchName=`` line per switch (``Nodes=`` for a leaf switch, ``Switches=`` above)."""
     lines = ["# " + line for line in (header or ("topology.conf: Slurm's switch tree (topology/tree).",))]

@@ -5,8 +5,10 @@ Since 2026-04-23 HyperPod's cluster agent writes ``topology.conf`` next to slurm
 tools/devops-agent/docs/hyperpod-mental-model.md: the ClusterAgent "Writes ``slurm.conf`` and
 ``topology.{conf,yaml}``"). Both files are HyperPod's: the runtime writes neither there. A slurm.conf that names
 the plugin without the file breaks ``sbatch`` ("Requested topology configuration is not available":
-aws-samples/sample-physical-ai-scaffolding-kit PR #14), so the plan warns when it finds that. The generic
-platform's renderer sets the plugin only together with the file (``SlurmSettings.topology``).
+aws-samples/sample-physical-ai-scaffolding-kit PR #14), so the plan warns when it finds that, and when the file
+has no switch (a tree over no node: SchedMD/slurm ``src/plugins/topology/tree/switch_record.c``). The generic
+platform's renderer sets the plugin only together with a tree of at least one switch (``SlurmSettings.topology``;
+``render.topology_conf.automatic_topology`` gives None for a cluster with no Slurm node).
 """
 
 from __future__ import annotations
@@ -35,6 +37,12 @@ def topology_notes(slurm_conf: Optional[str], topology_conf: Optional[str], wher
             "('Requested topology configuration is not available'). Both files are HyperPod's: left alone".format(where)
         ]
     switches = len(re.findall(r"^\s*SwitchName=", topology_conf or "", re.IGNORECASE | re.MULTILINE))
+    if plugin.lower() == "topology/tree" and switches == 0:
+        return [
+            "WARNING: HyperPod's slurm.conf sets TopologyPlugin=topology/tree but {} has no switches: slurmctld "
+            "cannot build the tree ('No switches configured', fatal in current Slurm). Both files are HyperPod's: "
+            "left alone".format(where)
+        ]
     return ["HyperPod's topology: TopologyPlugin={}, {} with {} switches; left alone".format(plugin, where, switches)]
 
 
