@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hyperpod_cdk.config import parse_config
+from hyperpod_cdk.config import load_config
 from hyperpod_local import bridge, imds, metrics
 from hyperpod_local.control_plane import local as control_plane
 from hyperpod_local.layout import DEFAULT_SUBNET, plan_layout
@@ -25,16 +25,8 @@ def test_each_service_has_its_host_of_the_plan() -> None:
 
 
 def test_nodes_start_at_the_plans_first_node_host_and_no_address_is_shared() -> None:
-    data = {
-        "cluster_name": "lab",
-        "storage": None,
-        "instance_groups": [
-            {"name": "controller", "role": "controller", "instance_type": "ml.m5.xlarge", "count": 1},
-            {"name": "cpu", "role": "compute", "instance_type": "ml.c5.4xlarge", "count": 4},
-        ],
-    }
     subnet = "10.9.0.0/24"
-    layout = plan_layout(parse_config(data), subnet=subnet)
+    layout = plan_layout(load_config(ROOT / "examples" / "cpu-cluster.yaml"), subnet=subnet)
     assert layout.nodes[0].ip == bridge.host(subnet, bridge.FIRST_NODE_HOST) == "10.9.0.10"
     services = [imds.imds_address(subnet), control_plane.address(subnet), metrics.server_address(subnet)]
     addresses = services + [n.ip for n in layout.nodes]
