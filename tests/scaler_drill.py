@@ -26,7 +26,7 @@ from botocore.config import Config
 
 from hyperpod_local import LocalCluster
 from hyperpod_local.control_plane import local as control_plane
-from hyperpod_local.hyperpod_platform import SLURM_ETC
+from hyperpod_local.hyperpod_files import SLURM_ETC
 from hyperpod_local.namespaces import node_environment
 from training_runtime.node import HYPERPOD
 

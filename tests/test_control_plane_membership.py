@@ -3,7 +3,7 @@ round trip, and slurm.conf for a group at 0 and after a join."""
 
 from __future__ import annotations
 
-from hyperpod_local.hyperpod_platform import slurm_conf
+from hyperpod_local.hyperpod_files import slurm_conf
 from hyperpod_local.layout import LocalLayout, plan_nodes
 from hyperpod_local.membership import grown, shrunk
 from training_runtime.groups import GroupSpec

@@ -51,7 +51,7 @@ def test_a_crashed_worker_is_replaced_and_the_step_resumes_in_the_same_job(clust
     # HyperPod's part gave every node srun --auto-resume before its script, and the agent runs.
     for node in cluster.nodes:
         assert wrapper_before_script(cluster, node.name), node.name
-    assert agent._pid(cluster) is not None
+    assert agent.running(cluster)
     assert cluster.exec(WORKERS[1], ["touch", "/var/tmp/old-instance"]).returncode == 0
     job = DdpJob(name="autoresume-drill", steps=40, checkpoint_every=5, step_seconds=0.4)
     drill = crash_and_auto_resume(cluster, job, submit_from=LOGIN, crash=WORKERS[1], crash_after_step=7)

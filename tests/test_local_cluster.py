@@ -68,7 +68,7 @@ def test_two_node_job_from_the_login_node(cluster: LocalCluster) -> None:
     assert run(cluster, LOGIN, "sh", "-c", "command -v srun; test -e /opt/sagemaker_cluster || echo no marker") == (
         "/usr/bin/srun\nno marker\n"
     )
-    assert not agent.enabled(cluster) and agent._pid(cluster) is None
+    assert not agent.enabled(cluster) and not agent.running(cluster)
 
 
 def test_users_have_the_same_ids_everywhere_and_a_shared_home(cluster: LocalCluster) -> None:

@@ -14,7 +14,6 @@ from hyperpod_cdk.config import ClusterConfig, load_config, parse_config
 from hyperpod_local.layout import (
     LayoutError,
     LocalLayout,
-    LocalNode,
     cluster_arn,
     hosts_file,
     network_layers,
@@ -341,7 +340,7 @@ def test_emulated_gpus_are_not_declared_to_slurm(tmp_path: Path) -> None:
 
 def test_the_hyperpod_host_name_has_one_rule_and_its_inverse_matches_it() -> None:
     from hyperpod_cdk.ops import lookup
-    from hyperpod_local.hyperpod_platform import node_hostname
+    from hyperpod_local.hyperpod_files import node_hostname
     from training_runtime.node_names import address_of, ip_name, slurm_name
 
     assert ip_name("10.250.0.12") == "ip-10-250-0-12" == slurm_name(IP_NAMES, "cpu-1", "10.250.0.12")
@@ -376,45 +375,11 @@ def test_the_work_directory_is_hyperpod_locals_and_the_old_names_still_work(
     assert state.default_workdir() == tmp_path / "env"
 
 
-@pytest.mark.parametrize("naming", [IP_NAMES, INSTANCE_NAMES])
-def test_the_emulated_hyperpod_slurm_conf_is_the_runtimes_rendering_with_hyperpods_settings(naming: str) -> None:
-    """One slurm.conf writer: the HyperPod platform's file is training_runtime's rendering, with HyperPod's
-    node names (ip-a-b-c-d, or the instance names), its accounting include, the login node listed and the
-    emulation's fast timings."""
-    from hyperpod_local.hyperpod_platform import HYPERPOD_SETTINGS, slurm_conf
-    from training_runtime.render.hostlist import expand
-    from training_runtime.render.slurm_conf import slurm_conf_problems
-
-    layout = plan_layout(load_config(ROOT / "examples" / "cpu-cluster.yaml"))
-    text = slurm_conf(layout, naming, cpus=2)
-    lines = text.splitlines()
-
-    def name(node: LocalNode) -> str:
-        return f"ip-{node.ip.replace('.', '-')}" if naming == IP_NAMES else node.name
-
-    assert lines[0].startswith("# Written by the hyperpod-local emulator in HyperPod's place")
-    controller = layout.controller
-    assert f"SlurmctldHost={name(controller)}({controller.ip})" in lines
-    assert f"include {HYPERPOD_SETTINGS.accounting_include}" in lines
-    for key, value in EMULATION_SLURM_OPTIONS.items():
-        found = {"cred_expire": f"AuthInfo=cred_expire={value}", "sched_interval": f"sched_interval={value}"}
-        wanted = found.get(key, f"{''.join(p.title() for p in key.split('_'))}={value}")
-        assert any(wanted in line for line in lines), wanted
-    named = {line.split()[0].removeprefix("NodeName=") for line in lines if line.startswith("NodeName=")}
-    assert named == {name(n) for n in layout.nodes if n.role != "controller"}
-    dev, partition = [line for line in lines if line.startswith("PartitionName=")]
-    assert dev.startswith("PartitionName=dev Nodes=ALL Default=YES ")  # HyperPod's universal partition, sinfo's dev*
-    members = next(p for p in partition.split() if p.startswith("Nodes=")).removeprefix("Nodes=")
-    assert expand(members) == [name(n) for n in layout.workers]
-    assert " Default=NO " in partition
-    assert "ReturnToService=2" in lines and "TaskPlugin=task/none" in lines
-    assert [p for p in slurm_conf_problems(HYPERPOD_SETTINGS, [], []) if not p.startswith("partitions:")] == []
-
-
 def test_the_emulated_agents_topology_is_a_tree_over_every_slurm_node_and_can_be_off() -> None:
     """HyperPod's automatic topology: TopologyPlugin=topology/tree with topology.conf over every Slurm node (login
     included), from the instances' network layers (one leaf per group); off, neither the plugin nor the file."""
-    from hyperpod_local.hyperpod_platform import agent_script, slurm_conf, topology_conf
+    from hyperpod_local.hyperpod_files import slurm_conf, topology_conf
+    from hyperpod_local.hyperpod_platform import agent_script
     from hyperpod_local.layout import network_layers
     from training_runtime.render.hostlist import expand
 
@@ -467,7 +432,7 @@ def test_a_cluster_with_every_compute_group_at_0_has_no_topology_until_a_node_jo
     """No Slurm node, no switch tree: HyperPod's slurm.conf names no TopologyPlugin and there is no topology.conf
     (topology/tree cannot run over no switches); the first node brings both. `up` of this config once ended in
     the renderer's "settings.topology: no switches"."""
-    from hyperpod_local.hyperpod_platform import slurm_conf, topology_conf
+    from hyperpod_local.hyperpod_files import slurm_conf, topology_conf
 
     layout = plan_layout(parse_config(ZERO))
     assert [n.role for n in layout.nodes] == ["controller"]

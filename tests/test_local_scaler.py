@@ -32,7 +32,7 @@ from hyperpod_cdk.config import load_config
 from hyperpod_cdk.scaler_counts import at_template_counts, counts_for_synth
 from hyperpod_local import LocalCluster
 from hyperpod_local.control_plane import local as control_plane
-from hyperpod_local.hyperpod_platform import SLURM_ETC
+from hyperpod_local.hyperpod_files import SLURM_ETC
 from local_support import requires_hyperpod_platform
 from scaler_drill import (
     BURST_TYPE,

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from hyperpod_local.bridge import BRIDGE
 from hyperpod_local.control_plane import local as control_plane
-from hyperpod_local.namespaces import BRIDGE, Namespaces, list_netns
+from hyperpod_local.namespaces import Namespaces, list_netns
 
 pytestmark = pytest.mark.local(root_only=True)
 

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from hyperpod_local import autoresume
-from hyperpod_local.procs import spawn_module, terminate
+from hyperpod_local.host_service import HostService, module_argv
 from hyperpod_local.state import ClusterHandle, LocalClusterError
 from training_runtime.health.results import HYPERPOD_REASONS, REBOOT, REPLACE
 from training_runtime.hyperpod_facts import SLURM_PREFIX
@@ -185,33 +185,23 @@ def enable(cluster: ClusterHandle) -> None:
     start(cluster)
 
 
-def _pid(cluster: ClusterHandle) -> int | None:
-    try:
-        pid = int((agent_dir(cluster) / "pid").read_text().strip())
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-    except (OSError, ValueError):
-        return None
-    return pid if "hyperpod_local.agent" in cmdline and str(cluster.workdir) in cmdline else None
+def service(cluster: ClusterHandle) -> HostService:
+    """The agent's process: ``python -m hyperpod_local.agent --workdir W``, one per cluster."""
+    argv = module_argv("hyperpod_local.agent", cluster.workdir)
+    return HostService("the HyperPod agent", agent_dir(cluster), argv, argv[2:], log_name="agent.log")
 
 
 def start(cluster: ClusterHandle) -> int:
     """Start the agent process for ``cluster`` (once); returns its pid."""
-    running = _pid(cluster)
-    if running is not None:
-        return running
-    directory = agent_dir(cluster)
-    directory.mkdir(parents=True, exist_ok=True)
-    process = spawn_module("hyperpod_local.agent", cluster.workdir, directory / "agent.log")
-    (directory / "pid").write_text(f"{process.pid}\n")
-    return process.pid
+    return service(cluster).start()
 
 
 def stop(cluster: ClusterHandle, timeout: float = 30.0) -> None:
-    pid = _pid(cluster)
-    if pid is None:
-        return
-    terminate(pid, lambda: _pid(cluster) is not None, timeout)
-    (agent_dir(cluster) / "pid").unlink(missing_ok=True)
+    service(cluster).stop(timeout)
+
+
+def running(cluster: ClusterHandle) -> bool:
+    return service(cluster).running()
 
 
 def events(cluster: ClusterHandle) -> list[dict[str, Any]]:

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from hyperpod_local import agent, enabled, hyperpod_platform, rootfs
+from hyperpod_local import agent, enabled, hyperpod_files, hyperpod_platform, rootfs
 from hyperpod_local import metrics as metrics_server
 from hyperpod_local.control_plane import local as control_plane
 from hyperpod_local.host import (
@@ -477,7 +477,7 @@ class LocalCluster:
 
     def slurm_name(self, name: str) -> str:
         """Node ``name``'s host and Slurm node name under the cluster's naming (``ip-a-b-c-d`` or ``name``)."""
-        return hyperpod_platform.node_hostname(self.state.naming, self.node(name))
+        return hyperpod_files.node_hostname(self.state.naming, self.node(name))
 
     def node_net(self, node: LocalNode) -> NodeNet:
         """What the namespaces need to start ``node``: its netns name, address and host name."""

@@ -2,7 +2,9 @@
 
 Used by the fault tests (which assert on the outcome) and by ``bench/crash_resume.py`` (which reports the
 timings). The job is ``ddp.sbatch`` of the packaged example jobs (``examples/jobs``): DDP over two workers, a
-checkpoint to the shared directory every few steps, one ``step N loss X`` line per step in the job's log.
+checkpoint to the shared directory every few steps, one ``step N loss X`` line per step in the job's log. Every
+drill (these two and :func:`hyperpod_local.drill_autoresume.crash_and_auto_resume`) is one :class:`Drill`: submit,
+wait for a step (and a checkpoint), inject the fault, follow the drill's phases, report them from the fault on.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from hyperpod_local import hyperpod_platform
 from hyperpod_local.cluster import LocalCluster
@@ -145,10 +148,85 @@ class DdpJob:
 
 
 @dataclass
-class CrashResume:
-    """What happened in one crash-to-resume drill. Times are seconds after the crash."""
+class DrillOutcome:
+    """What every drill reports of its job once it ended (:meth:`Drill.outcome`); each drill adds its phases."""
 
     job_id: str
+    state: str
+    restarts: int
+    runs: list[Incarnation]
+    """The job's runs and retries, as its log shows them (:func:`parse_job_log`)."""
+    log: str
+
+
+class Drill:
+    """The skeleton every drill shares: :meth:`start` submits the job, waits until it has logged a step (and a
+    complete checkpoint exists, where the fault needs one), notes the moment and injects the fault; the drill then
+    follows its phases with :meth:`wait` and reports them with :meth:`since` and :meth:`outcome`."""
+
+    def __init__(self, cluster: LocalCluster, job: DdpJob, submit_from: str, timeout: float) -> None:
+        self.cluster, self.job, self.submit_from, self.timeout = cluster, job, submit_from, timeout
+        self.job_id = ""
+        self.before: checkpoint.Checkpoint | None = None
+        """The newest complete checkpoint when the fault was injected."""
+        self.fault_at = 0.0
+        """When the fault was injected (monotonic); :attr:`fault_wall` the same moment on the wall clock."""
+        self.fault_wall = 0.0
+
+    @property
+    def log(self) -> Path:
+        return self.job.log(self.cluster, self.job_id)
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.job.host_path(self.cluster, self.job.checkpoint_dir(self.cluster))
+
+    def runs(self) -> list[Incarnation]:
+        return parse_job_log(self.log.read_text()) if self.log.exists() else []
+
+    def fields(self) -> dict[str, str]:
+        return job_fields(self.cluster, self.submit_from, self.job_id)
+
+    def wait(self, what: str, predicate: Callable[[], bool]) -> float:
+        return wait_until(what, predicate, self.timeout, self.log)
+
+    def since(self, moment: float) -> float:
+        """Seconds from the fault to ``moment`` (monotonic), as the drills report them."""
+        return round(moment - self.fault_at, 1)
+
+    def start(self, after_step: int, fault: Callable[[], object], *, checkpoint_first: bool = True) -> None:
+        """Submit the job; once it has logged ``after_step`` (and, ``checkpoint_first``, a complete checkpoint
+        exists) note the moment and call ``fault``."""
+        self.job_id = self.job.submit(self.cluster, self.submit_from)
+
+        def training() -> bool:
+            runs = self.runs()
+            logged = bool(runs and runs[-1].steps and runs[-1].steps[-1] >= after_step)
+            return logged and (not checkpoint_first or checkpoint.latest(self.checkpoints) is not None)
+
+        what = f"a complete checkpoint and step {after_step} in the log" if checkpoint_first else ""
+        self.wait(what or f"step {after_step} in the log", training)
+        self.before = checkpoint.latest(self.checkpoints)
+        self.fault_at, self.fault_wall = time.monotonic(), time.time()
+        fault()
+
+    def requeued(self) -> bool:
+        return self.fields().get("Restarts", "0") != "0"
+
+    def finished(self, states: tuple[str, ...]) -> float:
+        return self.wait("the job to finish", lambda: self.fields().get("JobState") in states)
+
+    def outcome(self) -> dict[str, Any]:
+        """The ended job's figures every drill reports: its state, restarts, runs and whole log."""
+        info, text = self.fields(), self.log.read_text()
+        state, restarts = info.get("JobState", "?"), int(info.get("Restarts", "0") or 0)
+        return {"job_id": self.job_id, "state": state, "restarts": restarts, "runs": parse_job_log(text), "log": text}
+
+
+@dataclass
+class CrashResume(DrillOutcome):
+    """What happened in one crash-to-resume drill. Times are seconds after the crash."""
+
     crashed: str
     checkpoint_before_crash: int
     """The newest complete checkpoint's step when the node was crashed."""
@@ -157,10 +235,6 @@ class CrashResume:
     running_again_s: float
     resumed_s: float
     completed_s: float
-    state: str
-    restarts: int
-    runs: list[Incarnation]
-    log: str
 
 
 def crash_and_resume(
@@ -176,56 +250,30 @@ def crash_and_resume(
     boot it again once Slurm has declared it DOWN (as a replacement would come back); wait for the job to end.
 
     A ``crash_after_step`` between two checkpoints makes the resumed job redo the steps since the last one."""
-    job_id = job.submit(cluster, submit_from)
-    log = job.log(cluster, job_id)
-    checkpoints = job.host_path(cluster, job.checkpoint_dir(cluster))
-
-    def training_with_a_checkpoint() -> bool:
-        runs = parse_job_log(log.read_text()) if log.exists() else []
-        logged = bool(runs and runs[-1].steps and runs[-1].steps[-1] >= crash_after_step)
-        return logged and checkpoint.latest(checkpoints) is not None
-
-    wait_until(
-        f"a complete checkpoint and step {crash_after_step} in the log", training_with_a_checkpoint, timeout, log
+    drill = Drill(cluster, job, submit_from, timeout)
+    drill.start(crash_after_step, lambda: cluster.crash(crash))
+    assert drill.before is not None
+    node_down = drill.wait(
+        f"{crash} to be declared DOWN", lambda: node_state(cluster, submit_from, crash).startswith("down")
     )
-    before = checkpoint.latest(checkpoints)
-    assert before is not None
-    crashed_at = time.monotonic()
-    cluster.crash(crash)
-
-    def since(moment: float) -> float:
-        return round(moment - crashed_at, 1)
-
-    node_down = wait_until(
-        f"{crash} to be declared DOWN", lambda: node_state(cluster, submit_from, crash).startswith("down"), timeout, log
-    )
-    requeued = wait_until(
-        "the job to be requeued", lambda: job_fields(cluster, submit_from, job_id).get("Restarts", "0") != "0", timeout
-    )
-    running, resumed, finished, info, text = _boot_and_follow_the_requeue(
-        cluster, submit_from, job_id, crash, "the rebooted", timeout, log
-    )
+    requeued = drill.wait("the job to be requeued", drill.requeued)
+    running, resumed, finished = _boot_and_follow_the_requeue(drill, crash, "the rebooted")
     return CrashResume(
-        job_id=job_id,
         crashed=crash,
-        checkpoint_before_crash=before.step,
-        node_down_s=since(node_down),
-        requeued_s=since(requeued),
-        running_again_s=since(running),
-        resumed_s=since(resumed),
-        completed_s=since(finished),
-        state=info.get("JobState", "?"),
-        restarts=int(info.get("Restarts", "0") or 0),
-        runs=parse_job_log(text),
-        log=text,
+        checkpoint_before_crash=drill.before.step,
+        node_down_s=drill.since(node_down),
+        requeued_s=drill.since(requeued),
+        running_again_s=drill.since(running),
+        resumed_s=drill.since(resumed),
+        completed_s=drill.since(finished),
+        **drill.outcome(),
     )
 
 
 @dataclass
-class SpotReclaim:
+class SpotReclaim(DrillOutcome):
     """What happened in one Spot reclaim drill. Times are seconds after the notice was posted."""
 
-    job_id: str
     reclaimed: str
     drain_reason: str
     checkpoint_at_requeue: int
@@ -237,10 +285,6 @@ class SpotReclaim:
     running_again_s: float
     resumed_s: float
     completed_s: float
-    state: str
-    restarts: int
-    runs: list[Incarnation]
-    log: str
 
 
 def spot_reclaim(
@@ -257,21 +301,8 @@ def spot_reclaim(
     on the fake metadata service; wait for the watcher to drain the node and for the job to checkpoint and be
     requeued; then lose the node (:meth:`LocalCluster.crash`) and bring a replacement up under its name
     (the notice withdrawn: a new instance); wait for the job to end."""
-    job_id = job.submit(cluster, submit_from)
-    log = job.log(cluster, job_id)
-    checkpoints = job.host_path(cluster, job.checkpoint_dir(cluster))
-
-    def training() -> bool:
-        runs = parse_job_log(log.read_text()) if log.exists() else []
-        return bool(runs and runs[-1].steps and runs[-1].steps[-1] >= notice_after_step)
-
-    wait_until(f"step {notice_after_step} in the log", training, timeout, log)
-    noticed_at = time.monotonic()
-    imds.post(reclaim)
-
-    def since(moment: float) -> float:
-        return round(moment - noticed_at, 1)
-
+    drill = Drill(cluster, job, submit_from, timeout)
+    drill.start(notice_after_step, lambda: imds.post(reclaim), checkpoint_first=False)
     reason = ""
 
     def spot_drained() -> bool:
@@ -281,13 +312,11 @@ def spot_reclaim(
         reason = state.reason if state is not None else ""
         return state is not None and state.drained and reason.startswith(SPOT_REASON)
 
-    drained = wait_until(f"{reclaim} to be drained for the Spot reclaim", spot_drained, timeout, log)
-    requeued = wait_until(
-        "the job to be requeued", lambda: job_fields(cluster, submit_from, job_id).get("Restarts", "0") != "0", timeout
-    )
-    at_requeue = checkpoint.latest(checkpoints)
+    drained = drill.wait(f"{reclaim} to be drained for the Spot reclaim", spot_drained)
+    requeued = drill.wait("the job to be requeued", drill.requeued)
+    at_requeue = checkpoint.latest(drill.checkpoints)
     if at_requeue is None:
-        raise DrillError(f"no complete checkpoint when the job was requeued; job log:\n{log.read_text()[-2000:]}")
+        raise DrillError(f"no complete checkpoint when the job was requeued; job log:\n{drill.log.read_text()[-2000:]}")
     lost = time.monotonic()
     cluster.crash(reclaim)
     imds.withdraw(reclaim)
@@ -297,54 +326,42 @@ def spot_reclaim(
         state = parse_node_state(cluster.exec(submit_from, ["scontrol", "show", "node", reclaim], timeout=30).stdout)
         return state is not None and bool({"DOWN", "NOT_RESPONDING"} & set(state.flags))
 
-    wait_until(f"Slurm to see {reclaim} gone", gone, timeout, log)
-    running, resumed, finished, info, text = _boot_and_follow_the_requeue(
-        cluster, submit_from, job_id, reclaim, "the replacement", timeout, log
-    )
+    drill.wait(f"Slurm to see {reclaim} gone", gone)
+    running, resumed, finished = _boot_and_follow_the_requeue(drill, reclaim, "the replacement")
     return SpotReclaim(
-        job_id=job_id,
         reclaimed=reclaim,
         drain_reason=reason,
         checkpoint_at_requeue=at_requeue.step,
-        drained_s=since(drained),
-        requeued_s=since(requeued),
-        lost_s=since(lost),
-        running_again_s=since(running),
-        resumed_s=since(resumed),
-        completed_s=since(finished),
-        state=info.get("JobState", "?"),
-        restarts=int(info.get("Restarts", "0") or 0),
-        runs=parse_job_log(text),
-        log=text,
+        drained_s=drill.since(drained),
+        requeued_s=drill.since(requeued),
+        lost_s=drill.since(lost),
+        running_again_s=drill.since(running),
+        resumed_s=drill.since(resumed),
+        completed_s=drill.since(finished),
+        **drill.outcome(),
     )
 
 
-def _boot_and_follow_the_requeue(
-    cluster: LocalCluster, submit_from: str, job_id: str, node: str, what: str, timeout: float, log: Path
-) -> tuple[float, float, float, dict[str, str], str]:
+REQUEUE_FINISHED = ("COMPLETED", "FAILED", "CANCELLED")
+"""The requeue drills' end states (the auto-resume drill also ends on NODE_FAIL or TIMEOUT)."""
+
+
+def _boot_and_follow_the_requeue(drill: Drill, node: str, what: str) -> tuple[float, float, float]:
     """Boot ``node`` again (bootstrapped), then wait for the requeued job to run again, to load its checkpoint
-    and to end: the three moments (monotonic), the job's final fields and its whole log."""
-    code, output = cluster.boot(node, bootstrap=True) or (0, "")
+    and to end: the three moments (monotonic)."""
+    code, output = drill.cluster.boot(node, bootstrap=True) or (0, "")
     if code != 0:
         raise DrillError(f"bootstrap of {what} {node} failed:\n{output}")
 
     def running_again() -> bool:
-        info = job_fields(cluster, submit_from, job_id)
+        info = drill.fields()
         return info.get("JobState") in ("RUNNING", "COMPLETED") and info.get("Restarts", "0") != "0"
 
-    running = wait_until("the requeued job to start", running_again, timeout, log)
+    running = drill.wait("the requeued job to start", running_again)
 
     def resumed_line() -> bool:
-        runs = parse_job_log(log.read_text()) if log.exists() else []
+        runs = drill.runs()
         return len(runs) > 1 and runs[-1].resumed_at is not None
 
-    resumed = wait_until("the resumed job to load its checkpoint", resumed_line, timeout, log)
-    finished = wait_until(
-        "the job to finish",
-        lambda: job_fields(cluster, submit_from, job_id).get("JobState") in ("COMPLETED", "FAILED", "CANCELLED"),
-        timeout,
-        log,
-    )
-    info = job_fields(cluster, submit_from, job_id)
-    text = log.read_text()
-    return running, resumed, finished, info, text
+    resumed = drill.wait("the resumed job to load its checkpoint", resumed_line)
+    return running, resumed, drill.finished(REQUEUE_FINISHED)

@@ -5,7 +5,7 @@ It answers what the Spot watcher (``training_runtime.spot``) and the scaler ask,
 the notice of the asking node (told apart by its address) or 404; with the emulated control plane
 (:mod:`hyperpod_local.control_plane.local`, whose process serves this service then) also the instance role's
 credentials (:data:`CREDENTIALS_PATH`), the keys that control plane accepts. It runs in the cluster's switch
-namespace on an address of its own on the bridge (the subnet's second host), so the nodes reach it the way a real
+namespace on an address of its own on the bridge (:mod:`hyperpod_local.bridge`), so the nodes reach it the way a real
 node reaches 169.254.169.254: without leaving the cluster. The drill posts and withdraws notices through a JSON file
 (``{node address: {"action": ..., "time": ...}}``) that the server reads on every request.
 
@@ -16,31 +16,30 @@ node reaches 169.254.169.254: without leaving the cluster. The drill posts and w
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import json
 import secrets
 import socket
 import subprocess
 import sys
 import threading
-import time
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from hyperpod_local.namespaces import BRIDGE
-from hyperpod_local.paths import subprocess_env
-from hyperpod_local.state import LocalClusterError
+from hyperpod_local import bridge
+from hyperpod_local.host_service import HostService, in_netns
 from training_runtime.spot import INSTANCE_ACTION_PATH, TOKEN_PATH
 
 PORT = 8111
+DIRECTORY = "cluster/imds"
+"""Under the work directory: the standalone server's pid file and log."""
 READY_TIMEOUT_S = 10.0
 
 
 def imds_address(subnet: str) -> str:
-    """The fake service's address: the subnet's second host (nodes start at the tenth)."""
-    return str(ipaddress.IPv4Network(subnet)[2])
+    """The fake service's address on the bridge (the plan: :mod:`hyperpod_local.bridge`)."""
+    return bridge.imds_address(subnet)
 
 
 def imds_url(subnet: str) -> str:
@@ -143,10 +142,20 @@ class FakeImds:
         self.cluster = cluster
         self.address = imds_address(cluster.layout.subnet)
         self.notices = Path(cluster.workdir) / "imds-notices.json"
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def _switch(self, *argv: str) -> list[str]:
-        return ["ip", "netns", "exec", self.cluster.namespaces.switch, *argv]
+        switch = cluster.namespaces.switch
+        argv = (sys.executable, "-m", "hyperpod_local.imds", "--listen", f"{self.address}:{PORT}")
+        probe = ("python3", "-c", f"import socket; socket.create_connection(('{self.address}', {PORT}), 1)")
+        self.service = HostService(
+            "the fake instance metadata service",
+            Path(cluster.workdir) / DIRECTORY,
+            in_netns(switch, (*argv, "--notices", str(self.notices))),
+            ("hyperpod_local.imds", str(self.notices)),
+            log_name="imds.log",
+            switch=switch,
+            addresses=(f"{self.address}/{cluster.layout.prefixlen}",),
+            ready=lambda: subprocess.run(in_netns(switch, probe), capture_output=True, check=False).returncode == 0,
+            ready_timeout=READY_TIMEOUT_S,
+        )
 
     def start(self) -> None:
         from hyperpod_local.control_plane import local as control_plane
@@ -154,19 +163,7 @@ class FakeImds:
         self.notices.write_text("{}")
         if control_plane.running(self.cluster):  # it serves the metadata service, role credentials included
             return
-        prefix = f"{self.address}/{self.cluster.layout.prefixlen}"
-        subprocess.run(
-            ["ip", "-n", self.cluster.namespaces.switch, "addr", "replace", prefix, "dev", BRIDGE], check=True
-        )
-        argv = [sys.executable, "-m", "hyperpod_local.imds", "--listen", f"{self.address}:{PORT}"]
-        self.process = subprocess.Popen(self._switch(*argv, "--notices", str(self.notices)), env=_env())
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        probe = ["python3", "-c", f"import socket; socket.create_connection(('{self.address}', {PORT}), 1)"]
-        while subprocess.run(self._switch(*probe), capture_output=True, check=False).returncode != 0:
-            if time.monotonic() > deadline or self.process.poll() is not None:
-                self.stop()
-                raise LocalClusterError(f"the fake instance metadata service did not start on {self.address}:{PORT}")
-            time.sleep(0.1)
+        self.service.start()
 
     def post(self, node: str, action: str = "terminate", in_s: int = 120) -> dict[str, str]:
         """EC2's notice for ``node``: ``action`` in ``in_s`` seconds."""
@@ -190,14 +187,7 @@ class FakeImds:
         tmp.replace(self.notices)
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(timeout=10)
-        self.process = None
-
-
-def _env() -> dict[str, str]:
-    return subprocess_env()
+        self.service.stop(10)
 
 
 def main(argv: list[str]) -> int:

@@ -18,14 +18,15 @@ from typing import Any
 
 from hyperpod_cdk.config import ClusterConfig
 from hyperpod_cdk.errors import ConfigurationError
+from hyperpod_local.bridge import FIRST_NODE_HOST
 from training_runtime.groups import COMPUTE, CONTROLLER, LOGIN, MAX_NAME_LENGTH, NAME_PATTERN, GroupSpec
 from training_runtime.node_names import INSTANCE_NAMES, ip_name
 
 DEFAULT_SUBNET = "10.250.0.0/24"
 DEFAULT_MAX_PER_GROUP = 2
 DEFAULT_MAX_WORKERS = 4
-FIRST_HOST_INDEX = 9
-"""Nodes get addresses from the subnet's 10th host on (``.10`` in a /24), HyperPod-VPC style."""
+FIRST_HOST_INDEX = FIRST_NODE_HOST - 1
+"""The first node's index in the subnet's host addresses (the plan: :mod:`hyperpod_local.bridge`)."""
 LOCAL_ACCOUNT = "000000000000"
 LOCAL_REGION = "local"
 
@@ -215,7 +216,7 @@ def plan_nodes(
     if FIRST_HOST_INDEX + len(names) > hosts:
         problems.append(
             f"subnet: {subnet} has {hosts} host addresses; {len(names)} nodes need {FIRST_HOST_INDEX + len(names)} "
-            "(addresses start at the 10th host). Fix: use a larger subnet, e.g. a /24"
+            f"(addresses start at host {FIRST_NODE_HOST}). Fix: use a larger subnet, e.g. a /24"
         )
     if problems:
         raise LayoutError("local cluster", problems)

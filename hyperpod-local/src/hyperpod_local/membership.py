@@ -6,7 +6,7 @@ partition-related sections of slurm.conf (such as partition name and node name e
 ``/opt/ml/config/resource_config.json`` lists the cluster's instances. So when a node is added or removed the
 emulator, in the agent's place, (1) changes the layout in the state file (:func:`grown`, :func:`shrunk`: pure),
 and (2) publishes it (:func:`publish`): the controller's ``slurm.conf`` and ``topology.conf`` re-rendered by the
-same function that wrote them at ``up`` (:func:`hyperpod_local.hyperpod_platform.slurm_conf`), every running
+same function that wrote them at ``up`` (:func:`hyperpod_local.hyperpod_files.slurm_conf`), every running
 node's resource_config.json and ``/etc/hosts`` line, then ``scontrol reconfigure`` (since Slurm 23.11 it adds and
 removes nodes without restarting the daemons by hand).
 
@@ -26,7 +26,7 @@ import ipaddress
 import json
 from pathlib import Path
 
-from hyperpod_local import hyperpod_platform
+from hyperpod_local import hyperpod_files
 from hyperpod_local.layout import (
     FIRST_HOST_INDEX,
     LayoutError,
@@ -40,7 +40,7 @@ from hyperpod_local.state import ClusterHandle, LocalClusterError, locked
 from training_runtime.node_names import ip_name
 from training_runtime.paths import RESOURCE_CONFIG_PATH
 
-SLURM_ETC = hyperpod_platform.SLURM_ETC
+SLURM_ETC = hyperpod_files.SLURM_ETC
 
 
 def grown(layout: LocalLayout, group_name: str) -> tuple[LocalLayout, LocalNode]:
@@ -102,13 +102,13 @@ def publish(cluster: ClusterHandle) -> None:
     (staged / "resource_config.json").write_text(config)
     (staged / "hosts").write_text(hosts_file(layout))
     topology = cluster.state.automatic_topology
-    conf = hyperpod_platform.slurm_conf(layout, naming, topology=topology)
-    tree = hyperpod_platform.topology_conf(layout, naming) if topology else None
+    conf = hyperpod_files.slurm_conf(layout, naming, topology=topology)
+    tree = hyperpod_files.topology_conf(layout, naming) if topology else None
     alive = [n for n in layout.nodes if cluster.namespaces.alive(n.name)]
     for node in alive:
         if node in layout.controllers:
             _write(cluster, node.name, f"{SLURM_ETC}/slurm.conf", conf)
-            topology_path = f"{SLURM_ETC}/{hyperpod_platform.TOPOLOGY_CONF}"
+            topology_path = f"{SLURM_ETC}/{hyperpod_files.TOPOLOGY_CONF}"
             if tree is not None:
                 _write(cluster, node.name, topology_path, tree)
             elif topology:  # the last Slurm node left: no tree, so no plugin and no file (automatic_topology)

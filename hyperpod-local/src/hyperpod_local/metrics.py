@@ -2,7 +2,7 @@
 and log of its own in ``<workdir>/prometheus``, scraping every node's exporters.
 
 The nodes' network lives in the cluster's switch namespace (the host's own namespace gains nothing), so
-the server runs there too: the bridge gets the subnet's last host address and the server listens on it.
+the server runs there too, on its address on the cluster's bridge (:mod:`hyperpod_local.bridge`).
 Browse it from the host with ``ip netns exec <switch> ...`` (``hyperpod-local status`` prints how).
 Each node's series get the same labels a node's Prometheus agent adds on AWS (cluster, instance,
 instance_group, role), so a query written against the local server works against Amazon Managed Prometheus.
@@ -10,17 +10,15 @@ instance_group, role), so a query written against the local server works against
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 import shutil
 import signal
 import subprocess
-import time
-from pathlib import Path
 from typing import Any
 
-from hyperpod_local.procs import terminate
+from hyperpod_local import bridge
+from hyperpod_local.host_service import HostService, HostServiceError, in_netns
 from hyperpod_local.state import ClusterHandle
 from training_runtime.metrics.layout import target_labels
 from training_runtime.metrics.ports import NODE_EXPORTER_PORT, PROMETHEUS_AGENT_PORT
@@ -29,7 +27,6 @@ from training_runtime.params import PARAMETERS_FILE_BY_MODE, ProvisioningParamet
 
 DIRECTORY = "prometheus"
 """Under the work directory: config, data, log and pid file."""
-BRIDGE = "br0"
 SEARCH_PATH = "/usr/bin:/usr/sbin:/usr/local/bin"
 
 
@@ -38,8 +35,8 @@ class MetricsServerError(RuntimeError):
 
 
 def server_address(subnet: str) -> str:
-    """The bridge's address: the subnet's last host (nodes count up from the 10th)."""
-    return str(list(ipaddress.IPv4Network(subnet).hosts())[-1])
+    """The server's address on the bridge (the plan: :mod:`hyperpod_local.bridge`)."""
+    return bridge.prometheus_address(subnet)
 
 
 def server_url(cluster: ClusterHandle) -> str:
@@ -65,69 +62,64 @@ def scrape_config(cluster: ClusterHandle, interval_s: int) -> dict[str, Any]:
     }
 
 
-def _pid(directory: Path) -> int | None:
-    try:
-        pid = int((directory / "pid").read_text().strip())
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-    except (OSError, ValueError):
-        return None
-    return pid if str(directory / "prometheus.yml") in cmdline else None
-
-
-def start(cluster: ClusterHandle) -> str:
-    """Start (or keep) the server; returns its URL. Raises MetricsServerError when there is no prometheus."""
-    binary = shutil.which("prometheus", path=SEARCH_PATH)
-    if binary is None:
-        raise MetricsServerError("no prometheus on this machine; run ./scripts/install-system-packages.sh (make setup)")
+def service(cluster: ClusterHandle, binary: str = "prometheus") -> HostService:
+    """The server's process, in the switch namespace on its bridge address; ready once it answers a query."""
     directory = cluster.workdir / DIRECTORY
-    (directory / "data").mkdir(parents=True, exist_ok=True)
-    options = parse_options(_runtime_section(cluster), check_values=False).observability
     config = directory / "prometheus.yml"
-    config.write_text(json.dumps(scrape_config(cluster, options.scrape_interval), indent=2) + "\n")
-    if _pid(directory) is not None:
-        os.kill(_pid(directory) or 0, signal.SIGHUP)  # reload the config
-        return server_url(cluster)
-    switch = cluster.namespaces.switch
     address = server_address(cluster.layout.subnet)
-    prefix = ipaddress.IPv4Network(cluster.layout.subnet).prefixlen
-    shown = subprocess.run(["ip", "-n", switch, "-o", "addr", "show", BRIDGE], capture_output=True, text=True)
-    if f" {address}/" not in shown.stdout:
-        subprocess.run(["ip", "-n", switch, "addr", "add", f"{address}/{prefix}", "dev", BRIDGE], check=True)
-    argv = [
-        "ip",
-        "netns",
-        "exec",
-        switch,
+    argv = (
         binary,
         f"--config.file={config}",
         f"--storage.tsdb.path={directory / 'data'}",
         f"--web.listen-address={address}:{PROMETHEUS_AGENT_PORT}",
         "--storage.tsdb.retention.time=2d",
-    ]
-    with (directory / "prometheus.log").open("ab") as log:
-        process = subprocess.Popen(
-            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
-        )
-    (directory / "pid").write_text(f"{process.pid}\n")
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            break
+    )
+
+    def ready() -> bool:
         try:
             query(cluster, "up")
-            return server_url(cluster)
         except MetricsServerError:
-            time.sleep(0.5)
-    raise MetricsServerError(f"prometheus did not come up; see {directory / 'prometheus.log'}")
+            return False
+        return True
+
+    return HostService(
+        "prometheus",
+        directory,
+        in_netns(cluster.namespaces.switch, argv),
+        (f"--config.file={config}",),
+        log_name="prometheus.log",
+        switch=cluster.namespaces.switch,
+        addresses=(f"{address}/{cluster.layout.prefixlen}",),
+        ready=ready,
+        ready_timeout=30.0,
+        ready_poll=0.5,
+    )
+
+
+def start(cluster: ClusterHandle) -> str:
+    """Start (or keep, reloading its config) the server; returns its URL. Raises MetricsServerError when there is
+    no prometheus or it did not come up."""
+    binary = shutil.which("prometheus", path=SEARCH_PATH)
+    if binary is None:
+        raise MetricsServerError("no prometheus on this machine; run ./scripts/install-system-packages.sh (make setup)")
+    server = service(cluster, binary)
+    (server.directory / "data").mkdir(parents=True, exist_ok=True)
+    options = parse_options(_runtime_section(cluster), check_values=False).observability
+    config = server.directory / "prometheus.yml"
+    config.write_text(json.dumps(scrape_config(cluster, options.scrape_interval), indent=2) + "\n")
+    pid = server.pid()
+    if pid is not None:
+        os.kill(pid, signal.SIGHUP)  # reload the config
+        return server_url(cluster)
+    try:
+        server.start()
+    except HostServiceError as error:
+        raise MetricsServerError(str(error)) from None
+    return server_url(cluster)
 
 
 def stop(cluster: ClusterHandle) -> None:
-    directory = cluster.workdir / DIRECTORY
-    pid = _pid(directory)
-    if pid is None:
-        return
-    terminate(pid, lambda: _pid(directory) is not None, 20)
-    (directory / "pid").unlink(missing_ok=True)
+    service(cluster).stop(20)
 
 
 def enabled(cluster: ClusterHandle) -> bool:
@@ -137,7 +129,7 @@ def enabled(cluster: ClusterHandle) -> bool:
 
 
 def running(cluster: ClusterHandle) -> bool:
-    return _pid(cluster.workdir / DIRECTORY) is not None
+    return service(cluster).running()
 
 
 QUERY_SCRIPT = (

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from hyperpod_local.bridge import BRIDGE
 from hyperpod_local.paths import NODE_INIT
 from hyperpod_local.procs import children, is_zombie, reap, start_ticks
 
@@ -30,7 +31,6 @@ DEFAULT_PREFIX = "hpcdk"
 READY_MARKER = "hpcdk-node-ready"
 NODE_PATH = "/opt/slurm/bin:/opt/slurm/sbin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 """PATH of commands run on a node: a root login shell's, with HyperPod's /opt/slurm first."""
-BRIDGE = "br0"
 START_TIMEOUT_S = 20.0
 DEFAULT_EXEC_TIMEOUT_S = 600.0
 

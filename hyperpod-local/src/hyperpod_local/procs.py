@@ -1,31 +1,13 @@
-"""Host processes: starting, stopping (and reaping) the emulator's daemons (the agent, the control plane, the
-Prometheus server), and reading a process's children and state from /proc (a node's PID 1 and its launcher)."""
+"""Host processes: stopping (and reaping) the emulator's daemons (:mod:`hyperpod_local.host_service` starts them),
+and reading a process's children and state from /proc (a node's PID 1 and its launcher)."""
 
 from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-
-from hyperpod_local.paths import subprocess_env
-
-
-def spawn_module(module: str, workdir: Path, log_file: Path) -> subprocess.Popen[bytes]:
-    """Start ``python -m MODULE --workdir WORKDIR`` as a daemon of the emulator (its own session, so a terminal's
-    signals do not reach it), appending its output to ``log_file``."""
-    with log_file.open("ab") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", module, "--workdir", str(workdir)],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env=subprocess_env(),
-        )
 
 
 def terminate(pid: int, running: Callable[[], bool], timeout: float) -> None:

@@ -4,9 +4,10 @@ One process per cluster (``python -m hyperpod_local.control_plane --workdir W``,
 stopped by :func:`stop` and by ``down``) serves:
 
 * the SageMaker API (:mod:`.protocol`) on ``127.0.0.1:<free port>`` for the host (boto3 through
-  ``AWS_ENDPOINT_URL``: :func:`client_env`) and on ``<subnet's 4th host>:8112`` on the cluster's bridge for the
-  nodes (the parameters' ``hyperpod_cdk.emulation.sagemaker_url``, :func:`sagemaker_url`): the socket is bound in
-  the switch namespace (``setns``), the process stays on the host, so it can start and stop nodes;
+  ``AWS_ENDPOINT_URL``: :func:`client_env`) and on its address on the cluster's bridge, port 8112, for the nodes
+  (the parameters' ``hyperpod_cdk.emulation.sagemaker_url``, :func:`sagemaker_url`; the addresses:
+  :mod:`hyperpod_local.bridge`): the socket is bound in the switch namespace (``setns``), the process stays on
+  the host, so it can start and stop nodes;
 * the instance metadata service (:mod:`hyperpod_local.imds`) on its bridge address, with the instance role's
   credentials (:func:`credentials`): the only keys the API accepts (SigV4, :mod:`.sigv4`).
 
@@ -17,19 +18,18 @@ changes them while it runs: :func:`set_capacity`, :func:`set_latency`.
 from __future__ import annotations
 
 import ctypes
-import ipaddress
 import json
 import os
 import secrets
 import signal
 import socket
-import subprocess
 import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from hyperpod_local import bridge
 from hyperpod_local.control_plane.events import Event, EventLog
 from hyperpod_local.control_plane.fleet import Fleet, Settings
 from hyperpod_local.control_plane.model import RUNNING, ClusterInfo, Group, Node
@@ -37,9 +37,8 @@ from hyperpod_local.control_plane.nodes import LocalClusterBackend, instance_of
 from hyperpod_local.control_plane.operations import ControlPlane
 from hyperpod_local.control_plane.protocol import Endpoint
 from hyperpod_local.control_plane.sigv4 import Key
+from hyperpod_local.host_service import HostService, module_argv
 from hyperpod_local.layout import LOCAL_REGION, cluster_arn, instance_id
-from hyperpod_local.namespaces import BRIDGE
-from hyperpod_local.procs import spawn_module, terminate
 from hyperpod_local.state import ClusterHandle, LocalClusterError
 from training_runtime.groups import COMPUTE, CONTROLLER, LOGIN
 from training_runtime.params import ENTRYPOINT_BY_MODE
@@ -56,8 +55,8 @@ CLONE_NEWNET = 0x40000000
 
 
 def address(subnet: str) -> str:
-    """The control plane's address on the bridge: the subnet's 4th host (the metadata service has the 3rd)."""
-    return str(ipaddress.IPv4Network(subnet)[3])
+    """The control plane's address on the bridge (the plan: :mod:`hyperpod_local.bridge`)."""
+    return bridge.control_plane_address(subnet)
 
 
 def sagemaker_url(subnet: str) -> str:
@@ -278,24 +277,32 @@ def serve(workdir: Path) -> None:
     endpoint.stop()
 
 
-def _pid(cluster: ClusterHandle) -> int | None:
-    try:
-        pid = int((directory(cluster) / "pid").read_text())
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-    except (OSError, ValueError):
-        return None
-    return pid if "hyperpod_local.control_plane" in cmdline and str(cluster.workdir) in cmdline else None
+def service(cluster: ClusterHandle) -> HostService:
+    """The control plane's process, with its own and the metadata service's addresses on the bridge; ready once it
+    has written the URLs it serves (``url.json``)."""
+    own, subnet, prefixlen = directory(cluster), cluster.layout.subnet, cluster.layout.prefixlen
+    argv = module_argv("hyperpod_local.control_plane", cluster.workdir)
+    return HostService(
+        "the control plane",
+        own,
+        argv,
+        argv[2:],
+        log_name="server.log",
+        switch=cluster.namespaces.switch,
+        addresses=tuple(f"{a}/{prefixlen}" for a in (address(subnet), bridge.imds_address(subnet))),
+        ready=(own / "url.json").exists,
+        ready_timeout=READY_TIMEOUT_S,
+    )
 
 
 def running(cluster: ClusterHandle) -> bool:
-    return _pid(cluster) is not None
+    return service(cluster).running()
 
 
 def start(
     cluster: ClusterHandle, *, launch_latency: float | None = None, capacity: dict[str, int] | None = None
 ) -> str:
     """Start the cluster's control plane (once; HyperPod platform only); returns the host's URL."""
-    from hyperpod_local import imds
     from training_runtime.node import HYPERPOD
 
     if cluster.state.platform != HYPERPOD:
@@ -312,28 +319,11 @@ def start(
     notices = cluster.workdir / "imds-notices.json"
     if not notices.exists():
         notices.write_text("{}")
-    prefixlen = cluster.layout.prefixlen
-    for bridge_address in (address(cluster.layout.subnet), imds.imds_address(cluster.layout.subnet)):
-        subprocess.run(
-            ["ip", "-n", cluster.namespaces.switch, "addr", "replace", f"{bridge_address}/{prefixlen}", "dev", BRIDGE],
-            check=True,
-        )
     (own / "url.json").unlink(missing_ok=True)
-    process = spawn_module("hyperpod_local.control_plane", cluster.workdir, own / "server.log")
-    (own / "pid").write_text(f"{process.pid}\n")
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while not (own / "url.json").exists():
-        if process.poll() is not None or time.monotonic() > deadline:
-            stop(cluster)
-            tail = (own / "server.log").read_text(errors="replace").strip().splitlines()[-3:]
-            raise LocalClusterError(f"the control plane did not start: {' | '.join(tail)}")
-        time.sleep(0.1)
+    service(cluster).start()
     return url(cluster)
 
 
 def stop(cluster: ClusterHandle, timeout: float = 30.0) -> None:
-    pid = _pid(cluster)
-    if pid is not None:
-        terminate(pid, lambda: _pid(cluster) is not None, timeout)
-    (directory(cluster) / "pid").unlink(missing_ok=True)
+    service(cluster).stop(timeout)
     (directory(cluster) / "url.json").unlink(missing_ok=True)
