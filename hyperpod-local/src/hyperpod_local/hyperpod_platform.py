@@ -9,10 +9,10 @@ runs; our runtime then takes its HyperPod-platform path (``/opt/sagemaker_cluste
   HyperPod's layout (``/opt/slurm/{bin,sbin,etc}``) from the root file system ``build-node-rootfs.sh``
   (package data) builds, not the host's packages;
 * its host name and Slurm node name are HyperPod's ``ip-a-b-c-d`` or, with the naming ``instance``
-  (``cluster_agent.json``'s ``UseInstanceNames``), its instance name (:func:`check_naming`);
+  (``cluster_agent.json``'s ``UseInstanceNames``), its instance name (the variant's ``node_names``);
 * :func:`prepare` writes the marker, the controller's ``slurm.conf`` from each group's ``SlurmConfig`` (node
   type, partition; every node also in the universal ``dev`` partition) with configless Slurm enabled and, with
-  automatic topology (the cluster state's ``automatic_topology``), ``topology.conf``; the cluster's munge key,
+  automatic topology (the variant's ``automatic_topology``), ``topology.conf``; the cluster's munge key,
   starts munged and, in the
   API-driven mode, slurmctld or (on login and compute nodes, from the controller's configuration) slurmd,
   and installs srun with ``--auto-resume`` (:mod:`hyperpod_local.agent`; ``LocalCluster.up`` starts the
@@ -39,22 +39,14 @@ from hyperpod_local.paths import JOBS_DIR
 from hyperpod_local.state import ClusterHandle, LocalClusterError
 from training_runtime.groups import COMPUTE, CONTROLLER, LOGIN
 from training_runtime.hardware import NodeHardware
-from training_runtime.node import GENERIC, HYPERPOD, HYPERPOD_MARKER, HYPERPOD_SLURM
-from training_runtime.node_names import INSTANCE_NAMES, IP_NAMES, NAMING_MODES, slurm_name
+from training_runtime.node import HYPERPOD_MARKER, HYPERPOD_SLURM
+from training_runtime.node_names import slurm_name
 from training_runtime.params import LIFECYCLE_DRIVEN
 from training_runtime.paths import MUNGE_KEY, MUNGED_ARGV, MUNGED_PID_FILE, MUNGED_RUN_DIR
 from training_runtime.render.slurm_conf import render_slurm_conf
 from training_runtime.render.slurm_types import Partition, SlurmNode, SlurmSettings, Switch
 from training_runtime.render.topology_conf import render_topology_conf, switches_from_layers
 
-PLATFORMS = (HYPERPOD, GENERIC)
-"""``hyperpod``: a built root (trixie, Slurm 24.11, unless the cluster picks another major:
-:mod:`hyperpod_local.rootfs`), Slurm under /opt/slurm, HyperPod's part emulated. ``generic``: the host's root
-and Slurm, or a built root when the cluster picks a major; the runtime does everything (its generic platform)."""
-API_PLATFORM = GENERIC
-"""``LocalCluster.up``'s default: a caller names the platform it needs (tests do)."""
-COMMAND_LINE_PLATFORM = HYPERPOD
-"""``hyperpod-local up``'s default: what a person trying a config wants to see (docs/local-cluster.md)."""
 SLURM_ETC = HYPERPOD_SLURM.conf_dir
 ACCOUNTING_CONF = "accounting.conf"
 """Included by name, next to slurm.conf: slurmctld sends configless nodes only such includes (slurm.conf(5),
@@ -79,27 +71,6 @@ HYPERPOD_SETTINGS = SlurmSettings(
 """HyperPod's slurm.conf settings as the emulator plays them; the cluster's names and addresses fill the rest."""
 STAGING = "/run/hyperpod-agent"
 """Where :func:`prepare` unpacks its files on the node before installing them (a tmpfs: gone at boot)."""
-
-
-def check_platform(platform: str) -> str:
-    if platform not in PLATFORMS:
-        raise LocalClusterError(f"platform: got {platform!r}; allowed: {', '.join(PLATFORMS)}")
-    return platform
-
-
-def check_naming(platform: str, naming: str | None) -> str:
-    """The cluster's Slurm node names: ``naming`` checked, or by default the platform's (HyperPod's ``ip``; the
-    generic platform's runtime writes slurm.conf with instance names, its only naming)."""
-    if naming is None:
-        return IP_NAMES if platform == HYPERPOD else INSTANCE_NAMES
-    if naming not in NAMING_MODES:
-        raise LocalClusterError(f"node names: got {naming!r}; allowed: {', '.join(NAMING_MODES)}")
-    if platform != HYPERPOD and naming != INSTANCE_NAMES:
-        raise LocalClusterError(
-            f"node names {naming!r} need the HyperPod platform: on the generic platform the runtime writes "
-            "slurm.conf with instance names. Fix: use platform 'hyperpod' or leave the node names out"
-        )
-    return naming
 
 
 def node_hostname(naming: str, node: LocalNode) -> str:
@@ -271,8 +242,8 @@ def prepare(cluster: ClusterHandle, node: LocalNode) -> None:
     """HyperPod's part on one booted node, before its lifecycle script: the marker, slurm.conf, munge
     (key and daemon), in the API-driven mode the node's Slurm daemon, and srun with ``--auto-resume``.
     Idempotent: running daemons are left alone, so a node prepared again keeps its PIDs."""
-    topology = cluster.state.automatic_topology
-    naming = cluster.state.naming
+    topology = cluster.state.variant.automatic_topology
+    naming = cluster.state.variant.naming
     files = {
         "slurm.conf": slurm_conf(cluster.layout, naming, topology=topology).encode(),
         "munge.key": munge_key(cluster.workdir),
@@ -291,7 +262,7 @@ def prepare(cluster: ClusterHandle, node: LocalNode) -> None:
         cluster.state.mode,
         conf_server(cluster.layout),
         topology,
-        preconfigured_ami=cluster.state.preconfigured_ami,
+        preconfigured_ami=cluster.state.variant.preconfigured_ami,
     )
     result = cluster.exec(node.name, ["/bin/sh", "-c", unpack, script], input=archive.getvalue())
     if result.returncode != 0:

@@ -149,10 +149,8 @@ class FakeImds:
         return ["ip", "netns", "exec", self.cluster.namespaces.switch, *argv]
 
     def start(self) -> None:
-        from hyperpod_local.control_plane import local as control_plane
-
         self.notices.write_text("{}")
-        if control_plane.running(self.cluster):  # it serves the metadata service, role credentials included
+        if self._answers(0.5):  # the control plane's process serves it (role credentials included)
             return
         prefix = f"{self.address}/{self.cluster.layout.prefixlen}"
         subprocess.run(
@@ -161,12 +159,16 @@ class FakeImds:
         argv = [sys.executable, "-m", "hyperpod_local.imds", "--listen", f"{self.address}:{PORT}"]
         self.process = subprocess.Popen(self._switch(*argv, "--notices", str(self.notices)), env=_env())
         deadline = time.monotonic() + READY_TIMEOUT_S
-        probe = ["python3", "-c", f"import socket; socket.create_connection(('{self.address}', {PORT}), 1)"]
-        while subprocess.run(self._switch(*probe), capture_output=True, check=False).returncode != 0:
+        while not self._answers(1.0):
             if time.monotonic() > deadline or self.process.poll() is not None:
                 self.stop()
                 raise LocalClusterError(f"the fake instance metadata service did not start on {self.address}:{PORT}")
             time.sleep(0.1)
+
+    def _answers(self, timeout: float) -> bool:
+        """Whether a metadata service listens on this cluster's address (from the switch, as the nodes reach it)."""
+        probe = f"import socket; socket.create_connection(('{self.address}', {PORT}), {timeout})"
+        return subprocess.run(self._switch("python3", "-c", probe), capture_output=True, check=False).returncode == 0
 
     def post(self, node: str, action: str = "terminate", in_s: int = 120) -> dict[str, str]:
         """EC2's notice for ``node``: ``action`` in ``in_s`` seconds."""

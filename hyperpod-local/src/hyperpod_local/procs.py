@@ -15,11 +15,12 @@ from hyperpod_local.paths import subprocess_env
 
 
 def spawn_module(module: str, workdir: Path, log_file: Path) -> subprocess.Popen[bytes]:
-    """Start ``python -m MODULE --workdir WORKDIR`` as a daemon of the emulator (its own session, so a terminal's
-    signals do not reach it), appending its output to ``log_file``."""
+    """Start the daemon ``module`` of the cluster in ``workdir`` (``python -m hyperpod_local.processes MODULE
+    --workdir WORKDIR``: :mod:`hyperpod_local.processes`) in its own session, so a terminal's signals do not reach
+    it, appending its output to ``log_file``. Its command line carries ``module`` and ``workdir``."""
     with log_file.open("ab") as log:
         return subprocess.Popen(
-            [sys.executable, "-m", module, "--workdir", str(workdir)],
+            [sys.executable, "-m", "hyperpod_local.processes", module, "--workdir", str(workdir)],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
