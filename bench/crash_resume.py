@@ -33,7 +33,9 @@ from hyperpod_local.drill import DdpJob, crash_and_resume, spot_reclaim
 from hyperpod_local.drill_autoresume import crash_and_auto_resume
 from hyperpod_local.imds import FakeImds, spot_variant
 from hyperpod_local.overlay import EMULATION_SLURM_OPTIONS
-from training_runtime.node import HYPERPOD
+from hyperpod_local.plan import UpOptions
+from hyperpod_local.variant import Variant
+from training_runtime.node import GENERIC, HYPERPOD
 
 CONFIG = Path(__file__).resolve().parent.parent / "examples" / "cpu-cluster.yaml"
 
@@ -45,7 +47,9 @@ def main() -> None:
     subnet = "10.253.0.0/24"
     with tempfile.TemporaryDirectory(prefix="hpcdk-bench-") as workdir:
         config = spot_variant(CONFIG, Path(workdir))
-        cluster = LocalCluster.up(config, Path(workdir) / "cluster", prefix="hpbcrash", subnet=subnet)
+        cluster = LocalCluster.up(
+            config, Path(workdir) / "cluster", Variant(platform=GENERIC), UpOptions(prefix="hpbcrash", subnet=subnet)
+        )
         imds = FakeImds(cluster)
         try:
             imds.start()
@@ -62,7 +66,7 @@ def main() -> None:
             imds.stop()
             cluster.down()
         cluster = LocalCluster.up(
-            CONFIG, Path(workdir) / "autoresume", prefix="hpbauto", subnet=subnet, platform=HYPERPOD
+            CONFIG, Path(workdir) / "autoresume", Variant(platform=HYPERPOD), UpOptions(prefix="hpbauto", subnet=subnet)
         )
         try:
             auto_job = DdpJob(name="bench-auto", steps=60, checkpoint_every=5, step_seconds=0.4)

@@ -19,6 +19,9 @@ import time
 from pathlib import Path
 
 from hyperpod_local import LocalCluster
+from hyperpod_local.plan import UpOptions
+from hyperpod_local.variant import Variant
+from training_runtime.node import GENERIC
 
 CONFIG = Path(__file__).resolve().parent.parent / "examples" / "cpu-cluster.yaml"
 
@@ -37,7 +40,12 @@ def main() -> None:
         sys.exit("the local cluster needs root")
     with tempfile.TemporaryDirectory(prefix="hpcdk-bench-") as workdir:
         started = time.perf_counter()
-        cluster = LocalCluster.up(CONFIG, workdir, prefix="hpbench", subnet="10.253.0.0/24", bootstrap=False)
+        cluster = LocalCluster.up(
+            CONFIG,
+            workdir,
+            Variant(platform=GENERIC),
+            UpOptions(prefix="hpbench", subnet="10.253.0.0/24", bootstrap=False),
+        )
         nodes_up = time.perf_counter() - started
         try:
             order = sorted(cluster.nodes, key=lambda n: ("controller", "login", "compute").index(n.role))

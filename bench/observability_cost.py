@@ -18,6 +18,9 @@ import time
 from pathlib import Path
 
 from hyperpod_local import LocalCluster
+from hyperpod_local.plan import UpOptions
+from hyperpod_local.variant import Variant
+from training_runtime.node import GENERIC
 from training_runtime.steps.observability import COLLECTOR, NODE_EXPORTER, PID_DIR
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,7 +43,10 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="hpbench-") as base:
         cluster = LocalCluster.up(
-            ROOT / "examples/cpu-cluster.yaml", Path(base) / "work", prefix="hpbench", subnet="10.246.0.0/24"
+            ROOT / "examples/cpu-cluster.yaml",
+            Path(base) / "work",
+            Variant(platform=GENERIC),
+            UpOptions(prefix="hpbench", subnet="10.246.0.0/24"),
         )
         try:
             worker = cluster.layout.workers[0].name

@@ -22,6 +22,9 @@ import yaml
 
 from hyperpod_local import LocalCluster
 from hyperpod_local import metrics as metrics_server
+from hyperpod_local.plan import UpOptions
+from hyperpod_local.variant import Variant
+from training_runtime.node import GENERIC
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "examples" / "cpu-cluster.yaml"
@@ -48,7 +51,9 @@ def main(argv: list[str] | None = None) -> int:
         config["runtime"] = {**config.get("runtime", {}), "observability": {"scrape_interval": INTERVAL_S}}
         path = Path(scratch) / "cluster.yaml"
         path.write_text(yaml.safe_dump(config))
-        cluster = LocalCluster.up(path, Path(scratch) / "work", prefix="hppic", subnet="10.231.0.0/24")
+        cluster = LocalCluster.up(
+            path, Path(scratch) / "work", Variant(platform=GENERIC), UpOptions(prefix="hppic", subnet="10.231.0.0/24")
+        )
         try:
             start = time.time()
             busy = BUSY.format(s=BUSY_S)

@@ -8,12 +8,15 @@ import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from hyperpod_local import LocalCluster, LocalClusterError
-from hyperpod_local.rootfs import DEFAULT_SLURM, node_rootfs
-from training_runtime.node import GENERIC
+from hyperpod_local.plan import UpOptions
+from hyperpod_local.rootfs import node_rootfs
+from hyperpod_local.variant import DEFAULT_PLATFORM, DEFAULT_SLURM, Variant
+from training_runtime.node import GENERIC, HYPERPOD
 
 CPU_CLUSTER = Path(__file__).resolve().parent.parent / "examples" / "cpu-cluster.yaml"
 """The config the local-cluster tests bring up: controller (accounting), login node, two workers, a user."""
@@ -34,6 +37,21 @@ def skip_reason() -> str | None:
     if probe.returncode != 0:
         return f"`unshare --net --time true` failed: {probe.stderr.decode().strip()}"
     return None
+
+
+NODE_NAMES_ENV = "HYPERPOD_LOCAL_TEST_NODE_NAMES"
+"""Set to ``instance`` (or ``ip``) to bring every HyperPod-platform local cluster of the run up in that naming,
+where its test does not choose one itself: ``HYPERPOD_LOCAL_TEST_NODE_NAMES=instance pytest tests/test_local_*.py``
+(docs/testing.md). Unset, each test runs in the naming it names or the platform's default."""
+
+
+def variant(**choices: Any) -> Variant:
+    """The :class:`Variant` a test asks for, in the naming :data:`NODE_NAMES_ENV` names when the test does not
+    choose one on the HyperPod platform: the tests' one seam for the naming, injected into the value."""
+    naming = os.environ.get(NODE_NAMES_ENV)
+    if naming and choices.get("platform", DEFAULT_PLATFORM) == HYPERPOD and choices.get("node_names") is None:
+        choices["node_names"] = naming
+    return Variant(**choices)
 
 
 REASON = skip_reason()
@@ -74,7 +92,10 @@ def cpu_cluster(
 ) -> Iterator[LocalCluster]:
     """:data:`CPU_CLUSTER` up in ``workdir`` (the prefix gets this process's id), taken down afterwards."""
     cluster = LocalCluster.up(
-        CPU_CLUSTER, workdir, prefix=f"{prefix}{os.getpid() % 10000}", subnet=subnet, platform=platform, slurm=slurm
+        CPU_CLUSTER,
+        workdir,
+        variant(platform=platform, slurm=slurm),
+        UpOptions(prefix=f"{prefix}{os.getpid() % 10000}", subnet=subnet),
     )
     try:
         yield cluster

@@ -28,6 +28,8 @@ from hyperpod_local import LocalCluster
 from hyperpod_local.control_plane import local as control_plane
 from hyperpod_local.hyperpod_files import SLURM_ETC
 from hyperpod_local.namespaces import node_environment
+from hyperpod_local.plan import UpOptions
+from local_support import variant
 from training_runtime.node import HYPERPOD
 
 CONFIG = Path(__file__).resolve().parent / "fixtures" / "scaler" / "cluster.yaml"
@@ -53,11 +55,8 @@ def drill_cluster(workdir: Path, prefix: str, subnet: str) -> Iterator[LocalClus
     cluster = LocalCluster.up(
         CONFIG,
         workdir,
-        prefix=prefix,
-        subnet=subnet,
-        platform=HYPERPOD,
-        scaler_timing=(INTERVAL_S, MINUTE_S),
-        bootstrap=False,
+        variant(platform=HYPERPOD),
+        UpOptions(prefix=prefix, subnet=subnet, scaler_timing=(INTERVAL_S, MINUTE_S), bootstrap=False),
     )
     try:
         control_plane.start(cluster, launch_latency=LAUNCH_LATENCY_S)

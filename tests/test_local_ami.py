@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from hyperpod_local import LocalCluster, LocalClusterError, ami
-from local_support import requires_hyperpod_platform
+from hyperpod_local.plan import UpOptions
+from local_support import requires_hyperpod_platform, variant
 from training_runtime.node import HYPERPOD
 
 pytestmark = requires_hyperpod_platform
@@ -41,10 +42,8 @@ def up(tmp_path: Path, extra: str, prefix: str, subnet: str) -> LocalCluster:
         return LocalCluster.up(
             config,
             tmp_path / "work",
-            prefix=f"{prefix}{os.getpid() % 10000}",
-            subnet=subnet,
-            platform=HYPERPOD,
-            preconfigured_ami=True,
+            variant(platform=HYPERPOD, preconfigured_ami=True),
+            UpOptions(prefix=f"{prefix}{os.getpid() % 10000}", subnet=subnet),
         )
     except LocalClusterError:
         with contextlib.suppress(LocalClusterError):  # a failed bootstrap leaves the nodes running: not here
@@ -76,7 +75,7 @@ def api_cluster(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-un
 
 
 def test_the_runtime_leaves_the_amis_pieces_as_the_ami_wrote_them(api_cluster: LocalCluster) -> None:
-    assert api_cluster.state.preconfigured_ami
+    assert api_cluster.state.variant.preconfigured_ami
     assert run(api_cluster, WORKER, "cat", "/etc/enroot/enroot.conf") == ami.ENROOT_CONF_TEXT
     accounting = run(api_cluster, CONTROLLER, "cat", "/opt/slurm/etc/accounting.conf")
     assert accounting.startswith("# Slurm accounting as HyperPod's AMI configures it")  # not the runtime's

@@ -59,12 +59,14 @@ def test_the_state_remembers_the_switch() -> None:
         "prefix": "hp",
         "layout": None,
         "bootstrap": True,
+        "platform": "hyperpod",
         "host": {"run_netns_existed": True, "run_mount_existed": True},
     }
     older = ClusterState.from_json({**data, "layout": _layout_json()})
-    assert older.preconfigured_ami is False  # a state file written before the switch existed
+    assert older.variant.preconfigured_ami is False  # a state file written before the switch existed
     state = ClusterState.from_json({**data, "layout": _layout_json(), "preconfigured_ami": True})
-    assert state.preconfigured_ami and state.to_json()["preconfigured_ami"] is True
+    assert state.variant.preconfigured_ami and state.to_json()["variant"]["preconfigured_ami"] is True
+    assert ClusterState.from_json(state.to_json()) == state
 
 
 def _layout_json() -> object:

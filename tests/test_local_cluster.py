@@ -14,10 +14,11 @@ from collections.abc import Iterator
 import pytest
 
 from hyperpod_local import LocalCluster, agent
-from hyperpod_local.cluster import LIFECYCLE_DIR, RESOURCE_CONFIG_PATH
 from hyperpod_local.namespaces import node_environment
+from hyperpod_local.staging import LIFECYCLE_DIR, provision
 from local_support import check_accounting_where_users_are, cpu_cluster, requires_local_cluster
 from training_runtime.params import ENTRYPOINT_BY_MODE
+from training_runtime.paths import RESOURCE_CONFIG_PATH
 
 pytestmark = requires_local_cluster
 
@@ -150,7 +151,7 @@ def test_bootstrap_killed_halfway_then_rerun_converges(cluster: LocalCluster) ->
     parked = shared_key.with_name("munge.key.parked")
     shared_key.rename(parked)
     entry = f"{LIFECYCLE_DIR}/{ENTRYPOINT_BY_MODE[cluster.state.mode]}"
-    cluster.provision(cluster.node(node))
+    provision(cluster, cluster.node(node))
     argv = cluster.namespaces.command(node, ["bash", entry], cwd=LIFECYCLE_DIR)
     env = node_environment({"SAGEMAKER_RESOURCE_CONFIG_PATH": RESOURCE_CONFIG_PATH})
     process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)

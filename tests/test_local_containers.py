@@ -20,7 +20,8 @@ import time
 import pytest
 
 from hyperpod_local import LocalCluster, LocalClusterError, ami
-from local_support import requires_hyperpod_platform
+from hyperpod_local.plan import UpOptions
+from local_support import requires_hyperpod_platform, variant
 from training_runtime.node import HYPERPOD
 
 pytestmark = requires_hyperpod_platform
@@ -69,10 +70,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untype
         up = LocalCluster.up(
             config,
             tmp_path / "work",
-            prefix=f"hpct{os.getpid() % 10000}",
-            subnet="10.217.0.0/24",
-            platform=HYPERPOD,
-            preconfigured_ami=True,
+            variant(platform=HYPERPOD, preconfigured_ami=True),
+            UpOptions(prefix=f"hpct{os.getpid() % 10000}", subnet="10.217.0.0/24"),
         )
     except LocalClusterError:
         with contextlib.suppress(LocalClusterError):

@@ -24,7 +24,8 @@ from hyperpod_cdk.ops.context import Captured
 from hyperpod_local import LocalCluster
 from hyperpod_local.control_plane import local as control_plane
 from hyperpod_local.namespaces import list_netns
-from local_support import requires_hyperpod_platform
+from hyperpod_local.plan import UpOptions
+from local_support import requires_hyperpod_platform, variant
 from ops_support import HyperPodFakes, Operator
 from training_runtime.node import HYPERPOD
 from training_runtime.node_names import address_of, ip_name
@@ -42,7 +43,10 @@ BOOT_TIMEOUT_S = 300.0
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     workdir = tmp_path_factory.mktemp("control-plane")
     cluster = LocalCluster.up(
-        CONFIG, workdir, prefix=f"hpcp{os.getpid() % 10000}", subnet="10.237.0.0/24", platform=HYPERPOD
+        CONFIG,
+        workdir,
+        variant(platform=HYPERPOD),
+        UpOptions(prefix=f"hpcp{os.getpid() % 10000}", subnet="10.237.0.0/24"),
     )
     try:
         control_plane.start(cluster, launch_latency=1.0)

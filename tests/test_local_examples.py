@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from hyperpod_local import LocalCluster, LocalClusterError, staging
-from local_support import HYPERPOD_REASON
+from hyperpod_local.plan import UpOptions
+from local_support import HYPERPOD_REASON, variant
 from training_runtime.node import GENERIC, HYPERPOD
 from training_runtime.params import ProvisioningParameters
 
@@ -25,10 +26,11 @@ PREFIX = f"hpex{os.getpid() % 10000}"
 SUBNET = "10.243.0.0/24"
 
 
-def bring_up(config: Path | None, workdir: Path, **kwargs: object) -> LocalCluster:
+def bring_up(config: Path | None, workdir: Path, platform: str, idle_timeout: float = 180.0) -> LocalCluster:
     """The cluster up; a failed ``up`` leaves its nodes for inspection, which a test takes down at once."""
+    options = UpOptions(prefix=PREFIX, subnet=SUBNET, max_per_group=1, idle_timeout=idle_timeout)
     try:
-        return LocalCluster.up(config, workdir, prefix=PREFIX, subnet=SUBNET, max_per_group=1, **kwargs)  # type: ignore[arg-type]
+        return LocalCluster.up(config, workdir, variant(platform=platform), options)
     except BaseException:
         if (workdir / "state.json").exists():
             LocalCluster.open(workdir).down()
@@ -96,7 +98,7 @@ def test_up_fails_at_once_naming_the_drain_reason(tmp_path: Path, monkeypatch: p
     workdir = tmp_path / "work"
     try:
         with pytest.raises(LocalClusterError) as error:
-            bring_up(ROOT / "examples" / "trn1-cluster.yaml", workdir, idle_timeout=900)
+            bring_up(ROOT / "examples" / "trn1-cluster.yaml", workdir, GENERIC, idle_timeout=900)
     finally:
         if (workdir / "state.json").exists():  # up succeeded after all
             LocalCluster.open(workdir).down()

@@ -10,7 +10,9 @@ import pytest
 import yaml
 
 from hyperpod_local import LocalCluster
-from local_support import requires_local_cluster
+from hyperpod_local.plan import UpOptions
+from local_support import requires_local_cluster, variant
+from training_runtime.node import GENERIC
 
 pytestmark = requires_local_cluster
 
@@ -33,7 +35,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     base = tmp_path_factory.mktemp("flex-cluster")
     config = base / "flex.yaml"
     config.write_text(yaml.safe_dump(CONFIG))
-    cluster = LocalCluster.up(config, base / "work", prefix=f"hpfx{os.getpid() % 10000}", subnet="10.236.0.0/24")
+    cluster = LocalCluster.up(
+        config,
+        base / "work",
+        variant(platform=GENERIC),
+        UpOptions(prefix=f"hpfx{os.getpid() % 10000}", subnet="10.236.0.0/24"),
+    )
     try:
         yield cluster
     finally:

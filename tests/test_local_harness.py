@@ -12,7 +12,9 @@ import pytest
 
 from hyperpod_local import LocalCluster, LocalClusterError
 from hyperpod_local.namespaces import InitRecord, list_netns
-from local_support import requires_local_cluster
+from hyperpod_local.plan import UpOptions
+from local_support import requires_local_cluster, variant
+from training_runtime.node import GENERIC
 
 pytestmark = requires_local_cluster
 
@@ -50,7 +52,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, host_before: dict[str, obj
     config = base / "cluster.yaml"
     config.write_text(CONFIG)
     prefix = f"t{os.getpid()}"
-    cluster = LocalCluster.up(config, base / "work", prefix=prefix, subnet="10.251.0.0/24", bootstrap=False)
+    cluster = LocalCluster.up(
+        config,
+        base / "work",
+        variant(platform=GENERIC),
+        UpOptions(prefix=prefix, subnet="10.251.0.0/24", bootstrap=False),
+    )
     yield cluster
     if (cluster.workdir / "state.json").exists():
         cluster.down()

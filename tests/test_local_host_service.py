@@ -78,6 +78,7 @@ def test_the_argv_helpers() -> None:
     assert module_argv("hyperpod_local.agent", Path("/w")) == (
         sys.executable,
         "-m",
+        "hyperpod_local.processes",
         "hyperpod_local.agent",
         "--workdir",
         "/w",

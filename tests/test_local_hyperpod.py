@@ -12,7 +12,8 @@ import pytest
 
 from hyperpod_local import LocalCluster
 from hyperpod_local.hyperpod_platform import torchrun
-from local_support import CPU_CLUSTER, check_accounting_where_users_are, requires_hyperpod_platform
+from hyperpod_local.plan import UpOptions
+from local_support import CPU_CLUSTER, check_accounting_where_users_are, requires_hyperpod_platform, variant
 from training_runtime.node import HYPERPOD
 from training_runtime.node_names import IP_NAMES
 from training_runtime.render.hostlist import expand
@@ -33,10 +34,8 @@ def up(config: Path, workdir: Path, prefix: str, subnet: str, automatic_topology
     return LocalCluster.up(
         config,
         workdir,
-        prefix=f"{prefix}{os.getpid() % 10000}",
-        subnet=subnet,
-        platform=HYPERPOD,
-        automatic_topology=automatic_topology,
+        variant(platform=HYPERPOD, automatic_topology=automatic_topology),
+        UpOptions(prefix=f"{prefix}{os.getpid() % 10000}", subnet=subnet),
     )
 
 
@@ -60,7 +59,7 @@ def test_nodes_run_slurm_24_11_in_hyperpods_layout_under_its_names(cluster: Loca
         assert run(cluster, node, "sinfo", "--version").split()[1].startswith("24.11.")
         assert run(cluster, node, "sh", "-c", "command -v sinfo").strip() == "/opt/slurm/bin/sinfo"
         ip_name = "ip-" + cluster.node(node).ip.replace(".", "-")
-        assert run(cluster, node, "hostname").strip() == (ip_name if cluster.state.naming == IP_NAMES else node)
+        assert run(cluster, node, "hostname").strip() == (ip_name if cluster.state.variant.naming == IP_NAMES else node)
     conf = run(cluster, CONTROLLER, "cat", "/opt/slurm/etc/slurm.conf")
     assert f"SlurmctldHost={cluster.slurm_name(CONTROLLER)}(" in conf
     partition = next(line for line in conf.splitlines() if line.startswith("PartitionName=cpu "))

@@ -21,8 +21,9 @@ import yaml
 
 from hyperpod_local import LocalCluster, LocalClusterError, agent
 from hyperpod_local.paths import JOBS_DIR  # packaged: the HyperPod platform's nodes see it, not the checkout
+from hyperpod_local.plan import UpOptions
 from hyperpod_local.rootfs import node_rootfs
-from local_support import CPU_CLUSTER, requires_local_cluster
+from local_support import CPU_CLUSTER, requires_local_cluster, variant
 from training_runtime.node import GENERIC, HYPERPOD
 from training_runtime.node_names import INSTANCE_NAMES
 
@@ -44,17 +45,16 @@ def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
             pytest.skip(str(error))
     prefix, subnet = PLATFORMS[platform]
     workdir = tmp_path_factory.mktemp(f"jobs-{platform}") / "work"
-    variants: dict[str, object] = {}
+    choices: dict[str, object] = {}
     config = CPU_CLUSTER
     if platform == HYPERPOD:
         config = workdir.parent / "with-spare.yaml"
         data = yaml.safe_load(CPU_CLUSTER.read_text())
         data["instance_groups"].append(SPARE)
         config.write_text(yaml.safe_dump(data))
-        variants = {"node_names": INSTANCE_NAMES, "stale_worker_copies": True}
-    cluster = LocalCluster.up(
-        config, workdir, prefix=f"{prefix}{os.getpid() % 10000}", subnet=subnet, platform=platform, **variants
-    )  # type: ignore[arg-type]
+        choices = {"node_names": INSTANCE_NAMES, "stale_worker_copies": True}
+    options = UpOptions(prefix=f"{prefix}{os.getpid() % 10000}", subnet=subnet)
+    cluster = LocalCluster.up(config, workdir, variant(platform=platform, **choices), options)
     try:
         yield cluster
     finally:
@@ -124,7 +124,7 @@ def test_a_hyperpod_style_ddp_job_script_runs_unchanged_on_two_nodes(cluster: Lo
     ip = next(n.ip for n in cluster.nodes if cluster.slurm_name(n.name) == first)
     head = next(line for line in output.splitlines() if line.startswith("head node "))
     assert head.startswith(f"head node {first} at {ip}; 2 nodes"), head
-    on_hyperpod = cluster.state.platform == HYPERPOD
+    on_hyperpod = cluster.state.variant.hyperpod
     assert f"auto-resume: {'--auto-resume=1' if on_hyperpod else 'off'}" in output
     assert "cpu-ddp: world_size=4 nodes=2 steps=3 weights_in_sync=True" in output
 
@@ -133,7 +133,7 @@ def test_instance_names_and_stale_worker_copies_on_the_hyperpod_platform(cluster
     """Instance-name mode: host names, slurm.conf and the runtime's recorded Slurm name are the instance names,
     and only the controller has cluster_agent.json; workers' stale copies list the spare group and the runtime
     on them still came up (it said it ignored nothing it needs and guessed the naming from the host name)."""
-    if cluster.state.platform != HYPERPOD:
+    if not cluster.state.variant.hyperpod:
         pytest.skip("a HyperPod-platform variant")
     controller = cluster.layout.controller.name
     for node in cluster.nodes:
@@ -161,7 +161,7 @@ def test_a_replaced_worker_keeps_its_name_and_runs_a_two_node_job(cluster: Local
     """HyperPod's replacement, asked the way AWS documents (``scontrol update node=<name> state=fail
     reason="Action:Replace"``), keeps the Slurm node name (AWS's field notes): in instance-name mode the agent
     finds the instance by that name, a new instance (empty disk) comes back under it and runs a two-node job."""
-    if cluster.state.platform != HYPERPOD:
+    if not cluster.state.variant.hyperpod:
         pytest.skip("a HyperPod-platform variant")
     target, controller = WORKERS[1], cluster.layout.controller.name
     run(cluster, target, "touch", "/var/tmp/old-instance")

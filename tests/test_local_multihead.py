@@ -15,7 +15,9 @@ import pytest
 from hyperpod_cdk.config import load_config
 from hyperpod_local import LocalCluster
 from hyperpod_local.layout import plan_layout
-from local_support import requires_local_cluster
+from hyperpod_local.plan import UpOptions
+from local_support import requires_local_cluster, variant
+from training_runtime.node import GENERIC
 
 CONFIG = Path(__file__).resolve().parent / "fixtures" / "multihead-cluster.yaml"
 PRIMARY, BACKUP = "controller-machine-1", "controller-machine-2"
@@ -35,7 +37,12 @@ def test_layout_plans_both_controllers_primary_first() -> None:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     workdir = tmp_path_factory.mktemp("multihead")
-    cluster = LocalCluster.up(CONFIG, workdir, prefix=f"hpmh{os.getpid() % 10000}", subnet="10.253.0.0/24")
+    cluster = LocalCluster.up(
+        CONFIG,
+        workdir,
+        variant(platform=GENERIC),
+        UpOptions(prefix=f"hpmh{os.getpid() % 10000}", subnet="10.253.0.0/24"),
+    )
     try:
         yield cluster
     finally:

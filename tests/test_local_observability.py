@@ -14,8 +14,10 @@ import yaml
 
 from hyperpod_local import LocalCluster
 from hyperpod_local import metrics as metrics_server
-from local_support import CPU_CLUSTER, requires_local_cluster
+from hyperpod_local.plan import UpOptions
+from local_support import CPU_CLUSTER, requires_local_cluster, variant
 from training_runtime.metrics.catalog import METRICS
+from training_runtime.node import GENERIC
 from training_runtime.steps.observability import COLLECTOR, NODE_EXPORTER, PID_DIR
 
 pytestmark = requires_local_cluster
@@ -29,7 +31,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     config["runtime"] = {"observability": {"scrape_interval": INTERVAL}}  # no accounting: faster
     path = base / "cluster.yaml"
     path.write_text(yaml.safe_dump(config))
-    cluster = LocalCluster.up(path, base / "work", prefix="hpob", subnet="10.247.0.0/24")
+    cluster = LocalCluster.up(
+        path,
+        base / "work",
+        variant(platform=GENERIC),
+        UpOptions(prefix="hpob", subnet="10.247.0.0/24"),
+    )
     try:
         yield cluster
     finally:

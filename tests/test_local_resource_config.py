@@ -3,6 +3,7 @@ current copy, the workers' stale one), the controller's cluster_agent.json, and 
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 import subprocess
@@ -15,10 +16,10 @@ from typing import Any
 import pytest
 
 from hyperpod_cdk.config import parse_config
-from hyperpod_local.hyperpod_platform import check_naming
 from hyperpod_local.layout import LayoutError, cluster_agent_config, plan_layout, resource_config, stale_instances
 from hyperpod_local.staging import provision, stage
-from hyperpod_local.state import ClusterState, LocalClusterError
+from hyperpod_local.state import ClusterState
+from hyperpod_local.variant import Variant, VariantError
 from training_runtime.node_names import INSTANCE_NAMES, IP_NAMES, decide_naming
 from training_runtime.resources import ResourceConfig
 
@@ -57,22 +58,22 @@ def test_cluster_agent_json_carries_the_naming_the_runtime_reads(tmp_path: Path)
 
 
 def test_the_naming_switch_is_checked_against_the_platform() -> None:
-    assert (check_naming("hyperpod", None), check_naming("generic", None)) == (IP_NAMES, INSTANCE_NAMES)
-    assert check_naming("hyperpod", INSTANCE_NAMES) == INSTANCE_NAMES
-    with pytest.raises(LocalClusterError, match="need the HyperPod platform"):
-        check_naming("generic", IP_NAMES)
-    with pytest.raises(LocalClusterError, match="allowed: ip, instance"):
-        check_naming("hyperpod", "dns")
+    assert (Variant().naming, Variant(platform="generic").naming) == (IP_NAMES, INSTANCE_NAMES)
+    assert Variant(node_names=INSTANCE_NAMES).naming == INSTANCE_NAMES
+    with pytest.raises(VariantError, match=r"^node_names: got 'ip' on platform 'generic'.*instance names"):
+        Variant(platform="generic", node_names=IP_NAMES)
+    with pytest.raises(VariantError, match=r"^node_names: got 'dns'; allowed: ip, instance$"):
+        Variant(node_names="dns")
 
 
 def test_the_state_remembers_both_switches_and_reads_older_files() -> None:
-    state = ClusterState(
-        "c.yaml", "api-driven", "/fsx", "hp", layout(), True, False, False, "hyperpod", None, INSTANCE_NAMES, True
-    )
+    chosen = Variant(node_names=INSTANCE_NAMES, stale_worker_copies=True)
+    state = ClusterState("c.yaml", "api-driven", "/fsx", "hp", layout(), True, False, False, chosen)
     assert ClusterState.from_json(json.loads(json.dumps(state.to_json()))) == state
-    old = state.to_json()
-    del old["naming"], old["stale_worker_copies"]
-    assert (ClusterState.from_json(old).naming, ClusterState.from_json(old).stale_worker_copies) == (IP_NAMES, False)
+    old = {k: v for k, v in state.to_json().items() if k != "variant"}  # a file from before the variant value
+    old.update(platform="hyperpod", slurm="24.11", automatic_topology=True, preconfigured_ami=False)
+    assert ClusterState.from_json({**old, "naming": INSTANCE_NAMES, "stale_worker_copies": True}).variant == chosen
+    assert ClusterState.from_json(old).variant == Variant()  # before the switches: the platform's names
 
 
 class Recorder:
@@ -80,7 +81,7 @@ class Recorder:
 
     def __init__(self, workdir: Path, stale: bool) -> None:
         self.workdir = workdir
-        self.state = SimpleNamespace(stale_worker_copies=stale, mode="api-driven")
+        self.state = SimpleNamespace(variant=Variant(stale_worker_copies=stale), mode="api-driven")
         self.sent: dict[str, dict[str, bytes]] = {}
 
     def exec(self, name: str, argv: Sequence[str], *, input: Any = None, timeout: Any = None) -> Any:
@@ -105,18 +106,25 @@ def test_each_node_gets_its_copy_and_only_the_controller_gets_cluster_agent_json
         assert json.loads(files["config/resource_config.json"]) == resource_config(local, stale=stale)
 
 
-def test_the_command_line_passes_both_switches_to_up(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_command_line_passes_both_switches_to_up() -> None:
     from hyperpod_local import cli
-    from hyperpod_local.cluster import LocalCluster
 
-    seen: dict[str, Any] = {}
+    def variant(*argv: str) -> Variant:
+        parser = argparse.ArgumentParser()
+        cli.add_commands(parser)
+        return cli.up_variant(parser.parse_args(["up", *argv]))
 
-    def up(*args: Any, **kwargs: Any) -> Any:
-        seen.update(kwargs)
-        raise LocalClusterError("stop here")
+    assert variant("--node-names", "instance", "--stale-worker-copies") == Variant(
+        node_names=INSTANCE_NAMES, stale_worker_copies=True
+    )
+    assert variant() == Variant() and Variant().naming == IP_NAMES  # the platform's own names
 
-    monkeypatch.setattr(LocalCluster, "up", up)
-    assert cli.main(["up", "--node-names", "instance", "--stale-worker-copies"]) == 1
-    assert (seen["node_names"], seen["stale_worker_copies"]) == (INSTANCE_NAMES, True)
-    assert cli.main(["up"]) == 1
-    assert (seen["node_names"], seen["stale_worker_copies"]) == (None, False)  # the platform's own names
+
+def test_a_variant_the_platform_cannot_have_is_one_line_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from hyperpod_local import cli
+
+    assert cli.main(["up", "--platform", "generic", "--stale-worker-copies"]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        "error: stale_worker_copies: got True on platform 'generic', which allows only the default (every node "
+        "renders slurm.conf from its own copy). Fix: platform 'hyperpod', or leave stale_worker_copies out"
+    ]

@@ -3,6 +3,7 @@ cluster's choice is kept (unit tests; no root, no build: the script only prints 
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import subprocess
@@ -13,8 +14,9 @@ import pytest
 from hyperpod_local import LocalClusterError, cli
 from hyperpod_local.layout import LocalLayout
 from hyperpod_local.paths import ROOTFS_SCRIPT
-from hyperpod_local.rootfs import DEFAULT_SLURM, SLURM_SUITES, build_command, check_slurm, node_rootfs
+from hyperpod_local.rootfs import build_command, check_slurm, node_rootfs
 from hyperpod_local.state import ClusterState
+from hyperpod_local.variant import DEFAULT_SLURM, SLURM_SUITES, Variant, VariantError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -83,24 +85,22 @@ def test_the_state_file_keeps_the_clusters_slurm(tmp_path: Path) -> None:
         bootstrap=True,
         host_had_run_netns=False,
         host_had_run_mount=False,
-        platform="generic",
+        variant=Variant(platform="generic", slurm="26.05"),
         rootfs="/r",
-        slurm="26.05",
     )
     again = ClusterState.from_json(json.loads(json.dumps(state.to_json())))
-    assert again.slurm == "26.05" and again.rootfs == "/r"
+    assert again.variant.slurm == "26.05" and again.rootfs == "/r"
 
 
-def test_the_command_line_passes_the_slurm_major_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    seen: dict[str, object] = {}
+def test_the_command_line_passes_the_slurm_major_on() -> None:
+    def variant(*argv: str) -> Variant:
+        parser = argparse.ArgumentParser()
+        cli.add_commands(parser)
+        return cli.up_variant(parser.parse_args(["up", *argv]))
 
-    def up(*_args: object, **kwargs: object) -> object:
-        seen.update(kwargs)
-        raise LocalClusterError("stop here")
-
-    monkeypatch.setattr(cli.LocalCluster, "up", up)
-    assert cli.main(["up", "--platform", "generic", "--slurm", "26.05"]) == 1
-    assert seen["slurm"] == "26.05" and seen["platform"] == "generic"
-    assert cli.main(["up"]) == 1 and seen["slurm"] is None  # the platform's own
+    assert variant("--platform", "generic", "--slurm", "26.05") == Variant(platform="generic", slurm="26.05")
+    assert variant().slurm == DEFAULT_SLURM and Variant(platform="generic").slurm is None  # the platform's own
     with pytest.raises(SystemExit):
         cli.main(["up", "--slurm", "25.11"])
+    with pytest.raises(VariantError, match=r"^slurm: got '25.11'; allowed: 24.11 \(Debian trixie\), 26.05 "):
+        Variant(slurm="25.11")

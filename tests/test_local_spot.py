@@ -17,8 +17,10 @@ import pytest
 from hyperpod_local import LocalCluster
 from hyperpod_local.drill import DdpJob, node_state, spot_reclaim
 from hyperpod_local.imds import FakeImds, spot_variant
-from local_support import CPU_CLUSTER, requires_local_cluster
+from hyperpod_local.plan import UpOptions
+from local_support import CPU_CLUSTER, requires_local_cluster, variant
 from training_runtime import checkpoint
+from training_runtime.node import GENERIC
 
 pytestmark = requires_local_cluster
 
@@ -30,7 +32,12 @@ SUBNET = "10.246.0.0/24"
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, FakeImds]]:
     workdir = tmp_path_factory.mktemp("spot-cluster")
     config = spot_variant(CPU_CLUSTER, workdir)
-    cluster = LocalCluster.up(config, workdir / "cluster", prefix=f"hpsp{os.getpid() % 10000}", subnet=SUBNET)
+    cluster = LocalCluster.up(
+        config,
+        workdir / "cluster",
+        variant(platform=GENERIC),
+        UpOptions(prefix=f"hpsp{os.getpid() % 10000}", subnet=SUBNET),
+    )
     imds = FakeImds(cluster)
     try:
         imds.start()

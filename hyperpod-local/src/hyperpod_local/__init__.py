@@ -14,7 +14,9 @@ from hyperpod_local.overlay import (
     local_options,
     local_parameters,
 )
+from hyperpod_local.plan import UpOptions
 from hyperpod_local.state import LocalClusterError, default_workdir
+from hyperpod_local.variant import Variant, VariantError
 
 __all__ = [
     "LayoutError",
@@ -25,6 +27,9 @@ __all__ = [
     "NamespaceError",
     "Namespaces",
     "NodeNet",
+    "UpOptions",
+    "Variant",
+    "VariantError",
     "default_workdir",
     "local_options",
     "local_parameters",

@@ -1,7 +1,7 @@
 """The emulated HyperPod cluster agent: reboots or replaces compute nodes and answers ``srun --auto-resume=1``.
 
-It is part of the emulated HyperPod platform: ``LocalCluster.up(..., platform="hyperpod")`` starts it on the
-host, one process per cluster (:func:`enable`; ``down`` stops it), and every node gets the srun wrapper in
+It is part of the emulated HyperPod platform: ``LocalCluster.up`` (``Variant(platform="hyperpod")``) starts it on
+the host, one process per cluster (:func:`enable`; ``down`` stops it), and every node gets the srun wrapper in
 HyperPod's part, before its lifecycle script (:func:`install`, from :func:`hyperpod_local.hyperpod_platform.prepare`),
 as HyperPod's AMI has its plugin before any script runs. It acts as HyperPod's agent does for a Slurm cluster
 with automatic node recovery (docs/local-cluster.md, "Auto-resume"):
@@ -28,14 +28,12 @@ translates at that boundary (:meth:`ClusterHandle.slurm_name`).
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import os
 import re
 import signal
 import subprocess
-import sys
 import tarfile
 import time
 from collections.abc import Iterable, Mapping
@@ -186,7 +184,7 @@ def enable(cluster: ClusterHandle) -> None:
 
 
 def service(cluster: ClusterHandle) -> HostService:
-    """The agent's process: ``python -m hyperpod_local.agent --workdir W``, one per cluster."""
+    """The agent's process: ``python -m hyperpod_local.processes hyperpod_local.agent --workdir W``, one per cluster."""
     argv = module_argv("hyperpod_local.agent", cluster.workdir)
     return HostService("the HyperPod agent", agent_dir(cluster), argv, argv[2:], log_name="agent.log")
 
@@ -313,17 +311,3 @@ class Agent:
         while not self.stopping:
             self.poll()
             time.sleep(LIVENESS_POLL_S)
-
-
-def main(argv: list[str]) -> int:
-    from hyperpod_local.cluster import LocalCluster
-
-    parser = argparse.ArgumentParser(prog="python -m hyperpod_local.agent", description=__doc__.split("\n")[0])
-    parser.add_argument("--workdir", required=True, type=Path)
-    args = parser.parse_args(argv)
-    Agent(LocalCluster.open(args.workdir)).run()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -1,6 +1,6 @@
 """The pieces HyperPod's 2026 AMI sets up before the lifecycle script, laid down on an emulated node as files.
 
-``hyperpod-local up --preconfigured-ami`` (``LocalCluster.up(preconfigured_ami=True)``): since 2026-05 HyperPod's
+``hyperpod-local up --preconfigured-ami`` (``Variant(preconfigured_ami=True)``): since 2026-05 HyperPod's
 Slurm AMI configures "Slurm accounting, SSH key generation, log rotation, user home directory" and ships "Docker,
 Enroot, Pyxis" (third-party summaries of AWS's What's New posts, research note ``hyperpod-2026-fidelity.md`` §2,
 §4), and carries Slurm 24.11 and 25.11 as ``/opt/slurm-24.11`` and ``/opt/slurm-25.11`` behind the ``/opt/slurm``

@@ -14,12 +14,11 @@ from typing import Any
 
 from hyperpod_cdk.errors import ConfigurationError
 from hyperpod_local import LocalCluster, LocalClusterError, NamespaceError
-from hyperpod_local.cluster import DEFAULT_IDLE_TIMEOUT_S
 from hyperpod_local.control_plane import cli as control_plane_cli
-from hyperpod_local.hyperpod_platform import COMMAND_LINE_PLATFORM, PLATFORMS
 from hyperpod_local.layout import DEFAULT_MAX_PER_GROUP, DEFAULT_MAX_WORKERS, DEFAULT_SUBNET
 from hyperpod_local.namespaces import DEFAULT_PREFIX
-from hyperpod_local.rootfs import SLURM_SUITES
+from hyperpod_local.plan import DEFAULT_IDLE_TIMEOUT_S, UpOptions
+from hyperpod_local.variant import DEFAULT_PLATFORM, PLATFORMS, SLURM_SUITES, Variant, VariantError
 from training_runtime.node_names import NAMING_MODES
 from training_runtime.render.slurm_conf import RenderError
 
@@ -60,7 +59,7 @@ def add_commands(local: argparse.ArgumentParser) -> None:
         "--from", dest="assembly", metavar="CDK_OUT", help="a synthesized cloud assembly: run what its stack uploads"
     )
     up.add_argument("--stack", help="with --from: the stack (default: the one stack with a HyperPod cluster)")
-    # The defaults are the Python API's (LocalCluster.up), named once; only the platform's differs, on purpose.
+    # The defaults are the Python API's (Variant, UpOptions), named once.
     up.add_argument(
         "--max-per-group",
         type=int,
@@ -85,7 +84,7 @@ def add_commands(local: argparse.ArgumentParser) -> None:
     up.add_argument(
         "--platform",
         choices=PLATFORMS,
-        default=COMMAND_LINE_PLATFORM,
+        default=DEFAULT_PLATFORM,
         help="hyperpod (default): HyperPod's part emulated - Slurm 24.11 under /opt/slurm on the node root file "
         "system `make setup` builds, HyperPod's slurm.conf and node names, srun --auto-resume and node replacement; "
         "generic: the host's Slurm, the runtime configures everything",
@@ -162,25 +161,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         if args.local_command == "up":
-            cluster = LocalCluster.up(
-                args.config,
-                args.workdir,
-                assembly=args.assembly,
-                stack=args.stack,
-                max_per_group=args.max_per_group,
-                max_workers=args.max_workers,
-                subnet=args.subnet,
-                prefix=args.prefix,
-                bootstrap=not args.no_bootstrap,
-                idle_timeout=args.timeout,
-                platform=args.platform,
-                node_names=args.node_names,
-                stale_worker_copies=args.stale_worker_copies,
-                automatic_topology=not args.no_automatic_topology,
-                slurm=args.slurm,
-                preconfigured_ami=args.preconfigured_ami,
-                progress=say,
-            )
+            cluster = LocalCluster.up(args.config, args.workdir, up_variant(args), up_options(args), progress=say)
             control_plane_cli.after_up(args, cluster, say)
             _print_status(cluster.status())
             return 0
@@ -243,7 +224,7 @@ def run(args: argparse.Namespace) -> int:
             + (f"; files kept in {cluster.workdir}" if args.keep else "")
         )
         return 0
-    except (ConfigurationError, LocalClusterError, NamespaceError) as error:
+    except (ConfigurationError, LocalClusterError, NamespaceError, VariantError) as error:
         say(f"error: {error}")
         return 1
     except Exception as error:  # a bug: one line and where its traceback is; --debug raises it
@@ -278,6 +259,31 @@ def _save_traceback(command: str) -> Path | None:
     except OSError:
         return None
     return Path(name)
+
+
+def up_variant(args: argparse.Namespace) -> Variant:
+    """The variant ``up``'s options ask for (checked: a :class:`VariantError` names a wrong one)."""
+    return Variant(
+        platform=args.platform,
+        node_names=args.node_names,
+        slurm=args.slurm,
+        automatic_topology=not args.no_automatic_topology,
+        preconfigured_ami=args.preconfigured_ami,
+        stale_worker_copies=args.stale_worker_copies,
+    )
+
+
+def up_options(args: argparse.Namespace) -> UpOptions:
+    return UpOptions(
+        assembly=args.assembly,
+        stack=args.stack,
+        max_per_group=args.max_per_group,
+        max_workers=args.max_workers,
+        subnet=args.subnet,
+        prefix=args.prefix,
+        bootstrap=not args.no_bootstrap,
+        idle_timeout=args.timeout,
+    )
 
 
 def _print_status(report: dict[str, Any]) -> None:

@@ -1,6 +1,6 @@
 """The auto-resume drill: HyperPod's path after a node failure, next to the requeue drill of :mod:`.drill`.
 
-On a cluster of the emulated HyperPod platform (``LocalCluster.up(..., platform="hyperpod")``: the HyperPod
+On a cluster of the emulated HyperPod platform (``Variant(platform="hyperpod")``, the default: the HyperPod
 agent on the host, srun with ``--auto-resume`` on every node), the example DDP job runs through the launcher,
 which passes ``srun --auto-resume=1`` as the marker is there. The drill crashes a worker inside the
 running step; the agent replaces the node (a new instance under the same name, bootstrapped by the lifecycle
@@ -47,10 +47,11 @@ def crash_and_auto_resume(
 ) -> AutoResume:
     """Run ``job``; once a checkpoint exists and the job has logged ``crash_after_step``, crash node ``crash``
     and leave the rest to the agent and the srun wrapper; wait for the job to end."""
-    if cluster.state.platform != HYPERPOD or not agent.enabled(cluster):
+    if not cluster.state.variant.hyperpod or not agent.enabled(cluster):
         raise DrillError(
-            f"auto-resume needs the emulated HyperPod platform (this cluster's platform: {cluster.state.platform}). "
-            f"Fix: LocalCluster.up(..., platform={HYPERPOD!r}); the requeue drill (drill.crash_and_resume) runs on both"
+            f"auto-resume needs the emulated HyperPod platform (this cluster's platform: "
+            f"{cluster.state.variant.platform}). Fix: LocalCluster.up(...) with Variant(platform={HYPERPOD!r}), the "
+            "default; the requeue drill (drill.crash_and_resume) runs on both"
         )
     drill = Drill(cluster, job, submit_from, timeout)
     drill.start(crash_after_step, lambda: cluster.crash(crash))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,12 +57,20 @@ def check_prefix(prefix: str) -> None:
         raise LocalClusterError(f"prefix: got {prefix!r}; use 1-32 letters, digits, '-' or '_'")
 
 
-def runs_here(directory: Path, prefix: str, open_cluster: Callable[[Path], Any]) -> bool:
-    """Whether the cluster with this prefix is the one recorded in ``directory`` (``up`` then reports it)."""
+def check_prefix_free(directory: Path, prefix: str, netns: Sequence[str], open_cluster: Callable[[Path], Any]) -> None:
+    """Refuse a prefix whose switch namespace exists (among ``netns``), unless the cluster recorded in ``directory``
+    has it (``up`` then reports that one as running)."""
+    if f"{prefix}-sw" not in netns:
+        return
     try:
-        return bool(open_cluster(directory).state.prefix == prefix)
+        if open_cluster(directory).state.prefix == prefix:
+            return
     except LocalClusterError:
-        return False
+        pass
+    raise LocalClusterError(
+        f"another local cluster uses the prefix {prefix!r} (netns {prefix}-sw exists). Fix: pass a "
+        "different --prefix, or take that cluster down with `hyperpod-local down --workdir ...`"
+    )
 
 
 def clear_previous(directory: Path, open_cluster: Callable[[Path], Any]) -> None:
@@ -81,9 +89,12 @@ def clear_previous(directory: Path, open_cluster: Callable[[Path], Any]) -> None
             )
         if previous is not None:
             previous._destroy()
-    for entry in OWN_ENTRIES:
-        if entry == ".lock":
-            continue
+    remove_entries(directory, [e for e in OWN_ENTRIES if e != ".lock"])
+
+
+def remove_entries(directory: Path, entries: Sequence[str] = OWN_ENTRIES) -> None:
+    """Delete ``entries`` of ``directory`` (by default all a cluster creates there), directories with their content."""
+    for entry in entries:
         path = directory / entry
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)

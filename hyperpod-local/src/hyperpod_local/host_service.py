@@ -30,8 +30,9 @@ class HostServiceError(LocalClusterError):
 
 
 def module_argv(module: str, workdir: Path) -> tuple[str, ...]:
-    """``python -m MODULE --workdir WORKDIR`` with this interpreter: the emulator's own daemons."""
-    return (sys.executable, "-m", module, "--workdir", str(workdir))
+    """The emulator's own daemon ``module`` of the cluster in ``workdir``, with this interpreter: ``python -m
+    hyperpod_local.processes MODULE --workdir WORKDIR`` (:mod:`hyperpod_local.processes` opens the engine for it)."""
+    return (sys.executable, "-m", "hyperpod_local.processes", module, "--workdir", str(workdir))
 
 
 def in_netns(netns: str, argv: Sequence[str]) -> tuple[str, ...]:

@@ -9,10 +9,10 @@ runs; our runtime then takes its HyperPod-platform path (``/opt/sagemaker_cluste
   HyperPod's layout (``/opt/slurm/{bin,sbin,etc}``) from the root file system ``build-node-rootfs.sh``
   (package data) builds, not the host's packages;
 * its host name and Slurm node name are HyperPod's ``ip-a-b-c-d`` or, with the naming ``instance``
-  (``cluster_agent.json``'s ``UseInstanceNames``), its instance name (:func:`check_naming`);
+  (``cluster_agent.json``'s ``UseInstanceNames``), its instance name (the variant's ``node_names``);
 * :func:`prepare` writes the marker, the controller's ``slurm.conf`` from each group's ``SlurmConfig`` (node
   type, partition; every node also in the universal ``dev`` partition) with configless Slurm enabled and, with
-  automatic topology (the cluster state's ``automatic_topology``), ``topology.conf``; the cluster's munge key
+  automatic topology (the variant's ``automatic_topology``), ``topology.conf``; the cluster's munge key
   (the files are rendered by :mod:`hyperpod_local.hyperpod_files`, pure), starts munged and, in the API-driven
   mode, slurmctld or (on login and compute nodes, from the controller's configuration) slurmd,
   and installs srun with ``--auto-resume`` (:mod:`hyperpod_local.agent`; ``LocalCluster.up`` starts the
@@ -45,42 +45,12 @@ from hyperpod_local.paths import JOBS_DIR
 from hyperpod_local.state import ClusterHandle, LocalClusterError
 from training_runtime.groups import CONTROLLER
 from training_runtime.hyperpod_facts import SLURM_LOG_DIR, SLURMCTLD_PID_FILE, SLURMD_PID_FILE, SLURMD_SPOOL_DIR
-from training_runtime.node import GENERIC, HYPERPOD, HYPERPOD_MARKER, HYPERPOD_SLURM
-from training_runtime.node_names import INSTANCE_NAMES, IP_NAMES, NAMING_MODES
+from training_runtime.node import HYPERPOD_MARKER, HYPERPOD_SLURM
 from training_runtime.params import LIFECYCLE_DRIVEN
 from training_runtime.paths import MUNGE_KEY, MUNGED_ARGV, MUNGED_PID_FILE, MUNGED_RUN_DIR, SLURMCTLD_STATE_DIR
 
-PLATFORMS = (HYPERPOD, GENERIC)
-"""``hyperpod``: a built root (trixie, Slurm 24.11, unless the cluster picks another major:
-:mod:`hyperpod_local.rootfs`), Slurm under /opt/slurm, HyperPod's part emulated. ``generic``: the host's root
-and Slurm, or a built root when the cluster picks a major; the runtime does everything (its generic platform)."""
-API_PLATFORM = GENERIC
-"""``LocalCluster.up``'s default: a caller names the platform it needs (tests do)."""
-COMMAND_LINE_PLATFORM = HYPERPOD
-"""``hyperpod-local up``'s default: what a person trying a config wants to see (docs/local-cluster.md)."""
 STAGING = "/run/hyperpod-agent"
 """Where :func:`prepare` unpacks its files on the node before installing them (a tmpfs: gone at boot)."""
-
-
-def check_platform(platform: str) -> str:
-    if platform not in PLATFORMS:
-        raise LocalClusterError(f"platform: got {platform!r}; allowed: {', '.join(PLATFORMS)}")
-    return platform
-
-
-def check_naming(platform: str, naming: str | None) -> str:
-    """The cluster's Slurm node names: ``naming`` checked, or by default the platform's (HyperPod's ``ip``; the
-    generic platform's runtime writes slurm.conf with instance names, its only naming)."""
-    if naming is None:
-        return IP_NAMES if platform == HYPERPOD else INSTANCE_NAMES
-    if naming not in NAMING_MODES:
-        raise LocalClusterError(f"node names: got {naming!r}; allowed: {', '.join(NAMING_MODES)}")
-    if platform != HYPERPOD and naming != INSTANCE_NAMES:
-        raise LocalClusterError(
-            f"node names {naming!r} need the HyperPod platform: on the generic platform the runtime writes "
-            "slurm.conf with instance names. Fix: use platform 'hyperpod' or leave the node names out"
-        )
-    return naming
 
 
 def host_binds() -> tuple[str, ...]:
@@ -167,12 +137,12 @@ def prepare(cluster: ClusterHandle, node: LocalNode) -> None:
     """HyperPod's part on one booted node, before its lifecycle script: the marker, slurm.conf, munge
     (key and daemon), in the API-driven mode the node's Slurm daemon, and srun with ``--auto-resume``.
     Idempotent: running daemons are left alone, so a node prepared again keeps its PIDs."""
-    naming = cluster.state.naming
+    naming = cluster.state.variant.naming
     files = {
-        "slurm.conf": slurm_conf(cluster.layout, naming, topology=cluster.state.automatic_topology).encode(),
+        "slurm.conf": slurm_conf(cluster.layout, naming, topology=cluster.state.variant.automatic_topology).encode(),
         "munge.key": munge_key(cluster.workdir),
     }
-    tree = topology_conf(cluster.layout, naming) if cluster.state.automatic_topology else None
+    tree = topology_conf(cluster.layout, naming) if cluster.state.variant.automatic_topology else None
     topology = tree is not None
     if tree is not None:
         files[TOPOLOGY_CONF] = tree.encode()
@@ -188,7 +158,7 @@ def prepare(cluster: ClusterHandle, node: LocalNode) -> None:
         cluster.state.mode,
         conf_server(cluster.layout),
         topology,
-        preconfigured_ami=cluster.state.preconfigured_ami,
+        preconfigured_ami=cluster.state.variant.preconfigured_ami,
     )
     result = cluster.exec(node.name, ["/bin/sh", "-c", unpack, script], input=archive.getvalue())
     if result.returncode != 0:

@@ -144,7 +144,6 @@ class FakeImds:
         self.notices = Path(cluster.workdir) / "imds-notices.json"
         switch = cluster.namespaces.switch
         argv = (sys.executable, "-m", "hyperpod_local.imds", "--listen", f"{self.address}:{PORT}")
-        probe = ("python3", "-c", f"import socket; socket.create_connection(('{self.address}', {PORT}), 1)")
         self.service = HostService(
             "the fake instance metadata service",
             Path(cluster.workdir) / DIRECTORY,
@@ -153,17 +152,21 @@ class FakeImds:
             log_name="imds.log",
             switch=switch,
             addresses=(f"{self.address}/{cluster.layout.prefixlen}",),
-            ready=lambda: subprocess.run(in_netns(switch, probe), capture_output=True, check=False).returncode == 0,
+            ready=lambda: self._answers(1.0),
             ready_timeout=READY_TIMEOUT_S,
         )
 
     def start(self) -> None:
-        from hyperpod_local.control_plane import local as control_plane
-
         self.notices.write_text("{}")
-        if control_plane.running(self.cluster):  # it serves the metadata service, role credentials included
+        if self._answers(0.5):  # the control plane's process serves it (role credentials included)
             return
         self.service.start()
+
+    def _answers(self, timeout: float) -> bool:
+        """Whether a metadata service listens on this cluster's address (from the switch, as the nodes reach it)."""
+        probe = f"import socket; socket.create_connection(('{self.address}', {PORT}), {timeout})"
+        argv = in_netns(self.cluster.namespaces.switch, ("python3", "-c", probe))
+        return subprocess.run(argv, capture_output=True, check=False).returncode == 0
 
     def post(self, node: str, action: str = "terminate", in_s: int = 120) -> dict[str, str]:
         """EC2's notice for ``node``: ``action`` in ``in_s`` seconds."""

@@ -4,11 +4,12 @@ HyperPod names the instances and writes their Slurm lines: in Continuous provisi
 partition-related sections of slurm.conf (such as partition name and node name entries)"
 (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-scaling-slurm.html), and every node's
 ``/opt/ml/config/resource_config.json`` lists the cluster's instances. So when a node is added or removed the
-emulator, in the agent's place, (1) changes the layout in the state file (:func:`grown`, :func:`shrunk`: pure),
-and (2) publishes it (:func:`publish`): the controller's ``slurm.conf`` and ``topology.conf`` re-rendered by the
-same function that wrote them at ``up`` (:func:`hyperpod_local.hyperpod_files.slurm_conf`), every running
-node's resource_config.json and ``/etc/hosts`` line, then ``scontrol reconfigure`` (since Slurm 23.11 it adds and
-removes nodes without restarting the daemons by hand).
+emulator, in the agent's place, (1) changes the layout in the state file (:func:`grown`, :func:`shrunk`: pure;
+:func:`hyperpod_local.state.change_layout` stores the result), and (2) publishes it (:func:`publish`): the
+controller's ``slurm.conf`` and ``topology.conf`` re-rendered by the same function that wrote them at ``up``
+(:func:`hyperpod_local.hyperpod_files.slurm_conf`), every running node's resource_config.json and
+``/etc/hosts`` line, then ``scontrol reconfigure`` (since Slurm 23.11 it adds and removes nodes without
+restarting the daemons by hand).
 
 A group at 0 nodes keeps its partition with no ``Nodes=`` (slurm.conf(5): a partition may exist with no
 resources); jobs submitted to it stay pending until a node joins. AWS does not document what its agent writes
@@ -24,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import json
-from pathlib import Path
 
 from hyperpod_local import hyperpod_files
 from hyperpod_local.layout import (
@@ -36,7 +36,7 @@ from hyperpod_local.layout import (
     hosts_file,
     resource_config,
 )
-from hyperpod_local.state import ClusterHandle, LocalClusterError, locked
+from hyperpod_local.state import ClusterHandle, LocalClusterError
 from training_runtime.node_names import ip_name
 from training_runtime.paths import RESOURCE_CONFIG_PATH
 
@@ -72,36 +72,15 @@ def shrunk(layout: LocalLayout, name: str) -> LocalLayout:
     return dataclasses.replace(layout, nodes=tuple(n for n in layout.nodes if n.name != name))
 
 
-def save_layout(workdir: Path, layout: LocalLayout) -> None:
-    """The state file with ``layout``; the caller holds the work directory's lock."""
-    path = workdir / "state.json"
-    data = json.loads(path.read_text())
-    data["layout"] = layout.to_json()
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(data, indent=2) + "\n")
-    temporary.replace(path)
-
-
-def change_layout(workdir: Path, change: object) -> LocalLayout:
-    """Apply ``change`` (a function of the current layout returning the new one) to the state file under the lock."""
-    from hyperpod_local.cluster import LocalCluster
-
-    with locked(workdir):
-        current = LocalCluster.open(workdir).layout
-        updated = change(current)  # type: ignore[operator]
-        save_layout(workdir, updated)
-        return updated  # type: ignore[no-any-return]
-
-
 def publish(cluster: ClusterHandle) -> None:
     """HyperPod's agent after a membership change: slurm.conf (and topology.conf) on the controllers, the
     resource config and hosts on every running node and in the work directory, then ``scontrol reconfigure``."""
-    layout, naming = cluster.layout, cluster.state.naming
+    layout, naming = cluster.layout, cluster.state.variant.naming
     staged = cluster.workdir / "cluster"
     config = json.dumps(resource_config(layout), indent=2) + "\n"
     (staged / "resource_config.json").write_text(config)
     (staged / "hosts").write_text(hosts_file(layout))
-    topology = cluster.state.automatic_topology
+    topology = cluster.state.variant.automatic_topology
     conf = hyperpod_files.slurm_conf(layout, naming, topology=topology)
     tree = hyperpod_files.topology_conf(layout, naming) if topology else None
     alive = [n for n in layout.nodes if cluster.namespaces.alive(n.name)]

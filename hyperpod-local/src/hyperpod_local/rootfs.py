@@ -2,8 +2,8 @@
 
 A cluster's nodes run on an overlay whose lower layer is the host's ``/`` (the generic platform's default)
 or one of the root file systems ``build-node-rootfs.sh`` (package data) builds with mmdebstrap. Each built
-root is named here by the Slurm major it carries, so a cluster picks its Slurm (``LocalCluster.up(...,
-slurm=...)``, ``hyperpod-local up --slurm``) and the suite follows from this one table:
+root is named by the Slurm major it carries, so a cluster picks its Slurm (``Variant(slurm=...)``,
+``hyperpod-local up --slurm``) and the suite follows from one table (:data:`hyperpod_local.variant.SLURM_SUITES`):
 
 * ``24.11``: Debian trixie, HyperPod's current major (the HyperPod platform's default);
 * ``26.05``: Debian forky, the next release (its Slurm packages from deb.debian.org were 26.05.5-1, its
@@ -21,11 +21,8 @@ from pathlib import Path
 
 from hyperpod_local.paths import ROOTFS_SCRIPT
 from hyperpod_local.state import LocalClusterError
+from hyperpod_local.variant import DEFAULT_SLURM, SLURM_SUITES
 
-SLURM_SUITES = {"24.11": "trixie", "26.05": "forky"}
-"""Slurm major -> the Debian suite whose root file system carries it (``build-node-rootfs.sh --suite``)."""
-DEFAULT_SLURM = "24.11"
-"""The HyperPod platform's Slurm when a cluster names none: HyperPod's current major."""
 BUILD_TIME = "about 1 min and 650 MB each"
 """What building one root costs (measured: trixie 65 s, forky 54 s on 2 shared cores; 645 and 654 MB)."""
 

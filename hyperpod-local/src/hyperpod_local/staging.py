@@ -292,7 +292,7 @@ def provision(cluster: ClusterHandle, node: LocalNode) -> None:
         bucket = cluster.workdir / "bucket"
         tar.add(bucket, arcname="lifecycle", filter=as_root)
         staged = cluster.workdir / "cluster"
-        stale = cluster.state.stale_worker_copies and node.role != CONTROLLER
+        stale = cluster.state.variant.stale_worker_copies and node.role != CONTROLLER
         config = staged / (WORKER_RESOURCE_CONFIG if stale else RESOURCE_CONFIG)
         tar.add(config, arcname="config/" + RESOURCE_CONFIG, filter=as_root)
         if node.role == CONTROLLER and (staged / CLUSTER_AGENT_CONFIG).exists():

@@ -1,21 +1,23 @@
-"""The local cluster's memory: ``<workdir>/state.json`` and the lock that serializes commands on it."""
+"""The local cluster's store: ``<workdir>/state.json`` (:func:`read_state`, :func:`write_state`,
+:func:`change_layout`) and the lock that serializes commands on it.
+
+The engine (:mod:`hyperpod_local.cluster`), the agent, membership changes and the control plane's node backend
+read the cluster here; none of them imports the engine (``tests/test_import_cycles.py``)."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import json
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from hyperpod_local.layout import (
-    LocalLayout,
-)
-from training_runtime.node import GENERIC, HYPERPOD
-from training_runtime.node_names import INSTANCE_NAMES, IP_NAMES
+from hyperpod_local.layout import LocalLayout
+from hyperpod_local.variant import Variant, VariantError
 
 if TYPE_CHECKING:
     import subprocess
@@ -67,22 +69,10 @@ class ClusterState:
     """Whether ``up`` ran the lifecycle scripts (``boot`` re-runs them only then)."""
     host_had_run_netns: bool
     host_had_run_mount: bool
-    platform: str = GENERIC
-    """``hyperpod`` (emulated HyperPod platform) or ``generic`` (:mod:`hyperpod_local.hyperpod_platform`)."""
+    variant: Variant
+    """Which HyperPod the cluster plays (:mod:`hyperpod_local.variant`)."""
     rootfs: str | None = None
-    """The nodes' root file system (the overlay's lower layer); None: the host's ``/``."""
-    naming: str = INSTANCE_NAMES
-    """Slurm node names (and host names): ``ip`` or ``instance`` (:mod:`training_runtime.node_names`)."""
-    stale_worker_copies: bool = False
-    """Non-controller nodes get a stale resource_config.json (:func:`hyperpod_local.layout.stale_instances`)."""
-    automatic_topology: bool = True
-    """HyperPod platform: HyperPod's automatic Slurm topology (``topology.conf``, ``TopologyPlugin=topology/tree``;
-    AMIs since 2026-04). False: none, as on an older AMI."""
-    slurm: str | None = None
-    """The Slurm major of that root file system (:data:`hyperpod_local.rootfs.SLURM_SUITES`); None: the host's."""
-    preconfigured_ami: bool = False
-    """HyperPod platform: the 2026 AMI's preconfigured pieces are laid down on every node (:mod:`hyperpod_local.ami`);
-    False: an older AMI without them."""
+    """The nodes' root file system (the overlay's lower layer, with the variant's Slurm); None: the host's ``/``."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -93,13 +83,8 @@ class ClusterState:
             "prefix": self.prefix,
             "layout": self.layout.to_json(),
             "bootstrap": self.bootstrap,
-            "platform": self.platform,
+            "variant": self.variant.to_json(),
             "rootfs": self.rootfs,
-            "naming": self.naming,
-            "stale_worker_copies": self.stale_worker_copies,
-            "automatic_topology": self.automatic_topology,
-            "slurm": self.slurm,
-            "preconfigured_ami": self.preconfigured_ami,
             "host": {"run_netns_existed": self.host_had_run_netns, "run_mount_existed": self.host_had_run_mount},
         }
 
@@ -107,6 +92,10 @@ class ClusterState:
     def from_json(cls, data: Mapping[str, Any]) -> ClusterState:
         if data.get("version") != STATE_VERSION:
             raise LocalClusterError(f"state file version {data.get('version')!r} is not {STATE_VERSION}")
+        try:  # a state file from before the variant value has its fields at the top
+            variant = Variant.from_json(dict(data.get("variant") or data))
+        except VariantError as error:
+            raise LocalClusterError(f"state file: {error}") from None
         return cls(
             config_path=str(data["config_path"]),
             mode=str(data["mode"]),
@@ -116,22 +105,50 @@ class ClusterState:
             bootstrap=bool(data["bootstrap"]),
             host_had_run_netns=bool(data["host"]["run_netns_existed"]),
             host_had_run_mount=bool(data["host"]["run_mount_existed"]),
-            platform=str(data.get("platform", GENERIC)),
+            variant=variant,
             rootfs=None if data.get("rootfs") is None else str(data["rootfs"]),
-            # A state file from before the switch: the names each platform always had.
-            naming=str(data.get("naming") or (IP_NAMES if data.get("platform") == HYPERPOD else INSTANCE_NAMES)),
-            stale_worker_copies=bool(data.get("stale_worker_copies", False)),
-            automatic_topology=bool(data.get("automatic_topology", True)),
-            slurm=None if data.get("slurm") is None else str(data["slurm"]),
-            preconfigured_ami=bool(data.get("preconfigured_ami", False)),
         )
+
+
+# --- the store: what the engine, the agent, membership and the control plane read and change -----------------
+def read_state(workdir: Path) -> ClusterState:
+    """The state of the cluster in ``workdir``; a :class:`LocalClusterError` saying what to do when there is none."""
+    path = workdir / "state.json"
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise LocalClusterError(
+            f"no local cluster in {workdir} (no state.json). Fix: `hyperpod-local up --config FILE` "
+            f"or pass the --workdir the cluster was created with"
+        ) from None
+    except ValueError as error:
+        raise LocalClusterError(f"{path}: not valid JSON ({error}); remove the work directory") from None
+    return ClusterState.from_json(data)
+
+
+def write_state(workdir: Path, state: ClusterState) -> None:
+    """``state`` as ``workdir``'s state file, replaced whole (a reader never sees half of it)."""
+    path = workdir / "state.json"
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(state.to_json(), indent=2) + "\n")
+    temporary.replace(path)
+
+
+def change_layout(workdir: Path, change: Callable[[LocalLayout], LocalLayout]) -> LocalLayout:
+    """Apply ``change`` (a function of the current layout returning the new one) to the state file under the
+    work directory's lock; returns the new layout. Nodes join and leave this way while the cluster runs."""
+    with locked(workdir):
+        state = read_state(workdir)
+        updated = change(state.layout)
+        write_state(workdir, dataclasses.replace(state, layout=updated))
+        return updated
 
 
 def current_state(workdir: Path, known: ClusterState) -> ClusterState:
     """The state file's state now (nodes may have joined or left since ``known`` was read: the emulated control
     plane changes the layout while the cluster runs), or ``known`` when the file is gone or unreadable."""
     try:
-        return ClusterState.from_json(json.loads((workdir / "state.json").read_text()))
+        return read_state(workdir)
     except (OSError, ValueError, KeyError, LocalClusterError):
         return known
 

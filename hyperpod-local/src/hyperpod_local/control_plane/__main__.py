@@ -1,21 +1,11 @@
-"""``python -m hyperpod_local.control_plane --workdir W``: the control plane process of the local cluster in W
-(:func:`hyperpod_local.control_plane.local.start` starts it)."""
+"""``python -m hyperpod_local.control_plane --workdir W``: the control plane process of the local cluster in W, by
+hand (:func:`hyperpod_local.control_plane.local.start` starts it through :mod:`hyperpod_local.processes`)."""
 
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 
-from hyperpod_local.control_plane.local import serve
-
-
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hyperpod_local.control_plane")
-    parser.add_argument("--workdir", required=True, type=Path)
-    serve(parser.parse_args(argv).workdir)
-    return 0
-
+from hyperpod_local.processes import main
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(["hyperpod_local.control_plane", *sys.argv[1:]]))

@@ -69,9 +69,7 @@ def add_command(sub: Any, with_workdir: Any) -> None:
 
 def after_up(args: argparse.Namespace, cluster: ClusterHandle, say: Any) -> None:
     """Start the control plane after ``up`` when asked for (by default on the HyperPod platform)."""
-    from training_runtime.node import HYPERPOD
-
-    wanted = args.control_plane if args.control_plane is not None else cluster.state.platform == HYPERPOD
+    wanted = args.control_plane if args.control_plane is not None else cluster.state.variant.hyperpod
     if not wanted or args.no_bootstrap:
         return
     url = local.start(cluster, launch_latency=args.launch_latency, capacity=dict(args.capacity))

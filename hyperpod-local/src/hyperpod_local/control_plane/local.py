@@ -1,6 +1,6 @@
 """The control plane of a running local cluster: its real nodes as the backend, served where nodes and host reach it.
 
-One process per cluster (``python -m hyperpod_local.control_plane --workdir W``, started by :func:`start`,
+One process per cluster (:func:`serve`, run by :mod:`hyperpod_local.processes`; started by :func:`start`,
 stopped by :func:`stop` and by ``down``) serves:
 
 * the SageMaker API (:mod:`.protocol`) on ``127.0.0.1:<free port>`` for the host (boto3 through
@@ -29,11 +29,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from hyperpod_local import bridge
+from hyperpod_local import bridge, imds
 from hyperpod_local.control_plane.events import Event, EventLog
 from hyperpod_local.control_plane.fleet import Fleet, Settings
 from hyperpod_local.control_plane.model import RUNNING, ClusterInfo, Group, Node
-from hyperpod_local.control_plane.nodes import LocalClusterBackend, instance_of
+from hyperpod_local.control_plane.nodes import ClusterOpener, LocalClusterBackend, instance_of
 from hyperpod_local.control_plane.operations import ControlPlane
 from hyperpod_local.control_plane.protocol import Endpoint
 from hyperpod_local.control_plane.sigv4 import Key
@@ -189,8 +189,9 @@ def continuous(config_source: str) -> bool:
     return config.node_provisioning_mode is not None
 
 
-def build(cluster: ClusterHandle, events: EventLog | None = None) -> ControlPlane:
-    """The control plane of ``cluster`` as it runs now: its groups and nodes (all Running)."""
+def build(cluster: ClusterHandle, open_cluster: ClusterOpener, events: EventLog | None = None) -> ControlPlane:
+    """The control plane of ``cluster`` as it runs now: its groups and nodes (all Running), on a backend that opens
+    the cluster with ``open_cluster`` for each change."""
     layout, state = cluster.layout, cluster.state
     lifecycle = {"SourceS3Uri": "s3://hyperpod-local/lifecycle/", "OnCreate": ENTRYPOINT_BY_MODE[state.mode]}
     groups = [
@@ -216,7 +217,7 @@ def build(cluster: ClusterHandle, events: EventLog | None = None) -> ControlPlan
     fleet = Fleet(
         groups,
         nodes,
-        LocalClusterBackend(cluster.workdir),
+        LocalClusterBackend(cluster.workdir, open_cluster),
         settings=lambda: read_settings(settings_path),
         events=events,
     )
@@ -238,11 +239,10 @@ def bound_in_netns(netns: str, host: str, port: int) -> socket.socket:
                 raise OSError(ctypes.get_errno(), "setns back to the host's network namespace")
 
 
-def serve(workdir: Path) -> None:
-    from hyperpod_local import imds
-    from hyperpod_local.cluster import LocalCluster
-
-    cluster = LocalCluster.open(workdir)
+def serve(cluster: ClusterHandle, open_cluster: ClusterOpener) -> None:
+    """The control plane process's life (:mod:`hyperpod_local.processes` opens ``cluster`` and passes its opener):
+    the API for the host and the nodes, the metadata service, and a reconciliation every :data:`RECONCILE_S` until
+    SIGTERM."""
     own = directory(cluster)
     log_path = own / "events.jsonl"
 
@@ -261,7 +261,7 @@ def serve(workdir: Path) -> None:
                 + "\n"
             )
 
-    plane = build(cluster, EventLog(time.time, log))
+    plane = build(cluster, open_cluster, EventLog(time.time, log))
     endpoint = Endpoint(plane, lambda: keys(own / "credentials.json"))
     switch, subnet = cluster.namespaces.switch, cluster.layout.subnet
     node_sock = bound_in_netns(switch, address(subnet), PORT)
@@ -303,9 +303,7 @@ def start(
     cluster: ClusterHandle, *, launch_latency: float | None = None, capacity: dict[str, int] | None = None
 ) -> str:
     """Start the cluster's control plane (once; HyperPod platform only); returns the host's URL."""
-    from training_runtime.node import HYPERPOD
-
-    if cluster.state.platform != HYPERPOD:
+    if not cluster.state.variant.hyperpod:
         raise LocalClusterError("the emulated control plane needs the HyperPod platform (HyperPod names the nodes)")
     own = directory(cluster)
     own.mkdir(parents=True, exist_ok=True)

@@ -10,16 +10,30 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 from hyperpod_local import agent, membership
 from hyperpod_local.control_plane.fleet import LaunchError
 from hyperpod_local.control_plane.model import Group, Instance
-from hyperpod_local.layout import LOCAL_REGION, LocalNode, instance_id
-from hyperpod_local.state import ClusterHandle, LocalClusterError
+from hyperpod_local.layout import LOCAL_REGION, LocalLayout, LocalNode, instance_id
+from hyperpod_local.state import ClusterHandle, LocalClusterError, change_layout
 from training_runtime.node_names import private_dns_name
+
+
+class PoweredCluster(ClusterHandle, Protocol):
+    """What the backend does to a running cluster besides :class:`ClusterHandle`: power a node off and on
+    (:class:`hyperpod_local.cluster.LocalCluster` is one)."""
+
+    def crash(self, name: str) -> None: ...
+
+    def boot(self, name: str, *, bootstrap: bool = False) -> tuple[int, str] | None: ...
+
+
+ClusterOpener = Callable[[Path], PoweredCluster]
+"""Opens the running cluster of a work directory (``LocalCluster.open``): injected, so this backend does not import
+the engine that starts the control plane."""
 
 
 class LocalClusterBackend:
@@ -27,26 +41,25 @@ class LocalClusterBackend:
     (:mod:`hyperpod_local.membership`), boots it with HyperPod's part and runs its lifecycle script; termination
     powers it off, drops its disk and publishes again; reboot and replace are the cluster's own."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, open_cluster: ClusterOpener) -> None:
         self.workdir = workdir
+        self.open_cluster = open_cluster
         self.lock = threading.Lock()
         """One membership change at a time (slurm.conf is rewritten whole)."""
 
-    def _open(self) -> Any:
-        from hyperpod_local.cluster import LocalCluster
-
-        return LocalCluster.open(self.workdir)
+    def _open(self) -> PoweredCluster:
+        return self.open_cluster(self.workdir)
 
     def allocate(self, group: Group) -> Instance:
         made: list[LocalNode] = []
 
-        def grow(layout: Any) -> Any:
+        def grow(layout: LocalLayout) -> LocalLayout:
             updated, node = membership.grown(layout, group.name)
             made.append(node)
             return updated
 
         try:
-            layout = membership.change_layout(self.workdir, grow)
+            layout = change_layout(self.workdir, grow)
         except ValueError as error:  # LayoutError
             raise LaunchError(str(error)) from None
         return instance_of(layout.cluster_name, made[0])
@@ -71,7 +84,7 @@ class LocalClusterBackend:
                 node_dir = cluster.namespaces.node_dir(instance.name)
                 for disk in ("upper", "work"):
                     subprocess.run(["rm", "-rf", str(node_dir / disk)], check=False)
-                membership.change_layout(self.workdir, lambda layout: membership.shrunk(layout, instance.name))
+                change_layout(self.workdir, lambda layout: membership.shrunk(layout, instance.name))
             membership.publish(self._open())
 
     def reboot(self, instance: Instance) -> None:
