@@ -22,7 +22,7 @@ from hyperpod_cdk.scaler_counts import counts_for_synth, deployed_counts
 from ops_support import aws_env, moto_url  # noqa: F401
 from support import ROOT, fast_app
 from training_runtime.params import ProvisioningParameters
-from training_runtime.scaler.spec import ScalingSpec
+from training_runtime.scaling import ScalingSpec
 
 CONTROLLER = {"name": "controller", "role": "controller", "instance_type": "ml.m5.xlarge", "count": 1}
 GPU = {"name": "gpu", "instance_type": "ml.g5.xlarge", "count": 2, "scaling": {"min": 0, "max": 8, "idle_minutes": 15}}

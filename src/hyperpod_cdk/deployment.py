@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 from hyperpod_cdk.model import Capacity, prefixed
 from hyperpod_cdk.parameters import parameters_file
 from hyperpod_cdk.template_parameters import group_capacity_id, group_type_id, template_parameters
-from training_runtime.params import GroupSpec, MetricsTarget, ProvisioningParameters
+from training_runtime.groups import GroupSpec
+from training_runtime.params import MetricsTarget, ProvisioningParameters
 from training_runtime.users import User
 
 if TYPE_CHECKING:

@@ -27,8 +27,8 @@ from typing import Any
 from hyperpod_local.layout import LocalLayout, LocalNode, cluster_agent_config, hosts_file, resource_config
 from hyperpod_local.overlay import emulated
 from hyperpod_local.state import ClusterHandle, LocalClusterError
-from training_runtime.groups import CONTROLLER
-from training_runtime.params import LIFECYCLE_DRIVEN, PARAMETERS_FILE_BY_MODE, GroupSpec, ProvisioningParameters
+from training_runtime.groups import CONTROLLER, GroupSpec
+from training_runtime.params import LIFECYCLE_DRIVEN, PARAMETERS_FILE_BY_MODE, ProvisioningParameters
 from training_runtime.users import USERS_FILE
 
 
@@ -161,7 +161,7 @@ def _uploaded_files(
 ) -> dict[str, bytes]:
     """The files under the cluster's ``SourceS3Uri``: the upload's sources in order (a later one wins, as the
     upload unpacks them in order), or the published tree the URI names."""
-    from hyperpod_cdk.publishing.layout import read_tree
+    from hyperpod_cdk.published_layout import read_tree
 
     uri = json.dumps(cluster["Properties"]["InstanceGroups"][0]["LifeCycleConfig"]["SourceS3Uri"])
     for tree in sorted((directory / PUBLISHED_DIR).glob("*.json")):

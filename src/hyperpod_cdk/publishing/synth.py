@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hyperpod_cdk.errors import ConfigurationError
-from hyperpod_cdk.publishing.layout import PublishTarget
+from hyperpod_cdk.published_layout import PublishTarget
 
 if TYPE_CHECKING:
     import aws_cdk as cdk

@@ -35,7 +35,7 @@ from hyperpod_cdk.deployment import deployment
 from hyperpod_cdk.errors import raise_if_any
 from hyperpod_cdk.model import pascal_case
 from hyperpod_cdk.organization import OrganizationRules
-from hyperpod_cdk.publishing.layout import PublishTarget, assets_key_prefix, lifecycle_key_prefix
+from hyperpod_cdk.published_layout import PublishTarget, assets_key_prefix, lifecycle_key_prefix
 from hyperpod_cdk.scaler_counts import at_template_counts
 from hyperpod_cdk.stacks.choices import LaunchChoices
 from hyperpod_cdk.template_parameters import CLUSTER_NAME_ID

@@ -29,7 +29,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from training_runtime.groups import COMPUTE, GroupSpec
 from training_runtime.health.results import REASON_PREFIX
-from training_runtime.scaler.spec import MAX_NODES_PER_CALL, ScalingSpec
+from training_runtime.scaling import MAX_NODES_PER_CALL, ScalingSpec
 
 MAX_GROUPS_PER_ADD = 5
 """BatchAddClusterNodes: at most 5 ``NodesToAdd`` entries (instance groups) per call."""

@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from training_runtime.scaler.policy import AddNodes
 from training_runtime.scaler.sigv4 import Credentials, sign
-from training_runtime.scaler.spec import MAX_NODES_PER_CALL
+from training_runtime.scaling import MAX_NODES_PER_CALL
 
 SERVICE = "sagemaker"
 TARGET_PREFIX = "SageMaker."
