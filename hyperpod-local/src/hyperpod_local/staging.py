@@ -283,7 +283,7 @@ CLUSTER_AGENT_CONFIG = "cluster_agent.json"
 def stage(
     directory: Path,
     layout: LocalLayout,
-    files: StagedPrefix,
+    files: Mapping[str, bytes],
     *,
     naming: str | None = None,
     stale_worker_copies: bool = False,
@@ -292,6 +292,8 @@ def stage(
     shared directory: the resource config (and, ``stale_worker_copies``, the workers' stale one), with a
     ``naming`` (the HyperPod platform) the controller's ``cluster_agent.json``, and the deployment's modes
     (:data:`DEPLOYMENT_RECORD`, read by :func:`deployed_modes`)."""
+    if not isinstance(files, StagedPrefix):  # typed as a mapping for callers that pass the prefix along as one
+        raise TypeError("stage: give the StagedPrefix of LocalInputs.staged_files (it carries the deployment's modes)")
     bucket = directory / "bucket"
     for name, body in files.items():
         path = bucket / name
