@@ -129,6 +129,14 @@ def test_cluster_waits_for_upload_role_policy_and_storage(api_driven: Template) 
     assert role_id not in depends and fs_id not in depends
 
 
+def test_lifecycle_driven_the_cluster_waits_for_the_file_system_no_storage_config_names() -> None:
+    stack, _ = cluster_stack(groups=(CONTROLLER, LOGIN, GPU), mode=SlurmMode.LIFECYCLE_DRIVEN)
+    template = Template.from_stack(stack)
+    _, cluster = only(template, "AWS::SageMaker::Cluster")
+    (fs_id,) = template.find_resources("AWS::FSx::FileSystem")
+    assert f'"{fs_id}"' not in json.dumps(cluster["Properties"]) and fs_id in cluster["DependsOn"]
+
+
 def test_tags_reach_cluster_and_role(api_driven: Template) -> None:
     api_driven.has_resource_properties("AWS::SageMaker::Cluster", {"Tags": [{"Key": "team", "Value": "fm"}]})
     api_driven.has_resource_properties(

@@ -197,15 +197,17 @@ class HyperPodCluster(Construct):
         for key, value in (tags or {}).items():
             Tags.of(self).add(key, value)
         # Creation must not race what the nodes need at boot: the lifecycle upload, the role's policies (the role
-        # and the file systems themselves are implied by the GetAtts of ExecutionRole and the storage configs), the
-        # security groups' rules that let nodes mount the file systems (an adopted group's too), and the data
-        # repository associations.
+        # and, API-driven, the file systems themselves are implied by the GetAtts of ExecutionRole and the storage
+        # configs), the security groups' rules that let nodes mount the file systems (an adopted group's too), and
+        # the data repository associations.
         self.resource.node.add_dependency(*lifecycle.upload_dependencies, *self._role_policies(role is None))
         self._admit_group_security_groups([s for s in (storage, openzfs) if s is not None])
         if openzfs is not None:
             self.resource.node.add_dependency(openzfs.security_group)
         if storage is not None:
             self.resource.node.add_dependency(storage.security_group, *storage.data_repository_associations)
+            if self.mode == SlurmMode.LIFECYCLE_DRIVEN:  # the runtime mounts it; no storage config names it
+                self.resource.node.add_dependency(storage.file_system)
         self.scaler_policy = (
             ScalerPolicy(self, "Scaler", role=self.execution_role, cluster_arn=self.cluster_arn)
             if any(g.scaling is not None for g in self.instance_groups)
