@@ -33,9 +33,10 @@ def assembly(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _stack(example: Path | None) -> str:
-    if example is None:
-        return DEFAULT_STACK
-    return "hyperpod-" + str(from_config(example).cluster_name)
+    from hyperpod_cdk.config import load_config
+    from hyperpod_cdk.deployment import deployment
+
+    return DEFAULT_STACK if example is None else deployment(load_config(example)).stack_name
 
 
 @pytest.mark.parametrize("example", [*EXAMPLES, None], ids=lambda p: p.name if p else "default")
