@@ -21,6 +21,7 @@ silence_node_end_of_life_banner()  # before aws_cdk starts Node.js (hyperpod_cdk
 import aws_cdk as cdk
 
 from hyperpod_cdk import ClusterConfig, ConfigurationError, TrainingClusterStack, load_config
+from hyperpod_cdk.deployment import deployment
 from hyperpod_cdk.scaler_counts import COUNTS_CONTEXT, counts_for_synth
 from hyperpod_cdk.template_findings import findings_in
 
@@ -30,10 +31,11 @@ def main() -> None:
     config_path = app.node.try_get_context("config")
     try:
         config = load_config(config_path) if config_path else ClusterConfig()
-        stack_name = app.node.try_get_context("stack_name") or f"hyperpod-{config.cluster_name}"
+        deployed = deployment(config)  # its stack name; its cluster name, whose counts a scaled group keeps
+        stack_name = app.node.try_get_context("stack_name") or deployed.stack_name
         # A scaled group keeps the deployed cluster's count (docs/scaler-cloudformation.md).
-        deployed = counts_for_synth(config, app.node.try_get_context(COUNTS_CONTEXT))
-        TrainingClusterStack(app, stack_name, config=config, deployed_counts=deployed)
+        counts = counts_for_synth(deployed, app.node.try_get_context(COUNTS_CONTEXT))
+        TrainingClusterStack(app, stack_name, config=config, deployed_counts=counts)
     except ConfigurationError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(1)

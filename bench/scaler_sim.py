@@ -53,7 +53,7 @@ from training_runtime.scaler.policy import (
     decide,
     drain_reason,
 )
-from training_runtime.scaler.spec import ScalingSpec
+from training_runtime.scaling import ScalingSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 GROUP = PARTITION = "gpu"

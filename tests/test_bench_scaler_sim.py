@@ -13,7 +13,7 @@ sys.path.append(str(Path(__file__).resolve().parent.parent / "bench"))  # last: 
 import scaler_engine as engine
 import scaler_sim as sim
 import scaler_trace as trace
-from training_runtime.scaler.spec import ScalingSpec
+from training_runtime.scaling import ScalingSpec
 
 HOUR = 3600.0
 LAUNCH = 900.0

@@ -13,10 +13,11 @@ from hyperpod_cdk.config import parse_config
 from hyperpod_local import hyperpod_platform as emulated
 from hyperpod_local.layout import plan_layout
 from runtime_fakes import RecordingRunner, fake_node, touch
+from training_runtime.groups import COMPUTE, CONTROLLER, LOGIN
 from training_runtime.hardware import hardware_for
 from training_runtime.node import Node
 from training_runtime.node_names import IP_NAMES
-from training_runtime.params import API_DRIVEN, COMPUTE, CONTROLLER, LIFECYCLE_DRIVEN, LOGIN
+from training_runtime.params import API_DRIVEN, LIFECYCLE_DRIVEN
 from training_runtime.plan import StepError, apply_plan
 from training_runtime.render.slurm_conf import Partition, SlurmNode, SlurmSettings, render_slurm_conf
 from training_runtime.retry import RetryPolicy

@@ -119,3 +119,99 @@ def test_the_construct_refuses_the_deployment_of_another_config() -> None:
             instance_groups=config.instance_groups,
             deployment=other,
         )
+
+
+def test_the_deployment_carries_its_stack_name_cluster_name_and_modes() -> None:
+    data = {"cluster_name": "research", "organization": {"name_prefix": "acme-"}, "observability": {"enabled": False}}
+    found = deployment(parse_model(data, "test"))
+    # The stack keeps the config's name: an organization's prefix must not rename a deployed stack.
+    assert (found.stack_name, found.cluster_name) == ("hyperpod-research", "acme-research")
+    assert (found.mode, found.node_provisioning_mode, found.continuous) == ("api-driven", None, False)
+    continuous = deployment(load_config(ROOT / "examples" / "continuous-cluster.yaml"))
+    assert (continuous.node_provisioning_mode, continuous.continuous) == ("continuous", True)
+
+
+def test_preflight_and_the_synth_look_up_the_deployed_name() -> None:
+    """The organization's prefix is applied in one place (deployed_name), read by preflight's look-ups and the
+    synth's DescribeCluster."""
+    from hyperpod_cdk.preflight.online import cluster_name
+    from hyperpod_cdk.rules.view import ClusterView
+    from hyperpod_cdk.scaler_counts import counts_for_synth
+
+    data = {
+        "cluster_name": "research",
+        "organization": {"name_prefix": "acme-"},
+        "observability": {"enabled": False},
+        "instance_groups": [
+            {"name": "controller", "role": "controller", "instance_type": "ml.m5.xlarge", "count": 1},
+            {
+                "name": "cpu",
+                "role": "compute",
+                "instance_type": "ml.c5.xlarge",
+                "count": 0,
+                "scaling": {"min": 0, "max": 2},
+            },
+        ],
+        "node_provisioning_mode": "continuous",
+    }
+    config = parse_model(data, "test")
+    assert cluster_name(ClusterView.of_config(config)) == deployment(config).cluster_name == "acme-research"
+    asked: list[str] = []
+
+    class SageMaker:
+        def describe_cluster(self, ClusterName: str) -> dict[str, Any]:  # boto3's spelling
+            asked.append(ClusterName)
+            return {"InstanceGroups": [{"InstanceGroupName": "cpu", "TargetCount": 1}]}
+
+    assert counts_for_synth(deployment(config), None, SageMaker) == {"cpu": 1}
+    assert asked == ["acme-research"]
+
+
+def test_the_construct_builds_the_same_file_from_props_as_from_the_deployment(tmp_path: Path) -> None:
+    """One builder: a HyperPodCluster embedded with props uploads what the deployment of the same config says;
+    a type that is a template parameter is left to each node, as a type chosen at launch is."""
+    from aws_cdk import CfnParameter
+
+    from hyperpod_cdk import ClusterNetwork, HyperPodCluster, LifecycleScripts
+
+    config = ClusterConfig()
+    stack = Stack(fast_app(), "T")
+    chosen = CfnParameter(stack, "ComputeType", default="ml.c5.xlarge").value_as_string
+    groups = [
+        dataclasses.replace(g, instance_type=chosen) if g.role == "compute" else g for g in config.instance_groups
+    ]
+    scripts = LifecycleScripts(stack, "Scripts")
+    HyperPodCluster(
+        stack,
+        "Cluster",
+        cluster_name=config.cluster_name,
+        network=ClusterNetwork(stack, "Network"),
+        lifecycle=scripts,
+        instance_groups=groups,
+        mode=config.mode,
+        runtime_options=config.runtime,
+    )
+    held = scripts.parameters
+    assert held is not None
+    expected = deployment(config.model_copy(update={"instance_groups": groups}), is_unresolved=Token.is_unresolved)
+    assert held == expected.with_resources(fsx_dns_name=None, fsx_mountname=None, fsx=None, metrics=None)
+    assert [g.instance_type for g in held.groups if g.role == "compute"] == [None]
+
+
+def test_the_construct_refuses_a_deployment_of_another_provisioning_mode() -> None:
+    from hyperpod_cdk import ClusterNetwork, ConfigurationError, HyperPodCluster, LifecycleScripts
+    from hyperpod_cdk.model import NodeProvisioningMode
+
+    config = ClusterConfig()
+    app_stack = Stack(fast_app(), "T")
+    with pytest.raises(ConfigurationError, match=r"\(node provisioning: None\); these props .*continuous"):
+        HyperPodCluster(
+            app_stack,
+            "Cluster",
+            cluster_name=config.cluster_name,
+            node_provisioning_mode=NodeProvisioningMode.CONTINUOUS,
+            network=ClusterNetwork(app_stack, "Network"),
+            lifecycle=LifecycleScripts(app_stack, "Scripts"),
+            instance_groups=config.instance_groups,
+            deployment=deployment(config),
+        )

@@ -101,7 +101,8 @@ def test_the_parameters_example_shows_deploy_time_values_by_their_key() -> None:
 
 def test_slurm_mode_doc_names_every_key_the_parameters_file_can_hold() -> None:
     """The key list in docs/slurm-mode.md is prose; a key the contract gains must be named there too."""
-    from training_runtime.params import GroupSpec, MetricsTarget, ProvisioningParameters
+    from training_runtime.groups import GroupSpec
+    from training_runtime.params import MetricsTarget, ProvisioningParameters
 
     everything = ProvisioningParameters(
         cluster_name="c",

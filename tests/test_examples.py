@@ -136,6 +136,25 @@ def test_ignored_lint_checks_carry_reasons() -> None:
     assert all(reason.strip() for reason in CFN_LINT_IGNORED.values())
 
 
+def test_plain_cfn_lint_finds_nothing_we_caused_on_the_default_template() -> None:
+    """cfn-lint as a platform team runs it (no configuration, no ignores): every finding on the default template
+    is one of CDK's own resources' (CFN_LINT_IGNORED), none of ours. A DependsOn that repeats a GetAtt (W3005) is
+    dropped from our constructs, or skipped on exactly its resource with a reason (the file systems')."""
+    import json
+
+    from cfnlint.api import ManualArgs, lint
+
+    from hyperpod_cdk import ClusterConfig, TrainingClusterStack
+    from support import cdk_own, template_of
+
+    template = template_of(TrainingClusterStack(fast_app(), "hyperpod-ml-cluster", config=ClusterConfig()))
+    matches = lint(json.dumps(template), config=ManualArgs(regions=["us-east-1"]))
+    ours = [f"{m.rule.id} {'/'.join(map(str, m.path))}" for m in matches if not cdk_own(m.rule.id, m.path)]
+    assert ours == []
+    skipped = {k for k, r in template["Resources"].items() if "cfn-lint" in r.get("Metadata", {})}
+    assert {template["Resources"][k]["Type"] for k in skipped} == {"AWS::FSx::FileSystem"}
+
+
 def test_examples_cover_the_required_shapes() -> None:
     names = {e.name for e in EXAMPLES}
     assert {

@@ -14,7 +14,7 @@ from aws_cdk.assertions import Template
 from builders import CONTROLLER, cluster_stack, only
 from hyperpod_cdk.config import parse_config
 from hyperpod_cdk.model import InstanceGroup
-from hyperpod_cdk.parameters import cluster_parameters
+from hyperpod_cdk.parameters import parameters_file
 from hyperpod_local.layout import plan_layout, resource_config
 from hyperpod_local.overlay import host_hardware, local_parameters
 from runtime_fakes import FakeHost, fake_node
@@ -56,18 +56,14 @@ def test_a_flexible_group_is_instance_requirements_in_priority_order(template: T
 
 
 def test_the_parameters_file_leaves_a_flexible_groups_type_to_each_node() -> None:
-    params = cluster_parameters(
+    params = parameters_file(
         cluster_name="c",
         mode="lifecycle-driven",
         node_provisioning_mode=None,
-        instance_groups=(CONTROLLER, FLEX_GPUS),
-        fsx_dns_name=None,
-        fsx_mountname=None,
-        fsx=None,
+        groups=(CONTROLLER.spec(), FLEX_GPUS.spec()),
         fsx_mount_path="/fsx",
         openzfs_mount_path=None,
         runtime_options=None,
-        metrics=None,
     )
     written = params.to_json()["hyperpod_cdk"]["groups"]
     assert written[1]["instance_type"] is None and written[1]["instance_types"] == list(GPU_TYPES)

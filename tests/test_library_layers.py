@@ -34,3 +34,40 @@ def test_publishing_does_not_load_the_operator_cli(module: str) -> None:
     source = (ROOT / "src" / (module.replace(".", "/") + ".py")).read_text()
     assert "hyperpod_cdk.ops" not in source  # its AWS helpers are imported where they are used, from .aws
     assert loaded_after(f"import {module}", OPERATOR_CLI) == []
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module ``path`` imports, at the top or inside a function (a lazy import is an arrow too)."""
+    import ast
+
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+PUBLISHING_FREE = [
+    *(ROOT / "src" / "hyperpod_cdk").glob("*.py"),
+    *(ROOT / "src" / "hyperpod_cdk" / "constructs").rglob("*.py"),
+    *(ROOT / "src" / "hyperpod_cdk" / "stacks").rglob("*.py"),
+    *(ROOT / "src" / "hyperpod_cdk" / "organization").rglob("*.py"),
+    *(ROOT / "src" / "hyperpod_cdk" / "rules").rglob("*.py"),
+    *(ROOT / "hyperpod-local" / "src" / "hyperpod_local").rglob("*.py"),
+]
+"""The core, the constructs and stacks, and the emulator: below ``publish`` (``cli.py`` dispatches to it)."""
+
+
+def test_the_core_and_the_constructs_do_not_import_the_publish_command() -> None:
+    """What the published layout is (keys, tree hash) is core (``hyperpod_cdk.published_layout``); the
+    ``publishing`` package is the tool that uploads it, and nothing below it imports it."""
+    upward = {
+        str(path.relative_to(ROOT)): found
+        for path in PUBLISHING_FREE
+        if path.name != "cli.py" or path.parent.name != "hyperpod_cdk"  # the command line names every tool
+        for found in [sorted(m for m in imported_modules(path) if m.startswith("hyperpod_cdk.publishing"))]
+        if found
+    }
+    assert upward == {}

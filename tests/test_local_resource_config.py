@@ -17,7 +17,7 @@ import pytest
 
 from hyperpod_cdk.config import parse_config
 from hyperpod_local.layout import LayoutError, cluster_agent_config, plan_layout, resource_config, stale_instances
-from hyperpod_local.staging import provision, stage
+from hyperpod_local.staging import DeployedModes, StagedPrefix, provision, stage
 from hyperpod_local.state import ClusterState
 from hyperpod_local.variant import Variant, VariantError
 from training_runtime.node_names import INSTANCE_NAMES, IP_NAMES, decide_naming
@@ -94,7 +94,8 @@ class Recorder:
 @pytest.mark.parametrize("stale", [False, True])
 def test_each_node_gets_its_copy_and_only_the_controller_gets_cluster_agent_json(tmp_path: Path, stale: bool) -> None:
     local = layout()
-    stage(tmp_path, local, {"on_create.sh": b"#!/bin/sh\n"}, naming=INSTANCE_NAMES, stale_worker_copies=stale)
+    files = StagedPrefix({"on_create.sh": b"#!/bin/sh\n"}, DeployedModes("api-driven", None))
+    stage(tmp_path, local, files, naming=INSTANCE_NAMES, stale_worker_copies=stale)
     cluster = Recorder(tmp_path, stale)
     for node in local.nodes:
         provision(cluster, node)  # type: ignore[arg-type]

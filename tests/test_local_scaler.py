@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 from hyperpod_cdk.config import load_config
+from hyperpod_cdk.deployment import deployment
 from hyperpod_cdk.scaler_counts import at_template_counts, counts_for_synth
 from hyperpod_local import LocalCluster
 from hyperpod_local.control_plane import local as control_plane
@@ -196,7 +197,7 @@ def test_cloudformation_and_the_scaler_agree_on_the_count(cluster: LocalCluster,
     job = submit(cluster, "-N1", "--wrap", "sleep 60")
     wait_for("the job to run", lambda: job_state(cluster, job) == "RUNNING")
     config = load_config(CONFIG)
-    deployed = counts_for_synth(config, None, client=lambda: client)  # the synth path's look-up
+    deployed = counts_for_synth(deployment(config), None, client=lambda: client)  # the synth path's look-up
     assert deployed is not None and deployed[GROUP] == 1 and deployed["cpu"] == 0
     template = {g.name: g for g in at_template_counts(config.instance_groups, deployed, "drill")}
     assert template[GROUP].count == 1  # the config's count is 0: the template follows the scaler instead

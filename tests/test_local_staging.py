@@ -33,9 +33,10 @@ def assembly(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _stack(example: Path | None) -> str:
-    if example is None:
-        return DEFAULT_STACK
-    return "hyperpod-" + str(from_config(example).cluster_name)
+    from hyperpod_cdk.config import load_config
+    from hyperpod_cdk.deployment import deployment
+
+    return DEFAULT_STACK if example is None else deployment(load_config(example)).stack_name
 
 
 @pytest.mark.parametrize("example", [*EXAMPLES, None], ids=lambda p: p.name if p else "default")
@@ -43,6 +44,7 @@ def test_config_and_assembly_stage_the_same_prefix_file_by_file(assembly: Path, 
     ours = from_config(example)
     synthesized = from_assembly(assembly, _stack(example))
     assert (ours.cluster_name, ours.counts) == (synthesized.cluster_name, synthesized.counts)
+    assert ours.modes == synthesized.modes  # the config's modes, and the synthesized cluster's
     # Every file but the parameters file is uploaded byte for byte as the config path builds it.
     name = ours.deployed.file_name
     assert set(ours.files) == set(synthesized.files)
@@ -129,3 +131,25 @@ def test_the_scaler_timing_is_staged_only_when_given() -> None:
     assert timed.emulation is not None
     assert (timed.emulation.scaler_interval_s, timed.emulation.scaler_minute_s) == (1.0, 4.0)
     assert timed.emulation.hardware is True
+
+
+def test_the_work_directory_records_the_deployments_modes_for_the_control_plane(assembly: Path, tmp_path: Path) -> None:
+    """The emulated control plane learns Continuous from the deployment (staged with the prefix), never from the
+    display string of where the config came from."""
+    from types import SimpleNamespace
+
+    from hyperpod_local.control_plane.local import continuous
+    from hyperpod_local.layout import plan_nodes
+    from hyperpod_local.staging import deployed_modes, stage
+
+    example = ROOT / "examples" / "continuous-cluster.yaml"
+    cases = [(from_config(example), True), (from_assembly(assembly, _stack(example)), True), (from_config(None), False)]
+    for inputs, is_continuous in cases:
+        workdir = tmp_path / str(len(list(tmp_path.iterdir())))
+        local = plan_nodes(inputs.cluster_name, inputs.groups, inputs.counts)
+        stage(workdir, local, inputs.staged_files(cpus=2))
+        assert deployed_modes(workdir) == inputs.modes
+        assert continuous(SimpleNamespace(workdir=workdir)) is is_continuous  # type: ignore[arg-type]
+    assert from_config(example).modes.node_provisioning_mode == "continuous"
+    with pytest.raises(LocalClusterError, match="no record of the deployment's modes"):
+        deployed_modes(tmp_path / "never-staged")

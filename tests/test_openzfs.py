@@ -107,7 +107,10 @@ def test_hyperpod_mounts_both_file_systems_on_every_group(template: dict[str, An
         configs = group["InstanceStorageConfigs"]
         assert {"FsxOpenZfsConfig": {"DnsName": {"Fn::GetAtt": [key, "DNSName"]}, "MountPath": "/home"}} in configs
         assert [c["FsxLustreConfig"]["MountPath"] for c in configs if "FsxLustreConfig" in c] == ["/fsx"]
-    assert key in cluster["DependsOn"]
+    assert key not in cluster["DependsOn"]  # the GetAtt above orders it (cfn-lint W3005)
+    ingress = {k: r for k, r in template["Resources"].items() if r["Type"] == "AWS::EC2::SecurityGroupIngress"}
+    nfs_rules = [k for k, r in ingress.items() if r["Properties"]["GroupId"]["Fn::GetAtt"][0].startswith("OpenZfs")]
+    assert nfs_rules and set(nfs_rules) <= set(cluster["DependsOn"])
 
 
 def test_the_nodes_parameters_put_the_homes_on_openzfs(beside_lustre: tuple[dict[str, Any], Path]) -> None:
@@ -145,21 +148,17 @@ def test_a_cluster_built_from_python_tells_its_nodes_where_openzfs_is(tmp_path: 
 
 
 def test_without_openzfs_the_parameters_file_has_no_openzfs_key(tmp_path: Path) -> None:
-    from hyperpod_cdk.parameters import cluster_parameters
+    from hyperpod_cdk.parameters import parameters_file
 
     config = parse_config({})
-    params = cluster_parameters(
+    params = parameters_file(
         cluster_name="c",
         mode=config.mode,
         node_provisioning_mode=None,
-        instance_groups=config.instance_groups,
-        fsx_dns_name=None,
-        fsx_mountname=None,
-        fsx=None,
+        groups=[g.spec() for g in config.instance_groups],
         fsx_mount_path="/fsx",
         openzfs_mount_path=None,
         runtime_options=None,
-        metrics=None,
     )
     assert "openzfs_mount_path" not in params.to_json()["hyperpod_cdk"]  # older runtimes read the file unchanged
     assert ProvisioningParameters.loads(params.dumps()).homes_dir == "/fsx/home"

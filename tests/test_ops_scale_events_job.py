@@ -213,16 +213,30 @@ def test_training_job_config_without_fsx_and_unknown_stack() -> None:
 
 
 def test_output_names_match_the_synthesized_stacks() -> None:
-    """The names read here are the ones TrainingClusterStack writes (snapshots of the example stacks)."""
-    names = {
+    """The names read here are the ones TrainingClusterStack writes (snapshots of the example stacks), and every
+    output of every snapshot is one of hyperpod_cdk.stack_outputs' names: one definition, read by both."""
+    import re
+
+    from hyperpod_cdk import stack_outputs
+
+    read = {
         training_job.CLUSTER_NAME,
-        training_job.SUBNETS,
-        training_job.SECURITY_GROUPS,
-        training_job.FSX_ID,
+        training_job.TRAINING_JOB_SUBNETS,
+        training_job.TRAINING_JOB_SECURITY_GROUPS,
+        training_job.FSX_FILE_SYSTEM_ID,
         training_job.FSX_MOUNT_NAME,
     }
     template = json.loads((ROOT / "tests" / "snapshots" / "gpu-cluster.hyperpod-gpu-cluster.json").read_text())
-    assert names <= set(template["Outputs"])
+    assert read <= set(template["Outputs"])
+    named = {v for k, v in vars(stack_outputs).items() if k.isupper() and isinstance(v, str)}
+    bucket = re.compile(stack_outputs.data_repository_bucket("[A-Z][A-Za-z0-9]*"))
+    stacks = [json.loads(p.read_text()) for p in sorted((ROOT / "tests" / "snapshots").glob("*.hyperpod-*.json"))]
+    clusters = [t for t in stacks if str(t.get("Description", "")).startswith("SageMaker HyperPod Slurm cluster")]
+    assert len(clusters) >= 9  # every example's TrainingClusterStack
+    for template in clusters:
+        outputs = template["Outputs"]
+        unnamed = [o for o in outputs if o not in named and not bucket.fullmatch(o)]
+        assert unnamed == [], f"{template['Description']}: outputs not in hyperpod_cdk.stack_outputs: {unnamed}"
 
 
 def test_scale_sets_a_scaled_groups_count_without_drift_inside_the_scalers_bounds() -> None:

@@ -297,7 +297,7 @@ def test_the_emulations_scaler_timing_is_carried_and_checked() -> None:
 
 
 def test_a_groups_scaling_is_carried_checked_and_absent_when_not_said() -> None:
-    from training_runtime.scaler.spec import ScalingSpec
+    from training_runtime.scaling import ScalingSpec
 
     written = params(
         groups=(

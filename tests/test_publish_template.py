@@ -14,7 +14,7 @@ import pytest
 
 from hyperpod_cdk import ClusterConfig, ConfigurationError, PublishedTrainingClusterStack, PublishTarget
 from hyperpod_cdk.constructs.network import DEFAULT_SG_FINDING
-from hyperpod_cdk.publishing.layout import LifecycleTree, tree_hash
+from hyperpod_cdk.published_layout import LifecycleTree, tree_hash
 from support import cfn_lint, fast_app
 from training_runtime.params import ProvisioningParameters
 
@@ -180,3 +180,26 @@ def test_a_template_with_launch_parameters_publishes_and_its_nodes_read_the_type
     assert params.group("workers").instance_type is None  # type: ignore[union-attr]
     assert params.group("controller").instance_type == "ml.m5.xlarge"  # type: ignore[union-attr]
     assert params.cluster_name == "team-cluster"
+
+
+INTERNAL = {"scope", "published", "choices", "organization"}
+"""TrainingCluster's attributes that are how it builds, not parts a stack exposes."""
+
+
+def test_both_stacks_expose_every_part_of_their_training_cluster() -> None:
+    """The deployable and the published stack forward the same parts (once, in their base class): a part added to
+    TrainingCluster, or one a stack forgets (the published stack once had no ``data_buckets``), fails here."""
+    from hyperpod_cdk import TrainingClusterStack
+
+    config = ClusterConfig.model_validate(
+        {"storage": {"data_repositories": [{"name": "datasets", "file_system_path": "/datasets"}]}}
+    )
+    stacks = [
+        TrainingClusterStack(fast_app(), "deployed", config=config),
+        PublishedTrainingClusterStack(fast_app(), "published", config=config, target=TARGET),
+    ]
+    for stack in stacks:
+        parts = {k: v for k, v in vars(stack.parts).items() if not k.startswith("_") and k not in INTERNAL}
+        assert parts.get("data_buckets"), "the example has a data repository"
+        missing = [name for name, part in parts.items() if getattr(stack, name, None) is not part]
+        assert missing == [], f"{type(stack).__name__} does not expose {missing}"

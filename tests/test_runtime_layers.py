@@ -34,3 +34,31 @@ def test_job_time_tools_do_not_load_bootstrap_machinery(module: str) -> None:
         [sys.executable, "-c", probe], env={"PYTHONPATH": str(SRC)}, capture_output=True, text=True, check=True
     )
     assert result.stdout.split() == [], f"{module} imports bootstrap modules"
+
+
+CONTRACT = ("params", "groups", "group_rules", "scaling", "options", "option_types", "option_rules", "users")
+"""The parameters file's contract and what it is made of: the bottom layer every service reads."""
+SERVICES = ("training_runtime.scaler", "training_runtime.spot", "training_runtime.health", "training_runtime.metrics")
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module ``path`` imports, at the top or inside a function (a lazy import is an arrow too)."""
+    import ast
+
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+@pytest.mark.parametrize("module", CONTRACT)
+def test_the_contract_imports_no_service(module: str) -> None:
+    """``ScalingSpec`` is part of the contract (``groups[].scaling``), so it lives in the bottom layer
+    (``training_runtime.scaling``), not in the scaler that reads it."""
+    path = SRC / "training_runtime" / f"{module}.py"
+    upward = sorted(m for m in imported_modules(path) if m.startswith(SERVICES + BOOTSTRAP))
+    assert upward == [], f"training_runtime.{module} imports {upward}"

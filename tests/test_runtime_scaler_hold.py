@@ -27,7 +27,7 @@ from training_runtime.scaler.job_submit import (
     without_block,
 )
 from training_runtime.scaler.policy import DRAIN_REASON_START
-from training_runtime.scaler.spec import ScalingSpec
+from training_runtime.scaling import ScalingSpec
 from training_runtime.steps.scaler import JobSubmitHold, JobSubmitPush, job_submit_files, scaler_steps
 from training_runtime.steps.slurm import HyperPodAccounting
 

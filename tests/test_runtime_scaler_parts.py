@@ -14,8 +14,8 @@ from training_runtime.scaler.config import ConfigError, ScaledGroupConfig, Scale
 from training_runtime.scaler.heartbeat import MAX_VALUE, GroupLine, Heartbeat, format_heartbeat, parse_heartbeat
 from training_runtime.scaler.policy import ADD, PendingJob, drain_reason
 from training_runtime.scaler.slurm_view import parse_nodes, parse_pending, parse_state, to_policy_nodes
-from training_runtime.scaler.spec import ScalingSpec
 from training_runtime.scaler.state import Operation, State, StateError, load, save
+from training_runtime.scaling import ScalingSpec
 
 UTC = calendar.timegm
 

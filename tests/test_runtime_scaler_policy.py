@@ -21,7 +21,7 @@ from training_runtime.scaler.policy import (
     planned_target,
     scaled_groups,
 )
-from training_runtime.scaler.spec import ScalingSpec
+from training_runtime.scaling import ScalingSpec
 
 NOW = 1_000_000.0
 MIN = 60.0

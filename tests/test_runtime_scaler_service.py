@@ -23,8 +23,8 @@ from training_runtime.scaler.sagemaker import SageMaker
 from training_runtime.scaler.service import Scaler, backoff_s
 from training_runtime.scaler.sigv4 import Credentials
 from training_runtime.scaler.slurm_view import Slurm
-from training_runtime.scaler.spec import ScalingSpec
 from training_runtime.scaler.state import load
+from training_runtime.scaling import ScalingSpec
 
 START = 1_795_000_000.0
 ARN = "arn:aws:sagemaker:us-west-2:123456789012:cluster/abcdefghijkl"

@@ -9,7 +9,7 @@ from runtime_fakes import fake_node
 from training_runtime.emulation import Emulation
 from training_runtime.groups import GroupSpec
 from training_runtime.scaler.config import CONFIG_PATH, ScalerConfig
-from training_runtime.scaler.spec import ScalingSpec
+from training_runtime.scaling import ScalingSpec
 from training_runtime.steps.catalog import steps_for
 from training_runtime.steps.scaler import SCALER_PROGRAM, UNIT_FILE, ScalerFiles, scaler_steps
 

@@ -22,7 +22,7 @@ from hyperpod_cdk.scaler_counts import counts_for_synth, deployed_counts
 from ops_support import aws_env, moto_url  # noqa: F401
 from support import ROOT, fast_app
 from training_runtime.params import ProvisioningParameters
-from training_runtime.scaler.spec import ScalingSpec
+from training_runtime.scaling import ScalingSpec
 
 CONTROLLER = {"name": "controller", "role": "controller", "instance_type": "ml.m5.xlarge", "count": 1}
 GPU = {"name": "gpu", "instance_type": "ml.g5.xlarge", "count": 2, "scaling": {"min": 0, "max": 8, "idle_minutes": 15}}
@@ -103,7 +103,10 @@ def test_the_scaler_policy_allows_only_its_calls_on_its_own_cluster_after_the_cl
     assert policy["Roles"] == [{"Ref": role_id}]
     policy_id = next(k for k, v in found["Resources"].items() if v is policies[0])
     assert policy_id not in resource.get("DependsOn", [])
-    assert role_id in resource.get("DependsOn", [])
+    # The role's own policy is waited for; the role itself is ordered by the GetAtt (no W3005).
+    role_path = role_id[:-8]  # a logical ID is the construct path and an 8-character hash
+    default_policy = next(k for k in found["Resources"] if k.startswith(role_path + "DefaultPolicy"))
+    assert default_policy in resource["DependsOn"] and role_id not in resource["DependsOn"]
 
 
 def test_no_scaler_policy_without_a_scaled_group() -> None:
@@ -153,8 +156,8 @@ def test_counts_for_synth_asks_aws_only_for_a_scaled_config_and_not_with_the_con
     def no_call() -> Any:
         raise AssertionError("no AWS call expected")
 
-    assert counts_for_synth(parse_config(data(instance_groups=[CONTROLLER, CPU])), None, no_call) is None
-    assert counts_for_synth(parse_config(data()), "config", no_call) is None
+    assert counts_for_synth(deployment(parse_config(data(instance_groups=[CONTROLLER, CPU]))), None, no_call) is None
+    assert counts_for_synth(deployment(parse_config(data())), "config", no_call) is None
 
 
 def test_counts_for_synth_refuses_to_guess_when_aws_cannot_answer() -> None:
@@ -162,7 +165,7 @@ def test_counts_for_synth_refuses_to_guess_when_aws_cannot_answer() -> None:
         raise RuntimeError("Unable to locate credentials")
 
     with pytest.raises(ConfigurationError) as error:
-        counts_for_synth(parse_config(data()), None, failing)
+        counts_for_synth(deployment(parse_config(data())), None, failing)
     (problem,) = error.value.problems
     assert problem.rule == "GRP-SCALING-DEPLOYED"  # type: ignore[attr-defined]
     assert "Unable to locate credentials" in problem and "-c scaler_counts=config" in problem
@@ -181,7 +184,7 @@ def test_deployed_counts_read_the_target_counts_of_the_named_cluster() -> None:
     moto.create()
     moto.group("gpu")["TargetCount"] = 5  # the scaler's BatchAddClusterNodes raised the target
     assert deployed_counts(client, "elastic") == {"controller": 1, "gpu": 5}
-    assert counts_for_synth(parse_config(data()), None, lambda: client) == {"controller": 1, "gpu": 5}
+    assert counts_for_synth(deployment(parse_config(data())), None, lambda: client) == {"controller": 1, "gpu": 5}
 
 
 # --- sizing: a scaled group counts at its max ------------------------------------------------------------------------

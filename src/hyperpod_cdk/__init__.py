@@ -36,7 +36,7 @@ _HOMES = {
     "TrainingClusterStack": "hyperpod_cdk.stacks",
     "PublishedTrainingClusterStack": "hyperpod_cdk.stacks",
     "PublishedLifecycleScripts": "hyperpod_cdk.constructs",
-    "PublishTarget": "hyperpod_cdk.publishing.layout",
+    "PublishTarget": "hyperpod_cdk.published_layout",
     "silence_node_end_of_life_banner": "hyperpod_cdk.node_banner",
 }
 
@@ -96,7 +96,7 @@ if TYPE_CHECKING:
     )
     from hyperpod_cdk.node_banner import silence_node_end_of_life_banner
     from hyperpod_cdk.organization import OrganizationRules
-    from hyperpod_cdk.publishing.layout import PublishTarget
+    from hyperpod_cdk.published_layout import PublishTarget
     from hyperpod_cdk.stacks import PublishedTrainingClusterStack, TrainingCluster, TrainingClusterStack
 
 

@@ -1,9 +1,13 @@
-"""What a deployment of a config puts on its nodes, as one pure value: :func:`deployment`.
+"""What a deployment of a config is, as one pure value: :func:`deployment`.
 
 The organization's name prefix and the launch choices (the config's ``parameters`` section) are applied here,
-once. ``TrainingCluster`` renders the result into constructs (the parameters file it uploads is
-:attr:`Deployment.parameters` with the resources' CloudFormation attributes filled in), the local cluster
-(``hyperpod_local.staging``) stages the same file with only the emulation's overlays, and the example snapshots
+once. The value carries what more than one consumer would otherwise re-derive: the cluster name HyperPod gets,
+the stack's name, who configures Slurm and how nodes are provisioned, what the nodes get (the parameters and
+users files) and the groups and counts at the template's defaults. ``TrainingCluster`` renders it into
+constructs (the parameters file it uploads is :attr:`Deployment.parameters` with the resources' CloudFormation
+attributes filled in), the apps name their stack and read the deployed counts with it, preflight looks the
+cluster up by its name, the local cluster (``hyperpod_local.staging``) stages the same file with only the
+emulation's overlays and records the provisioning mode, and the example snapshots
 (``tests/snapshots/*.parameters.json``) pin it.
 
 No ``aws_cdk`` import. A value that may be a CDK token (a config built in code) is recognized by the
@@ -17,14 +21,19 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from hyperpod_cdk.model import Capacity, prefixed
-from hyperpod_cdk.parameters import parameters_file
+from hyperpod_cdk.model import Capacity, NodeProvisioningMode, SlurmMode, prefixed
+from hyperpod_cdk.parameters import parameters_file, with_resources, written_group
 from hyperpod_cdk.template_parameters import group_capacity_id, group_type_id, template_parameters
-from training_runtime.params import GroupSpec, MetricsTarget, ProvisioningParameters
+from training_runtime.groups import GroupSpec
+from training_runtime.params import MetricsTarget, ProvisioningParameters
 from training_runtime.users import User
 
 if TYPE_CHECKING:
-    from hyperpod_cdk.config import ClusterConfig
+    from hyperpod_cdk.config import ClusterConfig, OrganizationConfig
+
+STACK_NAME_PREFIX = "hyperpod-"
+"""A deployment's stack is ``hyperpod-<cluster_name>`` (the config's name, before the organization's prefix),
+unless the app is told another (``-c stack_name=NAME``)."""
 
 
 @dataclass(frozen=True)
@@ -43,18 +52,51 @@ class Deployment:
     launch choice (null in the file) at its default, the config's."""
     counts: Mapping[str, int]
     """Instances per group at the template's defaults (the config's counts)."""
+    stack_name: str
+    """The stack's name unless the app is told another: :data:`STACK_NAME_PREFIX` and the config's cluster name
+    as written (an organization's prefix does not rename a deployed stack)."""
 
     @property
     def cluster_name(self) -> str:
+        """The name HyperPod gets (:func:`deployed_name`): the stack's output, the scaler's and preflight's look-ups."""
         return self.parameters.cluster_name
+
+    @property
+    def mode(self) -> SlurmMode:
+        """Who configures Slurm: HyperPod from the API, or the lifecycle scripts."""
+        return SlurmMode(self.config.mode)
+
+    @property
+    def node_provisioning_mode(self) -> NodeProvisioningMode | None:
+        """``CONTINUOUS``, or None: HyperPod's all-or-nothing model."""
+        mode = self.config.node_provisioning_mode
+        return NodeProvisioningMode(mode) if mode is not None else None
+
+    @property
+    def continuous(self) -> bool:
+        """Whether nodes are provisioned continuously (partial capacity accepted; the scaler's API)."""
+        return self.node_provisioning_mode == NodeProvisioningMode.CONTINUOUS
 
     def with_resources(
         self, *, fsx_dns_name: str | None, fsx_mountname: str | None, fsx: bool | None, metrics: MetricsTarget | None
     ) -> ProvisioningParameters:
-        """The parameters file with the values the stack's resources give it (CloudFormation values at synth)."""
-        return dataclasses.replace(
+        """The parameters file with the values the stack's resources give it
+        (:func:`hyperpod_cdk.parameters.with_resources`)."""
+        return with_resources(
             self.parameters, fsx_dns_name=fsx_dns_name, fsx_mountname=fsx_mountname, fsx=fsx, metrics=metrics
         )
+
+
+def deployed_name(
+    cluster_name: str, organization: OrganizationConfig | None, is_unresolved: Callable[[Any], bool] | None = None
+) -> str:
+    """The cluster name HyperPod gets: ``cluster_name`` with the organization's ``name_prefix``
+    (:func:`hyperpod_cdk.model.prefixed`); a name that ``is_unresolved`` is left alone (the prefix rule
+    constrains the template parameter instead)."""
+    prefix = organization.name_prefix if organization else None
+    if not prefix or (is_unresolved is not None and is_unresolved(cluster_name)):
+        return cluster_name
+    return prefixed(prefix, cluster_name)
 
 
 def deployment(config: ClusterConfig, *, is_unresolved: Callable[[Any], bool] | None = None) -> Deployment:
@@ -66,22 +108,19 @@ def deployment(config: ClusterConfig, *, is_unresolved: Callable[[Any], bool] | 
     * the users file of ``config.users``.
     """
     unresolved = is_unresolved or (lambda _: False)
-    prefix = config.organization.name_prefix if config.organization else None
-    if prefix and not unresolved(config.cluster_name):
-        config = config.model_copy(update={"cluster_name": prefixed(prefix, config.cluster_name)})
+    stack_name = f"{STACK_NAME_PREFIX}{config.cluster_name}"
+    name = deployed_name(config.cluster_name, config.organization, unresolved)
+    if name != config.cluster_name:
+        config = config.model_copy(update={"cluster_name": name})
     groups = tuple(launched_group(config, g.spec(), is_unresolved=unresolved) for g in config.instance_groups)
     parameters = parameters_file(
         cluster_name=config.cluster_name,
         mode=config.mode,
         node_provisioning_mode=config.node_provisioning_mode,
         groups=groups,
-        fsx_dns_name=None,
-        fsx_mountname=None,
-        fsx=None,
         fsx_mount_path=config.fsx_mount_path,
         openzfs_mount_path=config.storage_openzfs.mount_path if config.storage_openzfs else None,
         runtime_options=config.runtime,
-        metrics=None,
     )
     own_types = {g.name: g.spec().instance_type for g in config.instance_groups}
     return Deployment(
@@ -93,6 +132,7 @@ def deployment(config: ClusterConfig, *, is_unresolved: Callable[[Any], bool] | 
             for g in groups
         ),
         counts={g.name: g.count for g in config.instance_groups},
+        stack_name=stack_name,
     )
 
 
@@ -102,13 +142,15 @@ def launched_group(
     """A group as the parameters file names it when ``config`` leaves choices to the launching team
     (``stacks/choices.py`` makes them CloudFormation parameters):
 
-    * a type chosen at launch (or a token) is null: the file is fixed when the template is built, so each node
-      reads its group's type from HyperPod's resource config;
+    * a type chosen at launch (or a token) is left to the launch (:func:`hyperpod_cdk.parameters.written_group`);
     * a group that may launch on Spot is Spot: its interruption watcher just never sees a notice on On-Demand.
     """
     chosen = {p.logical_id: p for p in template_parameters(config)}
-    if group_type_id(spec.name) in chosen or (is_unresolved is not None and is_unresolved(spec.instance_type)):
-        spec = dataclasses.replace(spec, instance_type=None)
+    spec = written_group(
+        spec,
+        type_left_to_launch=group_type_id(spec.name) in chosen
+        or (is_unresolved is not None and is_unresolved(spec.instance_type)),
+    )
     if may_be_spot(config, spec.name):
         spec = dataclasses.replace(spec, capacity=str(Capacity.SPOT))
     return spec

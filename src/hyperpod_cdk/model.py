@@ -17,7 +17,7 @@ from pydantic.dataclasses import dataclass
 from training_runtime.groups import COMPUTE, CONTROLLER, LOGIN, ON_DEMAND, SPOT, GroupSpec
 from training_runtime.params import API_DRIVEN, LIFECYCLE_DRIVEN
 from training_runtime.params import DEFAULT_FSX_MOUNT_PATH as DEFAULT_FSX_MOUNT_PATH
-from training_runtime.scaler.spec import DEFAULT_IDLE_MINUTES, ScalingSpec
+from training_runtime.scaling import DEFAULT_IDLE_MINUTES, ScalingSpec
 
 DEFAULT_LIFECYCLE_PREFIX = "lifecycle/"
 DEFAULT_THROUGHPUT_MB_PER_TIB = 250

@@ -20,11 +20,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hyperpod_cdk.errors import ConfigurationError, raise_if_any
-from hyperpod_cdk.model import InstanceGroup, prefixed
+from hyperpod_cdk.model import InstanceGroup
 from training_runtime.problems import Problem
 
 if TYPE_CHECKING:
-    from hyperpod_cdk.config import ClusterConfig
+    from hyperpod_cdk.deployment import Deployment
 
 COUNTS_CONTEXT = "scaler_counts"
 """The app's context key (``-c scaler_counts=config``): synthesize with the config's counts instead of the
@@ -119,16 +119,15 @@ def sagemaker_client() -> Any:
 
 
 def counts_for_synth(
-    config: ClusterConfig, context: object, client: Callable[[], Any] = sagemaker_client
+    deployed: Deployment, context: object, client: Callable[[], Any] = sagemaker_client
 ) -> dict[str, int] | None:
-    """What an app passes as ``deployed_counts``: None without a scaled group (no AWS call: such a synth needs no
-    credentials) or with the context value ``config`` (:data:`COUNTS_CONTEXT`); else the deployed cluster's counts
-    (None when it does not exist yet). A failed look-up is a :class:`ConfigurationError`: a template with guessed
-    counts could terminate busy nodes."""
-    if not any(g.scaling is not None for g in config.instance_groups) or context == CONFIG_COUNTS:
+    """What an app passes as ``deployed_counts`` for a deployment (:func:`hyperpod_cdk.deployment.deployment`):
+    None without a scaled group (no AWS call: such a synth needs no credentials) or with the context value
+    ``config`` (:data:`COUNTS_CONTEXT`); else the deployed cluster's counts (None when it does not exist yet). A
+    failed look-up is a :class:`ConfigurationError`: a template with guessed counts could terminate busy nodes."""
+    if not any(g.scaling is not None for g in deployed.config.instance_groups) or context == CONFIG_COUNTS:
         return None
-    prefix = config.organization.name_prefix if config.organization else None
-    name = prefixed(prefix, config.cluster_name) if prefix else config.cluster_name
+    name = deployed.cluster_name
     try:
         return deployed_counts(client(), name)
     except Exception as error:  # any failure: credentials, access, network; the message names it

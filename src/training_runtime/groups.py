@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-from training_runtime.scaler.spec import ScalingSpec
+from training_runtime.scaling import ScalingSpec
 
 CONTROLLER = "controller"
 LOGIN = "login"

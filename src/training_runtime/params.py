@@ -15,36 +15,12 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from training_runtime.emulation import EMULATION_KEY, Emulation, parse_emulation
 from training_runtime.errors import InputError
 from training_runtime.group_rules import group_problems
-from training_runtime.groups import CAPACITIES
-from training_runtime.groups import COMPUTE as COMPUTE  # re-exported for hyperpod_local until it imports .groups
-from training_runtime.groups import CONTROLLER as CONTROLLER
-from training_runtime.groups import LOGIN as LOGIN
-from training_runtime.groups import GroupSpec as GroupSpec
-from training_runtime.scaler.spec import parse_scaling
+from training_runtime.groups import CAPACITIES, COMPUTE, CONTROLLER, LOGIN, GroupSpec
+from training_runtime.scaling import parse_scaling
 
 CONTRACT_VERSION = 2
-"""Version of the ``hyperpod_cdk`` section; bump it when a key changes meaning.
-
-Version 2 added ``groups[].threads_per_core``. A group's ``instance_type`` may be null or absent (an
-additive change within version 2; CDK drops null values when it writes the file): a template that lets the
-launching team choose the type cannot write it here, so the node reads it from HyperPod's resource config
-(:func:`training_runtime.resources.resolve_instance_types`). A flexible group (additive too) writes its candidate
-types as ``groups[].instance_types`` and a null ``instance_type``: each node of it reads its own type from the
-resource config (:func:`training_runtime.resources.instance_type_of`). ``openzfs_mount_path`` is additive too: absent
-means no FSx for OpenZFS, and users' homes stay on the Lustre mount. ``hyperpod_cdk.metrics``
-(optional, null or absent: no remote write) is another additive key of version 2, and so is
-``hyperpod_cdk.emulation`` (written only by the local cluster: :mod:`training_runtime.emulation`).
-
-A group's ``capacity`` (``spot`` or ``on-demand``) is another additive key within version 2: absent means
-HyperPod's default (On-Demand) or a file written before the key existed; a node of a ``spot`` group runs the
-Spot interruption watcher (:mod:`training_runtime.spot`).
-
-A group's ``scaling`` (``{min, max, idle_minutes}``, :mod:`training_runtime.scaler.spec`) is additive too: absent
-means the group is not scaled by the capacity scaler.
-
-``hyperpod_cdk.slurmdbd_owner`` (additive too) says who runs slurmdbd on the controller: ``hyperpod`` when the
-cluster hands HyperPod the external accounting database (``Orchestrator.Slurm.AccountingDatabase``), and the
-runtime's accounting steps step aside; absent (or ``runtime``) means the runtime runs it, as before the key."""
+"""Version of the ``hyperpod_cdk`` section; bump it when a key changes meaning. Each version and each additive key
+within one: CHANGELOG.md, 0.1.0's "Contract history"."""
 
 HYPERPOD_PARAMETERS_VERSION = "1.0.0"
 OUR_KEY = "hyperpod_cdk"

@@ -8,7 +8,9 @@ Two sources, one result (:class:`LocalInputs`):
   lifecycle upload names, read from the assembly as plain JSON and files.
 
 Either way the staged prefix is the deployed one with only :func:`hyperpod_local.overlay.emulated` applied to
-the parameters file; every other file is staged byte for byte.
+the parameters file; every other file is staged byte for byte. What the deployment says beyond its files (its
+node provisioning mode: :class:`DeployedModes`) travels with the staged prefix and is recorded in the work
+directory (:func:`stage`), where the emulated control plane reads it (:func:`deployed_modes`).
 """
 
 from __future__ import annotations
@@ -27,9 +29,39 @@ from typing import Any
 from hyperpod_local.layout import LocalLayout, LocalNode, cluster_agent_config, hosts_file, resource_config
 from hyperpod_local.overlay import emulated
 from hyperpod_local.state import ClusterHandle, LocalClusterError
-from training_runtime.groups import CONTROLLER
-from training_runtime.params import LIFECYCLE_DRIVEN, PARAMETERS_FILE_BY_MODE, GroupSpec, ProvisioningParameters
+from training_runtime.groups import CONTROLLER, GroupSpec
+from training_runtime.params import LIFECYCLE_DRIVEN, PARAMETERS_FILE_BY_MODE, ProvisioningParameters
 from training_runtime.users import USERS_FILE
+
+
+@dataclass(frozen=True)
+class DeployedModes:
+    """How the deployment runs Slurm and provisions nodes, as its stack tells HyperPod."""
+
+    mode: str
+    """Who configures Slurm (``api-driven`` or ``lifecycle-driven``)."""
+    node_provisioning_mode: str | None
+    """``continuous`` (``NodeProvisioningMode: Continuous``), or None: HyperPod's all-or-nothing model."""
+
+    @property
+    def continuous(self) -> bool:
+        return self.node_provisioning_mode == CONTINUOUS
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mode": self.mode, "node_provisioning_mode": self.node_provisioning_mode}
+
+
+CONTINUOUS = "continuous"
+DEPLOYMENT_RECORD = "deployment.json"
+"""The work directory's record of :class:`DeployedModes` (in ``cluster/``, written by :func:`stage`)."""
+
+
+class StagedPrefix(dict[str, bytes]):
+    """The local prefix (relative path -> bytes) and the deployment's modes, which :func:`stage` records."""
+
+    def __init__(self, files: Mapping[str, bytes], modes: DeployedModes) -> None:
+        super().__init__(files)
+        self.modes = modes
 
 
 @dataclass(frozen=True)
@@ -37,7 +69,9 @@ class LocalInputs:
     """What a deployment would give HyperPod: the cluster's groups and instance counts, and its prefix."""
 
     source: str
-    """The config file, ``<assembly>#<stack>``, or ``the default configuration``."""
+    """The config file, ``<assembly>#<stack>``, or ``the default configuration``: for messages only."""
+    modes: DeployedModes
+    """Who configures Slurm and how nodes are provisioned (the config's, or the synthesized cluster's)."""
     cluster_name: str
     groups: tuple[GroupSpec, ...]
     counts: Mapping[str, int]
@@ -53,7 +87,7 @@ class LocalInputs:
         imds_url: str | None = None,
         sagemaker_url: str | None = None,
         scaler_timing: tuple[float, float] | None = None,
-    ) -> dict[str, bytes]:
+    ) -> StagedPrefix:
         """The local prefix: the deployed files, the parameters file with the emulation's overlays (``imds_url``:
         the cluster's fake metadata service, for the Spot watcher; ``sagemaker_url``: its emulated control plane;
         ``scaler_timing``: the scaler's cycle and idle minute in seconds, :func:`hyperpod_local.overlay.emulated`)."""
@@ -73,7 +107,7 @@ class LocalInputs:
                 f"{self.source}: the parameters file holds a value only known at deploy ({marker[0]}) "
                 "in a field the local cluster keeps. Fix: give that value literally in the config"
             )
-        return {**self.files, local.file_name: (text + "\n").encode()}
+        return StagedPrefix({**self.files, local.file_name: (text + "\n").encode()}, self.modes)
 
 
 def from_config(config_path: Path | str | None) -> LocalInputs:
@@ -84,8 +118,10 @@ def from_config(config_path: Path | str | None) -> LocalInputs:
 
     config = load_config(config_path) if config_path is not None else ClusterConfig()
     deployed = deployment(config)  # a type chosen at launch is null in its file; the config's default runs
+    provisioning = deployed.node_provisioning_mode
     return LocalInputs(
         source=str(Path(config_path).absolute()) if config_path is not None else "the default configuration",
+        modes=DeployedModes(str(deployed.mode), str(provisioning) if provisioning else None),
         cluster_name=deployed.cluster_name,
         groups=deployed.groups_as_launched,
         counts=dict(deployed.counts),
@@ -119,8 +155,15 @@ def from_assembly(outdir: Path | str, stack: str | None = None) -> LocalInputs:
     text = MARKER.sub(lambda m: json.dumps(m[0]), files[names[0]].decode())
     deployed = ProvisioningParameters.from_json(json.loads(text))
     groups, counts = _groups(template, clusters[0], deployed, source)
+    provisioning = clusters[0]["Properties"].get("NodeProvisioningMode")
     return LocalInputs(
-        source=source, cluster_name=deployed.cluster_name, groups=groups, counts=counts, deployed=deployed, files=files
+        source=source,
+        modes=DeployedModes(deployed.mode, str(provisioning).lower() if provisioning else None),
+        cluster_name=deployed.cluster_name,
+        groups=groups,
+        counts=counts,
+        deployed=deployed,
+        files=files,
     )
 
 
@@ -161,7 +204,7 @@ def _uploaded_files(
 ) -> dict[str, bytes]:
     """The files under the cluster's ``SourceS3Uri``: the upload's sources in order (a later one wins, as the
     upload unpacks them in order), or the published tree the URI names."""
-    from hyperpod_cdk.publishing.layout import read_tree
+    from hyperpod_cdk.published_layout import read_tree
 
     uri = json.dumps(cluster["Properties"]["InstanceGroups"][0]["LifeCycleConfig"]["SourceS3Uri"])
     for tree in sorted((directory / PUBLISHED_DIR).glob("*.json")):
@@ -246,8 +289,11 @@ def stage(
     stale_worker_copies: bool = False,
 ) -> None:
     """The local "S3 prefix" (``bucket/``: :meth:`LocalInputs.staged_files`), the cluster-wide files and the
-    shared directory: the resource config (and, ``stale_worker_copies``, the workers' stale one), and with a
-    ``naming`` (the HyperPod platform) the controller's ``cluster_agent.json``."""
+    shared directory: the resource config (and, ``stale_worker_copies``, the workers' stale one), with a
+    ``naming`` (the HyperPod platform) the controller's ``cluster_agent.json``, and the deployment's modes
+    (:data:`DEPLOYMENT_RECORD`, read by :func:`deployed_modes`)."""
+    if not isinstance(files, StagedPrefix):  # typed as a mapping for callers that pass the prefix along as one
+        raise TypeError("stage: give the StagedPrefix of LocalInputs.staged_files (it carries the deployment's modes)")
     bucket = directory / "bucket"
     for name, body in files.items():
         path = bucket / name
@@ -256,6 +302,7 @@ def stage(
     cluster = directory / "cluster"
     cluster.mkdir()
     (cluster / "hosts").write_text(hosts_file(layout))
+    (cluster / DEPLOYMENT_RECORD).write_text(json.dumps(files.modes.to_json(), indent=2) + "\n")
     (cluster / RESOURCE_CONFIG).write_text(json.dumps(resource_config(layout), indent=2) + "\n")
     if stale_worker_copies:
         stale = resource_config(layout, stale=True)
@@ -263,6 +310,18 @@ def stage(
     if naming is not None:
         (cluster / CLUSTER_AGENT_CONFIG).write_text(json.dumps(cluster_agent_config(naming), indent=2) + "\n")
     (directory / "shared").mkdir(exist_ok=True)
+
+
+def deployed_modes(directory: Path) -> DeployedModes:
+    """The deployment's modes as :func:`stage` recorded them in the work directory ``directory``."""
+    try:
+        data = json.loads((directory / "cluster" / DEPLOYMENT_RECORD).read_text())
+        return DeployedModes(str(data["mode"]), data["node_provisioning_mode"])
+    except (OSError, ValueError, KeyError) as error:
+        raise LocalClusterError(
+            f"{directory}: no record of the deployment's modes ({error}). Fix: bring the cluster up again with this "
+            "version of hyperpod-local"
+        ) from None
 
 
 def restage(directory: Path, mode: str) -> None:

@@ -6,19 +6,19 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import jsii
-from aws_cdk import Fn, Stack, Tags, Token
+from aws_cdk import Fn, Tags, Token
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_secretsmanager as secretsmanager
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from hyperpod_cdk.api_support import accepted_cfn_lint_rules
 from hyperpod_cdk.constructs.checks import check_props
+from hyperpod_cdk.constructs.execution_role import node_execution_role
 from hyperpod_cdk.constructs.group_api import accounting_database, group_api_properties, volume_configs
 from hyperpod_cdk.constructs.lifecycle import LifecycleSource
-from hyperpod_cdk.constructs.nag import acknowledge
 from hyperpod_cdk.constructs.network import ClusterNetwork
 from hyperpod_cdk.constructs.openzfs import OpenZfsStorage
 from hyperpod_cdk.constructs.scaler import ScalerPolicy
@@ -32,14 +32,12 @@ from hyperpod_cdk.model import (
     SlurmConfigStrategy,
     SlurmMode,
 )
-from hyperpod_cdk.parameters import cluster_parameters
+from hyperpod_cdk.parameters import parameters_file, with_resources, written_group
 from training_runtime.options import RuntimeOptions, parse_options
-from training_runtime.params import ENTRYPOINT_BY_MODE, MetricsTarget
+from training_runtime.params import ENTRYPOINT_BY_MODE, MetricsTarget, ProvisioningParameters
 
 if TYPE_CHECKING:
     from hyperpod_cdk.deployment import Deployment
-
-MANAGED_INSTANCE_POLICY = "AmazonSageMakerClusterInstanceRolePolicy"
 
 
 @jsii.implements(ec2.IConnectable)
@@ -81,8 +79,9 @@ class HyperPodCluster(Construct):
         role needs ``aps:RemoteWrite`` there, which ``ClusterObservability.watch`` grants). Default: nowhere.
     :param deployment: what the nodes get (:func:`hyperpod_cdk.deployment.deployment` of the config these props
         come from, as ``TrainingCluster`` passes it): its parameters file is uploaded, with only the values this
-        construct's resources give it filled in (the FSx names, ``metrics``). Its cluster name and mode must be
-        these props'. Default: a file built from these props.
+        construct's resources give it filled in (the FSx names, ``metrics``). Its cluster name, mode and node
+        provisioning mode must be these props'. Default: a file built from these props
+        (:func:`hyperpod_cdk.parameters.parameters_file`; an instance type that is a token is left to each node).
     """
 
     def __init__(
@@ -136,40 +135,28 @@ class HyperPodCluster(Construct):
         if not lifecycle.has_script(entrypoint):
             raise_if_any(f"HyperPodCluster {self.node.path}", [f"lifecycle: entry script {entrypoint!r} is missing"])
 
-        self.execution_role: iam.IRole = role or self._execution_role(network)
+        self.execution_role: iam.IRole = role or node_execution_role(
+            self, network=network, instance_groups=self.instance_groups, cluster_name=cluster_name
+        )
         lifecycle.grant_read(self.execution_role)
         self._grant_volume_keys()
         options = parse_options(dict(runtime_options or {}))
         self._grant_runtime_secrets(options)
         fsx_dns_name, fsx_mountname, fsx_flag = self._fsx_keys(lifecycle, storage)
-        if deployment is not None:
-            if (deployment.cluster_name, deployment.parameters.mode) != (node_cluster_name, str(self.mode)):
-                raise_if_any(
-                    f"HyperPodCluster {self.node.path}",
-                    [
-                        f"deployment: is cluster {deployment.cluster_name!r} in mode {deployment.parameters.mode}; "
-                        f"these props say {node_cluster_name!r} in mode {self.mode}. Fix: pass the deployment of "
-                        "the config these props come from"
-                    ],
-                )
-            parameters = deployment.with_resources(
-                fsx_dns_name=fsx_dns_name, fsx_mountname=fsx_mountname, fsx=fsx_flag, metrics=metrics
-            )
-        else:
-            parameters = cluster_parameters(
+        parameters = with_resources(
+            self._deployed_parameters(
+                deployment,
                 cluster_name=node_cluster_name,
-                mode=self.mode,
                 node_provisioning_mode=node_provisioning_mode,
-                instance_groups=self.instance_groups,
-                fsx_dns_name=fsx_dns_name,
-                fsx_mountname=fsx_mountname,
-                fsx=fsx_flag,
                 fsx_mount_path=fsx_mount_path,
-                openzfs_mount_path=openzfs.mount_path if openzfs is not None else None,
+                openzfs=openzfs,
                 runtime_options=runtime_options,
-                metrics=metrics,
-                is_unresolved=Token.is_unresolved,
-            )
+            ),
+            fsx_dns_name=fsx_dns_name,
+            fsx_mountname=fsx_mountname,
+            fsx=fsx_flag,
+            metrics=metrics,
+        )
         lifecycle.add_parameters(parameters)
         life_cycle_config = sagemaker.CfnCluster.ClusterLifeCycleConfigProperty(
             source_s3_uri=lifecycle.s3_uri,
@@ -209,19 +196,70 @@ class HyperPodCluster(Construct):
             self.resource.add_metadata("cfn-lint", {"config": {"ignore_checks": skipped}})
         for key, value in (tags or {}).items():
             Tags.of(self).add(key, value)
-        # Creation must not race what the nodes need at boot.
-        self.resource.node.add_dependency(*lifecycle.upload_dependencies, self.execution_role)
+        # Creation must not race what the nodes need at boot: the lifecycle upload, the role's policies (the role
+        # and, API-driven, the file systems themselves are implied by the GetAtts of ExecutionRole and the storage
+        # configs), the security groups' rules that let nodes mount the file systems (an adopted group's too), and
+        # the data repository associations.
+        self.resource.node.add_dependency(*lifecycle.upload_dependencies, *self._role_policies(role is None))
         self._admit_group_security_groups([s for s in (storage, openzfs) if s is not None])
         if openzfs is not None:
-            self.resource.node.add_dependency(openzfs, openzfs.security_group)
+            self.resource.node.add_dependency(openzfs.security_group)
         if storage is not None:
-            # Includes the Lustre rules added to an adopted file system's security group.
-            self.resource.node.add_dependency(storage, storage.security_group)
+            self.resource.node.add_dependency(storage.security_group, *storage.data_repository_associations)
+            if self.mode == SlurmMode.LIFECYCLE_DRIVEN:  # the runtime mounts it; no storage config names it
+                self.resource.node.add_dependency(storage.file_system)
         self.scaler_policy = (
             ScalerPolicy(self, "Scaler", role=self.execution_role, cluster_arn=self.cluster_arn)
             if any(g.scaling is not None for g in self.instance_groups)
             else None
         )
+
+    def _deployed_parameters(
+        self,
+        deployment: Deployment | None,
+        *,
+        cluster_name: str,
+        node_provisioning_mode: NodeProvisioningMode | None,
+        fsx_mount_path: str,
+        openzfs: OpenZfsStorage | None,
+        runtime_options: Mapping[str, object] | None,
+    ) -> ProvisioningParameters:
+        """The parameters file before the resources' values: the deployment's (the app's path), which must be of
+        these props' cluster, else one built from these props (a construct embedded in your own stack)."""
+        if deployment is None:
+            return parameters_file(
+                cluster_name=cluster_name,
+                mode=self.mode,
+                node_provisioning_mode=node_provisioning_mode,
+                groups=[
+                    written_group(g.spec(), type_left_to_launch=Token.is_unresolved(g.instance_type))
+                    for g in self.instance_groups
+                ],
+                fsx_mount_path=fsx_mount_path,
+                openzfs_mount_path=openzfs.mount_path if openzfs is not None else None,
+                runtime_options=runtime_options,
+            )
+        deployed = (deployment.cluster_name, deployment.mode, deployment.node_provisioning_mode)
+        provisioning = NodeProvisioningMode(node_provisioning_mode) if node_provisioning_mode else None
+        props = (cluster_name, self.mode, provisioning)
+        if deployed != props:
+            raise_if_any(
+                f"HyperPodCluster {self.node.path}",
+                [
+                    "deployment: is cluster {!r} in mode {} (node provisioning: {}); these props say {!r} in mode {} "
+                    "(node provisioning: {}). Fix: pass the deployment of the config these props come from".format(
+                        *deployed, *props
+                    )
+                ],
+            )
+        return deployment.parameters
+
+    def _role_policies(self, own: bool) -> list[IConstruct]:
+        """What of the execution role the cluster waits for: our own role's policies (the role itself is implied
+        by ExecutionRole's GetAtt), or a role you passed, whole (its policies may live anywhere)."""
+        if not own:
+            return [self.execution_role]
+        return [c for c in self.execution_role.node.children if isinstance(c, iam.Policy)]
 
     @property
     def connections(self) -> ec2.Connections:
@@ -346,80 +384,3 @@ class HyperPodCluster(Construct):
         if options.accounting.enabled and options.accounting.database == "external" and arn:
             secret = secretsmanager.Secret.from_secret_complete_arn(self, "AccountingDatabaseSecret", arn)
             secret.grant_read(self.execution_role)
-
-    def _execution_role(self, network: ClusterNetwork) -> iam.Role:
-        role = iam.Role(
-            self,
-            "ExecutionRole",
-            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
-            description=f"HyperPod nodes of cluster {self.cluster_name}",
-            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(MANAGED_INSTANCE_POLICY)],
-        )
-        stack = Stack.of(self)
-
-        def ec2_arn(resource: str, name: str) -> str:
-            return stack.format_arn(service="ec2", resource=resource, resource_name=name)
-
-        enis = ec2_arn("network-interface", "*")
-        # A group with its own subnets and security groups (override_vpc) attaches its ENIs there.
-        overrides = [g.override_vpc for g in self.instance_groups if g.override_vpc is not None]
-        subnets = dict.fromkeys([network.subnet_id, *(s for o in overrides for s in o.subnet_ids)])
-        groups = dict.fromkeys(
-            [network.security_group.security_group_id, *(g for o in overrides for g in o.security_group_ids)]
-        )
-        # HyperPod attaches the nodes' ENIs in our subnet with our security group.
-        role.add_to_policy(
-            iam.PolicyStatement(
-                sid="CreateNodeInterfaces",
-                actions=["ec2:CreateNetworkInterface"],
-                resources=[
-                    enis,
-                    *(ec2_arn("subnet", s) for s in subnets),
-                    *(ec2_arn("security-group", g) for g in groups),
-                ],
-            )
-        )
-        role.add_to_policy(
-            iam.PolicyStatement(
-                sid="ManageNodeInterfaces",
-                actions=[
-                    "ec2:CreateNetworkInterfacePermission",
-                    "ec2:DeleteNetworkInterface",
-                    "ec2:DeleteNetworkInterfacePermission",
-                    "ec2:DetachNetworkInterface",
-                ],
-                resources=[enis],
-            )
-        )
-        role.add_to_policy(
-            iam.PolicyStatement(
-                sid="TagNodeInterfaces",
-                actions=["ec2:CreateTags"],
-                resources=[enis],
-                conditions={"StringEquals": {"ec2:CreateAction": "CreateNetworkInterface"}},
-            )
-        )
-        role.add_to_policy(
-            iam.PolicyStatement(
-                sid="DescribeNetwork",
-                actions=[
-                    "ec2:DescribeDhcpOptions",
-                    "ec2:DescribeNetworkInterfaces",
-                    "ec2:DescribeSecurityGroups",
-                    "ec2:DescribeSubnets",
-                    "ec2:DescribeVpcs",
-                ],
-                resources=["*"],
-            )
-        )
-        reasons = {
-            f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{MANAGED_INSTANCE_POLICY}]": (
-                "HyperPod's developer guide requires this AWS managed policy on Slurm cluster nodes"
-            ),
-            "AwsSolutions-IAM5[Resource::*]": "EC2 Describe* actions support no resource-level permissions",
-            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:"
-            "network-interface/*]": "HyperPod creates the node ENIs; their IDs are unknown until then",
-        }
-        for finding, reason in reasons.items():
-            acknowledge(role, finding, reason)
-        return role

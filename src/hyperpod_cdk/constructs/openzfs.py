@@ -13,6 +13,7 @@ from constructs import Construct
 
 from hyperpod_cdk.config import ExistingOpenZfsConfig, OpenZfsConfig, OpenZfsDeploymentType
 from hyperpod_cdk.constructs.checks import check_props
+from hyperpod_cdk.constructs.nag import RULE_ORDER, lint_accepts
 from hyperpod_cdk.constructs.network import ClusterNetwork
 from hyperpod_cdk.errors import raise_if_any
 from hyperpod_cdk.rules.openzfs import MULTI_AZ, default_throughput
@@ -243,4 +244,5 @@ class OpenZfsStorage(Construct):
         file_system.apply_removal_policy(removal_policy)
         # FSx checks the group's NFS rules when it creates the file system: create them first.
         file_system.node.add_dependency(self.security_group)
+        lint_accepts(file_system, RULE_ORDER)
         return file_system

@@ -4,7 +4,7 @@ A published template must work in an account without the CDK bootstrap stack and
 Lambda functions, so the stack does not upload the scripts. The prefix is content-addressed instead:
 ``s3://<platform bucket>/<prefix>lifecycle/<tree hash>/``, where the hash covers every file under it (the
 entry scripts, the runtime, the parameters file and the users file). At synth the files are written into the
-cloud assembly (``publishing.layout.LifecycleTree``) and ``publish`` uploads exactly those bytes.
+cloud assembly (``published_layout.LifecycleTree``) and ``publish`` uploads exactly those bytes.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from constructs import Construct, IConstruct, IDependable
 from hyperpod_cdk.constructs.lifecycle import ParametersAdded, acknowledge_prefix_read
 from hyperpod_cdk.errors import raise_if_any
 from hyperpod_cdk.lifecycle_files import prefix_files, staged_assets
-from hyperpod_cdk.publishing.layout import (
+from hyperpod_cdk.published_layout import (
     LifecycleTree,
     lifecycle_key_prefix,
     normal_prefix,

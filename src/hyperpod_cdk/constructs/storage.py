@@ -14,6 +14,7 @@ from constructs import Construct
 
 from hyperpod_cdk.config import DataRepositoryConfig, ExistingFileSystemConfig, StorageConfig
 from hyperpod_cdk.constructs.checks import check_props
+from hyperpod_cdk.constructs.nag import RULE_ORDER, lint_accepts
 from hyperpod_cdk.constructs.network import ClusterNetwork
 from hyperpod_cdk.model import ALL_EVENTS, DEFAULT_THROUGHPUT_MB_PER_TIB, DataRepositoryEvent, pascal_case
 from hyperpod_cdk.rules.repositories import prefix_default
@@ -297,6 +298,7 @@ class LustreStorage(Construct):
             cfn.add_property_override("LustreConfiguration.EfaEnabled", True)
         # FSx checks the group's Lustre rules when it creates the file system: create them first.
         file_system.node.add_dependency(self.security_group)
+        lint_accepts(cfn, RULE_ORDER)
         return file_system
 
     def _associate(self, repository: S3DataRepository) -> fsx.CfnDataRepositoryAssociation:

@@ -14,15 +14,15 @@ from hyperpod_cdk.aws.clients import Aws, error_code, error_message
 from hyperpod_cdk.aws.errors import Exit, OpsError
 from hyperpod_cdk.ops.context import OpsContext
 from hyperpod_cdk.ops.render import to_json
+from hyperpod_cdk.stack_outputs import (
+    CLUSTER_NAME,
+    FSX_FILE_SYSTEM_ID,
+    FSX_MOUNT_NAME,
+    TRAINING_JOB_SECURITY_GROUPS,
+    TRAINING_JOB_SUBNETS,
+)
 
-# Output names of TrainingClusterStack (stacks/training_cluster.py `_outputs`); tests compare them with the
-# synthesized templates' Outputs.
-CLUSTER_NAME = "ClusterName"
-SUBNETS = "TrainingJobSubnetIds"
-SECURITY_GROUPS = "TrainingJobSecurityGroupIds"
-FSX_ID = "FsxFileSystemId"
-FSX_MOUNT_NAME = "FsxMountName"
-REQUIRED = (SUBNETS, SECURITY_GROUPS)
+REQUIRED = (TRAINING_JOB_SUBNETS, TRAINING_JOB_SECURITY_GROUPS)
 
 
 def stack_outputs(cloudformation: Any, stack: str) -> dict[str, str]:
@@ -57,18 +57,21 @@ def job_config(outputs: dict[str, str], stack: str, directory: str, channel: str
             f"stack {stack} has no output {', '.join(missing)}: is it a hyperpod-cdk TrainingClusterStack?",
             Exit.NOT_FOUND,
         )
-    vpc = {"Subnets": _ids(outputs[SUBNETS]), "SecurityGroupIds": _ids(outputs[SECURITY_GROUPS])}
+    vpc = {
+        "Subnets": _ids(outputs[TRAINING_JOB_SUBNETS]),
+        "SecurityGroupIds": _ids(outputs[TRAINING_JOB_SECURITY_GROUPS]),
+    }
     config: dict[str, Any] = {
         "stack": stack,
         "cluster_name": outputs.get(CLUSTER_NAME),
         "CreateTrainingJob": {"VpcConfig": vpc},
         "estimator": {"subnets": vpc["Subnets"], "security_group_ids": vpc["SecurityGroupIds"]},
     }
-    if FSX_ID in outputs and FSX_MOUNT_NAME in outputs:
+    if FSX_FILE_SYSTEM_ID in outputs and FSX_MOUNT_NAME in outputs:
         # FSx for Lustre channels name the path under the mount name: /<MountName>/<directory>.
         path = posixpath.normpath(posixpath.join("/", outputs[FSX_MOUNT_NAME], directory.lstrip("/")))
         source = {
-            "FileSystemId": outputs[FSX_ID],
+            "FileSystemId": outputs[FSX_FILE_SYSTEM_ID],
             "FileSystemType": "FSxLustre",
             "DirectoryPath": path,
             "FileSystemAccessMode": mode,

@@ -75,11 +75,10 @@ def account_of(view: ClusterView) -> Account:
 
 
 def cluster_name(view: ClusterView) -> str:
-    """The cluster's physical name (with the organization's prefix): how ListClusters knows it."""
-    from hyperpod_cdk.model import prefixed
+    """The cluster's physical name (:func:`hyperpod_cdk.deployment.deployed_name`): how ListClusters knows it."""
+    from hyperpod_cdk.deployment import deployed_name
 
-    org = view.organization
-    return prefixed(org.name_prefix, view.cluster_name) if org is not None and org.name_prefix else view.cluster_name
+    return deployed_name(view.cluster_name, view.organization)
 
 
 def unchecked(path: str, error: Unchecked, got: str | None = None) -> Problem:

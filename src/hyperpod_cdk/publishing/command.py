@@ -14,7 +14,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (`hyperp
 if TYPE_CHECKING:  # `hyperpod-cdk --help` builds this command's parser: it loads only what the parser needs
     from typing import Any, TextIO
 
-    from hyperpod_cdk.publishing.layout import PublishTarget
+    from hyperpod_cdk.published_layout import PublishTarget
     from hyperpod_cdk.publishing.synth import BuildApp
 
 EXIT_CONFIG = 1
@@ -48,7 +48,7 @@ def register(commands: Any) -> None:
 def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     """``hyperpod-cdk publish`` for a config file."""
     from hyperpod_cdk.errors import ConfigurationError
-    from hyperpod_cdk.publishing.layout import PublishTarget, prefix_problem
+    from hyperpod_cdk.published_layout import PublishTarget, prefix_problem
     from hyperpod_cdk.publishing.synth import app_stacks, config_stacks
     from hyperpod_cdk.rules.repositories import bucket_name_problem
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hyperpod_cdk.errors import ConfigurationError
-from hyperpod_cdk.publishing.layout import PublishTarget
+from hyperpod_cdk.published_layout import PublishTarget
 
 if TYPE_CHECKING:
     import aws_cdk as cdk
@@ -23,8 +23,10 @@ def config_stacks(
     """Builds the config file's cluster as one :class:`PublishedTrainingClusterStack` (the config is read and
     checked now, so its problems are reported before any synthesis)."""
     from hyperpod_cdk.config import load_config
+    from hyperpod_cdk.deployment import deployment
 
     config = load_config(config_path, region=region)
+    name = stack_name or deployment(config).stack_name
 
     def build(app: cdk.App) -> object:
         import aws_cdk as cdk
@@ -33,7 +35,7 @@ def config_stacks(
 
         return PublishedTrainingClusterStack(
             app,
-            stack_name or f"hyperpod-{config.cluster_name}",
+            name,
             config=config,
             target=target,
             env=cdk.Environment(region=region) if region else None,

@@ -2,7 +2,7 @@
 
 The scaler (:mod:`training_runtime.scaler`) calls ``BatchAddClusterNodes`` and ``BatchDeleteClusterNodes`` on the
 group; these rules keep it to the groups and clusters where those calls are allowed and safe. The node re-checks
-the parameters file's ``scaling`` with :func:`training_runtime.scaler.spec.parse_scaling`.
+the parameters file's ``scaling`` with :func:`training_runtime.scaling.parse_scaling`.
 """
 
 from __future__ import annotations

@@ -2,20 +2,20 @@
 
 :class:`TrainingCluster` adds the resources to any stack-like scope (a ``Stack``, or a Service Catalog
 ``ProductStack``) without a construct of its own in between, so logical IDs are the same wherever it is
-used; :class:`TrainingClusterStack` is that composition as a ``Stack``.
+used; ``hyperpod_cdk.stacks.cluster_stacks`` holds that composition as a ``Stack`` (deployable or published).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
-from aws_cdk import Annotations, CfnOutput, CliCredentialsStackSynthesizer, RemovalPolicy, Stack, Tags, Token
+from aws_cdk import Annotations, CfnOutput, RemovalPolicy, Stack, Tags, Token
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from hyperpod_cdk import stack_outputs as out
 from hyperpod_cdk.config import ClusterConfig, NetworkConfig, ObservabilityConfig, OpenZfsConfig, StorageConfig
 from hyperpod_cdk.constructs import (
     ClusterNetwork,
@@ -35,7 +35,7 @@ from hyperpod_cdk.deployment import deployment
 from hyperpod_cdk.errors import raise_if_any
 from hyperpod_cdk.model import pascal_case
 from hyperpod_cdk.organization import OrganizationRules
-from hyperpod_cdk.publishing.layout import PublishTarget, assets_key_prefix, lifecycle_key_prefix
+from hyperpod_cdk.published_layout import PublishTarget, lifecycle_key_prefix
 from hyperpod_cdk.scaler_counts import at_template_counts
 from hyperpod_cdk.stacks.choices import LaunchChoices
 from hyperpod_cdk.template_parameters import CLUSTER_NAME_ID
@@ -309,32 +309,32 @@ class TrainingCluster:
     def _outputs(self) -> None:
         cluster = self.cluster
         outputs: dict[str, tuple[str, str]] = {
-            "ClusterName": (cluster.cluster_name, "HyperPod cluster name"),
-            "ClusterArn": (cluster.cluster_arn, "HyperPod cluster ARN"),
-            "SsmTargetPrefix": (
+            out.CLUSTER_NAME: (cluster.cluster_name, "HyperPod cluster name"),
+            out.CLUSTER_ARN: (cluster.cluster_arn, "HyperPod cluster ARN"),
+            out.SSM_TARGET_PREFIX: (
                 cluster.ssm_target_prefix,
                 "aws ssm start-session --target <this><instance-group>-<instance-id>",
             ),
-            "LifecycleBucket": (self.lifecycle.bucket.bucket_name, "Bucket of the lifecycle scripts"),
-            "LifecyclePrefix": (self.lifecycle.prefix, "Key prefix of the lifecycle scripts"),
-            "TrainingJobSubnetIds": (
+            out.LIFECYCLE_BUCKET: (self.lifecycle.bucket.bucket_name, "Bucket of the lifecycle scripts"),
+            out.LIFECYCLE_PREFIX: (self.lifecycle.prefix, "Key prefix of the lifecycle scripts"),
+            out.TRAINING_JOB_SUBNETS: (
                 self.network.subnet_id,
                 "Subnets for SageMaker training jobs that use this VPC and file system (VpcConfig.Subnets)",
             ),
-            "TrainingJobSecurityGroupIds": (
+            out.TRAINING_JOB_SECURITY_GROUPS: (
                 self.network.security_group.security_group_id,
                 "Security groups for SageMaker training jobs (VpcConfig.SecurityGroupIds)",
             ),
         }
         if self.storage is not None:
-            outputs["FsxFileSystemId"] = (self.storage.file_system_id, "FSx for Lustre file system ID")
-            outputs["FsxDnsName"] = (self.storage.dns_name, "FSx for Lustre DNS name")
-            outputs["FsxMountName"] = (self.storage.mount_name, "FSx for Lustre mount name")
+            outputs[out.FSX_FILE_SYSTEM_ID] = (self.storage.file_system_id, "FSx for Lustre file system ID")
+            outputs[out.FSX_DNS_NAME] = (self.storage.dns_name, "FSx for Lustre DNS name")
+            outputs[out.FSX_MOUNT_NAME] = (self.storage.mount_name, "FSx for Lustre mount name")
         if self.openzfs is not None:
-            outputs["OpenZfsFileSystemId"] = (self.openzfs.file_system_id, "FSx for OpenZFS file system ID")
-            outputs["OpenZfsDnsName"] = (self.openzfs.dns_name, "FSx for OpenZFS DNS name")
+            outputs[out.OPENZFS_FILE_SYSTEM_ID] = (self.openzfs.file_system_id, "FSx for OpenZFS file system ID")
+            outputs[out.OPENZFS_DNS_NAME] = (self.openzfs.dns_name, "FSx for OpenZFS DNS name")
         for name, bucket in self.data_buckets.items():
-            outputs[f"DataRepository{pascal_case(name)}Bucket"] = (
+            outputs[out.data_repository_bucket(pascal_case(name))] = (
                 bucket.bucket_name,
                 f"S3 bucket of data repository {name}",
             )
@@ -347,75 +347,13 @@ class TrainingCluster:
         if obs is None:
             return {}
         found = {
-            "PrometheusWorkspaceId": (obs.workspace_id, "Amazon Managed Service for Prometheus workspace ID"),
-            "PrometheusRemoteWriteUrl": (
+            out.PROMETHEUS_WORKSPACE_ID: (obs.workspace_id, "Amazon Managed Service for Prometheus workspace ID"),
+            out.PROMETHEUS_REMOTE_WRITE_URL: (
                 obs.metrics_target.remote_write_url if obs.metrics_target else None,
                 "Where the nodes remote-write their metrics (SigV4, service aps)",
             ),
-            "PrometheusQueryUrl": (obs.query_url, "Prometheus query API of the workspace (SigV4, service aps)"),
-            "GrafanaUrl": (obs.grafana_url, "Amazon Managed Grafana workspace (sign in with IAM Identity Center)"),
-            "AlarmTopicArn": (obs.topic.topic_arn if obs.topic else None, "SNS topic of the cluster's alarms"),
+            out.PROMETHEUS_QUERY_URL: (obs.query_url, "Prometheus query API of the workspace (SigV4, service aps)"),
+            out.GRAFANA_URL: (obs.grafana_url, "Amazon Managed Grafana workspace (sign in with IAM Identity Center)"),
+            out.ALARM_TOPIC_ARN: (obs.topic.topic_arn if obs.topic else None, "SNS topic of the cluster's alarms"),
         }
         return {key: (value, text) for key, (value, text) in found.items() if value is not None}
-
-
-class TrainingClusterStack(Stack):
-    """:class:`TrainingCluster` as a stack: the bundled app deploys one of these.
-
-    :param config: the whole cluster; validated before any construct is built.
-    :param deployed_counts: the deployed cluster's count per group (:class:`TrainingCluster`). Default: None.
-    """
-
-    def __init__(
-        self,
-        scope: Construct,
-        id: str,
-        *,
-        config: ClusterConfig,
-        deployed_counts: Mapping[str, int] | None = None,
-        **kwargs: Any,
-    ) -> None:
-        kwargs.setdefault("description", f"SageMaker HyperPod Slurm cluster {config.cluster_name} (hyperpod-cdk)")
-        super().__init__(scope, id, **kwargs)
-        parts = TrainingCluster(self, config=config, deployed_counts=deployed_counts)
-        self.config = config
-        self.network = parts.network
-        self.data_buckets = parts.data_buckets
-        self.storage = parts.storage
-        self.lifecycle = parts.lifecycle
-        self.cluster = parts.cluster
-        self.deployment = parts.deployment
-        self.observability = parts.observability
-
-
-def published_synthesizer(target: PublishTarget) -> CliCredentialsStackSynthesizer:
-    """A synthesizer that needs no CDK bootstrap: no bootstrap-version parameter or rule, no bootstrap roles
-    (the caller's credentials publish), file assets (e.g. a Service Catalog product's template) in the platform
-    bucket under ``<prefix>assets/``."""
-    return CliCredentialsStackSynthesizer(
-        file_assets_bucket_name=target.bucket_name, bucket_prefix=assets_key_prefix(target.prefix)
-    )
-
-
-class PublishedTrainingClusterStack(Stack):
-    """:class:`TrainingCluster` as a template to publish (``hyperpod-cdk publish``): no reference to CDK
-    bootstrap resources, no assets, no Lambda functions; the lifecycle prefix lives in ``target``'s bucket.
-
-    :param config: the whole cluster; validated before any construct is built.
-    :param target: the platform bucket and key prefix the template and its files are published to.
-    """
-
-    def __init__(
-        self, scope: Construct, id: str, *, config: ClusterConfig, target: PublishTarget, **kwargs: Any
-    ) -> None:
-        kwargs.setdefault("description", f"SageMaker HyperPod Slurm cluster {config.cluster_name} (hyperpod-cdk)")
-        kwargs.setdefault("synthesizer", published_synthesizer(target))
-        super().__init__(scope, id, **kwargs)
-        parts = TrainingCluster(self, config=config, published=target)
-        self.config = config
-        self.network = parts.network
-        self.storage = parts.storage
-        self.lifecycle = parts.lifecycle
-        self.cluster = parts.cluster
-        self.deployment = parts.deployment
-        self.observability = parts.observability

@@ -16,8 +16,8 @@ from training_runtime.metrics.layout import TEXTFILE_DIR
 from training_runtime.node_names import NAMING_MODES
 from training_runtime.paths import RESOURCE_CONFIG_PATH
 from training_runtime.scaler.heartbeat import HEARTBEAT_PATH
-from training_runtime.scaler.spec import ScalingSpec, parse_scaling
 from training_runtime.scaler.state import STATE_PATH
+from training_runtime.scaling import ScalingSpec, parse_scaling
 from training_runtime.spot import IMDS_URL
 
 CONFIG_PATH = "/etc/hyperpod-cdk/scaler.json"

@@ -30,7 +30,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 from training_runtime.groups import COMPUTE, GroupSpec
 from training_runtime.health.results import REASON_PREFIX
 from training_runtime.hyperpod_facts import ADD_GROUPS_MAX, DELETE_NODES_MAX
-from training_runtime.scaler.spec import MAX_NODES_PER_CALL, ScalingSpec
+from training_runtime.scaling import MAX_NODES_PER_CALL, ScalingSpec
 
 DRAIN_REASON_START = REASON_PREFIX + "scaler:"
 """Every drain reason the scaler sets starts so; a node drained with another reason (health checks, an admin,

@@ -173,20 +173,12 @@ def client_env(cluster: ClusterHandle) -> dict[str, str]:
     }
 
 
-def continuous(config_source: str) -> bool:
-    """Whether the cluster's config asks for Continuous node provisioning (a config file; the default
-    configuration and cloud assemblies: read their cluster's ``NodeProvisioningMode``)."""
-    if "#" in config_source:
-        from hyperpod_local.staging import CLUSTER_TYPE, _stack_template
+def continuous(cluster: ClusterHandle) -> bool:
+    """Whether the cluster's deployment provisions nodes continuously, as staging recorded it
+    (:func:`hyperpod_local.staging.deployed_modes`)."""
+    from hyperpod_local.staging import deployed_modes
 
-        assembly, stack = config_source.rsplit("#", 1)
-        _, template = _stack_template(Path(assembly), stack)
-        found = [r for r in template["Resources"].values() if r.get("Type") == CLUSTER_TYPE]
-        return bool(found) and found[0]["Properties"].get("NodeProvisioningMode") == "Continuous"
-    from hyperpod_cdk.config import ClusterConfig, load_config
-
-    config = load_config(config_source) if Path(config_source).is_file() else ClusterConfig()
-    return config.node_provisioning_mode is not None
+    return deployed_modes(cluster.workdir).continuous
 
 
 def build(cluster: ClusterHandle, open_cluster: ClusterOpener, events: EventLog | None = None) -> ControlPlane:
@@ -221,7 +213,7 @@ def build(cluster: ClusterHandle, open_cluster: ClusterOpener, events: EventLog 
         settings=lambda: read_settings(settings_path),
         events=events,
     )
-    info = ClusterInfo(layout.cluster_name, cluster_arn(layout.cluster_name), continuous(state.config_path), now)
+    info = ClusterInfo(layout.cluster_name, cluster_arn(layout.cluster_name), continuous(cluster), now)
     return ControlPlane(info, fleet)
 
 
