@@ -9,8 +9,9 @@ from __future__ import annotations
 import re
 from typing import List
 
+from training_runtime.options import TCP_PORTS
 from training_runtime.paths import SLURM_LOG_DIR
-from training_runtime.render.slurm_checks import ADDRESS, NODE_NAME, TCP_PORTS
+from training_runtime.render.slurm_checks import ADDRESS, NODE_NAME
 from training_runtime.render.slurm_conf import RenderError
 from training_runtime.users import USER_NAME
 
