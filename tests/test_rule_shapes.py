@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from hyperpod_cdk.config import NetworkConfig
 from hyperpod_cdk.model import InstanceGroup
 from hyperpod_cdk.rules import shapes
 from hyperpod_cdk.rules.groups import each_group
@@ -106,6 +107,16 @@ def test_the_cdk_shapes_skip_tokens_and_count_as_the_rule_module() -> None:
     needs = shapes.needs("doc", each_group("ebs_volume_gib", set_only=True), lambda v: False, "x", show_value=False)
     assert [p.path for p in needs(view)] == ["instance_groups[0].ebs_volume_gib", "instance_groups[1].ebs_volume_gib"]
     assert shapes.field_of("observability", lambda v: v.observability, "workspace_arn")(view) == []
+
+
+def test_given_fields_are_the_fields_the_file_sets_in_name_order() -> None:
+    network = NetworkConfig.model_validate(
+        {"vpc_id": "vpc-0123456789abcdef0", "flow_logs": False, "cidr": "10.1.0.0/16"}
+    )
+    view = ClusterView(sections=frozenset({"network"}), network=network)
+    values = shapes.given_fields("network", lambda v: v.network, ("cidr", "flow_logs", "private_subnet_cidr_mask"))
+    assert values(view) == [("network.cidr", "10.1.0.0/16"), ("network.flow_logs", False)]
+    assert values(ClusterView(sections=frozenset({"network"}))) == []
 
 
 def test_the_tcp_port_range_is_one_definition_for_the_option_rule_and_the_renderer() -> None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from hyperpod_cdk.rules.cluster import mount_path_problems
 from hyperpod_cdk.rules.network import ID_PATTERNS, aws_id_pattern, id_format_problem
 from hyperpod_cdk.rules.registry import REGISTRY
-from hyperpod_cdk.rules.shapes import ViewValues, needs, within
+from hyperpod_cdk.rules.shapes import ViewValues, given_fields, needs, within
 from hyperpod_cdk.rules.storage import DNS_NAME, FILE_SYSTEM_ID, SECURITY_GROUP_ID
 from hyperpod_cdk.rules.view import ClusterView
 
@@ -144,17 +144,16 @@ def _new_field(field: str) -> ViewValues:
     return lambda view: [] if (zfs := _new(view)) is None else [(_at(view, field), getattr(zfs, field))]
 
 
-@rule("ZFS-EXISTING-ONLY", "storage_openzfs", "storage_openzfs.existing", source="hyperpod-cdk")
-def openzfs_existing_only(view: ClusterView) -> Iterator[Problem]:
-    """An adopted OpenZFS file system keeps its own settings: only mount_path may be given with existing."""
-    if view.openzfs is None or view.openzfs.existing is None:
-        return
-    for field in sorted(set(view.openzfs.model_fields_set) & set(NEW_FILE_SYSTEM_FIELDS)):
-        yield Problem(
-            _at(view, field),
-            "applies only to a new file system; storage_openzfs.existing adopts one with its own settings",
-            fix="remove it, or remove existing to create a file system",
-        )
+openzfs_existing_only = rule("ZFS-EXISTING-ONLY", "storage_openzfs", "storage_openzfs.existing", source="hyperpod-cdk")(
+    needs(
+        "An adopted OpenZFS file system keeps its own settings: only mount_path may be given with existing.",
+        given_fields("storage_openzfs", lambda view: view.openzfs, NEW_FILE_SYSTEM_FIELDS),
+        lambda view: view.openzfs is None or view.openzfs.existing is None,
+        "applies only to a new file system; storage_openzfs.existing adopts one with its own settings",
+        fix="remove it, or remove existing to create a file system",
+        show_value=False,
+    )
+)
 
 
 openzfs_capacity = rule(

@@ -66,3 +66,14 @@ def field_of(section: str, part: Callable[[ClusterView], Any], field: str) -> Vi
         return [] if owner is None else [(view.path(section, field), getattr(owner, field))]
 
     return values
+
+
+def given_fields(section: str, part: Callable[[ClusterView], Any], fields: Sequence[str]) -> ViewValues:
+    """Which of ``fields`` the file gives in a section's object (``part(view)``), by name, each with its path."""
+
+    def values(view: ClusterView) -> list[Located]:
+        owner = part(view)
+        given = sorted(set(owner.model_fields_set) & set(fields)) if owner is not None else []
+        return [(view.path(section, field), getattr(owner, field)) for field in given]
+
+    return values
