@@ -5,16 +5,20 @@ without X; the CDK side skips CDK tokens and counts each check as its caller's."
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 from hyperpod_cdk.config import NetworkConfig
 from hyperpod_cdk.model import InstanceGroup
+from hyperpod_cdk.preflight.account import Unchecked
+from hyperpod_cdk.preflight.resource_checks import each_resource
 from hyperpod_cdk.rules import shapes
 from hyperpod_cdk.rules.groups import each_group
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime import option_types, rule_shapes
 from training_runtime.options import options_problems
-from training_runtime.problems import RuleBook
+from training_runtime.problems import Problem, RuleBook
 from training_runtime.render import slurmdbd_conf
 
 
@@ -127,3 +131,25 @@ def test_the_tcp_port_range_is_one_definition_for_the_option_rule_and_the_render
     }
     assert [port for port, problems in refused.items() if problems] == [0, 65536]
     assert refused[0][0].expected == "expected 1-65535"
+
+
+def test_each_resource_guards_every_look_up_and_goes_on() -> None:
+    account = SimpleNamespace(region="us-west-2")
+    view = ClusterView(sections=frozenset({"network"}), account=account)  # type: ignore[arg-type]
+    seen: list[tuple[object, str, str]] = []
+
+    def judge(account: Any, where: str, resource: str) -> Iterator[Problem]:
+        seen.append((account, where, resource))
+        if resource == "sg-denied":
+            raise Unchecked("ec2:DescribeSecurityGroups", "is denied", denied=True)
+        yield Problem(where, "no such security group", got=resource)
+
+    found = list(each_resource(view, [("a", "sg-missing"), ("b", "sg-denied"), ("c", "sg-other")], judge))
+    assert [(p.path, p.got, p.level) for p in found] == [
+        ("a", "sg-missing", "error"),
+        ("b", "sg-denied", "warning"),
+        ("c", "sg-other", "error"),
+    ]
+    assert "could not be checked: ec2:DescribeSecurityGroups is denied" in found[1]
+    assert [s[0] for s in seen] == [account] * 3
+    assert list(each_resource(ClusterView(sections=frozenset()), [], judge)) == []  # no account needed for nothing

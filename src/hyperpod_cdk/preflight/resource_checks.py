@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING
 
-from hyperpod_cdk.preflight.account import Account
 from hyperpod_cdk.preflight.online import account_of, guarded
-from hyperpod_cdk.rules.view import ClusterView
 from training_runtime.problems import Problem
 
-Judge = Callable[[Account, str, str], Iterable[Problem]]
+if TYPE_CHECKING:  # importing hyperpod_cdk.rules imports the online rules, which import this module
+    from hyperpod_cdk.preflight.account import Account
+    from hyperpod_cdk.rules.view import ClusterView
+
+Judge = Callable[["Account", str, str], Iterable[Problem]]
 """What a rule finds about one resource: ``judge(account, field path, resource id)``'s problems."""
 
 
