@@ -8,7 +8,7 @@ Runs on the node's system Python (3.8 and newer), so: stdlib only, ``typing`` ge
 
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from typing import Iterable, Iterator
 
 from training_runtime.option_types import (
     ACCOUNTING_DATABASES,
@@ -25,39 +25,46 @@ from training_runtime.option_types import (
     SHA256,
     SLURM_MAJOR,
     SPOT_NOTICE_S,
+    TCP_PORTS,
     VERSION,
     RuntimeOptions,
 )
 from training_runtime.pins import ENROOT_DEBS, PYXIS_SOURCE
 from training_runtime.problems import Problem, RuleBook
+from training_runtime.rule_shapes import Located, Values, matches, one_of, within
 
 OPTION_RULES = RuleBook("runtime options")
 """The value rules of the ``runtime`` section; each takes the parsed options and the section's path."""
 _rule = OPTION_RULES.rule
 
 
-def _seconds_problem(path: str, value: int, minimum: int = 1) -> Optional[Problem]:
-    if minimum <= value <= MAX_SLURM_SECONDS:
-        return None
-    return Problem(
-        path,
-        "expected whole seconds from {} to {} (Slurm keeps these in 16 bits)".format(minimum, MAX_SLURM_SECONDS),
-        got=value,
-    )
+def _fields(section: str, *names: str) -> Values:
+    """The options ``section.name``, each with its path (none when the section is off, as ``pytorch: null``)."""
+
+    def values(options: RuntimeOptions, path: str) -> Iterator[Located]:
+        part = getattr(options, section)
+        for name in names if part is not None else ():
+            yield "{}.{}.{}".format(path, section, name), getattr(part, name)
+
+    return values
 
 
-@_rule(
+slurm_seconds = _rule(
     "RT-SLURM-SECONDS",
     "runtime",
     "runtime.slurm.{slurmd_timeout,slurmctld_timeout,message_timeout,sched_interval,health_check_interval}",
     source="slurm.conf(5)",
+)(
+    within(
+        "Slurm's timeouts and intervals are whole seconds from 1 to 65535.",
+        _fields(
+            "slurm", "slurmd_timeout", "slurmctld_timeout", "message_timeout", "sched_interval", "health_check_interval"
+        ),
+        1,
+        MAX_SLURM_SECONDS,
+        "expected whole seconds from {low} to {high} (Slurm keeps these in 16 bits)",
+    )
 )
-def slurm_seconds(options: RuntimeOptions, path: str) -> Iterable[Problem]:
-    """Slurm's timeouts and intervals are whole seconds from 1 to 65535."""
-    for name in ("slurmd_timeout", "slurmctld_timeout", "message_timeout", "sched_interval", "health_check_interval"):
-        found = _seconds_problem("{}.slurm.{}".format(path, name), getattr(options.slurm, name))
-        if found:
-            yield found
 
 
 @_rule("RT-SLURM-CRED-EXPIRE", "runtime", "runtime.slurm.cred_expire", source="docs/research/local-slurm.md")
@@ -78,44 +85,30 @@ def slurm_cred_expire(options: RuntimeOptions, path: str) -> Iterable[Problem]:
         yield Problem(path + ".slurm.cred_expire", "expected at most {} s".format(MAX_SLURM_SECONDS), got=value)
 
 
-@_rule("RT-SLURM-RETURN-TO-SERVICE", "runtime", "runtime.slurm.return_to_service", source="slurm.conf(5)")
-def slurm_return_to_service(options: RuntimeOptions, path: str) -> Iterable[Problem]:
-    """ReturnToService is 0, 1 or 2."""
-    if options.slurm.return_to_service not in RETURN_TO_SERVICE:
-        yield Problem(
-            path + ".slurm.return_to_service",
-            "allowed: " + ", ".join(map(str, RETURN_TO_SERVICE)),
-            got=options.slurm.return_to_service,
-        )
-
-
-@_rule(
+slurm_return_to_service = _rule(
+    "RT-SLURM-RETURN-TO-SERVICE", "runtime", "runtime.slurm.return_to_service", source="slurm.conf(5)"
+)(one_of("ReturnToService is 0, 1 or 2.", _fields("slurm", "return_to_service"), RETURN_TO_SERVICE))
+slurm_version = _rule(
     "RT-SLURM-VERSION",
     "runtime",
     "runtime.slurm.version",
     source="awslabs/awsome-distributed-ai PR #1107 (the AMI's /opt/slurm-24.11 and /opt/slurm-25.11)",
+)(
+    matches(
+        "version names a Slurm release series the way HyperPod's AMI names its directories (24.11, 25.11).",
+        _fields("slurm", "version"),
+        SLURM_MAJOR,
+        "expected a Slurm release series such as '24.11' or '25.11' (the AMI's /opt/slurm-<version>)",
+        fix="use e.g. '25.11', or null to keep the AMI's default",
+    )
 )
-def slurm_version(options: RuntimeOptions, path: str) -> Iterable[Problem]:
-    """version names a Slurm release series the way HyperPod's AMI names its directories (24.11, 25.11)."""
-    version = options.slurm.version
-    if version is not None and not SLURM_MAJOR.match(version):
-        yield Problem(
-            path + ".slurm.version",
-            "expected a Slurm release series such as '24.11' or '25.11' (the AMI's /opt/slurm-<version>)",
-            got=version,
-            fix="use e.g. '25.11', or null to keep the AMI's default",
-        )
-
-
-@_rule("RT-ACCOUNTING-DATABASE", "runtime", "runtime.accounting.database", source="hyperpod-cdk")
-def accounting_database(options: RuntimeOptions, path: str) -> Iterable[Problem]:
-    """The accounting database is local (MariaDB on the controller) or external."""
-    if options.accounting.database not in ACCOUNTING_DATABASES:
-        yield Problem(
-            path + ".accounting.database",
-            "allowed: " + ", ".join(ACCOUNTING_DATABASES),
-            got=options.accounting.database,
-        )
+accounting_database = _rule("RT-ACCOUNTING-DATABASE", "runtime", "runtime.accounting.database", source="hyperpod-cdk")(
+    one_of(
+        "The accounting database is local (MariaDB on the controller) or external.",
+        _fields("accounting", "database"),
+        ACCOUNTING_DATABASES,
+    )
+)
 
 
 @_rule(
@@ -157,59 +150,55 @@ def accounting_local(options: RuntimeOptions, path: str) -> Iterable[Problem]:
         )
 
 
-@_rule("RT-ACCOUNTING-USER", "runtime", "runtime.accounting.user", source="MySQL user names; hyperpod-cdk")
-def accounting_user(options: RuntimeOptions, path: str) -> Iterable[Problem]:
-    """The database user is 1-32 letters, digits and underscores."""
-    if not DB_USER.match(options.accounting.user):
-        yield Problem(
-            path + ".accounting.user", "use 1-32 letters, digits and underscores", got=options.accounting.user
-        )
-
-
-@_rule(
+accounting_user = _rule(
+    "RT-ACCOUNTING-USER", "runtime", "runtime.accounting.user", source="MySQL user names; hyperpod-cdk"
+)(
+    matches(
+        "The database user is 1-32 letters, digits and underscores.",
+        _fields("accounting", "user"),
+        DB_USER,
+        "use 1-32 letters, digits and underscores",
+    )
+)
+accounting_port = _rule(
     "RT-ACCOUNTING-PORT",
     "runtime",
     "runtime.accounting.port",
     source="TCP; AWS::SageMaker::Cluster ClusterAccountingDatabase.Port (1-65535)",
+)(
+    within(
+        "The database port is 1-65535.",
+        _fields("accounting", "port"),
+        TCP_PORTS[0],
+        TCP_PORTS[-1],
+        "expected {low}-{high}",
+    )
 )
-def accounting_port(options: RuntimeOptions, path: str) -> Iterable[Problem]:
-    """The database port is 1-65535."""
-    if not 0 < options.accounting.port < 65536:
-        yield Problem(path + ".accounting.port", "expected 1-65535", got=options.accounting.port)
-
-
-@_rule("RT-HEALTH-DISK", "runtime", "runtime.health.min_free_disk_gib", source="hyperpod-cdk")
-def health_disk(options: RuntimeOptions, path: str) -> Iterable[Problem]:
-    """min_free_disk_gib is 0 (no disk check) or more."""
-    if options.health.min_free_disk_gib < 0:
-        yield Problem(
-            path + ".health.min_free_disk_gib",
-            "expected 0 (no disk check) or more GiB",
-            got=options.health.min_free_disk_gib,
-        )
-
-
-@_rule("RT-HEALTH-DCGM", "runtime", "runtime.health.dcgm_level", source="NVIDIA DCGM diagnostics guide")
-def health_dcgm(options: RuntimeOptions, path: str) -> Iterable[Problem]:
-    """dcgm_level is 0 (off) or 1: deeper levels run for minutes, longer than a prolog may take."""
-    if options.health.dcgm_level not in DCGM_LEVELS:
-        yield Problem(
-            path + ".health.dcgm_level",
-            "allowed: 0 (off), 1. Levels 2 and up run for minutes, longer than a prolog should take",
-            got=options.health.dcgm_level,
-            fix="use 1, and run deeper diagnostics on a drained node (dcgmi diag -r 3)",
-        )
-
-
-@_rule("RT-HEALTH-ON-HYPERPOD", "runtime", "runtime.health.on_hyperpod", source="hyperpod-cdk")
-def health_on_hyperpod(options: RuntimeOptions, path: str) -> Iterable[Problem]:
-    """on_hyperpod is recover (ask HyperPod to reboot or replace) or drain."""
-    if options.health.on_hyperpod not in HYPERPOD_HEALTH_ACTIONS:
-        yield Problem(
-            path + ".health.on_hyperpod",
-            "allowed: " + ", ".join(HYPERPOD_HEALTH_ACTIONS),
-            got=options.health.on_hyperpod,
-        )
+health_disk = _rule("RT-HEALTH-DISK", "runtime", "runtime.health.min_free_disk_gib", source="hyperpod-cdk")(
+    within(
+        "min_free_disk_gib is 0 (no disk check) or more.",
+        _fields("health", "min_free_disk_gib"),
+        0,
+        None,
+        "expected {low} (no disk check) or more GiB",
+    )
+)
+health_dcgm = _rule("RT-HEALTH-DCGM", "runtime", "runtime.health.dcgm_level", source="NVIDIA DCGM diagnostics guide")(
+    one_of(
+        "dcgm_level is 0 (off) or 1: deeper levels run for minutes, longer than a prolog may take.",
+        _fields("health", "dcgm_level"),
+        DCGM_LEVELS,
+        "allowed: 0 (off), 1. Levels 2 and up run for minutes, longer than a prolog should take",
+        fix="use 1, and run deeper diagnostics on a drained node (dcgmi diag -r 3)",
+    )
+)
+health_on_hyperpod = _rule("RT-HEALTH-ON-HYPERPOD", "runtime", "runtime.health.on_hyperpod", source="hyperpod-cdk")(
+    one_of(
+        "on_hyperpod is recover (ask HyperPod to reboot or replace) or drain.",
+        _fields("health", "on_hyperpod"),
+        HYPERPOD_HEALTH_ACTIONS,
+    )
+)
 
 
 @_rule(
@@ -237,15 +226,14 @@ def spot_timing(options: RuntimeOptions, path: str) -> Iterable[Problem]:
         )
 
 
-@_rule("RT-PYTORCH-VERSION", "runtime", "runtime.pytorch.version", source="hyperpod-cdk")
-def pytorch_version(options: RuntimeOptions, path: str) -> Iterable[Problem]:
-    """The PyTorch version is an exact release, so every node gets the same build."""
-    if options.pytorch is not None and not VERSION.match(options.pytorch.version):
-        yield Problem(
-            path + ".pytorch.version",
-            "pin an exact release such as '2.13.0' so every node gets the same build",
-            got=options.pytorch.version,
-        )
+pytorch_version = _rule("RT-PYTORCH-VERSION", "runtime", "runtime.pytorch.version", source="hyperpod-cdk")(
+    matches(
+        "The PyTorch version is an exact release, so every node gets the same build.",
+        _fields("pytorch", "version"),
+        VERSION,
+        "pin an exact release such as '2.13.0' so every node gets the same build",
+    )
+)
 
 
 @_rule("RT-PYTORCH-SMP", "runtime", "runtime.pytorch.smp", source="SageMaker model parallelism v2 install guide")
@@ -260,36 +248,33 @@ def pytorch_smp(options: RuntimeOptions, path: str) -> Iterable[Problem]:
         )
 
 
-@_rule("RT-PYTORCH-PACKAGES", "runtime", "runtime.pytorch.packages[*]", source="PEP 508")
-def pytorch_packages(options: RuntimeOptions, path: str) -> Iterable[Problem]:
-    """Each extra package is a pip requirement such as 'numpy==2.1.0'."""
-    if options.pytorch is None:
-        return
-    for index, requirement in enumerate(options.pytorch.packages):
-        if not PIP_REQUIREMENT.match(requirement):
-            yield Problem(
-                "{}.pytorch.packages[{}]".format(path, index),
-                "expected a pip requirement such as 'numpy==2.1.0'",
-                got=requirement,
-            )
+def _packages(options: RuntimeOptions, path: str) -> Iterator[Located]:
+    for index, requirement in enumerate(options.pytorch.packages if options.pytorch is not None else ()):
+        yield "{}.pytorch.packages[{}]".format(path, index), requirement
 
 
-@_rule(
+pytorch_packages = _rule("RT-PYTORCH-PACKAGES", "runtime", "runtime.pytorch.packages[*]", source="PEP 508")(
+    matches(
+        "Each extra package is a pip requirement such as 'numpy==2.1.0'.",
+        _packages,
+        PIP_REQUIREMENT,
+        "expected a pip requirement such as 'numpy==2.1.0'",
+    )
+)
+observability_interval = _rule(
     "RT-OBSERVABILITY-INTERVAL",
     "runtime",
     "runtime.observability.scrape_interval",
     source="hyperpod-cdk; Prometheus scrape_config",
+)(
+    within(
+        "scrape_interval is 5 to 300 s: shorter loads slurmctld with queries, longer leaves dashboards stale.",
+        _fields("observability", "scrape_interval"),
+        SCRAPE_INTERVAL_RANGE[0],
+        SCRAPE_INTERVAL_RANGE[1],
+        "expected whole seconds from {low} to {high}: the collector queries slurmctld that often",
+    )
 )
-def observability_interval(options: RuntimeOptions, path: str) -> Iterable[Problem]:
-    """scrape_interval is 5 to 300 s: shorter loads slurmctld with queries, longer leaves dashboards stale."""
-    low, high = SCRAPE_INTERVAL_RANGE
-    value = options.observability.scrape_interval
-    if not low <= value <= high:
-        yield Problem(
-            path + ".observability.scrape_interval",
-            "expected whole seconds from {} to {}: the collector queries slurmctld that often".format(low, high),
-            got=value,
-        )
 
 
 @_rule(
@@ -313,40 +298,33 @@ def observability_textfile(options: RuntimeOptions, path: str) -> Iterable[Probl
         )
 
 
-@_rule(
+containers_cache = _rule(
     "RT-CONTAINERS-CACHE",
     "runtime",
     "runtime.containers.enroot_cache",
     source="awslabs/awsome-distributed-ai install_enroot_pyxis.sh (ENROOT_CACHE_PATH on NVMe, /opt/sagemaker or /fsx)",
+)(
+    one_of(
+        "enroot_cache is auto, nvme (the instance store) or shared (the cluster's file system).",
+        _fields("containers", "enroot_cache"),
+        ENROOT_CACHES,
+        fix="use auto (keep the AMI's choice when it is off the root volume), nvme or shared",
+    )
 )
-def containers_cache(options: RuntimeOptions, path: str) -> Iterable[Problem]:
-    """enroot_cache is auto, nvme (the instance store) or shared (the cluster's file system)."""
-    if options.containers.enroot_cache not in ENROOT_CACHES:
-        yield Problem(
-            path + ".containers.enroot_cache",
-            "allowed: " + ", ".join(ENROOT_CACHES),
-            got=options.containers.enroot_cache,
-            fix="use auto (keep the AMI's choice when it is off the root volume), nvme or shared",
-        )
-
-
-@_rule(
+containers_sha256 = _rule(
     "RT-CONTAINERS-SHA256",
     "runtime",
     "runtime.containers.{enroot_sha256,enroot_caps_sha256}",
     source="hyperpod-cdk (training_runtime/pins.py)",
+)(
+    matches(
+        "A package checksum is 64 lower-case hexadecimal digits (``sha256sum``'s output).",
+        _fields("containers", "enroot_sha256", "enroot_caps_sha256"),
+        SHA256,
+        "expected a sha256: 64 lower-case hexadecimal digits",
+        fix="give the first field of `sha256sum <package>.deb`",
+    )
 )
-def containers_sha256(options: RuntimeOptions, path: str) -> Iterable[Problem]:
-    """A package checksum is 64 lower-case hexadecimal digits (``sha256sum``'s output)."""
-    for name in ("enroot_sha256", "enroot_caps_sha256"):
-        value = getattr(options.containers, name)
-        if value is not None and not SHA256.match(value):
-            yield Problem(
-                "{}.containers.{}".format(path, name),
-                "expected a sha256: 64 lower-case hexadecimal digits",
-                got=value,
-                fix="give the first field of `sha256sum <package>.deb`",
-            )
 
 
 @_rule(

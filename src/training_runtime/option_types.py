@@ -29,6 +29,8 @@ MAX_SLURM_SECONDS = 65535
 MIN_CRED_EXPIRE = 70
 """Seconds. Below this a requeued job can be killed by a stale RPC meant for its previous incarnation."""
 RETURN_TO_SERVICE = (0, 1, 2)
+TCP_PORTS = range(1, 65536)
+"""A TCP port: 1 to 65535 (the accounting database's ``port`` option; slurmdbd's ``StoragePort``)."""
 SCRAPE_INTERVAL_DEFAULT = 15
 SCRAPE_INTERVAL_RANGE = (5, 300)
 """Seconds: below 5 the collector's sinfo/squeue calls load slurmctld; above 300 dashboards go stale."""

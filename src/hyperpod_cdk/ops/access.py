@@ -19,6 +19,7 @@ from hyperpod_cdk.aws.errors import Exit, OpsError
 from hyperpod_cdk.ops.context import OpsContext
 from hyperpod_cdk.ops.lookup import Cluster, Node, get_cluster, list_nodes, pick_node
 from hyperpod_cdk.ops.render import print_json
+from training_runtime.option_types import TCP_PORTS
 
 SSH_DOCUMENT = "AWS-StartSSHSession"
 PORT_DOCUMENT = "AWS-StartPortForwardingSession"
@@ -67,9 +68,11 @@ def connect(args: argparse.Namespace, ctx: OpsContext) -> int:
 
 def port_forward(args: argparse.Namespace, ctx: OpsContext) -> int:
     match = PORTS.match(args.ports)
-    if not match or not all(0 < int(p) < 65536 for p in match.groups()):
+    if not match or not all(int(p) in TCP_PORTS for p in match.groups()):
         raise OpsError(
-            f"ports {args.ports!r}: give LOCAL:REMOTE, two port numbers 1-65535 (e.g. 8888:8888)", Exit.USAGE
+            f"ports {args.ports!r}: give LOCAL:REMOTE, two port numbers {TCP_PORTS[0]}-{TCP_PORTS[-1]} "
+            "(e.g. 8888:8888)",
+            Exit.USAGE,
         )
     local, remote = match.groups()
     cluster, node = _target(args, ctx)

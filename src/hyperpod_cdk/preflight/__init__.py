@@ -6,5 +6,6 @@ what the config says. The rules here (``needs=("aws", ...)``, in the one rule re
 read-only calls, concurrently, and report in the registry's Problem shape (docs/operations.md, "preflight").
 
 Modules: ``account`` (calls, memo, errors), ``lookups`` (one per resource), ``online`` (the rule decorator and the
-IAM policy), ``checks_*`` (the rules), ``runner`` (concurrent run), ``command`` (the CLI).
+IAM policy), ``resource_checks`` (the guarded look-up shape), ``checks_*`` (the rules), ``runner`` (concurrent
+run), ``command`` (the CLI).
 """

@@ -10,7 +10,8 @@ from typing import Any
 from hyperpod_cdk.accounting import ACCOUNTING_DATABASE_API, EXTERNAL_ACCOUNTING_DOC, external_database, slurmdbd_owner
 from hyperpod_cdk.preflight import lookups
 from hyperpod_cdk.preflight.account import Account
-from hyperpod_cdk.preflight.online import account_of, guarded, online_rule
+from hyperpod_cdk.preflight.online import online_rule
+from hyperpod_cdk.preflight.resource_checks import each_resource
 from hyperpod_cdk.rules.groups import group_path
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime.params import SLURMDBD_BY_HYPERPOD
@@ -78,15 +79,13 @@ def _delegates(policy: dict[str, Any], owner: str) -> bool:
 )
 def kms_keys(view: ClusterView) -> Iterator[Problem]:
     """Customer-managed keys exist, are enabled, and their policies let the account's IAM policies grant them."""
-    account = account_of(view)
     keys = []
     if view.organization is not None and view.organization.kms_key_arn:
         keys.append((view.path("organization", "kms_key_arn"), view.organization.kms_key_arn))
     for index, group in enumerate(view.groups):
         if view.concrete(group.volume_kms_key_arn):
             keys.append((group_path(view, index, "volume_kms_key_arn"), str(group.volume_kms_key_arn)))
-    for where, key in keys:
-        yield from guarded(where, functools.partial(key_problems, account, where, key), got=key)
+    yield from each_resource(view, keys, key_problems)
 
 
 @online_rule(
@@ -99,21 +98,23 @@ def kms_keys(view: ClusterView) -> Iterator[Problem]:
 )
 def accounting_secret(view: ClusterView) -> Iterator[Problem]:
     """The external accounting database's secret exists and is not scheduled for deletion."""
+    yield from each_resource(view, _secret(view), _secret_problems)
+
+
+def _secret(view: ClusterView) -> list[tuple[str, str]]:
+    """The external accounting database's secret, with its path (none without one)."""
     options = view.runtime_options
     if options is None or not external_database(options.accounting) or not options.accounting.password_secret_arn:
-        return
-    account = account_of(view)
-    arn = options.accounting.password_secret_arn
-    where = view.path("runtime", "accounting.password_secret_arn")
+        return []
+    return [(view.path("runtime", "accounting.password_secret_arn"), options.accounting.password_secret_arn)]
 
-    def check() -> Iterator[Problem]:
-        found = lookups.secret(account, arn)
-        if found is None:
-            yield Problem(where, f"no such secret in {account.region}", got=arn, fix="create it, or fix the ARN")
-        elif found.get("DeletedDate"):
-            yield Problem(where, "the secret is scheduled for deletion", got=arn, fix="restore it (RestoreSecret)")
 
-    yield from guarded(where, check, got=arn)
+def _secret_problems(account: Account, where: str, arn: str) -> Iterator[Problem]:
+    found = lookups.secret(account, arn)
+    if found is None:
+        yield Problem(where, f"no such secret in {account.region}", got=arn, fix="create it, or fix the ARN")
+    elif found.get("DeletedDate"):
+        yield Problem(where, "the secret is scheduled for deletion", got=arn, fix="restore it (RestoreSecret)")
 
 
 @online_rule(
@@ -126,40 +127,37 @@ def accounting_secret(view: ClusterView) -> Iterator[Problem]:
 )
 def accounting_secret_keys(view: ClusterView) -> Iterator[Problem]:
     """The secret holds what its reader needs: username and password (HyperPod), or a password (the runtime)."""
-    options = view.runtime_options
-    if options is None or not external_database(options.accounting) or not options.accounting.password_secret_arn:
+    options, secret = view.runtime_options, _secret(view)
+    if options is None or not secret:
         return
-    account = account_of(view)
-    arn = options.accounting.password_secret_arn
-    where = view.path("runtime", "accounting.password_secret_arn")
     by_hyperpod = slurmdbd_owner(view.mode, view.node_provisioning_mode, options.accounting) == SLURMDBD_BY_HYPERPOD
+    yield from each_resource(view, secret, functools.partial(_secret_key_problems, by_hyperpod))
 
-    def check() -> Iterator[Problem]:
-        if lookups.secret(account, arn) is None:
-            return  # AWS-SECRET reports it
-        keys = lookups.secret_keys(account, arn)
-        if by_hyperpod:
-            missing = [k for k in HYPERPOD_SECRET_KEYS if keys is None or k not in keys]
-            if missing:
-                yield Problem(
-                    where,
-                    f"HyperPod reads the database's user name and password from this secret; it has no "
-                    f"{', '.join(missing)} key (AWS does not name the keys: username and password is the RDS "
-                    "convention we expect)",
-                    got=", ".join(keys) if keys else "(not a JSON object)",
-                    fix='store {"username": ..., "password": ...}',
-                    level=WARNING,
-                )
-        elif keys is not None and "password" not in keys:
+
+def _secret_key_problems(by_hyperpod: bool, account: Account, where: str, arn: str) -> Iterator[Problem]:
+    if lookups.secret(account, arn) is None:
+        return  # AWS-SECRET reports it
+    keys = lookups.secret_keys(account, arn)
+    if by_hyperpod:
+        missing = [k for k in HYPERPOD_SECRET_KEYS if keys is None or k not in keys]
+        if missing:
             yield Problem(
                 where,
-                "the controller reads the password as the secret's string or its password key; this JSON object has "
-                "no password key",
-                got=", ".join(keys),
-                fix='store the password as the whole string, or as {"password": ...}',
+                f"HyperPod reads the database's user name and password from this secret; it has no "
+                f"{', '.join(missing)} key (AWS does not name the keys: username and password is the RDS "
+                "convention we expect)",
+                got=", ".join(keys) if keys else "(not a JSON object)",
+                fix='store {"username": ..., "password": ...}',
+                level=WARNING,
             )
-
-    yield from guarded(where, check, got=arn)
+    elif keys is not None and "password" not in keys:
+        yield Problem(
+            where,
+            "the controller reads the password as the secret's string or its password key; this JSON object has "
+            "no password key",
+            got=", ".join(keys),
+            fix='store the password as the whole string, or as {"password": ...}',
+        )
 
 
 @online_rule(
@@ -171,43 +169,42 @@ def accounting_secret_keys(view: ClusterView) -> Iterator[Problem]:
 )
 def custom_images(view: ClusterView) -> Iterator[Problem]:
     """A custom AMI exists in the Region, is available, belongs to this account and is not encrypted."""
-    account = account_of(view)
-    for index, group in enumerate(view.groups):
-        if not view.concrete(group.image_id):
-            continue
-        where = group_path(view, index, "image_id")
-        image_id = str(group.image_id)
+    images = [
+        (group_path(view, index, "image_id"), str(group.image_id))
+        for index, group in enumerate(view.groups)
+        if view.concrete(group.image_id)
+    ]
+    yield from each_resource(view, images, _image_problems)
 
-        def check(where: str = where, image_id: str = image_id) -> Iterator[Problem]:
-            found = lookups.image(account, image_id)
-            if found is None:
-                yield Problem(
-                    where,
-                    f"no such AMI visible in {account.region}",
-                    got=image_id,
-                    fix=f"copy the AMI to {account.region} (AMIs are per Region), or share it with this account",
-                )
-                return
-            if found.get("State") != "available":
-                yield Problem(where, f"the AMI is {found.get('State')}, not available", got=image_id)
-            if str(found.get("OwnerId")) != account.account_id:
-                yield Problem(
-                    where,
-                    f"the AMI belongs to account {found.get('OwnerId')}: HyperPod launches custom AMIs of this account",
-                    got=image_id,
-                    fix="copy the AMI into this account (ec2 copy-image)",
-                )
-            encrypted = [m for m in found.get("BlockDeviceMappings", []) if m.get("Ebs", {}).get("Encrypted")]
-            if encrypted:
-                yield Problem(
-                    where,
-                    f"the AMI's snapshots are encrypted ({', '.join(m['DeviceName'] for m in encrypted)}); HyperPod "
-                    "cannot launch it with a key it is not granted",
-                    got=image_id,
-                    fix="build the custom AMI unencrypted (encrypt the nodes' volumes with volume_kms_key_arn)",
-                )
 
-        yield from guarded(where, check, got=image_id)
+def _image_problems(account: Account, where: str, image_id: str) -> Iterator[Problem]:
+    found = lookups.image(account, image_id)
+    if found is None:
+        yield Problem(
+            where,
+            f"no such AMI visible in {account.region}",
+            got=image_id,
+            fix=f"copy the AMI to {account.region} (AMIs are per Region), or share it with this account",
+        )
+        return
+    if found.get("State") != "available":
+        yield Problem(where, f"the AMI is {found.get('State')}, not available", got=image_id)
+    if str(found.get("OwnerId")) != account.account_id:
+        yield Problem(
+            where,
+            f"the AMI belongs to account {found.get('OwnerId')}: HyperPod launches custom AMIs of this account",
+            got=image_id,
+            fix="copy the AMI into this account (ec2 copy-image)",
+        )
+    encrypted = [m for m in found.get("BlockDeviceMappings", []) if m.get("Ebs", {}).get("Encrypted")]
+    if encrypted:
+        yield Problem(
+            where,
+            f"the AMI's snapshots are encrypted ({', '.join(m['DeviceName'] for m in encrypted)}); HyperPod "
+            "cannot launch it with a key it is not granted",
+            got=image_id,
+            fix="build the custom AMI unencrypted (encrypt the nodes' volumes with volume_kms_key_arn)",
+        )
 
 
 @online_rule(
@@ -222,15 +219,13 @@ def boundary_exists(view: ClusterView) -> Iterator[Problem]:
     org = view.organization
     if org is None or not org.permission_boundary_arn:
         return
-    account = account_of(view)
-    arn = org.permission_boundary_arn
-    where = view.path("organization", "permission_boundary_arn")
+    listed = [(view.path("organization", "permission_boundary_arn"), org.permission_boundary_arn)]
+    yield from each_resource(view, listed, _boundary_problems)
 
-    def check() -> Iterator[Problem]:
-        if lookups.managed_policy(account, arn) is None:
-            yield Problem(where, "no such managed policy", got=arn, fix="create it, or fix the ARN")
 
-    yield from guarded(where, check, got=arn)
+def _boundary_problems(account: Account, where: str, arn: str) -> Iterator[Problem]:
+    if lookups.managed_policy(account, arn) is None:
+        yield Problem(where, "no such managed policy", got=arn, fix="create it, or fix the ARN")
 
 
 @online_rule(
@@ -245,18 +240,17 @@ def workspace_exists(view: ClusterView) -> Iterator[Problem]:
     obs = view.observability
     if obs is None or not obs.enabled or not obs.workspace_arn:
         return
-    account = account_of(view)
-    arn = obs.workspace_arn
-    where = view.path("observability", "workspace_arn")
+    yield from each_resource(
+        view, [(view.path("observability", "workspace_arn"), obs.workspace_arn)], _workspace_problems
+    )
 
-    def check() -> Iterator[Problem]:
-        region = arn.split(":")[3] if arn.count(":") >= 5 else ""
-        if region and region != account.region:
-            return  # looked up in its own Region it may exist; OBS-WORKSPACE-REGION warns about the distance
-        found = lookups.workspace(account, arn.rsplit("/", 1)[-1])
-        if found is None:
-            yield Problem(where, f"no such workspace in {account.region}", got=arn, fix="fix the ARN, or leave it out")
-        elif found.get("status", {}).get("statusCode") not in ("ACTIVE", "UPDATING"):
-            yield Problem(where, f"the workspace is {found.get('status', {}).get('statusCode')}", got=arn)
 
-    yield from guarded(where, check, got=arn)
+def _workspace_problems(account: Account, where: str, arn: str) -> Iterator[Problem]:
+    region = arn.split(":")[3] if arn.count(":") >= 5 else ""
+    if region and region != account.region:
+        return  # looked up in its own Region it may exist; OBS-WORKSPACE-REGION warns about the distance
+    found = lookups.workspace(account, arn.rsplit("/", 1)[-1])
+    if found is None:
+        yield Problem(where, f"no such workspace in {account.region}", got=arn, fix="fix the ARN, or leave it out")
+    elif found.get("status", {}).get("statusCode") not in ("ACTIVE", "UPDATING"):
+        yield Problem(where, f"the workspace is {found.get('status', {}).get('statusCode')}", got=arn)

@@ -5,12 +5,15 @@ A new VPC is the stack's own and is not looked up.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from typing import Any
 
 from hyperpod_cdk.model import InstanceGroup, NetworkInterfaceType
 from hyperpod_cdk.preflight import lookups
+from hyperpod_cdk.preflight.account import Account
 from hyperpod_cdk.preflight.online import account_of, cluster_name, guarded, online_rule
+from hyperpod_cdk.preflight.resource_checks import each_resource
 from hyperpod_cdk.rules.groups import group_path
 from hyperpod_cdk.rules.network import addresses_per_instance
 from hyperpod_cdk.rules.view import ClusterView
@@ -76,18 +79,16 @@ def vpc_exists(view: ClusterView) -> Iterator[Problem]:
     """The existing VPC exists in the Region and is available."""
     if not existing_network(view):
         return
-    account = account_of(view)
-    vpc_id = str(view.network.vpc_id)  # type: ignore[union-attr]
-    where = view.path("network", "vpc_id")
+    listed = [(view.path("network", "vpc_id"), str(view.network.vpc_id))]  # type: ignore[union-attr]
+    yield from each_resource(view, listed, _vpc_problems)
 
-    def check() -> Iterator[Problem]:
-        found = lookups.vpc(account, vpc_id)
-        if found is None:
-            yield Problem(where, f"no such VPC in {account.region}", got=vpc_id, fix="check the ID and the Region")
-        elif found.get("State") != "available":
-            yield Problem(where, f"the VPC is {found.get('State')}, not available", got=vpc_id)
 
-    yield from guarded(where, check, got=vpc_id)
+def _vpc_problems(account: Account, where: str, vpc_id: str) -> Iterator[Problem]:
+    found = lookups.vpc(account, vpc_id)
+    if found is None:
+        yield Problem(where, f"no such VPC in {account.region}", got=vpc_id, fix="check the ID and the Region")
+    elif found.get("State") != "available":
+        yield Problem(where, f"the VPC is {found.get('State')}, not available", got=vpc_id)
 
 
 @online_rule(
@@ -172,36 +173,34 @@ def security_group_self(view: ClusterView) -> Iterator[Problem]:
         return
     net = view.network
     assert net is not None
-    account = account_of(view)
     listed = []
     if net.security_group_id is not None:
-        listed.append((net.security_group_id, view.path("network", "security_group_id")))
+        listed.append((view.path("network", "security_group_id"), net.security_group_id))
     for index, group in enumerate(view.groups):
         if group.override_vpc is not None:
             for sg in group.override_vpc.security_group_ids:
-                listed.append((sg, group_path(view, index, "override_vpc.security_group_ids")))
-    for group_id, where in listed:
+                listed.append((group_path(view, index, "override_vpc.security_group_ids"), sg))
+    yield from each_resource(view, listed, functools.partial(_security_group_problems, str(net.vpc_id)))
 
-        def check(group_id: str = group_id, where: str = where) -> Iterator[Problem]:
-            found = lookups.security_group(account, group_id)
-            if found is None:
-                yield Problem(where, f"no such security group in {account.region}", got=group_id)
-                return
-            if found.get("VpcId") != net.vpc_id:
-                yield Problem(where, f"the group is in {found.get('VpcId')}, not in {net.vpc_id}", got=group_id)
-            inbound = _allows_self(found.get("IpPermissions", []), group_id)
-            outbound = _allows_self(found.get("IpPermissionsEgress", []), group_id, any_address=True)
-            missing = [d for d, ok in (("inbound", inbound), ("outbound", outbound)) if not ok]
-            if missing:
-                yield Problem(
-                    where,
-                    f"no {' or '.join(missing)} rule allows all traffic with the group itself; EFA and Slurm "
-                    "traffic between the nodes is dropped",
-                    got=group_id,
-                    fix=f"add rules for all protocols and ports with source and destination {group_id}",
-                )
 
-        yield from guarded(where, check, got=group_id)
+def _security_group_problems(vpc_id: str, account: Account, where: str, group_id: str) -> Iterator[Problem]:
+    found = lookups.security_group(account, group_id)
+    if found is None:
+        yield Problem(where, f"no such security group in {account.region}", got=group_id)
+        return
+    if found.get("VpcId") != vpc_id:
+        yield Problem(where, f"the group is in {found.get('VpcId')}, not in {vpc_id}", got=group_id)
+    inbound = _allows_self(found.get("IpPermissions", []), group_id)
+    outbound = _allows_self(found.get("IpPermissionsEgress", []), group_id, any_address=True)
+    missing = [d for d, ok in (("inbound", inbound), ("outbound", outbound)) if not ok]
+    if missing:
+        yield Problem(
+            where,
+            f"no {' or '.join(missing)} rule allows all traffic with the group itself; EFA and Slurm "
+            "traffic between the nodes is dropped",
+            got=group_id,
+            fix=f"add rules for all protocols and ports with source and destination {group_id}",
+        )
 
 
 def _allows_self(permissions: list[dict[str, Any]], group_id: str, any_address: bool = False) -> bool:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from hyperpod_cdk.preflight import lookups
@@ -10,6 +11,7 @@ from hyperpod_cdk.preflight.account import Account
 from hyperpod_cdk.preflight.checks_access import key_problems
 from hyperpod_cdk.preflight.checks_network import nodes_az
 from hyperpod_cdk.preflight.online import account_of, guarded, online_rule
+from hyperpod_cdk.preflight.resource_checks import each_resource
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime.problems import ERROR, WARNING, Problem
 
@@ -81,6 +83,19 @@ def _multi_az(found: dict[str, Any]) -> bool:
     return str((found.get("OpenZFSConfiguration") or {}).get("DeploymentType", "")).startswith("MULTI_AZ")
 
 
+def _adopted(
+    view: ClusterView, section: str, kind: str, existing: Any, names: Callable[[dict[str, Any]], dict[str, str]]
+) -> Iterator[Problem]:
+    """An adopted file system's problems (:func:`file_system_problems`), its look-ups guarded; ``names`` reads the
+    names to compare with the config's from the file system's description."""
+
+    def judge(account: Account, where: str, file_system_id: str) -> Iterator[Problem]:
+        found = lookups.file_system(account, file_system_id) or {}
+        yield from file_system_problems(account, view, section, kind, existing, names(found))
+
+    yield from each_resource(view, [(view.path(section, "existing"), existing.file_system_id)], judge)
+
+
 @online_rule(
     "AWS-FSX-LUSTRE",
     "storage",
@@ -94,18 +109,16 @@ def lustre_exists(view: ClusterView) -> Iterator[Problem]:
     storage = view.storage
     if storage is None or storage.existing is None:
         return
-    account = account_of(view)
-    existing = storage.existing
-
-    def check() -> Iterator[Problem]:
-        found = lookups.file_system(account, existing.file_system_id) or {}
-        checks = {
+    yield from _adopted(
+        view,
+        "storage",
+        "LUSTRE",
+        storage.existing,
+        lambda found: {
             "mount_name": str((found.get("LustreConfiguration") or {}).get("MountName", "")),
             "dns_name": str(found.get("DNSName", "")),
-        }
-        yield from file_system_problems(account, view, "storage", "LUSTRE", existing, checks)
-
-    yield from guarded(view.path("storage", "existing"), check, got=existing.file_system_id)
+        },
+    )
 
 
 @online_rule(
@@ -121,15 +134,9 @@ def openzfs_exists(view: ClusterView) -> Iterator[Problem]:
     openzfs = view.openzfs
     if openzfs is None or openzfs.existing is None:
         return
-    account = account_of(view)
-    existing = openzfs.existing
-
-    def check() -> Iterator[Problem]:
-        found = lookups.file_system(account, existing.file_system_id) or {}
-        checks = {"dns_name": str(found.get("DNSName", ""))}
-        yield from file_system_problems(account, view, "storage_openzfs", "OPENZFS", existing, checks)
-
-    yield from guarded(view.path("storage_openzfs", "existing"), check, got=existing.file_system_id)
+    yield from _adopted(
+        view, "storage_openzfs", "OPENZFS", openzfs.existing, lambda found: {"dns_name": str(found.get("DNSName", ""))}
+    )
 
 
 @online_rule(
@@ -148,29 +155,27 @@ def standby_subnet(view: ClusterView) -> Iterator[Problem]:
         return
     if openzfs.deployment_type != "MULTI_AZ_1" or net.vpc_id is None:
         return
-    account = account_of(view)
-    where = view.path("storage_openzfs", "standby_subnet_id")
-    subnet_id = openzfs.standby_subnet_id
+    listed = [(view.path("storage_openzfs", "standby_subnet_id"), openzfs.standby_subnet_id)]
+    yield from each_resource(view, listed, functools.partial(_standby_problems, view, net.vpc_id))
 
-    def check() -> Iterator[Problem]:
-        found = lookups.subnet(account, subnet_id)
-        if found is None:
-            yield Problem(
-                where, f"no such subnet in {account.region}", got=subnet_id, fix="check the ID and the Region"
-            )
-            return
-        if found["VpcId"] != net.vpc_id:
-            yield Problem(where, f"the subnet is in {found['VpcId']}, not in {net.vpc_id}", got=subnet_id)
-        if found["AvailabilityZone"] == nodes_az(view):
-            yield Problem(
-                where,
-                f"the standby subnet is in the nodes' AZ {found['AvailabilityZone']}: Multi-AZ needs the standby "
-                "file server in another AZ",
-                got=subnet_id,
-                fix="pick a subnet of the VPC in another AZ",
-            )
 
-    yield from guarded(where, check, got=subnet_id)
+def _standby_problems(
+    view: ClusterView, vpc_id: str, account: Account, where: str, subnet_id: str
+) -> Iterator[Problem]:
+    found = lookups.subnet(account, subnet_id)
+    if found is None:
+        yield Problem(where, f"no such subnet in {account.region}", got=subnet_id, fix="check the ID and the Region")
+        return
+    if found["VpcId"] != vpc_id:
+        yield Problem(where, f"the subnet is in {found['VpcId']}, not in {vpc_id}", got=subnet_id)
+    if found["AvailabilityZone"] == nodes_az(view):
+        yield Problem(
+            where,
+            f"the standby subnet is in the nodes' AZ {found['AvailabilityZone']}: Multi-AZ needs the standby "
+            "file server in another AZ",
+            got=subnet_id,
+            fix="pick a subnet of the VPC in another AZ",
+        )
 
 
 def buckets(view: ClusterView) -> list[tuple[str, str, str]]:

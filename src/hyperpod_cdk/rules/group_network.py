@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from hyperpod_cdk.rules.groups import group_path
+from hyperpod_cdk.rules.groups import each_group, group_path
 from hyperpod_cdk.rules.network import ID_PATTERNS, id_format_problem
 from hyperpod_cdk.rules.registry import REGISTRY
+from hyperpod_cdk.rules.shapes import needs
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime.problems import WARNING, Problem
 
@@ -51,49 +52,45 @@ def override_vpc(view: ClusterView) -> Iterator[Problem]:
                     yield problem
 
 
-@rule(
+override_vpc_existing = rule(
     "GRP-OVERRIDE-VPC-EXISTING",
     "instance_groups",
     "instance_groups[*].override_vpc",
     needs=("network",),
     source=f"{OVERRIDE_VPC_DOC}; hyperpod-cdk (a new VPC's subnet IDs exist only after deploy)",
+)(
+    needs(
+        "A group's own subnets need an existing VPC (network.vpc_id): the subnets of a new VPC have no IDs yet.",
+        each_group("override_vpc", set_only=True),
+        lambda view: view.network is None or bool(view.network.vpc_id),
+        "only with an existing VPC (network.vpc_id): the stack's new VPC has one subnet, whose ID is only "
+        "known at deploy, and the group's subnets must be in the cluster's VPC",
+        fix="set network.vpc_id, subnet_id and availability_zone, or remove override_vpc",
+        show_value=False,
+    )
 )
-def override_vpc_existing(view: ClusterView) -> Iterator[Problem]:
-    """A group's own subnets need an existing VPC (network.vpc_id): the subnets of a new VPC have no IDs yet."""
-    if view.network is None or view.network.vpc_id:
-        return
-    for index, group in enumerate(view.groups):
-        if group.override_vpc is not None:
-            yield Problem(
-                group_path(view, index, "override_vpc"),
-                "only with an existing VPC (network.vpc_id): the stack's new VPC has one subnet, whose ID is only "
-                "known at deploy, and the group's subnets must be in the cluster's VPC",
-                fix="set network.vpc_id, subnet_id and availability_zone, or remove override_vpc",
-            )
 
 
-@rule(
+override_vpc_fsx = rule(
     "GRP-OVERRIDE-VPC-FSX",
     "instance_groups",
     "instance_groups[*].override_vpc",
     needs=("storage",),
     level=WARNING,
     source=f"{OVERRIDE_VPC_DOC}; {LUSTRE_AZ_DOC}",
+)(
+    needs(
+        "A group in its own subnets may sit in another AZ than FSx: Lustre across AZs is billed and slower.",
+        each_group("override_vpc", set_only=True),
+        lambda view: view.storage is None,
+        "the file system lives in network.availability_zone and a subnet's AZ cannot be known offline: a "
+        "group in another AZ reads FSx for Lustre across AZs (inter-AZ data transfer is billed, latency "
+        "rises). The stack admits the group's security groups to the file system's on the Lustre ports; "
+        "their own outbound rules must allow it too",
+        fix="use subnets in the file system's AZ (network.availability_zone)",
+        show_value=False,
+    )
 )
-def override_vpc_fsx(view: ClusterView) -> Iterator[Problem]:
-    """A group in its own subnets may sit in another AZ than FSx: Lustre across AZs is billed and slower."""
-    if view.storage is None:
-        return
-    for index, group in enumerate(view.groups):
-        if group.override_vpc is not None:
-            yield Problem(
-                group_path(view, index, "override_vpc"),
-                "the file system lives in network.availability_zone and a subnet's AZ cannot be known offline: a "
-                "group in another AZ reads FSx for Lustre across AZs (inter-AZ data transfer is billed, latency "
-                "rises). The stack admits the group's security groups to the file system's on the Lustre ports; "
-                "their own outbound rules must allow it too",
-                fix="use subnets in the file system's AZ (network.availability_zone)",
-            )
 
 
 @rule(

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import Any
 
 from hyperpod_cdk import instance_catalog
 from hyperpod_cdk.api_support import api_rule
 from hyperpod_cdk.model import DeepHealthCheck, NodeRole
 from hyperpod_cdk.rules.registry import REGISTRY
+from hyperpod_cdk.rules.shapes import ViewValues, matches, within
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime.group_rules import GROUP_RULES, group_problems
 from training_runtime.groups import GroupSpec
@@ -29,6 +31,20 @@ rule = REGISTRY.rule
 def group_path(view: ClusterView, index: int, field: str = "") -> str:
     """The field path of group ``index``'s ``field`` (the group itself when empty)."""
     return view.path("instance_groups", f"[{index}]" + (f".{field}" if field else ""))
+
+
+def each_group(field: str, set_only: bool = False) -> ViewValues:
+    """Every group's ``field`` with its path (``set_only``: only the groups where it is not None): what a rule
+    shape (:mod:`hyperpod_cdk.rules.shapes`) judges."""
+
+    def values(view: ClusterView) -> list[tuple[str, Any]]:
+        return [
+            (group_path(view, index, field), getattr(group, field))
+            for index, group in enumerate(view.groups)
+            if not set_only or getattr(group, field) is not None
+        ]
+
+    return values
 
 
 @rule("GRP-COUNT", "instance_groups", "instance_groups", source="AWS::SageMaker::Cluster InstanceGroups (1-100)")
@@ -210,20 +226,20 @@ def compute_instances(view: ClusterView) -> Iterator[Problem]:
         )
 
 
-@rule(
+ebs_volume = rule(
     "GRP-EBS-VOLUME",
     "instance_groups",
     "instance_groups[*].ebs_volume_gib",
     source="SageMaker ClusterEbsVolumeConfig.VolumeSizeInGB",
+)(
+    within(
+        "The extra EBS volume is 1 to 16384 GiB.",
+        each_group("ebs_volume_gib"),
+        1,
+        MAX_EBS_VOLUME_GIB,
+        "allowed: {low} to {high} GiB",
+    )
 )
-def ebs_volume(view: ClusterView) -> Iterator[Problem]:
-    """The extra EBS volume is 1 to 16384 GiB."""
-    for index, group in enumerate(view.groups):
-        size = group.ebs_volume_gib
-        if view.concrete(size) and not 1 <= size <= MAX_EBS_VOLUME_GIB:  # type: ignore[operator]
-            yield Problem(
-                group_path(view, index, "ebs_volume_gib"), f"allowed: 1 to {MAX_EBS_VOLUME_GIB} GiB", got=size
-            )
 
 
 @rule(
@@ -271,17 +287,14 @@ def deep_health_checks_accelerated(view: ClusterView) -> Iterator[Problem]:
             )
 
 
-@api_rule(rule, "training-plan", "instance_groups", "instance_groups[*].training_plan_arn")
-def training_plan(view: ClusterView) -> Iterator[Problem]:
-    """A training plan is given by its ARN."""
-    for index, group in enumerate(view.groups):
-        arn = group.training_plan_arn
-        if view.concrete(arn) and not TRAINING_PLAN_ARN_PATTERN.match(arn):  # type: ignore[arg-type]
-            yield Problem(
-                group_path(view, index, "training_plan_arn"),
-                "expected 'arn:aws:sagemaker:<region>:<account>:training-plan/<name>'",
-                got=arn,
-            )
+training_plan = api_rule(rule, "training-plan", "instance_groups", "instance_groups[*].training_plan_arn")(
+    matches(
+        "A training plan is given by its ARN.",
+        each_group("training_plan_arn"),
+        TRAINING_PLAN_ARN_PATTERN,
+        "expected 'arn:aws:sagemaker:<region>:<account>:training-plan/<name>'",
+    )
+)
 
 
 @api_rule(rule, "node-type-immutable", "instance_groups", "instance_groups[*].role")

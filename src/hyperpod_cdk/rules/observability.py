@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterator
 
 from hyperpod_cdk.rules.registry import REGISTRY
+from hyperpod_cdk.rules.shapes import field_of, matches
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime.problems import WARNING, Problem
 
@@ -26,23 +27,21 @@ def _at(view: ClusterView, field: str) -> str:
     return view.path("observability", field)
 
 
-@rule(
+workspace_arn = rule(
     "OBS-WORKSPACE-ARN",
     "observability",
     "observability.workspace_arn",
     source="Service Authorization Reference: Amazon Managed Service for Prometheus, resource type workspace",
+)(
+    matches(
+        "An existing Prometheus workspace is given by its ARN, arn:aws:aps:<region>:<account>:workspace/<id>.",
+        field_of("observability", lambda view: view.observability, "workspace_arn"),
+        WORKSPACE_ARN,
+        "expected a workspace ARN such as "
+        "'arn:aws:aps:us-west-2:111122223333:workspace/ws-12345678-abcd-1234-abcd-123456789012'",
+        fix="copy it from `aws amp describe-workspace --workspace-id <id>`, or remove it to create a workspace",
+    )
 )
-def workspace_arn(view: ClusterView) -> Iterator[Problem]:
-    """An existing Prometheus workspace is given by its ARN, arn:aws:aps:<region>:<account>:workspace/<id>."""
-    obs = view.observability
-    if obs is not None and view.concrete(obs.workspace_arn) and not WORKSPACE_ARN.match(str(obs.workspace_arn)):
-        yield Problem(
-            _at(view, "workspace_arn"),
-            "expected a workspace ARN such as "
-            "'arn:aws:aps:us-west-2:111122223333:workspace/ws-12345678-abcd-1234-abcd-123456789012'",
-            got=obs.workspace_arn,
-            fix="copy it from `aws amp describe-workspace --workspace-id <id>`, or remove it to create a workspace",
-        )
 
 
 @rule(

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from hyperpod_cdk.rules.cluster import mount_path_problems
 from hyperpod_cdk.rules.network import ID_PATTERNS, aws_id_pattern, id_format_problem
 from hyperpod_cdk.rules.registry import REGISTRY
+from hyperpod_cdk.rules.shapes import ViewValues, given_fields, needs, within
 from hyperpod_cdk.rules.storage import DNS_NAME, FILE_SYSTEM_ID, SECURITY_GROUP_ID
 from hyperpod_cdk.rules.view import ClusterView
 
@@ -63,21 +64,22 @@ def _at(view: ClusterView, field: str) -> str:
     return view.path("storage_openzfs", field)
 
 
-@rule(
+openzfs_mode = rule(
     "ZFS-MODE",
     "storage_openzfs",
     "storage_openzfs",
     needs=("cluster",),
     source=f"{OPENZFS_CONFIG}; hyperpod-cdk (the node runtime does not mount NFS yet)",
+)(
+    needs(
+        "OpenZFS needs api-driven mode: HyperPod mounts it; the node runtime cannot mount NFS yet.",
+        lambda view: [] if view.openzfs is None else [(view.path("storage_openzfs"), None)],
+        lambda view: view.mode != LIFECYCLE_DRIVEN,
+        "in lifecycle-driven mode HyperPod mounts no file system, and the node runtime does not mount NFS yet",
+        fix="use mode: api-driven, or remove storage_openzfs",
+        show_value=False,
+    )
 )
-def openzfs_mode(view: ClusterView) -> Iterator[Problem]:
-    """OpenZFS needs api-driven mode: HyperPod mounts it; the node runtime cannot mount NFS yet."""
-    if view.openzfs is not None and view.mode == LIFECYCLE_DRIVEN:
-        yield Problem(
-            view.path("storage_openzfs"),
-            "in lifecycle-driven mode HyperPod mounts no file system, and the node runtime does not mount NFS yet",
-            fix="use mode: api-driven, or remove storage_openzfs",
-        )
 
 
 @rule(
@@ -137,34 +139,36 @@ def _new(view: ClusterView) -> OpenZfsConfig | None:
     return view.openzfs if view.openzfs is not None and view.openzfs.existing is None else None
 
 
-@rule("ZFS-EXISTING-ONLY", "storage_openzfs", "storage_openzfs.existing", source="hyperpod-cdk")
-def openzfs_existing_only(view: ClusterView) -> Iterator[Problem]:
-    """An adopted OpenZFS file system keeps its own settings: only mount_path may be given with existing."""
-    if view.openzfs is None or view.openzfs.existing is None:
-        return
-    for field in sorted(set(view.openzfs.model_fields_set) & set(NEW_FILE_SYSTEM_FIELDS)):
-        yield Problem(
-            _at(view, field),
-            "applies only to a new file system; storage_openzfs.existing adopts one with its own settings",
-            fix="remove it, or remove existing to create a file system",
-        )
+def _new_field(field: str) -> ViewValues:
+    """A new file system's ``field``, with its path (nothing for an adopted one)."""
+    return lambda view: [] if (zfs := _new(view)) is None else [(_at(view, field), getattr(zfs, field))]
 
 
-@rule(
+openzfs_existing_only = rule("ZFS-EXISTING-ONLY", "storage_openzfs", "storage_openzfs.existing", source="hyperpod-cdk")(
+    needs(
+        "An adopted OpenZFS file system keeps its own settings: only mount_path may be given with existing.",
+        given_fields("storage_openzfs", lambda view: view.openzfs, NEW_FILE_SYSTEM_FIELDS),
+        lambda view: view.openzfs is None or view.openzfs.existing is None,
+        "applies only to a new file system; storage_openzfs.existing adopts one with its own settings",
+        fix="remove it, or remove existing to create a file system",
+        show_value=False,
+    )
+)
+
+
+openzfs_capacity = rule(
     "ZFS-CAPACITY",
     "storage_openzfs",
     "storage_openzfs.storage_capacity_gib",
     source="FSx CreateFileSystem: StorageCapacity (FSx for OpenZFS: 64-524288 GiB)",
+)(
+    within(
+        "A new OpenZFS file system holds 64 to 524288 GiB (512 TiB).",
+        _new_field("storage_capacity_gib"),
+        *CAPACITY_GIB,
+        "allowed: {low} to {high} GiB",
+    )
 )
-def openzfs_capacity(view: ClusterView) -> Iterator[Problem]:
-    """A new OpenZFS file system holds 64 to 524288 GiB (512 TiB)."""
-    zfs = _new(view)
-    if zfs is None:
-        return
-    size = zfs.storage_capacity_gib
-    low, high = CAPACITY_GIB
-    if view.concrete(size) and not low <= size <= high:
-        yield Problem(_at(view, "storage_capacity_gib"), f"allowed: {low} to {high} GiB", got=size)
 
 
 @rule(
@@ -189,21 +193,19 @@ def openzfs_throughput(view: ClusterView) -> Iterator[Problem]:
         )
 
 
-@rule(
+openzfs_backups = rule(
     "ZFS-BACKUPS",
     "storage_openzfs",
     "storage_openzfs.automatic_backup_retention_days",
     source=f"{CREATE_DOC}: AutomaticBackupRetentionDays",
+)(
+    within(
+        "Automatic backups are kept 0 (off) to 90 days.",
+        _new_field("automatic_backup_retention_days"),
+        *BACKUP_DAYS,
+        "allowed: {low} to {high} days",
+    )
 )
-def openzfs_backups(view: ClusterView) -> Iterator[Problem]:
-    """Automatic backups are kept 0 (off) to 90 days."""
-    zfs = _new(view)
-    if zfs is None:
-        return
-    days = zfs.automatic_backup_retention_days
-    low, high = BACKUP_DAYS
-    if view.concrete(days) and not low <= days <= high:
-        yield Problem(_at(view, "automatic_backup_retention_days"), f"allowed: {low} to {high} days", got=days)
 
 
 @rule(

@@ -10,6 +10,7 @@ from hyperpod_cdk.model import prefixed
 from hyperpod_cdk.rules.cluster import tag_problems
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.repositories import S3_PREFIX, bucket_name_problem
+from hyperpod_cdk.rules.shapes import field_of, matches
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime.groups import MAX_NAME_LENGTH
 from training_runtime.problems import Problem
@@ -31,17 +32,16 @@ def _at(view: ClusterView, field: str) -> str:
     return view.path("organization", field)
 
 
-@rule("ORG-BOUNDARY-ARN", "organization", "organization.permission_boundary_arn", source="IAM PermissionsBoundary")
-def boundary_arn(view: ClusterView) -> Iterator[Problem]:
-    """The permission boundary is a managed policy's ARN."""
-    org = view.organization
-    arn = org.permission_boundary_arn if org is not None else None
-    if view.concrete(arn) and not BOUNDARY_ARN.match(str(arn)):
-        yield Problem(
-            _at(view, "permission_boundary_arn"),
-            "expected a managed policy ARN such as 'arn:aws:iam::111122223333:policy/TeamBoundary'",
-            got=arn,
-        )
+boundary_arn = rule(
+    "ORG-BOUNDARY-ARN", "organization", "organization.permission_boundary_arn", source="IAM PermissionsBoundary"
+)(
+    matches(
+        "The permission boundary is a managed policy's ARN.",
+        field_of("organization", lambda view: view.organization, "permission_boundary_arn"),
+        BOUNDARY_ARN,
+        "expected a managed policy ARN such as 'arn:aws:iam::111122223333:policy/TeamBoundary'",
+    )
+)
 
 
 @rule("ORG-TAG-KEY", "organization", "organization.required_tags.<key>", source="AWS tagging limits")
@@ -110,16 +110,14 @@ def prefixed_cluster_name(view: ClusterView) -> Iterator[Problem]:
         )
 
 
-@rule("ORG-KMS-ARN", "organization", "organization.kms_key_arn", source="AWS KMS key ARN")
-def kms_key_arn(view: ClusterView) -> Iterator[Problem]:
-    """The customer-managed key is given by its key ARN (not an alias: CloudWatch Logs takes none)."""
-    org = view.organization
-    if org is not None and view.concrete(org.kms_key_arn) and not KMS_KEY_ARN.match(str(org.kms_key_arn)):
-        yield Problem(
-            _at(view, "kms_key_arn"),
-            "expected a key ARN such as 'arn:aws:kms:us-west-2:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab'",
-            got=org.kms_key_arn,
-        )
+kms_key_arn = rule("ORG-KMS-ARN", "organization", "organization.kms_key_arn", source="AWS KMS key ARN")(
+    matches(
+        "The customer-managed key is given by its key ARN (not an alias: CloudWatch Logs takes none).",
+        field_of("organization", lambda view: view.organization, "kms_key_arn"),
+        KMS_KEY_ARN,
+        "expected a key ARN such as 'arn:aws:kms:us-west-2:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab'",
+    )
+)
 
 
 @rule(

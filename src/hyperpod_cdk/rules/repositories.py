@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from hyperpod_cdk.model import pascal_case
 from hyperpod_cdk.rules.registry import REGISTRY
+from hyperpod_cdk.rules.shapes import within
 from hyperpod_cdk.rules.view import ClusterView
 from hyperpod_cdk.rules.view import has_new_storage as _new
 from hyperpod_cdk.rules.view import storage_path as _at
@@ -179,20 +180,23 @@ def dra_events(view: ClusterView) -> Iterator[Problem]:
                 yield Problem(_dra(view, index, field), "list each event once", got=events)
 
 
-@rule(
+dra_chunk = rule(
     "DRA-CHUNK",
     "storage",
     "storage.data_repositories[*].imported_file_chunk_size_mib",
     source="FSx CreateDataRepositoryAssociation: ImportedFileChunkSize",
+)(
+    within(
+        "The imported-file stripe size is 1 to 512000 MiB.",
+        lambda view: [
+            (_dra(view, index, "imported_file_chunk_size_mib"), repository.imported_file_chunk_size_mib)
+            for index, repository in enumerate(_repositories(view))
+        ],
+        1,
+        MAX_CHUNK_MIB,
+        "allowed: {low} to {high}",
+    )
 )
-def dra_chunk(view: ClusterView) -> Iterator[Problem]:
-    """The imported-file stripe size is 1 to 512000 MiB."""
-    for index, repository in enumerate(_repositories(view)):
-        chunk = repository.imported_file_chunk_size_mib
-        if view.concrete(chunk) and not 1 <= chunk <= MAX_CHUNK_MIB:
-            yield Problem(
-                _dra(view, index, "imported_file_chunk_size_mib"), f"allowed: 1 to {MAX_CHUNK_MIB}", got=chunk
-            )
 
 
 @rule(

@@ -8,9 +8,11 @@ synth and not on every node at boot.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from hyperpod_cdk.rules.registry import REGISTRY
+from hyperpod_cdk.rules.shapes import ViewValues, needs
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime import options as runtime_options
 from training_runtime import pins
@@ -137,45 +139,51 @@ def smddp(view: ClusterView) -> Iterator[Problem]:
         )
 
 
-@rule(
+def _option(part: str, field: str, when: Callable[[Any], bool] = lambda value: value is not None) -> ViewValues:
+    """The runtime option ``part.field`` with its path, when ``when`` holds for it (nothing when the section's
+    shape is wrong: RT-SHAPE reports it)."""
+
+    def values(view: ClusterView) -> list[tuple[str, Any]]:
+        options = view.runtime_options
+        value = getattr(getattr(options, part), field) if options is not None else None
+        return [(view.path("runtime", f"{part}.{field}"), value)] if options is not None and when(value) else []
+
+    return values
+
+
+slurm_version_mode = rule(
     "CL-SLURM-VERSION-MODE",
     "runtime",
     "runtime.slurm.version",
     needs=("cluster",),
     source="awslabs/awsome-distributed-ai PR #1107 (the switch runs before the Slurm daemons start); "
     "SageMaker ClusterLifeCycleConfig (OnInitComplete runs after HyperPod configured the instance)",
-)
-def slurm_version_mode(view: ClusterView) -> Iterator[Problem]:
-    """A Slurm major is chosen only in lifecycle-driven mode, where the runtime switches it before Slurm starts."""
-    options = view.runtime_options
-    if options is None or options.slurm.version is None or view.mode == LIFECYCLE_DRIVEN:
-        return
-    yield Problem(
-        view.path("runtime", "slurm.version"),
+)(
+    needs(
+        "A Slurm major is chosen only in lifecycle-driven mode, where the runtime switches it before Slurm starts.",
+        _option("slurm", "version"),
+        lambda view: view.mode == LIFECYCLE_DRIVEN,
         "in api-driven mode HyperPod starts Slurm before the OnInitComplete script runs, so the runtime could "
         "switch /opt/slurm only under running daemons, which AWS's runbook does by restarting every daemon on "
         "every node and losing running jobs; the runtime switches only in lifecycle-driven mode, before Slurm starts",
-        got=options.slurm.version,
         fix="remove runtime.slurm.version (keep the AMI's default), or use mode: lifecycle-driven",
     )
+)
 
 
-@rule(
+containers_shared_cache = rule(
     "CL-CONTAINERS-SHARED-CACHE",
     "runtime",
     "runtime.containers.enroot_cache",
     needs=("storage",),
     source="awslabs/awsome-distributed-ai install_enroot_pyxis.sh (ENROOT_CACHE_PATH /fsx/enroot when FSx is mounted)",
-)
-def containers_shared_cache(view: ClusterView) -> Iterator[Problem]:
-    """enroot_cache: shared puts enroot's cache on the cluster's FSx for Lustre, so the cluster needs one."""
-    options = view.runtime_options
-    if options is None or options.containers.enroot_cache != "shared" or view.storage is not None:
-        return
-    yield Problem(
-        view.path("runtime", "containers.enroot_cache"),
+)(
+    needs(
+        "enroot_cache: shared puts enroot's cache on the cluster's FSx for Lustre, so the cluster needs one.",
+        _option("containers", "enroot_cache", lambda value: value == "shared"),
+        lambda view: view.storage is not None,
         "a shared enroot cache lives on the cluster's FSx for Lustre (<mount path>/enroot), and the config has no "
         "storage section",
-        got="shared",
         fix="add a storage section, or use enroot_cache: auto or nvme (the instance store)",
     )
+)

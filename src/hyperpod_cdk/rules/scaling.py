@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from hyperpod_cdk.model import InstanceGroup, NodeProvisioningMode, NodeRole
-from hyperpod_cdk.rules.groups import MAX_INSTANCE_COUNT, group_path
+from hyperpod_cdk.rules.groups import MAX_INSTANCE_COUNT, each_group, group_path
 from hyperpod_cdk.rules.registry import REGISTRY
+from hyperpod_cdk.rules.shapes import needs
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime.hyperpod_facts import ADD_NODES_MAX
 from training_runtime.problems import WARNING, Problem
@@ -76,24 +77,23 @@ def bounds(view: ClusterView) -> Iterator[Problem]:
             )
 
 
-@rule(
+continuous = rule(
     "GRP-SCALING-CONTINUOUS",
     "instance_groups",
     "instance_groups[*].scaling",
     needs=("cluster",),
     source=f'{BATCH_ADD} ("only supported for clusters using Continuous as the NodeProvisioningMode")',
+)(
+    needs(
+        "Scaling needs node_provisioning_mode continuous: BatchAddClusterNodes works only there.",
+        each_group("scaling", set_only=True),
+        lambda view: view.node_provisioning_mode == NodeProvisioningMode.CONTINUOUS,
+        "the scaler adds nodes with BatchAddClusterNodes, which HyperPod supports only for clusters with "
+        "continuous node provisioning",
+        fix="set node_provisioning_mode: continuous (new clusters only), or remove scaling",
+        show_value=False,
+    )
 )
-def continuous(view: ClusterView) -> Iterator[Problem]:
-    """Scaling needs node_provisioning_mode continuous: BatchAddClusterNodes works only there."""
-    if view.node_provisioning_mode == NodeProvisioningMode.CONTINUOUS:
-        return
-    for index, _ in scaled(view):
-        yield Problem(
-            _where(view, index),
-            "the scaler adds nodes with BatchAddClusterNodes, which HyperPod supports only for clusters with "
-            "continuous node provisioning",
-            fix="set node_provisioning_mode: continuous (new clusters only), or remove scaling",
-        )
 
 
 @rule(

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from hyperpod_cdk import instance_catalog
 from hyperpod_cdk.model import DEFAULT_THROUGHPUT_MB_PER_TIB as DEFAULT_THROUGHPUT
 from hyperpod_cdk.rules.registry import REGISTRY
+from hyperpod_cdk.rules.shapes import given_fields, needs
 from hyperpod_cdk.rules.view import ClusterView
 from hyperpod_cdk.rules.view import has_new_storage as _new
 from hyperpod_cdk.rules.view import storage_path as _at
@@ -153,19 +154,16 @@ def metadata_iops(view: ClusterView) -> Iterator[Problem]:
         )
 
 
-@rule("FSX-EXISTING-ONLY", "storage", "storage.existing", source="hyperpod-cdk")
-def existing_only(view: ClusterView) -> Iterator[Problem]:
-    """An adopted file system keeps its own settings: the new-file-system fields cannot be given with it."""
-    storage = view.storage
-    if storage is None or storage.existing is None:
-        return
-    given = sorted(set(storage.model_fields_set) & set(NEW_FILE_SYSTEM_FIELDS))
-    for field in given:
-        yield Problem(
-            _at(view, field),
-            "applies only to a new file system; storage.existing adopts one with its own settings",
-            fix="remove it",
-        )
+existing_only = rule("FSX-EXISTING-ONLY", "storage", "storage.existing", source="hyperpod-cdk")(
+    needs(
+        "An adopted file system keeps its own settings: the new-file-system fields cannot be given with it.",
+        given_fields("storage", lambda view: view.storage, NEW_FILE_SYSTEM_FIELDS),
+        lambda view: view.storage is None or view.storage.existing is None,
+        "applies only to a new file system; storage.existing adopts one with its own settings",
+        fix="remove it",
+        show_value=False,
+    )
+)
 
 
 @rule(

@@ -4,12 +4,14 @@ it, and its agreement with the organization's key."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from hyperpod_cdk.api_support import api_rule
 from hyperpod_cdk.model import NodeProvisioningMode
-from hyperpod_cdk.rules.groups import group_path
+from hyperpod_cdk.rules.groups import each_group, group_path
 from hyperpod_cdk.rules.organization import KMS_KEY_ARN
 from hyperpod_cdk.rules.registry import REGISTRY
+from hyperpod_cdk.rules.shapes import matches, needs
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime.problems import WARNING, Problem
 
@@ -23,38 +25,32 @@ NODE_VOLUMES_NEED_CONTINUOUS = (
 rule = REGISTRY.rule
 
 
-@rule(
+volume_key = rule(
     "GRP-VOLUME-KEY",
     "instance_groups",
     "instance_groups[*].volume_kms_key_arn",
     source=f"AWS::SageMaker::Cluster ClusterEbsVolumeConfig.VolumeKmsKeyId; {CMK_DOC}",
+)(
+    matches(
+        "A group's volume key is a KMS key's ARN (the execution role is granted on it).",
+        each_group("volume_kms_key_arn"),
+        KMS_KEY_ARN,
+        "expected a KMS key ARN such as 'arn:aws:kms:us-east-1:111122223333:key/<key-id>' (not an alias)",
+    )
 )
-def volume_key(view: ClusterView) -> Iterator[Problem]:
-    """A group's volume key is a KMS key's ARN (the execution role is granted on it)."""
-    for index, group in enumerate(view.groups):
-        arn = group.volume_kms_key_arn
-        if view.concrete(arn) and not KMS_KEY_ARN.match(str(arn)):
-            yield Problem(
-                group_path(view, index, "volume_kms_key_arn"),
-                "expected a KMS key ARN such as 'arn:aws:kms:us-east-1:111122223333:key/<key-id>' (not an alias)",
-                got=arn,
-            )
 
 
-@api_rule(rule, "volume-key-continuous", "instance_groups", "instance_groups[*].volume_kms_key_arn", needs=("cluster",))
-def volume_key_continuous(view: ClusterView) -> Iterator[Problem]:
-    """A group's volume key needs node_provisioning_mode continuous: HyperPod supports customer keys only there."""
-    if view.node_provisioning_mode == NodeProvisioningMode.CONTINUOUS:
-        return
-    for index, group in enumerate(view.groups):
-        if group.volume_kms_key_arn is not None:
-            yield Problem(
-                group_path(view, index, "volume_kms_key_arn"),
-                "HyperPod encrypts node volumes with a customer managed key only in clusters with continuous node "
-                "provisioning",
-                got=group.volume_kms_key_arn,
-                fix="set node_provisioning_mode: continuous (new clusters only), or remove the key",
-            )
+volume_key_continuous = api_rule(
+    rule, "volume-key-continuous", "instance_groups", "instance_groups[*].volume_kms_key_arn", needs=("cluster",)
+)(
+    needs(
+        "A group's volume key needs node_provisioning_mode continuous: HyperPod supports customer keys only there.",
+        each_group("volume_kms_key_arn", set_only=True),
+        lambda view: view.node_provisioning_mode == NodeProvisioningMode.CONTINUOUS,
+        "HyperPod encrypts node volumes with a customer managed key only in clusters with continuous node provisioning",
+        fix="set node_provisioning_mode: continuous (new clusters only), or remove the key",
+    )
+)
 
 
 @rule(
@@ -80,24 +76,28 @@ def organization_volume_key(view: ClusterView) -> Iterator[Problem]:
             )
 
 
-@rule(
+def _organization_key(view: ClusterView) -> list[tuple[str, Any]]:
+    """The organization's key when it is a concrete key ARN (ORG-KMS-ARN reports one that is not)."""
+    key = view.organization.kms_key_arn if view.organization is not None else None
+    if not view.concrete(key) or not KMS_KEY_ARN.match(str(key)):
+        return []
+    return [(view.path("organization", "kms_key_arn"), key)]
+
+
+organization_key_needs_continuous = rule(
     "ORG-VOLUME-KEY-CONTINUOUS",
     "organization",
     "organization.kms_key_arn",
     needs=("instance_groups",),
     level=WARNING,
     source=f"{CMK_DOC} (customer managed keys only with the continuous node provisioning mode)",
+)(
+    needs(
+        "The organization's key reaches the node volumes only with node_provisioning_mode continuous.",
+        _organization_key,
+        lambda view: view.node_provisioning_mode == NodeProvisioningMode.CONTINUOUS,
+        NODE_VOLUMES_NEED_CONTINUOUS,
+        fix="set node_provisioning_mode: continuous (new clusters only) to encrypt them with the organization's key",
+        show_value=False,
+    )
 )
-def organization_key_needs_continuous(view: ClusterView) -> Iterator[Problem]:
-    """The organization's key reaches the node volumes only with node_provisioning_mode continuous."""
-    org = view.organization
-    key = org.kms_key_arn if org is not None else None
-    if not view.concrete(key) or not KMS_KEY_ARN.match(str(key)):
-        return  # no key, or one ORG-KMS-ARN reports
-    if view.node_provisioning_mode != NodeProvisioningMode.CONTINUOUS:
-        yield Problem(
-            view.path("organization", "kms_key_arn"),
-            NODE_VOLUMES_NEED_CONTINUOUS,
-            fix="set node_provisioning_mode: continuous (new clusters only) to encrypt them with the organization's "
-            "key",
-        )

@@ -21,8 +21,6 @@ ADDRESS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:_-]{0,252}$")
 PARTITION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,%d}$" % (MAX_PARTITION_LENGTH - 1))
 CLUSTER_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 PLUGIN_WORD = re.compile(r"^[A-Za-z0-9_]+$")
-TCP_PORTS = range(1, 65536)
-"""A TCP port: 1 to 65535 (slurmdbd's ``StoragePort``; the accounting port option's rule states the same range)."""
 
 PROCTRACK_PLUGINS = ("proctrack/linuxproc", "proctrack/cgroup", "proctrack/pgid")
 TASK_PLUGINS = ("task/none", "task/affinity", "task/cgroup")

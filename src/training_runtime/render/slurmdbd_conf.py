@@ -10,7 +10,8 @@ import re
 from typing import List
 
 from training_runtime.hyperpod_facts import ACCOUNTING_DATABASE, SLURM_LOG_DIR, SLURMDBD_PID_FILE
-from training_runtime.render.slurm_checks import ADDRESS, NODE_NAME, TCP_PORTS
+from training_runtime.options import TCP_PORTS
+from training_runtime.render.slurm_checks import ADDRESS, NODE_NAME
 from training_runtime.render.slurm_conf import RenderError
 from training_runtime.users import USER_NAME
 
