@@ -25,7 +25,7 @@ from training_runtime.node import HYPERPOD
 from training_runtime.paths import DONE_MARKER
 from training_runtime.services import ENABLED_DAEMONS, enabled_daemons
 
-pytestmark = requires_hyperpod_platform
+pytestmark = [requires_hyperpod_platform, pytest.mark.slow]  # a drill of minutes: handed out first (tests/conftest.py)
 
 LOGIN = "login-group-1"
 WORKERS = ("worker-group-1-1", "worker-group-1-2")

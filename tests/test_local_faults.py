@@ -17,7 +17,7 @@ from hyperpod_local.drill import DdpJob, crash_and_resume, job_fields, parse_job
 from local_support import cpu_cluster, requires_local_cluster
 from training_runtime import checkpoint
 
-pytestmark = requires_local_cluster
+pytestmark = [requires_local_cluster, pytest.mark.slow]  # a drill of minutes: handed out first (tests/conftest.py)
 
 CONTROLLER, LOGIN = "controller-machine-1", "login-group-1"
 WORKERS = ("worker-group-1-1", "worker-group-1-2")

@@ -27,7 +27,7 @@ from local_support import CPU_CLUSTER, requires_local_cluster, variant
 from training_runtime.node import GENERIC, HYPERPOD
 from training_runtime.node_names import INSTANCE_NAMES
 
-pytestmark = requires_local_cluster
+pytestmark = [requires_local_cluster, pytest.mark.slow]  # a drill of minutes: handed out first (tests/conftest.py)
 
 LOGIN, WORKERS = "login-group-1", ("worker-group-1-1", "worker-group-1-2")
 PLATFORMS = {GENERIC: ("hpjb", "10.242.0.0/24"), HYPERPOD: ("hpjh", "10.244.0.0/24")}

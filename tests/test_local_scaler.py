@@ -64,7 +64,7 @@ from scaler_drill import (
 )
 from training_runtime.scaler.policy import DRAIN_REASON_START
 
-pytestmark = requires_hyperpod_platform
+pytestmark = [requires_hyperpod_platform, pytest.mark.slow]  # a drill of minutes: handed out first (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")

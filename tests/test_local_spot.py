@@ -22,7 +22,7 @@ from local_support import CPU_CLUSTER, requires_local_cluster, variant
 from training_runtime import checkpoint
 from training_runtime.node import GENERIC
 
-pytestmark = requires_local_cluster
+pytestmark = [requires_local_cluster, pytest.mark.slow]  # a drill of minutes: handed out first (tests/conftest.py)
 
 LOGIN, WORKERS = "login-group-1", ("worker-group-1-1", "worker-group-1-2")
 SUBNET = "10.246.0.0/24"
