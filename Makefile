@@ -83,7 +83,7 @@ synth: $(VENV)/.installed-app node_modules/.installed
 # side by side, each in a pytest of its own with LANE_WORKERS processes (pytest-xdist), beside lint, mypy and the
 # Python 3.8 run; each part's output is printed whole when it ends, and each pytest lists its slowest tests.
 LANE_WORKERS ?= 2
-PYTEST_LANE = $(PYTHON) -m pytest -n $(LANE_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15 --durations-min=5
+PYTEST_LANE = $(PYTHON) -m pytest -n $(LANE_WORKERS) --dist loadscope --no-loadscope-reorder --durations=15 --durations-min=5
 PARTS = $(MAKE) --no-print-directory --keep-going -j5 --output-sync=target
 
 test: setup

@@ -4,36 +4,54 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+# The operator CLI's tables take COLUMNS as their width where output is not a terminal (hyperpod_cdk.ops.context);
+# pytest-xdist's workers start with COLUMNS=80 and LINES=24 set, a plain run with the caller's: the tests expect
+# neither, so that a table's rows are whole whatever runs them.
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
 
 
-@pytest.hookimpl(tryfirst=True)
+CLUSTER_PER_TEST = ("tests/test_local_examples.py",)
+"""The test modules whose tests each bring up a cluster of their own (no module-scoped one): under pytest-xdist
+their tests spread over the workers one by one."""
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """How ``make test`` hands tests to pytest-xdist's workers (``--dist loadscope --no-loadscope-reorder``): a
+    module's tests stay on one worker, which sets up its module-scoped fixtures (a local cluster, a synth) once,
+    but for :data:`CLUSTER_PER_TEST`; in collection order, where the ``slow`` modules come first, so that the workers
+    end together. (xdist's own ``loadgroup`` marks did not group here, with pytest 9.2 and xdist 3.8.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return nodeid if module in CLUSTER_PER_TEST else module
+
+    return ModuleScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The tiers: every test not marked ``local`` is ``unit``; a ``local`` test this machine cannot run is skipped
-    with the reason (root, Slurm's packages, a node root file system: tests/local_support.py).
-
-    Under pytest-xdist (``make test``: ``--dist loadgroup --no-loadscope-reorder``) a module's tests stay on one
-    worker, which sets up its module-scoped fixtures (a local cluster, a synth) once; the tests of a module marked
-    ``local(cluster_per_test=True)`` each bring up their own cluster, so they spread over the workers; and the
-    modules with ``slow`` tests are handed out first, so that the workers end together."""
+    with the reason (root, Slurm's packages, a node root file system: tests/local_support.py); and the modules with
+    ``slow`` tests are handed out first, so that the workers end together."""
     reasons: dict[tuple[tuple[str, object], ...], str | None] = {}
-    grouped = config.pluginmanager.hasplugin("xdist") and config.getoption("dist", "no") == "loadgroup"
     for item in items:
         marker = item.get_closest_marker("local")
-        if grouped and not (marker and marker.kwargs.get("cluster_per_test")):
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__ if item.module else item.nodeid))
         if marker is None:
             item.add_marker(pytest.mark.unit)
             continue
-        needs = {k: v for k, v in marker.kwargs.items() if k != "cluster_per_test"}
-        key = tuple(sorted(needs.items()))
+        key = tuple(sorted(marker.kwargs.items()))
         if key not in reasons:
             from local_support import local_reason
 
-            reasons[key] = local_reason(**needs)
+            reasons[key] = local_reason(**marker.kwargs)
         if reasons[key] is not None:
             item.add_marker(pytest.mark.skip(reason=str(reasons[key])))
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: otherwise collection order

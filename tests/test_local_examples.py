@@ -14,11 +14,11 @@ import pytest
 
 from hyperpod_local import LocalCluster, LocalClusterError, staging
 from hyperpod_local.plan import UpOptions
-from local_support import HYPERPOD_REASON, variant
+from local_support import HYPERPOD_REASON, requires_local_cluster, variant
 from training_runtime.node import GENERIC, HYPERPOD
 from training_runtime.params import ProvisioningParameters
 
-pytestmark = pytest.mark.local(cluster_per_test=True)  # each test brings up its own cluster
+pytestmark = requires_local_cluster  # each test brings up its own cluster (tests/conftest.py CLUSTER_PER_TEST)
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted(ROOT.glob("examples/*.yaml"))
