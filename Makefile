@@ -35,7 +35,10 @@ prerequisites:
 
 # Everything `make test` uses. The local cluster's parts install only where the machine can have them (Debian or
 # Ubuntu, root); elsewhere each says so once and its tests skip.
-setup: $(VENV)/.installed-dev scanner node_modules/.installed system-packages node-rootfs
+# Its parts install side by side (make -j): the venvs, npm's packages and the Debian packages, then the roots.
+SETUP_PARTS := $(VENV)/.installed-dev scanner node_modules/.installed system-packages node-rootfs
+setup:
+	@$(MAKE) --no-print-directory -j4 $(SETUP_PARTS)
 
 # Slurm, munge, MariaDB and shellcheck for the local cluster (installs only what is missing; needs root and apt)
 system-packages:

@@ -217,6 +217,7 @@ def test_the_documented_command_line_loads_the_rules(tmp_path: Path) -> None:
     assert run.returncode != 0 and "E9101 " in run.stdout, run.stdout + run.stderr
 
 
+@pytest.mark.slow  # handed out first (tests/conftest.py)
 def test_every_example_template_passes_the_rules(tmp_path_factory: pytest.TempPathFactory) -> None:
     """As deployed, as published and as a Service Catalog product (the scanners' set of templates)."""
     from test_scanners import _templates

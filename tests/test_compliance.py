@@ -15,6 +15,7 @@ from support import EXAMPLES, STRICT_VALIDATION, build_example, validation_repor
 pytestmark = pytest.mark.compliance
 
 
+@pytest.mark.slow  # handed out first (tests/conftest.py)
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e.name for e in EXAMPLES])
 def test_nag_and_strict_validator_find_nothing(example: Path, tmp_path: Path) -> None:
     app = cdk.App(outdir=str(tmp_path), context=STRICT_VALIDATION)

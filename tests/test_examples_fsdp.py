@@ -59,6 +59,7 @@ def losses(lines: list[str]) -> dict[int, str]:
     return {int(m.group(1)): m.group(2) for m in found if m}
 
 
+@pytest.mark.slow  # handed out first (tests/conftest.py)
 def test_fsdp_pretraining_resumes_from_its_checkpoint(tmp_path: Path, train: Callable[[Path, int], list[str]]) -> None:
     directory = tmp_path / "ckpt"
 

@@ -28,22 +28,33 @@ instance_groups:
 CONTROLLER, WORKER_1, WORKER_2 = "controller-1", "workers-1", "workers-2"
 
 
-def _host_snapshot() -> dict[str, object]:
+PREFIX = f"t{os.getpid()}"
+
+
+def _host_snapshot(base: Path) -> dict[str, object]:
+    """What this test's cluster may change on the host: its network namespaces, the mounts of their names and
+    under this process's temporary directories (``base``), the host name; and, while no other cluster runs beside
+    it (``make test`` runs two at a time), whether /run/netns and /run/mount exist at all."""
+    ours = (f"/run/netns/{PREFIX}-", str(base))
     with open("/proc/self/mountinfo") as mountinfo:
-        mounts = sorted((line.split()[4], line.split(" - ")[1].split()[0]) for line in mountinfo)
-    run_netns = Path("/run/netns")
-    return {
+        mounts = sorted(
+            (line.split()[4], line.split(" - ")[1].split()[0]) for line in mountinfo if line.split()[4].startswith(ours)
+        )
+    netns = list_netns()
+    snapshot: dict[str, object] = {
         "mounts": mounts,
-        "netns": list_netns(),
-        "run_netns": run_netns.exists(),
-        "run_mount": Path("/run/mount").exists(),
+        "netns": [name for name in netns if name.startswith(f"{PREFIX}-")],
         "hostname": os.uname().nodename,
     }
+    if all(name.startswith(f"{PREFIX}-") for name in netns):
+        snapshot["run_netns"] = Path("/run/netns").exists()
+        snapshot["run_mount"] = Path("/run/mount").exists()
+    return snapshot
 
 
 @pytest.fixture(scope="module")
-def host_before() -> dict[str, object]:
-    return _host_snapshot()
+def host_before(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    return _host_snapshot(tmp_path_factory.getbasetemp())
 
 
 @pytest.fixture(scope="module")
@@ -51,12 +62,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, host_before: dict[str, obj
     base = tmp_path_factory.mktemp("local")
     config = base / "cluster.yaml"
     config.write_text(CONFIG)
-    prefix = f"t{os.getpid()}"
     cluster = LocalCluster.up(
         config,
         base / "work",
         variant(platform=GENERIC),
-        UpOptions(prefix=prefix, subnet="10.251.0.0/24", bootstrap=False),
+        UpOptions(prefix=PREFIX, subnet="10.251.0.0/24", bootstrap=False),
     )
     yield cluster
     if (cluster.workdir / "state.json").exists():
@@ -188,13 +198,19 @@ def _not_in(pid: int, record: InitRecord) -> bool:
         return True
 
 
-def test_down_leaves_the_host_as_it_was(cluster: LocalCluster, host_before: dict[str, object]) -> None:
+def test_down_leaves_the_host_as_it_was(
+    cluster: LocalCluster, host_before: dict[str, object], tmp_path_factory: pytest.TempPathFactory
+) -> None:
     records = [r for r in (cluster.namespaces.record(n.name) for n in cluster.nodes) if r is not None]
     assert len(records) == 3
     workdir = cluster.workdir
     cluster.down()
     assert all(cluster.namespaces.processes(r) == [] for r in records)
-    assert _host_snapshot() == host_before
+    after = _host_snapshot(tmp_path_factory.getbasetemp())
+    if "run_netns" not in after or "run_netns" not in host_before:  # another cluster came or went meanwhile
+        host_before = {key: value for key, value in host_before.items() if key not in ("run_netns", "run_mount")}
+        after = {key: value for key, value in after.items() if key not in ("run_netns", "run_mount")}
+    assert after == host_before
     assert not workdir.exists()
     leftovers = subprocess.run(["pgrep", "-f", str(workdir)], capture_output=True, text=True, check=False)
     assert leftovers.stdout == ""

@@ -266,6 +266,7 @@ def test_nag_and_strict_validator_find_nothing_with_the_rules_on(example: Path, 
     assert validation_report(tmp_path) == []
 
 
+@pytest.mark.slow  # handed out first (tests/conftest.py)
 @pytest.mark.compliance
 def test_checkov_finds_nothing_unexplained_with_the_rules_on(tmp_path: Path) -> None:
     from test_scanners import checkov

@@ -212,6 +212,7 @@ def test_the_wheel_holds_every_source_and_data_file(wheels: Wheels) -> None:
     assert "[hyperpod_cdk.commands]\nlocal = hyperpod_local.cli:hyperpod_cdk_local" in text
 
 
+@pytest.mark.slow  # handed out first (tests/conftest.py)
 @pytest.mark.parametrize("which", ["pinned", "oldest"])
 def test_a_users_own_app_embeds_the_constructs(which: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
     venv: Venv = request.getfixturevalue(f"{which}_venv")

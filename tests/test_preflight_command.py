@@ -239,6 +239,7 @@ def full_config(acct: MotoAccount, fakes: AccountFakes) -> dict[str, Any]:
     return data
 
 
+@pytest.mark.slow  # handed out first (tests/conftest.py)
 def test_each_rule_calls_exactly_the_actions_it_declares(acct: MotoAccount) -> None:
     fakes = AccountFakes(quotas={f"{P5} for cluster usage": 8, "ml.m5.xlarge for cluster usage": 4})
     data = full_config(acct, fakes)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -108,6 +109,7 @@ def configs(draw: Any) -> dict[str, Any]:
     return config
 
 
+@pytest.mark.slow  # handed out first (tests/conftest.py)
 @settings(
     max_examples=6,
     deadline=None,

@@ -200,6 +200,7 @@ def test_the_new_subnet_must_hold_a_scaled_group_at_its_max() -> None:
 
 
 # --- the bundled app ------------------------------------------------------------------------------------------------
+@pytest.mark.slow  # handed out first (tests/conftest.py)
 @pytest.mark.usefixtures("aws_env")
 def test_the_app_synthesizes_a_scaled_group_at_the_deployed_count(tmp_path: Path) -> None:
     """``cdk deploy`` runs app.py: it reads the deployed TargetCount (here moto's) into the template."""

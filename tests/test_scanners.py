@@ -102,6 +102,7 @@ def test_the_scan_covers_published_and_product_templates(templates: Path) -> Non
     assert f"{OPENZFS_TEMPLATE}.template.json" in names
 
 
+@pytest.mark.slow  # handed out first (tests/conftest.py)
 def test_the_scan_saw_the_new_openzfs_file_system(report: dict[str, Any]) -> None:
     results = report.get("results", {})
     checked = [
