@@ -101,6 +101,7 @@ class FakeHost(Host):
     one look at their pid file (a test that starts one writes it, see :func:`running_daemon`)."""
 
     daemon_wait = RetryPolicy(attempts=1, base_s=0.0, cap_s=0.0, deadline_s=0.0)
+    controller_wait = RetryPolicy(attempts=1, base_s=0.0, cap_s=0.0, deadline_s=0.0)
 
     def __init__(
         self, hostname: str, accounts: Mapping[str, tuple[int, int]] | None = None, ec2_type: str | None = None

@@ -14,7 +14,7 @@ from runtime_fakes import FakeHost, RecordingRunner, fake_node, running_daemon, 
 from training_runtime.apt import apt_install_argv
 from training_runtime.errors import StepFailed
 from training_runtime.files import with_block
-from training_runtime.node import Node
+from training_runtime.node import HYPERPOD_MARKER, Node
 from training_runtime.plan import DONE_MARKER, STATE_FILE, StepError, apply_plan
 from training_runtime.steps import Step
 from training_runtime.steps.accounting import (
@@ -783,3 +783,36 @@ def test_the_shared_storage_probe_runs_in_a_child_with_a_deadline(tmp_path: Path
     (tmp_path / "b" / "fsx").mkdir()
     with pytest.raises(StepFailed, match=r"/fsx is not writable: OSError: \[Errno 30\] Read-only file system"):
         SharedStorage().apply(refused)
+
+
+class _RecordedWait:
+    """A wait that records which daemon's start it served, and looks once."""
+
+    def __init__(self, served: list, label: str) -> None:  # type: ignore[type-arg]
+        self.served, self.label = served, label
+
+    def call(self, action, *, what, **kwargs):  # type: ignore[no-untyped-def]
+        self.served.append(f"{self.label}: {what}")
+        return action()
+
+
+def test_a_configless_slurmd_waits_for_the_controller_and_other_daemons_do_not(tmp_path: Path) -> None:
+    """On HyperPod a compute node's slurmd (``--conf-server``) writes its pid file only once the controller
+    answers, and in the lifecycle-driven mode the controller may still be starting Slurm: its start waits the
+    host's ``controller_wait`` (minutes), every other start the short ``daemon_wait``."""
+    from training_runtime.node import CONTROLLER_WAIT, DAEMON_WAIT
+    from training_runtime.services import start
+    from training_runtime.steps.slurm import slurmd
+
+    served: list[str] = []
+    host = FakeHost("workers-1")
+    host.daemon_wait = _RecordedWait(served, "daemon_wait")  # type: ignore[misc]
+    host.controller_wait = _RecordedWait(served, "controller_wait")  # type: ignore[misc]
+    generic = fake_node(tmp_path / "generic", host=host)
+    touch(tmp_path / "hyperpod", HYPERPOD_MARKER + "/marker")
+    hyperpod = fake_node(tmp_path / "hyperpod", host=host)
+    for node in (generic, hyperpod):
+        running_daemon(node, slurmd(node))
+        start(node, slurmd(node))
+    assert served == ["daemon_wait: slurmd start", "controller_wait: slurmd start"]
+    assert CONTROLLER_WAIT.deadline_s >= 10 * DAEMON_WAIT.deadline_s and CONTROLLER_WAIT.attempts is None

@@ -82,6 +82,11 @@ names none per instance."""
 
 DAEMON_WAIT = RetryPolicy(attempts=60, base_s=0.05, cap_s=0.5, deadline_s=30.0)
 """How long a daemon started without systemd may take to write its pid file (or to go away)."""
+CONTROLLER_WAIT = RetryPolicy(attempts=None, base_s=0.5, cap_s=5.0, deadline_s=900.0)
+"""How long a daemon that needs the controller may take to write its pid file: a configless slurmd
+(``--conf-server``) writes it only once the controller's slurmctld has answered, and in the lifecycle-driven mode
+every node runs its lifecycle script at once, so the controller's may still be starting Slurm (seen on the local
+cluster under load: 30 s was too short)."""
 
 
 class Host:
@@ -91,6 +96,7 @@ class Host:
     """
 
     daemon_wait: RetryPolicy = DAEMON_WAIT
+    controller_wait: RetryPolicy = CONTROLLER_WAIT
 
     def ids(self, owner: str, group: Optional[str]) -> Tuple[int, int]:
         """uid and gid of ``owner`` and ``group`` (default: the owner's primary group)."""

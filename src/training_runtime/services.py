@@ -36,6 +36,9 @@ class Daemon:
     pid_file: str
     run_dir: Optional[Tuple[str, str, int]] = None
     """(path, owner, mode) of a runtime directory to create first (systemd's RuntimeDirectory)."""
+    needs_controller: bool = False
+    """It starts only once the controller answers (a configless slurmd): its start waits the host's
+    ``controller_wait`` rather than ``daemon_wait``."""
 
 
 def pid(node: Node, daemon: Daemon) -> Optional[int]:
@@ -149,7 +152,8 @@ def _wait(node: Node, daemon: Daemon, running: bool) -> None:
         if (pid(node, daemon) is not None) != running:
             raise NotReady("{} is {}".format(daemon.name, "not running yet" if running else "still running"))
 
-    node.host.daemon_wait.call(check, what="{} {}".format(daemon.name, "start" if running else "stop"))
+    policy = node.host.controller_wait if running and daemon.needs_controller else node.host.daemon_wait
+    policy.call(check, what="{} {}".format(daemon.name, "start" if running else "stop"))
 
 
 # --- systemd units ------------------------------------------------------------------------------------

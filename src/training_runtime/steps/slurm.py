@@ -266,7 +266,7 @@ def slurmd(node: Node) -> Daemon:
         argv += ["-N", node.instance.name]
     else:
         argv += ["--conf-server", conf_servers(node)]
-    return Daemon("slurmd", "slurmd", tuple(argv), SLURMD_PID_FILE)
+    return Daemon("slurmd", "slurmd", tuple(argv), SLURMD_PID_FILE, needs_controller=node.platform != "generic")
 
 
 def slurmdbd(node: Node) -> Daemon:
