@@ -11,7 +11,8 @@ Resource kinds (:class:`Resource`), each the ARN the Service Authorization Refer
   cluster's 12-character ID, not its name, although every call names the cluster by name (SAR, Amazon SageMaker
   AI, resource type ``cluster``; every action below takes it).
 - ``log-group``: the cluster's log group ``/aws/sagemaker/Clusters/<name>/<id>`` (SAR, Amazon CloudWatch Logs:
-  FilterLogEvents takes ``log-group``).
+  FilterLogEvents takes ``log-group``), as ``arn:...:log-group:<name>:*``, the form the CloudWatch Logs API
+  reference tells IAM policies to use for most actions (LogGroup, ``arn``).
 - ``session``: ``ssm:StartSession`` is authorized on its target and on its session document (SAR, AWS Systems
   Manager: StartSession takes ``document``, ``instance``, ``managed-instance`` and, for targets of other
   services, their resource; Session Manager's guide, "Specify the default session document in IAM policies": a

@@ -101,15 +101,17 @@ class ClusterBase(Construct):
         return grant
 
     def _log_group_arns(self) -> list[str]:
-        """The log group as the SAR writes its ARN, and with ``:*`` (the form ``DescribeLogGroups`` returns and
-        CDK's ``LogGroup.grant`` uses): either way, this group and its streams only."""
-        arn = Stack.of(self).format_arn(
-            service="logs",
-            resource="log-group",
-            resource_name=self.log_group_name,
-            arn_format=ArnFormat.COLON_RESOURCE_NAME,
-        )
-        return [arn, f"{arn}:*"]
+        """The log group's ARN with the trailing ``:*``: "Use this version to refer to the ARN in IAM policies when
+        specifying permissions for most API actions" (CloudWatch Logs API reference, LogGroup ``arn``,
+        https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_LogGroup.html); this group only."""
+        return [
+            Stack.of(self).format_arn(
+                service="logs",
+                resource="log-group",
+                resource_name=f"{self.log_group_name}:*",
+                arn_format=ArnFormat.COLON_RESOURCE_NAME,
+            )
+        ]
 
 
 class ImportedCluster(ClusterBase):
