@@ -27,6 +27,9 @@ class ClusterBase(Construct):
     cluster_name: str
     """The cluster's name (may be a token)."""
 
+    def __init__(self, scope: Construct, id: str) -> None:
+        super().__init__(scope, id)
+
     @property
     def cluster_arn(self) -> str:
         """``arn:<partition>:sagemaker:<region>:<account>:cluster/<cluster-id>``."""
