@@ -9,15 +9,13 @@ import jsii
 from aws_cdk import Tags, Token
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sagemaker as sagemaker
-from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct, IConstruct
 
 from hyperpod_cdk.api_support import accepted_cfn_lint_rules
 from hyperpod_cdk.constructs.checks import check_props
 from hyperpod_cdk.constructs.cluster_grants import ClusterBase, ImportedCluster
-from hyperpod_cdk.constructs.execution_role import node_execution_role
+from hyperpod_cdk.constructs.execution_role import grant_runtime_secret, grant_volume_keys, node_execution_role
 from hyperpod_cdk.constructs.group_api import accounting_database, group_api_properties, volume_configs
 from hyperpod_cdk.constructs.lifecycle import LifecycleSource
 from hyperpod_cdk.constructs.network import ClusterNetwork
@@ -34,7 +32,7 @@ from hyperpod_cdk.model import (
     SlurmMode,
 )
 from hyperpod_cdk.parameters import parameters_file, with_resources, written_group
-from training_runtime.options import RuntimeOptions, parse_options
+from training_runtime.options import parse_options
 from training_runtime.params import ENTRYPOINT_BY_MODE, MetricsTarget, ProvisioningParameters
 
 if TYPE_CHECKING:
@@ -144,9 +142,9 @@ class HyperPodCluster(ClusterBase):
             self, network=network, instance_groups=self.instance_groups, cluster_name=cluster_name
         )
         lifecycle.grant_read(self.execution_role)
-        self._grant_volume_keys()
+        grant_volume_keys(self, self.execution_role, self.instance_groups)
         options = parse_options(dict(runtime_options or {}))
-        self._grant_runtime_secrets(options)
+        grant_runtime_secret(self, self.execution_role, options)
         fsx_dns_name, fsx_mountname, fsx_flag = self._fsx_keys(lifecycle, storage)
         parameters = with_resources(
             self._deployed_parameters(
@@ -384,20 +382,3 @@ class HyperPodCluster(ClusterBase):
             )
             for file_system in file_systems:
                 file_system.allow_clients(imported)
-
-    def _grant_volume_keys(self) -> None:
-        """HyperPod creates grants on a group's volume key with the execution role (smcluster-cmk): it launches,
-        adds and patches nodes with encrypted volumes that way."""
-        keys = dict.fromkeys(g.volume_kms_key_arn for g in self.instance_groups if g.volume_kms_key_arn)
-        for number, arn in enumerate(keys):
-            key = kms.Key.from_key_arn(self, f"VolumeKey{number}", arn)
-            key.grant(self.execution_role, "kms:CreateGrant", "kms:DescribeKey")
-
-    def _grant_runtime_secrets(self, options: RuntimeOptions) -> None:
-        """Read on the external accounting database's secret for the nodes' execution role, whoever runs slurmdbd:
-        the runtime reads the password at boot; with ``AccountingDatabase`` HyperPod's slurmdbd on the controller
-        reads the secret (the grant is the same: one setting, one secret)."""
-        arn = options.accounting.password_secret_arn
-        if options.accounting.enabled and options.accounting.database == "external" and arn:
-            secret = secretsmanager.Secret.from_secret_complete_arn(self, "AccountingDatabaseSecret", arn)
-            secret.grant_read(self.execution_role)

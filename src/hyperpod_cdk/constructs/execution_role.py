@@ -15,6 +15,7 @@ from hyperpod_cdk.constructs.lifecycle import acknowledge_prefix_read
 from hyperpod_cdk.constructs.nag import acknowledge
 from hyperpod_cdk.constructs.network import ClusterNetwork
 from hyperpod_cdk.model import InstanceGroup
+from training_runtime.options import RuntimeOptions
 
 MANAGED_INSTANCE_POLICY = "AmazonSageMakerClusterInstanceRolePolicy"
 
@@ -145,3 +146,22 @@ def _node_permissions(role: iam.Role, *, network: ClusterNetwork, instance_group
     }
     for finding, reason in reasons.items():
         acknowledge(role, finding, reason)
+
+
+def grant_volume_keys(cluster: Construct, role: iam.IRole, instance_groups: Sequence[InstanceGroup]) -> None:
+    """HyperPod creates grants on a group's volume key with the execution role (smcluster-cmk): it launches,
+    adds and patches nodes with encrypted volumes that way."""
+    keys = dict.fromkeys(g.volume_kms_key_arn for g in instance_groups if g.volume_kms_key_arn)
+    for number, arn in enumerate(keys):
+        key = kms.Key.from_key_arn(cluster, f"VolumeKey{number}", arn)
+        key.grant(role, "kms:CreateGrant", "kms:DescribeKey")
+
+
+def grant_runtime_secret(cluster: Construct, role: iam.IRole, options: RuntimeOptions) -> None:
+    """Read on the external accounting database's secret for the nodes' execution role, whoever runs slurmdbd:
+    the runtime reads the password at boot; with ``AccountingDatabase`` HyperPod's slurmdbd on the controller
+    reads the secret (the grant is the same: one setting, one secret)."""
+    arn = options.accounting.password_secret_arn
+    if options.accounting.enabled and options.accounting.database == "external" and arn:
+        secret = secretsmanager.Secret.from_secret_complete_arn(cluster, "AccountingDatabaseSecret", arn)
+        secret.grant_read(role)
