@@ -12,8 +12,13 @@ from aws_cdk import ArnFormat, Fn, Stack, Token
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from hyperpod_cdk.constructs.nag import acknowledge_wildcard_resource
 from hyperpod_cdk.model import cluster_log_group
 from hyperpod_cdk.operator_permissions import Resource, actions, documents
+
+LOG_GROUP_REASON = (
+    "the cluster's own log group in the ARN form CloudWatch Logs' API reference tells IAM policies to use (trailing :*)"
+)
 
 
 class ClusterBase(Construct):
@@ -84,9 +89,13 @@ class ClusterBase(Construct):
         )
         on_logs = actions(name, Resource.LOG_GROUP)
         if on_logs:
+            log_groups = self._log_group_arns()
             grant = grant.combine(
-                iam.Grant.add_to_principal(grantee=grantee, actions=on_logs, resource_arns=self._log_group_arns())
+                iam.Grant.add_to_principal(grantee=grantee, actions=on_logs, resource_arns=log_groups)
             )
+            if isinstance(grantee, Construct) and self.cluster_id != "*":  # a name-only import's wildcards show
+                for arn in log_groups:
+                    acknowledge_wildcard_resource(grantee, arn, LOG_GROUP_REASON)
         names = documents(name)
         if names:
             stack = Stack.of(self)
