@@ -9,7 +9,9 @@ Resource kinds (:class:`Resource`), each the ARN the Service Authorization Refer
 
 - ``cluster``: ``arn:${Partition}:sagemaker:${Region}:${Account}:cluster/${ClusterId}``. The ARN ends in the
   cluster's 12-character ID, not its name, although every call names the cluster by name (SAR, Amazon SageMaker
-  AI, resource type ``cluster``; every action below takes it).
+  AI, resource type ``cluster``; every action below takes it, as the scaler's policy relies on for four of them,
+  constructs/scaler.py; the rows of the newest two, ListClusterEvents and ListClusterOperations, were not
+  re-read for this table).
 - ``log-group``: the cluster's log group ``/aws/sagemaker/Clusters/<name>/<id>`` (SAR, Amazon CloudWatch Logs:
   FilterLogEvents takes ``log-group``), as ``arn:...:log-group:<name>:*``, the form the CloudWatch Logs API
   reference tells IAM policies to use for most actions (LogGroup, ``arn``).
