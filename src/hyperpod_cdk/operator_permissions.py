@@ -9,19 +9,23 @@ Resource kinds (:class:`Resource`), each the ARN the Service Authorization Refer
 
 - ``cluster``: ``arn:${Partition}:sagemaker:${Region}:${Account}:cluster/${ClusterId}``. The ARN ends in the
   cluster's 12-character ID, not its name, although every call names the cluster by name (SAR, Amazon SageMaker
-  AI, resource type ``cluster``; every action below takes it, as the scaler's policy relies on for four of them,
-  constructs/scaler.py; the rows of the newest two, ListClusterEvents and ListClusterOperations, were not
-  re-read for this table).
+  AI, resource type ``cluster``). HyperPod's IAM guide ("IAM users for cluster admin", Slurm,
+  https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-prerequisites-iam.html) grants
+  DescribeCluster, ListClusterNodes, UpdateCluster and BatchDeleteClusterNodes on ``cluster/*``; the scaler's
+  policy relies on the same for BatchAdd/BatchDelete (constructs/scaler.py). The SAR rows of the newest actions
+  (BatchReboot/BatchReplaceClusterNodes, ListClusterEvents, ListClusterOperations; ListTags lists ``cluster``
+  among its types) were not re-read for this table: a live check is the integrator's.
 - ``log-group``: the cluster's log group ``/aws/sagemaker/Clusters/<name>/<id>`` (SAR, Amazon CloudWatch Logs:
   FilterLogEvents takes ``log-group``), as ``arn:...:log-group:<name>:*``, the form the CloudWatch Logs API
   reference tells IAM policies to use for most actions (LogGroup, ``arn``).
-- ``session``: ``ssm:StartSession`` is authorized on its target and on its session document (SAR, AWS Systems
-  Manager: StartSession takes ``document``, ``instance``, ``managed-instance`` and, for targets of other
-  services, their resource; Session Manager's guide, "Specify the default session document in IAM policies": a
-  shell session needs ``document/SSM-SessionManagerRunShell`` in the policy). A HyperPod node's target
-  ``sagemaker-cluster:<cluster-id>_<group>-<instance-id>`` is authorized on its cluster's ARN (HyperPod's IAM
-  guide, "IAM users for scientists" [recalled, not re-checked in this change; the target's ARN is one constant,
-  :data:`SESSION_TARGET`]).
+- ``document``: ``ssm:StartSession`` is authorized on its session document too (Session Manager's guide,
+  "Specify the default session document in IAM policies": a shell session needs
+  ``document/SSM-SessionManagerRunShell`` in the policy).
+- The session's target, ``sagemaker-cluster:<cluster-id>_<group>-<instance-id>``: HyperPod's IAM guide ("IAM
+  users for scientists", Slurm) grants ``ssm:StartSession`` and ``ssm:TerminateSession`` on ``*`` and names no
+  narrower resource. The grants name the cluster's ARN instead (:data:`SESSION_TARGET`), as SSM authorizes
+  other services' targets on their own resource (ECS Exec: the task's ARN) [inferred, not verified against a
+  live account]: if SSM evaluates another ARN, ``grant_connect`` fails closed (access denied), never open.
 """
 
 from __future__ import annotations

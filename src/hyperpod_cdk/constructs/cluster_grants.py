@@ -77,10 +77,12 @@ class ClusterBase(Construct):
 
     def grant_connect(self, grantee: iam.IGrantable) -> iam.Grant:
         """What ``connect``, ``port-forward``, ``ssh-config`` and the session of ``status --slurm`` call:
-        DescribeCluster and ListClusterNodes to find the node, ``ssm:StartSession`` on the cluster (a
-        ``sagemaker-cluster:`` target is authorized on its cluster) and on the four session documents the
-        commands use (SSM-SessionManagerRunShell, AWS-StartPortForwardingSession, AWS-StartSSHSession,
-        AWS-StartNonInteractiveCommand). Sessions end themselves; ``ssm:TerminateSession`` is not granted."""
+        DescribeCluster and ListClusterNodes to find the node, ``ssm:StartSession`` on the cluster and on the
+        four session documents the commands use (SSM-SessionManagerRunShell, AWS-StartPortForwardingSession,
+        AWS-StartSSHSession, AWS-StartNonInteractiveCommand). HyperPod's guide grants StartSession on ``*``;
+        the cluster's ARN as the ``sagemaker-cluster:`` target's resource is inferred and unverified
+        (:mod:`hyperpod_cdk.operator_permissions`): wrong, it denies, it never widens. The commands never call
+        ``ssm:TerminateSession`` (sessions end themselves); it is not granted."""
         return self._grant(grantee, "connect")
 
     def _grant(self, grantee: iam.IGrantable, name: str) -> iam.Grant:
