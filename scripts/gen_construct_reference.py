@@ -50,6 +50,8 @@ CLASSES: tuple[tuple[str, str], ...] = (
     ("hyperpod_cdk.constructs", "LifecycleScripts"),
     ("hyperpod_cdk.constructs", "PublishedLifecycleScripts"),
     ("hyperpod_cdk.constructs", "HyperPodCluster"),
+    ("hyperpod_cdk.constructs", "ClusterBase"),
+    ("hyperpod_cdk.constructs", "NodeExecutionRole"),
     ("hyperpod_cdk.constructs", "InstanceGroup"),
     ("hyperpod_cdk.model", "ScheduledUpdate"),
     ("hyperpod_cdk.model", "AutoPatch"),

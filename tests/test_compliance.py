@@ -160,3 +160,24 @@ def test_a_scaled_cluster_passes_nag_and_the_strict_validator(tmp_path: Path) ->
     except RuntimeError as error:
         pytest.fail(f"{error}\n" + "\n".join(validation_report(tmp_path)))
     assert validation_report(tmp_path) == []
+
+
+def test_a_cluster_with_every_grant_passes_nag_and_the_strict_validator(tmp_path: Path) -> None:
+    """The grants name the cluster's ARN and documents exactly; the log group's ``:*`` form (the one IAM policies
+    use, CloudWatch Logs' reference) is the one wildcard, acknowledged on the grantee with its reason."""
+    from aws_cdk import aws_iam as iam
+
+    from hyperpod_cdk import TrainingClusterStack, parse_config
+
+    app = cdk.App(outdir=str(tmp_path), context=STRICT_VALIDATION)
+    stack = TrainingClusterStack(app, "granted", config=parse_config({}))
+    operators = iam.Role(stack, "Operators", assumed_by=iam.AccountRootPrincipal())
+    for grant in (stack.cluster.grant_describe, stack.cluster.grant_operate, stack.cluster.grant_scale):
+        grant(operators)
+    stack.cluster.grant_connect(operators)
+    Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    try:
+        app.synth()
+    except RuntimeError as error:
+        pytest.fail(f"{error}\n" + "\n".join(validation_report(tmp_path)))
+    assert validation_report(tmp_path) == []

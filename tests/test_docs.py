@@ -168,6 +168,26 @@ def test_architecture_names_every_resource_type_and_execution_role_action_of_the
     assert sorted(action for action in actions if action not in text) == []
 
 
+def test_operator_permissions_are_current() -> None:
+    generator = _script("gen_operator_permissions")
+    text = generator.DOC.read_text()
+    assert generator.updated(text) == text, "docs/operations.md is stale: run scripts/gen_operator_permissions.py"
+
+
+def test_the_operator_permissions_name_every_cluster_command_of_the_cli() -> None:
+    """A new operator command gets a row (and so a place in a grant) before the docs can be current."""
+    import argparse
+
+    from hyperpod_cdk.operator_permissions import COMMANDS, GRANTS
+    from hyperpod_cdk.ops.parser import register
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers(dest="command"))
+    names = set(parser._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
+    assert names - {"training-job-config"} == {c for c in COMMANDS if " " not in c}
+    assert {c for commands in GRANTS.values() for c in commands} == set(COMMANDS)
+
+
 def test_step_module_list_is_current() -> None:
     generator = _script("gen_step_list")
     text = generator.DOC.read_text()

@@ -27,6 +27,8 @@ _HOMES = {
     "ClusterObservability": "hyperpod_cdk.constructs",
     "ExistingLustreFileSystem": "hyperpod_cdk.constructs",
     "HyperPodCluster": "hyperpod_cdk.constructs",
+    "ClusterBase": "hyperpod_cdk.constructs",
+    "NodeExecutionRole": "hyperpod_cdk.constructs",
     "LifecycleScripts": "hyperpod_cdk.constructs",
     "LustreStorage": "hyperpod_cdk.constructs",
     "OpenZfsStorage": "hyperpod_cdk.constructs",
@@ -41,6 +43,7 @@ _HOMES = {
 }
 
 __all__ = [
+    "ClusterBase",
     "ClusterConfig",
     "ClusterNetwork",
     "ClusterObservability",
@@ -52,6 +55,7 @@ __all__ = [
     "InstanceGroup",
     "LifecycleScripts",
     "LustreStorage",
+    "NodeExecutionRole",
     "NodeRecovery",
     "NodeRole",
     "OpenZfsStorage",
@@ -74,12 +78,14 @@ if TYPE_CHECKING:
 
     from hyperpod_cdk.config import ClusterConfig, load_config, parse_config
     from hyperpod_cdk.constructs import (
+        ClusterBase,
         ClusterNetwork,
         ClusterObservability,
         ExistingLustreFileSystem,
         HyperPodCluster,
         LifecycleScripts,
         LustreStorage,
+        NodeExecutionRole,
         OpenZfsStorage,
         PublishedLifecycleScripts,
         S3DataRepository,

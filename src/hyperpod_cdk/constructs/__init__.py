@@ -2,6 +2,8 @@
 
 from hyperpod_cdk.constructs.buckets import secure_bucket
 from hyperpod_cdk.constructs.cluster import HyperPodCluster
+from hyperpod_cdk.constructs.cluster_grants import ClusterBase
+from hyperpod_cdk.constructs.execution_role import NodeExecutionRole
 from hyperpod_cdk.constructs.lifecycle import LifecycleScripts
 from hyperpod_cdk.constructs.network import ClusterNetwork
 from hyperpod_cdk.constructs.observability import ClusterObservability
@@ -19,6 +21,7 @@ from hyperpod_cdk.model import (
 )
 
 __all__ = [
+    "ClusterBase",
     "ClusterNetwork",
     "ClusterObservability",
     "DataRepositoryEvent",
@@ -28,6 +31,7 @@ __all__ = [
     "InstanceGroup",
     "LifecycleScripts",
     "LustreStorage",
+    "NodeExecutionRole",
     "NodeRecovery",
     "NodeRole",
     "OpenZfsStorage",

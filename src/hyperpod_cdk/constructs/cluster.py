@@ -6,17 +6,16 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import jsii
-from aws_cdk import Fn, Tags, Token
+from aws_cdk import Tags, Token
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sagemaker as sagemaker
-from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct, IConstruct
 
 from hyperpod_cdk.api_support import accepted_cfn_lint_rules
 from hyperpod_cdk.constructs.checks import check_props
-from hyperpod_cdk.constructs.execution_role import node_execution_role
+from hyperpod_cdk.constructs.cluster_grants import ClusterBase, ImportedCluster
+from hyperpod_cdk.constructs.execution_role import grant_runtime_secret, grant_volume_keys, node_execution_role
 from hyperpod_cdk.constructs.group_api import accounting_database, group_api_properties, volume_configs
 from hyperpod_cdk.constructs.lifecycle import LifecycleSource
 from hyperpod_cdk.constructs.network import ClusterNetwork
@@ -33,7 +32,7 @@ from hyperpod_cdk.model import (
     SlurmMode,
 )
 from hyperpod_cdk.parameters import parameters_file, with_resources, written_group
-from training_runtime.options import RuntimeOptions, parse_options
+from training_runtime.options import parse_options
 from training_runtime.params import ENTRYPOINT_BY_MODE, MetricsTarget, ProvisioningParameters
 
 if TYPE_CHECKING:
@@ -41,7 +40,7 @@ if TYPE_CHECKING:
 
 
 @jsii.implements(ec2.IConnectable)
-class HyperPodCluster(Construct):
+class HyperPodCluster(ClusterBase):
     """A SageMaker HyperPod cluster orchestrated by Slurm.
 
     Creates the nodes' execution role (AWS's managed instance policy, the ENI permissions HyperPod needs in
@@ -49,6 +48,10 @@ class HyperPodCluster(Construct):
     also lets the nodes list the bucket) and the cluster, created only after the lifecycle
     upload, the role's policy and the file system exist. When a group scales, the scaler's policy on this
     cluster only (:class:`~hyperpod_cdk.constructs.scaler.ScalerPolicy`), created after the cluster.
+    ``grant_describe``/``grant_operate``/``grant_scale``/``grant_connect`` give a principal the operator CLI's
+    commands on this cluster (:class:`~hyperpod_cdk.constructs.cluster_grants.ClusterBase`); ``execution_role``
+    (a :class:`~hyperpod_cdk.constructs.execution_role.NodeExecutionRole` unless ``role`` is given) has
+    ``grant_read_bucket``/``grant_decrypt``/``grant_read_secret`` for what the nodes read.
 
     :param cluster_name: HyperPod cluster name (changing it replaces the cluster); may be a token (a
         ``CfnParameter``).
@@ -139,9 +142,9 @@ class HyperPodCluster(Construct):
             self, network=network, instance_groups=self.instance_groups, cluster_name=cluster_name
         )
         lifecycle.grant_read(self.execution_role)
-        self._grant_volume_keys()
+        grant_volume_keys(self, self.execution_role, self.instance_groups)
         options = parse_options(dict(runtime_options or {}))
-        self._grant_runtime_secrets(options)
+        grant_runtime_secret(self, self.execution_role, options)
         fsx_dns_name, fsx_mountname, fsx_flag = self._fsx_keys(lifecycle, storage)
         parameters = with_resources(
             self._deployed_parameters(
@@ -269,15 +272,27 @@ class HyperPodCluster(Construct):
     def cluster_arn(self) -> str:
         return self.resource.attr_cluster_arn
 
-    @property
-    def cluster_id(self) -> str:
-        """The 12-character ID at the end of the cluster's ARN."""
-        return Fn.select(1, Fn.split("cluster/", self.cluster_arn))
+    @staticmethod
+    def from_cluster_attributes(
+        scope: Construct, id: str, *, cluster_name: str, cluster_arn: str | None = None
+    ) -> ClusterBase:
+        """A cluster deployed elsewhere, to grant on (nothing is created or owned).
 
-    @property
-    def ssm_target_prefix(self) -> str:
-        """``aws ssm start-session --target <prefix><group>-<instance-id>`` reaches a node."""
-        return Fn.join("", ["sagemaker-cluster:", self.cluster_id, "_"])
+        :param cluster_name: its name.
+        :param cluster_arn: its ARN, ``arn:<partition>:sagemaker:<region>:<account>:cluster/<cluster-id>``
+            (``aws sagemaker describe-cluster --cluster-name NAME --query ClusterArn``). IAM authorizes every
+            cluster call on this ARN, which ends in the cluster's ID, not its name: an ARN built from the name
+            matches nothing. Default: ``cluster/*`` in the stack's account and Region, so the SageMaker actions
+            and sessions are granted on every cluster there (the log group stays this name's); give the ARN
+            for the one cluster.
+        """
+        return ImportedCluster(scope, id, cluster_name=cluster_name, cluster_arn=cluster_arn)
+
+    @staticmethod
+    def from_cluster_name(scope: Construct, id: str, cluster_name: str) -> ClusterBase:
+        """``from_cluster_attributes`` with the name alone: grants on every cluster of the stack's account and
+        Region (see there); prefer ``from_cluster_attributes`` with ``cluster_arn``."""
+        return ImportedCluster(scope, id, cluster_name=cluster_name)
 
     def _instance_group(
         self,
@@ -367,20 +382,3 @@ class HyperPodCluster(Construct):
             )
             for file_system in file_systems:
                 file_system.allow_clients(imported)
-
-    def _grant_volume_keys(self) -> None:
-        """HyperPod creates grants on a group's volume key with the execution role (smcluster-cmk): it launches,
-        adds and patches nodes with encrypted volumes that way."""
-        keys = dict.fromkeys(g.volume_kms_key_arn for g in self.instance_groups if g.volume_kms_key_arn)
-        for number, arn in enumerate(keys):
-            key = kms.Key.from_key_arn(self, f"VolumeKey{number}", arn)
-            key.grant(self.execution_role, "kms:CreateGrant", "kms:DescribeKey")
-
-    def _grant_runtime_secrets(self, options: RuntimeOptions) -> None:
-        """Read on the external accounting database's secret for the nodes' execution role, whoever runs slurmdbd:
-        the runtime reads the password at boot; with ``AccountingDatabase`` HyperPod's slurmdbd on the controller
-        reads the secret (the grant is the same: one setting, one secret)."""
-        arn = options.accounting.password_secret_arn
-        if options.accounting.enabled and options.accounting.database == "external" and arn:
-            secret = secretsmanager.Secret.from_secret_complete_arn(self, "AccountingDatabaseSecret", arn)
-            secret.grant_read(self.execution_role)

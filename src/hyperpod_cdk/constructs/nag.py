@@ -7,6 +7,7 @@ Acknowledgements have no effect unless the app runs cdk-nag.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from aws_cdk import Acknowledgment, CfnResource, Stack, Validations
@@ -56,4 +57,6 @@ def _render(value: Any) -> str:
             return str(argument[0]).join(_render(part) for part in argument[1])
         if function == "Fn::Sub" and isinstance(argument, str):
             return _render(argument)
+        if function in ("Fn::Select", "Fn::Split"):  # cdk-nag writes other intrinsics as compact JSON
+            return json.dumps(value, separators=(",", ":"))
     raise ValueError(f"cannot render {value!r} the way cdk-nag does")

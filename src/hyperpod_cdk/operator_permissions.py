@@ -1,0 +1,125 @@
+"""The IAM actions each operator command calls, on which resource: the one table the cluster's grants and the docs read.
+
+``HyperPodCluster.grant_describe`` / ``grant_operate`` / ``grant_scale`` / ``grant_connect`` grant the union of
+their commands' rows (:data:`GRANTS`); docs/operations.md "Permissions" is generated from this module
+(scripts/gen_operator_permissions.py); tests/test_cluster_grants.py runs every command against moto, records
+every call it makes, and holds the table to them both ways (each call allowed, each action called).
+
+Resource kinds (:class:`Resource`), each the ARN the Service Authorization Reference (SAR) names for the action:
+
+- ``cluster``: ``arn:${Partition}:sagemaker:${Region}:${Account}:cluster/${ClusterId}``. The ARN ends in the
+  cluster's 12-character ID, not its name, although every call names the cluster by name (SAR, Amazon SageMaker
+  AI, resource type ``cluster``). HyperPod's IAM guide ("IAM users for cluster admin", Slurm,
+  https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-prerequisites-iam.html) grants
+  DescribeCluster, ListClusterNodes, UpdateCluster and BatchDeleteClusterNodes on ``cluster/*``; the scaler's
+  policy relies on the same for BatchAdd/BatchDelete (constructs/scaler.py). The SAR rows of the newest actions
+  (BatchReboot/BatchReplaceClusterNodes, ListClusterEvents, ListClusterOperations; ListTags lists ``cluster``
+  among its types) were not re-read for this table: a live check is the integrator's.
+- ``log-group``: the cluster's log group ``/aws/sagemaker/Clusters/<name>/<id>`` (SAR, Amazon CloudWatch Logs:
+  FilterLogEvents takes ``log-group``), as ``arn:...:log-group:<name>:*``, the form the CloudWatch Logs API
+  reference tells IAM policies to use for most actions (LogGroup, ``arn``).
+- ``document``: ``ssm:StartSession`` is authorized on its session document too (Session Manager's guide,
+  "Specify the default session document in IAM policies": a shell session needs
+  ``document/SSM-SessionManagerRunShell`` in the policy).
+- The session's target, ``sagemaker-cluster:<cluster-id>_<group>-<instance-id>``: HyperPod's IAM guide ("IAM
+  users for scientists", Slurm) grants ``ssm:StartSession`` and ``ssm:TerminateSession`` on ``*`` and names no
+  narrower resource. The grants name the cluster's ARN instead (:data:`SESSION_TARGET`), as SSM authorizes
+  other services' targets on their own resource (ECS Exec: the task's ARN) [inferred, not verified against a
+  live account]: if SSM evaluates another ARN, ``grant_connect`` fails closed (access denied), never open.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+SAR = "https://docs.aws.amazon.com/service-authorization/latest/reference/list_{}.html"
+SAGEMAKER_SAR = SAR.format("amazonsagemaker")
+LOGS_SAR = SAR.format("amazoncloudwatchlogs")
+SSM_SAR = SAR.format("awssystemsmanager")
+DEFAULT_SESSION_DOCUMENT = "SSM-SessionManagerRunShell"
+"""Session Manager's default shell document, owned by the account (``document/SSM-SessionManagerRunShell`` with
+the account in the ARN); the ``AWS-*`` documents are AWS's (no account in the ARN)."""
+SESSION_TARGET = "cluster"
+"""The resource kind a ``sagemaker-cluster:`` session target is authorized on."""
+
+
+class Resource(enum.StrEnum):
+    CLUSTER = "cluster"
+    LOG_GROUP = "log-group"
+    DOCUMENT = "document"
+
+
+@dataclass(frozen=True)
+class Call:
+    """One IAM action a command needs, on one kind of resource (documents: their names)."""
+
+    action: str
+    resource: Resource
+    source: str
+    documents: tuple[str, ...] = ()
+
+
+DESCRIBE = Call("sagemaker:DescribeCluster", Resource.CLUSTER, SAGEMAKER_SAR)
+LIST_NODES = Call("sagemaker:ListClusterNodes", Resource.CLUSTER, SAGEMAKER_SAR)
+LIST_TAGS = Call("sagemaker:ListTags", Resource.CLUSTER, SAGEMAKER_SAR)
+LIST_OPERATIONS = Call("sagemaker:ListClusterOperations", Resource.CLUSTER, SAGEMAKER_SAR)
+
+
+def _session(*documents: str) -> tuple[Call, ...]:
+    return (
+        DESCRIBE,
+        LIST_NODES,
+        Call("ssm:StartSession", Resource.CLUSTER, SSM_SAR),
+        Call("ssm:StartSession", Resource.DOCUMENT, SSM_SAR, documents),
+    )
+
+
+COMMANDS: dict[str, tuple[Call, ...]] = {
+    # ListClusterOperations and ListTags: the Continuous-scaling and Scaler lines; a refusal is a note, not a failure.
+    "status": (DESCRIBE, LIST_NODES, LIST_OPERATIONS, LIST_TAGS),
+    "wait": (DESCRIBE, LIST_NODES),
+    "events": (DESCRIBE, LIST_NODES, Call("sagemaker:ListClusterEvents", Resource.CLUSTER, SAGEMAKER_SAR)),
+    "logs": (DESCRIBE, LIST_NODES, Call("logs:FilterLogEvents", Resource.LOG_GROUP, LOGS_SAR)),
+    "reboot": (DESCRIBE, LIST_NODES, Call("sagemaker:BatchRebootClusterNodes", Resource.CLUSTER, SAGEMAKER_SAR)),
+    "replace": (DESCRIBE, LIST_NODES, Call("sagemaker:BatchReplaceClusterNodes", Resource.CLUSTER, SAGEMAKER_SAR)),
+    # ListTags: the stack tag says whether a stack owns the counts the deletion lowers.
+    "delete": (
+        DESCRIBE,
+        LIST_NODES,
+        LIST_TAGS,
+        Call("sagemaker:BatchDeleteClusterNodes", Resource.CLUSTER, SAGEMAKER_SAR),
+    ),
+    "scale": (DESCRIBE, LIST_TAGS, Call("sagemaker:UpdateCluster", Resource.CLUSTER, SAGEMAKER_SAR)),
+    "connect": _session(DEFAULT_SESSION_DOCUMENT),
+    "port-forward": _session("AWS-StartPortForwardingSession"),
+    "ssh-config": _session("AWS-StartSSHSession"),
+    "status --slurm": _session("AWS-StartNonInteractiveCommand"),
+}
+"""Every cluster command's calls. ``training-job-config`` reads a stack (``cloudformation:DescribeStacks``), no
+cluster, and has no grant."""
+
+GRANTS: dict[str, tuple[str, ...]] = {
+    "describe": ("status", "wait", "events", "logs"),
+    "operate": ("status", "wait", "events", "logs", "reboot", "replace", "delete"),
+    "scale": ("status", "wait", "scale"),
+    "connect": ("connect", "port-forward", "ssh-config", "status --slurm"),
+}
+"""Each ``grant_<name>`` and the commands it lets run. ``status --slurm`` needs ``describe`` too (its status part).
+BatchAddClusterNodes and DescribeClusterNode are in no grant: no command calls them (``scale`` sets a count with
+UpdateCluster; the scaler's own policy has BatchAddClusterNodes, constructs/scaler.py)."""
+
+
+def calls(grant: str) -> tuple[Call, ...]:
+    """The distinct calls of ``grant``'s commands, in table order."""
+    return tuple(dict.fromkeys(call for command in GRANTS[grant] for call in COMMANDS[command]))
+
+
+def actions(grant: str, resource: Resource) -> list[str]:
+    """The sorted actions ``grant`` needs on ``resource``."""
+    return sorted({c.action for c in calls(grant) if c.resource == resource})
+
+
+def documents(grant: str) -> list[str]:
+    """The session documents ``grant`` starts sessions with."""
+    return sorted({d for c in calls(grant) for d in c.documents})
