@@ -25,7 +25,6 @@ _HOMES = {
     "SlurmMode": "hyperpod_cdk.model",
     "ClusterNetwork": "hyperpod_cdk.constructs",
     "ClusterObservability": "hyperpod_cdk.constructs",
-    "ExistingLustreFileSystem": "hyperpod_cdk.constructs",
     "HyperPodCluster": "hyperpod_cdk.constructs",
     "LifecycleScripts": "hyperpod_cdk.constructs",
     "LustreStorage": "hyperpod_cdk.constructs",
@@ -47,7 +46,6 @@ __all__ = [
     "ConfigurationError",
     "DataRepositoryEvent",
     "DeepHealthCheck",
-    "ExistingLustreFileSystem",
     "HyperPodCluster",
     "InstanceGroup",
     "LifecycleScripts",
@@ -76,7 +74,6 @@ if TYPE_CHECKING:
     from hyperpod_cdk.constructs import (
         ClusterNetwork,
         ClusterObservability,
-        ExistingLustreFileSystem,
         HyperPodCluster,
         LifecycleScripts,
         LustreStorage,

@@ -2,12 +2,13 @@
 
 from hyperpod_cdk.constructs.buckets import secure_bucket
 from hyperpod_cdk.constructs.cluster import HyperPodCluster
+from hyperpod_cdk.constructs.interfaces import LustreTarget, NodeNetwork, OpenZfsTarget
 from hyperpod_cdk.constructs.lifecycle import LifecycleScripts
 from hyperpod_cdk.constructs.network import ClusterNetwork
 from hyperpod_cdk.constructs.observability import ClusterObservability
-from hyperpod_cdk.constructs.openzfs import OpenZfsStorage
+from hyperpod_cdk.constructs.openzfs import ImportedOpenZfsFileSystem, OpenZfsStorage
 from hyperpod_cdk.constructs.published_lifecycle import PublishedLifecycleScripts
-from hyperpod_cdk.constructs.storage import ExistingLustreFileSystem, LustreStorage, S3DataRepository
+from hyperpod_cdk.constructs.storage import ImportedLustreFileSystem, LustreStorage, S3DataRepository
 from hyperpod_cdk.model import (
     DataRepositoryEvent,
     DeepHealthCheck,
@@ -23,14 +24,18 @@ __all__ = [
     "ClusterObservability",
     "DataRepositoryEvent",
     "DeepHealthCheck",
-    "ExistingLustreFileSystem",
     "HyperPodCluster",
+    "ImportedLustreFileSystem",
+    "ImportedOpenZfsFileSystem",
     "InstanceGroup",
     "LifecycleScripts",
     "LustreStorage",
+    "LustreTarget",
+    "NodeNetwork",
     "NodeRecovery",
     "NodeRole",
     "OpenZfsStorage",
+    "OpenZfsTarget",
     "PublishedLifecycleScripts",
     "S3DataRepository",
     "SlurmConfigStrategy",

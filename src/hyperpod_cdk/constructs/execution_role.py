@@ -9,14 +9,18 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from hyperpod_cdk.constructs.nag import acknowledge
-from hyperpod_cdk.constructs.network import ClusterNetwork
 from hyperpod_cdk.model import InstanceGroup
 
 MANAGED_INSTANCE_POLICY = "AmazonSageMakerClusterInstanceRolePolicy"
 
 
 def node_execution_role(
-    scope: Construct, *, network: ClusterNetwork, instance_groups: Sequence[InstanceGroup], cluster_name: str
+    scope: Construct,
+    *,
+    subnet_ids: Sequence[str],
+    security_group_ids: Sequence[str],
+    instance_groups: Sequence[InstanceGroup],
+    cluster_name: str,
 ) -> iam.Role:
     """The role ``ExecutionRole`` in ``scope`` (the cluster): AWS's managed instance policy and the ENI permissions
     HyperPod needs in the cluster's subnets and security groups (a group's ``override_vpc`` ones too)."""
@@ -35,10 +39,8 @@ def node_execution_role(
     enis = ec2_arn("network-interface", "*")
     # A group with its own subnets and security groups (override_vpc) attaches its ENIs there.
     overrides = [g.override_vpc for g in instance_groups if g.override_vpc is not None]
-    subnets = dict.fromkeys([network.subnet_id, *(s for o in overrides for s in o.subnet_ids)])
-    groups = dict.fromkeys(
-        [network.security_group.security_group_id, *(g for o in overrides for g in o.security_group_ids)]
-    )
+    subnets = dict.fromkeys([*subnet_ids, *(s for o in overrides for s in o.subnet_ids)])
+    groups = dict.fromkeys([*security_group_ids, *(g for o in overrides for g in o.security_group_ids)])
     # HyperPod attaches the nodes' ENIs in our subnet with our security group.
     role.add_to_policy(
         iam.PolicyStatement(
