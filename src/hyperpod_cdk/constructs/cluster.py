@@ -150,6 +150,7 @@ class HyperPodCluster(Construct):
             runtime=dict(runtime_options or {}),
             openzfs=openzfs_view(openzfs) if openzfs else None,
             network=placement.view() if placement.given_vpc else None,
+            instead_of=["NET-EXISTING"],  # the config's id fields; vpc= objects carry theirs
             paths={"cluster": "", "runtime": "runtime_options", "storage_openzfs": "openzfs", "network": "vpc"},
             accepted=tuple(accept_unconfirmed),
         )

@@ -8,7 +8,7 @@ from aws_cdk import Stack
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from hyperpod_cdk.constructs.nag import acknowledge
+from hyperpod_cdk.constructs.nag import acknowledge, acknowledge_wildcard_resource
 from hyperpod_cdk.model import InstanceGroup
 
 MANAGED_INSTANCE_POLICY = "AmazonSageMakerClusterInstanceRolePolicy"
@@ -91,9 +91,9 @@ def node_execution_role(
             "HyperPod's developer guide requires this AWS managed policy on Slurm cluster nodes"
         ),
         "AwsSolutions-IAM5[Resource::*]": "EC2 Describe* actions support no resource-level permissions",
-        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:"
-        "network-interface/*]": "HyperPod creates the node ENIs; their IDs are unknown until then",
     }
     for finding, reason in reasons.items():
         acknowledge(role, finding, reason)
+    # Rendered as cdk-nag renders it: a stack with an environment names its Region and account.
+    acknowledge_wildcard_resource(role, enis, "HyperPod creates the node ENIs; their IDs are unknown until then")
     return role

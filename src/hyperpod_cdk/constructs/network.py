@@ -21,6 +21,8 @@ from hyperpod_cdk.constructs.scanners import (
 
 _DEFAULTS = NetworkConfig()
 """The config file's defaults are the props' defaults (one definition)."""
+DUMMY_AZ_PREFIX = "dummy"
+"""CDK's placeholder AZs (``dummy1a``...) before a stack's availability-zone lookup has run."""
 
 
 @jsii.implements(ec2.IConnectable)
@@ -210,12 +212,16 @@ def network_view(
 ) -> NetworkConfig:
     """The network section as the rules read it, from props. The props always carry values (their defaults): only
     what a construct of this shape uses counts as given, so the "new VPC only" rule has nothing to say here. A
-    subnet imported without its AZ leaves the AZ unknown (None), and the rules that need it skip it."""
+    subnet imported without its AZ leaves the AZ unknown (None), and the rules that need it skip it; so does CDK's
+    placeholder AZ (``dummy1a``) of a stack whose context lookup has not run yet (the CLI looks it up and synthesizes
+    again, which an error here would stop)."""
     if subnet is not None:
         try:
             availability_zone = subnet.availability_zone
         except RuntimeError:  # jsii raises CDK's "no availability zone was given" as RuntimeError
             availability_zone = None
+    if availability_zone is not None and availability_zone.startswith(DUMMY_AZ_PREFIX):
+        availability_zone = None
     return NetworkConfig.model_construct(
         _fields_set={"availability_zone"},
         cidr=cidr,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 from aws_cdk import Token
 from aws_cdk import aws_ec2 as ec2
@@ -68,7 +68,9 @@ def node_placement(
         raise_if_any(where, ["network: required (or vpc, with subnets). Fix: pass network=ClusterNetwork(...) or vpc"])
         raise AssertionError  # unreachable: raise_if_any raised
     if subnets is None or isinstance(subnets, ec2.SubnetSelection):
-        chosen = tuple(vpc.select_subnets(subnets or ec2.SubnetSelection()).subnets)
+        # jsii's Python takes the selection's fields as keywords (a struct keeps them in _values).
+        selection: dict[str, Any] = dict(subnets._values) if subnets is not None else {}
+        chosen = tuple(vpc.select_subnets(**selection).subnets)
     else:
         chosen = (subnets,)
     if not chosen:
