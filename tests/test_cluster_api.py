@@ -263,17 +263,22 @@ ZFS_DNS = "fs-0123456789abcdef2.fsx.us-west-2.amazonaws.com"
 ZFS_SG = "sg-0123456789abcdef2"
 
 
-def _openzfs_stack(mode: SlurmMode = SlurmMode.API_DRIVEN) -> cdk.Stack:
-    """Homes on an imported (unowned) OpenZFS file system beside Lustre; one group in its own security group."""
+def _openzfs_stack(mode: SlurmMode = SlurmMode.API_DRIVEN, imported: bool = True) -> cdk.Stack:
+    """Homes on an imported (unowned) or a new OpenZFS file system beside Lustre; one group in its own security
+    group."""
     stack = new_stack()
     network = ClusterNetwork(stack, "Network")
-    openzfs = OpenZfsStorage.from_open_zfs_attributes(
-        stack,
-        "OpenZfs",
-        file_system_id="fs-0123456789abcdef2",
-        dns_name=ZFS_DNS,
-        security_group=ec2.SecurityGroup.from_security_group_id(stack, "ZfsGroup", ZFS_SG),
-        mount_path="/home",
+    openzfs = (
+        OpenZfsStorage.from_open_zfs_attributes(
+            stack,
+            "OpenZfs",
+            file_system_id="fs-0123456789abcdef2",
+            dns_name=ZFS_DNS,
+            security_group=ec2.SecurityGroup.from_security_group_id(stack, "ZfsGroup", ZFS_SG),
+            mount_path="/home",
+        )
+        if imported
+        else OpenZfsStorage(stack, "OpenZfs", network=network, client_cidrs=["10.0.0.0/16"])
     )
     own = InstanceGroup(
         name="own",
@@ -302,6 +307,17 @@ def test_openzfs_is_mounted_by_hyperpod_on_every_group_and_an_import_gets_no_rul
         assert zfs == [{"DnsName": ZFS_DNS, "MountPath": "/home"}], group["InstanceGroupName"]
     rules = [r["Properties"] for r in template.find_resources("AWS::EC2::SecurityGroupIngress").values()]
     assert [r for r in rules if r["GroupId"] == ZFS_SG] == []  # unowned: its rules are the owner's
+
+
+def test_a_new_openzfs_admits_the_nodes_and_a_groups_own_security_groups() -> None:
+    template = Template.from_stack(_openzfs_stack(imported=False))
+    rules = [r["Properties"] for r in template.find_resources("AWS::EC2::SecurityGroupIngress").values()]
+    nfs = [r for r in rules if "OpenZfsSecurityGroup" in json.dumps(r["GroupId"])]
+    expected = sorted((p, f, t) for p in ("tcp", "udp") for f, t in ((111, 111), (2049, 2049), (20001, 20003)))
+    from_nodes = [r for r in nfs if "NetworkNodeSecurityGroup" in json.dumps(r["SourceSecurityGroupId"])]
+    from_group = [r for r in nfs if r["SourceSecurityGroupId"] == GROUP_SG]
+    for found in (from_nodes, from_group):
+        assert sorted((r["IpProtocol"], r["FromPort"], r["ToPort"]) for r in found) == expected
 
 
 def test_the_config_file_admits_the_nodes_and_own_groups_to_adopted_openzfs() -> None:

@@ -88,7 +88,9 @@ def cdk_interfaces(app: cdk.App) -> cdk.Stack:
 
 def unowned_imports(app: cdk.App) -> cdk.Stack:
     stack = cdk.Stack(app, "unowned-imports", env=ENV)
-    vpc = ec2.Vpc.from_vpc_attributes(stack, "Vpc", vpc_id=VPC, availability_zones=[AZ], private_subnet_ids=[SUBNET])
+    vpc = ec2.Vpc.from_vpc_attributes(
+        stack, "Vpc", vpc_id=VPC, availability_zones=[AZ], private_subnet_ids=["subnet-0123456789abcdef9", SUBNET]
+    )
     storage = LustreStorage.from_lustre_attributes(
         stack,
         "Scratch",
@@ -98,7 +100,7 @@ def unowned_imports(app: cdk.App) -> cdk.Stack:
         security_group=ec2.SecurityGroup.from_security_group_id(stack, "ScratchGroup", FS_SG),
     )
     nodes = ec2.SecurityGroup.from_security_group_id(stack, "Nodes", NODES_SG)
-    _cluster(stack, vpc=vpc, subnets=vpc.private_subnets[0], security_groups=[nodes], storage=storage)
+    _cluster(stack, vpc=vpc, subnets=vpc.private_subnets[1], security_groups=[nodes], storage=storage)
     return stack
 
 

@@ -181,7 +181,7 @@ class OpenZfsStorage(Construct):
         removal_policy: RemovalPolicy,
     ) -> fsx.CfnFileSystem:
         multi_az = config.deployment_type == MULTI_AZ
-        subnet_ids = [network.subnet_id] + ([standby_subnet.subnet_id] if standby_subnet is not None else [])
+        subnet_ids = [network.subnet.subnet_id] + ([standby_subnet.subnet_id] if standby_subnet is not None else [])
         throughput = config.throughput_capacity_mbps
         if throughput is None:
             throughput = default_throughput(config.deployment_type)
@@ -208,7 +208,7 @@ class OpenZfsStorage(Construct):
                 automatic_backup_retention_days=config.automatic_backup_retention_days,
                 copy_tags_to_backups=config.copy_tags_to_backups,
                 copy_tags_to_volumes=config.copy_tags_to_backups,
-                preferred_subnet_id=network.subnet_id if multi_az else None,
+                preferred_subnet_id=network.subnet.subnet_id if multi_az else None,
                 route_table_ids=list(config.route_table_ids) or None,
                 root_volume_configuration=fsx.CfnFileSystem.RootVolumeConfigurationProperty(
                     data_compression_type=config.data_compression,
