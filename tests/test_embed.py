@@ -236,3 +236,22 @@ def test_the_vpc_path_runs_the_network_rules_and_skips_tokens() -> None:
     other = cdk.Stack(fast_app(), "token", env=ENV)
     subnet = ec2.Subnet.from_subnet_id(other, "Subnet", SUBNET)
     _cluster(other, vpc=ec2.Vpc.from_vpc_attributes(other, "Vpc", vpc_id=VPC, availability_zones=[AZ]), subnets=subnet)
+
+
+def test_the_configs_existing_storage_keeps_its_associations_under_the_import() -> None:
+    """storage.existing with data repositories: the associations link the adopted file system (its literal ID),
+    keep their logical IDs under ``Storage``, and the cluster waits for them."""
+    existing = {"file_system_id": FS, "dns_name": DNS, "mount_name": MOUNT, "security_group_id": FS_SG}
+    repository = {"name": "datasets", "file_system_path": "/datasets", "bucket_name": "team-datasets"}
+    config = ClusterConfig.model_validate(
+        {**CONFIGS["unowned-imports"], "storage": {"existing": existing, "data_repositories": [repository]}}
+    )
+    resources = Template.from_stack(TrainingClusterStack(fast_app(), "dra", config=config, env=ENV)).to_json()
+    associations = {
+        k: r for k, r in resources["Resources"].items() if r["Type"] == "AWS::FSx::DataRepositoryAssociation"
+    }
+    assert [
+        (k.startswith("StorageRepositoryDatasets"), r["Properties"]["FileSystemId"]) for k, r in associations.items()
+    ] == [(True, FS)]
+    [cluster] = [r for r in resources["Resources"].values() if r["Type"] == "AWS::SageMaker::Cluster"]
+    assert set(associations) <= set(cluster["DependsOn"])

@@ -107,7 +107,7 @@ class TrainingCluster:
             self.organization.constrain_name_parameter(self.choices.parameters.get(CLUSTER_NAME_ID))
         self.network = self._network(config.network)
         self.data_buckets: dict[str, s3.IBucket] = {}
-        self.imported_associations: list[fsx.CfnDataRepositoryAssociation] = []
+        self._imported_associations: list[fsx.CfnDataRepositoryAssociation] = []
         self.storage = self._storage(config.storage) if config.storage else None
         self.openzfs = self._openzfs(config.storage_openzfs) if config.storage_openzfs else None
         self.lifecycle = self._lifecycle()
@@ -155,7 +155,7 @@ class TrainingCluster:
                 admit_lustre_clients(self.storage.connections, client, efa=False)
             if isinstance(self.openzfs, ImportedOpenZfsFileSystem):
                 admit_nfs_clients(self.openzfs.connections, client)
-        self.cluster.resource.node.add_dependency(*self.imported_associations)
+        self.cluster.resource.node.add_dependency(*self._imported_associations)
 
     def _lifecycle(self) -> LifecycleSource:
         config = self.config
@@ -307,7 +307,7 @@ class TrainingCluster:
                 self.scope, "ImportedStorageSecurityGroup", existing.security_group_id
             ),
         )
-        self.imported_associations = [associate(storage, r, storage.file_system_id) for r in repositories]
+        self._imported_associations = [associate(storage, r, storage.file_system_id) for r in repositories]
         return storage
 
     def _openzfs(self, openzfs: OpenZfsConfig) -> OpenZfsStorage | ImportedOpenZfsFileSystem:
