@@ -147,7 +147,7 @@ def _normalised(value: Any) -> Any:
 
 def _cluster_properties(template: dict[str, Any]) -> dict[str, Any]:
     [cluster] = [r for r in template["Resources"].values() if r["Type"] == "AWS::SageMaker::Cluster"]
-    return _normalised(cluster["Properties"])  # type: ignore[no-any-return]
+    return _normalised(cluster["Properties"])
 
 
 @pytest.mark.parametrize("path", sorted(PATHS))

@@ -5,18 +5,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from aws_cdk import Token
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_fsx as fsx
 from constructs import Construct, IConstruct
 
 from hyperpod_cdk.config import ExistingOpenZfsConfig, NetworkConfig, OpenZfsConfig
 from hyperpod_cdk.constructs.interfaces import LustreTarget, NodeNetwork, OpenZfsTarget
 from hyperpod_cdk.constructs.lifecycle import LifecycleSource
-from hyperpod_cdk.constructs.network import efa_security_group, network_view
+from hyperpod_cdk.constructs.network import ClusterNetwork, efa_security_group, network_view
 from hyperpod_cdk.constructs.openzfs import ImportedOpenZfsFileSystem, OpenZfsStorage
-from hyperpod_cdk.constructs.storage import LustreStorage
+from hyperpod_cdk.constructs.storage import ImportedLustreFileSystem, LustreStorage
 from hyperpod_cdk.errors import raise_if_any
 from hyperpod_cdk.model import InstanceGroup, SlurmMode
 
@@ -170,3 +171,16 @@ def fsx_keys(
             ],
         )
     return None, None, True
+
+
+if TYPE_CHECKING:  # mypy proves that ours, the imports and aws-cdk-lib's file system satisfy the protocols as they are
+
+    def _conforms(
+        network: ClusterNetwork,
+        lustre: LustreStorage,
+        cdk_lustre: fsx.LustreFileSystem,
+        imported_lustre: ImportedLustreFileSystem,
+        openzfs: OpenZfsStorage,
+        imported_openzfs: ImportedOpenZfsFileSystem,
+    ) -> tuple[NodeNetwork, LustreTarget, LustreTarget, LustreTarget, OpenZfsTarget, OpenZfsTarget]:
+        return network, lustre, cdk_lustre, imported_lustre, openzfs, imported_openzfs
