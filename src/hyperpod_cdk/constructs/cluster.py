@@ -67,9 +67,10 @@ class HyperPodCluster(Construct):
     :param vpc: the nodes' VPC, instead of ``network``. Default: none.
     :param subnets: with ``vpc``: the nodes' subnet, or a selection of the VPC's subnets. Default: the VPC's
         private subnets.
-    :param security_groups: with ``vpc``: the nodes' security groups, used as they are: the first must allow all
-        traffic to and from itself (EFA's rule), which the cluster does not add to a group you give. Default: a new
-        group with that rule (``NodeSecurityGroup``).
+    :param security_groups: with ``vpc``: the nodes' security groups; they must allow all traffic to and from
+        themselves (EFA's rule), which the cluster adds only to a group it creates (it adds to yours at most the
+        egress to a file system it admits the nodes to, when the group does not allow all outbound traffic).
+        Default: a new group with that rule (``NodeSecurityGroup``).
     :param lifecycle: the lifecycle-script prefix; the cluster's parameters are added to it.
     :param instance_groups: one controller group, at most one login group, one or more compute groups.
     :param storage: FSx for Lustre mounted on every node: ``LustreStorage``, aws-cdk-lib's ``fsx.LustreFileSystem``
