@@ -263,18 +263,22 @@ ZFS_DNS = "fs-0123456789abcdef2.fsx.us-west-2.amazonaws.com"
 ZFS_SG = "sg-0123456789abcdef2"
 
 
-def _openzfs_stack(mode: SlurmMode = SlurmMode.API_DRIVEN) -> cdk.Stack:
-    """Homes on an adopted OpenZFS file system beside Lustre; one group in its own security group."""
+def _openzfs_stack(mode: SlurmMode = SlurmMode.API_DRIVEN, imported: bool = True) -> cdk.Stack:
+    """Homes on an imported (unowned) or a new OpenZFS file system beside Lustre; one group in its own security
+    group."""
     stack = new_stack()
     network = ClusterNetwork(stack, "Network")
-    openzfs = OpenZfsStorage(
-        stack,
-        "OpenZfs",
-        network=network,
-        file_system_id="fs-0123456789abcdef2",
-        dns_name=ZFS_DNS,
-        security_group=ec2.SecurityGroup.from_security_group_id(stack, "ZfsGroup", ZFS_SG),
-        mount_path="/home",
+    openzfs = (
+        OpenZfsStorage.from_open_zfs_attributes(
+            stack,
+            "OpenZfs",
+            file_system_id="fs-0123456789abcdef2",
+            dns_name=ZFS_DNS,
+            security_group=ec2.SecurityGroup.from_security_group_id(stack, "ZfsGroup", ZFS_SG),
+            mount_path="/home",
+        )
+        if imported
+        else OpenZfsStorage(stack, "OpenZfs", network=network, client_cidrs=["10.0.0.0/16"])
     )
     own = InstanceGroup(
         name="own",
@@ -296,11 +300,45 @@ def _openzfs_stack(mode: SlurmMode = SlurmMode.API_DRIVEN) -> cdk.Stack:
     return stack
 
 
-def test_openzfs_is_mounted_by_hyperpod_on_every_group_and_admits_the_nodes() -> None:
+def test_openzfs_is_mounted_by_hyperpod_on_every_group_and_an_import_gets_no_rule() -> None:
     template = Template.from_stack(_openzfs_stack())
     for group in _cluster(template)["InstanceGroups"]:
         zfs = [c["FsxOpenZfsConfig"] for c in group["InstanceStorageConfigs"] if "FsxOpenZfsConfig" in c]
         assert zfs == [{"DnsName": ZFS_DNS, "MountPath": "/home"}], group["InstanceGroupName"]
+    rules = [r["Properties"] for r in template.find_resources("AWS::EC2::SecurityGroupIngress").values()]
+    assert [r for r in rules if r["GroupId"] == ZFS_SG] == []  # unowned: its rules are the owner's
+
+
+def test_a_new_openzfs_admits_the_nodes_and_a_groups_own_security_groups() -> None:
+    template = Template.from_stack(_openzfs_stack(imported=False))
+    rules = [r["Properties"] for r in template.find_resources("AWS::EC2::SecurityGroupIngress").values()]
+    nfs = [r for r in rules if "OpenZfsSecurityGroup" in json.dumps(r["GroupId"])]
+    expected = sorted((p, f, t) for p in ("tcp", "udp") for f, t in ((111, 111), (2049, 2049), (20001, 20003)))
+    from_nodes = [r for r in nfs if "NetworkNodeSecurityGroup" in json.dumps(r["SourceSecurityGroupId"])]
+    from_group = [r for r in nfs if r["SourceSecurityGroupId"] == GROUP_SG]
+    for found in (from_nodes, from_group):
+        assert sorted((r["IpProtocol"], r["FromPort"], r["ToPort"]) for r in found) == expected
+
+
+def test_the_config_file_admits_the_nodes_and_own_groups_to_adopted_openzfs() -> None:
+    """The config's storage_openzfs.existing promises the NFS rules on the adopted group: the config path adds them
+    (from the nodes and from a group in its own security groups), not the import."""
+    from hyperpod_cdk import TrainingClusterStack, parse_config
+    from support import fast_app
+
+    existing = {"file_system_id": "fs-0123456789abcdef2", "dns_name": ZFS_DNS, "security_group_id": ZFS_SG}
+    own = {"subnet_ids": [SUBNET], "security_group_ids": [GROUP_SG]}
+    config = parse_config(
+        {
+            "storage_openzfs": {"existing": existing},
+            "network": {"vpc_id": "vpc-0123456789abcdef0", "subnet_id": SUBNET, "availability_zone": "us-west-2a"},
+            "instance_groups": [
+                {"name": "controller", "role": "controller", "instance_type": "ml.m5.xlarge", "count": 1},
+                {"name": "own", "instance_type": "ml.c5.4xlarge", "count": 1, "override_vpc": own},
+            ],
+        }
+    )
+    template = Template.from_stack(TrainingClusterStack(fast_app(), "Zfs", config=config))
     rules = [r["Properties"] for r in template.find_resources("AWS::EC2::SecurityGroupIngress").values()]
     nfs = [r for r in rules if r["GroupId"] == ZFS_SG]
     expected = sorted((p, f, t) for p in ("tcp", "udp") for f, t in ((111, 111), (2049, 2049), (20001, 20003)))

@@ -239,10 +239,19 @@ def test_an_imported_subnet_without_its_cidr_needs_client_cidrs() -> None:
     OpenZfsStorage(stack, "Homes", network=_existing_network(stack, None), client_cidrs=["10.1.0.0/20"])
 
 
-def test_adopting_takes_all_three_names() -> None:
-    stack = cdk.Stack(fast_app(), "Half")
-    with pytest.raises(ConfigurationError, match="give all three"):
-        OpenZfsStorage(stack, "Homes", network=_existing_network(stack), file_system_id="fs-0123456789abcdef2")
+def test_an_import_is_checked_like_the_configs_existing() -> None:
+    stack = cdk.Stack(fast_app(), "Bad")
+    group = ec2.SecurityGroup.from_security_group_id(stack, "Group", "sg-0123456789abcdef2")
+    with pytest.raises(ConfigurationError) as error:
+        OpenZfsStorage.from_open_zfs_attributes(
+            stack,
+            "Homes",
+            file_system_id="fs-1",
+            dns_name="fs-0123456789abcdef2.fsx.us-west-2.amazonaws.com",
+            security_group=group,
+            mount_path="relative",
+        )
+    assert {p.rule for p in error.value.problems} >= {"ZFS-EXISTING-IDS", "ZFS-MOUNT-PATH"}  # type: ignore[attr-defined]
 
 
 def test_the_organization_key_encrypts_the_new_file_system() -> None:

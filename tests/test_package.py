@@ -1,8 +1,8 @@
 """The distribution as a user gets it: the wheel built from this checkout, installed into a venv outside it,
 serving a user's own CDK app - ``TrainingCluster`` in a stack of theirs, and ``ClusterNetwork`` +
-``LustreStorage`` in an existing stack - with the pinned aws-cdk-lib and with the oldest the declared range
-allows; a ``hyperpod-cdk init`` project that the pinned CDK CLI synthesizes as it is; ``local`` plugged in by
-the emulator's entry point.
+``LustreStorage`` in an existing stack - and ``examples/embed/app.py``, with the pinned aws-cdk-lib and with the
+oldest the declared range allows; a ``hyperpod-cdk init`` project that the pinned CDK CLI synthesizes as it is;
+``local`` plugged in by the emulator's entry point.
 
 The venvs are cached in ``$HYPERPOD_CDK_VENV_CACHE`` (default ``/var/tmp/hyperpod-cdk-venvs``) under a hash of
 the wheel's dependencies and the versions chosen; each run reinstalls only the two wheels (``--no-deps``). A
@@ -237,6 +237,15 @@ def test_a_users_own_app_embeds_the_constructs(which: str, request: pytest.Fixtu
     assert "AWS::SageMaker::Cluster" not in platform
     staged = {p.name for p in (tmp_path / "cdk.out").glob("asset.*/**/*")}
     assert {"on_create.sh", "on_init_complete.sh", "params.py"} <= staged  # the lifecycle prefix, from the wheel
+
+    # examples/embed/app.py as a user runs it against the installed wheel: aws-cdk-lib's VPC and file system given
+    # to HyperPodCluster on CDK's types.
+    shutil.copy(ROOT / "examples" / "embed" / "app.py", tmp_path / "embed_app.py")
+    embedded = venv.run([str(venv.bin / "python"), "embed_app.py", "embed.out"], cwd=tmp_path)
+    assert embedded.returncode == 0, embedded.stderr[-3000:]
+    template = json.loads((tmp_path / "embed.out" / "team-with-hyperpod.template.json").read_text())
+    kinds = [r["Type"] for r in template["Resources"].values()]
+    assert kinds.count("AWS::SageMaker::Cluster") == 1 and kinds.count("AWS::FSx::FileSystem") == 1  # the user's
 
 
 def test_an_init_project_synthesizes_as_it_is(pinned_venv: Venv, tmp_path: Path) -> None:

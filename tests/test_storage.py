@@ -14,6 +14,7 @@ from hyperpod_cdk import (
     LustreStorage,
     S3DataRepository,
 )
+from hyperpod_cdk.constructs.storage import default_dns_name
 
 
 @pytest.fixture(scope="module")
@@ -128,30 +129,43 @@ def test_efa_enabled_uses_all_traffic_rules_naming_groups() -> None:
     )
 
 
-def test_existing_file_system_is_adopted_not_created() -> None:
+def test_an_imported_file_system_is_unowned_nothing_is_created_or_changed() -> None:
     stack = new_stack()
-    network = ClusterNetwork(stack, "Network")
     group = ec2.SecurityGroup.from_security_group_id(stack, "FsxGroup", "sg-0123456789abcdef0")
-    storage = LustreStorage.from_existing(
+    storage = LustreStorage.from_lustre_attributes(
         stack,
         "Storage",
-        network=network,
         file_system_id="fs-0123456789abcdef0",
+        dns_name=default_dns_name("fs-0123456789abcdef0"),
         mount_name="abcdefgh",
         security_group=group,
     )
-    template = Template.from_stack(stack)
-    template.resource_count_is("AWS::FSx::FileSystem", 0)
-    template.has_resource_properties(
-        "AWS::EC2::SecurityGroupIngress", {"GroupId": "sg-0123456789abcdef0", "FromPort": 988, "ToPort": 988}
-    )
-    assert storage.mount_name == "abcdefgh"
+    storage.allow_clients(ClusterNetwork(stack, "Network"))
+    resources = Template.from_stack(stack).to_json()["Resources"]
+    assert not [k for k in resources if k.startswith(("Storage", "FsxGroup"))]
+    assert all(r["Properties"].get("GroupId") != "sg-0123456789abcdef0" for r in resources.values())
+    assert (storage.file_system_id, storage.mount_name) == ("fs-0123456789abcdef0", "abcdefgh")
     assert stack.resolve(storage.dns_name) == {
         "Fn::Join": [
             "",
             ["fs-0123456789abcdef0.fsx.", {"Ref": "AWS::Region"}, ".", {"Ref": "AWS::URLSuffix"}],
         ]
     }
+
+
+def test_an_import_is_checked_like_the_configs_existing() -> None:
+    stack = new_stack()
+    group = ec2.SecurityGroup.from_security_group_id(stack, "FsxGroup", "sg-0123456789abcdef0")
+    with pytest.raises(ConfigurationError) as error:
+        LustreStorage.from_lustre_attributes(
+            stack,
+            "Storage",
+            file_system_id="fs-0123456789abcdef0",
+            dns_name="nope",
+            mount_name="toolongname",
+            security_group=group,
+        )
+    assert "existing.mount_name" in str(error.value) and "existing.dns_name" in str(error.value)
 
 
 def test_bad_storage_is_reported_with_every_problem() -> None:

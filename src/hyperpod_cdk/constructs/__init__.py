@@ -4,12 +4,13 @@ from hyperpod_cdk.constructs.buckets import secure_bucket
 from hyperpod_cdk.constructs.cluster import HyperPodCluster
 from hyperpod_cdk.constructs.cluster_grants import ClusterBase
 from hyperpod_cdk.constructs.execution_role import NodeExecutionRole
+from hyperpod_cdk.constructs.interfaces import LustreTarget, NodeNetwork, OpenZfsTarget
 from hyperpod_cdk.constructs.lifecycle import LifecycleScripts
 from hyperpod_cdk.constructs.network import ClusterNetwork
 from hyperpod_cdk.constructs.observability import ClusterObservability
-from hyperpod_cdk.constructs.openzfs import OpenZfsStorage
+from hyperpod_cdk.constructs.openzfs import ImportedOpenZfsFileSystem, OpenZfsStorage
 from hyperpod_cdk.constructs.published_lifecycle import PublishedLifecycleScripts
-from hyperpod_cdk.constructs.storage import ExistingLustreFileSystem, LustreStorage, S3DataRepository
+from hyperpod_cdk.constructs.storage import ImportedLustreFileSystem, LustreStorage, S3DataRepository
 from hyperpod_cdk.model import (
     DataRepositoryEvent,
     DeepHealthCheck,
@@ -26,15 +27,19 @@ __all__ = [
     "ClusterObservability",
     "DataRepositoryEvent",
     "DeepHealthCheck",
-    "ExistingLustreFileSystem",
     "HyperPodCluster",
+    "ImportedLustreFileSystem",
+    "ImportedOpenZfsFileSystem",
     "InstanceGroup",
     "LifecycleScripts",
     "LustreStorage",
+    "LustreTarget",
     "NodeExecutionRole",
+    "NodeNetwork",
     "NodeRecovery",
     "NodeRole",
     "OpenZfsStorage",
+    "OpenZfsTarget",
     "PublishedLifecycleScripts",
     "S3DataRepository",
     "SlurmConfigStrategy",

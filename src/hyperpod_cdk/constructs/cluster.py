@@ -17,11 +17,17 @@ from hyperpod_cdk.constructs.checks import check_props
 from hyperpod_cdk.constructs.cluster_grants import ClusterBase, ImportedCluster
 from hyperpod_cdk.constructs.execution_role import grant_runtime_secret, grant_volume_keys, node_execution_role
 from hyperpod_cdk.constructs.group_api import accounting_database, group_api_properties, volume_configs
+from hyperpod_cdk.constructs.interfaces import LustreTarget, NodeNetwork, OpenZfsTarget
 from hyperpod_cdk.constructs.lifecycle import LifecycleSource
-from hyperpod_cdk.constructs.network import ClusterNetwork
-from hyperpod_cdk.constructs.openzfs import OpenZfsStorage
+from hyperpod_cdk.constructs.placement import (
+    admit,
+    admit_group_security_groups,
+    fsx_keys,
+    node_placement,
+    openzfs_view,
+    storage_dependencies,
+)
 from hyperpod_cdk.constructs.scaler import ScalerPolicy
-from hyperpod_cdk.constructs.storage import LustreStorage
 from hyperpod_cdk.errors import raise_if_any
 from hyperpod_cdk.model import (
     DEFAULT_FSX_MOUNT_PATH,
@@ -58,12 +64,25 @@ class HyperPodCluster(ClusterBase):
     :param slurm_cluster_name: the name the nodes give the Slurm cluster (their parameters file). Default:
         ``cluster_name``. Give a concrete name when ``cluster_name`` is a template parameter, so the
         parameters file holds no CloudFormation value.
-    :param network: the VPC subnet and security group of the nodes.
+    :param network: the nodes' VPC, subnet and security group (a ``ClusterNetwork``, or anything with ``vpc``,
+        ``subnet``, ``security_group`` and ``connections``: :class:`~hyperpod_cdk.constructs.interfaces.NodeNetwork`).
+        Default: none; then give ``vpc``.
+    :param vpc: the nodes' VPC, instead of ``network``. Default: none.
+    :param subnets: with ``vpc``: the nodes' subnet, or a selection of the VPC's subnets. Default: the VPC's
+        private subnets.
+    :param security_groups: with ``vpc``: the nodes' security groups; they must allow all traffic to and from
+        themselves (EFA's rule), which the cluster adds only to a group it creates (it adds to yours at most the
+        egress to a file system it admits the nodes to, when the group does not allow all outbound traffic).
+        Default: a new group with that rule (``NodeSecurityGroup``).
     :param lifecycle: the lifecycle-script prefix; the cluster's parameters are added to it.
     :param instance_groups: one controller group, at most one login group, one or more compute groups.
-    :param storage: FSx for Lustre mounted on every node. Default: none.
+    :param storage: FSx for Lustre mounted on every node: ``LustreStorage``, aws-cdk-lib's ``fsx.LustreFileSystem``
+        or an unowned import (``LustreStorage.from_lustre_attributes``), any
+        :class:`~hyperpod_cdk.constructs.interfaces.LustreTarget`. The nodes are admitted to its security groups,
+        except an import's (its rules are yours). Default: none.
     :param openzfs: FSx for OpenZFS that HyperPod mounts on every node (API-driven mode only); the users' homes
-        live on it. Default: none.
+        live on it: ``OpenZfsStorage`` or an unowned import (``OpenZfsStorage.from_open_zfs_attributes``), any
+        :class:`~hyperpod_cdk.constructs.interfaces.OpenZfsTarget`. Default: none.
     :param mode: who configures Slurm. Default: ``SlurmMode.API_DRIVEN`` (AWS's recommended model).
     :param fsx_mount_path: where the file system is mounted. Default: ``/fsx``.
     :param node_recovery: Default: ``NodeRecovery.AUTOMATIC``.
@@ -93,10 +112,13 @@ class HyperPodCluster(ClusterBase):
         id: str,
         *,
         cluster_name: str,
-        network: ClusterNetwork,
         lifecycle: LifecycleSource,
         instance_groups: Sequence[InstanceGroup],
-        storage: LustreStorage | None = None,
+        network: NodeNetwork | None = None,
+        vpc: ec2.IVpc | None = None,
+        subnets: ec2.SubnetSelection | ec2.ISubnet | None = None,
+        security_groups: Sequence[ec2.ISecurityGroup] = (),
+        storage: LustreTarget | None = None,
         mode: SlurmMode = SlurmMode.API_DRIVEN,
         fsx_mount_path: str = DEFAULT_FSX_MOUNT_PATH,
         node_recovery: NodeRecovery = NodeRecovery.AUTOMATIC,
@@ -106,17 +128,21 @@ class HyperPodCluster(ClusterBase):
         tags: Mapping[str, str] | None = None,
         slurm_cluster_name: str | None = None,
         node_provisioning_mode: NodeProvisioningMode | None = None,
-        openzfs: OpenZfsStorage | None = None,
+        openzfs: OpenZfsTarget | None = None,
         metrics: MetricsTarget | None = None,
         accept_unconfirmed: Sequence[str] = (),
         deployment: Deployment | None = None,
     ) -> None:
         super().__init__(scope, id)
         node_cluster_name = slurm_cluster_name or cluster_name
+        placement = node_placement(self, network=network, vpc=vpc, subnets=subnets, security_groups=security_groups)
+        sections = {"cluster", "instance_groups", "runtime"}
+        sections |= {"storage_openzfs"} if openzfs else set()
+        sections |= {"network"} if placement.given_vpc else set()
         check_props(
             self,
             "HyperPodCluster",
-            {"cluster", "instance_groups", "runtime", *(["storage_openzfs"] if openzfs else [])},
+            sections,
             cluster_name=node_cluster_name if Token.is_unresolved(cluster_name) else cluster_name,
             mode=str(mode),
             slurm_config_strategy=str(slurm_config_strategy or SlurmConfigStrategy.MANAGED),
@@ -126,26 +152,34 @@ class HyperPodCluster(ClusterBase):
             tags=dict(tags or {}),
             groups=tuple(instance_groups),
             runtime=dict(runtime_options or {}),
-            openzfs=openzfs.config if openzfs else None,
-            paths={"cluster": "", "runtime": "runtime_options", "storage_openzfs": "openzfs"},
+            openzfs=openzfs_view(openzfs) if openzfs else None,
+            network=placement.view() if placement.given_vpc else None,
+            instead_of=["NET-EXISTING"],  # the config's id fields; vpc= objects carry theirs
+            paths={"cluster": "", "runtime": "runtime_options", "storage_openzfs": "openzfs", "network": "vpc"},
             accepted=tuple(accept_unconfirmed),
         )
         self.cluster_name = cluster_name
         self.mode = SlurmMode(mode)
         self.instance_groups = tuple(instance_groups)
-        self._connections = network.connections
+        self._connections = placement.connections
         entrypoint = ENTRYPOINT_BY_MODE[self.mode]
         if not lifecycle.has_script(entrypoint):
             raise_if_any(f"HyperPodCluster {self.node.path}", [f"lifecycle: entry script {entrypoint!r} is missing"])
 
         self.execution_role: iam.IRole = role or node_execution_role(
-            self, network=network, instance_groups=self.instance_groups, cluster_name=cluster_name
+            self,
+            subnet_ids=placement.subnet_ids,
+            security_group_ids=placement.security_group_ids,
+            instance_groups=self.instance_groups,
+            cluster_name=cluster_name,
         )
         lifecycle.grant_read(self.execution_role)
         grant_volume_keys(self, self.execution_role, self.instance_groups)
         options = parse_options(dict(runtime_options or {}))
         grant_runtime_secret(self, self.execution_role, options)
-        fsx_dns_name, fsx_mountname, fsx_flag = self._fsx_keys(lifecycle, storage)
+        fsx_dns_name, fsx_mountname, fsx_flag = fsx_keys(
+            f"HyperPodCluster {self.node.path}", self.mode, lifecycle, storage
+        )
         parameters = with_resources(
             self._deployed_parameters(
                 deployment,
@@ -186,8 +220,7 @@ class HyperPodCluster(ClusterBase):
             if self.mode == SlurmMode.API_DRIVEN
             else None,
             vpc_config=sagemaker.CfnCluster.VpcConfigProperty(
-                security_group_ids=[network.security_group.security_group_id],
-                subnets=[network.subnet_id],
+                security_group_ids=placement.security_group_ids, subnets=placement.subnet_ids
             ),
             instance_groups=[
                 self._instance_group(g, life_cycle_config, storage, fsx_mount_path, openzfs)
@@ -204,13 +237,15 @@ class HyperPodCluster(ClusterBase):
         # configs), the security groups' rules that let nodes mount the file systems (an adopted group's too), and
         # the data repository associations.
         self.resource.node.add_dependency(*lifecycle.upload_dependencies, *self._role_policies(role is None))
-        self._admit_group_security_groups([s for s in (storage, openzfs) if s is not None])
+        file_systems = [s for s in (storage, openzfs) if s is not None]
+        for file_system in file_systems:
+            admit(file_system, self)
+        admit_group_security_groups(self, self.instance_groups, file_systems)
         if openzfs is not None:
-            self.resource.node.add_dependency(openzfs.security_group)
+            self.resource.node.add_dependency(*openzfs.connections.security_groups)
         if storage is not None:
-            self.resource.node.add_dependency(storage.security_group, *storage.data_repository_associations)
-            if self.mode == SlurmMode.LIFECYCLE_DRIVEN:  # the runtime mounts it; no storage config names it
-                self.resource.node.add_dependency(storage.file_system)
+            lifecycle_driven = self.mode == SlurmMode.LIFECYCLE_DRIVEN
+            self.resource.node.add_dependency(*storage_dependencies(storage, lifecycle_driven=lifecycle_driven))
         self.scaler_policy = (
             ScalerPolicy(self, "Scaler", role=self.execution_role, cluster_arn=self.cluster_arn)
             if any(g.scaling is not None for g in self.instance_groups)
@@ -224,7 +259,7 @@ class HyperPodCluster(ClusterBase):
         cluster_name: str,
         node_provisioning_mode: NodeProvisioningMode | None,
         fsx_mount_path: str,
-        openzfs: OpenZfsStorage | None,
+        openzfs: OpenZfsTarget | None,
         runtime_options: Mapping[str, object] | None,
     ) -> ProvisioningParameters:
         """The parameters file before the resources' values: the deployment's (the app's path), which must be of
@@ -298,9 +333,9 @@ class HyperPodCluster(ClusterBase):
         self,
         group: InstanceGroup,
         life_cycle_config: sagemaker.CfnCluster.ClusterLifeCycleConfigProperty,
-        storage: LustreStorage | None,
+        storage: LustreTarget | None,
         fsx_mount_path: str,
-        openzfs: OpenZfsStorage | None,
+        openzfs: OpenZfsTarget | None,
     ) -> sagemaker.CfnCluster.ClusterInstanceGroupProperty:
         storage_configs: list[sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty] = volume_configs(group)
         slurm_config = None
@@ -340,45 +375,3 @@ class HyperPodCluster(ClusterBase):
             training_plan_arn=group.training_plan_arn,
             **group_api_properties(group),
         )
-
-    def _fsx_keys(
-        self, lifecycle: LifecycleSource, storage: LustreStorage | None
-    ) -> tuple[str | None, str | None, bool | None]:
-        """The parameters file's FSx DNS name, mount name and explicit flag.
-
-        A prefix uploaded at deploy gets the names (CloudFormation values resolved then) and no flag, as
-        always. A published prefix is fixed at synth: it says whether FSx is there and carries the names only
-        when they are known at synth; lifecycle-driven mode cannot do without them (the runtime mounts FSx).
-        """
-        if lifecycle.resolves_at_deploy:
-            return (storage.dns_name, storage.mount_name, None) if storage else (None, None, None)
-        if storage is None:
-            return None, None, False
-        if not Token.is_unresolved(storage.dns_name) and not Token.is_unresolved(storage.mount_name):
-            return storage.dns_name, storage.mount_name, True
-        if self.mode == SlurmMode.LIFECYCLE_DRIVEN:
-            raise_if_any(
-                f"HyperPodCluster {self.node.path}",
-                [
-                    "storage: lifecycle-driven mode writes the file system's DNS and mount names into the "
-                    "lifecycle prefix, but a published prefix is fixed at synth and this file system's names "
-                    "are only known at deploy. Fix: adopt an existing file system with both names (config: "
-                    "storage.existing with dns_name and mount_name), or use API-driven mode (config: mode: "
-                    "api-driven), where HyperPod mounts the file system itself"
-                ],
-            )
-        return None, None, True
-
-    def _admit_group_security_groups(self, file_systems: Sequence[LustreStorage | OpenZfsStorage]) -> None:
-        """A group in its own security groups (override_vpc) mounts the file systems too: its groups may reach them."""
-        ids = dict.fromkeys(
-            g for i in self.instance_groups if i.override_vpc for g in i.override_vpc.security_group_ids
-        )
-        if not file_systems:
-            return
-        for number, group_id in enumerate(ids):
-            imported = ec2.SecurityGroup.from_security_group_id(
-                self, f"GroupSecurityGroup{number}", group_id, mutable=False
-            )
-            for file_system in file_systems:
-                file_system.allow_clients(imported)

@@ -12,8 +12,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from hyperpod_cdk.constructs.lifecycle import acknowledge_prefix_read
-from hyperpod_cdk.constructs.nag import acknowledge
-from hyperpod_cdk.constructs.network import ClusterNetwork
+from hyperpod_cdk.constructs.nag import acknowledge, acknowledge_wildcard_resource
 from hyperpod_cdk.model import InstanceGroup
 from training_runtime.options import RuntimeOptions
 
@@ -27,7 +26,8 @@ class NodeExecutionRole(iam.Role):
     It is an ``iam.Role`` (its logical ID is the one the function it replaces gave), so everything that takes a
     role takes it; ``grant_*`` add what the nodes may read beyond that.
 
-    :param network: the cluster's network (its subnet and security group).
+    :param subnet_ids: the cluster's subnets.
+    :param security_group_ids: the nodes' security groups.
     :param instance_groups: the cluster's groups (their ``override_vpc`` subnets and security groups).
     :param cluster_name: for the role's description.
     """
@@ -37,7 +37,8 @@ class NodeExecutionRole(iam.Role):
         scope: Construct,
         id: str,
         *,
-        network: ClusterNetwork,
+        subnet_ids: Sequence[str],
+        security_group_ids: Sequence[str],
         instance_groups: Sequence[InstanceGroup],
         cluster_name: str,
     ) -> None:
@@ -48,7 +49,9 @@ class NodeExecutionRole(iam.Role):
             description=f"HyperPod nodes of cluster {cluster_name}",
             managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(MANAGED_INSTANCE_POLICY)],
         )
-        _node_permissions(self, network=network, instance_groups=instance_groups)
+        _node_permissions(
+            self, subnet_ids=subnet_ids, security_group_ids=security_group_ids, instance_groups=instance_groups
+        )
 
     def grant_read_bucket(self, bucket: s3.IBucket, prefix: str = "") -> iam.Grant:
         """Read of the objects under ``prefix`` (CDK's ``bucket.grant_read``: ``s3:GetObject*`` there,
@@ -70,15 +73,31 @@ class NodeExecutionRole(iam.Role):
 
 
 def node_execution_role(
-    scope: Construct, *, network: ClusterNetwork, instance_groups: Sequence[InstanceGroup], cluster_name: str
+    scope: Construct,
+    *,
+    subnet_ids: Sequence[str],
+    security_group_ids: Sequence[str],
+    instance_groups: Sequence[InstanceGroup],
+    cluster_name: str,
 ) -> NodeExecutionRole:
     """The role ``ExecutionRole`` in ``scope`` (the cluster): a :class:`NodeExecutionRole`."""
     return NodeExecutionRole(
-        scope, "ExecutionRole", network=network, instance_groups=instance_groups, cluster_name=cluster_name
+        scope,
+        "ExecutionRole",
+        subnet_ids=subnet_ids,
+        security_group_ids=security_group_ids,
+        instance_groups=instance_groups,
+        cluster_name=cluster_name,
     )
 
 
-def _node_permissions(role: iam.Role, *, network: ClusterNetwork, instance_groups: Sequence[InstanceGroup]) -> None:
+def _node_permissions(
+    role: iam.Role,
+    *,
+    subnet_ids: Sequence[str],
+    security_group_ids: Sequence[str],
+    instance_groups: Sequence[InstanceGroup],
+) -> None:
     stack = Stack.of(role)
 
     def ec2_arn(resource: str, name: str) -> str:
@@ -87,10 +106,8 @@ def _node_permissions(role: iam.Role, *, network: ClusterNetwork, instance_group
     enis = ec2_arn("network-interface", "*")
     # A group with its own subnets and security groups (override_vpc) attaches its ENIs there.
     overrides = [g.override_vpc for g in instance_groups if g.override_vpc is not None]
-    subnets = dict.fromkeys([network.subnet_id, *(s for o in overrides for s in o.subnet_ids)])
-    groups = dict.fromkeys(
-        [network.security_group.security_group_id, *(g for o in overrides for g in o.security_group_ids)]
-    )
+    subnets = dict.fromkeys([*subnet_ids, *(s for o in overrides for s in o.subnet_ids)])
+    groups = dict.fromkeys([*security_group_ids, *(g for o in overrides for g in o.security_group_ids)])
     # HyperPod attaches the nodes' ENIs in our subnet with our security group.
     role.add_to_policy(
         iam.PolicyStatement(
@@ -141,11 +158,11 @@ def _node_permissions(role: iam.Role, *, network: ClusterNetwork, instance_group
             "HyperPod's developer guide requires this AWS managed policy on Slurm cluster nodes"
         ),
         "AwsSolutions-IAM5[Resource::*]": "EC2 Describe* actions support no resource-level permissions",
-        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:"
-        "network-interface/*]": "HyperPod creates the node ENIs; their IDs are unknown until then",
     }
     for finding, reason in reasons.items():
         acknowledge(role, finding, reason)
+    # Rendered as cdk-nag renders it: a stack with an environment names its Region and account.
+    acknowledge_wildcard_resource(role, enis, "HyperPod creates the node ENIs; their IDs are unknown until then")
 
 
 def grant_volume_keys(cluster: Construct, role: iam.IRole, instance_groups: Sequence[InstanceGroup]) -> None:

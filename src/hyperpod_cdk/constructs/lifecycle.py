@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 import jsii
-from aws_cdk import RemovalPolicy
+from aws_cdk import RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
@@ -168,9 +168,10 @@ class LifecycleScripts(Construct):
             f"{self.bucket.bucket_arn}/*",
             "CDK's BucketDeployment grant covers the destination bucket's objects",
         )
+        stack = Stack.of(handler)  # a stack with an environment names its bootstrap bucket with it
         acknowledge_wildcard_resource(
             handler,
-            "arn:${AWS::Partition}:s3:::cdk-hnb659fds-assets-${AWS::AccountId}-${AWS::Region}/*",
+            f"arn:${{AWS::Partition}}:s3:::cdk-hnb659fds-assets-{stack.account}-{stack.region}/*",
             "CDK's BucketDeployment handler reads the uploaded asset from CDK's bootstrap bucket",
         )
 

@@ -21,6 +21,8 @@ from hyperpod_cdk.constructs.scanners import (
 
 _DEFAULTS = NetworkConfig()
 """The config file's defaults are the props' defaults (one definition)."""
+DUMMY_AZ_PREFIX = "dummy"
+"""CDK's placeholder AZs (``dummy1a``...) before a stack's availability-zone lookup has run."""
 
 
 @jsii.implements(ec2.IConnectable)
@@ -81,16 +83,13 @@ class ClusterNetwork(Construct):
             {"network"},
             also=problems,
             instead_of=["NET-EXISTING"],  # the props are objects here: the checks above say it in their terms
-            network=NetworkConfig.model_construct(
-                # The props always carry values (their defaults): only what a construct of this shape uses
-                # counts as given, so the "new VPC only" rule has nothing to say here.
-                _fields_set={"availability_zone"},
+            network=network_view(
+                vpc=vpc,
+                subnet=subnet,
+                security_group=security_group,
+                availability_zone=availability_zone,
                 cidr=cidr,
-                availability_zone=subnet.availability_zone if subnet is not None else availability_zone,
                 private_subnet_cidr_mask=private_subnet_cidr_mask,
-                vpc_id=vpc.vpc_id if vpc is not None else None,
-                subnet_id=subnet.subnet_id if subnet is not None else None,
-                security_group_id=security_group.security_group_id if security_group is not None else None,
                 flow_logs=flow_logs,
                 allow_internet_egress=allow_internet_egress,
             ),
@@ -110,7 +109,7 @@ class ClusterNetwork(Construct):
         assert subnet is not None
         self.vpc: ec2.IVpc = vpc
         self.subnet: ec2.ISubnet = subnet
-        self.security_group: ec2.ISecurityGroup = security_group or self._efa_security_group(vpc, allow_internet_egress)
+        self.security_group: ec2.ISecurityGroup = security_group or efa_security_group(self, vpc, allow_internet_egress)
         self._connections = ec2.Connections(security_groups=[self.security_group])
 
     @property
@@ -175,24 +174,62 @@ class ClusterNetwork(Construct):
             explain_deploy_time_handler(handler)
         return vpc
 
-    def _efa_security_group(self, vpc: ec2.IVpc, allow_internet_egress: bool) -> ec2.SecurityGroup:
-        group = ec2.SecurityGroup(
-            self,
-            "NodeSecurityGroup",
-            vpc=vpc,
-            description="HyperPod nodes: all traffic to and from this group (EFA); nothing from elsewhere",
-            # Egress to the internet (AWS endpoints, package mirrors) goes through the NAT gateway.
-            allow_all_outbound=allow_internet_egress,
-        )
-        # EFA's rules must reference the group itself; CIDR rules do not count. The egress rule is
-        # written out because CDK folds egress rules into allow_all_outbound.
-        group.add_ingress_rule(group, ec2.Port.all_traffic(), "EFA and Slurm between cluster nodes")
-        ec2.CfnSecurityGroupEgress(
-            group,
-            "EfaSelfEgress",
-            group_id=group.security_group_id,
-            destination_security_group_id=group.security_group_id,
-            ip_protocol="-1",
-            description="EFA and Slurm between cluster nodes",
-        )
-        return group
+
+def efa_security_group(scope: Construct, vpc: ec2.IVpc, allow_internet_egress: bool) -> ec2.SecurityGroup:
+    """A new ``NodeSecurityGroup`` in ``scope``: all traffic to and from itself (EFA), nothing from elsewhere."""
+    group = ec2.SecurityGroup(
+        scope,
+        "NodeSecurityGroup",
+        vpc=vpc,
+        description="HyperPod nodes: all traffic to and from this group (EFA); nothing from elsewhere",
+        # Egress to the internet (AWS endpoints, package mirrors) goes through the NAT gateway.
+        allow_all_outbound=allow_internet_egress,
+    )
+    # EFA's rules must reference the group itself; CIDR rules do not count. The egress rule is
+    # written out because CDK folds egress rules into allow_all_outbound.
+    group.add_ingress_rule(group, ec2.Port.all_traffic(), "EFA and Slurm between cluster nodes")
+    ec2.CfnSecurityGroupEgress(
+        group,
+        "EfaSelfEgress",
+        group_id=group.security_group_id,
+        destination_security_group_id=group.security_group_id,
+        ip_protocol="-1",
+        description="EFA and Slurm between cluster nodes",
+    )
+    return group
+
+
+def network_view(
+    *,
+    vpc: ec2.IVpc | None,
+    subnet: ec2.ISubnet | None,
+    security_group: ec2.ISecurityGroup | None,
+    availability_zone: str | None = None,
+    cidr: str = _DEFAULTS.cidr,
+    private_subnet_cidr_mask: int = _DEFAULTS.private_subnet_cidr_mask,
+    flow_logs: bool = _DEFAULTS.flow_logs,
+    allow_internet_egress: bool = _DEFAULTS.allow_internet_egress,
+) -> NetworkConfig:
+    """The network section as the rules read it, from props. The props always carry values (their defaults): only
+    what a construct of this shape uses counts as given, so the "new VPC only" rule has nothing to say here. A
+    subnet imported without its AZ leaves the AZ unknown (None), and the rules that need it skip it; so does CDK's
+    placeholder AZ (``dummy1a``) of a stack whose context lookup has not run yet (the CLI looks it up and synthesizes
+    again, which an error here would stop)."""
+    if subnet is not None:
+        try:
+            availability_zone = subnet.availability_zone
+        except RuntimeError:  # jsii raises CDK's "no availability zone was given" as RuntimeError
+            availability_zone = None
+    if availability_zone is not None and availability_zone.startswith(DUMMY_AZ_PREFIX):
+        availability_zone = None
+    return NetworkConfig.model_construct(
+        _fields_set={"availability_zone"},
+        cidr=cidr,
+        availability_zone=availability_zone,
+        private_subnet_cidr_mask=private_subnet_cidr_mask,
+        vpc_id=vpc.vpc_id if vpc is not None else None,
+        subnet_id=subnet.subnet_id if subnet is not None else None,
+        security_group_id=security_group.security_group_id if security_group is not None else None,
+        flow_logs=flow_logs,
+        allow_internet_egress=allow_internet_egress,
+    )

@@ -1,4 +1,4 @@
-"""OpenZfsStorage: FSx for OpenZFS, new or adopted, that HyperPod mounts on the nodes over NFS."""
+"""OpenZfsStorage: FSx for OpenZFS, new or imported unowned, that HyperPod mounts on the nodes over NFS."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from constructs import Construct
 
 from hyperpod_cdk.config import ExistingOpenZfsConfig, OpenZfsConfig, OpenZfsDeploymentType
 from hyperpod_cdk.constructs.checks import check_props
+from hyperpod_cdk.constructs.interfaces import NodeNetwork
 from hyperpod_cdk.constructs.nag import RULE_ORDER, lint_accepts
-from hyperpod_cdk.constructs.network import ClusterNetwork
 from hyperpod_cdk.errors import raise_if_any
 from hyperpod_cdk.rules.openzfs import MULTI_AZ, default_throughput
 
@@ -40,15 +40,21 @@ def nfs_ports() -> tuple[ec2.Port, ...]:
     )
 
 
+def admit_nfs_clients(connections: ec2.Connections, clients: ec2.IConnectable) -> None:
+    """Let ``clients`` reach the file system's groups in ``connections`` on the NFS ports."""
+    for port in nfs_ports():
+        connections.allow_from(clients, port, "NFS clients of FSx for OpenZFS")
+
+
 @jsii.implements(ec2.IConnectable)
 class OpenZfsStorage(Construct):
-    """FSx for OpenZFS for the cluster's nodes: a new file system, or one created elsewhere (``file_system_id``,
-    ``dns_name`` and ``security_group`` together, or :meth:`from_existing`).
+    """FSx for OpenZFS for the cluster's nodes: a new file system (one created elsewhere is imported, unowned, with
+    :meth:`from_open_zfs_attributes`).
 
     A new file system lives in the nodes' subnet (the preferred one for MULTI_AZ_1) with its own security group,
     exports its root volume over NFS only to ``client_cidrs``, keeps daily backups and is retained by default.
-    Either way the file system's security group admits the nodes on the NFS ports, and ``HyperPodCluster`` gives
-    HyperPod its DNS name and mount path (``FsxOpenZfsConfig``, API-driven mode only).
+    Its security group admits the nodes on the NFS ports, and ``HyperPodCluster`` gives HyperPod its DNS name and
+    mount path (``FsxOpenZfsConfig``, API-driven mode only).
 
     :param network: whose nodes mount it (and, for a new file system, where it lives).
     :param mount_path: where the nodes mount it. Default: ``/home`` (the users' homes live on it).
@@ -65,11 +71,6 @@ class OpenZfsStorage(Construct):
     :param kms_key: customer-managed key. Default: FSx's AWS-managed key (the organization's key when
         ``OrganizationRules`` set one).
     :param removal_policy: of the file system and its security group. Default: RETAIN.
-    :param file_system_id: adopt this file system (with ``dns_name`` and ``security_group``) instead. Default:
-        none (a new file system).
-    :param dns_name: the adopted file system's DNS name, by which HyperPod mounts it. Default: none.
-    :param security_group: the adopted file system's security group; the NFS rules are added to it. Default:
-        none.
     """
 
     def __init__(
@@ -77,7 +78,7 @@ class OpenZfsStorage(Construct):
         scope: Construct,
         id: str,
         *,
-        network: ClusterNetwork,
+        network: NodeNetwork,
         mount_path: str = _DEFAULTS.mount_path,
         storage_capacity_gib: int = _DEFAULTS.storage_capacity_gib,
         deployment_type: OpenZfsDeploymentType = _DEFAULTS.deployment_type,
@@ -90,85 +91,61 @@ class OpenZfsStorage(Construct):
         client_cidrs: Sequence[str] | None = None,
         kms_key: kms.IKey | None = None,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
-        file_system_id: str | None = None,
-        dns_name: str | None = None,
-        security_group: ec2.ISecurityGroup | None = None,
     ) -> None:
         super().__init__(scope, id)
-        adopted = (file_system_id, dns_name, security_group)
-        if any(a is not None for a in adopted) and not all(a is not None for a in adopted):
-            raise_if_any(
-                f"OpenZfsStorage {self.node.path}",
-                ["file_system_id, dns_name, security_group: give all three to adopt a file system, or none"],
-            )
-        given: dict[str, object] = {"mount_path": mount_path}
-        if file_system_id is not None:
-            assert security_group is not None
-            given["existing"] = ExistingOpenZfsConfig.model_construct(
-                file_system_id=file_system_id, dns_name=dns_name, security_group_id=security_group.security_group_id
-            )
-        else:
-            given.update(
-                storage_capacity_gib=storage_capacity_gib,
-                deployment_type=deployment_type,
-                throughput_capacity_mbps=throughput_capacity_mbps,
-                data_compression=data_compression,
-                automatic_backup_retention_days=automatic_backup_retention_days,
-                copy_tags_to_backups=copy_tags_to_backups,
-                standby_subnet_id=standby_subnet.subnet_id if standby_subnet is not None else None,
-                route_table_ids=list(route_table_ids),
-                client_cidrs=list(client_cidrs) if client_cidrs is not None else None,
-                removal_policy="retain" if removal_policy == RemovalPolicy.RETAIN else "destroy",
-            )
+        given: dict[str, object] = {
+            "mount_path": mount_path,
+            "storage_capacity_gib": storage_capacity_gib,
+            "deployment_type": deployment_type,
+            "throughput_capacity_mbps": throughput_capacity_mbps,
+            "data_compression": data_compression,
+            "automatic_backup_retention_days": automatic_backup_retention_days,
+            "copy_tags_to_backups": copy_tags_to_backups,
+            "standby_subnet_id": standby_subnet.subnet_id if standby_subnet is not None else None,
+            "route_table_ids": list(route_table_ids),
+            "client_cidrs": list(client_cidrs) if client_cidrs is not None else None,
+            "removal_policy": "retain" if removal_policy == RemovalPolicy.RETAIN else "destroy",
+        }
         config = OpenZfsConfig.model_construct(_fields_set=set(given), **{**_DEFAULTS.model_dump(), **given})
         check_props(self, "OpenZfsStorage", {"storage_openzfs"}, openzfs=config, paths={"storage_openzfs": ""})
         self.config = config
         """The file system as the rules see it (``storage_openzfs``)."""
         self.mount_path = mount_path
-        self.file_system: fsx.CfnFileSystem | None = None
-        """The new file system (None when adopted)."""
-        if file_system_id is not None:
-            assert dns_name is not None and security_group is not None
-            self.file_system_id = file_system_id
-            self.dns_name = dns_name
-            self.security_group = security_group
-        else:
-            group = ec2.SecurityGroup(
-                self,
-                "SecurityGroup",
-                vpc=network.vpc,
-                description="FSx for OpenZFS: NFS from the cluster nodes",
-                allow_all_outbound=False,
-            )
-            group.apply_removal_policy(removal_policy)
-            self.security_group = group
-            self.file_system = self._new_file_system(network, config, standby_subnet, kms_key, removal_policy)
-            self.file_system_id = self.file_system.ref
-            self.dns_name = self.file_system.attr_dns_name
+        group = ec2.SecurityGroup(
+            self,
+            "SecurityGroup",
+            vpc=network.vpc,
+            description="FSx for OpenZFS: NFS from the cluster nodes",
+            allow_all_outbound=False,
+        )
+        group.apply_removal_policy(removal_policy)
+        self.security_group: ec2.ISecurityGroup = group
+        self.file_system = self._new_file_system(network, config, standby_subnet, kms_key, removal_policy)
+        self.file_system_id: str = self.file_system.ref
+        self.dns_name: str = self.file_system.attr_dns_name
         self._connections = ec2.Connections(security_groups=[self.security_group], default_port=ec2.Port.tcp(2049))
         self.allow_clients(network)
 
     @classmethod
-    def from_existing(
+    def from_open_zfs_attributes(
         cls,
         scope: Construct,
         id: str,
         *,
-        network: ClusterNetwork,
         file_system_id: str,
         dns_name: str,
         security_group: ec2.ISecurityGroup,
         mount_path: str = _DEFAULTS.mount_path,
-    ) -> OpenZfsStorage:
-        """Adopt a file system created elsewhere; the nodes are admitted to its security group on the NFS ports."""
-        return cls(
+    ) -> ImportedOpenZfsFileSystem:
+        """A file system created elsewhere, unowned: nothing is created, changed or deleted for it (see
+        :class:`ImportedOpenZfsFileSystem`)."""
+        return ImportedOpenZfsFileSystem(
             scope,
             id,
-            network=network,
-            mount_path=mount_path,
             file_system_id=file_system_id,
             dns_name=dns_name,
             security_group=security_group,
+            mount_path=mount_path,
         )
 
     @property
@@ -177,10 +154,9 @@ class OpenZfsStorage(Construct):
 
     def allow_clients(self, clients: ec2.IConnectable) -> None:
         """Let ``clients`` mount the file system (the NFS ports)."""
-        for port in nfs_ports():
-            self.connections.allow_from(clients, port, "NFS clients of FSx for OpenZFS")
+        admit_nfs_clients(self.connections, clients)
 
-    def _client_cidrs(self, network: ClusterNetwork, given: Sequence[str] | None) -> list[str]:
+    def _client_cidrs(self, network: NodeNetwork, given: Sequence[str] | None) -> list[str]:
         if given is not None:
             return list(given)
         try:
@@ -198,14 +174,14 @@ class OpenZfsStorage(Construct):
 
     def _new_file_system(
         self,
-        network: ClusterNetwork,
+        network: NodeNetwork,
         config: OpenZfsConfig,
         standby_subnet: ec2.ISubnet | None,
         kms_key: kms.IKey | None,
         removal_policy: RemovalPolicy,
     ) -> fsx.CfnFileSystem:
         multi_az = config.deployment_type == MULTI_AZ
-        subnet_ids = [network.subnet_id] + ([standby_subnet.subnet_id] if standby_subnet is not None else [])
+        subnet_ids = [network.subnet.subnet_id] + ([standby_subnet.subnet_id] if standby_subnet is not None else [])
         throughput = config.throughput_capacity_mbps
         if throughput is None:
             throughput = default_throughput(config.deployment_type)
@@ -232,7 +208,7 @@ class OpenZfsStorage(Construct):
                 automatic_backup_retention_days=config.automatic_backup_retention_days,
                 copy_tags_to_backups=config.copy_tags_to_backups,
                 copy_tags_to_volumes=config.copy_tags_to_backups,
-                preferred_subnet_id=network.subnet_id if multi_az else None,
+                preferred_subnet_id=network.subnet.subnet_id if multi_az else None,
                 route_table_ids=list(config.route_table_ids) or None,
                 root_volume_configuration=fsx.CfnFileSystem.RootVolumeConfigurationProperty(
                     data_compression_type=config.data_compression,
@@ -246,3 +222,57 @@ class OpenZfsStorage(Construct):
         file_system.node.add_dependency(self.security_group)
         lint_accepts(file_system, RULE_ORDER)
         return file_system
+
+
+@jsii.implements(ec2.IConnectable)
+class ImportedOpenZfsFileSystem(Construct):
+    """An FSx for OpenZFS file system created elsewhere, unowned: it adds no resource to the template, and nothing
+    is ever changed or deleted for it. Its attributes are checked like the config's ``storage_openzfs.existing``
+    (rule ZFS-EXISTING-IDS and the mount path's rules; tokens are skipped).
+
+    Its security group must already admit the nodes' security group on the NFS ports (TCP and UDP 111, 2049 and
+    20001-20003): :meth:`allow_clients` adds nothing, and ``HyperPodCluster`` adds no rule to it.
+
+    :param file_system_id: e.g. ``fs-0123456789abcdef0``.
+    :param dns_name: its DNS name, by which HyperPod mounts it.
+    :param security_group: the file system's security group.
+    :param mount_path: where the nodes mount it. Default: ``/home``.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        file_system_id: str,
+        dns_name: str,
+        security_group: ec2.ISecurityGroup,
+        mount_path: str = _DEFAULTS.mount_path,
+    ) -> None:
+        super().__init__(scope, id)
+        existing = ExistingOpenZfsConfig.model_construct(
+            file_system_id=file_system_id, dns_name=dns_name, security_group_id=security_group.security_group_id
+        )
+        given = {"mount_path": mount_path, "existing": existing}
+        config = OpenZfsConfig.model_construct(_fields_set=set(given), **{**_DEFAULTS.model_dump(), **given})
+        check_props(
+            self,
+            "OpenZfsStorage.from_open_zfs_attributes",
+            {"storage_openzfs"},
+            openzfs=config,
+            paths={"storage_openzfs": ""},
+        )
+        self.config = config
+        """The file system as the rules see it (``storage_openzfs``)."""
+        self.file_system_id = file_system_id
+        self.dns_name = dns_name
+        self.mount_path = mount_path
+        self.security_group = security_group
+        self._connections = ec2.Connections(security_groups=[security_group], default_port=ec2.Port.tcp(2049))
+
+    @property
+    def connections(self) -> ec2.Connections:
+        return self._connections
+
+    def allow_clients(self, clients: ec2.IConnectable) -> None:
+        """Nothing: the file system is not ours, so neither is its security group (see the class)."""

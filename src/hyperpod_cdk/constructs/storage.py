@@ -14,8 +14,8 @@ from constructs import Construct
 
 from hyperpod_cdk.config import DataRepositoryConfig, ExistingFileSystemConfig, StorageConfig
 from hyperpod_cdk.constructs.checks import check_props
+from hyperpod_cdk.constructs.interfaces import NodeNetwork
 from hyperpod_cdk.constructs.nag import RULE_ORDER, lint_accepts
-from hyperpod_cdk.constructs.network import ClusterNetwork
 from hyperpod_cdk.model import ALL_EVENTS, DEFAULT_THROUGHPUT_MB_PER_TIB, DataRepositoryEvent, pascal_case
 from hyperpod_cdk.rules.repositories import prefix_default
 
@@ -73,22 +73,6 @@ class S3DataRepository:
         return f"s3://{self.bucket.bucket_name}/{prefix_default(self.bucket_prefix)}"
 
 
-@dataclass(frozen=True, kw_only=True)
-class ExistingLustreFileSystem:
-    """An FSx for Lustre file system created elsewhere.
-
-    :param file_system_id: e.g. ``fs-0123456789abcdef0``.
-    :param mount_name: the file system's Lustre mount name (8 characters).
-    :param security_group: the file system's security group; Lustre rules from the cluster are added to it.
-    :param dns_name: Default: ``<file_system_id>.fsx.<region>.amazonaws.com``.
-    """
-
-    file_system_id: str
-    mount_name: str
-    security_group: ec2.ISecurityGroup
-    dns_name: str | None = None
-
-
 @jsii.implements(ec2.IConnectable)
 class LustreStorage(Construct):
     """FSx for Lustre shared by the cluster's nodes, optionally linked to S3.
@@ -108,8 +92,8 @@ class LustreStorage(Construct):
     :param metadata_iops: provisioned metadata IOPS (PERSISTENT_2). Default: automatic metadata scaling.
     :param data_repositories: S3 links. Default: none.
     :param removal_policy: what happens to the file system when it leaves the stack. Default: RETAIN.
-    :param existing: adopt this file system instead of creating one (see :meth:`from_existing`). Default: none
-        (a new file system).
+
+    A file system created elsewhere is imported, unowned, with :meth:`from_lustre_attributes`.
     """
 
     def __init__(
@@ -117,7 +101,7 @@ class LustreStorage(Construct):
         scope: Construct,
         id: str,
         *,
-        network: ClusterNetwork,
+        network: NodeNetwork,
         storage_capacity_gib: int = _DEFAULTS.storage_capacity_gib,
         deployment_type: fsx.LustreDeploymentType = fsx.LustreDeploymentType[_DEFAULTS.deployment_type],
         throughput_mb_per_tib: int | None = _DEFAULTS.throughput_mb_per_tib,
@@ -127,27 +111,18 @@ class LustreStorage(Construct):
         metadata_iops: int | None = _DEFAULTS.metadata_iops,
         data_repositories: Sequence[S3DataRepository] = (),
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
-        existing: ExistingLustreFileSystem | None = None,
     ) -> None:
         super().__init__(scope, id)
-        given: dict[str, object] = {"data_repositories": [_repository_fields(r) for r in data_repositories]}
-        if existing is None:
-            given.update(
-                storage_capacity_gib=storage_capacity_gib,
-                deployment_type=deployment_type.name,
-                throughput_mb_per_tib=throughput_mb_per_tib,
-                data_compression=data_compression.name,
-                file_system_type_version=lustre_version(file_system_type_version),
-                efa_enabled=efa_enabled,
-                metadata_iops=metadata_iops,
-            )
-        else:
-            given["existing"] = ExistingFileSystemConfig.model_construct(
-                file_system_id=existing.file_system_id,
-                mount_name=existing.mount_name,
-                security_group_id=existing.security_group.security_group_id,
-                dns_name=existing.dns_name,
-            )
+        given: dict[str, object] = {
+            "data_repositories": [_repository_fields(r) for r in data_repositories],
+            "storage_capacity_gib": storage_capacity_gib,
+            "deployment_type": deployment_type.name,
+            "throughput_mb_per_tib": throughput_mb_per_tib,
+            "data_compression": data_compression.name,
+            "file_system_type_version": lustre_version(file_system_type_version),
+            "efa_enabled": efa_enabled,
+            "metadata_iops": metadata_iops,
+        }
         removal = "retain" if removal_policy == RemovalPolicy.RETAIN else "destroy"
         check_props(
             self,
@@ -156,67 +131,47 @@ class LustreStorage(Construct):
             storage=StorageConfig.model_construct(_fields_set=set(given), removal_policy=removal, **given),
             paths={"storage": ""},
         )
-        if existing is None and throughput_mb_per_tib is None and deployment_type.name == "PERSISTENT_2":
+        if throughput_mb_per_tib is None and deployment_type.name == "PERSISTENT_2":
             throughput_mb_per_tib = DEFAULT_THROUGHPUT_MB_PER_TIB
 
-        self._efa_enabled = efa_enabled and existing is None
-        self.file_system: fsx.IFileSystem
-        self.security_group: ec2.ISecurityGroup
-        if existing is None:
-            self.security_group = self._storage_security_group(network.vpc)
-            new_file_system = self._new_file_system(
-                network,
-                storage_capacity_gib,
-                deployment_type,
-                throughput_mb_per_tib,
-                data_compression,
-                file_system_type_version,
-                metadata_iops,
-                removal_policy,
-            )
-            self.file_system = new_file_system
-            self.dns_name: str = new_file_system.dns_name
-            self.mount_name: str = new_file_system.mount_name
-        else:
-            self.security_group = existing.security_group
-            self.dns_name = existing.dns_name or f"{existing.file_system_id}.fsx.{Aws.REGION}.{Aws.URL_SUFFIX}"
-            self.file_system = fsx.LustreFileSystem.from_lustre_file_system_attributes(
-                self,
-                "FileSystem",
-                file_system_id=existing.file_system_id,
-                dns_name=self.dns_name,
-                security_group=existing.security_group,
-            )
-            self.mount_name = existing.mount_name
+        self._efa_enabled = efa_enabled
+        self.security_group: ec2.ISecurityGroup = self._storage_security_group(network.vpc)
+        self.file_system: fsx.LustreFileSystem = self._new_file_system(
+            network,
+            storage_capacity_gib,
+            deployment_type,
+            throughput_mb_per_tib,
+            data_compression,
+            file_system_type_version,
+            metadata_iops,
+            removal_policy,
+        )
+        self.dns_name: str = self.file_system.dns_name
+        self.mount_name: str = self.file_system.mount_name
         self._connections = ec2.Connections(security_groups=[self.security_group], default_port=lustre_ports()[0])
         self.allow_clients(network)
-        self.data_repository_associations = [self._associate(r) for r in data_repositories]
+        self.data_repository_associations = [associate(self, r, self.file_system_id) for r in data_repositories]
 
     @classmethod
-    def from_existing(
+    def from_lustre_attributes(
         cls,
         scope: Construct,
         id: str,
         *,
-        network: ClusterNetwork,
         file_system_id: str,
+        dns_name: str,
         mount_name: str,
         security_group: ec2.ISecurityGroup,
-        dns_name: str | None = None,
-        data_repositories: Sequence[S3DataRepository] = (),
-    ) -> LustreStorage:
-        """Adopt a file system created elsewhere; the cluster's Lustre rules are added to its group."""
-        return cls(
+    ) -> ImportedLustreFileSystem:
+        """A file system created elsewhere, unowned: nothing is created, changed or deleted for it (see
+        :class:`ImportedLustreFileSystem`)."""
+        return ImportedLustreFileSystem(
             scope,
             id,
-            network=network,
-            data_repositories=data_repositories,
-            existing=ExistingLustreFileSystem(
-                file_system_id=file_system_id,
-                mount_name=mount_name,
-                security_group=security_group,
-                dns_name=dns_name,
-            ),
+            file_system_id=file_system_id,
+            dns_name=dns_name,
+            mount_name=mount_name,
+            security_group=security_group,
         )
 
     @property
@@ -229,11 +184,7 @@ class LustreStorage(Construct):
 
     def allow_clients(self, clients: ec2.IConnectable) -> None:
         """Let ``clients`` mount the file system (Lustre ports, or all traffic when EFA is on)."""
-        ports = [ec2.Port.all_traffic()] if self._efa_enabled else list(lustre_ports())
-        for port in ports:
-            self.connections.allow_from(clients, port, "Lustre clients")
-            if self._efa_enabled:
-                self.connections.allow_to(clients, port, "Lustre over EFA")
+        admit_lustre_clients(self.connections, clients, efa=self._efa_enabled)
 
     def _storage_security_group(self, vpc: ec2.IVpc) -> ec2.ISecurityGroup:
         group = ec2.SecurityGroup(
@@ -252,7 +203,7 @@ class LustreStorage(Construct):
 
     def _new_file_system(
         self,
-        network: ClusterNetwork,
+        network: NodeNetwork,
         storage_capacity_gib: int,
         deployment_type: fsx.LustreDeploymentType,
         throughput_mb_per_tib: int | None,
@@ -301,30 +252,6 @@ class LustreStorage(Construct):
         lint_accepts(cfn, RULE_ORDER)
         return file_system
 
-    def _associate(self, repository: S3DataRepository) -> fsx.CfnDataRepositoryAssociation:
-        s3_policy = fsx.CfnDataRepositoryAssociation.S3Property(
-            auto_import_policy=fsx.CfnDataRepositoryAssociation.AutoImportPolicyProperty(
-                events=[str(e) for e in repository.auto_import_events]
-            )
-            if repository.auto_import_events
-            else None,
-            auto_export_policy=fsx.CfnDataRepositoryAssociation.AutoExportPolicyProperty(
-                events=[str(e) for e in repository.auto_export_events]
-            )
-            if repository.auto_export_events
-            else None,
-        )
-        return fsx.CfnDataRepositoryAssociation(
-            self,
-            f"Repository{pascal_case(repository.name)}",
-            file_system_id=self.file_system_id,
-            file_system_path=repository.file_system_path,
-            data_repository_path=repository.data_repository_path,
-            batch_import_meta_data_on_create=repository.batch_import_metadata_on_create,
-            imported_file_chunk_size=repository.imported_file_chunk_size_mib,
-            s3=s3_policy,
-        )
-
 
 def _repository_fields(repository: S3DataRepository) -> DataRepositoryConfig:
     """An S3DataRepository as the rules read it (the config file's shape)."""
@@ -338,3 +265,99 @@ def _repository_fields(repository: S3DataRepository) -> DataRepositoryConfig:
         batch_import_metadata_on_create=repository.batch_import_metadata_on_create,
         imported_file_chunk_size_mib=repository.imported_file_chunk_size_mib,
     )
+
+
+def associate(scope: Construct, repository: S3DataRepository, file_system_id: str) -> fsx.CfnDataRepositoryAssociation:
+    """``Repository<Name>`` in ``scope``: the link between a directory of the file system and an S3 prefix."""
+    s3_policy = fsx.CfnDataRepositoryAssociation.S3Property(
+        auto_import_policy=fsx.CfnDataRepositoryAssociation.AutoImportPolicyProperty(
+            events=[str(e) for e in repository.auto_import_events]
+        )
+        if repository.auto_import_events
+        else None,
+        auto_export_policy=fsx.CfnDataRepositoryAssociation.AutoExportPolicyProperty(
+            events=[str(e) for e in repository.auto_export_events]
+        )
+        if repository.auto_export_events
+        else None,
+    )
+    return fsx.CfnDataRepositoryAssociation(
+        scope,
+        f"Repository{pascal_case(repository.name)}",
+        file_system_id=file_system_id,
+        file_system_path=repository.file_system_path,
+        data_repository_path=repository.data_repository_path,
+        batch_import_meta_data_on_create=repository.batch_import_metadata_on_create,
+        imported_file_chunk_size=repository.imported_file_chunk_size_mib,
+        s3=s3_policy,
+    )
+
+
+def admit_lustre_clients(connections: ec2.Connections, clients: ec2.IConnectable, *, efa: bool) -> None:
+    """Let ``clients`` reach the file system's groups in ``connections``: LNet's ports, or all traffic both ways
+    when the file system serves EFA."""
+    ports = [ec2.Port.all_traffic()] if efa else list(lustre_ports())
+    for port in ports:
+        connections.allow_from(clients, port, "Lustre clients")
+        if efa:
+            connections.allow_to(clients, port, "Lustre over EFA")
+
+
+def default_dns_name(file_system_id: str) -> str:
+    """FSx for Lustre's DNS name of a file system: ``<file_system_id>.fsx.<region>.<url suffix>``."""
+    return f"{file_system_id}.fsx.{Aws.REGION}.{Aws.URL_SUFFIX}"
+
+
+@jsii.implements(ec2.IConnectable)
+class ImportedLustreFileSystem(Construct):
+    """An FSx for Lustre file system created elsewhere, unowned (aws-cdk's ``fromLustreFileSystemAttributes``):
+    it adds no resource to the template, and nothing is ever changed or deleted for it. Its attributes are
+    checked like the config's ``storage.existing`` (rule FSX-EXISTING-IDS; tokens are skipped).
+
+    Its security group must already admit the nodes' security group on TCP 988 and 1018-1023 (LNet; all traffic
+    both ways for a file system that serves EFA): :meth:`allow_clients` adds nothing, and ``HyperPodCluster``
+    adds no rule to it. ``connections`` is there for rules you choose to add yourself.
+
+    :param file_system_id: e.g. ``fs-0123456789abcdef0``.
+    :param dns_name: e.g. ``fs-0123456789abcdef0.fsx.us-west-2.amazonaws.com``
+        (:func:`default_dns_name` builds it in the stack's Region).
+    :param mount_name: the file system's Lustre mount name (1-8 characters).
+    :param security_group: the file system's security group.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        file_system_id: str,
+        dns_name: str,
+        mount_name: str,
+        security_group: ec2.ISecurityGroup,
+    ) -> None:
+        super().__init__(scope, id)
+        existing = ExistingFileSystemConfig.model_construct(
+            file_system_id=file_system_id,
+            mount_name=mount_name,
+            security_group_id=security_group.security_group_id,
+            dns_name=dns_name,
+        )
+        check_props(
+            self,
+            "LustreStorage.from_lustre_attributes",
+            {"storage"},
+            storage=StorageConfig.model_construct(_fields_set={"existing"}, existing=existing),
+            paths={"storage": ""},
+        )
+        self.file_system_id = file_system_id
+        self.dns_name = dns_name
+        self.mount_name = mount_name
+        self.security_group = security_group
+        self._connections = ec2.Connections(security_groups=[security_group], default_port=lustre_ports()[0])
+
+    @property
+    def connections(self) -> ec2.Connections:
+        return self._connections
+
+    def allow_clients(self, clients: ec2.IConnectable) -> None:
+        """Nothing: the file system is not ours, so neither is its security group (see the class)."""

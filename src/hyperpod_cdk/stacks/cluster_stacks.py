@@ -13,10 +13,10 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from hyperpod_cdk.config import ClusterConfig
-from hyperpod_cdk.constructs import ClusterNetwork, HyperPodCluster, LustreStorage
+from hyperpod_cdk.constructs import ClusterNetwork, HyperPodCluster, ImportedLustreFileSystem, LustreStorage
 from hyperpod_cdk.constructs.lifecycle import LifecycleSource
 from hyperpod_cdk.constructs.observability import ClusterObservability
-from hyperpod_cdk.constructs.openzfs import OpenZfsStorage
+from hyperpod_cdk.constructs.openzfs import ImportedOpenZfsFileSystem, OpenZfsStorage
 from hyperpod_cdk.deployment import Deployment
 from hyperpod_cdk.published_layout import PublishTarget, assets_key_prefix
 from hyperpod_cdk.stacks.training_cluster import TrainingCluster
@@ -46,11 +46,11 @@ class _ClusterStack(Stack):
         return self.parts.data_buckets
 
     @property
-    def storage(self) -> LustreStorage | None:
+    def storage(self) -> LustreStorage | ImportedLustreFileSystem | None:
         return self.parts.storage
 
     @property
-    def openzfs(self) -> OpenZfsStorage | None:
+    def openzfs(self) -> OpenZfsStorage | ImportedOpenZfsFileSystem | None:
         return self.parts.openzfs
 
     @property

@@ -16,7 +16,14 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from hyperpod_cdk import stack_outputs as out
-from hyperpod_cdk.config import ClusterConfig, NetworkConfig, ObservabilityConfig, OpenZfsConfig, StorageConfig
+from hyperpod_cdk.config import (
+    ClusterConfig,
+    ExistingFileSystemConfig,
+    NetworkConfig,
+    ObservabilityConfig,
+    OpenZfsConfig,
+    StorageConfig,
+)
 from hyperpod_cdk.constructs import (
     ClusterNetwork,
     HyperPodCluster,
@@ -28,9 +35,16 @@ from hyperpod_cdk.constructs import (
 from hyperpod_cdk.constructs.checks import stack_region
 from hyperpod_cdk.constructs.lifecycle import LifecycleSource
 from hyperpod_cdk.constructs.observability import ClusterObservability
-from hyperpod_cdk.constructs.openzfs import OpenZfsStorage
+from hyperpod_cdk.constructs.openzfs import ImportedOpenZfsFileSystem, OpenZfsStorage, admit_nfs_clients
+from hyperpod_cdk.constructs.placement import override_security_groups
 from hyperpod_cdk.constructs.published_lifecycle import PublishedLifecycleScripts
-from hyperpod_cdk.constructs.storage import ExistingLustreFileSystem, fsx_version
+from hyperpod_cdk.constructs.storage import (
+    ImportedLustreFileSystem,
+    admit_lustre_clients,
+    associate,
+    default_dns_name,
+    fsx_version,
+)
 from hyperpod_cdk.deployment import deployment
 from hyperpod_cdk.errors import raise_if_any
 from hyperpod_cdk.model import pascal_case
@@ -93,6 +107,7 @@ class TrainingCluster:
             self.organization.constrain_name_parameter(self.choices.parameters.get(CLUSTER_NAME_ID))
         self.network = self._network(config.network)
         self.data_buckets: dict[str, s3.IBucket] = {}
+        self._imported_associations: list[fsx.CfnDataRepositoryAssociation] = []
         self.storage = self._storage(config.storage) if config.storage else None
         self.openzfs = self._openzfs(config.storage_openzfs) if config.storage_openzfs else None
         self.lifecycle = self._lifecycle()
@@ -122,12 +137,25 @@ class TrainingCluster:
             accept_unconfirmed=config.accept_unconfirmed,
             deployment=self.deployment,
         )
+        self._admit_to_imports()
         if self.observability is not None:
             self.observability.watch(self.cluster)
         self.choices.choose_capacity(self.cluster.resource)
         for key, value in config.tags.items():
             Tags.of(self.scope).add(key, value)
         self._outputs()
+
+    def _admit_to_imports(self) -> None:
+        """An adopted file system's security group gets the rules that admit the nodes and the groups in their own
+        security groups, as the config promises (``storage.existing.security_group_id``); the unowned import and
+        the cluster add none. The cluster waits for them, and for the associations, as for its own."""
+        clients: list[ec2.IConnectable] = [self.network, *override_security_groups(self.cluster)]
+        for client in clients:
+            if isinstance(self.storage, ImportedLustreFileSystem):
+                admit_lustre_clients(self.storage.connections, client, efa=False)
+            if isinstance(self.openzfs, ImportedOpenZfsFileSystem):
+                admit_nfs_clients(self.openzfs.connections, client)
+        self.cluster.resource.node.add_dependency(*self._imported_associations)
 
     def _lifecycle(self) -> LifecycleSource:
         config = self.config
@@ -223,7 +251,7 @@ class TrainingCluster:
             allow_internet_egress=net.allow_internet_egress,
         )
 
-    def _storage(self, storage: StorageConfig) -> LustreStorage:
+    def _storage(self, storage: StorageConfig) -> LustreStorage | ImportedLustreFileSystem:
         removal = RemovalPolicy.RETAIN if storage.removal_policy == "retain" else RemovalPolicy.DESTROY
         repositories = []
         for repo in storage.data_repositories:
@@ -247,6 +275,8 @@ class TrainingCluster:
                 )
             )
         existing = storage.existing
+        if existing is not None:
+            return self._imported_storage(existing, repositories)
         return LustreStorage(
             self.scope,
             "Storage",
@@ -260,25 +290,33 @@ class TrainingCluster:
             metadata_iops=storage.metadata_iops,
             data_repositories=repositories,
             removal_policy=removal,
-            existing=ExistingLustreFileSystem(
-                file_system_id=existing.file_system_id,
-                mount_name=existing.mount_name,
-                dns_name=existing.dns_name,
-                security_group=ec2.SecurityGroup.from_security_group_id(
-                    self.scope, "ImportedStorageSecurityGroup", existing.security_group_id
-                ),
-            )
-            if existing
-            else None,
         )
 
-    def _openzfs(self, openzfs: OpenZfsConfig) -> OpenZfsStorage:
+    def _imported_storage(
+        self, existing: ExistingFileSystemConfig, repositories: list[S3DataRepository]
+    ) -> ImportedLustreFileSystem:
+        """``storage.existing``: the unowned import (:meth:`_admit_to_imports` adds the nodes' Lustre rules to its
+        security group, the config's promise) and the data repository associations it names, in its scope."""
+        storage = LustreStorage.from_lustre_attributes(
+            self.scope,
+            "Storage",
+            file_system_id=existing.file_system_id,
+            mount_name=existing.mount_name,
+            dns_name=existing.dns_name or default_dns_name(existing.file_system_id),
+            security_group=ec2.SecurityGroup.from_security_group_id(
+                self.scope, "ImportedStorageSecurityGroup", existing.security_group_id
+            ),
+        )
+        self._imported_associations = [associate(storage, r, storage.file_system_id) for r in repositories]
+        return storage
+
+    def _openzfs(self, openzfs: OpenZfsConfig) -> OpenZfsStorage | ImportedOpenZfsFileSystem:
         existing = openzfs.existing
         if existing is not None:
-            return OpenZfsStorage.from_existing(
+            # The unowned import: _admit_to_imports adds the nodes' NFS rules to its group (the config's promise).
+            imported = OpenZfsStorage.from_open_zfs_attributes(
                 self.scope,
                 "OpenZfs",
-                network=self.network,
                 file_system_id=existing.file_system_id,
                 dns_name=existing.dns_name,
                 security_group=ec2.SecurityGroup.from_security_group_id(
@@ -286,6 +324,7 @@ class TrainingCluster:
                 ),
                 mount_path=openzfs.mount_path,
             )
+            return imported
         standby = openzfs.standby_subnet_id
         return OpenZfsStorage(
             self.scope,
