@@ -16,7 +16,8 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export AWS_EC2_METADATA_DISABLED := true
 # Python writes the bytecode of what it imports, so each of the suite's hundreds of Python processes (pytest's
 # workers, the CLI under test, the helpers it starts) stops recompiling aws-cdk-lib from source: with
-# PYTHONDONTWRITEBYTECODE set in the caller's environment, collecting the tests took 2.2x the CPU (docs/testing.md).
+# PYTHONDONTWRITEBYTECODE set in the caller's environment, collecting the tests took 2.7x the CPU on a fresh venv
+# (bench/suite_collection.py, docs/benchmarks.md).
 unexport PYTHONDONTWRITEBYTECODE
 CONFIG ?=
 # Python 3.8 (HyperPod's older AMIs): the runtime's stdlib tests run on it too when this machine has one.

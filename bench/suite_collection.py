@@ -4,9 +4,12 @@ Why ``make`` unexports ``PYTHONDONTWRITEBYTECODE`` (docs/testing.md): with it se
 suite (each pytest-xdist worker, the CLI under test, the helpers it starts) compiles what it imports from source
 again, aws-cdk-lib's modules first. ``pytest --collect-only`` imports every test module, so it shows the cost alone.
 
-Run in the repo root: ``.venv/bin/python bench/suite_collection.py [--runs 3]``. Each variant runs once untimed (the
-written variant then has its bytecode), then ``runs`` times interleaved; the report gives the medians of wall and
-CPU seconds (the children's user + system time) and the ratio of the two. Timings are reported, never asserted.
+A fresh clone's venv has no bytecode (``pip install --no-compile``), and a process with ``PYTHONDONTWRITEBYTECODE``
+still reads bytecode another wrote: so each variant gets an empty bytecode cache of its own
+(``PYTHONPYCACHEPREFIX``), as a fresh machine has. Run in the repo root: ``.venv/bin/python
+bench/suite_collection.py [--runs 3]``. Each variant runs once untimed (the written variant then has its bytecode,
+the other still none), then ``runs`` times interleaved; the report gives the medians of wall and CPU seconds (the
+children's user + system time) and the ratio of the two. Timings are reported, never asserted.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 from timing import ROOT
@@ -38,8 +42,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    written = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    variants = {"bytecode written": written, "PYTHONDONTWRITEBYTECODE=1": {**written, "PYTHONDONTWRITEBYTECODE": "1"}}
+    base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    caches = tempfile.mkdtemp(prefix="bytecode-")
+    variants = {
+        "bytecode written": {**base, "PYTHONPYCACHEPREFIX": f"{caches}/written"},
+        "PYTHONDONTWRITEBYTECODE=1": {**base, "PYTHONPYCACHEPREFIX": f"{caches}/none", "PYTHONDONTWRITEBYTECODE": "1"},
+    }
     samples: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
     for env in variants.values():
         timed(env)

@@ -19,20 +19,34 @@ for _name in ("COLUMNS", "LINES"):
 CLUSTER_PER_TEST = ("tests/test_local_examples.py",)
 """The test modules whose tests each bring up a cluster of their own (no module-scoped one): under pytest-xdist
 their tests spread over the workers one by one."""
+SHARED_SCOPES = {"tests/test_cfnlint_rules.py": "tests/test_scanners.py"}
+"""Modules that share a session fixture with another (:func:`scanned_templates`): under pytest-xdist they go to
+that module's worker, so the fixture is built once."""
+
+
+@pytest.fixture(scope="session")
+def scanned_templates(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Every template a user deploys or a platform team publishes (``test_scanners._templates``: each example as
+    deployed, as published, as a Service Catalog product), synthesized once for checkov and for our cfn-lint
+    rules, which only read them."""
+    from test_scanners import _templates
+
+    return _templates(tmp_path_factory.mktemp("scan"))
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """How ``make test`` hands tests to pytest-xdist's workers (``--dist loadscope --no-loadscope-reorder``): a
     module's tests stay on one worker, which sets up its module-scoped fixtures (a local cluster, a synth) once,
-    but for :data:`CLUSTER_PER_TEST`; in collection order, where the ``slow`` modules come first, so that the workers
-    end together. (xdist's own ``loadgroup`` marks did not group here, with pytest 9.2 and xdist 3.8.)"""
+    but for :data:`CLUSTER_PER_TEST`, and :data:`SHARED_SCOPES` join the module they share a fixture with; in
+    collection order, where the ``slow`` modules come first, so that the workers end together. (xdist's own
+    ``loadgroup`` marks did not group here, with pytest 9.2 and xdist 3.8.)"""
     from xdist.scheduler import LoadScopeScheduling
 
     class ModuleScheduling(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
-            return nodeid if module in CLUSTER_PER_TEST else module
+            return nodeid if module in CLUSTER_PER_TEST else SHARED_SCOPES.get(module, module)
 
     return ModuleScheduling(config, log)
 

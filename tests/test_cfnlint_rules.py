@@ -218,11 +218,9 @@ def test_the_documented_command_line_loads_the_rules(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow  # handed out first (tests/conftest.py)
-def test_every_example_template_passes_the_rules(tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_every_example_template_passes_the_rules(scanned_templates: Path) -> None:
     """As deployed, as published and as a Service Catalog product (the scanners' set of templates)."""
-    from test_scanners import _templates
-
-    templates = _templates(tmp_path_factory.mktemp("cfnlint"))
+    templates = scanned_templates
     names = [p.name for p in templates.iterdir()]
     assert any(n.endswith(".product.template.json") for n in names) and any("-published." in n for n in names)
     for path in sorted(templates.iterdir()):

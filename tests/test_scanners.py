@@ -89,8 +89,9 @@ def _templates(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def templates(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _templates(tmp_path_factory.mktemp("scan"))
+def templates(scanned_templates: Path) -> Path:
+    """:func:`_templates`, synthesized once per test process (tests/conftest.py ``scanned_templates``)."""
+    return scanned_templates
 
 
 def test_the_scan_covers_published_and_product_templates(templates: Path) -> None:
