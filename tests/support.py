@@ -111,6 +111,20 @@ def validation_report(outdir: Path) -> list[str]:
     ]
 
 
+def assert_nag_clean(app: cdk.App, outdir: Path) -> None:
+    """Synthesize ``app`` (written to ``outdir``) with cdk-nag's AwsSolutions checks and whatever validation its
+    context turns on; fail with the report's findings, one a line, if there is any."""
+    import pytest
+    from cdk_nag import AwsSolutionsChecks
+
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    try:
+        app.synth()
+    except RuntimeError as error:  # ValidationFailed: the report says why
+        pytest.fail(f"{error}\n" + "\n".join(validation_report(outdir)))
+    assert validation_report(outdir) == []
+
+
 def uploaded_files(outdir: Path, template: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """What each lifecycle upload of a synthesized template puts next to the scripts, per cluster name:
     ``{"file_name": ..., "parameters": <parameters file>, "users": <users.json or None>}``.

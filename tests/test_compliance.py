@@ -10,7 +10,7 @@ import pytest
 from aws_cdk import Validations
 from cdk_nag import AwsSolutionsChecks
 
-from support import EXAMPLES, STRICT_VALIDATION, build_example, validation_report
+from support import EXAMPLES, STRICT_VALIDATION, assert_nag_clean, build_example, validation_report
 
 pytestmark = pytest.mark.compliance
 
@@ -20,12 +20,7 @@ pytestmark = pytest.mark.compliance
 def test_nag_and_strict_validator_find_nothing(example: Path, tmp_path: Path) -> None:
     app = cdk.App(outdir=str(tmp_path), context=STRICT_VALIDATION)
     build_example(example, app)
-    Validations.of(app).add_plugins(AwsSolutionsChecks(app))
-    try:
-        app.synth()
-    except RuntimeError as error:  # ValidationFailed: the report says why
-        pytest.fail(f"{error}\n" + "\n".join(validation_report(tmp_path)))
-    assert validation_report(tmp_path) == []
+    assert_nag_clean(app, tmp_path)
 
 
 def test_nag_catches_an_unacknowledged_finding(tmp_path: Path) -> None:
@@ -77,12 +72,7 @@ def test_a_published_template_passes_nag_and_the_strict_validator(tmp_path: Path
     PublishedTrainingClusterStack(
         app, "published", config=ClusterConfig(), target=PublishTarget("platform-templates", "teams/ml/")
     )
-    Validations.of(app).add_plugins(AwsSolutionsChecks(app))
-    try:
-        app.synth()
-    except RuntimeError as error:
-        pytest.fail(f"{error}\n" + "\n".join(validation_report(tmp_path)))
-    assert validation_report(tmp_path) == []
+    assert_nag_clean(app, tmp_path)
 
 
 def test_homes_on_openzfs_beside_lustre_pass_cfn_lint_nag_and_the_strict_validator(tmp_path: Path) -> None:
@@ -96,12 +86,7 @@ def test_homes_on_openzfs_beside_lustre_pass_cfn_lint_nag_and_the_strict_validat
     )
     app = cdk.App(outdir=str(tmp_path), context=STRICT_VALIDATION)
     stack = TrainingClusterStack(app, "homes", config=config)
-    Validations.of(app).add_plugins(AwsSolutionsChecks(app))
-    try:
-        app.synth()
-    except RuntimeError as error:
-        pytest.fail(f"{error}\n" + "\n".join(validation_report(tmp_path)))
-    assert validation_report(tmp_path) == []
+    assert_nag_clean(app, tmp_path)
     template = template_of(stack)
     assert cfn_lint(template) == []
     kinds = [
@@ -129,12 +114,7 @@ def test_observability_with_grafana_passes_nag_and_the_strict_validator(
     app = cdk.App(outdir=str(tmp_path), context=STRICT_VALIDATION)
     config = ClusterConfig.model_validate({"observability": observability, "storage": None})
     TrainingClusterStack(app, "observed", config=config)
-    Validations.of(app).add_plugins(AwsSolutionsChecks(app))
-    try:
-        app.synth()
-    except RuntimeError as error:
-        pytest.fail(f"{error}\n" + "\n".join(validation_report(tmp_path)))
-    assert validation_report(tmp_path) == []
+    assert_nag_clean(app, tmp_path)
 
 
 def test_a_scaled_cluster_passes_nag_and_the_strict_validator(tmp_path: Path) -> None:
@@ -154,12 +134,7 @@ def test_a_scaled_cluster_passes_nag_and_the_strict_validator(tmp_path: Path) ->
     app = cdk.App(outdir=str(tmp_path), context=STRICT_VALIDATION)
     stack = TrainingClusterStack(app, "scaled", config=config, deployed_counts={"gpu": 3})
     assert stack.cluster.scaler_policy is not None
-    Validations.of(app).add_plugins(AwsSolutionsChecks(app))
-    try:
-        app.synth()
-    except RuntimeError as error:
-        pytest.fail(f"{error}\n" + "\n".join(validation_report(tmp_path)))
-    assert validation_report(tmp_path) == []
+    assert_nag_clean(app, tmp_path)
 
 
 def test_a_cluster_with_every_grant_passes_nag_and_the_strict_validator(tmp_path: Path) -> None:
@@ -175,9 +150,4 @@ def test_a_cluster_with_every_grant_passes_nag_and_the_strict_validator(tmp_path
     for grant in (stack.cluster.grant_describe, stack.cluster.grant_operate, stack.cluster.grant_scale):
         grant(operators)
     stack.cluster.grant_connect(operators)
-    Validations.of(app).add_plugins(AwsSolutionsChecks(app))
-    try:
-        app.synth()
-    except RuntimeError as error:
-        pytest.fail(f"{error}\n" + "\n".join(validation_report(tmp_path)))
-    assert validation_report(tmp_path) == []
+    assert_nag_clean(app, tmp_path)

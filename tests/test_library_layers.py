@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from import_scan import imported_modules
+
 ROOT = Path(__file__).resolve().parent.parent
 BOOTSTRAP = ("training_runtime.plan", "training_runtime.steps", "training_runtime.apt")
 OPERATOR_CLI = ("hyperpod_cdk.ops",)
@@ -34,19 +36,6 @@ def test_publishing_does_not_load_the_operator_cli(module: str) -> None:
     source = (ROOT / "src" / (module.replace(".", "/") + ".py")).read_text()
     assert "hyperpod_cdk.ops" not in source  # its AWS helpers are imported where they are used, from .aws
     assert loaded_after(f"import {module}", OPERATOR_CLI) == []
-
-
-def imported_modules(path: Path) -> set[str]:
-    """Every module ``path`` imports, at the top or inside a function (a lazy import is an arrow too)."""
-    import ast
-
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-    return found
 
 
 PUBLISHING_FREE = [

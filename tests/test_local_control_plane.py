@@ -2,8 +2,8 @@
 CLI reach it through AWS_ENDPOINT_URL with the instance role's keys, and what they see and change are the real
 nodes: a node added to a group at 0 joins Slurm and runs a job, a deleted one leaves it, a controller cannot be
 deleted, a launch short of capacity shows in the counts and the events; ``hyperpod-cdk status``, ``replace`` and
-``scale`` act on the cluster. Run it alone, under the local-cluster lock:
-``flock /tmp/hyperpod-local.lock python -m pytest tests/test_local_control_plane.py``."""
+``scale`` act on the cluster. Alone: ``python -m pytest tests/test_local_control_plane.py`` (``make test`` runs
+two clusters at a time, docs/testing.md)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Slurm renames or removes show up here before AWS ships the major (docs/local-cluster.md, "Slurm's next major").
 
 One small cluster per platform (examples/cpu-cluster.yaml: controller with accounting, login node, two workers).
-Run one test file at a time under ``flock /tmp/hyperpod-local.lock``.
+Alone: ``.venv/bin/pytest tests/test_local_next_slurm.py`` (``make test`` runs two clusters at a time, docs/testing.md).
 """
 
 from __future__ import annotations

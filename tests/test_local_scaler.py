@@ -15,8 +15,8 @@ the scaler releases it (docs/scaler.md, "A group at 0").
 5. CloudFormation and the scaler agree: the synth path's deployed-count look-up reads the live count and an
    UpdateCluster with the template's counts changes nothing and removes no busy node.
 
-Root only, HyperPod platform; run it alone under the local-cluster lock:
-``flock /tmp/hyperpod-local.lock python -m pytest tests/test_local_scaler.py``.
+Root only, HyperPod platform. Alone: ``python -m pytest tests/test_local_scaler.py`` (``make test`` runs two clusters
+at a time, docs/testing.md).
 """
 
 from __future__ import annotations

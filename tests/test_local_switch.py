@@ -5,7 +5,7 @@ The stall it guards against (docs/local-cluster.md, "The bridge's MAC"): a bridg
 lowest of its ports' MACs; when the node on that port left, the bridge's MAC changed, and a node that had just
 talked to the control plane kept sending to the old MAC until its ARP entry expired (15-45 s), then waited for
 TCP's retransmissions: a call from the controller went unanswered for 30-60 s.
-Run it under the local-cluster lock: ``flock /tmp/hyperpod-local.lock python -m pytest tests/test_local_switch.py``.
+Alone: ``python -m pytest tests/test_local_switch.py`` (``make test`` runs it beside another cluster, docs/testing.md).
 """
 
 from __future__ import annotations

@@ -17,7 +17,6 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_servicecatalog as servicecatalog
 from aws_cdk.assertions import Annotations, Match
-from cdk_nag import AwsSolutionsChecks
 
 from builders import cluster_stack, new_stack
 from cfn_parameters import rejections
@@ -25,7 +24,14 @@ from hyperpod_cdk import ClusterNetwork, LustreStorage, OrganizationRules, Train
 from hyperpod_cdk.config import ClusterConfig, OrganizationConfig
 from hyperpod_cdk.constructs import secure_bucket
 from hyperpod_cdk.organization.names import NAMED_TYPES
-from support import EXAMPLES, STRICT_VALIDATION, build_example, fast_app, template_of, validation_report
+from support import (
+    EXAMPLES,
+    STRICT_VALIDATION,
+    assert_nag_clean,
+    build_example,
+    fast_app,
+    template_of,
+)
 
 BOUNDARY = "arn:aws:iam::111122223333:policy/TeamBoundary"
 KEY = "arn:aws:kms:us-west-2:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
@@ -258,12 +264,7 @@ def _build(path: Path, app: cdk.App) -> list[cdk.Stack]:
 def test_nag_and_strict_validator_find_nothing_with_the_rules_on(example: Path, tmp_path: Path) -> None:
     app = cdk.App(outdir=str(tmp_path), context=STRICT_VALIDATION)
     _build(example, app)
-    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
-    try:
-        app.synth()
-    except RuntimeError as error:  # ValidationFailed: the report says why
-        pytest.fail(f"{error}\n" + "\n".join(validation_report(tmp_path)))
-    assert validation_report(tmp_path) == []
+    assert_nag_clean(app, tmp_path)
 
 
 @pytest.mark.slow  # handed out first (tests/conftest.py)

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from import_scan import imported_modules
+
 SRC = Path(__file__).resolve().parent.parent / "src"
 BOOTSTRAP = ("training_runtime.plan", "training_runtime.steps", "training_runtime.apt")
 
@@ -39,20 +41,6 @@ def test_job_time_tools_do_not_load_bootstrap_machinery(module: str) -> None:
 CONTRACT = ("params", "groups", "group_rules", "scaling", "options", "option_types", "option_rules", "users")
 """The parameters file's contract and what it is made of: the bottom layer every service reads."""
 SERVICES = ("training_runtime.scaler", "training_runtime.spot", "training_runtime.health", "training_runtime.metrics")
-
-
-def imported_modules(path: Path) -> set[str]:
-    """Every module ``path`` imports, at the top or inside a function (a lazy import is an arrow too)."""
-    import ast
-
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return found
 
 
 @pytest.mark.parametrize("module", CONTRACT)
