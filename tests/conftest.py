@@ -4,8 +4,11 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from typing import Any
 
+import botocore.loaders
+import botocore.session
 import pytest
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
@@ -14,6 +17,17 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 # neither, so that a table's rows are whole whatever runs them.
 for _name in ("COLUMNS", "LINES"):
     os.environ.pop(_name, None)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def shared_botocore_data() -> Iterator[None]:
+    """Every botocore session of the run reads AWS's service models through one loader: a command makes one
+    session, a test run makes one per test, and each fresh session would parse the SageMaker and EC2 models again
+    (about 0.4 s of CPU per session, the largest cost of the moto tests). The data is read-only."""
+    loader = botocore.loaders.create_loader()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(botocore.session, "create_loader", lambda search_paths_string=None: loader)
+        yield
 
 
 CLUSTER_PER_TEST = ("tests/test_local_examples.py",)
