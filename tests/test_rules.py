@@ -217,9 +217,9 @@ ROWS = [
     ),
     row(
         "GRP-HARDWARE-KNOWN",
-        {"mode": "lifecycle-driven", **groups({**CPU_WORKERS, "instance_type": "ml.g6.xlarge"})},
+        {"mode": "lifecycle-driven", **groups({**CPU_WORKERS, "instance_type": "ml.p6e-gb200.36xlarge"})},
         "instance_groups[1].instance_type",
-        "runtime.node_hardware.ml.g6.xlarge",
+        "runtime.node_hardware.ml.p6e-gb200.36xlarge",
     ),
     row(
         "GRP-COMPUTE-INSTANCES",
