@@ -74,7 +74,7 @@ class InstanceFacts:
     @property
     def cited(self) -> str:
         """The source and date, as a rule cites them."""
-        return "EC2 {} for {}, read {}".format(self.source, self.ec2_name, self.checked)
+        return "EC2 on {}: {}, read {}".format(self.ec2_name, self.source, self.checked)
 
     def supports_threads_per_core(self, value: int) -> Optional[bool]:
         """Whether EC2 accepts ``value`` threads per core on the type; None when unknown."""

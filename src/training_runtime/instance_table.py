@@ -6,8 +6,7 @@ refresh the data (scripts/refresh_instance_facts.py) or edit its hand-kept secti
 
 SOURCES = (
     ((
-        'DescribeInstanceTypes answer as moto 5.2.5 ships it (moto/ec2/resources/instance_types.json.gz, a '
-        "snapshot of EC2's answers)"
+        'DescribeInstanceTypes as moto 5.2.5 snapshots it (moto/ec2/resources/instance_types.json.gz)'
     ), '2026-11-29'),
     ((
         "unknown: moto 5.2.5's snapshot of DescribeInstanceTypes does not describe p6e-gb200.36xlarge (sold as "
