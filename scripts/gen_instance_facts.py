@@ -233,8 +233,8 @@ def render_doc(document: dict[str, Any]) -> str:
         "edit.",
         "Every instance type HyperPod offers (any Region's list, plus the types only its API names), as EC2 describes",
         "`X` for `ml.X`. The validator's rules decide from these facts, never from the type's name: ThreadsPerCore",
-        "(`GRP-THREADS-PER-CORE`, `GRP-THREADS-PER-CORE-EC2`), deep health checks per accelerator kind",
-        "(`GRP-DEEP-HEALTH-CONNECTIVITY`, `GRP-DEEP-HEALTH-ACCELERATED`), types whose facts are unknown",
+        "(`GRP-THREADS-PER-CORE`, cfn-lint E9220), deep health checks per accelerator kind (cfn-lint E9221,",
+        "`GRP-DEEP-HEALTH-CONNECTIVITY`, `GRP-DEEP-HEALTH-ACCELERATED`), types whose facts are unknown",
         "(`GRP-HARDWARE-UNKNOWN`), GPUDirect Storage (`FSX-EFA-CLIENTS`); the node runtime sizes slurm.conf from them.",
         "`?` is unknown: no source read describes the type, and nothing is guessed. Refresh where credentials exist:",
         "",
@@ -246,8 +246,28 @@ def render_doc(document: dict[str, Any]) -> str:
         *[f"{index[pair]}. {pair[0]}, read {pair[1]}." for pair in sources],
         "",
         f"Kept by hand, as EC2 does not describe them: sockets, NVSwitch and default NeuronCores ({layout['source']};",
-        f"checked {layout['checked']}); GPUDirect Storage with FSx for Lustre ({gds['source']}: \"{gds['quote']}\";",
+        f'checked {layout["checked"]}); GPUDirect Storage with FSx for Lustre ({gds["source"]}: "{gds["quote"]}";',
         f"{gds['note']}; checked {gds['checked']}): {', '.join(sorted(gds['types']))}.",
+        "",
+        "## Where AWS's sources disagree or are silent",
+        "",
+        "- **ThreadsPerCore 1 where EC2 lists only 2.** HyperPod's API reference (ClusterInstanceGroupSpecification):",
+        '  "For instance types that support multithreading, you can specify 1 for disabling multithreading and 2 for',
+        "  enabling multithreading. For instance types that doesn't support multithreading, specify 1.\" EC2's",
+        "  ValidThreadsPerCore is `2` alone for "
+        + ", ".join(f"`{n}`" for n, e in sorted(document["types"].items()) if e["valid_threads_per_core"] == [2])
+        + ":",
+        "  EC2's own CPU options cannot turn SMT off there, and HyperPod does not say how it applies 1. hyperpod-cdk",
+        "  follows HyperPod's page (1 accepted; slurm.conf then declares the cores, which errs low). Check on a small",
+        "  group before relying on SMT being off on these types.",
+        "- **ThreadsPerCore 2 where EC2 lists only 1** (Graviton, and x86 types such as `m8a`, `c8a`, `g7`): both",
+        "  sources agree it is not allowed; `GRP-THREADS-PER-CORE` and cfn-lint E9220 refuse it.",
+        '- **InstanceConnectivity.** The Slurm deep-health-check page: "This check requires at least 2 nodes and is',
+        '  only supported on instances with multi-node GPU communication capabilities." It is refused on a type EC2',
+        "  describes without accelerators (`GRP-DEEP-HEALTH-CONNECTIVITY`, E9221); AWS does not list which accelerated",
+        "  types qualify, so an accelerated type without EFA gets a warning (`GRP-DEEP-HEALTH-ACCELERATED`). The EKS",
+        "  page lists an NCCOM cluster test for Trainium, so Neuron types with EFA pass. InstanceStress runs CPU,",
+        "  memory and disk stress on every type (the Slurm page), so it is accepted everywhere.",
         "",
         "## Types",
         "",
@@ -261,9 +281,24 @@ def render_doc(document: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def formatted(text: str, path: Path) -> str:
+    """``text`` as ``ruff format`` (the project's pinned formatter, ``make lint``) writes it."""
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--stdin-filename", str(path), "-"],
+        input=text,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    return done.stdout
+
+
 def outputs() -> dict[Path, str]:
     document = load()
-    return {MODULE: render_module(document), DOC: render_doc(document)}
+    return {MODULE: formatted(render_module(document), MODULE), DOC: render_doc(document)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -58,7 +58,12 @@ def _listed(types: list[str]) -> str:
 
 @api_rule(rule, "threads-per-core", "instance_groups", "instance_groups[*].threads_per_core", needs=("hardware",))
 def threads_per_core(view: ClusterView) -> Iterator[Problem]:
-    """threads_per_core is 1 (SMT off) or 2 (SMT on), and 1 on a type EC2 describes with one thread per core."""
+    """threads_per_core is 1 (SMT off) or 2 (SMT on), and 1 on a type EC2 describes with one thread per core.
+
+    1 is accepted on every type, as HyperPod's API reference says, even where EC2's ValidThreadsPerCore lists only 2
+    (g5: EC2's own CPU options cannot turn SMT off there, and HyperPod does not say how it applies 1): see
+    docs/instance-types.md. The slurm.conf the runtime renders then declares the cores, which errs low (harmless).
+    """
     for index, group in enumerate(view.groups):
         where = _path(view, index, "threads_per_core")
         if group.threads_per_core not in THREADS_PER_CORE:
@@ -73,32 +78,6 @@ def threads_per_core(view: ClusterView) -> Iterator[Problem]:
                 f"HyperPod's API says {THREADS_QUOTE} ({THREADS_API})",
                 got=2,
                 fix="use 1",
-            )
-
-
-@rule(
-    "GRP-THREADS-PER-CORE-EC2",
-    "instance_groups",
-    "instance_groups[*].threads_per_core",
-    needs=("hardware",),
-    level=WARNING,
-    source=f"EC2 DescribeInstanceTypes ValidThreadsPerCore; {THREADS_API} (ThreadsPerCore)",
-)
-def threads_per_core_ec2(view: ClusterView) -> Iterator[Problem]:
-    """threads_per_core 1 on a type EC2 describes as accepting only 2 (AWS's two sources disagree: a warning)."""
-    for index, group in enumerate(view.groups):
-        if group.threads_per_core != 1:
-            continue
-        only_two = [f for _, f in _facts(view, group) if f is not None and f.supports_threads_per_core(1) is False]
-        if only_two:
-            yield Problem(
-                _path(view, index, "threads_per_core"),
-                f"EC2 accepts only 2 threads per core on {', '.join(f.instance_type for f in only_two)} "
-                f"({_sources(only_two)}), while HyperPod's API reference says {THREADS_QUOTE} ({THREADS_API}) and "
-                "is silent on types that cannot turn multithreading off: AWS's sources disagree, and the launch may "
-                "fail",
-                got=1,
-                fix="set threads_per_core: 2, or check that a small group of this type launches with 1",
             )
 
 
