@@ -12,7 +12,7 @@ this table; the config rules (threads per core, deep health checks, GPUDirect St
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 from training_runtime import instance_table
 
@@ -83,25 +83,39 @@ class InstanceFacts:
         return value in self.valid_threads_per_core
 
 
-def _facts(instance_type: str, row: Tuple[object, ...]) -> InstanceFacts:
-    source, checked = instance_table.SOURCES[row[0]]  # type: ignore[index]
-    layout = instance_table.LAYOUT.get(instance_type, (1, False, None))
+def _facts(instance_type: str, row: Sequence[Any]) -> InstanceFacts:
+    """A generated row (instance_table.TYPES: its columns) as facts, with the type's layout figures."""
+    source, checked = instance_table.SOURCES[row[0]]
+    (vcpus, cores, threads, valid, memory, architecture, kind, count, model, device_memory, device_cores) = row[1:12]
+    efa, disks, disk_gb, nvme = row[12:16]
+    layout: Sequence[Any] = instance_table.LAYOUT.get(instance_type, (1, False, None))
     return InstanceFacts(
         instance_type,
         source,
         checked,
-        *row[1:],  # type: ignore[arg-type]
-        sockets=layout[0],  # type: ignore[arg-type]
-        nvswitch=layout[1],  # type: ignore[arg-type]
-        neuron_cores=layout[2],  # type: ignore[arg-type]
+        vcpus,
+        cores,
+        threads,
+        valid,
+        memory,
+        architecture,
+        kind,
+        count,
+        model,
+        device_memory,
+        device_cores,
+        efa,
+        disks,
+        disk_gb,
+        nvme,
+        sockets=layout[0],
+        nvswitch=layout[1],
+        neuron_cores=layout[2],
         gpudirect_storage=instance_type in instance_table.GPUDIRECT_STORAGE,
     )
 
 
-INSTANCE_FACTS: Dict[str, InstanceFacts] = {
-    name: _facts(name, row)  # type: ignore[arg-type]
-    for name, row in instance_table.TYPES.items()
-}
+INSTANCE_FACTS: Dict[str, InstanceFacts] = {name: _facts(name, row) for name, row in instance_table.TYPES.items()}
 
 
 def facts_for(instance_type: str) -> Optional[InstanceFacts]:
