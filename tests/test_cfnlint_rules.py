@@ -109,6 +109,10 @@ BREAKS: dict[str, Callable[[dict[str, Any]], object]] = {
         _group(t, 1).update(OnStartDeepHealthChecks=["InstanceStress"]),
     ),
     "deep-health-workers": lambda t: _group(t, 0).update(OnStartDeepHealthChecks=["InstanceStress"]),
+    "threads-per-core": lambda t: _group(t, 1).update(InstanceType="ml.c7g.xlarge", ThreadsPerCore=2),
+    "deep-health-connectivity": lambda t: _group(t, 1).update(
+        InstanceType="ml.c5.xlarge", OnStartDeepHealthChecks=["InstanceStress", "InstanceConnectivity"]
+    ),
     "volume-key-continuous": lambda t: (
         _not_continuous(t),
         _group(t, 1).update(InstanceStorageConfigs=[{"EbsVolumeConfig": {"RootVolume": True, "VolumeKmsKeyId": KEY}}]),
@@ -141,7 +145,6 @@ BUILT_IN: dict[str, tuple[str, Callable[[dict[str, Any]], object]]] = {
     "image-id": ("E3031", lambda t: _group(t, 1).update(ImageId="ami-xyz")),
     "training-plan": ("E3031", lambda t: _group(t, 1).update(TrainingPlanArn="my-plan")),
     "instance-count": ("E3034", lambda t: _group(t, 1).update(InstanceCount=7000)),
-    "threads-per-core": ("E3034", lambda t: _group(t, 1).update(ThreadsPerCore=3)),
 }
 """Rows that name one of cfn-lint's own schema rules, with a break it catches."""
 
@@ -237,3 +240,28 @@ def test_a_template_is_not_changed_by_the_rules() -> None:
     before = copy.deepcopy(template)
     _ours(template)
     assert template == before
+
+
+def test_the_hardware_rules_decide_from_ec2_facts_not_names() -> None:
+    """E9220 / E9221 judge the literal types by EC2's description: ThreadsPerCore 2 and InstanceConnectivity pass on
+    a type that has SMT and GPUs, a flexible group's list is judged, an unknown type (no source) is not, and the
+    1-2 range stays cfn-lint's schema rule E3034."""
+    kept = _template()
+    _group(kept, 1).update(
+        InstanceType="ml.p5.48xlarge", ThreadsPerCore=2, OnStartDeepHealthChecks=["InstanceConnectivity"]
+    )
+    assert _ours(kept) == []
+    flexible = _template()
+    _flexible(flexible)
+    _group(flexible, 1)["InstanceRequirements"]["InstanceTypes"] = ["ml.m5.xlarge", "ml.m8g.xlarge"]
+    _group(flexible, 1)["ThreadsPerCore"] = 2
+    found = [f for f in _ours(flexible) if f.startswith("E9220 ")]
+    assert len(found) == 1 and "ml.m8g.xlarge" in found[0] and "ml.m5.xlarge" not in found[0], found
+    unknown = _template()
+    _group(unknown, 1).update(
+        InstanceType="ml.p6e-gb200.36xlarge", ThreadsPerCore=2, OnStartDeepHealthChecks=["InstanceConnectivity"]
+    )
+    assert [f for f in _ours(unknown) if f.split()[0] in {"E9220", "E9221"}] == []
+    out_of_range = _template()
+    _group(out_of_range, 1)["ThreadsPerCore"] = 3
+    assert any(f.startswith("E3034 ") for f in cfn_lint(out_of_range))

@@ -217,9 +217,9 @@ ROWS = [
     ),
     row(
         "GRP-HARDWARE-KNOWN",
-        {"mode": "lifecycle-driven", **groups({**CPU_WORKERS, "instance_type": "ml.g6.xlarge"})},
+        {"mode": "lifecycle-driven", **groups({**CPU_WORKERS, "instance_type": "ml.p6e-gb200.36xlarge"})},
         "instance_groups[1].instance_type",
-        "runtime.node_hardware.ml.g6.xlarge",
+        "runtime.node_hardware.ml.p6e-gb200.36xlarge",
     ),
     row(
         "GRP-COMPUTE-INSTANCES",
@@ -241,9 +241,21 @@ ROWS = [
     ),
     row(
         "GRP-DEEP-HEALTH-ACCELERATED",
-        groups({**CPU_WORKERS, "deep_health_checks": ["InstanceStress"]}),
+        groups({**CPU_WORKERS, "instance_type": "ml.g6.xlarge", "deep_health_checks": ["InstanceConnectivity"]}),
         "instance_groups[1].deep_health_checks",
-        "no GPU or Trainium",
+        "ml.g6.xlarge has accelerators but no EFA",
+    ),
+    row(
+        "GRP-DEEP-HEALTH-CONNECTIVITY",
+        groups({**CPU_WORKERS, "deep_health_checks": ["InstanceConnectivity"]}),
+        "instance_groups[1].deep_health_checks",
+        "ml.c5.xlarge has no GPU or other accelerator",
+    ),
+    row(
+        "GRP-HARDWARE-UNKNOWN",
+        groups({**CPU_WORKERS, "instance_type": "ml.p6e-gb200.36xlarge", "deep_health_checks": ["InstanceStress"]}),
+        "instance_groups[1].instance_type",
+        "aws ec2 describe-instance-types --instance-types p6e-gb200.36xlarge",
     ),
     row(
         "GRP-TRAINING-PLAN",

@@ -15,10 +15,11 @@ from hypothesis import strategies as st
 
 from hyperpod_cdk import TrainingClusterStack
 from hyperpod_cdk.config import parse_model
-from hyperpod_cdk.instance_catalog import has_smt, types_in
+from hyperpod_cdk.instance_catalog import types_in
 from hyperpod_cdk.rules import errors
 from support import cfn_lint, fast_app, template_of
 from training_runtime.hardware import INSTANCE_HARDWARE
+from training_runtime.instance_facts import facts_for
 
 LINT_REGIONS = ("us-east-1", "us-west-2")
 OFFERED = sorted(set.intersection(*(set(types_in(r) or ()) for r in LINT_REGIONS)) & set(INSTANCE_HARDWARE))
@@ -42,8 +43,8 @@ NAME = st.from_regex(r"[a-z][a-z0-9]{0,8}", fullmatch=True)
 def compute_group(draw: Any, name: str) -> dict[str, Any]:
     instance_type = draw(st.sampled_from(OFFERED))
     group: dict[str, Any] = {"name": name, "instance_type": instance_type, "count": draw(st.integers(0, 4))}
-    if has_smt(instance_type) and draw(st.booleans()):
-        group["threads_per_core"] = 2
+    valid = facts_for(instance_type).valid_threads_per_core or (1,)  # type: ignore[union-attr]
+    group["threads_per_core"] = draw(st.sampled_from(valid))
     if draw(st.booleans()):
         group["partition"] = draw(NAME)
     return group

@@ -40,6 +40,8 @@ REQUIRED_TYPES = (
     ]
 )
 GIB = 1024
+UNKNOWN = "ml.p6e-gb200.36xlarge"
+"""Offered, but no source read describes it (data/instance_hardware.json): not in the table."""
 
 
 def test_the_table_covers_every_type_hyperpod_training_clusters_use() -> None:
@@ -161,7 +163,7 @@ def test_an_override_for_another_type_is_ignored() -> None:
 
 
 def test_an_override_defines_a_type_missing_from_the_table() -> None:
-    hw = hardware_for("ml.g6.xlarge", {"ml.g6.xlarge": {"cpus": 4, "memory_mib": 16384, "gpus": 1, "gpu_type": "l4"}})
+    hw = hardware_for(UNKNOWN, {UNKNOWN: {"cpus": 4, "memory_mib": 16384, "gpus": 1, "gpu_type": "l4"}})
     assert hw == NodeHardware(
         cpus=4, sockets=1, cores_per_socket=4, threads_per_core=1, memory_mib=16384, gpus=1, gpu_type="l4"
     )
@@ -197,8 +199,8 @@ def test_override_errors_name_the_field_path_the_value_and_what_is_allowed() -> 
 
 
 def test_a_new_type_must_give_cpus_and_memory() -> None:
-    with pytest.raises(ValueError, match=r"node_hardware\.ml\.g6\.xlarge: .* must give cpus and memory_mib"):
-        hardware_for("ml.g6.xlarge", {"ml.g6.xlarge": {"gpus": 1}})
+    with pytest.raises(ValueError, match=r"node_hardware\.ml\.p6e-gb200\.36xlarge: .* must give cpus and memory_mib"):
+        hardware_for(UNKNOWN, {UNKNOWN: {"gpus": 1}})
 
 
 def test_inconsistent_topology_is_rejected() -> None:

@@ -19,6 +19,7 @@ from cfnlint.rules import CloudFormationLintRule, RuleMatch
 
 from hyperpod_cdk.api_support import CONFIDENCE_TEXT, support_row
 from training_runtime.hyperpod_facts import ACCOUNTING_DATABASE
+from training_runtime.instance_facts import NO_ACCELERATOR, InstanceFacts, facts_for
 
 CLUSTER = "AWS::SageMaker::Cluster"
 CONTINUOUS = "Continuous"
@@ -235,6 +236,40 @@ def _volume_key(cluster: Cluster, group: dict[str, Any]) -> str | None:
     return None
 
 
+def _facts(group: dict[str, Any]) -> list[InstanceFacts]:
+    """The EC2 facts of the group's literal instance types (InstanceType, or a flexible group's list); a type whose
+    facts are unknown, or a token, is not judged."""
+    requirements = _literal(group.get("InstanceRequirements"))
+    listed = _literal(requirements.get("InstanceTypes")) if isinstance(requirements, dict) else None
+    types = listed if isinstance(listed, list) else [_literal(group.get("InstanceType"))]
+    found = [facts_for(t) for t in types if isinstance(t, str)]
+    return [f for f in found if f is not None and f.known]
+
+
+def _threads_per_core(cluster: Cluster, group: dict[str, Any]) -> str | None:
+    threads = _literal(group.get("ThreadsPerCore"))
+    single = [f for f in _facts(group) if isinstance(threads, int) and f.supports_threads_per_core(threads) is False]
+    if threads != 2 or not single:
+        return None
+    return (
+        f"ThreadsPerCore 2 on {', '.join(f.instance_type for f in single)}: EC2 describes one thread per core "
+        f"({'; '.join(dict.fromkeys(f.cited for f in single))}); specify 1"
+    )
+
+
+def _connectivity(cluster: Cluster, group: dict[str, Any]) -> str | None:
+    checks = _literal(group.get("OnStartDeepHealthChecks"))
+    if not isinstance(checks, list) or "InstanceConnectivity" not in checks:
+        return None
+    plain = [f for f in _facts(group) if f.accelerator_kind == NO_ACCELERATOR]
+    if not plain:
+        return None
+    return (
+        f"InstanceConnectivity on {', '.join(f.instance_type for f in plain)}, which EC2 describes without GPUs or "
+        f"other accelerators ({'; '.join(dict.fromkeys(f.cited for f in plain))}): it runs NCCL tests across nodes"
+    )
+
+
 def _fsx_vpc(cluster: Cluster) -> Iterator[Finding]:
     if "VpcConfig" in cluster.properties:
         return
@@ -300,6 +335,8 @@ CHECKS: dict[str, Callable[[Cluster], Iterator[Finding]]] = {
         "OnStartDeepHealthChecks",
     ),
     "volume-key-continuous": _group_check(_volume_key, "InstanceStorageConfigs"),
+    "threads-per-core": _group_check(_threads_per_core, "ThreadsPerCore"),
+    "deep-health-connectivity": _group_check(_connectivity, "OnStartDeepHealthChecks"),
     "fsx-custom-vpc": _fsx_vpc,
 }
 """The check of each support-table row that has a cfn-lint rule of ours."""

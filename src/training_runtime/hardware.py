@@ -1,7 +1,8 @@
-"""What each HyperPod instance type has: CPUs, memory, GPUs, Neuron devices, EFA interfaces.
+"""What each HyperPod instance type has, as slurm.conf declares it: CPUs, memory, GPUs, Neuron devices, EFA.
 
 The Slurm renderers need these figures for every node *before* the node boots (slurm.conf is the same
-on every node), so they come from a table rather than from ``slurmd -C`` on the node. A deployment can
+on every node), so they come from a table rather than from ``slurmd -C`` on the node: the table derives from
+EC2's description of each type (:mod:`training_runtime.instance_facts`, sourced and dated per type). A deployment can
 correct or extend the table through the ``node_hardware`` runtime option (see :func:`hardware_for`).
 
 The table stores this project's default ``ThreadsPerCore=1`` (SMT off, the instance-group default in
@@ -19,6 +20,8 @@ import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from training_runtime.instance_facts import INSTANCE_FACTS, NEURON, NVIDIA_GPU, InstanceFacts
 
 MIB_PER_GIB = 1024
 
@@ -125,89 +128,45 @@ def _field_problem(name: str, value: Any, path: str) -> Optional[str]:
     return None
 
 
-def _hw(
-    vcpus: int,
-    sockets: int,
-    memory_gib: float,
-    gpus: int = 0,
-    gpu_type: Optional[str] = None,
-    nvswitch: bool = False,
-    neuron_devices: int = 0,
-    neuron_cores: int = 0,
-    efa: int = 0,
-) -> NodeHardware:
-    """A table row from EC2's figures (vCPUs with SMT on), stored as SMT off (ThreadsPerCore=1)."""
-    cores = vcpus // 2
+def gres_type(model: str) -> str:
+    """The Slurm GRES type of an NVIDIA GPU from EC2's model name: ``H100`` -> ``h100``, ``RTX PRO 4500`` ->
+    ``rtx-pro-4500`` (``--gres=gpu:h100:8``). p4de reports its A100 80 GB as ``A100``, the same as p4d, so
+    ``--gres=gpu:a100:8`` runs on either."""
+    return "-".join(model.lower().split())[:32]
+
+
+def _row(facts: InstanceFacts) -> Optional[NodeHardware]:
+    """The slurm.conf figures of a type from EC2's facts, stored as SMT off (ThreadsPerCore=1: ``cpus`` is the
+    number of physical cores); None when EC2's facts of the type are unknown."""
+    if facts.cores is None or facts.memory_mib is None or facts.accelerator_kind is None:
+        return None
+    sockets = facts.sockets if facts.cores % facts.sockets == 0 else 1
+    gpus = facts.accelerators or 0 if facts.accelerator_kind == NVIDIA_GPU else 0
+    devices = facts.accelerators or 0 if facts.accelerator_kind == NEURON else 0
+    neuron_cores = facts.neuron_cores
+    if neuron_cores is None:
+        neuron_cores = devices * (facts.cores_per_accelerator or 0)
     return NodeHardware(
-        cpus=cores,
+        cpus=facts.cores,
         sockets=sockets,
-        cores_per_socket=cores // sockets,
+        cores_per_socket=facts.cores // sockets,
         threads_per_core=1,
-        memory_mib=int(memory_gib * MIB_PER_GIB),
+        memory_mib=facts.memory_mib,
         gpus=gpus,
-        gpu_type=gpu_type,
-        nvswitch=nvswitch,
-        neuron_devices=neuron_devices,
+        gpu_type=gres_type(facts.accelerator_model) if gpus and facts.accelerator_model else None,
+        nvswitch=facts.nvswitch,
+        neuron_devices=devices,
         neuron_cores=neuron_cores,
-        efa_interfaces=efa,
+        efa_interfaces=facts.efa_interfaces or 0,
     )
 
 
-# EC2 figures: vCPUs (SMT on), sockets as lscpu shows them, memory in GiB. Every x86 type here has two
-# threads per core. Socket counts of the single-socket sizes are inferred from the host CPU (one
-# instance per socket or less); a wrong socket count only makes slurmd log "reconfigured socket/core
-# boundaries", it does not drain the node. EFA counts of the GPU and Trainium types come from the
-# awsome-distributed-training health-check profiles and the Neuron multi-node guide. Assumed, not
-# checked on an instance: that t3 accepts ThreadsPerCore=1 (if it does not, the node just has twice
-# the CPUs declared here). p4de reports its A100 80 GB as type "a100", the same as p4d, so
-# --gres=gpu:a100:8 runs on either.
+# The figures of every type whose EC2 facts are known (training_runtime.instance_facts: EC2's DescribeInstanceTypes,
+# with source and date per type). Sockets, NVSwitch and Trn2's default NeuronCores are not in EC2's description: the
+# data file's hand-kept "layout" section gives them with its source; a type not listed there has one socket (a wrong
+# socket count only makes slurmd log "reconfigured socket/core boundaries", it does not drain the node).
 INSTANCE_HARDWARE: Dict[str, NodeHardware] = {
-    # --- burstable / general purpose / compute optimised (controllers, login nodes, CPU workers)
-    "ml.t3.medium": _hw(2, 1, 4),
-    "ml.t3.large": _hw(2, 1, 8),
-    "ml.t3.xlarge": _hw(4, 1, 16),
-    "ml.t3.2xlarge": _hw(8, 1, 32),
-    "ml.m5.large": _hw(2, 1, 8),
-    "ml.m5.xlarge": _hw(4, 1, 16),
-    "ml.m5.2xlarge": _hw(8, 1, 32),
-    "ml.m5.4xlarge": _hw(16, 1, 64),
-    "ml.m5.8xlarge": _hw(32, 1, 128),
-    "ml.m5.12xlarge": _hw(48, 1, 192),
-    "ml.m5.16xlarge": _hw(64, 2, 256),
-    "ml.m5.24xlarge": _hw(96, 2, 384),
-    "ml.c5.large": _hw(2, 1, 4),
-    "ml.c5.xlarge": _hw(4, 1, 8),
-    "ml.c5.2xlarge": _hw(8, 1, 16),
-    "ml.c5.4xlarge": _hw(16, 1, 32),
-    "ml.c5.9xlarge": _hw(36, 1, 72),
-    "ml.c5.12xlarge": _hw(48, 1, 96),
-    "ml.c5.18xlarge": _hw(72, 2, 144),
-    "ml.c5.24xlarge": _hw(96, 2, 192),
-    "ml.c5n.large": _hw(2, 1, 5.25),
-    "ml.c5n.2xlarge": _hw(8, 1, 21),
-    "ml.c5n.4xlarge": _hw(16, 1, 42),
-    "ml.c5n.9xlarge": _hw(36, 1, 96, efa=1),
-    "ml.c5n.18xlarge": _hw(72, 2, 192, efa=1),
-    # --- NVIDIA A10G (g5: EFA, one interface, on 8xlarge and larger)
-    "ml.g5.xlarge": _hw(4, 1, 16, gpus=1, gpu_type="a10g"),
-    "ml.g5.2xlarge": _hw(8, 1, 32, gpus=1, gpu_type="a10g"),
-    "ml.g5.4xlarge": _hw(16, 1, 64, gpus=1, gpu_type="a10g"),
-    "ml.g5.8xlarge": _hw(32, 1, 128, gpus=1, gpu_type="a10g", efa=1),
-    "ml.g5.12xlarge": _hw(48, 1, 192, gpus=4, gpu_type="a10g", efa=1),
-    "ml.g5.16xlarge": _hw(64, 1, 256, gpus=1, gpu_type="a10g", efa=1),
-    "ml.g5.24xlarge": _hw(96, 1, 384, gpus=4, gpu_type="a10g", efa=1),
-    "ml.g5.48xlarge": _hw(192, 2, 768, gpus=8, gpu_type="a10g", efa=1),
-    # --- NVIDIA A100 / H100 / H200 with NVSwitch
-    "ml.p4d.24xlarge": _hw(96, 2, 1152, gpus=8, gpu_type="a100", nvswitch=True, efa=4),
-    "ml.p4de.24xlarge": _hw(96, 2, 1152, gpus=8, gpu_type="a100", nvswitch=True, efa=4),
-    "ml.p5.48xlarge": _hw(192, 2, 2048, gpus=8, gpu_type="h100", nvswitch=True, efa=32),
-    "ml.p5e.48xlarge": _hw(192, 2, 2048, gpus=8, gpu_type="h200", nvswitch=True, efa=32),
-    "ml.p5en.48xlarge": _hw(192, 2, 2048, gpus=8, gpu_type="h200", nvswitch=True, efa=16),
-    # --- AWS Trainium (16 chips; trn1: 2 NeuronCores per chip; trn2: 8 physical per chip, LNC=2 -> 64 logical)
-    "ml.trn1.32xlarge": _hw(128, 2, 512, neuron_devices=16, neuron_cores=32, efa=8),
-    "ml.trn1n.32xlarge": _hw(128, 2, 512, neuron_devices=16, neuron_cores=32, efa=16),
-    # trn2: EFA count (16 x EFAv3 for 3.2 Tbps) not confirmed by a public device listing; check fi_info.
-    "ml.trn2.48xlarge": _hw(192, 2, 2048, neuron_devices=16, neuron_cores=64, efa=16),
+    name: row for name, row in ((n, _row(f)) for n, f in sorted(INSTANCE_FACTS.items())) if row is not None
 }
 
 

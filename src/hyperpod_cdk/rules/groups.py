@@ -14,7 +14,6 @@ from hyperpod_cdk.rules.shapes import ViewValues, matches, within
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime.group_rules import GROUP_RULES, group_problems
 from training_runtime.groups import GroupSpec
-from training_runtime.hardware import THREADS_PER_CORE
 from training_runtime.hyperpod_facts import INSTANCE_COUNT_MAX, INSTANCE_GROUPS_MAX
 from training_runtime.params import LIFECYCLE_DRIVEN
 from training_runtime.problems import WARNING, Problem
@@ -160,24 +159,6 @@ def instance_count(view: ClusterView) -> Iterator[Problem]:
             )
 
 
-@api_rule(rule, "threads-per-core", "instance_groups", "instance_groups[*].threads_per_core", needs=("hardware",))
-def threads_per_core(view: ClusterView) -> Iterator[Problem]:
-    """threads_per_core is 1 (SMT off) or 2 (SMT on), and 1 on types without SMT (Graviton)."""
-    for index, group in enumerate(view.groups):
-        where = group_path(view, index, "threads_per_core")
-        single = [t for t in view.types_of(group) if not instance_catalog.has_smt(t)]
-        if group.threads_per_core not in THREADS_PER_CORE:
-            yield Problem(where, "allowed: 1 (SMT off) or 2 (SMT on)", got=group.threads_per_core)
-        elif group.threads_per_core == 2 and single:
-            yield Problem(
-                where,
-                f"{', '.join(single)} {'has' if len(single) == 1 else 'have'} one thread per core (Graviton); only 1 "
-                "is allowed",
-                got=2,
-                fix="use 1",
-            )
-
-
 @rule(
     "GRP-HARDWARE-KNOWN",
     "instance_groups",
@@ -259,32 +240,6 @@ def deep_health_checks(view: ClusterView) -> Iterator[Problem]:
                 yield Problem(where, "allowed: " + ", ".join(allowed), got=check)
         if len(set(checks)) != len(checks):
             yield Problem(where, "list each check once", got=checks)
-
-
-@rule(
-    "GRP-DEEP-HEALTH-ACCELERATED",
-    "instance_groups",
-    "instance_groups[*].deep_health_checks",
-    needs=("hardware",),
-    level=WARNING,
-    source="HyperPod deep health checks (GPU and Trainium instances)",
-)
-def deep_health_checks_accelerated(view: ClusterView) -> Iterator[Problem]:
-    """Deep health checks test GPUs, Trainium chips and EFA; on other types they only add boot time."""
-    for index, group in enumerate(view.groups):
-        if not group.deep_health_checks:
-            continue
-        plain = [
-            t for t in view.types_of(group) if (h := view.hardware(t)) is not None and not (h.gpus or h.neuron_devices)
-        ]
-        if plain:
-            yield Problem(
-                group_path(view, index, "deep_health_checks"),
-                f"{', '.join(plain)} {'has' if len(plain) == 1 else 'have'} no GPU or Trainium chip for the deep "
-                "health checks to test",
-                got=[str(c) for c in group.deep_health_checks],
-                fix="remove them from this group",
-            )
 
 
 training_plan = api_rule(rule, "training-plan", "instance_groups", "instance_groups[*].training_plan_arn")(

@@ -9,6 +9,7 @@ from training_runtime.problems import Problem, Rule, RuleBook
 RULE_MODULES = (
     "cluster",
     "groups",
+    "hardware",
     "storage",
     "repositories",
     "lifecycle",

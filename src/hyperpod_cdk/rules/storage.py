@@ -5,13 +5,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from hyperpod_cdk import instance_catalog
 from hyperpod_cdk.model import DEFAULT_THROUGHPUT_MB_PER_TIB as DEFAULT_THROUGHPUT
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.shapes import given_fields, needs
 from hyperpod_cdk.rules.view import ClusterView
 from hyperpod_cdk.rules.view import has_new_storage as _new
 from hyperpod_cdk.rules.view import storage_path as _at
+from training_runtime.instance_facts import facts_for
+from training_runtime.instance_table import GPUDIRECT_STORAGE_SOURCE
 from training_runtime.problems import WARNING, Problem
 
 PERSISTENT_THROUGHPUTS = {"PERSISTENT_2": (125, 250, 500, 1000), "PERSISTENT_1": (50, 100, 200)}
@@ -208,7 +209,7 @@ def removal(view: ClusterView) -> Iterator[Problem]:
     "storage.efa_enabled",
     needs=("instance_groups",),
     level=WARNING,
-    source="FSx for Lustre user guide: GPUDirect Storage clients (P5, P5e, P5en, P6-B200)",
+    source=f"{GPUDIRECT_STORAGE_SOURCE} (GPUDirect Storage clients, per type: docs/instance-types.md)",
 )
 def efa_clients(view: ClusterView) -> Iterator[Problem]:
     """Instances that can read Lustre over EFA (GPUDirect Storage) get their full bandwidth only from EFA storage."""
@@ -216,8 +217,7 @@ def efa_clients(view: ClusterView) -> Iterator[Problem]:
     if not _new(view) or storage is None or storage.efa_enabled:
         return
     types = sorted(
-        {t for g in view.groups for t in view.types_of(g)}
-        & {t for t in instance_catalog.known_types() if instance_catalog.supports_gpudirect_storage(t)}
+        {t for g in view.groups for t in view.types_of(g) if (f := facts_for(t)) is not None and f.gpudirect_storage}
     )
     if types:
         yield Problem(
