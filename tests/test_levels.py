@@ -38,7 +38,12 @@ CONTINUOUS: dict[str, Any] = {
 ACCOUNTING = {
     **CONTINUOUS,
     "runtime": {
-        "accounting": {"enabled": True, "database": "external", "host": "acct.example.com", "password_secret_arn": SECRET}
+        "accounting": {
+            "enabled": True,
+            "database": "external",
+            "host": "acct.example.com",
+            "password_secret_arn": SECRET,
+        }
     },
 }
 SPOT_REASON = "checked in us-west-2 with a test cluster on 2026-11-28"
@@ -114,7 +119,7 @@ def test_a_suppressed_warning_leaves_validate_with_its_reason(
     captured = capsys.readouterr()
     assert "GRP-SPOT-SLURM" not in captured.err and "1 suppressed (--show-suppressed lists them)" in captured.out
     assert validate_command(path, show_suppressed=True) == 0
-    assert f"suppressed warning: instance_groups[1].capacity: got 'spot'" in capsys.readouterr().err
+    assert "suppressed warning: instance_groups[1].capacity: got 'spot'" in capsys.readouterr().err
     validate_command(path, as_json=True)
     report = json.loads(capsys.readouterr().out)
     assert report["problems"] == []
@@ -197,13 +202,13 @@ def test_a_suppression_that_silences_nothing_is_an_info() -> None:
 def test_accept_unconfirmed_is_a_suppression_with_the_fixed_reason(tmp_path: Path) -> None:
     config = _spot(accept_unconfirmed=["GRP-SPOT-SLURM"])
     found, hidden = parse_model(config).judged()
-    assert [(p.rule, p.level, p.path) for p in found] == [
-        ("CL-ACCEPT-UNCONFIRMED-FORM", "info", "accept_unconfirmed")
-    ]
+    assert [(p.rule, p.level, p.path) for p in found] == [("CL-ACCEPT-UNCONFIRMED-FORM", "info", "accept_unconfirmed")]
     assert "write suppress: [{rule: GRP-SPOT-SLURM, reason:" in found[0]
     assert [(s.problem.rule, s.reason) for s in hidden] == [("GRP-SPOT-SLURM", ACCEPTED_REASON)]
     _, cluster = _cluster(config)
-    assert cluster["Metadata"]["hyperpod-cdk"] == {"suppressed": [{"rule": "GRP-SPOT-SLURM", "reason": ACCEPTED_REASON}]}
+    assert cluster["Metadata"]["hyperpod-cdk"] == {
+        "suppressed": [{"rule": "GRP-SPOT-SLURM", "reason": ACCEPTED_REASON}]
+    }
     assert cluster["Metadata"]["cfn-lint"] == {"config": {"ignore_checks": ["W9109"]}}
 
 
@@ -222,3 +227,25 @@ def test_an_info_is_annotated_at_synth() -> None:
     infos = assertions.Annotations.from_stack(stack).find_info("*", assertions.Match.any_value())
     paths = [i.id for i in infos if "hyperpod-cdk:CL-ACCOUNTING-PERMANENT" in json.dumps(i.entry.data)]
     assert len(paths) == 2 and any(p.endswith("/Cluster") for p in paths), paths  # the stack's and the construct's
+
+
+def test_a_suppressed_online_rule_is_not_run() -> None:
+    """``validate --online`` and ``preflight`` run the online rules apart (hyperpod_cdk.preflight.runner)."""
+    from hyperpod_cdk.preflight.runner import run_online
+    from hyperpod_cdk.rules import ClusterView
+
+    class Stub:
+        def acting_for(self, rule: str) -> None:
+            pass
+
+    def look(view: Any) -> list[Any]:
+        """A look-up that warns."""
+        from training_runtime.problems import Problem
+
+        return [Problem("x", "looked")]
+
+    rule = Rule("AWS-LOOK", "cluster", "x", look, needs=("aws",), level="warning", suppressible=True)
+    plain = ClusterView.of_config(parse_model(CONTINUOUS))
+    assert [p.rule for p in run_online(plain, Stub(), [rule])] == ["AWS-LOOK"]  # type: ignore[arg-type]
+    quiet = replace(plain, suppress=(Suppression("AWS-LOOK", "known"),))
+    assert run_online(quiet, Stub(), [rule]) == []  # type: ignore[arg-type]

@@ -49,7 +49,7 @@ does not load):
 | level | cfn-lint | meaning |
 |---|---|---|
 | error | `E` | refused: `validate` exits 1 and synth stops |
-| warning | `W` | accepted but probably wrong: printed by `validate`, a CDK warning at synth; `validate --strict` (or `cdk synth --strict`) fails on it |
+| warning | `W` | accepted but probably wrong: printed by `validate`, a CDK warning at synth; `--strict` fails on it |
 | info | `I` | advice or a notice: printed by `validate`, a CDK info annotation at synth; nothing fails on it |
 
 The config's `suppress:` silences a rule, with a reason: `[{{rule: GRP-SPOT-SLURM, reason: "checked in

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from hyperpod_cdk.rules.view import FACTS, ClusterView
-from hyperpod_cdk.suppress import Suppressed, silenced
 from hyperpod_cdk.rules.view import SECTIONS as SECTIONS  # re-exported: the rule modules import it from here
+from hyperpod_cdk.suppress import Suppressed, silenced
 from training_runtime.problems import Problem, Rule, RuleBook
 
 RULE_MODULES = (

@@ -6,8 +6,8 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterator
 
-from hyperpod_cdk.rules.registry import FACTS, REGISTRY
-from hyperpod_cdk.rules.view import ClusterView
+from hyperpod_cdk.rules.registry import REGISTRY
+from hyperpod_cdk.rules.view import FACTS, ClusterView
 from hyperpod_cdk.suppress import ACCEPTED_REASON, why_not_suppressible
 from training_runtime.problems import INFO, Problem
 
@@ -42,7 +42,7 @@ def suppress_entries(view: ClusterView) -> Iterator[Problem]:
                 f"{where}.reason",
                 "a suppression says why the finding does not apply (it is written into the template's metadata)",
                 got=suppression.reason,
-                fix=f"give a reason, e.g. reason: \"{ACCEPTED_REASON}\"",
+                fix=f'give a reason, e.g. reason: "{ACCEPTED_REASON}"',
             )
 
 
@@ -69,7 +69,7 @@ def suppress_unused(view: ClusterView) -> Iterator[Problem]:
 def accept_unconfirmed_form(view: ClusterView) -> Iterator[Problem]:
     """accept_unconfirmed is the former form of suppress (informational; it keeps working)."""
     if view.accepted:
-        entries = ", ".join(f"{{rule: {r}, reason: \"{ACCEPTED_REASON}\"}}" for r in view.accepted)
+        entries = ", ".join(f'{{rule: {r}, reason: "{ACCEPTED_REASON}"}}' for r in view.accepted)
         yield Problem(
             view.path("cluster", "accept_unconfirmed"),
             "accept_unconfirmed is the former form of suppress; each rule it lists is suppressed with the reason "
