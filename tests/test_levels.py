@@ -249,3 +249,8 @@ def test_a_suppressed_online_rule_is_not_run() -> None:
     assert [p.rule for p in run_online(plain, Stub(), [rule])] == ["AWS-LOOK"]  # type: ignore[arg-type]
     quiet = replace(plain, suppress=(Suppression("AWS-LOOK", "known"),))
     assert run_online(quiet, Stub(), [rule]) == []  # type: ignore[arg-type]
+
+
+def test_a_construct_takes_a_suppression_as_a_mapping_too() -> None:
+    assert Suppression.of({"rule": "GRP-SPOT-SLURM", "reason": "r"}) == Suppression("GRP-SPOT-SLURM", "r")
+    assert Suppression.of(Suppression("A", "b")) == Suppression("A", "b")
