@@ -26,7 +26,7 @@ def test_infos_are_neither_errors_nor_warnings() -> None:
     assert (copied.level, copied.as_dict()["level"]) == (INFO, "info")
 
 
-def _check(view: object) -> "list[Problem]":
+def _check(view: object) -> list[Problem]:
     """A check."""
     return []
 
