@@ -92,7 +92,7 @@ BREAKS: dict[str, Callable[[dict[str, Any]], object]] = {
         _props(t)["Orchestrator"]["Slurm"].update(AccountingDatabase=dict(DATABASE)),
         _group(t, 1).update(ImageId="ami-0123456789abcdef0"),
     ),
-    "accounting-one-way": lambda t: _props(t)["Orchestrator"]["Slurm"].update(AccountingDatabase=dict(DATABASE)),
+    "accounting-permanent": lambda t: _props(t)["Orchestrator"]["Slurm"].update(AccountingDatabase=dict(DATABASE)),
     "accounting-name": lambda t: _props(t)["Orchestrator"]["Slurm"].update(
         AccountingDatabase={k: v for k, v in DATABASE.items() if k != "Name"}
     ),

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from training_runtime.problems import ERROR, LEVELS, WARNING, Problem
+from training_runtime.problems import ERROR, LEVEL_LETTERS, LEVELS, WARNING, Problem
 
 SLURM_SUPPORT = ("yes", "no", "unconfirmed")
 CONFIDENCE = ("documented", "documented-eks-only", "inferred", "third-party-summary")
@@ -26,7 +26,9 @@ CONFIDENCE_TEXT = {
     "inferred": "inferred",
     "third-party-summary": "third-party summary",
 }
-CFN_LINT_LEVELS = {"E": "error", "W": "warning", "I": "informational"}
+CFN_LINT_LEVELS = {letter: level for level, letter in LEVEL_LETTERS.items()}
+"""cfn-lint's rule-id letter to our level (E error, W warning, I info): ``training_runtime.problems.LEVEL_LETTERS``
+read backwards, so a row's config rule and its cfn-lint rule cannot disagree."""
 NO_CFN_LINT_RULE = "-"
 """A row cfn-lint cannot judge: it compares with the deployed config (``validate --previous``)."""
 OWN_CFN_LINT_RULE = "9"
@@ -115,6 +117,11 @@ def row_problems(row: SupportRow) -> Iterable[str]:
         yield "a row without a config rule says how the template complies (emitted)"
     if row.cfn_lint != NO_CFN_LINT_RULE and row.cfn_lint[:1] not in CFN_LINT_LEVELS:
         yield f"cfn_lint {row.cfn_lint!r} is not a cfn-lint rule id (or {NO_CFN_LINT_RULE!r})"
+    elif row.own_cfn_lint_rule and CFN_LINT_LEVELS[row.cfn_lint[:1]] != row.level:
+        yield (
+            f"cfn_lint {row.cfn_lint} is {CFN_LINT_LEVELS[row.cfn_lint[:1]]}-level but the row's level is {row.level}: "
+            f"give the cfn-lint rule the letter {LEVEL_LETTERS.get(row.level, '?')} (one level per row)"
+        )
 
 
 @cache
@@ -147,10 +154,16 @@ def unconfirmed_rules() -> frozenset[str]:
     return frozenset(r.rule for r in support_table() if r.unconfirmed and r.rule is not None)
 
 
+def cfn_lint_rules_of(rule_ids: Iterable[str]) -> list[str]:
+    """Our cfn-lint rules (``E9…``/``W9…``/``I9…``) of the rows whose config rule is one of ``rule_ids``: what the
+    cluster's ``cfn-lint`` metadata tells cfn-lint to skip when the config suppresses those rules."""
+    wanted = set(rule_ids)
+    return sorted({r.cfn_lint for r in support_table() if r.rule in wanted and r.own_cfn_lint_rule})
+
+
 def accepted_cfn_lint_rules(accepted: Iterable[str]) -> list[str]:
-    """The cfn-lint rules of the accepted unconfirmed rules, for the cluster's ``cfn-lint`` metadata."""
-    allowed = unconfirmed_rules()
-    return sorted({r.cfn_lint for r in support_table() if r.rule in allowed and r.rule in set(accepted)})
+    """The cfn-lint rules of the accepted unconfirmed rules (the former ``accept_unconfirmed`` alone)."""
+    return cfn_lint_rules_of(set(accepted) & unconfirmed_rules())
 
 
 def api_rule(
@@ -195,6 +208,7 @@ __all__ = [
     "SupportRow",
     "accepted_cfn_lint_rules",
     "api_rule",
+    "cfn_lint_rules_of",
     "row_of_rule",
     "support_row",
     "support_table",

@@ -6,8 +6,9 @@ URL they take. They judge any template, ours or not:
 
 (cfn-lint and hyperpod-cdk installed in the same Python environment; docs/cfn-lint-rules.md). A value cfn-lint cannot
 know (``Ref``, ``Fn::GetAtt``…) is skipped; ``Fn::If`` is judged on both branches. A cluster with ``Orchestrator.Eks``
-is not a Slurm cluster and is left alone. To skip a rule on one cluster, as ``accept_unconfirmed`` does, the
-resource's ``Metadata: {cfn-lint: {config: {ignore_checks: [W9109]}}}``.
+is not a Slurm cluster and is left alone. To skip a rule on one cluster, as a config's ``suppress:`` does, the
+resource's ``Metadata: {cfn-lint: {config: {ignore_checks: [W9109]}}}``. A rule's letter (E, W, I) is its row's
+level (``training_runtime.problems.LEVEL_LETTERS``).
 """
 
 from __future__ import annotations
@@ -165,7 +166,7 @@ def _accounting_ami(cluster: Cluster) -> Iterator[Finding]:
             )
 
 
-def _accounting_one_way(cluster: Cluster) -> Iterator[Finding]:
+def _accounting_permanent(cluster: Cluster) -> Iterator[Finding]:
     if _accounting(cluster) is not None:
         yield (
             [*cluster.path, "Orchestrator", "Slurm", "AccountingDatabase"],
@@ -289,7 +290,7 @@ CHECKS: dict[str, Callable[[Cluster], Iterator[Finding]]] = {
     "continuous-multi-head": _continuous_multi_head,
     "accounting-continuous": _accounting_continuous,
     "accounting-ami": _accounting_ami,
-    "accounting-one-way": _accounting_one_way,
+    "accounting-permanent": _accounting_permanent,
     "accounting-name": _accounting_name,
     "flexible-slurm": _group_check(
         lambda c, g: (

@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None, plugins: Callable[[str], Plugin | None] 
         "validate",
         help="check a cluster config file offline; every problem is listed",
         description="Runs every rule the config decides (docs/rules.md) without AWS credentials, CDK or Node.js. "
-        "Exit status: 0 valid, 1 errors (or warnings with --strict), 2 usage.",
+        "Exit status: 0 valid, 1 errors (or warnings with --strict; infos never fail), 2 usage.",
     )
     validate.add_argument("config")
     validate.add_argument("--region", help="check instance types and the AZ against this Region (default: any)")
@@ -122,6 +122,9 @@ def main(argv: list[str] | None = None, plugins: Callable[[str], Plugin | None] 
     )
     validate.add_argument("--strict", action="store_true", help="warnings fail too")
     validate.add_argument("--json", action="store_true", help="print the problems as JSON")
+    validate.add_argument(
+        "--show-suppressed", action="store_true", help="also list the findings the config's suppress silences"
+    )
     preflight.add_online_arguments(validate)
     preflight.register(commands)
     commands.add_parser("schema", help="print the config file's JSON Schema")
@@ -166,7 +169,12 @@ def main(argv: list[str] | None = None, plugins: Callable[[str], Plugin | None] 
     from hyperpod_cdk.validate import validate_command
 
     return validate_command(
-        args.config, region=args.region, previous=args.previous, strict=args.strict, as_json=args.json
+        args.config,
+        region=args.region,
+        previous=args.previous,
+        strict=args.strict,
+        as_json=args.json,
+        show_suppressed=args.show_suppressed,
     )
 
 

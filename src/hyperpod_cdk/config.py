@@ -26,6 +26,7 @@ from hyperpod_cdk.model import (
     SlurmConfigStrategy,
     SlurmMode,
 )
+from hyperpod_cdk.suppress import Suppressed
 from training_runtime.problems import Problem, errors, warnings
 from training_runtime.users import User, parse_users
 
@@ -258,6 +259,15 @@ class ParametersConfig(_Model):
     """Per data-repository name: whether its bucket name and prefix are parameters."""
 
 
+class SuppressionConfig(_Model):
+    """One rule silenced, and why (docs/rules.md, "Levels and suppression")."""
+
+    rule: str
+    """A rule id (docs/rules.md): a warning, an info, or an error marked as hyperpod-cdk's own opinion."""
+    reason: str
+    """Why its finding does not apply here; written into the template's metadata."""
+
+
 def _default_groups() -> list[InstanceGroup]:
     return [
         InstanceGroup(name="controller", role=NodeRole.CONTROLLER, instance_type="ml.m5.xlarge", count=1),
@@ -306,19 +316,28 @@ class ClusterConfig(_Model):
     observability: ObservabilityConfig = Field(default_factory=ObservabilityConfig)
     """Metrics to Amazon Managed Service for Prometheus, optional Grafana, alarms. Default: on, with a new
     workspace; ``observability: {enabled: false}`` for none."""
+    suppress: list[SuppressionConfig] = Field(default_factory=list)
+    """Rules silenced, each with a reason: their findings are not reported (``validate --show-suppressed`` lists
+    them), and the cluster resource's metadata records them and tells cfn-lint to skip the matching rule. An error
+    the AWS API raises cannot be suppressed (CL-SUPPRESS). Default: none."""
     accept_unconfirmed: list[str] = Field(default_factory=list)
-    """Rule ids of settings whose Slurm support AWS has not confirmed (docs/rules.md, HyperPod API support) that
-    you have checked: their warnings are not reported, and the cluster resource tells cfn-lint to skip the
-    matching rule. Default: none."""
+    """The former form of ``suppress`` (still read): rule ids of settings whose Slurm support AWS has not confirmed
+    that you have checked, each suppressed with the reason "checked: unconfirmed Slurm support accepted"."""
 
     def cluster_users(self) -> list[User]:
         return parse_users(self.users)
 
     def problems(self, region: str | None = None, previous: ClusterConfig | None = None) -> list[Problem]:
-        """Every rule's findings (errors and warnings), each with its field path and rule id."""
-        from hyperpod_cdk.rules import ClusterView, check
+        """Every rule's findings (errors, warnings, infos) that ``suppress`` leaves, with field path and rule id."""
+        return self.judged(region, previous)[0]
 
-        return check(ClusterView.of_config(self, region=region, previous=previous))
+    def judged(
+        self, region: str | None = None, previous: ClusterConfig | None = None
+    ) -> tuple[list[Problem], list[Suppressed]]:
+        """:meth:`problems`, and the findings ``suppress`` silenced, each with its reason."""
+        from hyperpod_cdk.rules import ClusterView, judge
+
+        return judge(ClusterView.of_config(self, region=region, previous=previous))
 
     def warnings_if_valid(self, source: str = "cluster configuration", region: str | None = None) -> list[Problem]:
         """Raise :class:`ConfigurationError` listing every error; when there is none, return the warnings."""

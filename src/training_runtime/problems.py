@@ -18,7 +18,13 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, TypeVar
 
 ERROR = "error"
 WARNING = "warning"
-LEVELS = (ERROR, WARNING)
+INFO = "info"
+LEVELS = (ERROR, WARNING, INFO)
+"""Error: the input is refused. Warning: accepted, but likely wrong (``validate --strict`` fails on it). Info:
+advice or a notice; nothing fails on it."""
+LEVEL_LETTERS = {ERROR: "E", WARNING: "W", INFO: "I"}
+"""The one mapping between our levels and cfn-lint's rule-id letters (E error, W warning, I informational): the
+config rules and the cfn-lint rules of the same support-table row share a level through it."""
 
 _NOTHING = object()
 
@@ -133,6 +139,11 @@ def warnings(problems: Iterable[_P]) -> List[_P]:
     return [p for p in problems if getattr(p, "level", ERROR) == WARNING]
 
 
+def infos(problems: Iterable[_P]) -> List[_P]:
+    """The informational problems: advice, never a failure."""
+    return [p for p in problems if getattr(p, "level", ERROR) == INFO]
+
+
 class _Shown(str):
     """A value known only by how a message showed it: ``repr`` gives the text back unchanged."""
 
@@ -158,6 +169,9 @@ class Rule:
     level: str = ERROR
     source: str = ""
     """Where the rule is stated (an AWS document, a Slurm man page, or "hyperpod-cdk" for our own)."""
+    suppressible: bool = False
+    """Whether a config's ``suppress:`` may silence it: warnings and infos yes; an error only when it is marked
+    as our own opinion (an error the AWS API would raise never is)."""
 
     @property
     def doc(self) -> str:
@@ -180,16 +194,20 @@ class RuleBook:
         needs: Tuple[str, ...] = (),
         level: str = ERROR,
         source: str = "",
+        suppressible: Optional[bool] = None,
     ) -> Callable[[Check], Check]:
+        """Register a check. ``suppressible`` defaults to ``level != error``: a new error rule cannot be
+        suppressed unless it says so (``suppressible=True``: an error that is our own opinion, not the API's)."""
         if level not in LEVELS:
             raise ValueError("level: got {!r}; allowed: {}".format(level, ", ".join(LEVELS)))
+        can_suppress = level != ERROR if suppressible is None else suppressible
 
         def register(check: Check) -> Check:
             if any(r.id == id for r in self.rules):
                 raise ValueError("rule id {!r} is registered twice in {}".format(id, self.name))
             if not (check.__doc__ or "").strip():
                 raise ValueError("rule {} needs a docstring: its first line is the rule's documentation".format(id))
-            self.rules.append(Rule(id, section, field, check, tuple(needs), level, source))
+            self.rules.append(Rule(id, section, field, check, tuple(needs), level, source, can_suppress))
             return check
 
         return register

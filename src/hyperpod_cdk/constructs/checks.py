@@ -10,7 +10,7 @@ from constructs import Construct
 
 from hyperpod_cdk.errors import raise_if_any
 from hyperpod_cdk.rules import ClusterView, check
-from training_runtime.problems import errors, warnings
+from training_runtime.problems import errors, infos, warnings
 
 
 def check_props(
@@ -24,13 +24,15 @@ def check_props(
 ) -> None:
     """Run every rule on ``sections`` of the construct's props: raise on errors (with ``also``, the
     construct's own problems with its props, which replace the rules named in ``instead_of``), annotate
-    warnings."""
+    warnings and infos."""
     fields.setdefault("region", stack_region(construct))
     view = ClusterView(sections=frozenset(sections), is_unresolved=Token.is_unresolved, **fields)
     found = [p for p in check(view) if p.rule not in instead_of]
     raise_if_any(f"{subject} {construct.node.path}", [*also, *errors(found)])
     for warning in warnings(found):
         Annotations.of(construct).add_warning_v2(f"hyperpod-cdk:{warning.rule}", str(warning))
+    for info in infos(found):
+        Annotations.of(construct).add_info(f"{info} [hyperpod-cdk:{info.rule}]")
 
 
 def stack_region(construct: Construct) -> str | None:

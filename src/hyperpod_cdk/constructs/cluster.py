@@ -12,7 +12,6 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IConstruct
 
-from hyperpod_cdk.api_support import accepted_cfn_lint_rules
 from hyperpod_cdk.constructs.checks import check_props
 from hyperpod_cdk.constructs.cluster_grants import ClusterBase, ImportedCluster
 from hyperpod_cdk.constructs.execution_role import grant_runtime_secret, grant_volume_keys, node_execution_role
@@ -38,6 +37,8 @@ from hyperpod_cdk.model import (
     SlurmMode,
 )
 from hyperpod_cdk.parameters import parameters_file, with_resources, written_group
+from hyperpod_cdk.rules import REGISTRY
+from hyperpod_cdk.suppress import Suppression, merged, silenced, template_metadata
 from training_runtime.options import parse_options
 from training_runtime.params import ENTRYPOINT_BY_MODE, MetricsTarget, ProvisioningParameters
 
@@ -94,8 +95,12 @@ class HyperPodCluster(ClusterBase):
     :param role: the nodes' execution role. Default: a new role with least privilege.
     :param runtime_options: options passed to the node runtime through the parameters. Default: none.
     :param tags: tags for the cluster and its role. Default: none.
-    :param accept_unconfirmed: rule ids of settings of unconfirmed Slurm support you have checked (the config's
-        ``accept_unconfirmed``): their warnings are dropped and cfn-lint is told to skip their rules on the cluster.
+    :param suppress: rules to silence, each a ``Suppression(rule, reason)`` or ``{"rule": ..., "reason": ...}``
+        (the config's ``suppress``): their findings are not annotated, and the cluster resource's metadata lists
+        them (``hyperpod-cdk: {suppressed: [...]}``) and tells cfn-lint to skip their cfn-lint rules. An error
+        the AWS API raises cannot be suppressed (CL-SUPPRESS). Default: none.
+    :param accept_unconfirmed: the former form of ``suppress``: rule ids of settings of unconfirmed Slurm support
+        you have checked, each suppressed with the reason "checked: unconfirmed Slurm support accepted".
         Default: none.
     :param metrics: where the nodes remote-write their metrics (``ClusterObservability.metrics_target``; the
         role needs ``aps:RemoteWrite`` there, which ``ClusterObservability.watch`` grants). Default: nowhere.
@@ -132,11 +137,12 @@ class HyperPodCluster(ClusterBase):
         metrics: MetricsTarget | None = None,
         accept_unconfirmed: Sequence[str] = (),
         deployment: Deployment | None = None,
+        suppress: Sequence[Suppression | Mapping[str, str]] = (),
     ) -> None:
         super().__init__(scope, id)
         node_cluster_name = slurm_cluster_name or cluster_name
         placement = node_placement(self, network=network, vpc=vpc, subnets=subnets, security_groups=security_groups)
-        sections = {"cluster", "instance_groups", "runtime"}
+        sections = {"cluster", "instance_groups", "runtime", "suppress"}
         sections |= {"storage_openzfs"} if openzfs else set()
         sections |= {"network"} if placement.given_vpc else set()
         check_props(
@@ -157,6 +163,7 @@ class HyperPodCluster(ClusterBase):
             instead_of=["NET-EXISTING"],  # the config's id fields; vpc= objects carry theirs
             paths={"cluster": "", "runtime": "runtime_options", "storage_openzfs": "openzfs", "network": "vpc"},
             accepted=tuple(accept_unconfirmed),
+            suppress=tuple(Suppression.of(s) for s in suppress),
         )
         self.cluster_name = cluster_name
         self.mode = SlurmMode(mode)
@@ -227,9 +234,9 @@ class HyperPodCluster(ClusterBase):
                 for g in self.instance_groups
             ],
         )
-        skipped = accepted_cfn_lint_rules(accept_unconfirmed)
-        if skipped:
-            self.resource.add_metadata("cfn-lint", {"config": {"ignore_checks": skipped}})
+        suppressions = merged((Suppression.of(s) for s in suppress), accept_unconfirmed)
+        for key, value in template_metadata(silenced(suppressions, REGISTRY.rules)).items():
+            self.resource.add_metadata(key, value)
         for key, value in (tags or {}).items():
             Tags.of(self).add(key, value)
         # Creation must not race what the nodes need at boot: the lifecycle upload, the role's policies (the role

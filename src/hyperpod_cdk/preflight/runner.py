@@ -10,6 +10,7 @@ from typing import Any
 from hyperpod_cdk.preflight.account import Account, Unchecked
 from hyperpod_cdk.preflight.online import AWS, online_rules, unchecked
 from hyperpod_cdk.rules.view import FACTS, ClusterView
+from hyperpod_cdk.suppress import silenced
 from training_runtime.problems import WARNING, Problem
 
 WORKERS = 16
@@ -44,12 +45,15 @@ def run_rule(rule: Any, view: ClusterView) -> list[Problem]:
 
 
 def run_online(view: ClusterView, account: Account, rules: Sequence[Any] | None = None) -> list[Problem]:
-    """Every online rule whose sections ``view`` has, run concurrently; problems in registry order."""
+    """Every online rule whose sections ``view`` has and that the config does not suppress, run concurrently;
+    problems in registry order."""
     view = online_view(view, account)
+    candidates = online_rules() if rules is None else rules
+    quiet = silenced(view.suppressions, candidates)
     chosen = [
         r
-        for r in (online_rules() if rules is None else rules)
-        if {r.section, *(n for n in r.needs if n not in FACTS)} <= view.sections
+        for r in candidates
+        if {r.section, *(n for n in r.needs if n not in FACTS)} <= view.sections and r.id not in quiet
     ]
     with ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="preflight") as pool:
         results = list(pool.map(lambda rule: run_rule(rule, view), chosen))

@@ -10,21 +10,23 @@ from __future__ import annotations
 
 import importlib
 
-from hyperpod_cdk.rules.registry import REGISTRY, RULE_MODULES, SECTIONS, all_rules, module_name, run
+from hyperpod_cdk.rules.registry import REGISTRY, RULE_MODULES, SECTIONS, all_rules, judge, module_name, run
 from hyperpod_cdk.rules.view import ClusterView
-from training_runtime.problems import ERROR, WARNING, Problem, Rule, errors, warnings
+from training_runtime.problems import ERROR, INFO, WARNING, Problem, Rule, errors, infos, warnings
 
 for _module in RULE_MODULES:  # importing a rule module registers its rules (report order: RULE_MODULES)
     importlib.import_module(module_name(_module))
 
 
 def check(view: ClusterView) -> list[Problem]:
-    """Every problem the rules find in ``view``: errors and warnings, in registry order."""
+    """Every problem the rules find in ``view`` (errors, warnings and infos, in registry order), less what its
+    suppressions silence (:func:`judge` gives those too)."""
     return run(view)
 
 
 __all__ = [
     "ERROR",
+    "INFO",
     "REGISTRY",
     "RULE_MODULES",
     "SECTIONS",
@@ -35,5 +37,7 @@ __all__ = [
     "all_rules",
     "check",
     "errors",
+    "infos",
+    "judge",
     "warnings",
 ]

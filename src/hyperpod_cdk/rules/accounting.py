@@ -13,12 +13,12 @@ from hyperpod_cdk.accounting import (
     external_database,
     slurmdbd_owner,
 )
-from hyperpod_cdk.api_support import api_rule
+from hyperpod_cdk.api_support import api_rule, support_row
 from hyperpod_cdk.model import SlurmMode
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime.params import SLURMDBD_BY_HYPERPOD
-from training_runtime.problems import Problem
+from training_runtime.problems import WARNING, Problem
 
 ENDPOINT_PATTERN = re.compile(
     r"^(?=.{1,255}$)([a-zA-Z0-9]([a-zA-Z0-9\-]{0,61}[a-zA-Z0-9])?)(\.[a-zA-Z0-9]([a-zA-Z0-9\-]{0,61}[a-zA-Z0-9])?)*$"
@@ -53,7 +53,15 @@ def accounting_endpoint(view: ClusterView) -> Iterator[Problem]:
         )
 
 
-@api_rule(rule, "accounting-continuous", "runtime", "runtime.accounting.database", needs=("cluster",))
+@rule(
+    "CL-ACCOUNTING-CONTINUOUS",
+    "runtime",
+    "runtime.accounting.database",
+    needs=("cluster",),
+    level=WARNING,
+    source=f"hyperpod-cdk: how the template keeps {support_row('accounting-continuous').source} "
+    "(data/api_support.yaml row accounting-continuous)",
+)
 def accounting_continuous(view: ClusterView) -> Iterator[Problem]:
     """In api-driven mode without continuous provisioning, the runtime, not HyperPod, runs slurmdbd for the database."""
     options = view.runtime_options
@@ -68,4 +76,21 @@ def accounting_continuous(view: ClusterView) -> Iterator[Problem]:
         got="external",
         fix="to have HyperPod run slurmdbd, set node_provisioning_mode: continuous (new clusters only; once "
         "attached, the database cannot be detached from the cluster)",
+    )
+
+
+@api_rule(rule, "accounting-permanent", "runtime", "runtime.accounting.database", needs=("cluster",))
+def accounting_permanent(view: ClusterView) -> Iterator[Problem]:
+    """HyperPod is given an external accounting database: the cluster keeps it (informational)."""
+    options = view.runtime_options
+    if options is None or slurmdbd_owner(view.mode, view.node_provisioning_mode, options.accounting) != (
+        SLURMDBD_BY_HYPERPOD
+    ):
+        return
+    yield Problem(
+        view.path("runtime", "accounting.database"),
+        "HyperPod is given this external accounting database (AccountingDatabase), and a cluster that has one "
+        "cannot revert to the internal MariaDB database later",
+        got="external",
+        fix="nothing to fix; create a new cluster if it must ever run without this database",
     )

@@ -7,6 +7,7 @@ from hyperpod_cdk.rules import all_rules
 from hyperpod_cdk.rules.registry import SECTIONS
 from training_runtime.group_rules import GROUP_RULES
 from training_runtime.option_rules import OPTION_RULES
+from training_runtime.problems import ERROR, Rule
 from training_runtime.users import USER_RULES
 
 NODE_RULES = {r.id for book in (OPTION_RULES, USER_RULES, GROUP_RULES) for r in book.rules} | {
@@ -26,8 +27,7 @@ tokens skipped. The exception is the rules that need `aws` (ids `AWS-*`): they r
 read-only calls and run only in `hyperpod-cdk preflight` and `validate --online` (docs/operations.md,
 "preflight"), where a check the account will not answer is a warning naming the IAM action.
 All problems are reported at once, each with its field path, the value, what is allowed
-and a fix, tagged with the rule id. **Errors** stop synth; **warnings** are printed by `validate` and
-added to the stack as CDK warnings — `validate --strict` (or `cdk synth --strict`) makes them fail.
+and a fix, tagged with the rule id.
 
 Rules that need the Region (`region`) use `validate --region`, or the stack's Region when it is concrete;
 without one, instance types are checked against every Region's list. Rules about changes (`*-REPLACES`)
@@ -39,6 +39,32 @@ Two more checks come from elsewhere:
 | id | level | what | source |
 |---|---|---|---|
 {extra}
+
+## Levels and suppression
+
+Three levels, one vocabulary with the cfn-lint rules (docs/cfn-lint-rules.md), whose ids start with the level's
+letter (`training_runtime.problems.LEVEL_LETTERS`; a support-table row whose config rule and cfn-lint rule disagree
+does not load):
+
+| level | cfn-lint | meaning |
+|---|---|---|
+| error | `E` | refused: `validate` exits 1 and synth stops |
+| warning | `W` | accepted but probably wrong: printed by `validate`, a CDK warning at synth; `--strict` fails on it |
+| info | `I` | advice or a notice: printed by `validate`, a CDK info annotation at synth; nothing fails on it |
+
+The config's `suppress:` silences a rule, with a reason: `[{{rule: GRP-SPOT-SLURM, reason: "checked in
+us-west-2"}}]`. Its findings leave `validate`'s report (`--json` lists them under `suppressed` with the reason;
+`--show-suppressed` prints them) and synth's annotations, and the cluster resource's metadata records every
+suppression (`hyperpod-cdk: {{suppressed: [{{rule, reason}}]}}`) with cfn-lint's own ignore list for the matching
+cfn-lint rules (`cfn-lint: {{config: {{ignore_checks: [W9109]}}}}`), as the cdk-nag and checkov reasons are recorded.
+Warnings and infos may be suppressed; **an error may not**, unless its row below says `error, suppressible` (an
+error that is hyperpod-cdk's own opinion): an error the AWS API raises (a support-table row of level error, or a
+rule that states an AWS constraint) stays one. `CL-SUPPRESS` refuses an unknown id (naming close ones), a
+rule that cannot be suppressed (saying why) and an empty reason; `CL-SUPPRESS-UNUSED` notes a suppression that
+silences nothing. `accept_unconfirmed: [ID]`, the former form, still works: each id is suppressed with the reason
+"checked: unconfirmed Slurm support accepted" (`CL-ACCEPT-UNCONFIRMED-FORM` notes the new form). This follows
+AWS ParallelCluster's validator levels (INFO, WARNING, ERROR) and `--suppress-validators`, per rule and recorded in
+the template rather than per command line.
 """
 EXTRA = (
     (
@@ -55,6 +81,13 @@ EXTRA = (
 )
 
 
+def level_words(rule: Rule) -> str:
+    """The level column: the level, and the exception to its default suppressibility (errors: no; others: yes)."""
+    if rule.suppressible == (rule.level != ERROR):
+        return rule.level
+    return f"{rule.level}, {'suppressible' if rule.suppressible else 'not suppressible'}"
+
+
 def reference() -> str:
     lines = [HEADER.format(extra="\n".join(f"| `{i}` | error | {what} | {src} |" for i, what, src in EXTRA))]
     rules = all_rules()
@@ -69,7 +102,7 @@ def reference() -> str:
             needs = ", ".join(rule.needs) or ""
             node = "yes" if rule.id in NODE_RULES else ""
             doc = rule.doc.replace("|", "\\|")
-            row = (rule.id, rule.level, rule.field, doc, needs, node, rule.source)
+            row = (rule.id, level_words(rule), rule.field, doc, needs, node, rule.source)
             lines.append("| `{}` | {} | `{}` | {} | {} | {} | {} |".format(*row))
     lines.append(f"\n{len(rules)} rules.\n")
     lines.append(support_reference())
@@ -82,8 +115,9 @@ SUPPORT_HEADER = """
 What the SageMaker HyperPod API accepts on a Slurm cluster for the settings hyperpod-cdk emits, from
 `src/hyperpod_cdk/data/api_support.yaml` (the rules above take their level and source from it). **Slurm**: yes,
 no, or unconfirmed (AWS's pages say nothing for Slurm, or only a secondary source does). An unconfirmed setting
-warns with what to check; once you have checked it, list its rule under `accept_unconfirmed` (the cluster resource
-then tells cfn-lint to skip the matching rule too). The cfn-lint rules (`E9…`, `W9…`, `I9…`) ship in
+warns with what to check; once you have checked it, list its rule under `suppress` with your reason (the cluster
+resource then tells cfn-lint to skip the matching rule too). A row's level is its config rule's and its cfn-lint
+rule's (E, W, I). The cfn-lint rules (`E9…`, `W9…`, `I9…`) ship in
 `hyperpod_cdk.cfnlint_rules` (docs/cfn-lint-rules.md); other ids are cfn-lint's own schema checks, and `-` marks
 a row that compares with the deployed cluster (`validate --previous`), which cfn-lint cannot see.
 

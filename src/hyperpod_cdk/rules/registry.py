@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hyperpod_cdk.rules.view import FACTS, ClusterView
 from hyperpod_cdk.rules.view import SECTIONS as SECTIONS  # re-exported: the rule modules import it from here
+from hyperpod_cdk.suppress import Suppressed, silenced
 from training_runtime.problems import Problem, Rule, RuleBook
 
 RULE_MODULES = (
@@ -27,6 +28,7 @@ RULE_MODULES = (
     "multihead",
     "openzfs",
     "slurm_api",
+    "suppression",
     "volumes",
     "scaling",
     # The online rules (needs aws): only `hyperpod-cdk preflight` / `validate --online` run them; no boto3 import.
@@ -66,20 +68,28 @@ def all_rules() -> list[Rule]:
 
 
 def run(view: ClusterView) -> list[Problem]:
-    from hyperpod_cdk.api_support import unconfirmed_rules
+    """Every problem the rules find in ``view`` that no suppression silences."""
+    return judge(view)[0]
 
+
+def judge(view: ClusterView) -> tuple[list[Problem], list[Suppressed]]:
+    """Every problem, and apart from them the findings of the rules ``view`` suppresses (each with its reason):
+    a suppressed rule still runs, so ``validate`` can show what it silenced."""
+    quiet = silenced(view.suppressions, REGISTRY.rules)
     found: list[Problem] = []
-    accepted = set(view.accepted) & unconfirmed_rules()
+    hidden: list[Suppressed] = []
     for rule in all_rules():
-        if rule.id in accepted:
-            continue
         wanted = {rule.section, *(n for n in rule.needs if n not in FACTS)}
         if not wanted <= view.sections:
             continue
         for problem in rule.check(view):
             problem = problem if isinstance(problem, Problem) else Problem.from_text(problem)
-            found.append(problem.tagged(rule.id, rule.level))
-    return found
+            problem = problem.tagged(rule.id, rule.level)
+            if rule.id in quiet:
+                hidden.append(Suppressed(problem, quiet[rule.id]))
+            else:
+                found.append(problem)
+    return found, hidden
 
 
 def rule_doc(id: str) -> str:

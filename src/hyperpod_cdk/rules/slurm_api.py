@@ -1,7 +1,7 @@
 """Rules on what the HyperPod API accepts on a Slurm cluster, each from its row of the support table
 (``data/api_support.yaml``, :mod:`hyperpod_cdk.api_support`): continuous provisioning's combinations, the external
 accounting database's prerequisites, and the settings whose Slurm support AWS has not confirmed (those warn, say
-what to check, and can be accepted with ``accept_unconfirmed``)."""
+what to check, and can be suppressed once checked: ``suppress``, or its former form ``accept_unconfirmed``)."""
 
 from __future__ import annotations
 
@@ -120,7 +120,7 @@ def flexible_slurm(view: ClusterView) -> Iterator[Problem]:
                 group_path(view, index, "instance_types"),
                 "a flexible instance group (InstanceRequirements) may be rejected on a Slurm cluster",
                 got=list(group.instance_types),
-                fix="give the group one instance_type, or accept_unconfirmed: [GRP-FLEX-SLURM] once checked",
+                fix="give the group one instance_type, or suppress: [{rule: GRP-FLEX-SLURM, reason: ...}] once checked",
             )
 
 
@@ -144,7 +144,7 @@ def spot_slurm(view: ClusterView) -> Iterator[Problem]:
             where,
             "Spot capacity (CapacityRequirements.Spot) is documented for EKS clusters only",
             got=value,
-            fix="use on-demand, or accept_unconfirmed: [GRP-SPOT-SLURM] once checked",
+            fix="use on-demand, or suppress: [{rule: GRP-SPOT-SLURM, reason: ...}] once checked",
         )
 
 
@@ -161,7 +161,7 @@ def deep_health_continuous(view: ClusterView) -> Iterator[Problem]:
                 "cluster does not use it",
                 got=[str(c) for c in group.deep_health_checks],
                 fix="set node_provisioning_mode: continuous (mode api-driven), drop them, or "
-                "accept_unconfirmed: [GRP-DHC-CONTINUOUS] once checked",
+                "suppress: [{rule: GRP-DHC-CONTINUOUS, reason: ...}] once checked",
             )
 
 

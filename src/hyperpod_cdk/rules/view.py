@@ -8,6 +8,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from hyperpod_cdk.model import DEFAULT_FSX_MOUNT_PATH, InstanceGroup, SlurmMode
+from hyperpod_cdk.suppress import Suppression, merged
 from training_runtime.hardware import NodeHardware, hardware_for
 from training_runtime.options import RuntimeOptions, parse_options
 
@@ -37,6 +38,7 @@ SECTIONS = (
     "parameters",
     "organization",
     "observability",
+    "suppress",
 )
 """The config file's sections, in the order the reference lists them: ``cluster`` (the top-level scalars),
 then ClusterConfig's nested fields in their order (tests/test_rules_reference.py checks it against the model)."""
@@ -82,7 +84,10 @@ class ClusterView:
     given: frozenset[str] = frozenset()
     """The top-level fields the file sets (a field left out takes its default)."""
     accepted: tuple[str, ...] = ()
-    """Rules of unconfirmed Slurm support whose warnings the config accepts (``accept_unconfirmed``)."""
+    """Rules of unconfirmed Slurm support whose warnings the config accepts (``accept_unconfirmed``, the former
+    form of ``suppress``)."""
+    suppress: tuple[Suppression, ...] = ()
+    """The rules the config silences, each with a reason (``suppress``; :mod:`hyperpod_cdk.suppress`)."""
     previous: ClusterView | None = None
     """The deployed config (``validate --previous``): rules warn about changes that replace resources."""
     account: Account | None = None
@@ -113,8 +118,14 @@ class ClusterView:
             region=region,
             given=frozenset(config.model_fields_set),
             accepted=tuple(config.accept_unconfirmed),
+            suppress=tuple(Suppression.of(s) for s in config.suppress),
             previous=cls.of_config(previous, region) if previous is not None else None,
         )
+
+    @property
+    def suppressions(self) -> tuple[Suppression, ...]:
+        """``suppress`` and, after it, ``accept_unconfirmed``'s rules as suppressions."""
+        return merged(self.suppress, self.accepted)
 
     def path(self, section: str, rest: str = "") -> str:
         """The field path of ``rest`` in ``section`` as this view's reader knows it."""

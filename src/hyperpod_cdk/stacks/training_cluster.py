@@ -52,7 +52,9 @@ from hyperpod_cdk.organization import OrganizationRules
 from hyperpod_cdk.published_layout import PublishTarget, lifecycle_key_prefix
 from hyperpod_cdk.scaler_counts import at_template_counts
 from hyperpod_cdk.stacks.choices import LaunchChoices
+from hyperpod_cdk.suppress import Suppression
 from hyperpod_cdk.template_parameters import CLUSTER_NAME_ID
+from training_runtime.problems import errors, infos, warnings
 
 PUBLISHED_WORKSPACE = "OBS-PUBLISHED-WORKSPACE"
 """The warning id of a published template that ships no metrics (no ``observability.workspace_arn``)."""
@@ -88,10 +90,12 @@ class TrainingCluster:
         deployed_counts: Mapping[str, int] | None = None,
     ) -> None:
         self.scope = scope
-        for warning in config.check(
-            f"cluster configuration of stack {scope.node.id}", region=stack_region(Stack.of(scope))
-        ):
+        found = config.problems(region=stack_region(Stack.of(scope)))
+        raise_if_any(f"cluster configuration of stack {scope.node.id}", errors(found))
+        for warning in warnings(found):
             Annotations.of(scope).add_warning_v2(f"hyperpod-cdk:{warning.rule}", str(warning))
+        for info in infos(found):
+            Annotations.of(scope).add_info(f"{info} [hyperpod-cdk:{info.rule}]")
         self.organization = OrganizationRules.from_config(config.organization) if config.organization else None
         if self.organization is not None:
             # Before any construct: the rules' property injector sees only constructs created after it.
@@ -135,6 +139,7 @@ class TrainingCluster:
             runtime_options=config.runtime,
             metrics=self.observability.metrics_target if self.observability else None,
             accept_unconfirmed=config.accept_unconfirmed,
+            suppress=[Suppression.of(s) for s in config.suppress],
             deployment=self.deployment,
         )
         self._admit_to_imports()
