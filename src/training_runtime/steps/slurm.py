@@ -114,6 +114,7 @@ def settings(node: Node) -> SlurmSettings:
         # Every controller runs a slurmdbd on the one (external) database; slurmctld falls back to the backup's.
         accounting_host=primary.address if accounting else None,
         accounting_backup_host=backups[0].address if accounting and backups else None,
+        teams=node.params.teams if accounting else None,
         state_save_location=state_save_location(node),
         slurmctld_timeout=slurm.slurmctld_timeout,
         return_to_service=slurm.return_to_service,
@@ -161,7 +162,7 @@ def accounting_lines(node: Node) -> str:
     slurmctld sends them slurm.conf with the files it includes (see :func:`slurmd`).
     """
     lines = ["# Managed by hyperpod-cdk (runtime option accounting); edits are overwritten."]
-    for key in accounting_keys(node.hostname, gpu_tres=True):
+    for key in accounting_keys(node.hostname, gpu_tres=True, teams=node.params.teams):
         lines += ["# " + c for c in key.comment] + ["{}={}".format(key.key, key.value)]
     return "\n".join(lines) + "\n"
 
