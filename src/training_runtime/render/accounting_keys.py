@@ -114,5 +114,14 @@ def team_keys(teams: Optional[Teams]) -> List[AccountingKey]:
                 ("Budgets: usage never decays and is reset every period, so GrpTRESMins is a per-period cap.",),
             ),
             AccountingKey("PriorityUsageResetPeriod", period, "teams"),
+            AccountingKey(
+                "PriorityCalcPeriod",
+                "1",
+                "teams",
+                (
+                    "Minutes between usage updates (Slurm's default 5): a finished job counts against its budget",
+                    "within a minute.",
+                ),
+            ),
         ]
     return keys
