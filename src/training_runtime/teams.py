@@ -291,7 +291,13 @@ def _budget(raw: Any, where: str, add: Any) -> Optional[Budget]:
         )
         amount = 0
     if period not in PERIODS:
-        add(where + ".period", "allowed: " + ", ".join(PERIODS), "TEAM-BUDGET", got=period)
+        add(
+            where + ".period",
+            "allowed: " + ", ".join(PERIODS),
+            "TEAM-BUDGET",
+            got=period,
+            fix="use one of those; Slurm resets usage only monthly, weekly or daily (PriorityUsageResetPeriod)",
+        )
         period = "month"
     elif period == "none":
         add(
