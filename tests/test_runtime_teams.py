@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Any
 
 from runtime_fakes import RecordingRunner, fake_node
 from training_runtime.params import ProvisioningParameters
@@ -13,11 +13,12 @@ from training_runtime.render.accounting_keys import accounting_keys
 from training_runtime.run import Result
 from training_runtime.slurm_accounts import plan, read_state
 from training_runtime.steps.catalog import steps_for
+from training_runtime.steps.slurm import accounting_lines, rendered_files
 from training_runtime.steps.teams import SlurmTeams
 from training_runtime.teams import Teams, parse_teams
 
 ACCOUNTING = {"accounting": {"enabled": True}}
-TEAMS = [
+TEAMS: list[dict[str, Any]] = [
     {
         "name": "vision",
         "users": ["alice", "bob"],
@@ -31,7 +32,7 @@ TEAMS = [
 USERS = ["alice", "bob", "carol"]
 
 
-def teams(raw: Optional[list] = None) -> Teams:  # type: ignore[type-arg]
+def teams(raw: list | None = None) -> Teams:  # type: ignore[type-arg]
     return parse_teams(TEAMS if raw is None else raw, True, USERS)
 
 
@@ -39,12 +40,12 @@ class FakeSacctmgr:
     """sacctmgr over an in-memory database: ``show`` lists it, ``-i add/modify`` change it."""
 
     def __init__(self) -> None:
-        self.assocs: Dict[Tuple[str, str], Dict[str, str]] = {("root", ""): {}, ("root", "root"): {}}
-        self.defaults: Dict[str, str] = {"root": "root"}
-        self.qos: Dict[str, Dict[str, str]] = {"normal": {"Priority": "0"}}
-        self.changes: List[List[str]] = []
+        self.assocs: dict[tuple[str, str], dict[str, str]] = {("root", ""): {}, ("root", "root"): {}}
+        self.defaults: dict[str, str] = {"root": "root"}
+        self.qos: dict[str, dict[str, str]] = {"normal": {"Priority": "0"}}
+        self.changes: list[list[str]] = []
 
-    def __call__(self, argv: List[str]) -> Optional[Result]:
+    def __call__(self, argv: list[str]) -> Result | None:
         if not argv[0].endswith("sacctmgr"):
             return None
         if argv[1] == "-i":
@@ -67,7 +68,7 @@ class FakeSacctmgr:
                 for (a, u), s in sorted(self.assocs.items())
             ]
         elif what == "user":
-            rows = ["{}|{}".format(u, a) for u, a in sorted(self.defaults.items())]
+            rows = [f"{u}|{a}" for u, a in sorted(self.defaults.items())]
         else:
             rows = [
                 "|".join([n, s.get("GrpTRES", ""), s.get("MaxWall", ""), s.get("Priority", "0")])
@@ -75,7 +76,7 @@ class FakeSacctmgr:
             ]
         return Result(argv, 0, "\n".join(rows) + "\n", "")
 
-    def _change(self, args: List[str]) -> None:
+    def _change(self, args: list[str]) -> None:
         verb, kind = args[0], args[1]
         settings = dict(a.split("=", 1) for a in args if "=" in a and not a.startswith(("name=", "cluster=")))
         if verb == "add" and kind == "qos":
@@ -93,7 +94,7 @@ class FakeSacctmgr:
             self.defaults[args[3][5:]] = settings["DefaultAccount"]
 
 
-def teams_node(tmp_path: Path, raw: Optional[list] = None, db: Optional[FakeSacctmgr] = None):  # type: ignore[no-untyped-def,type-arg]
+def teams_node(tmp_path: Path, raw: list | None = None, db: FakeSacctmgr | None = None):  # type: ignore[no-untyped-def,type-arg]
     runner = RecordingRunner()
     if db is not None:
         runner.run = _responding(runner, db)  # type: ignore[method-assign]
@@ -138,7 +139,7 @@ def test_a_new_cluster_gets_qos_accounts_then_users_with_their_default_accounts(
 
 def test_the_step_converges_and_a_second_run_changes_nothing(tmp_path: Path) -> None:
     db = FakeSacctmgr()
-    node, runner = teams_node(tmp_path, db=db)
+    node, _runner = teams_node(tmp_path, db=db)
     step = SlurmTeams(node.params.teams)
     assert step.needed(node)
     step.apply(node)
@@ -222,3 +223,13 @@ def test_teams_survive_the_parameters_file_and_add_the_step_on_the_controller(tm
     ) + 1
     worker = fake_node(tmp_path / "w", options=ACCOUNTING, params=again)
     assert "slurm-teams" not in [s.name for s in steps_for(worker)]
+
+
+def test_both_platforms_get_the_teams_keys(tmp_path: Path) -> None:
+    """The generic slurm.conf carries them; on HyperPod they go in the accounting.conf its slurm.conf includes."""
+    node, _ = teams_node(tmp_path)
+    slurm_conf = next(text for path, text, _, _ in rendered_files(node) if path.endswith("slurm.conf"))
+    include = accounting_lines(node)
+    for text in (slurm_conf, include):
+        assert "AccountingStorageEnforce=associations,limits,qos,safe\n" in text
+        assert "PriorityUsageResetPeriod=MONTHLY\n" in text and "PriorityDecayHalfLife=0\n" in text
