@@ -152,3 +152,39 @@ def test_rerunning_the_controller_bootstrap_changes_nothing(cluster: LocalCluste
     assert code == 0, output
     assert '"changed": 0' in output.splitlines()[-1], output
     assert '"step": "slurm-teams"' in output
+
+
+def test_an_admin_raises_a_used_up_budget_and_the_next_bootstrap_restores_the_config(cluster: LocalCluster) -> None:
+    """docs/cost.md's override: raising the account's GrpTRESMins lets its waiting job start; the controller's next
+    bootstrap puts the config's budget back (the config is the source of truth)."""
+    waiting = submit(cluster, "alice", "-t", "1", "--wrap", "true")
+    wait_for(lambda: job(cluster, waiting) == ("PENDING", "AssocGrpBillingMinutes"), "vision's job to wait")
+    run(
+        cluster,
+        CONTROLLER,
+        "sacctmgr",
+        "-i",
+        "modify",
+        "account",
+        "where",
+        "name=vision",
+        "set",
+        "GrpTRESMins=billing=100",
+    )
+    wait_for(lambda: job(cluster, waiting)[0] == "COMPLETED", "vision's job to run once its limit is raised")
+    code, output = cluster.bootstrap(CONTROLLER)
+    assert code == 0, output
+    assert "~ account vision (budget 0 per month (GrpTRESMins=billing=0))" in output
+    rows = run(
+        cluster,
+        CONTROLLER,
+        "sacctmgr",
+        "-n",
+        "-P",
+        "show",
+        "assoc",
+        "where",
+        "account=vision",
+        "format=user,grptresmins",
+    )
+    assert "|billing=0" in rows.split()
