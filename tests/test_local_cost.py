@@ -28,7 +28,13 @@ TEAMS = {
     "users": [{"name": "alice", "uid": 2101}, {"name": "bob", "uid": 2102}],
     "teams": [
         {"name": "vision", "users": ["alice"], "budget": {"amount": 0, "period": "month"}},
-        {"name": "nlp", "users": ["bob"], "fairshare": 10, "budget": {"amount": NLP_BUDGET, "period": "month"}},
+        {
+            "name": "nlp",
+            "users": ["bob"],
+            "fairshare": 10,
+            "qos": {"max_nodes": 2, "max_wall": "00:10:00", "priority": 5},
+            "budget": {"amount": NLP_BUDGET, "period": "month"},
+        },
     ],
 }
 
@@ -86,6 +92,32 @@ def test_teams_are_accounts_with_their_budgets(cluster: LocalCluster) -> None:
     )
     assert {"vision||billing=0|1", f"nlp||billing={billing_minutes(NLP_BUDGET)}|10"} <= set(rows.split())
     assert {"vision|alice||1", "nlp|bob||1"} <= set(rows.split())
+    qos = run(
+        cluster,
+        CONTROLLER,
+        "sacctmgr",
+        "-n",
+        "-P",
+        "show",
+        "qos",
+        "where",
+        "name=nlp",
+        "format=grptres,maxwall,priority",
+    )
+    assert qos.split() == ["node=2|00:10:00|5"]
+    nlp = run(
+        cluster,
+        CONTROLLER,
+        "sacctmgr",
+        "-n",
+        "-P",
+        "show",
+        "assoc",
+        "where",
+        "account=nlp",
+        "format=user,qos,defaultqos",
+    )
+    assert set(nlp.split()) == {"|nlp|nlp", "bob|nlp|nlp"}
     users = run(cluster, CONTROLLER, "sacctmgr", "-n", "-P", "show", "user", "format=user,defaultaccount")
     assert {"alice|vision", "bob|nlp"} <= set(users.split())
     conf = run(cluster, CONTROLLER, "scontrol", "show", "config")
