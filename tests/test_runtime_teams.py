@@ -15,7 +15,8 @@ from training_runtime.slurm_accounts import plan, read_state
 from training_runtime.steps.catalog import steps_for
 from training_runtime.steps.slurm import accounting_lines, rendered_files
 from training_runtime.steps.teams import SlurmTeams
-from training_runtime.teams import Teams, parse_teams
+from training_runtime.team_model import Teams
+from training_runtime.teams import parse_teams
 
 ACCOUNTING = {"accounting": {"enabled": True}}
 TEAMS: list[dict[str, Any]] = [

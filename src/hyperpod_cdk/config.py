@@ -27,7 +27,8 @@ from hyperpod_cdk.model import (
     SlurmMode,
 )
 from training_runtime.problems import Problem, errors, warnings
-from training_runtime.teams import Teams, parse_teams
+from training_runtime.team_model import Teams
+from training_runtime.teams import parse_teams
 from training_runtime.users import User, parse_users
 
 

@@ -20,7 +20,7 @@ from hyperpod_cdk.accounting import slurmdbd_owner
 from training_runtime.groups import GroupSpec
 from training_runtime.options import OptionsError, parse_options
 from training_runtime.params import SLURMDBD_BY_RUNTIME, MetricsTarget, ProvisioningParameters
-from training_runtime.teams import Teams
+from training_runtime.team_model import Teams
 
 
 def written_group(spec: GroupSpec, *, type_left_to_launch: bool) -> GroupSpec:

@@ -13,7 +13,7 @@ from pydantic import TypeAdapter
 
 from hyperpod_cdk.docstrings import field_docstrings
 from training_runtime import options as runtime_options
-from training_runtime import teams as runtime_teams
+from training_runtime import team_model as runtime_teams
 from training_runtime.users import MAX_ID, MIN_ID, USER_NAME, User
 
 

@@ -17,7 +17,8 @@ from training_runtime.errors import InputError
 from training_runtime.group_rules import group_problems
 from training_runtime.groups import CAPACITIES, COMPUTE, CONTROLLER, LOGIN, GroupSpec
 from training_runtime.scaling import parse_scaling
-from training_runtime.teams import Teams, parse_teams
+from training_runtime.team_model import Teams
+from training_runtime.teams import parse_teams
 
 CONTRACT_VERSION = 2
 """Version of the ``hyperpod_cdk`` section; bump it when a key changes meaning. Each version and each additive key

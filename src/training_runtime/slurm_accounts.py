@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
-from training_runtime.teams import Team, Teams, wall_seconds
+from training_runtime.team_model import Team, Teams, wall_seconds
 
 ASSOC_FORMAT = "account,user,fairshare,grptresmins,qos,defaultqos"
 USER_FORMAT = "user,defaultaccount"

@@ -3,124 +3,33 @@
 The config's ``teams:`` and ``enforce_accounts:`` travel to the nodes in the parameters file
 (``hyperpod_cdk.teams``); the controller's ``slurm-teams`` step applies them with ``sacctmgr``
 (:mod:`training_runtime.steps.teams`). The same rules check a config at synth time (:func:`teams_problems`)
-and the file on the node. Stdlib only (Python 3.8+).
+and the file on the node; the values they build are in :mod:`training_runtime.team_model`. Stdlib only
+(Python 3.8+).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from training_runtime.billing import billing_minutes
 from training_runtime.problems import WARNING, Problem, RuleBook
+from training_runtime.team_model import (
+    ACCOUNT_NAME,
+    PERIODS,
+    RESERVED_ACCOUNTS,
+    RESERVED_QOS,
+    Budget,
+    Team,
+    TeamQos,
+    Teams,
+    wall_seconds,
+)
 
-ACCOUNT_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
-"""Lower-case (sacctmgr(1): "The content's of Slurm's database are maintained in lower case"), no character that
-sacctmgr's own syntax uses (``=``, ``,``, ``|``, spaces, quotes)."""
-RESERVED_ACCOUNTS = ("root",)
-"""Slurm's root account holds every association; a team cannot be it."""
-RESERVED_QOS = ("normal",)
-"""Slurm's default QOS; a team's QOS (named after the team) must not rewrite it."""
-PERIODS = {"month": "MONTHLY", "week": "WEEKLY", "day": "DAILY", "none": "NONE"}
-"""A budget's period and the ``PriorityUsageResetPeriod`` that resets usage at its end (slurm.conf(5))."""
-ENFORCE = "associations,limits,qos,safe"
-"""``AccountingStorageEnforce`` with ``enforce_accounts``: a user in no account cannot submit, association and QOS
-limits hold, and (``safe``) a job starts against a GrpTRESMins budget only if it can run to completion."""
-WALL_TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d{1,2}))?(?::(\d{1,2}))?$")
+_UNKNOWN = "remove the field or correct its spelling"
+_QOS_FIX = 'e.g. qos: {max_nodes: 8, max_wall: "2-00:00:00", priority: 10}'
 TEAM_KEYS = ("name", "users", "default_for", "fairshare", "qos", "budget")
 QOS_KEYS = ("max_nodes", "max_wall", "priority")
 BUDGET_KEYS = ("amount", "period")
-
-
-@dataclass(frozen=True)
-class TeamQos:
-    """The QOS named after the team: the team's jobs run in it (the account's default and only QOS)."""
-
-    max_nodes: Optional[int] = None
-    """Most nodes the team's running jobs hold together (``GrpTRES=node=N``)."""
-    max_wall: Optional[str] = None
-    """Longest run time of one job, in Slurm's time format (``MaxWall``), e.g. 2-00:00:00."""
-    priority: Optional[int] = None
-    """The QOS's priority (``Priority``), weighted by ``PriorityWeightQOS``."""
-
-
-@dataclass(frozen=True)
-class Budget:
-    """A spending cap per period that Slurm enforces: new jobs wait (AssocGrpBillingMinutes) once it is used."""
-
-    amount: float
-    """Currency units per period; Slurm's limit is ``GrpTRESMins=billing=<billing_minutes(amount)>``."""
-    period: str = "month"
-    """month, week, day or none (never reset)."""
-
-    @property
-    def billing_minutes(self) -> int:
-        return billing_minutes(self.amount)
-
-
-@dataclass(frozen=True)
-class Team:
-    name: str
-    """The Slurm account."""
-    users: Tuple[str, ...]
-    """Its members: names from the config's ``users``."""
-    default_for: Tuple[str, ...] = ()
-    """Users whose default account this is: those the config names in ``default_for``, and those in no other
-    team."""
-    fairshare: Optional[int] = None
-    """The account's shares (``Fairshare``), weighted by ``PriorityWeightFairshare``. Default: Slurm's, 1."""
-    qos: Optional[TeamQos] = None
-    budget: Optional[Budget] = None
-
-
-@dataclass(frozen=True)
-class Teams:
-    """Every team, and whether Slurm refuses jobs of users in no account."""
-
-    enforce_accounts: bool
-    teams: Tuple[Team, ...]
-
-    @property
-    def enforce(self) -> Optional[str]:
-        """``AccountingStorageEnforce``, or None (Slurm's default: nothing enforced)."""
-        return ENFORCE if self.enforce_accounts else None
-
-    @property
-    def reset_period(self) -> Optional[str]:
-        """``PriorityUsageResetPeriod`` when a team has a budget (the one period of the cluster), else None."""
-        periods = sorted({t.budget.period for t in self.teams if t.budget is not None})
-        return PERIODS[periods[0]] if periods else None
-
-    def default_account(self, user: str) -> str:
-        return next(t.name for t in self.teams if user in t.default_for)
-
-    def to_json(self) -> Dict[str, Any]:
-        return {"enforce_accounts": self.enforce_accounts, "teams": [_team_json(t) for t in self.teams]}
-
-
-def _team_json(team: Team) -> Dict[str, Any]:
-    data: Dict[str, Any] = {"name": team.name, "users": list(team.users), "default_for": list(team.default_for)}
-    if team.fairshare is not None:
-        data["fairshare"] = team.fairshare
-    if team.qos is not None:
-        data["qos"] = {k: v for k, v in team.qos.__dict__.items() if v is not None}
-    if team.budget is not None:
-        data["budget"] = {"amount": team.budget.amount, "period": team.budget.period}
-    return data
-
-
-def wall_seconds(text: str) -> Optional[int]:
-    """Seconds of a Slurm time (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS); None if not one."""
-    found = WALL_TIME.match(text.strip())
-    if not found:
-        return None
-    days, first, second, third = found.groups()
-    if days is None:
-        if third is not None:
-            return int(first) * 3600 + int(second) * 60 + int(third)
-        return int(first) * 60 + int(second or 0)
-    return int(days) * 86400 + int(first) * 3600 + int(second or 0) * 60 + int(third or 0)
 
 
 def teams_problems(
@@ -152,22 +61,28 @@ def _parse(raw: Any, enforce: Any, known_users: Optional[Sequence[str]], path: s
         problems.append(Problem(where, expected, fix=fix, rule=rule, **got))
 
     if not isinstance(enforce, bool):
-        add("enforce_accounts", "expected true or false", "TEAM-SHAPE", got=enforce)
+        add("enforce_accounts", "expected true or false", "TEAM-SHAPE", fix="write true or false", got=enforce)
         enforce = False
     if raw is None:
         raw = []
     if not isinstance(raw, list):
-        add(path, "expected a list of teams", "TEAM-SHAPE", got=raw)
+        add(path, "expected a list of teams", "TEAM-SHAPE", fix="write - {name: ..., users: [...]} per team", got=raw)
         return Teams(enforce, ())
     parsed: List[Tuple[Team, Optional[Tuple[str, ...]]]] = []
     seen: Dict[str, str] = {}
     for index, item in enumerate(raw):
         where = "{}[{}]".format(path, index)
         if not isinstance(item, Mapping):
-            add(where, "expected a mapping with name and users", "TEAM-SHAPE", got=item)
+            add(
+                where,
+                "expected a mapping with name and users",
+                "TEAM-SHAPE",
+                fix="write {name: ..., users: [...]}",
+                got=item,
+            )
             continue
         for key in sorted(set(item) - set(TEAM_KEYS)):
-            add(where + "." + key, "unknown field; allowed: " + ", ".join(TEAM_KEYS), "TEAM-SHAPE")
+            add(where + "." + key, "unknown field; allowed: " + ", ".join(TEAM_KEYS), "TEAM-SHAPE", fix=_UNKNOWN)
         name = item.get("name")
         if not isinstance(name, str) or not ACCOUNT_NAME.match(name) or name in RESERVED_ACCOUNTS:
             add(
@@ -190,7 +105,7 @@ def _parse(raw: Any, enforce: Any, known_users: Optional[Sequence[str]], path: s
             seen[name] = where
         users = item.get("users")
         if not isinstance(users, list) or not all(isinstance(u, str) for u in users):
-            add(where + ".users", "expected a list of user names", "TEAM-SHAPE", got=users)
+            add(where + ".users", "expected a list of user names", "TEAM-SHAPE", fix="e.g. [alice, bob]", got=users)
             users = []
         elif not users:
             add(
@@ -210,7 +125,7 @@ def _parse(raw: Any, enforce: Any, known_users: Optional[Sequence[str]], path: s
                     got=user,
                 )
         if len(set(users)) != len(users):
-            add(where + ".users", "lists a user twice", "TEAM-SHAPE", got=users)
+            add(where + ".users", "lists a user twice", "TEAM-SHAPE", fix="list each user once", got=users)
         default_for = item.get("default_for")
         if default_for is not None and (
             not isinstance(default_for, list) or not all(isinstance(u, str) and u in users for u in default_for)
@@ -229,6 +144,7 @@ def _parse(raw: Any, enforce: Any, known_users: Optional[Sequence[str]], path: s
                 where + ".fairshare",
                 "expected a whole number of shares, 1 or more (sacctmgr Fairshare=)",
                 "TEAM-QOS",
+                fix="e.g. fairshare: 100, or leave it out for Slurm's 1",
                 got=fairshare,
             )
         qos = _qos(item.get("qos"), where + ".qos", name, add)
@@ -244,10 +160,10 @@ def _qos(raw: Any, where: str, team: Any, add: Any) -> Optional[TeamQos]:
     if raw is None:
         return None
     if not isinstance(raw, Mapping):
-        add(where, "expected a mapping of max_nodes, max_wall, priority", "TEAM-SHAPE", got=raw)
+        add(where, "expected a mapping of max_nodes, max_wall, priority", "TEAM-SHAPE", fix=_QOS_FIX, got=raw)
         return None
     for key in sorted(set(raw) - set(QOS_KEYS)):
-        add(where + "." + key, "unknown field; allowed: " + ", ".join(QOS_KEYS), "TEAM-SHAPE")
+        add(where + "." + key, "unknown field; allowed: " + ", ".join(QOS_KEYS), "TEAM-SHAPE", fix=_UNKNOWN)
     if team in RESERVED_QOS:
         add(
             where,
@@ -258,7 +174,9 @@ def _qos(raw: Any, where: str, team: Any, add: Any) -> Optional[TeamQos]:
         )
     max_nodes, max_wall, priority = (raw.get(k) for k in QOS_KEYS)
     if max_nodes is not None and not _int(max_nodes, 1):
-        add(where + ".max_nodes", "expected a whole number of nodes, 1 or more", "TEAM-QOS", got=max_nodes)
+        add(
+            where + ".max_nodes", "expected a whole number of nodes, 1 or more", "TEAM-QOS", fix=_QOS_FIX, got=max_nodes
+        )
     if max_wall is not None and (not isinstance(max_wall, str) or wall_seconds(max_wall) in (None, 0)):
         add(
             where + ".max_wall",
@@ -268,7 +186,7 @@ def _qos(raw: Any, where: str, team: Any, add: Any) -> Optional[TeamQos]:
             got=max_wall,
         )
     if priority is not None and not _int(priority, 0):
-        add(where + ".priority", "expected a whole number, 0 or more", "TEAM-QOS", got=priority)
+        add(where + ".priority", "expected a whole number, 0 or more", "TEAM-QOS", fix=_QOS_FIX, got=priority)
     return TeamQos(max_nodes, max_wall, priority)
 
 
@@ -276,10 +194,16 @@ def _budget(raw: Any, where: str, add: Any) -> Optional[Budget]:
     if raw is None:
         return None
     if not isinstance(raw, Mapping):
-        add(where, "expected a mapping with amount and period", "TEAM-SHAPE", got=raw)
+        add(
+            where,
+            "expected a mapping with amount and period",
+            "TEAM-SHAPE",
+            fix="e.g. {amount: 20000, period: month}",
+            got=raw,
+        )
         return None
     for key in sorted(set(raw) - set(BUDGET_KEYS)):
-        add(where + "." + key, "unknown field; allowed: " + ", ".join(BUDGET_KEYS), "TEAM-SHAPE")
+        add(where + "." + key, "unknown field; allowed: " + ", ".join(BUDGET_KEYS), "TEAM-SHAPE", fix=_UNKNOWN)
     amount, period = raw.get("amount"), raw.get("period", "month")
     if isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount < 0:
         add(

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
 from training_runtime.hyperpod_facts import SLURMDBD_PORT
-from training_runtime.teams import Teams
+from training_runtime.team_model import Teams
 
 GATHER_FREQUENCY_S = 30
 PRIORITY_WEIGHT = 10000

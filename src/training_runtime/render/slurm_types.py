@@ -12,7 +12,7 @@ from typing import Optional, Tuple
 from training_runtime.hardware import NodeHardware
 from training_runtime.options import SlurmOptions
 from training_runtime.paths import SLURM_LOG_DIR, SLURMCTLD_STATE_DIR, SLURMD_SPOOL_DIR
-from training_runtime.teams import Teams
+from training_runtime.team_model import Teams
 
 _OPTIONS = SlurmOptions()
 """The runtime options' defaults are the renderer's (one definition)."""

@@ -24,7 +24,7 @@ from training_runtime.slurm_accounts import (
 )
 from training_runtime.steps import Step
 from training_runtime.steps.slurm import slurm_cluster_name
-from training_runtime.teams import Teams
+from training_runtime.team_model import Teams
 
 
 class SlurmTeams(Step):
