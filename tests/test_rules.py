@@ -92,6 +92,9 @@ class Row:
     has_previous: bool = False
 
 
+TEAM_USERS = [{"name": "alice", "uid": 2101}, {"name": "bob", "uid": 2102}]
+
+
 def row(rule: str, config: dict[str, Any], path: str, words: str, **kw: Any) -> Row:
     """A row; a rule other than an unconfirmed-support warning runs with those warnings accepted, so the smallest
     breaking config (a flexible group, Spot, deep health checks) breaks only the rule it names."""
@@ -867,6 +870,83 @@ ROWS = [
         {"users": [{"name": "alice", "uid": 2001}, {"name": "bob", "uid": 2001}]},
         "users[1].uid",
         "already used",
+    ),
+    # --- teams (issue #32)
+    *[
+        row(rule, {"runtime": {"accounting": {"enabled": True}}, "users": TEAM_USERS, **config}, path, words)
+        for rule, config, path, words in (
+            (
+                "TEAM-SHAPE",
+                {"teams": [{"name": "v", "users": ["alice", "bob"], "colour": 1}]},
+                "teams[0].colour",
+                "unknown",
+            ),
+            ("TEAM-NAME", {"teams": [{"name": "Vision", "users": ["alice", "bob"]}]}, "teams[0].name", "account name"),
+            (
+                "TEAM-UNIQUE",
+                {"teams": [{"name": "v", "users": ["alice"]}, {"name": "v", "users": ["bob"]}]},
+                "teams[1].name",
+                "already the name",
+            ),
+            ("TEAM-USERS", {"teams": [{"name": "v", "users": []}]}, "teams[0].users", "without users"),
+            (
+                "TEAM-USER-UNKNOWN",
+                {"teams": [{"name": "v", "users": ["alice", "bob", "eve"]}]},
+                "teams[0].users[2]",
+                "not a user of this config",
+            ),
+            (
+                "TEAM-DEFAULT",
+                {"teams": [{"name": "v", "users": ["alice", "bob"]}, {"name": "w", "users": ["bob"]}]},
+                "teams",
+                "no team is their default",
+            ),
+            (
+                "TEAM-QOS",
+                {
+                    "enforce_accounts": True,
+                    "teams": [{"name": "v", "users": ["alice", "bob"], "qos": {"max_nodes": 0}}],
+                },
+                "teams[0].qos.max_nodes",
+                "1 or more",
+            ),
+            (
+                "TEAM-BUDGET",
+                {
+                    "enforce_accounts": True,
+                    "teams": [{"name": "v", "users": ["alice", "bob"], "budget": {"amount": -1}}],
+                },
+                "teams[0].budget.amount",
+                "zero or more",
+            ),
+            (
+                "TEAM-BUDGET-ONCE",
+                {
+                    "enforce_accounts": True,
+                    "teams": [{"name": "v", "users": ["alice", "bob"], "budget": {"amount": 1, "period": "none"}}],
+                },
+                "teams[0].budget.period",
+                "one-time allocation",
+            ),
+            (
+                "TEAM-ENFORCE",
+                {"teams": [{"name": "v", "users": ["alice", "bob"], "budget": {"amount": 1}}]},
+                "enforce_accounts",
+                "AccountingStorageEnforce=limits",
+            ),
+            (
+                "TEAM-UNASSIGNED",
+                {"enforce_accounts": True, "teams": [{"name": "v", "users": ["alice"]}]},
+                "teams",
+                "'bob' is in no team",
+            ),
+        )
+    ],
+    row(
+        "TEAM-ACCOUNTING",
+        {"users": TEAM_USERS, "teams": [{"name": "v", "users": ["alice", "bob"]}]},
+        "teams",
+        "accounting is off",
     ),
     # --- organization
     row(

@@ -28,6 +28,8 @@ from hyperpod_cdk.model import (
 )
 from hyperpod_cdk.suppress import Suppressed
 from training_runtime.problems import Problem, errors, warnings
+from training_runtime.team_model import Teams
+from training_runtime.teams import parse_teams
 from training_runtime.users import User, parse_users
 
 
@@ -307,6 +309,12 @@ class ClusterConfig(_Model):
     docs/configuration.md. Checked by the runtime's own rules, passed through the parameters file."""
     users: list[dict[str, Any]] = Field(default_factory=list)
     """Cluster users: name, uid, gid (default uid), shell, sudo, ssh_public_keys. Homes live on FSx."""
+    enforce_accounts: bool = False
+    """Slurm refuses jobs of users in no team and enforces the teams' QOS limits and budgets
+    (``AccountingStorageEnforce=associations,limits,qos,safe``). Default: off, Slurm's default."""
+    teams: list[dict[str, Any]] = Field(default_factory=list)
+    """Slurm accounts: name, users (from ``users``), default_for, fairshare, qos {max_nodes, max_wall, priority},
+    budget {amount, period}. The controller applies them with sacctmgr (docs/cost.md). Default: none."""
     parameters: ParametersConfig | None = None
     """Choices left to the team that launches the template (CloudFormation parameters). Default: none, every
     value is fixed at synth."""
@@ -326,6 +334,12 @@ class ClusterConfig(_Model):
 
     def cluster_users(self) -> list[User]:
         return parse_users(self.users)
+
+    def cluster_teams(self) -> Teams | None:
+        """The teams the nodes get (the config already checked); None when there are none and nothing is enforced."""
+        if not self.teams and not self.enforce_accounts:
+            return None
+        return parse_teams(self.teams, self.enforce_accounts, [u.name for u in self.cluster_users()])
 
     def problems(self, region: str | None = None, previous: ClusterConfig | None = None) -> list[Problem]:
         """Every rule's findings (errors, warnings, infos) that ``suppress`` leaves, with field path and rule id."""

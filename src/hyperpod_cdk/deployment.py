@@ -121,6 +121,7 @@ def deployment(config: ClusterConfig, *, is_unresolved: Callable[[Any], bool] | 
         fsx_mount_path=config.fsx_mount_path,
         openzfs_mount_path=config.storage_openzfs.mount_path if config.storage_openzfs else None,
         runtime_options=config.runtime,
+        teams=config.cluster_teams(),
     )
     own_types = {g.name: g.spec().instance_type for g in config.instance_groups}
     return Deployment(

@@ -20,6 +20,7 @@ from hyperpod_cdk.accounting import slurmdbd_owner
 from training_runtime.groups import GroupSpec
 from training_runtime.options import OptionsError, parse_options
 from training_runtime.params import SLURMDBD_BY_RUNTIME, MetricsTarget, ProvisioningParameters
+from training_runtime.team_model import Teams
 
 
 def written_group(spec: GroupSpec, *, type_left_to_launch: bool) -> GroupSpec:
@@ -38,11 +39,14 @@ def parameters_file(
     fsx_mount_path: str,
     openzfs_mount_path: str | None,
     runtime_options: Mapping[str, object] | None,
+    teams: Teams | None = None,
 ) -> ProvisioningParameters:
     """The parameters file of a cluster whose nodes see ``groups`` (each as :func:`written_group` leaves it), but
     for the values only the stack's resources know (:func:`with_resources`; null here).
 
-    Every argument is required, so a caller cannot leave one out by accident.
+    Every argument but ``teams`` is required, so a caller cannot leave one out by accident; ``teams`` (the
+    config's Slurm accounts, ``ClusterConfig.cluster_teams``) defaults to none, as a construct embedded in your own
+    stack has no teams.
     ``runtime_options`` are copied as given (the node parses them with
     ``training_runtime.options.parse_options``); the caller's mapping is never shared with the result.
     ``openzfs_mount_path`` is where HyperPod mounts FSx for OpenZFS (None: none); the users' homes live there.
@@ -57,6 +61,7 @@ def parameters_file(
         openzfs_mount_path=openzfs_mount_path,
         slurmdbd_owner=_slurmdbd_owner(mode, node_provisioning_mode, runtime_options),
         options=dict(runtime_options or {}),
+        teams=teams,
     )
 
 

@@ -1,4 +1,4 @@
-"""JSON Schema fragments for the sections the node runtime defines (``runtime:``, ``users:``).
+"""JSON Schema fragments for the sections the node runtime defines (``runtime:``, ``users:``, ``teams:``).
 
 They are derived from the runtime's own dataclasses, so editors complete and check the same names,
 types and defaults the node reads; the rules themselves run in ``hyperpod-cdk validate``.
@@ -13,6 +13,7 @@ from pydantic import TypeAdapter
 
 from hyperpod_cdk.docstrings import field_docstrings
 from training_runtime import options as runtime_options
+from training_runtime import team_model as runtime_teams
 from training_runtime.users import MAX_ID, MIN_ID, USER_NAME, User
 
 
@@ -61,14 +62,28 @@ def users_schema() -> dict[str, Any]:
     }
 
 
+def teams_schema() -> dict[str, Any]:
+    team = _dataclass_schema(runtime_teams.Team)
+    team.pop("title", None)
+    definitions = team.get("$defs", {})
+    for name in ("TeamQos", "Budget"):
+        _describe(getattr(runtime_teams, name), definitions[name])
+    definitions["Budget"]["properties"]["amount"]["minimum"] = 0
+    definitions["Budget"]["properties"]["period"]["enum"] = list(runtime_teams.PERIODS)
+    definitions["TeamQos"]["properties"]["max_wall"]["anyOf"][0]["pattern"] = runtime_teams.WALL_TIME.pattern
+    team["properties"]["name"]["pattern"] = runtime_teams.ACCOUNT_NAME.pattern
+    team["required"] = ["name", "users"]
+    return {"type": "array", "items": team, "default": [], "description": ""}
+
+
 def add_to(schema: dict[str, Any]) -> dict[str, Any]:
-    """The config file's schema with ``runtime`` and ``users`` described in full."""
-    runtime, users = runtime_schema(), users_schema()
+    """The config file's schema with ``runtime``, ``users`` and ``teams`` described in full."""
+    runtime, users, teams = runtime_schema(), users_schema(), teams_schema()
     definitions = schema.setdefault("$defs", {})
-    for fragment in (runtime, users["items"]):
+    for fragment in (runtime, users["items"], teams["items"]):
         definitions.update(fragment.pop("$defs", {}))
     properties = schema["properties"]
-    for name, fragment in (("runtime", runtime), ("users", users)):
+    for name, fragment in (("runtime", runtime), ("users", users), ("teams", teams)):
         fragment["description"] = properties[name].get("description", fragment.get("description", ""))
         properties[name] = fragment
     return schema

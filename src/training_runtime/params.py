@@ -17,6 +17,8 @@ from training_runtime.errors import InputError
 from training_runtime.group_rules import group_problems
 from training_runtime.groups import CAPACITIES, COMPUTE, CONTROLLER, LOGIN, GroupSpec
 from training_runtime.scaling import parse_scaling
+from training_runtime.team_model import Teams
+from training_runtime.teams import parse_teams
 
 CONTRACT_VERSION = 2
 """Version of the ``hyperpod_cdk`` section; bump it when a key changes meaning. Each version and each additive key
@@ -103,6 +105,9 @@ class ProvisioningParameters:
     options: Dict[str, Any] = field(default_factory=dict)
     """The runtime options (the config's ``runtime:`` section), kept as given; the node reads them with
     :func:`training_runtime.options.parse_options` (``Node.options``)."""
+    teams: Optional[Teams] = None
+    """``hyperpod_cdk.teams``: the config's teams and ``enforce_accounts`` (Slurm accounts, QOS, budgets), applied
+    by the controller's ``slurm-teams`` step; None (the key absent): none, and nothing enforced."""
     emulation: Optional[Emulation] = None
     """``hyperpod_cdk.emulation``: written only by the local cluster (:mod:`training_runtime.emulation`); None on
     a deployed cluster."""
@@ -197,6 +202,8 @@ class ProvisioningParameters:
             data[OUR_KEY]["metrics"] = {"remote_write_url": target.remote_write_url, "region": target.region}
         if self.slurmdbd_by_hyperpod:  # only then: other clusters' files stay as they were
             data[OUR_KEY]["slurmdbd_owner"] = self.slurmdbd_owner
+        if self.teams is not None:  # only then: other clusters' files stay as they were
+            data[OUR_KEY]["teams"] = self.teams.to_json()
         if self.emulation is not None:
             data[OUR_KEY][EMULATION_KEY] = self.emulation.to_json()
         return data
@@ -279,6 +286,7 @@ class ProvisioningParameters:
                 "{}.slurmdbd_owner: hyperpod, but mode is {!r}: HyperPod is given the accounting database only in "
                 "api-driven mode. Fix: regenerate the file with hyperpod-cdk".format(OUR_KEY, mode)
             )
+        teams = _parse_teams_key(ours.get("teams"), OUR_KEY + ".teams", problems)
         if problems:
             raise ParametersError(problems)
         params = cls(
@@ -294,6 +302,7 @@ class ProvisioningParameters:
             slurmdbd_owner=str(slurmdbd_owner),
             options=dict(options),
             emulation=emulation,
+            teams=teams,
         )
         _check_hyperpod_keys_agree(data, params, problems)
         if problems:
@@ -315,6 +324,19 @@ def _required_str(data: Mapping[str, Any], key: str, path: str, problems: List[s
         problems.append("{}.{}: got {!r}; expected a non-empty string".format(path, key, value))
         return None
     return value
+
+
+def _parse_teams_key(raw: Any, path: str, problems: List[str]) -> Optional[Teams]:
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping) or set(raw) - {"enforce_accounts", "teams"}:
+        problems.append("{}: got {!r}; expected an object with enforce_accounts and teams".format(path, raw))
+        return None
+    try:
+        return parse_teams(raw.get("teams"), raw.get("enforce_accounts", False), None, path + ".teams")
+    except ValueError as error:
+        problems.extend(str(error).splitlines())
+        return None
 
 
 def _parse_metrics(raw: Any, path: str, problems: List[str]) -> Optional[MetricsTarget]:

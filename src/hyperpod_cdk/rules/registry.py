@@ -19,6 +19,7 @@ RULE_MODULES = (
     "organization",
     "parameters",
     "runtime",
+    "teams",
     # The rules on the HyperPod API's newer group settings, after the rules they build on.
     "accounting",
     "capacity",

@@ -35,6 +35,7 @@ SECTIONS = (
     "lifecycle",
     "runtime",
     "users",
+    "teams",
     "parameters",
     "organization",
     "observability",
@@ -72,6 +73,9 @@ class ClusterView:
     lifecycle: LifecycleConfig | None = None
     runtime: Mapping[str, Any] = field(default_factory=dict)
     users: Sequence[Any] = ()
+    teams: Sequence[Any] = ()
+    """Slurm accounts (``teams`` section), checked by the runtime's own rules (training_runtime.teams)."""
+    enforce_accounts: Any = False
     parameters: ParametersConfig | None = None
     """The launch choices (``parameters`` section): CloudFormation parameters of a published template."""
     organization: OrganizationConfig | None = None
@@ -112,6 +116,8 @@ class ClusterView:
             lifecycle=config.lifecycle,
             runtime=config.runtime,
             users=config.users,
+            teams=config.teams,
+            enforce_accounts=config.enforce_accounts,
             parameters=config.parameters,
             organization=config.organization,
             observability=config.observability,

@@ -178,7 +178,7 @@ def _global_lines(settings: SlurmSettings, any_gpu: bool) -> Tuple[List[str], Di
         lines.append("# The accounting keys are in the included file (empty while accounting is off).")
         lines.append("include {}".format(s.accounting_include))
     else:
-        for key in accounting_keys(s.accounting_host, s.accounting_backup_host, gpu_tres=any_gpu):
+        for key in accounting_keys(s.accounting_host, s.accounting_backup_host, gpu_tres=any_gpu, teams=s.teams):
             put(key.key, key.value, key.field, *key.comment)
     put("JobCompType", "jobcomp/none", "")
 

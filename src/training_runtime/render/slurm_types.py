@@ -12,6 +12,7 @@ from typing import Optional, Tuple
 from training_runtime.hardware import NodeHardware
 from training_runtime.options import SlurmOptions
 from training_runtime.paths import SLURM_LOG_DIR, SLURMCTLD_STATE_DIR, SLURMD_SPOOL_DIR
+from training_runtime.team_model import Teams
 
 _OPTIONS = SlurmOptions()
 """The runtime options' defaults are the renderer's (one definition)."""
@@ -69,6 +70,8 @@ class SlurmSettings:
     name is relative to slurm.conf's directory (configless nodes are sent only includes given by name,
     slurm.conf(5)); else an absolute path. Not with ``accounting_host``. The emulated HyperPod platform
     (``hyperpod_local.hyperpod_platform``) renders this way."""
+    teams: Optional[Teams] = None
+    """The teams' enforcement and priority keys go with the accounting keys (:func:`.accounting_keys.team_keys`)."""
     state_save_location: str = SLURMCTLD_STATE_DIR
     slurmd_spool_dir: str = SLURMD_SPOOL_DIR
     log_dir: str = SLURM_LOG_DIR

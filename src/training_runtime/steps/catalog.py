@@ -36,6 +36,7 @@ from training_runtime.steps.slurm_version import SlurmVersion
 from training_runtime.steps.spot import spot_steps
 from training_runtime.steps.storage import LustreMount, SharedStorage
 from training_runtime.steps.system import ClusterHosts, Packages
+from training_runtime.steps.teams import SlurmTeams
 from training_runtime.steps.topology import HyperPodTopology
 from training_runtime.steps.users import SshBetweenNodes, Users
 from training_runtime.users import load_users
@@ -94,6 +95,8 @@ def steps_for(node: Node) -> List[Step]:
                 # included accounting.conf: write that first, or sacctmgr refuses to add the cluster.
                 steps.append(HyperPodAccounting())
             steps.append(AccountingCluster())
+            if node.params.teams is not None and node.params.teams.teams:
+                steps.append(SlurmTeams(node.params.teams))
         controller_files = slurm_config_files(node) if generic else [conf_path(node, ACCOUNTING_INCLUDE)]
         steps.append(RunningDaemon(slurmctld(node), controller_files if generic or ours else []))
         if ours and not generic:

@@ -21,7 +21,7 @@ from training_runtime.hardware import NodeHardware, hardware_for
 from training_runtime.hyperpod_facts import SLURMCTLD_PID_FILE, SLURMD_PID_FILE, SLURMDBD_PID_FILE
 from training_runtime.node import Node
 from training_runtime.paths import HEALTH_CHECK, SLURM_LOG_DIR, SLURMCTLD_STATE_DIR, SLURMD_SPOOL_DIR
-from training_runtime.render.accounting_keys import accounting_keys
+from training_runtime.render.accounting_keys import accounting_keys, team_keys
 from training_runtime.render.cgroup_conf import render_cgroup_conf
 from training_runtime.render.gres_conf import render_gres_conf
 from training_runtime.render.slurm_conf import render_slurm_conf
@@ -114,6 +114,7 @@ def settings(node: Node) -> SlurmSettings:
         # Every controller runs a slurmdbd on the one (external) database; slurmctld falls back to the backup's.
         accounting_host=primary.address if accounting else None,
         accounting_backup_host=backups[0].address if accounting and backups else None,
+        teams=node.params.teams if accounting else None,
         state_save_location=state_save_location(node),
         slurmctld_timeout=slurm.slurmctld_timeout,
         return_to_service=slurm.return_to_service,
@@ -161,7 +162,7 @@ def accounting_lines(node: Node) -> str:
     slurmctld sends them slurm.conf with the files it includes (see :func:`slurmd`).
     """
     lines = ["# Managed by hyperpod-cdk (runtime option accounting); edits are overwritten."]
-    for key in accounting_keys(node.hostname, gpu_tres=True):
+    for key in accounting_keys(node.hostname, gpu_tres=True) + team_keys(node.params.teams):
         lines += ["# " + c for c in key.comment] + ["{}={}".format(key.key, key.value)]
     return "\n".join(lines) + "\n"
 
