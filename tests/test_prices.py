@@ -53,7 +53,11 @@ def test_the_snapshot_names_its_date_source_and_currency() -> None:
     assert data["date"] == "2026-11-29" and data["currency"] == "USD"
     assert "Not fetched by hyperpod-cdk" in data["source"]
     (price,) = snapshot_prices("us-west-2").values()
-    assert (price.instance_type, price.per_hour, price.source) == ("ml.p4d.24xlarge", 25.91001756, "snapshot 2026-11-29")
+    assert (price.instance_type, price.per_hour, price.source) == (
+        "ml.p4d.24xlarge",
+        25.91001756,
+        "snapshot 2026-11-29",
+    )
     assert snapshot_prices("xx-nowhere-1") == {} and snapshot_prices(None) == {}
 
 
@@ -78,7 +82,9 @@ def test_the_snapshot_is_not_used_for_another_currency() -> None:
     assert found.prices == {} and found.missing == ("ml.g5.8xlarge",)
 
 
-@pytest.mark.parametrize("usage", ["USE1-Cluster:ml.p5.48xlarge-Reserved", "USE1-Train:ml.p5.48xlarge", "USE1-Cluster:VolumeUsage.gp3"])
+@pytest.mark.parametrize(
+    "usage", ["USE1-Cluster:ml.p5.48xlarge-Reserved", "USE1-Train:ml.p5.48xlarge", "USE1-Cluster:VolumeUsage.gp3"]
+)
 def test_other_usage_types_are_not_hyperpod_instances(usage: str) -> None:
     item = json.loads(RECORDED["pages"][0]["PriceList"][0])
     item["product"]["attributes"]["usagetype"] = usage

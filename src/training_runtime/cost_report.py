@@ -124,7 +124,10 @@ class CostReport:
                 {"key": x.key, "spend": round(x.spend, 4), "jobs": x.jobs, "node_hours": round(x.node_hours, 4)}
                 for x in self.lines
             ],
-            "idle": [{"partition": i.partition, "node_hours": round(i.node_hours, 4), "cost": round(i.cost, 4)} for i in self.idle],
+            "idle": [
+                {"partition": i.partition, "node_hours": round(i.node_hours, 4), "cost": round(i.cost, 4)}
+                for i in self.idle
+            ],
             "budgets": [
                 {
                     "account": b.account,

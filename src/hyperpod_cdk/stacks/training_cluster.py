@@ -98,7 +98,7 @@ class TrainingCluster:
             self.organization.apply(scope)
         # What the nodes get, the prefix and the launch choices applied once; the outputs carry the name
         # HyperPod gets.
-        self.deployment = deployment(config, is_unresolved=Token.is_unresolved)
+        self.deployment = deployment(config, is_unresolved=Token.is_unresolved, region=stack_region(Stack.of(scope)))
         config = self.deployment.config
         self.config = config
         self.published = published
