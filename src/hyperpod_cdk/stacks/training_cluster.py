@@ -34,6 +34,7 @@ from hyperpod_cdk.constructs import (
 )
 from hyperpod_cdk.constructs.checks import stack_region
 from hyperpod_cdk.constructs.lifecycle import LifecycleSource
+from hyperpod_cdk.constructs.budget import ClusterBudget
 from hyperpod_cdk.constructs.observability import ClusterObservability
 from hyperpod_cdk.constructs.openzfs import ImportedOpenZfsFileSystem, OpenZfsStorage, admit_nfs_clients
 from hyperpod_cdk.constructs.placement import override_security_groups
@@ -143,7 +144,26 @@ class TrainingCluster:
         self.choices.choose_capacity(self.cluster.resource)
         for key, value in config.tags.items():
             Tags.of(self.scope).add(key, value)
+        self.budget = self._budget(config)
         self._outputs()
+
+    def _budget(self, config: ClusterConfig) -> ClusterBudget | None:
+        """``cost.aws_budget``: a monthly AWS budget on the cluster's tagged resources, alerting the alarm topic
+        (rule COST-BUDGET-TOPIC makes sure there is one)."""
+        wanted = config.cost.aws_budget if config.cost else None
+        topic = self.observability.topic if self.observability else None
+        if wanted is None or topic is None or config.cost is None:
+            return None
+        return ClusterBudget(
+            self.scope,
+            "Budget",
+            cluster_name=config.cluster_name,
+            monthly=wanted.monthly,
+            currency=config.cost.currency,
+            alert_percent=wanted.alert_percent,
+            topic=topic,
+            topic_key=self.observability.topic_key if self.observability else None,
+        )
 
     def _admit_to_imports(self) -> None:
         """An adopted file system's security group gets the rules that admit the nodes and the groups in their own
