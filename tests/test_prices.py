@@ -62,7 +62,8 @@ def test_the_snapshot_names_its_date_source_and_currency() -> None:
 
 
 def test_the_config_overrides_the_price_list_which_overrides_the_snapshot() -> None:
-    live = parse_price_list(RECORDED["pages"][1]["PriceList"], "us-east-1")
+    live = parse_price_list(RECORDED["pages"][0]["PriceList"] + RECORDED["pages"][1]["PriceList"], "us-east-1")
+    assert live["ml.p5.48xlarge"].per_hour == 55.04  # the config's rate below beats the Price List's
     found = resolve(
         ["ml.g5.8xlarge", "ml.m5.xlarge", "ml.p5.48xlarge", "ml.trn1.32xlarge"],
         "us-east-1",

@@ -32,9 +32,9 @@ from hyperpod_cdk.constructs import (
     S3DataRepository,
     secure_bucket,
 )
+from hyperpod_cdk.constructs.budget import ClusterBudget
 from hyperpod_cdk.constructs.checks import stack_region
 from hyperpod_cdk.constructs.lifecycle import LifecycleSource
-from hyperpod_cdk.constructs.budget import ClusterBudget
 from hyperpod_cdk.constructs.observability import ClusterObservability
 from hyperpod_cdk.constructs.openzfs import ImportedOpenZfsFileSystem, OpenZfsStorage, admit_nfs_clients
 from hyperpod_cdk.constructs.placement import override_security_groups
