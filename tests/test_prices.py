@@ -90,3 +90,30 @@ def test_other_usage_types_are_not_hyperpod_instances(usage: str) -> None:
     item = json.loads(RECORDED["pages"][0]["PriceList"][0])
     item["product"]["attributes"]["usagetype"] = usage
     assert parse_price_list([json.dumps(item)], "us-east-1") == {}
+
+
+def test_the_snapshot_script_rewrites_a_region_from_the_price_list(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "price_snapshot", Path(__file__).parents[1] / "scripts" / "price_snapshot.py"
+    )
+    assert spec and spec.loader
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    target = tmp_path / "prices_snapshot.json"
+    target.write_text(json.dumps(snapshot()))
+    client, stub = stubbed_pricing()
+    monkeypatch.setattr(script, "SNAPSHOT", target)
+    monkeypatch.setattr(script, "pricing_client", lambda session: client)
+    monkeypatch.setattr(script, "make_session", lambda profile, region: None)
+    with stub:
+        assert script.main(["--region", "us-east-1"]) == 0
+    written = json.loads(target.read_text())
+    assert set(written["regions"]["us-east-1"]) == {"ml.p5.48xlarge", "ml.m5.xlarge"}
+    assert written["regions"]["us-east-1"]["ml.p5.48xlarge"]["per_hour"] == 55.04
+    assert "price-list 2026-11-15" in written["regions"]["us-east-1"]["ml.p5.48xlarge"]["record"]
+    assert written["regions"]["us-west-2"] == snapshot()["regions"]["us-west-2"]  # a Region not asked is kept
+    assert "Price List API" in written["source"]

@@ -32,7 +32,12 @@ def currency(view: ClusterView) -> Iterator[Problem]:
     """The currency is an ISO 4217 code such as USD."""
     cost = view.cost
     if cost is not None and not CURRENCY.match(cost.currency):
-        yield Problem(_at(view, "currency"), "expected a three-letter ISO 4217 code such as 'USD'", got=cost.currency)
+        yield Problem(
+            _at(view, "currency"),
+            "expected a three-letter ISO 4217 code such as 'USD'",
+            got=cost.currency,
+            fix="write the code in capitals; the Price List and the snapshot price in USD",
+        )
 
 
 @rule("COST-PRICE", "cost", "cost.prices.<type>", source="hyperpod-cdk (docs/cost.md, Prices)")
@@ -129,7 +134,12 @@ def budget(view: ClusterView) -> Iterator[Problem]:
     for index, percent in enumerate(found.alert_percent):
         at = _at(view, f"aws_budget.alert_percent[{index}]")
         if percent <= 0:
-            yield Problem(at, "a percentage of the budget more than 0 (100 is the whole budget)", got=percent)
+            yield Problem(
+                at,
+                "a percentage of the budget more than 0 (100 is the whole budget)",
+                got=percent,
+                fix="e.g. alert_percent: [80, 100]",
+            )
         elif percent in seen:
             yield Problem(at, "listed twice", got=percent, fix="remove it")
         seen.add(percent)
