@@ -999,7 +999,7 @@ ROWS = [
         "cost.prices.ml.p9.48xlarge",
         "no instance group runs this type",
     ),
-    row("COST-PRICE-SOURCE", {"cost": {}}, "cost.prices", "no price for ml.m5.xlarge, ml.trn1.32xlarge"),
+    row("COST-PRICE-SOURCE", {"cost": {}}, "cost.prices", "no price for ml.trn1.32xlarge"),
     row(
         "COST-BUDGET",
         {"cost": {"prices": PRICED, "aws_budget": {"monthly": -5.0}}},

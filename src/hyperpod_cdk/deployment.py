@@ -26,7 +26,7 @@ from hyperpod_cdk.parameters import parameters_file, with_resources, written_gro
 from hyperpod_cdk.prices import Resolved, resolve
 from hyperpod_cdk.template_parameters import group_capacity_id, group_type_id, template_parameters
 from training_runtime.billing_weights import InstancePrice
-from training_runtime.groups import GroupSpec
+from training_runtime.groups import COMPUTE, GroupSpec
 from training_runtime.params import MetricsTarget, ProvisioningParameters
 from training_runtime.users import User
 
@@ -150,13 +150,16 @@ def deployment(
 def cluster_prices(
     config: ClusterConfig, region: str | None, is_unresolved: Callable[[Any], bool] | None = None
 ) -> Resolved:
-    """The price of every instance type the config's groups may run (a flexible group's candidates too) in
-    ``region``: the shipped snapshot, then ``cost.prices`` (synth never calls AWS)."""
+    """The price of every instance type the config's compute groups may run (a flexible group's candidates too;
+    the types that have partitions) in ``region``: the shipped snapshot, then ``cost.prices`` (synth never calls
+    AWS)."""
     unresolved = is_unresolved or (lambda _: False)
     cost = config.cost
     types = set()
     for group in config.instance_groups:
         spec = group.spec()
+        if spec.role != COMPUTE:
+            continue
         for name in (spec.instance_type, *spec.instance_types):
             if isinstance(name, str) and not unresolved(name):
                 types.add(name)

@@ -20,9 +20,11 @@ def _at(view: ClusterView, rest: str) -> str:
     return view.path("cost", rest)
 
 
-def _types(view: ClusterView) -> set[str]:
+def _types(view: ClusterView, compute_only: bool = False) -> set[str]:
+    """The instance types the groups run (a flexible group's candidates too); ``compute_only``: those that have
+    partitions, the ones billing weights are for."""
     found: set[str] = set()
-    for group in view.groups:
+    for group in view.compute_groups if compute_only else view.groups:
         found.update(t for t in view.types_of(group) if view.concrete(t))
     return found
 
@@ -93,7 +95,7 @@ def price_source(view: ClusterView) -> Iterator[Problem]:
         return
     from hyperpod_cdk.prices import resolve
 
-    types = _types(view)
+    types = _types(view, compute_only=True)
     found = resolve(types, view.region, {t: (o.per_hour, o.source) for t, o in cost.prices.items()}, cost.currency)
     data = snapshot()
     from_snapshot = sorted(t for t, p in found.prices.items() if p.source.startswith("snapshot"))
