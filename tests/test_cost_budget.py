@@ -95,3 +95,10 @@ def test_a_cluster_with_an_aws_budget_passes_nag_and_the_strict_validator(tmp_pa
     app = cdk.App(outdir=str(tmp_path), context=STRICT_VALIDATION)
     TrainingClusterStack(app, "budgeted", config=ClusterConfig.model_validate({**BUDGET, "storage": None}))
     assert_nag_clean(app, tmp_path)
+
+
+def test_synth_lists_each_price_and_its_source() -> None:
+    stack = TrainingClusterStack(fast_app(), "s", config=ClusterConfig.model_validate(BUDGET))
+    infos = cdk.assertions.Annotations.from_stack(stack).find_info("*", cdk.assertions.Match.string_like_regexp(".*"))
+    text = " ".join(str(i.entry.data) for i in infos)
+    assert "ml.trn1.32xlarge 2.5 USD/h (config: savings plan SP-1)" in text

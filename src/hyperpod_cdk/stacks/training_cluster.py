@@ -102,6 +102,13 @@ class TrainingCluster:
         self.deployment = deployment(config, is_unresolved=Token.is_unresolved, region=stack_region(Stack.of(scope)))
         config = self.deployment.config
         self.config = config
+        if self.deployment.parameters.prices:  # `cdk synth` says each price the partitions bill and its source
+            currency = config.cost.currency if config.cost else "USD"
+            listed = "; ".join(
+                f"{t} {p.per_hour:g} {currency}/h ({p.source})"
+                for t, p in sorted(self.deployment.parameters.prices.items())
+            )
+            Annotations.of(scope).add_info(f"hyperpod-cdk: prices as Slurm billing: {listed}")
         self.published = published
         self.choices = LaunchChoices(self.scope, config)
         if self.organization is not None:
