@@ -127,6 +127,13 @@ def cluster_overview() -> db.Dashboard:
                           description="Share of the cluster's CPUs and GPUs Slurm has given to jobs."))
         .with_panel(graph("Scheduler cycle (mean)", "µs",
                           query(f"slurm_scheduler_cycle_mean_microseconds{{{C}}}", "{{cluster}}")))
+        .with_panel(graph("Spend this month", "short",
+                          query(f"sum by (account) (hyperpod_cost_spend{{{C}}})", "{{account}}"),
+                          query(f"sum(hyperpod_cost_idle{{{C}}})", "idle", "B"),
+                          query(f"sum by (account) (hyperpod_cost_budget_left{{{C}}})", "{{account}} budget left", "C"),
+                          description="In the cluster's currency (config cost): each Slurm account's spend from its "
+                          "jobs' billing, the priced partitions' idle node-hours, and each account's budget left "
+                          "(hyperpod-cdk cost; docs/cost.md)."))
         .with_row(db.Row("Utilisation"))
         .with_panel(graph("CPU use by node", "percentunit", query(node_cpu, "{{instance}}")))
         .with_panel(graph("GPU use by node", "percent",

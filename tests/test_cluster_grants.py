@@ -292,6 +292,7 @@ def commands(made: MotoCluster) -> dict[str, list[str]]:
         "port-forward": ["port-forward", "grants", "8888:8888", "--group", "workers"],
         "ssh-config": ["ssh-config", "grants", "--print"],
         "status --slurm": ["status", "grants", "--slurm", "--json"],
+        "cost": ["cost", "grants", "--json"],
     }
 
 
@@ -305,7 +306,8 @@ def run_recorded(made: MotoCluster, argv: list[str]) -> list[Call]:
 
     operator = Operator(
         before_session=lambda session: session.events.register("before-parameter-build", record),
-        ssm_command=lambda argv: Captured(0, "", ""),
+        # `cost` needs its three sections (empty: no job, no partition, no budget); `status --slurm` reads none
+        ssm_command=lambda argv: Captured(0, "### sacct\n### partitions\n### sshare\n", ""),
     )
     result = operator(*argv)
     assert result.code == 0, (argv, result.err)
@@ -320,7 +322,7 @@ GRANTED_COMMANDS = {
     "describe": ("status", "wait", "events", "logs"),
     "operate": ("status", "wait", "events", "logs", "reboot", "replace", "delete"),
     "scale": ("status", "wait", "scale"),
-    "connect": ("connect", "port-forward", "ssh-config", "status --slurm"),
+    "connect": ("connect", "port-forward", "ssh-config", "status --slurm", "cost"),
 }
 
 
@@ -338,7 +340,7 @@ def test_each_grant_allows_every_call_of_its_commands_and_nothing_they_do_not_ca
     for command in GRANTED_COMMANDS[grant]:
         ran = run_recorded(moto_cluster, made[command])
         assert ran, command
-        if command == "status --slurm":  # its status part is grant_describe's; the session is this grant's
+        if command in ("status --slurm", "cost"):  # the look-ups are grant_describe's; the session is this grant's
             ran = [c for c in ran if c[0] == "ssm:StartSession"]
         assert [c for c in ran if not allowed(granted, c)] == [], command
         calls += ran

@@ -159,7 +159,8 @@ REQUIRED_METRICS = {
     "cluster-overview": {
         "slurm_nodes", "slurm_jobs", "slurm_scheduler_queue_length", "slurm_cpus", "slurm_gpus",
         "node_cpu_seconds_total", "node_memory_MemAvailable_bytes", "node_network_receive_bytes_total",
-        "node_network_transmit_bytes_total", "DCGM_FI_DEV_GPU_UTIL",
+        "node_network_transmit_bytes_total", "DCGM_FI_DEV_GPU_UTIL", "hyperpod_cost_spend", "hyperpod_cost_idle",
+        "hyperpod_cost_budget_left",
     },
     "job": {
         "slurm_job_nodes", "node_cpu_seconds_total", "DCGM_FI_DEV_GPU_UTIL", "node_network_receive_bytes_total",

@@ -43,6 +43,7 @@ WORKSPACE = "arn:aws:aps:us-west-2:111122223333:workspace/ws-12345678-abcd-1234-
 VOLUME_KEY = "arn:aws:kms:us-west-2:111122223333:key/1234abcd"
 SECRET = "arn:aws:secretsmanager:us-west-2:111122223333:secret:slurm-db-AbCdEf"
 CONTINUOUS = {"node_provisioning_mode": "continuous"}
+PRICED = {t: {"per_hour": 1.0, "source": "test rate"} for t in ("ml.m5.xlarge", "ml.trn1.32xlarge")}
 SCALED = {**CPU_WORKERS, "scaling": {"min": 0, "max": 4}}
 PLAN = "arn:aws:sagemaker:us-west-2:111122223333:training-plan/plan-a"
 
@@ -1090,6 +1091,33 @@ ROWS = [
         },
         "instance_groups[1].deep_health_checks",
         "45-90 minutes",
+    ),
+    # --- cost (the default groups run ml.m5.xlarge and ml.trn1.32xlarge: PRICED prices both)
+    row("COST-CURRENCY", {"cost": {"currency": "usd", "prices": PRICED}}, "cost.currency", "ISO 4217"),
+    row(
+        "COST-PRICE",
+        {"cost": {"prices": {**PRICED, "ml.m5.xlarge": {"per_hour": -1.0, "source": "x"}}}},
+        "cost.prices.ml.m5.xlarge.per_hour",
+        "zero or more",
+    ),
+    row(
+        "COST-PRICE-UNUSED",
+        {"cost": {"prices": {**PRICED, "ml.p9.48xlarge": {"per_hour": 1.0, "source": "x"}}}},
+        "cost.prices.ml.p9.48xlarge",
+        "no instance group runs this type",
+    ),
+    row("COST-PRICE-SOURCE", {"cost": {}}, "cost.prices", "no price for ml.trn1.32xlarge"),
+    row(
+        "COST-BUDGET",
+        {"cost": {"prices": PRICED, "aws_budget": {"monthly": -5.0}}},
+        "cost.aws_budget.monthly",
+        "more than zero",
+    ),
+    row(
+        "COST-BUDGET-TOPIC",
+        {"cost": {"prices": PRICED, "aws_budget": {"monthly": 100.0}}, "observability": {"enabled": False}},
+        "cost.aws_budget",
+        "alarm topic",
     ),
 ]
 # A role outside controller/login/compute never gets past the config's schema or InstanceGroup's type; the

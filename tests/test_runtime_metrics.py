@@ -183,6 +183,6 @@ def test_the_dcgm_counters_csv_is_the_catalogs_dcgm_list() -> None:
     assert {r[1] for r in rows} <= {"gauge", "counter"}
 
 
-@pytest.mark.parametrize("exporter", ["node", "slurm", "dcgm", "neuron", "efa", "scaler"])
+@pytest.mark.parametrize("exporter", ["node", "slurm", "dcgm", "neuron", "efa", "scaler", "cost"])
 def test_the_catalog_is_keyed_by_exporter_and_all_metrics_is_their_union(exporter: str) -> None:
     assert catalog.METRICS[exporter] and set(catalog.METRICS[exporter]) <= catalog.ALL_METRICS

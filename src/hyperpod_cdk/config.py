@@ -214,6 +214,35 @@ class ObservabilityConfig(_Model):
     """Alarm topic, event rules, CloudWatch alarms and Prometheus alert rules."""
 
 
+class PriceOverride(_Model):
+    """Your rate for an instance type where it differs from the on-demand price (training plan, savings plan, Spot)."""
+
+    per_hour: float
+    """The price per instance-hour in ``cost.currency``."""
+    source: str
+    """Where the rate comes from (``savings plan SP-123, 2026``); shown with the price in synth output and docs."""
+
+
+class AwsBudgetConfig(_Model):
+    """An AWS Budgets cost budget for the whole cluster (every resource carrying the cluster's cost tag)."""
+
+    monthly: float
+    """The monthly budget in ``cost.currency``."""
+    alert_percent: list[float] = Field(default_factory=lambda: [80.0, 100.0])
+    """Actual spend above these percentages of ``monthly`` notifies the cluster's alarm topic."""
+
+
+class CostConfig(_Model):
+    """Prices as Slurm billing (each partition's TRESBillingWeights) and an optional AWS budget; docs/cost.md."""
+
+    currency: str = "USD"
+    """The currency of the prices and budgets: the Price List's (USD)."""
+    prices: dict[str, PriceOverride] = Field(default_factory=dict)
+    """Per instance type, your rate instead of the on-demand price. Default: none (snapshot or Price List)."""
+    aws_budget: AwsBudgetConfig | None = None
+    """A monthly AWS Budgets budget for the cluster, alerting the cluster's alarm topic. Default: none."""
+
+
 class CountRange(_Model):
     """The instance counts a launching team may choose: a CloudFormation Number with MinValue and MaxValue."""
 
@@ -328,6 +357,9 @@ class ClusterConfig(_Model):
     """Rules silenced, each with a reason: their findings are not reported (``validate --show-suppressed`` lists
     them), and the cluster resource's metadata records them and tells cfn-lint to skip the matching rule. An error
     the AWS API raises cannot be suppressed (CL-SUPPRESS). Default: none."""
+    cost: CostConfig | None = None
+    """Prices as Slurm billing, so Slurm's accounting is in money, and an AWS budget (docs/cost.md). Default: none,
+    and partitions bill Slurm's default (allocated CPUs)."""
     accept_unconfirmed: list[str] = Field(default_factory=list)
     """The former form of ``suppress`` (still read): rule ids of settings whose Slurm support AWS has not confirmed
     that you have checked, each suppressed with the reason "checked: unconfirmed Slurm support accepted"."""

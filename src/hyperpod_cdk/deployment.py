@@ -23,8 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 from hyperpod_cdk.model import Capacity, NodeProvisioningMode, SlurmMode, prefixed
 from hyperpod_cdk.parameters import parameters_file, with_resources, written_group
+from hyperpod_cdk.prices import Resolved, resolve
 from hyperpod_cdk.template_parameters import group_capacity_id, group_type_id, template_parameters
-from training_runtime.groups import GroupSpec
+from training_runtime.billing_weights import InstancePrice
+from training_runtime.groups import COMPUTE, GroupSpec
 from training_runtime.params import MetricsTarget, ProvisioningParameters
 from training_runtime.users import User
 
@@ -99,13 +101,17 @@ def deployed_name(
     return prefixed(prefix, cluster_name)
 
 
-def deployment(config: ClusterConfig, *, is_unresolved: Callable[[Any], bool] | None = None) -> Deployment:
+def deployment(
+    config: ClusterConfig, *, is_unresolved: Callable[[Any], bool] | None = None, region: str | None = None
+) -> Deployment:
     """What a deployment of ``config`` puts on its nodes (the config already checked).
 
     * the cluster name with the organization's ``name_prefix`` (:func:`hyperpod_cdk.model.prefixed`; a name
       that ``is_unresolved`` is left alone: the prefix rule constrains the parameter instead);
     * each group as its launch choices (:func:`launched_group`) leave it in the parameters file;
-    * the users file of ``config.users``.
+    * the users file of ``config.users``;
+    * with ``cost``, each instance type's price and its source (:func:`cluster_prices`; the snapshot of
+      ``region``, then the config's overrides), which the nodes turn into billing weights.
     """
     unresolved = is_unresolved or (lambda _: False)
     stack_name = f"{STACK_NAME_PREFIX}{config.cluster_name}"
@@ -123,6 +129,11 @@ def deployment(config: ClusterConfig, *, is_unresolved: Callable[[Any], bool] | 
         runtime_options=config.runtime,
         teams=config.cluster_teams(),
     )
+    if config.cost is not None:
+        prices = cluster_prices(config, region, unresolved).prices
+        parameters = dataclasses.replace(
+            parameters, prices={t: InstancePrice(p.per_hour, p.source) for t, p in prices.items()}
+        )
     own_types = {g.name: g.spec().instance_type for g in config.instance_groups}
     return Deployment(
         config=config,
@@ -135,6 +146,27 @@ def deployment(config: ClusterConfig, *, is_unresolved: Callable[[Any], bool] | 
         counts={g.name: g.count for g in config.instance_groups},
         stack_name=stack_name,
     )
+
+
+def cluster_prices(
+    config: ClusterConfig, region: str | None, is_unresolved: Callable[[Any], bool] | None = None
+) -> Resolved:
+    """The price of every instance type the config's compute groups may run (a flexible group's candidates too;
+    the types that have partitions) in ``region``: the shipped snapshot, then ``cost.prices`` (synth never calls
+    AWS)."""
+    unresolved = is_unresolved or (lambda _: False)
+    cost = config.cost
+    types = set()
+    for group in config.instance_groups:
+        spec = group.spec()
+        if spec.role != COMPUTE:
+            continue
+        for name in (spec.instance_type, *spec.instance_types):
+            if isinstance(name, str) and not unresolved(name):
+                types.add(name)
+    overrides = {t: (o.per_hour, o.source) for t, o in (cost.prices if cost else {}).items()}
+    where = region if region is not None and not unresolved(region) else None
+    return resolve(types, where, overrides, cost.currency if cost else "USD")
 
 
 def launched_group(

@@ -95,6 +95,7 @@ COMMANDS: dict[str, tuple[Call, ...]] = {
     "port-forward": _session("AWS-StartPortForwardingSession"),
     "ssh-config": _session("AWS-StartSSHSession"),
     "status --slurm": _session("AWS-StartNonInteractiveCommand"),
+    "cost": _session("AWS-StartNonInteractiveCommand"),
 }
 """Every cluster command's calls. ``training-job-config`` reads a stack (``cloudformation:DescribeStacks``), no
 cluster, and has no grant."""
@@ -103,9 +104,10 @@ GRANTS: dict[str, tuple[str, ...]] = {
     "describe": ("status", "wait", "events", "logs"),
     "operate": ("status", "wait", "events", "logs", "reboot", "replace", "delete"),
     "scale": ("status", "wait", "scale"),
-    "connect": ("connect", "port-forward", "ssh-config", "status --slurm"),
+    "connect": ("connect", "port-forward", "ssh-config", "status --slurm", "cost"),
 }
-"""Each ``grant_<name>`` and the commands it lets run. ``status --slurm`` needs ``describe`` too (its status part).
+"""Each ``grant_<name>`` and the commands it lets run. ``status --slurm`` and ``cost`` need ``describe`` too (the
+cluster and node look-ups; the session to the controller is ``connect``'s).
 BatchAddClusterNodes and DescribeClusterNode are in no grant: no command calls them (``scale`` sets a count with
 UpdateCluster; the scaler's own policy has BatchAddClusterNodes, constructs/scaler.py)."""
 

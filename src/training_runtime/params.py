@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from training_runtime.billing_weights import InstancePrice
 from training_runtime.emulation import EMULATION_KEY, Emulation, parse_emulation
 from training_runtime.errors import InputError
 from training_runtime.group_rules import group_problems
@@ -109,6 +110,9 @@ class ProvisioningParameters:
     """``hyperpod_cdk.teams``: the config's teams and ``enforce_accounts`` (Slurm accounts, QOS, budgets), applied
     by the controller's ``slurm-teams`` step; None (the key absent): none, and nothing enforced."""
     emulation: Optional[Emulation] = None
+    prices: Dict[str, InstancePrice] = field(default_factory=dict)
+    """Instance type -> price per hour and its source (config ``cost``): the partitions' ``TRESBillingWeights``
+    (:mod:`training_runtime.billing_weights`). Empty: Slurm's default billing."""
     """``hyperpod_cdk.emulation``: written only by the local cluster (:mod:`training_runtime.emulation`); None on
     a deployed cluster."""
 
@@ -206,6 +210,10 @@ class ProvisioningParameters:
             data[OUR_KEY]["teams"] = self.teams.to_json()
         if self.emulation is not None:
             data[OUR_KEY][EMULATION_KEY] = self.emulation.to_json()
+        if self.prices:  # only then: other clusters' files stay as they were
+            data[OUR_KEY]["prices"] = {
+                t: {"per_hour": p.per_hour, "source": p.source} for t, p in sorted(self.prices.items())
+            }
         return data
 
     def dumps(self) -> str:
@@ -274,6 +282,7 @@ class ProvisioningParameters:
             )
         metrics = _parse_metrics(ours.get("metrics"), OUR_KEY + ".metrics", problems)
         emulation = parse_emulation(ours.get(EMULATION_KEY), OUR_KEY + "." + EMULATION_KEY, problems)
+        prices = _parse_prices(ours.get("prices", {}), OUR_KEY + ".prices", problems)
         slurmdbd_owner = ours.get("slurmdbd_owner", SLURMDBD_BY_RUNTIME)
         if slurmdbd_owner not in SLURMDBD_OWNERS:
             problems.append(
@@ -303,6 +312,7 @@ class ProvisioningParameters:
             options=dict(options),
             emulation=emulation,
             teams=teams,
+            prices=prices,
         )
         _check_hyperpod_keys_agree(data, params, problems)
         if problems:
@@ -337,6 +347,21 @@ def _parse_teams_key(raw: Any, path: str, problems: List[str]) -> Optional[Teams
     except ValueError as error:
         problems.extend(str(error).splitlines())
         return None
+def _parse_prices(raw: Any, path: str, problems: List[str]) -> Dict[str, InstancePrice]:
+    if not isinstance(raw, Mapping):
+        problems.append("{}: got {!r}; expected an object of instance type -> {{per_hour, source}}".format(path, raw))
+        return {}
+    prices = {}
+    for name, entry in raw.items():
+        value = entry.get("per_hour") if isinstance(entry, Mapping) else None
+        source = entry.get("source") if isinstance(entry, Mapping) else None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or not isinstance(source, str):
+            problems.append(
+                "{}.{}: got {!r}; expected {{per_hour: a number >= 0, source: text}}".format(path, name, entry)
+            )
+            continue
+        prices[str(name)] = InstancePrice(float(value), source)
+    return prices
 
 
 def _parse_metrics(raw: Any, path: str, problems: List[str]) -> Optional[MetricsTarget]:

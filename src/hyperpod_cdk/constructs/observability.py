@@ -300,6 +300,8 @@ class ClusterObservability(Construct):
                 resources=["*"],
             )
         )
+        self.topic_key = key
+        """The alarm topic's key: services that publish (Budgets, ``ClusterBudget``) need its use."""
         topic = sns.Topic(
             self, "AlarmTopic", display_name=f"HyperPod {self.cluster_name} alarms", master_key=key, enforce_ssl=True
         )

@@ -16,6 +16,8 @@ if TYPE_CHECKING:  # `hyperpod-cdk --help` builds these parsers: the context (su
 
     from hyperpod_cdk.ops.context import OpsContext
 
+COST_GROUPINGS = ("account", "user", "partition", "job")
+"""``cost --by`` (training_runtime.cost_report.GROUPINGS, not imported: ``--help`` stays light)."""
 NODE_REF = "instance id (i-...) or Slurm hostname (ip-a-b-c-d)"
 EXIT_NOTE = "Exit status: see docs/operations.md (0 ok, 1 failed, 3 not found, 4 credentials/access, 5 unsupported)."
 
@@ -157,6 +159,20 @@ def register(commands: Any) -> None:
     job.add_argument("--channel", default="training", help="input channel name (default training)")
     job.add_argument("--access-mode", choices=["ro", "rw"], default="ro", help="file system access (default ro)")
     job.add_argument("--python", action="store_true", help="print only the Python snippet")
+
+    spend = _cluster(
+        _command(
+            commands,
+            "cost",
+            "cost:cost",
+            "spend in money from Slurm accounting (through SSM on the controller), idle cost and budgets left",
+        )
+    )
+    spend.add_argument(
+        "--since", help="window start: ISO date or time, UTC (2026-11-01), or an age (7d). Default: this month"
+    )
+    spend.add_argument("--until", help="window end: ISO date or time, UTC, or an age (1h). Default: now")
+    spend.add_argument("--by", choices=COST_GROUPINGS, default="account", help="group spend by this (default account)")
 
 
 def _node_choice(parser: Any) -> None:

@@ -32,6 +32,7 @@ RULE_MODULES = (
     "suppression",
     "volumes",
     "scaling",
+    "cost",
     # The online rules (needs aws): only `hyperpod-cdk preflight` / `validate --online` run them; no boto3 import.
     "hyperpod_cdk.preflight.checks_access",
     "hyperpod_cdk.preflight.checks_capacity",

@@ -15,6 +15,7 @@ from training_runtime.options import RuntimeOptions, parse_options
 if TYPE_CHECKING:
     from hyperpod_cdk.config import (
         ClusterConfig,
+        CostConfig,
         LifecycleConfig,
         NetworkConfig,
         ObservabilityConfig,
@@ -40,6 +41,7 @@ SECTIONS = (
     "organization",
     "observability",
     "suppress",
+    "cost",
 )
 """The config file's sections, in the order the reference lists them: ``cluster`` (the top-level scalars),
 then ClusterConfig's nested fields in their order (tests/test_rules_reference.py checks it against the model)."""
@@ -81,6 +83,8 @@ class ClusterView:
     organization: OrganizationConfig | None = None
     observability: ObservabilityConfig | None = None
     """Metrics, Grafana and alarms (``observability`` section)."""
+    cost: CostConfig | None = None
+    """Prices as Slurm billing and the AWS budget (``cost`` section)."""
     region: str | None = None
     """The AWS Region when known (``validate --region``, or a stack's concrete Region)."""
     is_unresolved: Callable[[Any], bool] = never_unresolved
@@ -121,6 +125,7 @@ class ClusterView:
             parameters=config.parameters,
             organization=config.organization,
             observability=config.observability,
+            cost=config.cost,
             region=region,
             given=frozenset(config.model_fields_set),
             accepted=tuple(config.accept_unconfirmed),

@@ -32,6 +32,7 @@ from hyperpod_cdk.constructs import (
     S3DataRepository,
     secure_bucket,
 )
+from hyperpod_cdk.constructs.budget import ClusterBudget
 from hyperpod_cdk.constructs.checks import stack_region
 from hyperpod_cdk.constructs.lifecycle import LifecycleSource
 from hyperpod_cdk.constructs.observability import ClusterObservability
@@ -102,9 +103,16 @@ class TrainingCluster:
             self.organization.apply(scope)
         # What the nodes get, the prefix and the launch choices applied once; the outputs carry the name
         # HyperPod gets.
-        self.deployment = deployment(config, is_unresolved=Token.is_unresolved)
+        self.deployment = deployment(config, is_unresolved=Token.is_unresolved, region=stack_region(Stack.of(scope)))
         config = self.deployment.config
         self.config = config
+        if self.deployment.parameters.prices:  # `cdk synth` says each price the partitions bill and its source
+            currency = config.cost.currency if config.cost else "USD"
+            listed = "; ".join(
+                f"{t} {p.per_hour:g} {currency}/h ({p.source})"
+                for t, p in sorted(self.deployment.parameters.prices.items())
+            )
+            Annotations.of(scope).add_info(f"hyperpod-cdk: prices as Slurm billing: {listed}")
         self.published = published
         self.choices = LaunchChoices(self.scope, config)
         if self.organization is not None:
@@ -148,7 +156,26 @@ class TrainingCluster:
         self.choices.choose_capacity(self.cluster.resource)
         for key, value in config.tags.items():
             Tags.of(self.scope).add(key, value)
+        self.budget = self._budget(config)
         self._outputs()
+
+    def _budget(self, config: ClusterConfig) -> ClusterBudget | None:
+        """``cost.aws_budget``: a monthly AWS budget on the cluster's tagged resources, alerting the alarm topic
+        (rule COST-BUDGET-TOPIC makes sure there is one)."""
+        wanted = config.cost.aws_budget if config.cost else None
+        topic = self.observability.topic if self.observability else None
+        if wanted is None or topic is None or config.cost is None:
+            return None
+        return ClusterBudget(
+            self.scope,
+            "Budget",
+            cluster_name=config.cluster_name,
+            monthly=wanted.monthly,
+            currency=config.cost.currency,
+            alert_percent=wanted.alert_percent,
+            topic=topic,
+            topic_key=self.observability.topic_key if self.observability else None,
+        )
 
     def _admit_to_imports(self) -> None:
         """An adopted file system's security group gets the rules that admit the nodes and the groups in their own

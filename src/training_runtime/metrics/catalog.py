@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Dict, FrozenSet, Tuple
 
-from training_runtime.metrics import efa, scaler, slurm
+from training_runtime.metrics import cost, efa, scaler, slurm
 
 NODE_METRICS = (
     "node_cpu_seconds_total",
@@ -53,6 +53,7 @@ METRICS: Dict[str, Tuple[str, ...]] = {
     "neuron": NEURON_METRICS,
     "efa": efa.METRIC_NAMES,
     "scaler": scaler.METRIC_NAMES,
+    "cost": cost.METRIC_NAMES,
 }
 ALL_METRICS: FrozenSet[str] = frozenset(name for names in METRICS.values() for name in names)
 

@@ -13,12 +13,14 @@ import argparse
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import List, Optional, Sequence
 
+from training_runtime.metrics.cost import cost_families
 from training_runtime.metrics.efa import efa_families
 from training_runtime.metrics.exposition import render, write_textfile
-from training_runtime.metrics.layout import EFA_TEXTFILE, SLURM_TEXTFILE, TEXTFILE_DIR
+from training_runtime.metrics.layout import COST_TEXTFILE, EFA_TEXTFILE, SLURM_TEXTFILE, TEXTFILE_DIR
 from training_runtime.metrics.slurm import slurm_families
 
 COMMAND_TIMEOUT_S = 20.0
@@ -44,6 +46,8 @@ def command_runner(bin_dir: Optional[str]):  # type: ignore[no-untyped-def]
 def collect_once(args: argparse.Namespace) -> None:
     if args.slurm:
         write_textfile(args.dir, SLURM_TEXTFILE, render(slurm_families(command_runner(args.slurm_bin))))
+        now = datetime.utcnow().replace(microsecond=0)
+        write_textfile(args.dir, COST_TEXTFILE, render(cost_families(command_runner(args.slurm_bin), now)))
     if args.efa:
         write_textfile(args.dir, EFA_TEXTFILE, render(efa_families(Path(args.root))))
 

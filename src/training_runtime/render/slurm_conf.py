@@ -59,9 +59,10 @@ def render_slurm_conf(settings: SlurmSettings, nodes: Sequence[SlurmNode], parti
         members = " Nodes=" + compress(partition.nodes) if partition.nodes else ""
         if partition.all_nodes:
             members = " Nodes=ALL"
+        billing = " TRESBillingWeights=" + partition.billing_weights if partition.billing_weights else ""
         lines.append(
-            "PartitionName={}{} Default={} MaxTime=INFINITE State=UP".format(
-                partition.name, members, "YES" if index == default_index else "NO"
+            "PartitionName={}{} Default={} MaxTime=INFINITE State=UP{}".format(
+                partition.name, members, "YES" if index == default_index else "NO", billing
             )
         )
     if settings.extra_lines:

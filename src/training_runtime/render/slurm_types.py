@@ -36,6 +36,9 @@ class Partition:
     """At most one partition may be marked; when none is, the first one is the default."""
     all_nodes: bool = False
     """``Nodes=ALL``: every node of the file (``nodes`` stays empty), as HyperPod's universal ``dev`` partition."""
+    billing_weights: Optional[str] = None
+    """``TRESBillingWeights`` (e.g. ``CPU=8.5``: prices as Slurm billing, :mod:`training_runtime.billing_weights`);
+    None: Slurm's default billing."""
 
 
 @dataclass(frozen=True)

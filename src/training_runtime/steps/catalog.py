@@ -10,6 +10,7 @@ from training_runtime.steps import Step
 from training_runtime.steps.accelerators import accelerator_steps
 from training_runtime.steps.accounting import AccountingCluster, LocalDatabase, SlurmdbdConfig
 from training_runtime.steps.ami import AmiSetup, accounting_by_ami
+from training_runtime.steps.billing import HyperPodBillingWeights
 from training_runtime.steps.configless import SLURMD_DROP_IN, ConfiglessPush, SlurmdConfServer
 from training_runtime.steps.containers import container_push_steps, container_steps
 from training_runtime.steps.daemon import RunningDaemon
@@ -99,6 +100,8 @@ def steps_for(node: Node) -> List[Step]:
                 steps.append(SlurmTeams(node.params.teams))
         controller_files = slurm_config_files(node) if generic else [conf_path(node, ACCOUNTING_INCLUDE)]
         steps.append(RunningDaemon(slurmctld(node), controller_files if generic or ours else []))
+        if not generic and node.params.prices:  # prices as Slurm billing (generic: in the rendered slurm.conf)
+            steps.append(HyperPodBillingWeights())
         if ours and not generic:
             # HyperPod's compute and login nodes hold the configuration slurmctld sent them: send the new one.
             steps.append(ConfiglessPush(controller_files))

@@ -31,6 +31,7 @@ from training_runtime.retry import NotReady, RetryPolicy
 from training_runtime.scaler.job_submit import BLOCK_START, with_block
 from training_runtime.services import Daemon
 from training_runtime.steps import Step
+from training_runtime.steps.billing import billing_weights
 from training_runtime.steps.health import EPILOG_PROGRAM, PROLOG_PROGRAM, gpu_job_mapping
 
 SLURM_USER = "slurm"
@@ -78,10 +79,12 @@ def slurm_nodes(node: Node) -> List[SlurmNode]:
 
 def partitions(node: Node) -> List[Partition]:
     result: List[Partition] = []
+    weights = billing_weights(node)[0] if node.params.prices else {}
     for worker in node.params.worker_groups:
         names = tuple(i.name for i in node.resources.instances(worker.instance_group_name))
         if names:
-            result.append(Partition(name=worker.partition_name, nodes=names, default=not result))
+            part = worker.partition_name
+            result.append(Partition(name=part, nodes=names, default=not result, billing_weights=weights.get(part)))
     return result
 
 
