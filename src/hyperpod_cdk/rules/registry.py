@@ -28,6 +28,8 @@ RULE_MODULES = (
     "slurm_api",
     "volumes",
     "scaling",
+    # The whole CreateCluster request against the SageMaker API model, after the rules that explain a value better.
+    "api_model",
     # The online rules (needs aws): only `hyperpod-cdk preflight` / `validate --online` run them; no boto3 import.
     "hyperpod_cdk.preflight.checks_access",
     "hyperpod_cdk.preflight.checks_capacity",

@@ -1,0 +1,40 @@
+"""API-MODEL: the CreateCluster request a config produces, against the SageMaker API model's constraints.
+
+The request is :func:`hyperpod_cdk.api_request.cluster_request` of the view; the constraints are the generated
+table of :mod:`hyperpod_cdk.api_constraints` (botocore's ``service-2.json``, with the CloudFormation schema's where
+that is stricter). Every violation is reported at once, at the config field the member comes from. A construct runs
+it on its props too (synth), with CDK tokens skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from hyperpod_cdk.api_constraints import check_request, table
+from hyperpod_cdk.api_request import cluster_request, config_field, is_unknown
+from hyperpod_cdk.rules.registry import REGISTRY
+from hyperpod_cdk.rules.view import ClusterView
+from training_runtime.problems import Problem
+
+API_MODEL_SOURCE = (
+    "botocore's SageMaker service model (service-2.json: CreateCluster's request shapes), from which "
+    "https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CreateCluster.html is generated; the "
+    "CloudFormation schema of AWS::SageMaker::Cluster where it is stricter"
+)
+
+
+@REGISTRY.rule("API-MODEL", "cluster", "instance_groups[*]", needs=("instance_groups",), source=API_MODEL_SOURCE)
+def api_model(view: ClusterView) -> Iterator[Problem]:
+    """The cluster's CreateCluster request meets every constraint of the SageMaker API model (required members,
+    enums, ranges, lengths, patterns) and of the CloudFormation schema where stricter."""
+
+    def unknown(value: object) -> bool:
+        return is_unknown(value) or view.is_unresolved(value)
+
+    for violation in check_request(cluster_request(view), "CreateCluster", unknown=unknown):
+        yield Problem(
+            config_field(view, violation.path),
+            f"the API rejects {violation.path}: allowed: {violation.allowed} ({violation.source})",
+            got=violation.value,
+            fix=f"give a value the SageMaker API accepts (botocore {table()['botocore']} is the model checked)",
+        )
