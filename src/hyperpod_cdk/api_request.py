@@ -179,7 +179,7 @@ def _orchestrator(view: ClusterView) -> dict[str, Any] | None:
 
 
 def cluster_request(view: ClusterView) -> dict[str, Any]:
-    """The CreateCluster request of ``view`` (members the view does not hold, such as NodeRecovery, are left out)."""
+    """The CreateCluster request of ``view``."""
     network = view.network
     subnet = network.subnet_id if network is not None and network.subnet_id else UNKNOWN
     group_id = network.security_group_id if network is not None and network.security_group_id else UNKNOWN
@@ -189,7 +189,8 @@ def cluster_request(view: ClusterView) -> dict[str, Any]:
             "ClusterName": view.cluster_name,
             "InstanceGroups": [group_request(g, view) for g in view.groups],
             "VpcConfig": {"SecurityGroupIds": [group_id], "Subnets": [subnet]},
-            "Tags": [{"Key": k, "Value": v} for k, v in view.tags.items()] or None,
+            "Tags": [{"Key": k, "Value": v} for k, v in sorted(view.tags.items())] or None,  # CDK sorts them
+            "NodeRecovery": view.node_recovery,
             "Orchestrator": _orchestrator(view),
             "NodeProvisioningMode": NodeProvisioningMode(mode).cfn if mode else None,
         }
@@ -203,6 +204,7 @@ def _compact(members: dict[str, Any]) -> dict[str, Any]:
 _FIELDS: tuple[tuple[str, str, str], ...] = (
     ("cluster", r"^ClusterName$", "cluster_name"),
     ("cluster", r"^NodeProvisioningMode$", "node_provisioning_mode"),
+    ("cluster", r"^NodeRecovery$", "node_recovery"),
     ("cluster", r"^Orchestrator\.Slurm\.SlurmConfigStrategy$", "slurm_config_strategy"),
     ("runtime", r"^Orchestrator\.Slurm\.AccountingDatabase\.Endpoint$", "accounting.host"),
     ("runtime", r"^Orchestrator\.Slurm\.AccountingDatabase\.Port$", "accounting.port"),

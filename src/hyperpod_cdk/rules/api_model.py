@@ -29,7 +29,8 @@ def api_model(view: ClusterView) -> Iterator[Problem]:
     enums, ranges, lengths, patterns) and of the CloudFormation schema where stricter."""
 
     def unknown(value: object) -> bool:
-        return is_unknown(value) or view.is_unresolved(value)
+        # Only a scalar can be a CDK token; a structure may hold UNKNOWN, which the CDK could not take.
+        return is_unknown(value) or (isinstance(value, str | int | float) and view.is_unresolved(value))
 
     for violation in check_request(cluster_request(view), "CreateCluster", unknown=unknown):
         yield Problem(
