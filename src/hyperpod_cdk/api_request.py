@@ -244,11 +244,26 @@ _FIELDS: tuple[tuple[str, str, str], ...] = (
         r"^InstanceGroups\[\d+\]\.InstanceStorageConfigs\[\d+\]\.FsxLustreConfig\.MountPath$",
         "fsx_mount_path",
     ),
+    (
+        "storage",
+        r"^InstanceGroups\[\d+\]\.InstanceStorageConfigs\[\d+\]\.FsxLustreConfig\.DnsName$",
+        "existing.dns_name",
+    ),
+    (
+        "storage",
+        r"^InstanceGroups\[\d+\]\.InstanceStorageConfigs\[\d+\]\.FsxLustreConfig\.MountName$",
+        "existing.mount_name",
+    ),
     ("storage", r"^InstanceGroups\[\d+\]\.InstanceStorageConfigs\[\d+\]\.FsxLustreConfig\.", "existing"),
     (
         "storage_openzfs",
         r"^InstanceGroups\[\d+\]\.InstanceStorageConfigs\[\d+\]\.FsxOpenZfsConfig\.MountPath$",
         "mount_path",
+    ),
+    (
+        "storage_openzfs",
+        r"^InstanceGroups\[\d+\]\.InstanceStorageConfigs\[\d+\]\.FsxOpenZfsConfig\.DnsName$",
+        "existing.dns_name",
     ),
     ("storage_openzfs", r"^InstanceGroups\[\d+\]\.InstanceStorageConfigs\[\d+\]\.FsxOpenZfsConfig\.", "existing"),
     (
@@ -256,9 +271,29 @@ _FIELDS: tuple[tuple[str, str, str], ...] = (
         r"^InstanceGroups\[(\d+)\]\.ScheduledUpdateConfig\.ScheduleExpression$",
         "[{0}].scheduled_update.schedule_expression",
     ),
-    ("instance_groups", r"^InstanceGroups\[(\d+)\]\.ScheduledUpdateConfig\.", "[{0}].scheduled_update.deployment"),
     ("instance_groups", r"^InstanceGroups\[(\d+)\]\.AutoPatchConfig\.PatchingStrategy$", "[{0}].auto_patch.strategy"),
-    ("instance_groups", r"^InstanceGroups\[(\d+)\]\.AutoPatchConfig\.", "[{0}].auto_patch.deployment"),
+    (
+        "instance_groups",
+        r"^InstanceGroups\[(\d+)\]\.(?:ScheduledUpdateConfig|AutoPatchConfig)\.DeploymentConfig\.WaitIntervalInSeconds$",
+        "[{0}].{setting}.deployment.wait_interval_s",
+    ),
+    (
+        "instance_groups",
+        r"^InstanceGroups\[(\d+)\]\.(?:ScheduledUpdateConfig|AutoPatchConfig)\.DeploymentConfig\.AutoRollbackConfiguration",
+        "[{0}].{setting}.deployment.rollback_alarms",
+    ),
+    (
+        "instance_groups",
+        r"^InstanceGroups\[(\d+)\]\.(?:ScheduledUpdateConfig|AutoPatchConfig)\.DeploymentConfig\.RollingUpdatePolicy\.MaximumBatchSize",
+        "[{0}].{setting}.deployment.maximum_batch_size",
+    ),
+    (
+        "instance_groups",
+        r"^InstanceGroups\[(\d+)\]\.(?:ScheduledUpdateConfig|AutoPatchConfig)\.DeploymentConfig\.RollingUpdatePolicy\.Rollback",
+        "[{0}].{setting}.deployment.rollback_maximum_batch_size",
+    ),
+    ("instance_groups", r"^InstanceGroups\[(\d+)\]\.ScheduledUpdateConfig", "[{0}].scheduled_update"),
+    ("instance_groups", r"^InstanceGroups\[(\d+)\]\.AutoPatchConfig", "[{0}].auto_patch"),
     ("instance_groups", r"^InstanceGroups\[(\d+)\]", "[{0}]"),
     ("instance_groups", r"^InstanceGroups", ""),
 )
@@ -271,5 +306,10 @@ def config_field(view: ClusterView, member_path: str) -> str:
     for section, pattern, rest in _FIELDS:
         match = re.search(pattern, member_path)
         if match:
-            return view.path(section, rest.format(*match.groups()))
+            setting = "scheduled_update" if ".ScheduledUpdateConfig." in member_path else "auto_patch"
+            field = rest.format(*match.groups(), setting=setting)
+            if ".PartitionNames" in member_path:  # a compute group's partition is its name unless given
+                group = view.groups[int(match.group(1))]
+                field = field if group.partition else field.replace(".partition", ".name")
+            return view.path(section, field)
     return member_path

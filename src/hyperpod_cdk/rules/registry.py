@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hyperpod_cdk.rules.view import FACTS, ClusterView
 from hyperpod_cdk.rules.view import SECTIONS as SECTIONS  # re-exported: the rule modules import it from here
-from training_runtime.problems import Problem, Rule, RuleBook
+from training_runtime.problems import ERROR, Problem, Rule, RuleBook
 
 RULE_MODULES = (
     "cluster",
@@ -66,6 +66,15 @@ def all_rules() -> list[Rule]:
     return sorted(REGISTRY.rules, key=report_position)
 
 
+BACKSTOPS = frozenset({"API-MODEL"})
+"""Rules that back the others up: they report a field only where no rule before them has an error at it or above it
+(the API model's words are less helpful than the specific rule's, and one fault is reported once)."""
+
+
+def _covered(path: str, judged: set[str]) -> bool:
+    return any(path == p or path.startswith((p + ".", p + "[")) for p in judged)
+
+
 def run(view: ClusterView) -> list[Problem]:
     from hyperpod_cdk.api_support import unconfirmed_rules
 
@@ -77,8 +86,11 @@ def run(view: ClusterView) -> list[Problem]:
         wanted = {rule.section, *(n for n in rule.needs if n not in FACTS)}
         if not wanted <= view.sections:
             continue
+        judged = {p.path for p in found if p.level == ERROR} if rule.id in BACKSTOPS else set()
         for problem in rule.check(view):
             problem = problem if isinstance(problem, Problem) else Problem.from_text(problem)
+            if judged and _covered(problem.path, judged):
+                continue
             found.append(problem.tagged(rule.id, rule.level))
     return found
 
