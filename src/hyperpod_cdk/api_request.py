@@ -308,6 +308,10 @@ def config_field(view: ClusterView, member_path: str) -> str:
         if match:
             setting = "scheduled_update" if ".ScheduledUpdateConfig." in member_path else "auto_patch"
             field = rest.format(*match.groups(), setting=setting)
+            if section == "cluster" and rest == "tags":  # the file's tags are a mapping: name the key
+                keys = sorted(view.tags)
+                index = int(match.group(1))
+                field = f"tags.{keys[index]}" if index < len(keys) else field
             if ".PartitionNames" in member_path:  # a compute group's partition is its name unless given
                 group = view.groups[int(match.group(1))]
                 field = field if group.partition else field.replace(".partition", ".name")

@@ -39,3 +39,40 @@ def api_model(view: ClusterView) -> Iterator[Problem]:
             got=violation.value,
             fix=f"give a value the SageMaker API accepts (botocore {table()['botocore']} is the model checked)",
         )
+
+
+DISAGREEMENT_HEADER = """
+## The SageMaker API model and the CloudFormation schema
+
+`API-MODEL` (and cfn-lint rule `E9200`) hold the cluster's request against the constraints of botocore {botocore}'s
+SageMaker model (`service-2.json`) on every member hyperpod-cdk emits, from the generated table
+`src/hyperpod_cdk/data/api_constraints.json` (`scripts/gen_api_constraints.py`). Where CloudFormation's schema of
+`AWS::SageMaker::Cluster` ({cfn_schema}) says otherwise, the stricter one applies (a template passes through both);
+two different patterns both apply. The emulated control plane applies the API model's alone, as the API does.
+Patterns are matched against the whole value, and `\\p{{L}}`/`\\p{{N}}` are read as Python's `\\w`, `\\p{{Z}}` as `\\s`:
+neither source says more.
+
+| member | facet | API model | CloudFormation schema | applied |
+|---|---|---|---|---|
+"""
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, list):
+        return "<br>".join(f"`{v}`" for v in value)
+    return f"`{value}`"
+
+
+def disagreement_reference() -> str:
+    """docs/rules.md's table of where the API model and the CloudFormation schema disagree."""
+    meta = table()
+    rows = [
+        "| `{}` | {} | {} | {} | {} |".format(
+            row["path"], row["facet"], *(_cell(row[k]).replace("|", "\\|") for k in ("api", "cfn", "applied"))
+        )
+        for row in meta["disagreements"]
+    ]
+    header = DISAGREEMENT_HEADER.format(botocore=meta["botocore"], cfn_schema=meta["cfn_schema"])
+    return header + "\n".join(rows) + "\n"
