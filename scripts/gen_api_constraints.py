@@ -207,8 +207,10 @@ def _compare(
             continue
         if api is None:
             applied = other
+        elif facet == "min":
+            applied = max(api, other)
         else:
-            applied = max(api, other) if facet == "min" else min(api, other)
+            applied = min(api, other)
         found.append(_row(path, shape_name, None, facet, api, other, applied))
     if "enum" in cfn and "enum" in shape and sorted(cfn["enum"]) != sorted(shape["enum"]):
         applied = [v for v in shape["enum"] if v in cfn["enum"]]
