@@ -188,6 +188,9 @@ def test_the_emulated_control_plane_answers_each_kind_as_the_api_does(cp: Harnes
 def test_the_emulated_control_plane_checks_update_cluster_and_passes_a_valid_request(cp: Harness) -> None:
     client = cp.client(parameter_validation=False)
     assert _api_error(lambda: client.create_cluster(**_request()))[0] == "ResourceLimitExceeded"  # valid: one cluster
+    api_only = _request()  # the API model has this value; only CloudFormation's schema lacks it
+    _group(api_only)["OnStartDeepHealthChecks"] = ["MultiNodeTrainingValidation"]
+    assert _api_error(lambda: client.create_cluster(**api_only))[0] == "ResourceLimitExceeded"
     assert (
         _api_error(lambda: client.create_cluster(**{**_request(), "ClusterName": "ml-cluster"}))[0] == "ResourceInUse"
     )

@@ -279,18 +279,18 @@ _FIELDS: tuple[tuple[str, str, str], ...] = (
     ),
     (
         "instance_groups",
-        r"^InstanceGroups\[(\d+)\]\.(?:ScheduledUpdateConfig|AutoPatchConfig)\.DeploymentConfig\.AutoRollbackConfiguration",
-        "[{0}].{setting}.deployment.rollback_alarms",
+        r"^InstanceGroups\[(\d+)\]\.(?:ScheduledUpdateConfig|AutoPatchConfig)\.DeploymentConfig\.AutoRollbackConfiguration(\[\d+\])?",
+        "[{0}].{setting}.deployment.rollback_alarms{1}",
     ),
     (
         "instance_groups",
-        r"^InstanceGroups\[(\d+)\]\.(?:ScheduledUpdateConfig|AutoPatchConfig)\.DeploymentConfig\.RollingUpdatePolicy\.MaximumBatchSize",
-        "[{0}].{setting}.deployment.maximum_batch_size",
+        r"^InstanceGroups\[(\d+)\]\.(?:ScheduledUpdateConfig|AutoPatchConfig)\.DeploymentConfig\.RollingUpdatePolicy\.MaximumBatchSize(\.Type|\.Value)?",
+        "[{0}].{setting}.deployment.maximum_batch_size{1}",
     ),
     (
         "instance_groups",
-        r"^InstanceGroups\[(\d+)\]\.(?:ScheduledUpdateConfig|AutoPatchConfig)\.DeploymentConfig\.RollingUpdatePolicy\.Rollback",
-        "[{0}].{setting}.deployment.rollback_maximum_batch_size",
+        r"^InstanceGroups\[(\d+)\]\.(?:ScheduledUpdateConfig|AutoPatchConfig)\.DeploymentConfig\.RollingUpdatePolicy\.RollbackMaximumBatchSize(\.Type|\.Value)?",
+        "[{0}].{setting}.deployment.rollback_maximum_batch_size{1}",
     ),
     ("instance_groups", r"^InstanceGroups\[(\d+)\]\.ScheduledUpdateConfig", "[{0}].scheduled_update"),
     ("instance_groups", r"^InstanceGroups\[(\d+)\]\.AutoPatchConfig", "[{0}].auto_patch"),
@@ -307,13 +307,15 @@ def config_field(view: ClusterView, member_path: str) -> str:
         match = re.search(pattern, member_path)
         if match:
             setting = "scheduled_update" if ".ScheduledUpdateConfig." in member_path else "auto_patch"
-            field = rest.format(*match.groups(), setting=setting)
+            parts = [(g or "").lower() for g in match.groups()]  # .Type -> .type; a missing part -> ""
+            field = rest.format(*parts, setting=setting)
             if section == "cluster" and rest == "tags":  # the file's tags are a mapping: name the key
                 keys = sorted(view.tags)
                 index = int(match.group(1))
                 field = f"tags.{keys[index]}" if index < len(keys) else field
             if ".PartitionNames" in member_path:  # a compute group's partition is its name unless given
-                group = view.groups[int(match.group(1))]
-                field = field if group.partition else field.replace(".partition", ".name")
+                index = int(match.group(1))
+                given = index < len(view.groups) and view.groups[index].partition
+                field = field if given else field.replace(".partition", ".name")
             return view.path(section, field)
     return member_path

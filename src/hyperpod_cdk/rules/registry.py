@@ -67,12 +67,14 @@ def all_rules() -> list[Rule]:
 
 
 BACKSTOPS = frozenset({"API-MODEL"})
-"""Rules that back the others up: they report a field only where no rule before them has an error at it or above it
-(the API model's words are less helpful than the specific rule's, and one fault is reported once)."""
+"""Rules that back the others up: they report a field only where no rule before them has an error at it, above it or
+below it (the API model's words are less helpful than the specific rule's, and one fault is reported once)."""
 
 
 def _covered(path: str, judged: set[str]) -> bool:
-    return any(path == p or path.startswith((p + ".", p + "[")) for p in judged)
+    return any(
+        path == p or path.startswith((p + ".", p + "[")) or p.startswith((path + ".", path + "[")) for p in judged
+    )
 
 
 def run(view: ClusterView) -> list[Problem]:
