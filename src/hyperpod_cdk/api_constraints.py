@@ -210,13 +210,13 @@ class _Checker:
     def _bounds(
         self, name: str, shape: dict[str, Any], measure: int, value: Any, path: str, wire: str, generic: str, what: str
     ) -> None:
-        for facet, words, broken in (
-            ("min", "greater than or equal to", lambda limit: measure < limit),
-            ("max", "less than or equal to", lambda limit: measure > limit),
-        ):
+        for facet, words in (("min", "greater than or equal to"), ("max", "less than or equal to")):
             extra = self._extra(generic, facet)
             limit = extra if extra is not None else shape.get(facet)
-            if limit is not None and broken(limit):
+            if limit is None:
+                continue
+            broken = measure < limit if facet == "min" else measure > limit
+            if broken:
                 self._add(path, wire, value, f"Member must have {what} {words} {limit}", name, extra is not None)
 
 

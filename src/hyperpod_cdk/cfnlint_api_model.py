@@ -28,7 +28,7 @@ def template_path(member_path: str) -> list[str | int]:
     return [name if name else int(index) for name, index in _STEP.findall(member_path)]
 
 
-class E9200ApiModel(CloudFormationLintRule):
+class E9200ApiModel(CloudFormationLintRule):  # type: ignore[misc]  # cfn-lint ships no types
     """The SageMaker API model's constraints on the cluster's literal values."""
 
     id = "E9200"
