@@ -24,7 +24,6 @@ from hyperpod_cdk.model import (
     SlurmMode,
 )
 from training_runtime.params import SLURMDBD_BY_HYPERPOD
-from training_runtime.render.slurmdbd_conf import DATABASE_NAME
 
 if TYPE_CHECKING:
     from hyperpod_cdk.rules.view import ClusterView
@@ -167,6 +166,8 @@ def _orchestrator(view: ClusterView) -> dict[str, Any] | None:
         options is not None
         and slurmdbd_owner(view.mode, view.node_provisioning_mode, options.accounting) == SLURMDBD_BY_HYPERPOD
     ):
+        from training_runtime.render.slurmdbd_conf import DATABASE_NAME  # here: the render package takes 60 ms
+
         accounting = options.accounting
         database = {
             "Endpoint": accounting.host,
