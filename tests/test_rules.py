@@ -110,6 +110,7 @@ ROWS = [
     row("CL-MOUNT-PATH", {"fsx_mount_path": "/opt/ml/fsx"}, "fsx_mount_path", "belongs to the system"),
     row("CL-TAG-COUNT", {"tags": {f"k{i}": "v" for i in range(46)}}, "tags", "at most 45 tags"),
     row("CL-TAG-KEY", {"tags": {"aws:owner": "me"}}, "tags.aws:owner", "must not start with 'aws:'"),
+    row("API-MODEL", {"tags": {"team!": "a"}}, "tags.team!", "rejects Tags[0].Key: allowed: regular expression"),
     row(
         "CL-STRATEGY-MODE",
         {"mode": "lifecycle-driven", "slurm_config_strategy": "Merge"},

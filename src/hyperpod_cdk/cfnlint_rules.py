@@ -382,3 +382,6 @@ def _rule_class(row_id: str) -> type[CloudFormationLintRule]:
 RULES = {row_id: _rule_class(row_id) for row_id in CHECKS}
 """The rule class of each row; cfn-lint finds them among this module's names."""
 globals().update({cls.__name__: cls for cls in RULES.values()})
+
+# The SageMaker API model's constraints (E9200), in their own module; named here so that cfn-lint finds the rule.
+from hyperpod_cdk.cfnlint_api_model import E9200ApiModel as E9200ApiModel  # noqa: E402

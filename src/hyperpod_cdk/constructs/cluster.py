@@ -155,6 +155,7 @@ class HyperPodCluster(ClusterBase):
             given=frozenset({"slurm_config_strategy"} if slurm_config_strategy is not None else ()),
             fsx_mount_path=fsx_mount_path,
             node_provisioning_mode=str(node_provisioning_mode) if node_provisioning_mode else None,
+            node_recovery=str(node_recovery),
             tags=dict(tags or {}),
             groups=tuple(instance_groups),
             runtime=dict(runtime_options or {}),

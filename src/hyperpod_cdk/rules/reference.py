@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hyperpod_cdk.api_support import CONFIDENCE_TEXT, support_table
 from hyperpod_cdk.rules import all_rules
+from hyperpod_cdk.rules.api_model import disagreement_reference
 from hyperpod_cdk.rules.registry import SECTIONS
 from training_runtime.group_rules import GROUP_RULES
 from training_runtime.option_rules import OPTION_RULES
@@ -106,6 +107,7 @@ def reference() -> str:
             lines.append("| `{}` | {} | `{}` | {} | {} | {} | {} |".format(*row))
     lines.append(f"\n{len(rules)} rules.\n")
     lines.append(support_reference())
+    lines.append(disagreement_reference())
     return "\n".join(lines)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hyperpod_cdk.rules.view import FACTS, ClusterView
 from hyperpod_cdk.rules.view import SECTIONS as SECTIONS  # re-exported: the rule modules import it from here
 from hyperpod_cdk.suppress import Suppressed, silenced
-from training_runtime.problems import Problem, Rule, RuleBook
+from training_runtime.problems import ERROR, Problem, Rule, RuleBook
 
 RULE_MODULES = (
     "cluster",
@@ -33,6 +33,8 @@ RULE_MODULES = (
     "volumes",
     "scaling",
     "cost",
+    # The whole CreateCluster request against the SageMaker API model, after the rules that explain a value better.
+    "api_model",
     # The online rules (needs aws): only `hyperpod-cdk preflight` / `validate --online` run them; no boto3 import.
     "hyperpod_cdk.preflight.checks_access",
     "hyperpod_cdk.preflight.checks_capacity",
@@ -69,6 +71,17 @@ def all_rules() -> list[Rule]:
     return sorted(REGISTRY.rules, key=report_position)
 
 
+BACKSTOPS = frozenset({"API-MODEL"})
+"""Rules that back the others up: they report a field only where no rule before them has an error at it, above it or
+below it (the API model's words are less helpful than the specific rule's, and one fault is reported once)."""
+
+
+def _covered(path: str, judged: set[str]) -> bool:
+    return any(
+        path == p or path.startswith((p + ".", p + "[")) or p.startswith((path + ".", path + "[")) for p in judged
+    )
+
+
 def run(view: ClusterView) -> list[Problem]:
     """Every problem the rules find in ``view`` that no suppression silences."""
     return judge(view)[0]
@@ -84,8 +97,11 @@ def judge(view: ClusterView) -> tuple[list[Problem], list[Suppressed]]:
         wanted = {rule.section, *(n for n in rule.needs if n not in FACTS)}
         if not wanted <= view.sections:
             continue
+        judged = {p.path for p in found if p.level == ERROR} if rule.id in BACKSTOPS else set()
         for problem in rule.check(view):
             problem = problem if isinstance(problem, Problem) else Problem.from_text(problem)
+            if judged and _covered(problem.path, judged):
+                continue
             problem = problem.tagged(rule.id, rule.level)
             if rule.id in quiet:
                 hidden.append(Suppressed(problem, quiet[rule.id]))

@@ -66,6 +66,7 @@ class ClusterView:
     slurm_config_strategy: str = "Managed"
     fsx_mount_path: str = DEFAULT_FSX_MOUNT_PATH
     node_provisioning_mode: str | None = None
+    node_recovery: str = "Automatic"
     tags: Mapping[str, str] = field(default_factory=dict)
     groups: Sequence[InstanceGroup] = ()
     network: NetworkConfig | None = None
@@ -112,6 +113,7 @@ class ClusterView:
             slurm_config_strategy=config.slurm_config_strategy,
             fsx_mount_path=config.fsx_mount_path,
             node_provisioning_mode=config.node_provisioning_mode,
+            node_recovery=str(config.node_recovery),
             tags=config.tags,
             groups=tuple(config.instance_groups),
             network=config.network,

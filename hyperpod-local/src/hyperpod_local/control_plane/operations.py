@@ -19,6 +19,11 @@ or raises :class:`~hyperpod_local.control_plane.model.ApiError`. What each does,
 - ``UpdateCluster``: the emulator changes instance counts (and ``MinInstanceCount``) only; a group's other
   fields must be as they are. A lower count removes Pending nodes first, then the newest Running ones (AWS does
   not say which nodes a lower count removes). Controller and login groups keep their counts.
+- ``CreateCluster`` / ``UpdateCluster``: a request that breaks the API model's constraints (botocore's
+  service-2.json: required members, enums, ranges, lengths, patterns) gets the ValidationException the service
+  gives (:func:`.validation.api_model`) before anything else. The emulator holds one cluster: a valid CreateCluster
+  of its own name is ``ResourceInUse``; of another name ``ResourceLimitExceeded`` (a code of CreateCluster's; the
+  emulator does not create a second cluster).
 - Launches, capacity and retries: :mod:`.fleet`.
 """
 
@@ -283,7 +288,17 @@ class ControlPlane:
                 answer[f"Failed{suffix}"].append({kind: ref, "ErrorCode": code, "Message": message})
         return {k: v for k, v in answer.items() if v or k in ("Successful", "Failed")}
 
+    def op_CreateCluster(self, params: dict[str, Any]) -> dict[str, Any]:
+        check.api_model("CreateCluster", params)
+        name = params.get("ClusterName")
+        if name == self.cluster.name:
+            raise ApiError("ResourceInUse", f"Cluster {name} already exists")
+        raise ApiError(
+            "ResourceLimitExceeded", f"hyperpod-local emulates one cluster ({self.cluster.name}); {name} is not created"
+        )
+
     def op_UpdateCluster(self, params: dict[str, Any]) -> dict[str, Any]:
+        check.api_model("UpdateCluster", params)
         self._cluster(params)
         specs = list(params.get("InstanceGroups") or [])
         problems: list[str] = []

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from hyperpod_cdk.api_constraints import check_request, validation_message
 from hyperpod_local.control_plane.model import validation
 
 ADD_GROUPS_MAX = 5
@@ -36,6 +37,22 @@ TAGS_MAX = 50
 CLIENT_TOKEN = re.compile(r"[\x21-\x7E]{0,64}")
 NODE_ID = re.compile(r"i-[a-f0-9]{8}(?:[a-f0-9]{9})?")
 LOGICAL_ID = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9\-]*[a-zA-Z0-9]")
+
+
+def api_model(operation: str, params: dict[str, Any]) -> None:
+    """The request against the SageMaker API model's constraints on the members hyperpod-cdk emits (the generated
+    table of :mod:`hyperpod_cdk.api_constraints`: botocore's service-2.json alone, as the API has no CloudFormation
+    schema): one ValidationException in the service's words, e.g. ``1 validation error detected: Value 'a_b' at
+    'instanceGroups.1.member.instanceGroupName' failed to satisfy constraint: Member must satisfy regular
+    expression pattern: ...``. The format (count, ``Value '<v>' at '<member>'``, members in lowerCamel, list items
+    from 1 as ``<n>.member``, several joined by ``; ``) is the one real SageMaker answers quote, e.g.
+    https://github.com/aws-samples/sagemaker-ml-workflow-with-apache-airflow/issues/3 ("2 validation errors
+    detected: Value '…' at 'modelName' failed to satisfy constraint: Member must have length less than or equal to
+    63; …") and https://github.com/ministryofjustice/cloud-platform-environments/pull/22667 (``'tags.10.member.
+    value'``). AWS does not document it."""
+    found = check_request(params, operation, cloudformation=False)
+    if found:
+        raise validation(validation_message(found))
 
 
 def check(problems: list[str]) -> None:

@@ -1,0 +1,322 @@
+"""The CreateCluster request a config produces, API-shaped, for the API-MODEL rule (no aws_cdk import).
+
+The same members, from the same model values, as :class:`~hyperpod_cdk.constructs.cluster.HyperPodCluster` and
+:mod:`~hyperpod_cdk.constructs.group_api` render into ``AWS::SageMaker::Cluster`` (whose property names are the
+API's member names). What only a deployment knows (the execution role's ARN, the lifecycle prefix's URI, a new
+file system's DNS name, a new VPC's subnet) is :data:`UNKNOWN`, which the checker skips. tests/test_api_request.py
+holds this request against every example's synthesized template, so the two cannot drift apart unseen.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from hyperpod_cdk.accounting import slurmdbd_owner
+from hyperpod_cdk.model import (
+    AutoPatch,
+    BatchSize,
+    Capacity,
+    InstanceGroup,
+    NodeProvisioningMode,
+    PatchingStrategy,
+    RollingDeployment,
+    SlurmMode,
+)
+from training_runtime.params import SLURMDBD_BY_HYPERPOD
+
+if TYPE_CHECKING:
+    from hyperpod_cdk.rules.view import ClusterView
+
+
+class _Unknown:
+    def __repr__(self) -> str:
+        return "UNKNOWN"
+
+
+UNKNOWN: Any = _Unknown()
+"""A value known only at deployment."""
+
+PATCHING_STRATEGIES = {PatchingStrategy.WHEN_IDLE: "WhenIdle", PatchingStrategy.WHEN_ALL_IDLE: "WhenAllIdle"}
+CAPACITY_OPTIONS = {Capacity.SPOT: "Spot", Capacity.ON_DEMAND: "OnDemand"}
+
+
+def is_unknown(value: Any) -> bool:
+    return value is UNKNOWN
+
+
+def _batch(batch: BatchSize | None) -> dict[str, Any] | None:
+    return None if batch is None else {"Type": str(batch.type), "Value": batch.value}
+
+
+def _deployment(deployment: RollingDeployment | None) -> dict[str, Any] | None:
+    if deployment is None:
+        return None
+    policy = None
+    if deployment.maximum_batch_size is not None:
+        policy = _compact(
+            {
+                "MaximumBatchSize": _batch(deployment.maximum_batch_size),
+                "RollbackMaximumBatchSize": _batch(deployment.rollback_maximum_batch_size),
+            }
+        )
+    alarms = [{"AlarmName": name} for name in deployment.rollback_alarms] or None
+    return _compact(
+        {
+            "RollingUpdatePolicy": policy,
+            "WaitIntervalInSeconds": deployment.wait_interval_s,
+            "AutoRollbackConfiguration": alarms,
+        }
+    )
+
+
+def _auto_patch(patch: AutoPatch) -> dict[str, Any]:
+    return _compact(
+        {"PatchingStrategy": PATCHING_STRATEGIES[patch.strategy], "DeploymentConfig": _deployment(patch.deployment)}
+    )
+
+
+def _storage(group: InstanceGroup, view: ClusterView) -> list[dict[str, Any]]:
+    key = group.volume_kms_key_arn
+    configs: list[dict[str, Any]] = []
+    if group.ebs_volume_gib is not None:
+        configs.append({"EbsVolumeConfig": _compact({"VolumeSizeInGB": group.ebs_volume_gib, "VolumeKmsKeyId": key})})
+    if key is not None:
+        configs.append({"EbsVolumeConfig": {"RootVolume": True, "VolumeKmsKeyId": key}})
+    if view.mode != SlurmMode.API_DRIVEN:
+        return configs
+    if view.storage is not None:
+        existing = view.storage.existing
+        configs.append(
+            {
+                "FsxLustreConfig": {
+                    "DnsName": (existing.dns_name or UNKNOWN) if existing else UNKNOWN,
+                    "MountName": existing.mount_name if existing else UNKNOWN,
+                    "MountPath": view.fsx_mount_path,
+                }
+            }
+        )
+    if view.openzfs is not None:
+        existing_zfs = view.openzfs.existing
+        configs.append(
+            {
+                "FsxOpenZfsConfig": {
+                    "DnsName": existing_zfs.dns_name if existing_zfs else UNKNOWN,
+                    "MountPath": view.openzfs.mount_path,
+                }
+            }
+        )
+    return configs
+
+
+def group_request(group: InstanceGroup, view: ClusterView) -> dict[str, Any]:
+    """One ``ClusterInstanceGroupSpecification``."""
+    override = group.override_vpc
+    api_driven = view.mode == SlurmMode.API_DRIVEN
+    partition = group.partition_name
+    return _compact(
+        {
+            "InstanceGroupName": group.name,
+            "InstanceCount": group.count,
+            "ExecutionRole": UNKNOWN,
+            "LifeCycleConfig": {
+                "SourceS3Uri": UNKNOWN,
+                "OnCreate" if not api_driven else "OnInitComplete": UNKNOWN,
+            },
+            "ThreadsPerCore": group.threads_per_core,
+            "SlurmConfig": _compact(
+                {"NodeType": group.role.value.capitalize(), "PartitionNames": [partition] if partition else None}
+            )
+            if api_driven
+            else None,
+            "InstanceStorageConfigs": _storage(group, view) or None,
+            "OnStartDeepHealthChecks": [str(c) for c in group.deep_health_checks] or None,
+            "TrainingPlanArn": group.training_plan_arn,
+            "InstanceType": None if group.flexible else group.instance_type,
+            "InstanceRequirements": {"InstanceTypes": list(group.instance_types)} if group.flexible else None,
+            "CapacityRequirements": {CAPACITY_OPTIONS[group.capacity]: {}} if group.capacity else None,
+            "MinInstanceCount": group.min_count,
+            "ImageId": group.image_id,
+            "ScheduledUpdateConfig": _compact(
+                {
+                    "ScheduleExpression": group.scheduled_update.schedule_expression,
+                    "DeploymentConfig": _deployment(group.scheduled_update.deployment),
+                }
+            )
+            if group.scheduled_update
+            else None,
+            "AutoPatchConfig": _auto_patch(group.auto_patch) if group.auto_patch else None,
+            "OverrideVpcConfig": None
+            if override is None
+            else {"SecurityGroupIds": list(override.security_group_ids), "Subnets": list(override.subnet_ids)},
+            "NetworkInterface": None
+            if group.network_interface is None
+            else {"InterfaceType": str(group.network_interface)},
+        }
+    )
+
+
+def _orchestrator(view: ClusterView) -> dict[str, Any] | None:
+    if view.mode != SlurmMode.API_DRIVEN:
+        return None
+    continuous = view.node_provisioning_mode == NodeProvisioningMode.CONTINUOUS
+    options = view.runtime_options
+    database = None
+    if (
+        options is not None
+        and slurmdbd_owner(view.mode, view.node_provisioning_mode, options.accounting) == SLURMDBD_BY_HYPERPOD
+    ):
+        from training_runtime.render.slurmdbd_conf import DATABASE_NAME  # here: the render package takes 60 ms
+
+        accounting = options.accounting
+        database = {
+            "Endpoint": accounting.host,
+            "Port": accounting.port,
+            "SecretArn": accounting.password_secret_arn,
+            "Name": DATABASE_NAME,
+        }
+    strategy = None if continuous else str(view.slurm_config_strategy)
+    return {"Slurm": _compact({"SlurmConfigStrategy": strategy, "AccountingDatabase": database})}
+
+
+def cluster_request(view: ClusterView) -> dict[str, Any]:
+    """The CreateCluster request of ``view``."""
+    network = view.network
+    subnet = network.subnet_id if network is not None and network.subnet_id else UNKNOWN
+    group_id = network.security_group_id if network is not None and network.security_group_id else UNKNOWN
+    mode = view.node_provisioning_mode
+    return _compact(
+        {
+            "ClusterName": view.cluster_name,
+            "InstanceGroups": [group_request(g, view) for g in view.groups],
+            "VpcConfig": {"SecurityGroupIds": [group_id], "Subnets": [subnet]},
+            "Tags": [{"Key": k, "Value": v} for k, v in sorted(view.tags.items())] or None,  # CDK sorts them
+            "NodeRecovery": view.node_recovery,
+            "Orchestrator": _orchestrator(view),
+            "NodeProvisioningMode": NodeProvisioningMode(mode).cfn if mode else None,
+        }
+    )
+
+
+def _compact(members: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in members.items() if v is not None}
+
+
+_FIELDS: tuple[tuple[str, str, str], ...] = (
+    ("cluster", r"^ClusterName$", "cluster_name"),
+    ("cluster", r"^NodeProvisioningMode$", "node_provisioning_mode"),
+    ("cluster", r"^NodeRecovery$", "node_recovery"),
+    ("cluster", r"^Orchestrator\.Slurm\.SlurmConfigStrategy$", "slurm_config_strategy"),
+    ("runtime", r"^Orchestrator\.Slurm\.AccountingDatabase\.Endpoint$", "accounting.host"),
+    ("runtime", r"^Orchestrator\.Slurm\.AccountingDatabase\.Port$", "accounting.port"),
+    ("runtime", r"^Orchestrator\.Slurm\.AccountingDatabase\.SecretArn$", "accounting.password_secret_arn"),
+    ("cluster", r"^Tags\[(\d+)\]", "tags"),
+    ("network", r"^VpcConfig\.Subnets", "subnet_id"),
+    ("network", r"^VpcConfig\.SecurityGroupIds", "security_group_id"),
+    ("instance_groups", r"^InstanceGroups\[(\d+)\]\.InstanceGroupName$", "[{0}].name"),
+    ("instance_groups", r"^InstanceGroups\[(\d+)\]\.InstanceType$", "[{0}].instance_type"),
+    ("instance_groups", r"^InstanceGroups\[(\d+)\]\.InstanceRequirements\.InstanceTypes", "[{0}].instance_types"),
+    ("instance_groups", r"^InstanceGroups\[(\d+)\]\.InstanceCount$", "[{0}].count"),
+    ("instance_groups", r"^InstanceGroups\[(\d+)\]\.MinInstanceCount$", "[{0}].min_count"),
+    ("instance_groups", r"^InstanceGroups\[(\d+)\]\.ThreadsPerCore$", "[{0}].threads_per_core"),
+    ("instance_groups", r"^InstanceGroups\[(\d+)\]\.OnStartDeepHealthChecks", "[{0}].deep_health_checks"),
+    ("instance_groups", r"^InstanceGroups\[(\d+)\]\.TrainingPlanArn$", "[{0}].training_plan_arn"),
+    ("instance_groups", r"^InstanceGroups\[(\d+)\]\.ImageId$", "[{0}].image_id"),
+    ("instance_groups", r"^InstanceGroups\[(\d+)\]\.SlurmConfig\.PartitionNames", "[{0}].partition"),
+    ("instance_groups", r"^InstanceGroups\[(\d+)\]\.NetworkInterface", "[{0}].network_interface"),
+    ("instance_groups", r"^InstanceGroups\[(\d+)\]\.OverrideVpcConfig\.Subnets", "[{0}].override_vpc.subnet_ids"),
+    (
+        "instance_groups",
+        r"^InstanceGroups\[(\d+)\]\.OverrideVpcConfig\.SecurityGroupIds",
+        "[{0}].override_vpc.security_group_ids",
+    ),
+    (
+        "instance_groups",
+        r"^InstanceGroups\[(\d+)\]\.InstanceStorageConfigs\[\d+\]\.EbsVolumeConfig\.VolumeSizeInGB$",
+        "[{0}].ebs_volume_gib",
+    ),
+    (
+        "instance_groups",
+        r"^InstanceGroups\[(\d+)\]\.InstanceStorageConfigs\[\d+\]\.EbsVolumeConfig\.VolumeKmsKeyId$",
+        "[{0}].volume_kms_key_arn",
+    ),
+    (
+        "cluster",
+        r"^InstanceGroups\[\d+\]\.InstanceStorageConfigs\[\d+\]\.FsxLustreConfig\.MountPath$",
+        "fsx_mount_path",
+    ),
+    (
+        "storage",
+        r"^InstanceGroups\[\d+\]\.InstanceStorageConfigs\[\d+\]\.FsxLustreConfig\.DnsName$",
+        "existing.dns_name",
+    ),
+    (
+        "storage",
+        r"^InstanceGroups\[\d+\]\.InstanceStorageConfigs\[\d+\]\.FsxLustreConfig\.MountName$",
+        "existing.mount_name",
+    ),
+    ("storage", r"^InstanceGroups\[\d+\]\.InstanceStorageConfigs\[\d+\]\.FsxLustreConfig\.", "existing"),
+    (
+        "storage_openzfs",
+        r"^InstanceGroups\[\d+\]\.InstanceStorageConfigs\[\d+\]\.FsxOpenZfsConfig\.MountPath$",
+        "mount_path",
+    ),
+    (
+        "storage_openzfs",
+        r"^InstanceGroups\[\d+\]\.InstanceStorageConfigs\[\d+\]\.FsxOpenZfsConfig\.DnsName$",
+        "existing.dns_name",
+    ),
+    ("storage_openzfs", r"^InstanceGroups\[\d+\]\.InstanceStorageConfigs\[\d+\]\.FsxOpenZfsConfig\.", "existing"),
+    (
+        "instance_groups",
+        r"^InstanceGroups\[(\d+)\]\.ScheduledUpdateConfig\.ScheduleExpression$",
+        "[{0}].scheduled_update.schedule_expression",
+    ),
+    ("instance_groups", r"^InstanceGroups\[(\d+)\]\.AutoPatchConfig\.PatchingStrategy$", "[{0}].auto_patch.strategy"),
+    (
+        "instance_groups",
+        r"^InstanceGroups\[(\d+)\]\.(?:ScheduledUpdateConfig|AutoPatchConfig)\.DeploymentConfig\.WaitIntervalInSeconds$",
+        "[{0}].{setting}.deployment.wait_interval_s",
+    ),
+    (
+        "instance_groups",
+        r"^InstanceGroups\[(\d+)\]\.(?:ScheduledUpdateConfig|AutoPatchConfig)\.DeploymentConfig\.AutoRollbackConfiguration(\[\d+\])?",
+        "[{0}].{setting}.deployment.rollback_alarms{1}",
+    ),
+    (
+        "instance_groups",
+        r"^InstanceGroups\[(\d+)\]\.(?:ScheduledUpdateConfig|AutoPatchConfig)\.DeploymentConfig\.RollingUpdatePolicy\.MaximumBatchSize(\.Type|\.Value)?",
+        "[{0}].{setting}.deployment.maximum_batch_size{1}",
+    ),
+    (
+        "instance_groups",
+        r"^InstanceGroups\[(\d+)\]\.(?:ScheduledUpdateConfig|AutoPatchConfig)\.DeploymentConfig\.RollingUpdatePolicy\.RollbackMaximumBatchSize(\.Type|\.Value)?",
+        "[{0}].{setting}.deployment.rollback_maximum_batch_size{1}",
+    ),
+    ("instance_groups", r"^InstanceGroups\[(\d+)\]\.ScheduledUpdateConfig", "[{0}].scheduled_update"),
+    ("instance_groups", r"^InstanceGroups\[(\d+)\]\.AutoPatchConfig", "[{0}].auto_patch"),
+    ("instance_groups", r"^InstanceGroups\[(\d+)\]", "[{0}]"),
+    ("instance_groups", r"^InstanceGroups", ""),
+)
+"""(section, request member pattern, field in the section): the config field a member comes from, first match."""
+
+
+def config_field(view: ClusterView, member_path: str) -> str:
+    """The config field (as ``view`` names it) that request member ``member_path`` comes from; the member path
+    itself when none maps."""
+    for section, pattern, rest in _FIELDS:
+        match = re.search(pattern, member_path)
+        if match:
+            setting = "scheduled_update" if ".ScheduledUpdateConfig." in member_path else "auto_patch"
+            parts = [(g or "").lower() for g in match.groups()]  # .Type -> .type; a missing part -> ""
+            field = rest.format(*parts, setting=setting)
+            if section == "cluster" and rest == "tags":  # the file's tags are a mapping: name the key
+                keys = sorted(view.tags)
+                index = int(match.group(1))
+                field = f"tags.{keys[index]}" if index < len(keys) else field
+            if ".PartitionNames" in member_path:  # a compute group's partition is its name unless given
+                index = int(match.group(1))
+                given = index < len(view.groups) and view.groups[index].partition
+                field = field if given else field.replace(".partition", ".name")
+            return view.path(section, field)
+    return member_path
