@@ -347,6 +347,8 @@ def _parse_teams_key(raw: Any, path: str, problems: List[str]) -> Optional[Teams
     except ValueError as error:
         problems.extend(str(error).splitlines())
         return None
+
+
 def _parse_prices(raw: Any, path: str, problems: List[str]) -> Dict[str, InstancePrice]:
     if not isinstance(raw, Mapping):
         problems.append("{}: got {!r}; expected an object of instance type -> {{per_hour, source}}".format(path, raw))
