@@ -56,7 +56,8 @@ def test_srun_stand_in_drops_the_options_and_execs_the_step_command(tmp_path: Pa
 def test_the_faked_node_is_a_hyperpod_gpu_node_to_the_health_check(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert gpu_checks.instance_type_for(1) == ("ml.g5.xlarge", "")
+    # The smallest one-GPU type without EFA in the hardware table (EC2's facts: g4dn.xlarge, 4 vCPUs, one T4).
+    assert gpu_checks.instance_type_for(1) == ("ml.g4dn.xlarge", "")
     instance_type, note = gpu_checks.instance_type_for(0)
     assert instance_type == "ml.g5.xlarge" and note.startswith("MISMATCH")
     root = tmp_path / "root"
