@@ -197,8 +197,26 @@ def test_security_group_without_self_rule(acct: MotoAccount, fakes: AccountFakes
     data["network"]["security_group_id"] = acct.security_group("open", self_referencing=False)
     problem = only(check("AWS-SECURITY-GROUP", data, fakes)[0])
     assert problem.path == "network.security_group_id"
-    assert "no inbound rule allows all traffic with the group itself" in problem.expected
+    # moto's default outbound 0.0.0.0/0 rule is no self rule for the EFA workers (see the test below)
+    assert "no inbound or outbound rule allows all traffic with the group itself" in problem.expected
     assert check("AWS-SECURITY-GROUP", config(acct), fakes)[0] == []
+
+
+def test_security_group_open_egress_is_no_efa_self_rule(acct: MotoAccount, fakes: AccountFakes) -> None:
+    """With EFA types, an outbound 0.0.0.0/0 rule does not stand in for the one to the group itself (prerequisites
+    page: "avoid using `0.0.0.0/0` for outbound rules, as this may cause EFA health check failures")."""
+    data = config(acct)
+    group = acct.security_group("efa", self_referencing=False)  # moto's default egress: 0.0.0.0/0 only
+    acct.ec2.authorize_security_group_ingress(
+        GroupId=group, IpPermissions=[{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": group}]}]
+    )
+    data["network"]["security_group_id"] = group
+    problem = only(check("AWS-SECURITY-GROUP", data, fakes)[0])
+    assert problem.path == "network.security_group_id" and problem.level == "error"
+    assert "no outbound rule allows all traffic with the group itself" in problem.expected
+    assert "avoid using `0.0.0.0/0` for outbound rules" in problem.expected
+    data["instance_groups"][1]["instance_type"] = "ml.m5.xlarge"  # no EFA: the open rule carries Slurm's traffic
+    assert check("AWS-SECURITY-GROUP", data, fakes)[0] == []
 
 
 # --- GRP-SCALING-DEPLOYED -----------------------------------------------------------------------------------------

@@ -26,6 +26,14 @@ EFA_IP_DOC = (
     "https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ClusterNetworkInterface.html"
 )
 
+PREREQUISITES_EFA_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-prerequisites.html"
+EFA_SELF_QUOTE = (
+    "For HyperPod clusters using Elastic Fabric Adapter (EFA)-enabled instances, configure the security group to "
+    "allow all inbound and outbound traffic to and from the security group itself. Specifically, avoid using "
+    "`0.0.0.0/0` for outbound rules, as this may cause EFA health check failures."
+)
+"""The prerequisites page (custom Amazon VPC), read 2026-11-29: an outbound 0.0.0.0/0 rule is no EFA self rule."""
+
 
 def existing_network(view: ClusterView) -> bool:
     return view.network is not None and view.network.vpc_id is not None
@@ -165,10 +173,12 @@ def subnet_fits(view: ClusterView) -> Iterator[Problem]:
     "network",
     "network.security_group_id, instance_groups[*].override_vpc.security_group_ids",
     actions=("ec2:DescribeSecurityGroups",),
-    source=f"Amazon EC2 API DescribeSecurityGroups; {EFA_SG_DOC}",
+    needs=("instance_groups", "hardware"),
+    source=f"Amazon EC2 API DescribeSecurityGroups; {EFA_SG_DOC}; {PREREQUISITES_EFA_DOC}",
 )
 def security_group_self(view: ClusterView) -> Iterator[Problem]:
-    """Existing security groups exist in the VPC and allow all traffic to and from themselves (EFA, Slurm, NCCL)."""
+    """Existing security groups exist in the VPC and allow all traffic to and from themselves (EFA, Slurm, NCCL); with
+    EFA instance types an outbound rule to 0.0.0.0/0 does not stand in for the one to the group itself."""
     if not existing_network(view):
         return
     net = view.network
@@ -180,10 +190,11 @@ def security_group_self(view: ClusterView) -> Iterator[Problem]:
         if group.override_vpc is not None:
             for sg in group.override_vpc.security_group_ids:
                 listed.append((group_path(view, index, "override_vpc.security_group_ids"), sg))
-    yield from each_resource(view, listed, functools.partial(_security_group_problems, str(net.vpc_id)))
+    efa = any((h := view.hardware(t)) is not None and h.efa_interfaces > 0 for g in view.groups for t in view.types_of(g))
+    yield from each_resource(view, listed, functools.partial(_security_group_problems, str(net.vpc_id), efa))
 
 
-def _security_group_problems(vpc_id: str, account: Account, where: str, group_id: str) -> Iterator[Problem]:
+def _security_group_problems(vpc_id: str, efa: bool, account: Account, where: str, group_id: str) -> Iterator[Problem]:
     found = lookups.security_group(account, group_id)
     if found is None:
         yield Problem(where, f"no such security group in {account.region}", got=group_id)
@@ -191,13 +202,17 @@ def _security_group_problems(vpc_id: str, account: Account, where: str, group_id
     if found.get("VpcId") != vpc_id:
         yield Problem(where, f"the group is in {found.get('VpcId')}, not in {vpc_id}", got=group_id)
     inbound = _allows_self(found.get("IpPermissions", []), group_id)
-    outbound = _allows_self(found.get("IpPermissionsEgress", []), group_id, any_address=True)
+    outbound = _allows_self(found.get("IpPermissionsEgress", []), group_id, any_address=not efa)
     missing = [d for d, ok in (("inbound", inbound), ("outbound", outbound)) if not ok]
     if missing:
+        why = (
+            f'; AWS: "{EFA_SELF_QUOTE}" ({PREREQUISITES_EFA_DOC})'
+            if efa and inbound
+            else "; EFA and Slurm traffic between the nodes is dropped"
+        )
         yield Problem(
             where,
-            f"no {' or '.join(missing)} rule allows all traffic with the group itself; EFA and Slurm "
-            "traffic between the nodes is dropped",
+            f"no {' or '.join(missing)} rule allows all traffic with the group itself{why}",
             got=group_id,
             fix=f"add rules for all protocols and ports with source and destination {group_id}",
         )
