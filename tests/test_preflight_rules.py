@@ -219,6 +219,21 @@ def test_security_group_open_egress_is_no_efa_self_rule(acct: MotoAccount, fakes
     assert check("AWS-SECURITY-GROUP", data, fakes)[0] == []
 
 
+def test_efa_groups_of_one_partition_stay_in_one_az(acct: MotoAccount, fakes: AccountFakes) -> None:
+    """Prerequisites page, multiple AZs: "Elastic Fabric Adapter (EFA) traffic cannot cross AZs or VPCs." """
+    data = config(acct)
+    far = {"name": "far", "instance_type": P5, "count": 2, "partition": "workers"}
+    far["override_vpc"] = {"subnet_ids": [acct.other_subnet], "security_group_ids": [acct.sg]}
+    data["instance_groups"].append(far)
+    problem = only(check("AWS-EFA-AZ", data, fakes)[0])
+    assert problem.path == "instance_groups[2].override_vpc.subnet_ids" and problem.level == "error"
+    assert f"partition workers have subnets in several AZs (workers: {AZ}; far: {OTHER_AZ})" in problem.expected
+    assert "(EFA) traffic cannot cross AZs or VPCs" in problem.expected
+    far["partition"] = "far"  # a partition of its own: its jobs stay in one AZ
+    assert check("AWS-EFA-AZ", data, fakes)[0] == []
+    assert check("AWS-EFA-AZ", config(acct), fakes)[0] == []
+
+
 # --- GRP-SCALING-DEPLOYED -----------------------------------------------------------------------------------------
 def scaled_config(acct: MotoAccount, high: int) -> dict[str, Any]:
     data = config(acct, node_provisioning_mode="continuous")

@@ -344,3 +344,6 @@ def _rule_class(row_id: str) -> type[CloudFormationLintRule]:
 RULES = {row_id: _rule_class(row_id) for row_id in CHECKS}
 """The rule class of each row; cfn-lint finds them among this module's names."""
 globals().update({cls.__name__: cls for cls in RULES.values()})
+
+# The inventory's network rules (E9280-E9299), loaded by the same --append-rules module.
+from hyperpod_cdk.cfnlint_infra import E9280EfaSecurityGroupSelf as E9280EfaSecurityGroupSelf  # noqa: E402

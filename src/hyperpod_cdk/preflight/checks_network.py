@@ -33,6 +33,8 @@ EFA_SELF_QUOTE = (
     "`0.0.0.0/0` for outbound rules, as this may cause EFA health check failures."
 )
 """The prerequisites page (custom Amazon VPC), read 2026-11-29: an outbound 0.0.0.0/0 rule is no EFA self rule."""
+EFA_AZ_QUOTE = "Elastic Fabric Adapter (EFA) traffic cannot cross AZs or VPCs."
+"""The prerequisites page (multiple AZs), read 2026-11-29."""
 
 
 def existing_network(view: ClusterView) -> bool:
@@ -229,3 +231,53 @@ def _allows_self(permissions: list[dict[str, Any]], group_id: str, any_address: 
         if any_address and any(r.get("CidrIp") == "0.0.0.0/0" for r in ranges):
             return True
     return False
+
+
+@online_rule(
+    "AWS-EFA-AZ",
+    "network",
+    "instance_groups[*].override_vpc.subnet_ids",
+    actions=("ec2:DescribeSubnets",),
+    needs=("instance_groups", "hardware"),
+    source=f"{PREREQUISITES_EFA_DOC} (multiple AZs: EFA traffic cannot cross AZs)",
+)
+def efa_one_az(view: ClusterView) -> Iterator[Problem]:
+    """The EFA groups of one Slurm partition have their subnets in one AZ: EFA traffic cannot cross AZs."""
+    if not existing_network(view):
+        return
+    net = view.network
+    assert net is not None
+    account = account_of(view)
+    by_partition: dict[str, list[tuple[int, InstanceGroup]]] = {}
+    for index, group in enumerate(view.groups):
+        efa = any((h := view.hardware(t)) is not None and h.efa_interfaces > 0 for t in view.types_of(group))
+        if efa and group.partition_name is not None:
+            by_partition.setdefault(group.partition_name, []).append((index, group))
+
+    def zones(group: InstanceGroup) -> set[str]:
+        if group.override_vpc is None:
+            az = nodes_az(view)
+            return {az} if az else set()
+        found = (lookups.subnet(account, s) for s in group.override_vpc.subnet_ids)
+        return {str(f["AvailabilityZone"]) for f in found if f}
+
+    for partition, members in by_partition.items():
+        overridden = [(i, g) for i, g in members if g.override_vpc is not None]
+        if not overridden:
+            continue
+        where = group_path(view, overridden[0][0], "override_vpc.subnet_ids")
+
+        def check(members: list[tuple[int, InstanceGroup]] = members, partition: str = partition) -> Iterator[Problem]:
+            seen = {g.name: sorted(zones(g)) for _, g in members}
+            if len({az for azs in seen.values() for az in azs}) > 1:
+                parts = "; ".join(f"{name}: {', '.join(azs)}" for name, azs in seen.items())
+                yield Problem(
+                    where,
+                    f"the EFA groups of partition {partition} have subnets in several AZs ({parts}); AWS: "
+                    f'"{EFA_AZ_QUOTE}" ({PREREQUISITES_EFA_DOC})',
+                    got=", ".join(s for _, g in members if g.override_vpc for s in g.override_vpc.subnet_ids),
+                    fix="put the partition's EFA groups in subnets of one AZ, or give the groups of another AZ a "
+                    "partition of their own",
+                )
+
+        yield from guarded(where, check)
