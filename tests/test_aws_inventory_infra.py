@@ -132,7 +132,10 @@ def _template(instance_type: str = "ml.p5.48xlarge") -> dict[str, Any]:
                     "SecurityGroupEgress": [{"CidrIp": "0.0.0.0/0", "IpProtocol": "-1"}],
                 },
             },
-            "SelfIn": {"Type": "AWS::EC2::SecurityGroupIngress", "Properties": {**rule, "SourceSecurityGroupId": _sg_ref()}},
+            "SelfIn": {
+                "Type": "AWS::EC2::SecurityGroupIngress",
+                "Properties": {**rule, "SourceSecurityGroupId": _sg_ref()},
+            },
             "SelfOut": {
                 "Type": "AWS::EC2::SecurityGroupEgress",
                 "Properties": {**rule, "DestinationSecurityGroupId": _sg_ref()},

@@ -528,6 +528,12 @@ ROWS = [
     row("NET-NEW-VPC-ONLY", {"network": {**EXISTING_NET, "cidr": "10.1.0.0/16"}}, "network.cidr", "only to a new VPC"),
     row("NET-ID-FORMAT", {"network": {**EXISTING_NET, "vpc_id": "vpc-1"}}, "network.vpc_id", "8 or 17"),
     row(
+        "NET-EGRESS-CLOSED",
+        {"network": {"allow_internet_egress": False}},
+        "network.allow_internet_egress",
+        "cannot store or retrieve lifecycle scripts",
+    ),
+    row(
         "NET-AZ",
         {"network": {"availability_zone": "us-east-1a"}},
         "network.availability_zone",

@@ -54,6 +54,11 @@ def nodes_az(view: ClusterView) -> str | None:
     return None
 
 
+def has_efa(view: ClusterView, group: InstanceGroup) -> bool:
+    """Whether one of the group's instance types has EFA interfaces (the instance catalogue's figures)."""
+    return any((h := view.hardware(t)) is not None and h.efa_interfaces > 0 for t in view.types_of(group))
+
+
 def addresses_of(view: ClusterView, group: InstanceGroup) -> int:
     """Addresses one of the group's nodes takes: 1 for its primary interface, plus one per EFA interface unless
     the group's interfaces are efa-only (which have no IP address). A flexible group counts its hungriest type."""
@@ -192,7 +197,7 @@ def security_group_self(view: ClusterView) -> Iterator[Problem]:
         if group.override_vpc is not None:
             for sg in group.override_vpc.security_group_ids:
                 listed.append((group_path(view, index, "override_vpc.security_group_ids"), sg))
-    efa = any((h := view.hardware(t)) is not None and h.efa_interfaces > 0 for g in view.groups for t in view.types_of(g))
+    efa = any(has_efa(view, g) for g in view.groups)
     yield from each_resource(view, listed, functools.partial(_security_group_problems, str(net.vpc_id), efa))
 
 
@@ -250,8 +255,7 @@ def efa_one_az(view: ClusterView) -> Iterator[Problem]:
     account = account_of(view)
     by_partition: dict[str, list[tuple[int, InstanceGroup]]] = {}
     for index, group in enumerate(view.groups):
-        efa = any((h := view.hardware(t)) is not None and h.efa_interfaces > 0 for t in view.types_of(group))
-        if efa and group.partition_name is not None:
+        if has_efa(view, group) and group.partition_name is not None:
             by_partition.setdefault(group.partition_name, []).append((index, group))
 
     def zones(group: InstanceGroup) -> set[str]:
@@ -267,7 +271,9 @@ def efa_one_az(view: ClusterView) -> Iterator[Problem]:
             continue
         where = group_path(view, overridden[0][0], "override_vpc.subnet_ids")
 
-        def check(members: list[tuple[int, InstanceGroup]] = members, partition: str = partition) -> Iterator[Problem]:
+        def check(
+            members: list[tuple[int, InstanceGroup]] = members, partition: str = partition, where: str = where
+        ) -> Iterator[Problem]:
             seen = {g.name: sorted(zones(g)) for _, g in members}
             if len({az for azs in seen.values() for az in azs}) > 1:
                 parts = "; ".join(f"{name}: {', '.join(azs)}" for name, azs in seen.items())
