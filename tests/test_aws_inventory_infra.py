@@ -25,6 +25,7 @@ FILES = (
     "smcluster-cmk.yaml",
     "sagemaker-hyperpod-external-accounting-db-slurm.yaml",
     "slurm-security-group-template.yaml",
+    "sagemaker-hyperpod-cluster-observability-slurm-prerequisites.yaml",
 )
 ERROR_WORDS = {"must", "only", "cannot", "not-supported", "required"}
 WARNING_WORDS = {"avoid", "recommend"}
