@@ -223,3 +223,16 @@ def test_apply_patch_sets_deletes_and_indexes() -> None:
     assert data["a"] == {"b": 1, "c": 2}  # the base is not changed
     with pytest.raises(KeyError, match=r"groups\.7\.n: groups\.7 is not an index of a list of 2"):
         apply_patch(data, {"groups.7.n": 1})
+
+
+def test_docs_show_the_coverage_of_every_page_and_every_out_of_scope_reason() -> None:
+    from hyperpod_cdk.inventory_coverage import coverage_reference
+
+    text = coverage_reference()
+    assert text in (ROOT / "docs" / "rules.md").read_text(), "run `python -m hyperpod_cdk.rules > docs/rules.md`"
+    for page in aws_inventory.pages():
+        assert f"]({page.url}) | {page.read} |" in text and text.count(f"| {len(page.rows)} |") >= 1
+    assert f"| all | {len(ROWS)} |" in text
+    for row in ROWS:
+        if row.enforced_by == "out-of-scope":
+            assert f"| `{row.id}` |" in text and row.how.replace("|", "\\|") in text
