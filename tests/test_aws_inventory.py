@@ -44,9 +44,9 @@ TESTED = [r for r in ROWS if r.test is not None]
 
 
 def _shipped_cfn_lint_ids() -> set[str]:
-    from hyperpod_cdk.cfnlint_rules import RULES
+    from hyperpod_cdk.cfnlint_rules import INVENTORY_RULES, RULES
 
-    return {cls.id for cls in RULES.values()}
+    return {cls.id for cls in RULES.values()} | set(INVENTORY_RULES)
 
 
 def test_inventory_loads() -> None:
@@ -86,8 +86,7 @@ def test_row_breaks_are_refused(row: Row) -> None:
     found = _fired(row, row.test.breaks)
     rule = row.rule_previous if row.enforced_by == "update-policy" else row.rule
     assert found, f"{row.where}: {rule} does not fire on test.breaks {dict(row.test.breaks)}"
-    allowed = {row.level} | ({"warning"} if row.conflicts_with else set())
-    assert {p.level for p in found} <= allowed, f"{row.where}: {rule} fires at {[p.level for p in found]}"
+    assert {p.level for p in found} <= row.rule_levels, f"{row.where}: {rule} fires at {[p.level for p in found]}"
 
 
 @pytest.mark.parametrize("row", TESTED, ids=[r.id for r in TESTED])
@@ -236,3 +235,15 @@ def test_docs_show_the_coverage_of_every_page_and_every_out_of_scope_reason() ->
     for row in ROWS:
         if row.enforced_by == "out-of-scope":
             assert f"| `{row.id}` |" in text and row.how.replace("|", "\\|") in text
+
+
+def test_every_api_limit_is_a_row_that_quotes_its_value() -> None:
+    """Each per-call API limit of data/hyperpod_facts.yaml lives once, checked against AWS's words: a construction
+    row on its API page names the fact and quotes its value (test_row_names_what_exists_at_its_level)."""
+    facts = yaml.safe_load((ROOT / "src" / "hyperpod_cdk" / "data" / "hyperpod_facts.yaml").read_text())
+    api = {f["name"] for f in facts if f["table"] == "api"}
+    assert len(api) == 8
+    named = {r.fact: r for r in ROWS if r.fact is not None}
+    assert api <= set(named), f"no inventory row for {sorted(api - set(named))}"
+    for name in api:
+        assert named[name].enforced_by == "construction" and named[name].page.startswith("API_")

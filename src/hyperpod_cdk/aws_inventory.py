@@ -27,7 +27,17 @@ ERROR_WORDS = ("must", "only", "cannot", "not-supported", "required")
 WARNING_WORDS = ("avoid", "recommend")
 WORDS = ERROR_WORDS + WARNING_WORDS
 ENFORCEMENTS = ("rule", "cfn-lint", "construction", "preflight", "update-policy", "out-of-scope")
-POLICIES = ("immutable", "new-nodes-only", "replaces-root-volume", "irreversible")
+POLICY_LEVELS = {
+    "immutable": "error",
+    "irreversible": "error",
+    "new-nodes-only": "warning",
+    "replaces-root-volume": "warning",
+    "replaces-cluster": "warning",
+}
+"""The level of an update policy's ``validate --previous`` rule (``rule_previous``): a change the API refuses
+(immutable) or cannot undo (irreversible) is an error; one it accepts but that reaches only new nodes, replaces the
+root volumes or, through CloudFormation, replaces the cluster is a warning."""
+POLICIES = tuple(POLICY_LEVELS)
 NO_CFN_LINT = "-"
 AWS_DOCS = "https://docs.aws.amazon.com/"
 DEFAULT_BASE = "examples/gpu-cluster.yaml"
@@ -40,7 +50,7 @@ KIND_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # enforced_by: (required keys, optional keys) beyond COMMON_KEYS
     "rule": (("rule", "test"), ("cfn_lint", "why_no_cfn_lint")),
     "cfn-lint": (("cfn_lint",), ()),
-    "construction": (("how",), ("fact",)),
+    "construction": (("how",), ("fact", "cfn_lint", "why_no_cfn_lint")),
     "preflight": (("preflight",), ()),
     "update-policy": (
         ("field", "api_member", "policy", "rule_previous", "test"),
@@ -101,6 +111,14 @@ class Row:
         """The level the row's word asks of its rule: error for must/only/cannot/not-supported/required, warning
         for avoid/recommend."""
         return "error" if self.word in ERROR_WORDS else "warning"
+
+    @property
+    def rule_levels(self) -> frozenset[str]:
+        """The levels its rule may have: the word's (or a warning, where AWS's pages disagree); for an update
+        policy's ``rule_previous``, the policy's (:data:`POLICY_LEVELS`)."""
+        if self.enforced_by == "update-policy":
+            return frozenset({POLICY_LEVELS.get(self.policy or "", "")})
+        return frozenset({self.level} | ({"warning"} if self.conflicts_with else set()))
 
     @property
     def where(self) -> str:
@@ -282,7 +300,8 @@ def cross_problems(
     row: Row, levels: Mapping[str, str], cfn_lint_ids: Iterable[str], facts: Mapping[str, Any]
 ) -> list[str]:
     """What ``row`` gets wrong about the code: a rule not in ``levels`` (rule id → level, the registry), a rule
-    whose level is not the word's (a row whose pages disagree, ``conflicts_with``, may warn instead), a cfn-lint id
+    whose level is not the word's (a row whose pages disagree, ``conflicts_with``, may warn instead; an update
+    policy's ``rule_previous`` is at its policy's level, :data:`POLICY_LEVELS`), a cfn-lint id
     not shipped (``cfn_lint_ids``) or of the wrong letter, a preflight id that is not an online rule, a fact whose
     value the quote does not state."""
     problems = []
@@ -292,12 +311,12 @@ def cross_problems(
         rule = getattr(row, key)
         if rule is None:
             continue
+        wanted = {POLICY_LEVELS.get(row.policy or "", "")} if key == "rule_previous" else allowed
+        asks = f"the policy {row.policy!r}" if key == "rule_previous" else f"the word {row.word!r}"
         if rule not in levels:
             problems.append(f"{row.where}: {key} {rule} is not a rule in hyperpod_cdk.rules.REGISTRY")
-        elif key != "preflight" and levels[rule] not in allowed:
-            problems.append(
-                f"{row.where}: {key} {rule} is a {levels[rule]} but the word {row.word!r} asks for {row.level}"
-            )
+        elif key != "preflight" and levels[rule] not in wanted:
+            problems.append(f"{row.where}: {key} {rule} is a {levels[rule]} but {asks} asks for {'/'.join(wanted)}")
     if row.cfn_lint not in (None, NO_CFN_LINT):
         if row.cfn_lint not in shipped:
             problems.append(f"{row.where}: cfn_lint {row.cfn_lint} is not shipped by hyperpod_cdk.cfnlint_rules")

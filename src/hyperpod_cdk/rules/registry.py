@@ -28,6 +28,7 @@ RULE_MODULES = (
     "slurm_api",
     "volumes",
     "scaling",
+    "updates",
     # The online rules (needs aws): only `hyperpod-cdk preflight` / `validate --online` run them; no boto3 import.
     "hyperpod_cdk.preflight.checks_access",
     "hyperpod_cdk.preflight.checks_capacity",
