@@ -252,6 +252,14 @@ ROWS = [
         "training-plan/<name>",
     ),
     row(
+        "GRP-ROLE-IMMUTABLE",
+        groups(CPU_WORKERS, {**CPU_WORKERS, "name": "more", "role": "login"}),
+        "instance_groups[2].role",
+        "changed from compute",
+        previous=groups(CPU_WORKERS, {**CPU_WORKERS, "name": "more"}),
+        has_previous=True,
+    ),
+    row(
         "GRP-ROLE-REPLACES",
         groups({**CPU_WORKERS, "name": "other"}),
         "instance_groups",

@@ -54,7 +54,7 @@ def auto_patch_slurm(view: ClusterView) -> Iterator[Problem]:
         if group.auto_patch is not None:
             yield Problem(
                 group_path(view, index, "auto_patch"),
-                "AWS documents auto-patching for EKS clusters only (\"Auto-patching is available only for HyperPod "
+                'AWS documents auto-patching for EKS clusters only ("Auto-patching is available only for HyperPod '
                 f"Amazon EKS clusters\", {AUTO_PATCH_DOC}); HyperPod's Slurm clusters update their AMI otherwise",
                 got="set",
                 fix="remove auto_patch; roll AMI updates out with scheduled_update, or run UpdateClusterSoftware",
