@@ -24,13 +24,12 @@ FILES = (
     "sagemaker-hyperpod-prerequisites.yaml",
     "smcluster-cmk.yaml",
     "sagemaker-hyperpod-external-accounting-db-slurm.yaml",
-    "slurm-security-group-template.yaml",
     "sagemaker-hyperpod-cluster-observability-slurm-prerequisites.yaml",
 )
 ERROR_WORDS = {"must", "only", "cannot", "not-supported", "required"}
 WARNING_WORDS = {"avoid", "recommend"}
 ENFORCEMENTS = {"rule", "cfn-lint", "construction", "preflight", "update-policy", "out-of-scope"}
-POLICIES = {"immutable", "new-nodes-only", "replaces-root-volume", "irreversible"}
+POLICIES = {"immutable", "new-nodes-only", "replaces-root-volume", "irreversible", "replaces-cluster"}
 
 
 def rows() -> list[tuple[str, dict[str, Any]]]:
@@ -39,7 +38,7 @@ def rows() -> list[tuple[str, dict[str, Any]]]:
         page = yaml.safe_load((INVENTORY / name).read_text())
         assert set(page) == {"page", "title", "read", "rows"}, name
         assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", page["read"]), name
-        assert page["page"].startswith(("https://docs.aws.amazon.com/", "https://github.com/aws/")), name
+        assert page["page"] == f"https://docs.aws.amazon.com/sagemaker/latest/dg/{name[:-5]}.html", name
         found += [(name, row) for row in page["rows"]]
     return found
 
@@ -77,12 +76,13 @@ def test_every_row_names_an_enforcement_that_exists() -> None:
             assert row["id"] in seen[other].get("conflicts_with", []), f"{row['id']} and {other} name each other"
 
 
-def test_the_egress_rows_disagree_and_say_why() -> None:
+def test_the_egress_row_quotes_both_aws_sources_and_says_why() -> None:
     by_id = {row["id"]: row for _, row in rows()}
-    avoid, console = by_id["prereq-efa-egress-avoid"], by_id["console-sg-egress-all"]
+    avoid = by_id["prereq-efa-egress-avoid"]
     assert "avoid using `0.0.0.0/0` for outbound rules" in avoid["quote"]
-    assert "0.0.0.0/0" in console["quote"] and "prereq-efa-egress-avoid" in console["how"]
+    assert "slurm-security-group-template.yaml" in avoid["how"] and "CidrIp: 0.0.0.0/0" in avoid["how"]
     assert "NET-EGRESS-CLOSED" in avoid["how"] and "E9280" in avoid["how"]
+    assert by_id["prereq-efa-sg-self"]["cfn_lint"] == "E9280"
 
 
 # --- NET-EGRESS-CLOSED --------------------------------------------------------------------------------------------

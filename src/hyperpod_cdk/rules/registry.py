@@ -30,6 +30,7 @@ RULE_MODULES = (
     "scaling",
     # The rules AWS's pages on the network state (the inventory, data/aws_inventory).
     "aws_infra",
+    "updates",
     # The online rules (needs aws): only `hyperpod-cdk preflight` / `validate --online` run them; no boto3 import.
     "hyperpod_cdk.preflight.checks_access",
     "hyperpod_cdk.preflight.checks_capacity",
