@@ -25,6 +25,7 @@ FILES = (
     "smcluster-cmk.yaml",
     "sagemaker-hyperpod-external-accounting-db-slurm.yaml",
     "sagemaker-hyperpod-cluster-observability-slurm-prerequisites.yaml",
+    "sagemaker-hyperpod-lifecycle-best-practices-slurm-what-hyperpod-overrides-in-slurm-conf.yaml",
 )
 ERROR_WORDS = {"must", "only", "cannot", "not-supported", "required"}
 WARNING_WORDS = {"avoid", "recommend"}
