@@ -46,7 +46,8 @@ DATE_PATTERN = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 """libyaml's safe loader when PyYAML has it (several times faster: validate --previous reads every file)."""
-PAGE_KEYS = ("page", "title", "read", "rows")
+PAGE_KEYS = ("page", "title", "read", "partial", "rows")
+"""A page's fields; ``partial`` (optional) says why the page was not read end to end, so coverage does not claim it."""
 COMMON_KEYS = ("id", "quote", "applies", "word", "enforced_by", "how", "conflicts_with")
 KIND_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # enforced_by: (required keys, optional keys) beyond COMMON_KEYS
@@ -136,6 +137,8 @@ class Page:
     title: str
     read: str
     rows: tuple[Row, ...] = field(default_factory=tuple)
+    partial: str = ""
+    """Why the page was not read end to end (empty: it was)."""
 
 
 def _text(value: Any) -> bool:
@@ -264,7 +267,7 @@ def load_page(path: Path) -> tuple[Page | None, list[str]]:
             rows.append(_row(slug, url, entry))
     if problems:
         return None, problems
-    return Page(slug, url, str(data["title"]), str(data["read"]), tuple(rows)), []
+    return Page(slug, url, str(data["title"]), str(data["read"]), tuple(rows), str(data.get("partial", ""))), []
 
 
 def load_directory(directory: Path) -> tuple[Page, ...]:
