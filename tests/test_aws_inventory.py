@@ -11,18 +11,10 @@ import pytest
 import yaml
 
 from hyperpod_cdk import aws_inventory
-from hyperpod_cdk.aws_inventory import (
-    InventoryError,
-    Row,
-    RowTest,
-    apply_patch,
-    cross_problems,
-    inventory_problems,
-    load_directory,
-    load_page,
-)
+from hyperpod_cdk.aws_inventory import InventoryError, Row, RowTest, inventory_problems, load_directory, load_page
 from hyperpod_cdk.config import load_file, parse_model
 from hyperpod_cdk.errors import ConfigurationError
+from hyperpod_cdk.inventory_checks import apply_patch, cross_problems
 from hyperpod_cdk.rules import REGISTRY
 from training_runtime import hyperpod_facts
 
