@@ -170,6 +170,9 @@ class MotoAccount:
             self.ec2.authorize_security_group_ingress(
                 GroupId=group, IpPermissions=[{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": group}]}]
             )
+            self.ec2.authorize_security_group_egress(
+                GroupId=group, IpPermissions=[{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": group}]}]
+            )
         return group
 
     def file_system(self, kind: str, sg: str, subnet: str | None = None, **extra: Any) -> str:

@@ -48,11 +48,10 @@ def test_security_group_allows_itself_and_nothing_from_the_world(template: Templ
         assert "CidrIp" not in rule["Properties"]
 
 
-def test_internet_egress_can_be_closed() -> None:
-    stack = new_stack()
-    ClusterNetwork(stack, "Network", allow_internet_egress=False)
-    _, group = only(Template.from_stack(stack), "AWS::EC2::SecurityGroup")
-    assert all(rule.get("CidrIp") != "0.0.0.0/0" for rule in group["Properties"]["SecurityGroupEgress"])
+def test_closing_internet_egress_is_refused() -> None:
+    """Without a way out the nodes reach neither S3 nor AWS's endpoints (prerequisites page; NET-EGRESS-CLOSED)."""
+    with pytest.raises(ConfigurationError, match=r"cannot store or retrieve lifecycle scripts.*NET-EGRESS-CLOSED"):
+        ClusterNetwork(new_stack(), "Network", allow_internet_egress=False)
 
 
 def test_existing_vpc_creates_no_network_resources() -> None:

@@ -197,8 +197,41 @@ def test_security_group_without_self_rule(acct: MotoAccount, fakes: AccountFakes
     data["network"]["security_group_id"] = acct.security_group("open", self_referencing=False)
     problem = only(check("AWS-SECURITY-GROUP", data, fakes)[0])
     assert problem.path == "network.security_group_id"
-    assert "no inbound rule allows all traffic with the group itself" in problem.expected
+    # moto's default outbound 0.0.0.0/0 rule is no self rule for the EFA workers (see the test below)
+    assert "no inbound or outbound rule allows all traffic with the group itself" in problem.expected
     assert check("AWS-SECURITY-GROUP", config(acct), fakes)[0] == []
+
+
+def test_security_group_open_egress_is_no_efa_self_rule(acct: MotoAccount, fakes: AccountFakes) -> None:
+    """With EFA types, an outbound 0.0.0.0/0 rule does not stand in for the one to the group itself (prerequisites
+    page: "avoid using `0.0.0.0/0` for outbound rules, as this may cause EFA health check failures")."""
+    data = config(acct)
+    group = acct.security_group("efa", self_referencing=False)  # moto's default egress: 0.0.0.0/0 only
+    acct.ec2.authorize_security_group_ingress(
+        GroupId=group, IpPermissions=[{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": group}]}]
+    )
+    data["network"]["security_group_id"] = group
+    problem = only(check("AWS-SECURITY-GROUP", data, fakes)[0])
+    assert problem.path == "network.security_group_id" and problem.level == "error"
+    assert "no outbound rule allows all traffic with the group itself" in problem.expected
+    assert "avoid using `0.0.0.0/0` for outbound rules" in problem.expected
+    data["instance_groups"][1]["instance_type"] = "ml.m5.xlarge"  # no EFA: the open rule carries Slurm's traffic
+    assert check("AWS-SECURITY-GROUP", data, fakes)[0] == []
+
+
+def test_efa_groups_of_one_partition_stay_in_one_az(acct: MotoAccount, fakes: AccountFakes) -> None:
+    """Prerequisites page, multiple AZs: "Elastic Fabric Adapter (EFA) traffic cannot cross AZs or VPCs." """
+    data = config(acct)
+    far = {"name": "far", "instance_type": P5, "count": 2, "partition": "workers"}
+    far["override_vpc"] = {"subnet_ids": [acct.other_subnet], "security_group_ids": [acct.sg]}
+    data["instance_groups"].append(far)
+    problem = only(check("AWS-EFA-AZ", data, fakes)[0])
+    assert problem.path == "instance_groups[2].override_vpc.subnet_ids" and problem.level == "error"
+    assert f"partition workers have subnets in several AZs (workers: {AZ}; far: {OTHER_AZ})" in problem.expected
+    assert "(EFA) traffic cannot cross AZs or VPCs" in problem.expected
+    far["partition"] = "far"  # a partition of its own: its jobs stay in one AZ
+    assert check("AWS-EFA-AZ", data, fakes)[0] == []
+    assert check("AWS-EFA-AZ", config(acct), fakes)[0] == []
 
 
 # --- GRP-SCALING-DEPLOYED -----------------------------------------------------------------------------------------

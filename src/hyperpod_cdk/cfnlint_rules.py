@@ -24,9 +24,6 @@ from training_runtime.instance_facts import NO_ACCELERATOR, InstanceFacts, facts
 
 CLUSTER = "AWS::SageMaker::Cluster"
 CONTINUOUS = "Continuous"
-IDLE_WAIT_RANGE = (3600, 2160000)
-"""``AutoPatchConfig.IdleWaitWindowInSeconds``: 1 hour to 25 days (API reference ClusterAutoPatchConfig)."""
-SLURM_PATCHING = ("WhenIdle", "WhenAllIdle")
 
 Path = list[str | int]
 Finding = tuple[Path, str]
@@ -209,16 +206,9 @@ def _spot(group: dict[str, Any]) -> bool:
 
 
 def _auto_patch(cluster: Cluster, group: dict[str, Any]) -> str | None:
-    patch = _literal(group.get("AutoPatchConfig"))
-    if not isinstance(patch, dict):
+    if "AutoPatchConfig" not in group:
         return None
-    strategy = _literal(patch.get("PatchingStrategy"))
-    wait = _literal(patch.get("IdleWaitWindowInSeconds"))
-    if isinstance(strategy, str) and strategy not in SLURM_PATCHING:
-        return f"PatchingStrategy {strategy} on a Slurm cluster: allowed {', '.join(SLURM_PATCHING)}"
-    if isinstance(wait, int) and not IDLE_WAIT_RANGE[0] <= wait <= IDLE_WAIT_RANGE[1]:
-        return f"IdleWaitWindowInSeconds {wait}: allowed {IDLE_WAIT_RANGE[0]} to {IDLE_WAIT_RANGE[1]}"
-    return None
+    return "AutoPatchConfig on a Slurm cluster: AWS documents auto-patching for EKS clusters only"
 
 
 def _min_count(cluster: Cluster, group: dict[str, Any]) -> str | None:
@@ -385,3 +375,9 @@ globals().update({cls.__name__: cls for cls in RULES.values()})
 
 # The SageMaker API model's constraints (E9200), in their own module; named here so that cfn-lint finds the rule.
 from hyperpod_cdk.cfnlint_api_model import E9200ApiModel as E9200ApiModel  # noqa: E402
+from hyperpod_cdk.cfnlint_inventory import INVENTORY_RULES as INVENTORY_RULES  # noqa: E402  (the AWS inventory's rules, E9240-E9259)
+
+globals().update({cls.__name__: cls for cls in INVENTORY_RULES.values()})
+
+# The inventory's network rules (E9280-E9299), loaded by the same --append-rules module.
+from hyperpod_cdk.cfnlint_infra import E9280EfaSecurityGroupSelf as E9280EfaSecurityGroupSelf  # noqa: E402

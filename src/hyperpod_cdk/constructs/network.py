@@ -45,7 +45,9 @@ class ClusterNetwork(Construct):
     :param flow_logs: send the new VPC's flow logs to CloudWatch Logs. Default: True.
     :param flow_log_retention: how long flow logs are kept. Default: one year.
     :param allow_internet_egress: allow the nodes to reach the internet (package mirrors, AWS endpoints)
-        through the NAT gateway. Default: True.
+        through the NAT gateway, and S3 through the gateway endpoint. False is refused (NET-EGRESS-CLOSED: AWS
+        says instance groups without a way out cannot retrieve lifecycle scripts); to control egress, pass
+        ``security_group``. Default: True.
     :param restrict_default_security_group: remove the new VPC's default security group's rules (CDK does
         it with a Lambda-backed custom resource). When False, the VPC's template metadata says why it is
         left to the account baseline (``scanners.DEFAULT_SG_REASON``). Default: True.

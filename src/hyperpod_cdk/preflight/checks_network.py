@@ -26,6 +26,16 @@ EFA_IP_DOC = (
     "https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ClusterNetworkInterface.html"
 )
 
+PREREQUISITES_EFA_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-prerequisites.html"
+EFA_SELF_QUOTE = (
+    "For HyperPod clusters using Elastic Fabric Adapter (EFA)-enabled instances, configure the security group to "
+    "allow all inbound and outbound traffic to and from the security group itself. Specifically, avoid using "
+    "`0.0.0.0/0` for outbound rules, as this may cause EFA health check failures."
+)
+"""The prerequisites page (custom Amazon VPC), read 2026-11-29: an outbound 0.0.0.0/0 rule is no EFA self rule."""
+EFA_AZ_QUOTE = "Elastic Fabric Adapter (EFA) traffic cannot cross AZs or VPCs."
+"""The prerequisites page (multiple AZs), read 2026-11-29."""
+
 
 def existing_network(view: ClusterView) -> bool:
     return view.network is not None and view.network.vpc_id is not None
@@ -42,6 +52,11 @@ def nodes_az(view: ClusterView) -> str | None:
         found = lookups.subnet(account_of(view), net.subnet_id)
         return str(found["AvailabilityZone"]) if found else None
     return None
+
+
+def has_efa(view: ClusterView, group: InstanceGroup) -> bool:
+    """Whether one of the group's instance types has EFA interfaces (the instance catalogue's figures)."""
+    return any((h := view.hardware(t)) is not None and h.efa_interfaces > 0 for t in view.types_of(group))
 
 
 def addresses_of(view: ClusterView, group: InstanceGroup) -> int:
@@ -165,10 +180,12 @@ def subnet_fits(view: ClusterView) -> Iterator[Problem]:
     "network",
     "network.security_group_id, instance_groups[*].override_vpc.security_group_ids",
     actions=("ec2:DescribeSecurityGroups",),
-    source=f"Amazon EC2 API DescribeSecurityGroups; {EFA_SG_DOC}",
+    needs=("instance_groups", "hardware"),
+    source=f"Amazon EC2 API DescribeSecurityGroups; {EFA_SG_DOC}; {PREREQUISITES_EFA_DOC}",
 )
 def security_group_self(view: ClusterView) -> Iterator[Problem]:
-    """Existing security groups exist in the VPC and allow all traffic to and from themselves (EFA, Slurm, NCCL)."""
+    """Existing security groups exist in the VPC and allow all traffic to and from themselves (EFA, Slurm, NCCL); with
+    EFA instance types an outbound rule to 0.0.0.0/0 does not stand in for the one to the group itself."""
     if not existing_network(view):
         return
     net = view.network
@@ -180,10 +197,11 @@ def security_group_self(view: ClusterView) -> Iterator[Problem]:
         if group.override_vpc is not None:
             for sg in group.override_vpc.security_group_ids:
                 listed.append((group_path(view, index, "override_vpc.security_group_ids"), sg))
-    yield from each_resource(view, listed, functools.partial(_security_group_problems, str(net.vpc_id)))
+    efa = any(has_efa(view, g) for g in view.groups)
+    yield from each_resource(view, listed, functools.partial(_security_group_problems, str(net.vpc_id), efa))
 
 
-def _security_group_problems(vpc_id: str, account: Account, where: str, group_id: str) -> Iterator[Problem]:
+def _security_group_problems(vpc_id: str, efa: bool, account: Account, where: str, group_id: str) -> Iterator[Problem]:
     found = lookups.security_group(account, group_id)
     if found is None:
         yield Problem(where, f"no such security group in {account.region}", got=group_id)
@@ -191,13 +209,17 @@ def _security_group_problems(vpc_id: str, account: Account, where: str, group_id
     if found.get("VpcId") != vpc_id:
         yield Problem(where, f"the group is in {found.get('VpcId')}, not in {vpc_id}", got=group_id)
     inbound = _allows_self(found.get("IpPermissions", []), group_id)
-    outbound = _allows_self(found.get("IpPermissionsEgress", []), group_id, any_address=True)
+    outbound = _allows_self(found.get("IpPermissionsEgress", []), group_id, any_address=not efa)
     missing = [d for d, ok in (("inbound", inbound), ("outbound", outbound)) if not ok]
     if missing:
+        why = (
+            f'; AWS: "{EFA_SELF_QUOTE}" ({PREREQUISITES_EFA_DOC})'
+            if efa and inbound
+            else "; EFA and Slurm traffic between the nodes is dropped"
+        )
         yield Problem(
             where,
-            f"no {' or '.join(missing)} rule allows all traffic with the group itself; EFA and Slurm "
-            "traffic between the nodes is dropped",
+            f"no {' or '.join(missing)} rule allows all traffic with the group itself{why}",
             got=group_id,
             fix=f"add rules for all protocols and ports with source and destination {group_id}",
         )
@@ -214,3 +236,54 @@ def _allows_self(permissions: list[dict[str, Any]], group_id: str, any_address: 
         if any_address and any(r.get("CidrIp") == "0.0.0.0/0" for r in ranges):
             return True
     return False
+
+
+@online_rule(
+    "AWS-EFA-AZ",
+    "network",
+    "instance_groups[*].override_vpc.subnet_ids",
+    actions=("ec2:DescribeSubnets",),
+    needs=("instance_groups", "hardware"),
+    source=f"{PREREQUISITES_EFA_DOC} (multiple AZs: EFA traffic cannot cross AZs)",
+)
+def efa_one_az(view: ClusterView) -> Iterator[Problem]:
+    """The EFA groups of one Slurm partition have their subnets in one AZ: EFA traffic cannot cross AZs."""
+    if not existing_network(view):
+        return
+    net = view.network
+    assert net is not None
+    account = account_of(view)
+    by_partition: dict[str, list[tuple[int, InstanceGroup]]] = {}
+    for index, group in enumerate(view.groups):
+        if has_efa(view, group) and group.partition_name is not None:
+            by_partition.setdefault(group.partition_name, []).append((index, group))
+
+    def zones(group: InstanceGroup) -> set[str]:
+        if group.override_vpc is None:
+            az = nodes_az(view)
+            return {az} if az else set()
+        found = (lookups.subnet(account, s) for s in group.override_vpc.subnet_ids)
+        return {str(f["AvailabilityZone"]) for f in found if f}
+
+    for partition, members in by_partition.items():
+        overridden = [(i, g) for i, g in members if g.override_vpc is not None]
+        if not overridden:
+            continue
+        where = group_path(view, overridden[0][0], "override_vpc.subnet_ids")
+
+        def check(
+            members: list[tuple[int, InstanceGroup]] = members, partition: str = partition, where: str = where
+        ) -> Iterator[Problem]:
+            seen = {g.name: sorted(zones(g)) for _, g in members}
+            if len({az for azs in seen.values() for az in azs}) > 1:
+                parts = "; ".join(f"{name}: {', '.join(azs)}" for name, azs in seen.items())
+                yield Problem(
+                    where,
+                    f"the EFA groups of partition {partition} have subnets in several AZs ({parts}); AWS: "
+                    f'"{EFA_AZ_QUOTE}" ({PREREQUISITES_EFA_DOC})',
+                    got=", ".join(s for _, g in members if g.override_vpc for s in g.override_vpc.subnet_ids),
+                    fix="put the partition's EFA groups in subnets of one AZ, or give the groups of another AZ a "
+                    "partition of their own",
+                )
+
+        yield from guarded(where, check)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from hyperpod_cdk.api_support import CONFIDENCE_TEXT, support_table
+from hyperpod_cdk.inventory_coverage import coverage_reference
 from hyperpod_cdk.rules import all_rules
 from hyperpod_cdk.rules.api_model import disagreement_reference
 from hyperpod_cdk.rules.registry import SECTIONS
@@ -31,8 +32,9 @@ All problems are reported at once, each with its field path, the value, what is 
 and a fix, tagged with the rule id.
 
 Rules that need the Region (`region`) use `validate --region`, or the stack's Region when it is concrete;
-without one, instance types are checked against every Region's list. Rules about changes (`*-REPLACES`)
-compare with the deployed config given as `validate --previous FILE`. *Node* marks rules the node runtime
+without one, instance types are checked against every Region's list. Rules about changes (`*-REPLACES`,
+`GRP-ROLE-IMMUTABLE`, and `UPD-*` for the fields of the AWS inventory's update-policy rows) compare with the
+deployed config given as `validate --previous FILE`. *Node* marks rules the node runtime
 also applies when it reads its parameters and users files (the same code).
 
 Two more checks come from elsewhere:
@@ -108,6 +110,7 @@ def reference() -> str:
     lines.append(f"\n{len(rules)} rules.\n")
     lines.append(support_reference())
     lines.append(disagreement_reference())
+    lines.append(coverage_reference())
     return "\n".join(lines)
 
 
