@@ -64,6 +64,10 @@ BREAKS: dict[str, list[Callable[[dict[str, Any]], object]]] = {
         lambda t: _props(t)["InstanceGroups"][1].pop("InstanceType"),
     ],
     "E9242": [lambda t: _root(t).update(VolumeSizeInGB=100), lambda t: _root(t).pop("VolumeKmsKeyId")],
+    "E9244": [
+        lambda t: _props(t)["InstanceGroups"][1].update(ImageId="ami-12345678xyz"),
+        lambda t: _props(t)["InstanceGroups"][1].update(ImageId="latest"),
+    ],
     "E9243": [
         lambda t: _props(t)["Tags"][0].update(Key="aws:team"),
         lambda t: _props(t)["Tags"][0].update(Value="AWS:ml"),
@@ -77,6 +81,10 @@ def _ours(template: dict[str, Any]) -> list[str]:
 
 def test_the_good_template_keeps_every_rule() -> None:
     assert _ours(_template()) == []
+    for image in ("default", "ami-0123456789abcdef0", "ami-12345678"):
+        template = _template()
+        _props(template)["InstanceGroups"][1]["ImageId"] = image
+        assert _ours(template) == [], image
 
 
 @pytest.mark.parametrize("cfn_id", sorted(INVENTORY_CHECKS))

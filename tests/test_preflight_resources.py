@@ -131,7 +131,7 @@ def test_ami_with_more_than_its_primary_volume(
     volume = {"DeviceName": "/dev/sdb", "Ebs": {"SnapshotId": "snap-0123456789abcdef0", "Encrypted": False}}
 
     def with_data_volume(account: Any, wanted: str) -> Any:
-        image = found(account, wanted)
+        image = found(account, wanted) or {}
         return {**image, "BlockDeviceMappings": [*image.get("BlockDeviceMappings", []), volume]}
 
     monkeypatch.setattr(lookups, "image", with_data_volume)

@@ -10,6 +10,7 @@ skipped, as in :mod:`hyperpod_cdk.cfnlint_rules`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -18,6 +19,9 @@ from cfnlint.rules import CloudFormationLintRule, RuleMatch
 from hyperpod_cdk.aws_inventory import row
 
 CLUSTER = "AWS::SageMaker::Cluster"
+IMAGE_ID = re.compile(r"ami-[0-9a-fA-F]{8,17}|default")
+"""The API's ImageId pattern, whole (CloudFormation's ``^ami-[0-9a-fA-F]{8,17}|default$`` anchors each side only
+at one end, so ``ami-12345678xyz`` passes its schema and fails the API)."""
 Path = list[str | int]
 Finding = tuple[Path, str]
 
@@ -99,6 +103,13 @@ def _root_volume(cluster: Cluster) -> Iterator[Finding]:
                 yield where, "RootVolume true without VolumeKmsKeyId: a root-volume entry exists to give the key"
 
 
+def _image_id(cluster: Cluster) -> Iterator[Finding]:
+    for group, path in cluster.groups():
+        value = _literal(group.get("ImageId"))
+        if isinstance(value, str) and not IMAGE_ID.fullmatch(value):
+            yield [*path, "ImageId"], f"ImageId {value!r} is neither ami- with 8 or 17 hex digits nor default"
+
+
 def _tags(cluster: Cluster) -> Iterator[Finding]:
     tags = _literal(cluster.properties.get("Tags"))
     for index, tag in enumerate(tags if isinstance(tags, list) else []):
@@ -113,6 +124,7 @@ INVENTORY_CHECKS: dict[str, tuple[str, Callable[[Cluster], Iterator[Finding]]]] 
     "E9241": ("igs-instance-type-or-requirements", _instance_type),
     "E9242": ("ebs-root-volume-key", _root_volume),
     "E9243": ("cfn-cluster-tag-prefix", _tags),
+    "E9244": ("igs-image-id-pattern", _image_id),
 }
 """Each rule's id: the inventory row it judges, and the check."""
 EVERY_CLUSTER = frozenset({"E9240"})
