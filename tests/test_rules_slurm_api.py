@@ -150,7 +150,7 @@ def test_a_continuous_cluster_emits_no_strategy_and_names_its_database() -> None
     plain = _cluster(_config(runtime={}))
     assert plain["Properties"]["Orchestrator"] == {"Slurm": {}}
     other = _cluster(_config(node_provisioning_mode=None, runtime={}))
-    assert other["Properties"]["Orchestrator"] == {"Slurm": {"SlurmConfigStrategy": "Managed"}}
+    assert other["Properties"]["Orchestrator"] == {"Slurm": {"SlurmConfigStrategy": "Merge"}}
 
 
 def test_accepted_rules_reach_cfn_lint_through_the_cluster_metadata() -> None:

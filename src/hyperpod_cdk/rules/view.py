@@ -58,7 +58,7 @@ class ClusterView:
     sections: frozenset[str]
     cluster_name: str = "ml-cluster"
     mode: str = SlurmMode.API_DRIVEN
-    slurm_config_strategy: str = "Managed"
+    slurm_config_strategy: str = "Merge"
     fsx_mount_path: str = DEFAULT_FSX_MOUNT_PATH
     node_provisioning_mode: str | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
