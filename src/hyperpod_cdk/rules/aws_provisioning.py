@@ -6,23 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from hyperpod_cdk.aws_quotes import CONNECTIVITY_QUOTE, DEEP_HEALTH_DOC, MIGRATION_DOC, STRATEGY_QUOTE
 from hyperpod_cdk.model import DeepHealthCheck, NodeProvisioningMode, SlurmConfigStrategy, SlurmMode
 from hyperpod_cdk.rules.groups import group_path
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime.problems import WARNING, Problem
-
-MIGRATION_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-slurm-api-config-migration.html"
-DEEP_HEALTH_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-resiliency-slurm-deep-health-checks.html"
-STRATEGY_QUOTE = (
-    '"If you plan to later migrate the cluster to continuous provisioning (NodeProvisioningMode set to Continuous), '
-    'keep the default Merge strategy."'
-)
-CONNECTIVITY_QUOTE = (
-    '"InstanceConnectivity — Runs cluster-level NCCL (NVIDIA Collective Communications Library) tests across '
-    'multiple nodes to verify inter-node GPU communication performance. This check is only supported on instances '
-    'with multi-node GPU communication capabilities."'
-)
 
 rule = REGISTRY.rule
 

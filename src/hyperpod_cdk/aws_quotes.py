@@ -1,0 +1,19 @@
+"""AWS's own words that a config rule (:mod:`hyperpod_cdk.rules.aws_provisioning`) and its cfn-lint rule
+(:mod:`hyperpod_cdk.cfnlint_provisioning`) both quote, with their pages: one copy, no heavy import (cfn-lint loads
+it). Each quote is a row of the AWS inventory (``data/aws_inventory``)."""
+
+from __future__ import annotations
+
+MIGRATION_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-slurm-api-config-migration.html"
+DEEP_HEALTH_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-resiliency-slurm-deep-health-checks.html"
+STRATEGY_QUOTE = (
+    '"If you plan to later migrate the cluster to continuous provisioning (NodeProvisioningMode set to Continuous), '
+    'keep the default Merge strategy."'
+)
+"""Row migration-keep-merge."""
+CONNECTIVITY_QUOTE = (
+    '"InstanceConnectivity — Runs cluster-level NCCL (NVIDIA Collective Communications Library) tests across '
+    'multiple nodes to verify inter-node GPU communication performance. This check is only supported on instances '
+    'with multi-node GPU communication capabilities."'
+)
+"""Row dhc-connectivity-gpu."""
