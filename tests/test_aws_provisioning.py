@@ -9,7 +9,15 @@ from typing import Any
 
 import pytest
 
-from hyperpod_cdk.aws_quotes import CONNECTIVITY_QUOTE, DEEP_HEALTH_DOC, MIGRATION_DOC, STRATEGY_QUOTE
+from hyperpod_cdk.aws_quotes import (
+    CONNECTIVITY_QUOTE,
+    DEEP_HEALTH_DOC,
+    FSX_NEW_NODES_QUOTE,
+    MIGRATION_DOC,
+    NO_REVERT_QUOTE,
+    RECOVERY_QUOTE,
+    STRATEGY_QUOTE,
+)
 from hyperpod_cdk.cfnlint_rules import RULES
 from hyperpod_cdk.config import ClusterConfig
 from hyperpod_cdk.rules import all_rules
@@ -120,3 +128,37 @@ def test_cfn_lint_refuses_instance_connectivity_without_gpus() -> None:
     assert finding.startswith("E9261 ") and CONNECTIVITY_QUOTE in finding and "OnStartDeepHealthChecks" in finding
     assert _ours(_template(checks=["InstanceConnectivity"])) == []
     assert _ours(_template(checks=["InstanceStress"], itype="ml.trn1.32xlarge")) == []
+
+
+def test_an_api_driven_cluster_does_not_go_back_to_lifecycle_driven() -> None:
+    deployed = ClusterConfig.model_validate(BASE)
+    back = ClusterConfig.model_validate({**BASE, "mode": "lifecycle-driven"})
+    (problem,) = [p for p in back.problems(previous=deployed) if p.rule == "CL-MODE-NO-REVERT"]
+    assert (problem.path, problem.level) == ("mode", "error") and NO_REVERT_QUOTE in str(problem)
+    assert not [p for p in deployed.problems(previous=back) if p.rule == "CL-MODE-NO-REVERT"]  # forward is fine
+    assert not [p for p in back.problems() if p.rule == "CL-MODE-NO-REVERT"]  # a new cluster is free
+
+
+def test_node_recovery_none_warns_with_aws_recommendation() -> None:
+    (problem,) = _found("CL-NODE-RECOVERY", node_recovery="None")
+    assert (problem.path, problem.level) == ("node_recovery", "warning") and RECOVERY_QUOTE in str(problem)
+    assert _found("CL-NODE-RECOVERY") == [] and _found("CL-NODE-RECOVERY", node_recovery="Automatic") == []
+
+
+ZFS = {"storage_capacity_gib": 64, "mount_path": "/home"}
+
+
+@pytest.mark.parametrize(
+    ("field", "before", "after"),
+    [
+        ("fsx_mount_path", {}, {"fsx_mount_path": "/lustre"}),
+        ("storage_openzfs.mount_path", {"storage_openzfs": ZFS}, {"storage_openzfs": {**ZFS, "mount_path": "/shared"}}),
+    ],
+)
+def test_a_deployed_mount_path_stays(field: str, before: dict[str, Any], after: dict[str, Any]) -> None:
+    base = {**BASE, "storage": {}, **before}
+    deployed, changed = ClusterConfig.model_validate(base), ClusterConfig.model_validate({**base, **after})
+    (problem,) = [p for p in changed.problems(previous=deployed) if p.rule == "CL-FSX-NEW-NODES"]
+    assert (problem.path, problem.level) == (field, "error") and FSX_NEW_NODES_QUOTE in str(problem)
+    assert not [p for p in changed.problems() if p.rule == "CL-FSX-NEW-NODES"]  # a new cluster may choose
+    assert not [p for p in deployed.problems(previous=deployed) if p.rule == "CL-FSX-NEW-NODES"]

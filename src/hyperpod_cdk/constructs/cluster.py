@@ -147,6 +147,7 @@ class HyperPodCluster(ClusterBase):
             cluster_name=node_cluster_name if Token.is_unresolved(cluster_name) else cluster_name,
             mode=str(mode),
             slurm_config_strategy=str(slurm_config_strategy or SlurmConfigStrategy.MERGE),
+            node_recovery=str(node_recovery),
             given=frozenset({"slurm_config_strategy"} if slurm_config_strategy is not None else ()),
             fsx_mount_path=fsx_mount_path,
             node_provisioning_mode=str(node_provisioning_mode) if node_provisioning_mode else None,

@@ -1,13 +1,24 @@
 """Rules from AWS's provisioning, Slurm-configuration and resiliency pages (the AWS inventory's rows,
-``data/aws_inventory``): the Slurm config strategy that keeps continuous provisioning open, and the deep health check
-that needs GPUs. Each message quotes its page."""
+``data/aws_inventory``): the Slurm config strategy that keeps continuous provisioning open, the deep health check
+that needs GPUs, node recovery, and what a deployed cluster cannot change (its mode, its FSx mount paths). Each
+message quotes its page."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from hyperpod_cdk.aws_quotes import CONNECTIVITY_QUOTE, DEEP_HEALTH_DOC, MIGRATION_DOC, STRATEGY_QUOTE
-from hyperpod_cdk.model import DeepHealthCheck, NodeProvisioningMode, SlurmConfigStrategy, SlurmMode
+from hyperpod_cdk.aws_quotes import (
+    AUTO_RESUME_DOC,
+    CONNECTIVITY_QUOTE,
+    DEEP_HEALTH_DOC,
+    FSX_NEW_NODES_QUOTE,
+    MIGRATION_DOC,
+    NO_REVERT_QUOTE,
+    RECOVERY_QUOTE,
+    REF_DOC,
+    STRATEGY_QUOTE,
+)
+from hyperpod_cdk.model import DeepHealthCheck, NodeProvisioningMode, NodeRecovery, SlurmConfigStrategy, SlurmMode
 from hyperpod_cdk.rules.groups import group_path
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.view import ClusterView
@@ -66,3 +77,56 @@ def connectivity_needs_gpus(view: ClusterView) -> Iterator[Problem]:
                 "instance-level checks)",
             )
 
+
+
+@rule("CL-MODE-NO-REVERT", "cluster", "mode", source=f"{MIGRATION_DOC} (Recovering from a failed migration)")
+def mode_no_revert(view: ClusterView) -> Iterator[Problem]:
+    """A deployed api-driven cluster cannot go back to lifecycle-driven mode (provisioning_parameters.json)."""
+    previous = view.previous
+    if previous is not None and previous.mode == SlurmMode.API_DRIVEN and view.mode == SlurmMode.LIFECYCLE_DRIVEN:
+        yield Problem(
+            view.path("cluster", "mode"),
+            f"the deployed cluster is api-driven; AWS ({MIGRATION_DOC}): {NO_REVERT_QUOTE}",
+            got=str(view.mode),
+            fix="keep mode: api-driven, or create a new cluster for lifecycle-driven mode",
+        )
+
+
+@rule("CL-NODE-RECOVERY", "cluster", "node_recovery", level=WARNING, source=AUTO_RESUME_DOC)
+def node_recovery(view: ClusterView) -> Iterator[Problem]:
+    """node_recovery None: AWS recommends Automatic (faulty nodes are then only labelled, never replaced)."""
+    if view.node_recovery == NodeRecovery.NONE:
+        yield Problem(
+            view.path("cluster", "node_recovery"),
+            f"AWS ({AUTO_RESUME_DOC}): {RECOVERY_QUOTE} With None, HyperPod labels a faulty node and repairs nothing",
+            got=str(view.node_recovery),
+            fix="leave node_recovery out (Automatic)",
+        )
+
+
+def _mounts(view: ClusterView) -> dict[str, str]:
+    """Where HyperPod mounts each file system, by config field (api-driven mode: FsxLustreConfig/FsxOpenZfsConfig)."""
+    mounts = {}
+    if view.storage is not None:
+        mounts[view.path("cluster", "fsx_mount_path")] = view.fsx_mount_path
+    if view.openzfs is not None:
+        mounts[view.path("storage_openzfs", "mount_path")] = view.openzfs.mount_path
+    return mounts
+
+
+@rule("CL-FSX-NEW-NODES", "cluster", "fsx_mount_path, storage_openzfs.mount_path", source=REF_DOC)
+def fsx_new_nodes(view: ClusterView) -> Iterator[Problem]:
+    """A deployed api-driven cluster keeps its mount paths: HyperPod applies FSx changes to new nodes only."""
+    previous = view.previous
+    if previous is None or view.mode != SlurmMode.API_DRIVEN or previous.mode != SlurmMode.API_DRIVEN:
+        return
+    before = _mounts(previous)
+    for field, path in _mounts(view).items():
+        if field in before and before[field] != path:
+            yield Problem(
+                field,
+                f"changed from {before[field]}; AWS ({REF_DOC}): {FSX_NEW_NODES_QUOTE} Existing nodes would keep the "
+                "file system at the old path while the node runtime looks for it at the new one",
+                got=path,
+                fix="keep the deployed path, or scale every group to 0, deploy, then scale back up (AWS's way)",
+            )

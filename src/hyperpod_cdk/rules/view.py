@@ -59,6 +59,7 @@ class ClusterView:
     cluster_name: str = "ml-cluster"
     mode: str = SlurmMode.API_DRIVEN
     slurm_config_strategy: str = "Merge"
+    node_recovery: str = "Automatic"
     fsx_mount_path: str = DEFAULT_FSX_MOUNT_PATH
     node_provisioning_mode: str | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
@@ -97,6 +98,7 @@ class ClusterView:
             cluster_name=config.cluster_name,
             mode=config.mode,
             slurm_config_strategy=config.slurm_config_strategy,
+            node_recovery=config.node_recovery,
             fsx_mount_path=config.fsx_mount_path,
             node_provisioning_mode=config.node_provisioning_mode,
             tags=config.tags,
