@@ -346,3 +346,7 @@ RULES = {row_id: _rule_class(row_id) for row_id in CHECKS}
 """The rule class of each row; cfn-lint finds them among this module's names."""
 RULES.update(PROVISIONING_RULES)  # the AWS inventory's rules (cfnlint_provisioning), loaded with these
 globals().update({cls.__name__: cls for cls in RULES.values()})
+
+from hyperpod_cdk.cfnlint_inventory import INVENTORY_RULES as INVENTORY_RULES  # noqa: E402  (the AWS inventory's rules, E9240-E9259)
+
+globals().update({cls.__name__: cls for cls in INVENTORY_RULES.values()})

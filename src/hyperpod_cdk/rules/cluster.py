@@ -68,7 +68,7 @@ def tag_count(view: ClusterView) -> Iterator[Problem]:
 
 @rule("CL-TAG-KEY", "cluster", "tags.<key>", source="AWS tagging limits")
 def tag_keys(view: ClusterView) -> Iterator[Problem]:
-    """A tag key is 1-128 characters and does not start with 'aws:'; a value is at most 256 characters."""
+    """A tag key is 1-128 characters, a value at most 256; neither starts with 'aws:'."""
     for key, value in view.tags.items():
         if view.concrete(key):
             yield from tag_problems(view.path("cluster", f"tags.{key}"), key, value, view)
@@ -80,6 +80,8 @@ def tag_problems(path: str, key: str, value: object, view: ClusterView) -> Itera
         yield Problem(path, f"a tag key is 1-{MAX_TAG_KEY} characters and must not start with 'aws:'", got=key)
     if view.concrete(value) and len(str(value)) > MAX_TAG_VALUE:
         yield Problem(path, f"a tag value is at most {MAX_TAG_VALUE} characters", got=value)
+    if view.concrete(value) and str(value).lower().startswith("aws:"):
+        yield Problem(path, "a tag value must not start with 'aws:' (AWS reserves the prefix)", got=value)
 
 
 @rule("CL-STRATEGY-MODE", "cluster", "slurm_config_strategy", source="SageMaker ClusterOrchestratorSlurmConfig")

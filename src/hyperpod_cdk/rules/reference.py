@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from hyperpod_cdk.api_support import CONFIDENCE_TEXT, support_table
+from hyperpod_cdk.inventory_coverage import coverage_reference
 from hyperpod_cdk.rules import all_rules
 from hyperpod_cdk.rules.registry import SECTIONS
 from training_runtime.group_rules import GROUP_RULES
@@ -73,6 +74,7 @@ def reference() -> str:
             lines.append("| `{}` | {} | `{}` | {} | {} | {} | {} |".format(*row))
     lines.append(f"\n{len(rules)} rules.\n")
     lines.append(support_reference())
+    lines.append(coverage_reference())
     return "\n".join(lines)
 
 

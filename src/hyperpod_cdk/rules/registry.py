@@ -28,6 +28,7 @@ RULE_MODULES = (
     "slurm_api",
     "volumes",
     "scaling",
+    "updates",
     # The rules from AWS's provisioning, Slurm-configuration and resiliency pages (data/aws_inventory).
     "aws_provisioning",
     # The online rules (needs aws): only `hyperpod-cdk preflight` / `validate --online` run them; no boto3 import.
