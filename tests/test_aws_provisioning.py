@@ -12,7 +12,6 @@ import pytest
 from hyperpod_cdk.aws_quotes import (
     CONNECTIVITY_QUOTE,
     DEEP_HEALTH_DOC,
-    FSX_NEW_NODES_QUOTE,
     MIGRATION_DOC,
     NO_REVERT_QUOTE,
     RECOVERY_QUOTE,
@@ -144,21 +143,3 @@ def test_node_recovery_none_warns_with_aws_recommendation() -> None:
     assert (problem.path, problem.level) == ("node_recovery", "warning") and RECOVERY_QUOTE in str(problem)
     assert _found("CL-NODE-RECOVERY") == [] and _found("CL-NODE-RECOVERY", node_recovery="Automatic") == []
 
-
-ZFS = {"storage_capacity_gib": 64, "mount_path": "/home"}
-
-
-@pytest.mark.parametrize(
-    ("field", "before", "after"),
-    [
-        ("fsx_mount_path", {}, {"fsx_mount_path": "/lustre"}),
-        ("storage_openzfs.mount_path", {"storage_openzfs": ZFS}, {"storage_openzfs": {**ZFS, "mount_path": "/shared"}}),
-    ],
-)
-def test_a_deployed_mount_path_stays(field: str, before: dict[str, Any], after: dict[str, Any]) -> None:
-    base = {**BASE, "storage": {}, **before}
-    deployed, changed = ClusterConfig.model_validate(base), ClusterConfig.model_validate({**base, **after})
-    (problem,) = [p for p in changed.problems(previous=deployed) if p.rule == "CL-FSX-NEW-NODES"]
-    assert (problem.path, problem.level) == (field, "error") and FSX_NEW_NODES_QUOTE in str(problem)
-    assert not [p for p in changed.problems() if p.rule == "CL-FSX-NEW-NODES"]  # a new cluster may choose
-    assert not [p for p in deployed.problems(previous=deployed) if p.rule == "CL-FSX-NEW-NODES"]

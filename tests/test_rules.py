@@ -1001,14 +1001,6 @@ ROWS = [
         has_previous=True,
     ),
     row("CL-NODE-RECOVERY", {"node_recovery": "None"}, "node_recovery", "We recommend setting the Automatic option"),
-    row(
-        "CL-FSX-NEW-NODES",
-        {"fsx_mount_path": "/lustre"},
-        "fsx_mount_path",
-        "FSx configuration changes only apply during node provisioning",
-        previous={},
-        has_previous=True,
-    ),
 ]
 # A role outside controller/login/compute never gets past the config's schema or InstanceGroup's type; the
 # rule guards the parameters file the node reads (test_node_checks_group_roles_in_its_parameters_file).

@@ -25,9 +25,3 @@ NO_REVERT_QUOTE = (
 AUTO_RESUME_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-resiliency-slurm-auto-resume.html"
 RECOVERY_QUOTE = '"We recommend setting the Automatic option." (of None: "We do not recommend this option.")'
 """Row autoresume-recommend-automatic."""
-REF_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-ref.html"
-FSX_NEW_NODES_QUOTE = (
-    '"FSx configuration changes only apply during node provisioning. Existing nodes retain their original FSx '
-    'configuration."'
-)
-"""Row ref-fsx-new-nodes."""

@@ -1,7 +1,6 @@
 """Rules from AWS's provisioning, Slurm-configuration and resiliency pages (the AWS inventory's rows,
 ``data/aws_inventory``): the Slurm config strategy that keeps continuous provisioning open, the deep health check
-that needs GPUs, node recovery, and what a deployed cluster cannot change (its mode, its FSx mount paths). Each
-message quotes its page."""
+that needs GPUs, node recovery, and the mode a deployed cluster cannot go back from. Each message quotes its page."""
 
 from __future__ import annotations
 
@@ -11,11 +10,9 @@ from hyperpod_cdk.aws_quotes import (
     AUTO_RESUME_DOC,
     CONNECTIVITY_QUOTE,
     DEEP_HEALTH_DOC,
-    FSX_NEW_NODES_QUOTE,
     MIGRATION_DOC,
     NO_REVERT_QUOTE,
     RECOVERY_QUOTE,
-    REF_DOC,
     STRATEGY_QUOTE,
 )
 from hyperpod_cdk.model import DeepHealthCheck, NodeProvisioningMode, NodeRecovery, SlurmConfigStrategy, SlurmMode
@@ -103,30 +100,3 @@ def node_recovery(view: ClusterView) -> Iterator[Problem]:
             fix="leave node_recovery out (Automatic)",
         )
 
-
-def _mounts(view: ClusterView) -> dict[str, str]:
-    """Where HyperPod mounts each file system, by config field (api-driven mode: FsxLustreConfig/FsxOpenZfsConfig)."""
-    mounts = {}
-    if view.storage is not None:
-        mounts[view.path("cluster", "fsx_mount_path")] = view.fsx_mount_path
-    if view.openzfs is not None:
-        mounts[view.path("storage_openzfs", "mount_path")] = view.openzfs.mount_path
-    return mounts
-
-
-@rule("CL-FSX-NEW-NODES", "cluster", "fsx_mount_path, storage_openzfs.mount_path", source=REF_DOC)
-def fsx_new_nodes(view: ClusterView) -> Iterator[Problem]:
-    """A deployed api-driven cluster keeps its mount paths: HyperPod applies FSx changes to new nodes only."""
-    previous = view.previous
-    if previous is None or view.mode != SlurmMode.API_DRIVEN or previous.mode != SlurmMode.API_DRIVEN:
-        return
-    before = _mounts(previous)
-    for field, path in _mounts(view).items():
-        if field in before and before[field] != path:
-            yield Problem(
-                field,
-                f"changed from {before[field]}; AWS ({REF_DOC}): {FSX_NEW_NODES_QUOTE} Existing nodes would keep the "
-                "file system at the old path while the node runtime looks for it at the new one",
-                got=path,
-                fix="keep the deployed path, or scale every group to 0, deploy, then scale back up (AWS's way)",
-            )
