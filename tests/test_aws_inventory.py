@@ -247,3 +247,13 @@ def test_every_api_limit_is_a_row_that_quotes_its_value() -> None:
     assert api <= set(named), f"no inventory row for {sorted(api - set(named))}"
     for name in api:
         assert named[name].enforced_by == "construction" and named[name].page.startswith("API_")
+
+
+def test_every_support_row_cites_known_inventory_rows() -> None:
+    from hyperpod_cdk.api_support import support_table
+
+    known = {r.id for r in ROWS}
+    unknown = {s.id: sorted(set(s.aws) - known) for s in support_table() if set(s.aws) - known}
+    assert unknown == {}, "data/api_support.yaml cites inventory rows that do not exist"
+    cited = {s.id: s.aws for s in support_table()}
+    assert "ami-auto-patching-eks-only" in cited["auto-patch"]

@@ -4,6 +4,7 @@ the external accounting database."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -24,6 +25,7 @@ from hyperpod_cdk import (
     OpenZfsStorage,
     SlurmMode,
 )
+from hyperpod_cdk.constructs.group_api import auto_patch_config
 from hyperpod_cdk.model import (
     AutoPatch,
     BatchSize,
@@ -68,12 +70,6 @@ SPOT_GPUS = InstanceGroup(
             rollback_alarms=["gpu-xid-errors"],
         ),
     ),
-    auto_patch=AutoPatch(
-        strategy=PatchingStrategy.WHEN_ALL_IDLE,
-        deployment=RollingDeployment(
-            maximum_batch_size=BatchSize(type=BatchSizeType.CAPACITY_PERCENTAGE, value=25), wait_interval_s=300
-        ),
-    ),
     ebs_volume_gib=500,
     volume_kms_key_arn=VOLUME_KEY,
 )
@@ -87,7 +83,6 @@ NEW_KEYS = {
     "ScheduledUpdateConfig",
     "OverrideVpcConfig",
     "NetworkInterface",
-    "AutoPatchConfig",
 }
 
 
@@ -131,14 +126,25 @@ def test_every_setting_reaches_its_cloudformation_property(template: Template) -
     }
 
 
-def test_automatic_patching_renders_its_strategy_and_deployment(template: Template) -> None:
-    assert _groups(template)["gpus"]["AutoPatchConfig"] == {
-        "PatchingStrategy": "WhenAllIdle",
-        "DeploymentConfig": {
-            "RollingUpdatePolicy": {"MaximumBatchSize": {"Type": "CAPACITY_PERCENTAGE", "Value": 25}},
-            "WaitIntervalInSeconds": 300,
+def test_automatic_patching_renders_its_strategy_and_deployment_but_slurm_refuses_it(template: Template) -> None:
+    """AWS documents auto-patching for EKS clusters only: a Slurm cluster refuses auto_patch (GRP-AUTO-PATCH-SLURM);
+    the renderer stays for the day AWS documents it for Slurm."""
+    patch = AutoPatch(
+        strategy=PatchingStrategy.WHEN_ALL_IDLE,
+        deployment=RollingDeployment(
+            maximum_batch_size=BatchSize(type=BatchSizeType.CAPACITY_PERCENTAGE, value=25), wait_interval_s=300
+        ),
+    )
+    assert cdk.Stack().resolve(auto_patch_config(patch)) == {
+        "patchingStrategy": "WhenAllIdle",
+        "deploymentConfig": {
+            "rollingUpdatePolicy": {"maximumBatchSize": {"type": "CAPACITY_PERCENTAGE", "value": 25}},
+            "waitIntervalInSeconds": 300,
         },
     }
+    assert "AutoPatchConfig" not in _groups(template)["gpus"]
+    with pytest.raises(ConfigurationError, match="GRP-AUTO-PATCH-SLURM"):
+        cluster_stack(groups=(ON_DEMAND_CONTROLLER, dataclasses.replace(SPOT_GPUS, auto_patch=patch)))
 
 
 def test_the_group_key_encrypts_its_extra_volume_and_its_root_volume(template: Template) -> None:

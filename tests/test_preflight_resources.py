@@ -120,6 +120,25 @@ def test_ami_good_missing_encrypted(acct: MotoAccount, fakes: AccountFakes) -> N
     assert "snapshots are encrypted" in problem.expected
 
 
+def test_ami_with_more_than_its_primary_volume(
+    acct: MotoAccount, fakes: AccountFakes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ "Only the primary AMI snapshot volume is supported; additional AMI volumes are not supported." """
+    from hyperpod_cdk.preflight import lookups
+
+    image_id = acct.image()
+    found = lookups.image
+    volume = {"DeviceName": "/dev/sdb", "Ebs": {"SnapshotId": "snap-0123456789abcdef0", "Encrypted": False}}
+
+    def with_data_volume(account: Any, wanted: str) -> Any:
+        image = found(account, wanted)
+        return {**image, "BlockDeviceMappings": [*image.get("BlockDeviceMappings", []), volume]}
+
+    monkeypatch.setattr(lookups, "image", with_data_volume)
+    problem = only(check("AWS-AMI", with_image(acct, image_id), fakes)[0])
+    assert "only the primary AMI snapshot volume" in problem.expected and "/dev/sdb" in problem.expected
+
+
 def test_ami_of_another_account(acct: MotoAccount, fakes: AccountFakes) -> None:
     public = "ami-12c6146b"  # one of moto's public AMIs (owner: Amazon)
     problem = only(check("AWS-AMI", with_image(acct, public), fakes)[0])

@@ -120,18 +120,34 @@ def patch(strategy: str = "when-idle", **deployment: Any) -> dict[str, Any]:
     return {"auto_patch": {"strategy": strategy, "deployment": deployment}}
 
 
+REFUSED = ("GRP-AUTO-PATCH-SLURM", "instance_groups[1].auto_patch")
+
+
+def test_automatic_patching_is_refused_on_slurm() -> None:
+    """AWS documents auto-patching for EKS clusters only (sagemaker-hyperpod-ami-auto-patching, prerequisites)."""
+    assert found(patch("when-all-idle")) == [REFUSED]
+    assert found(update()) == []
+
+
+def patched(group: dict[str, Any]) -> list[tuple[str, str]]:
+    """The problems of a group with auto_patch besides its refusal: the deployment rules still judge it."""
+    problems = found(group)
+    assert REFUSED in problems
+    return [p for p in problems if p != REFUSED]
+
+
 def test_automatic_patching_shares_the_deployment_rules() -> None:
     where = "instance_groups[1].auto_patch.deployment"
-    assert found(patch("when-all-idle", maximum_batch_size={"type": "INSTANCE_COUNT", "value": 4})) == []
-    assert found({**patch(), **update(wait_interval_s=0)}) == []
-    assert found(patch(maximum_batch_size={"type": "INSTANCE_COUNT", "value": 5})) == [
+    assert patched(patch("when-all-idle", maximum_batch_size={"type": "INSTANCE_COUNT", "value": 4})) == []
+    assert patched({**patch(), **update(wait_interval_s=0)}) == []
+    assert patched(patch(maximum_batch_size={"type": "INSTANCE_COUNT", "value": 5})) == [
         ("GRP-UPDATE-BATCH", f"{where}.maximum_batch_size.value")
     ]
-    assert found(patch(rollback_maximum_batch_size={"type": "INSTANCE_COUNT", "value": 1})) == [
+    assert patched(patch(rollback_maximum_batch_size={"type": "INSTANCE_COUNT", "value": 1})) == [
         ("GRP-UPDATE-BATCH", f"{where}.rollback_maximum_batch_size")
     ]
-    assert found(patch(wait_interval_s=3601)) == [("GRP-UPDATE-DEPLOYMENT", f"{where}.wait_interval_s")]
-    assert found(patch(rollback_alarms=[""])) == [("GRP-UPDATE-DEPLOYMENT", f"{where}.rollback_alarms[0]")]
+    assert patched(patch(wait_interval_s=3601)) == [("GRP-UPDATE-DEPLOYMENT", f"{where}.wait_interval_s")]
+    assert patched(patch(rollback_alarms=[""])) == [("GRP-UPDATE-DEPLOYMENT", f"{where}.rollback_alarms[0]")]
 
 
 def test_patching_strategies_are_the_two_hyperpod_has() -> None:

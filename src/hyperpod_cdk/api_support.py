@@ -56,6 +56,8 @@ class SupportRow:
     emitted: str = ""
     check: str = ""
     """What to check before relying on an unconfirmed setting."""
+    aws: tuple[str, ...] = ()
+    """The AWS inventory rows (``data/aws_inventory``) whose quotes the row rests on."""
 
     @property
     def unconfirmed(self) -> bool:
@@ -92,6 +94,7 @@ def _row(entry: dict[str, Any]) -> SupportRow:
         cfn_lint=entry["cfn_lint"],
         emitted=entry.get("emitted", ""),
         check=entry.get("check", ""),
+        aws=tuple(entry.get("aws", ())),
     )
     problems = list(row_problems(row))
     if problems:

@@ -23,9 +23,6 @@ from training_runtime.hyperpod_facts import ACCOUNTING_DATABASE
 
 CLUSTER = "AWS::SageMaker::Cluster"
 CONTINUOUS = "Continuous"
-IDLE_WAIT_RANGE = (3600, 2160000)
-"""``AutoPatchConfig.IdleWaitWindowInSeconds``: 1 hour to 25 days (API reference ClusterAutoPatchConfig)."""
-SLURM_PATCHING = ("WhenIdle", "WhenAllIdle")
 
 Path = list[str | int]
 Finding = tuple[Path, str]
@@ -208,16 +205,9 @@ def _spot(group: dict[str, Any]) -> bool:
 
 
 def _auto_patch(cluster: Cluster, group: dict[str, Any]) -> str | None:
-    patch = _literal(group.get("AutoPatchConfig"))
-    if not isinstance(patch, dict):
+    if "AutoPatchConfig" not in group:
         return None
-    strategy = _literal(patch.get("PatchingStrategy"))
-    wait = _literal(patch.get("IdleWaitWindowInSeconds"))
-    if isinstance(strategy, str) and strategy not in SLURM_PATCHING:
-        return f"PatchingStrategy {strategy} on a Slurm cluster: allowed {', '.join(SLURM_PATCHING)}"
-    if isinstance(wait, int) and not IDLE_WAIT_RANGE[0] <= wait <= IDLE_WAIT_RANGE[1]:
-        return f"IdleWaitWindowInSeconds {wait}: allowed {IDLE_WAIT_RANGE[0]} to {IDLE_WAIT_RANGE[1]}"
-    return None
+    return "AutoPatchConfig on a Slurm cluster: AWS documents auto-patching for EKS clusters only"
 
 
 def _min_count(cluster: Cluster, group: dict[str, Any]) -> str | None:

@@ -51,7 +51,7 @@ def coverage_reference() -> str:
         counts = _counts(page.rows)
         cells = [_page_link(page), page.read, *(str(counts[k] or "") for k in ENFORCEMENTS), str(len(page.rows))]
         lines.append("| " + " | ".join(cells) + " |")
-    lines += _update_policies(every) + _conflicts(every) + _out_of_scope(every)
+    lines += _update_policies(every) + _conflicts(every) + _support_links() + _out_of_scope(every)
     return "\n".join(lines) + "\n"
 
 
@@ -88,6 +88,25 @@ def _conflicts(rows: tuple[Row, ...]) -> list[str]:
     for row in listed:
         others = ", ".join(f"`{o}`" for o in row.conflicts_with)
         lines.append(f"| `{row.id}` | {others} | {_quoted(row)} | {_cell(row.how)} |")
+    return lines
+
+
+def _support_links() -> list[str]:
+    from hyperpod_cdk.api_support import support_table
+
+    lines = [
+        "",
+        "### The support table's sources",
+        "",
+        "Each row of the HyperPod API support table (above) cites the inventory rows whose quotes it rests on; "
+        "_none yet_ marks a row whose page's inventory is not written yet.",
+        "",
+        "| support row | inventory rows |",
+        "|---|---|",
+    ]
+    for row in support_table():
+        cited = ", ".join(f"`{i}`" for i in row.aws) or "_none yet_"
+        lines.append(f"| `{row.id}` | {cited} |")
     return lines
 
 

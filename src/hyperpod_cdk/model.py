@@ -257,8 +257,8 @@ class InstanceGroup:
     :param override_vpc: the group's own subnets and security groups (existing VPC only). Default: the
         cluster's.
     :param network_interface: ``efa`` or ``efa-only`` for types with EFA. Default: HyperPod's.
-    :param auto_patch: security-only AMI patches applied as the nodes go idle, with a rolling deployment.
-        Default: none.
+    :param auto_patch: AWS documents auto-patching for EKS clusters only, so a Slurm cluster refuses it
+        (GRP-AUTO-PATCH-SLURM); use ``scheduled_update``. Default: none.
     :param volume_kms_key_arn: customer-managed KMS key (ARN) for the nodes' root volume and the extra EBS
         volume (continuous provisioning only). Default: AWS-owned keys (or the organization's key).
     :param scaling: ``{min, max, idle_minutes}``: the scaler grows and shrinks this compute group with its queue

@@ -205,6 +205,15 @@ def _image_problems(account: Account, where: str, image_id: str) -> Iterator[Pro
             got=image_id,
             fix="build the custom AMI unencrypted (encrypt the nodes' volumes with volume_kms_key_arn)",
         )
+    volumes = [m["DeviceName"] for m in found.get("BlockDeviceMappings", []) if m.get("Ebs", {}).get("SnapshotId")]
+    if len(volumes) > 1:
+        yield Problem(
+            where,
+            f"the AMI has {len(volumes)} snapshot volumes ({', '.join(volumes)}); HyperPod supports only the primary "
+            "AMI snapshot volume (API reference, ClusterInstanceGroupSpecification ImageId)",
+            got=image_id,
+            fix="build the custom AMI with its root volume only (ebs_volume_gib adds a data volume)",
+        )
 
 
 @online_rule(

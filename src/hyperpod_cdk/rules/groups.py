@@ -299,12 +299,11 @@ training_plan = api_rule(rule, "training-plan", "instance_groups", "instance_gro
 
 @api_rule(rule, "node-type-immutable", "instance_groups", "instance_groups[*].role")
 def role_changes(view: ClusterView) -> Iterator[Problem]:
-    """A group's Slurm role (NodeType) cannot change once the cluster exists; removing a group deletes its nodes."""
+    """A group's Slurm role (NodeType) cannot change once the cluster exists: the update fails."""
     previous = view.previous
     if previous is None:
         return
     before = {g.name: g for g in previous.groups}
-    names = {g.name for g in view.groups}
     for index, group in enumerate(view.groups):
         old = before.get(group.name)
         if old is not None and old.role != group.role:
@@ -312,9 +311,24 @@ def role_changes(view: ClusterView) -> Iterator[Problem]:
                 group_path(view, index, "role"),
                 f"changed from {old.role}: HyperPod cannot change a group's node type; the update fails",
                 got=str(group.role),
-                fix="add a new group with the new role instead",
+                fix="add a new group with the new role instead (and remove the old one)",
             )
-    for name in sorted(set(before) - names):
+
+
+@rule(
+    "GRP-ROLE-REPLACES",
+    "instance_groups",
+    "instance_groups",
+    level=WARNING,
+    source="UpdateCluster InstanceGroupsToDelete (API reference)",
+)
+def groups_removed(view: ClusterView) -> Iterator[Problem]:
+    """Removing a deployed group deletes its nodes and their local disks."""
+    previous = view.previous
+    if previous is None:
+        return
+    names = {g.name for g in view.groups}
+    for name in sorted({g.name for g in previous.groups} - names):
         yield Problem(
             view.path("instance_groups"),
             f"group {name!r} is gone: UpdateCluster deletes its nodes and their local disks",

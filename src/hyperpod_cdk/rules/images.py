@@ -47,6 +47,20 @@ def image_id(view: ClusterView) -> Iterator[Problem]:
             yield problem
 
 
+@api_rule(rule, "auto-patch", "instance_groups", "instance_groups[*].auto_patch")
+def auto_patch_slurm(view: ClusterView) -> Iterator[Problem]:
+    """auto_patch (AutoPatchConfig) is refused: AWS documents automatic patching for EKS clusters only."""
+    for index, group in enumerate(view.groups):
+        if group.auto_patch is not None:
+            yield Problem(
+                group_path(view, index, "auto_patch"),
+                'AWS documents auto-patching for EKS clusters only ("Auto-patching is available only for HyperPod '
+                f"Amazon EKS clusters\", {AUTO_PATCH_DOC}); HyperPod's Slurm clusters update their AMI otherwise",
+                got="set",
+                fix="remove auto_patch; roll AMI updates out with scheduled_update, or run UpdateClusterSoftware",
+            )
+
+
 @rule(
     "GRP-UPDATE-SCHEDULE",
     "instance_groups",
