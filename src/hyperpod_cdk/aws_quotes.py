@@ -5,7 +5,9 @@ it). Each quote is a row of the AWS inventory (``data/aws_inventory``)."""
 from __future__ import annotations
 
 MIGRATION_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-slurm-api-config-migration.html"
-DEEP_HEALTH_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-resiliency-slurm-deep-health-checks.html"
+DEEP_HEALTH_DOC = (
+    "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-resiliency-slurm-deep-health-checks.html"
+)
 STRATEGY_QUOTE = (
     '"If you plan to later migrate the cluster to continuous provisioning (NodeProvisioningMode set to Continuous), '
     'keep the default Merge strategy."'
@@ -13,7 +15,7 @@ STRATEGY_QUOTE = (
 """Row migration-keep-merge."""
 CONNECTIVITY_QUOTE = (
     '"InstanceConnectivity — Runs cluster-level NCCL (NVIDIA Collective Communications Library) tests across '
-    'multiple nodes to verify inter-node GPU communication performance. This check is only supported on instances '
+    "multiple nodes to verify inter-node GPU communication performance. This check is only supported on instances "
     'with multi-node GPU communication capabilities."'
 )
 """Row dhc-connectivity-gpu."""

@@ -75,7 +75,6 @@ def connectivity_needs_gpus(view: ClusterView) -> Iterator[Problem]:
             )
 
 
-
 @rule("CL-MODE-NO-REVERT", "cluster", "mode", source=f"{MIGRATION_DOC} (Recovering from a failed migration)")
 def mode_no_revert(view: ClusterView) -> Iterator[Problem]:
     """A deployed api-driven cluster cannot go back to lifecycle-driven mode (provisioning_parameters.json)."""
@@ -99,4 +98,3 @@ def node_recovery(view: ClusterView) -> Iterator[Problem]:
             got=str(view.node_recovery),
             fix="leave node_recovery out (Automatic)",
         )
-
