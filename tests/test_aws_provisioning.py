@@ -11,9 +11,13 @@ import pytest
 
 from hyperpod_cdk.aws_quotes import (
     CONNECTIVITY_QUOTE,
+    CONTROLLER_QUOTE,
     DEEP_HEALTH_DOC,
+    LOGIN_QUOTE,
     MIGRATION_DOC,
+    MULTI_HEAD_QUOTE,
     NO_REVERT_QUOTE,
+    PARTITION_QUOTE,
     RECOVERY_QUOTE,
     STRATEGY_QUOTE,
 )
@@ -29,7 +33,7 @@ BASE: dict[str, Any] = {
     "storage": None,
     "instance_groups": [CONTROLLER, {"name": "workers", "instance_type": "ml.p5.48xlarge", "count": 2}],
 }
-OURS = {"W9260", "E9261"}
+OURS = {"W9260", "E9261", "E9262", "E9263", "E9264", "E9265", "W9266"}
 
 
 def _found(rule: str, **changes: Any) -> list[Problem]:
@@ -143,3 +147,52 @@ def test_node_recovery_none_warns_with_aws_recommendation() -> None:
     (problem,) = _found("CL-NODE-RECOVERY", node_recovery="None")
     assert (problem.path, problem.level) == ("node_recovery", "warning") and RECOVERY_QUOTE in str(problem)
     assert _found("CL-NODE-RECOVERY") == [] and _found("CL-NODE-RECOVERY", node_recovery="Automatic") == []
+
+
+def _groups(template: Any) -> list[dict[str, Any]]:
+    groups: list[dict[str, Any]] = template["Resources"]["Cluster"]["Properties"]["InstanceGroups"]
+    return groups
+
+
+def _ids(template: Any) -> list[str]:
+    return [f.split()[0] for f in _ours(template)]
+
+
+def test_cfn_lint_counts_controllers_and_logins() -> None:
+    none = _template()
+    _groups(none)[0]["SlurmConfig"] = {"NodeType": "Login"}
+    assert _ids(none) == ["E9262"]
+    two = _template()
+    _groups(two).append({**_groups(two)[0], "InstanceGroupName": "c2"})
+    assert _ids(two) == ["E9262"] and CONTROLLER_QUOTE in _ours(two)[0]
+    logins = _template()
+    login = {**_groups(logins)[0], "SlurmConfig": {"NodeType": "Login"}}
+    _groups(logins).extend([{**login, "InstanceGroupName": "l1"}, {**login, "InstanceGroupName": "l2"}])
+    assert _ids(logins) == ["E9263"] and LOGIN_QUOTE in _ours(logins)[0]
+    legacy = _template(strategy=None)
+    for group in _groups(legacy):
+        del group["SlurmConfig"]
+    assert _ids(legacy) == []  # provisioning_parameters.json names the roles: nothing to count
+
+
+def test_cfn_lint_puts_partitions_on_compute_groups_only() -> None:
+    on_controller = _template()
+    _groups(on_controller)[0]["SlurmConfig"]["PartitionNames"] = ["head"]
+    assert _ids(on_controller) == ["E9264"] and PARTITION_QUOTE in _ours(on_controller)[0]
+    missing = _template()
+    del _groups(missing)[1]["SlurmConfig"]["PartitionNames"]
+    assert _ids(missing) == ["E9264"]
+
+
+def test_cfn_lint_refuses_several_controllers_through_slurm_config() -> None:
+    template = _template()
+    _groups(template)[0]["InstanceCount"] = 2
+    assert _ids(template) == ["E9265"] and MULTI_HEAD_QUOTE in _ours(template)[0]
+
+
+def test_cfn_lint_warns_on_node_recovery_none() -> None:
+    template = _template()
+    template["Resources"]["Cluster"]["Properties"]["NodeRecovery"] = "None"
+    assert _ids(template) == ["W9266"] and RECOVERY_QUOTE in _ours(template)[0]
+    template["Resources"]["Cluster"]["Properties"]["NodeRecovery"] = "Automatic"
+    assert _ids(template) == []

@@ -27,3 +27,15 @@ NO_REVERT_QUOTE = (
 AUTO_RESUME_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-resiliency-slurm-auto-resume.html"
 RECOVERY_QUOTE = '"We recommend setting the Automatic option." (of None: "We do not recommend this option.")'
 """Row autoresume-recommend-automatic."""
+REF_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-ref.html"
+CONTROLLER_QUOTE = '"Exactly one instance group must have this node type."'
+"""Row ref-one-controller (NodeType Controller)."""
+LOGIN_QUOTE = '"At most one instance group can have this node type."'
+"""Row ref-one-login (NodeType Login)."""
+PARTITION_QUOTE = '"Required for Compute node types; not allowed for Controller or Login node types."'
+"""Row ref-partition-compute-only (PartitionNames)."""
+MULTI_HEAD_QUOTE = (
+    '"If your cluster is configured with multiple controller (head) nodes using the SageMaker HyperPod multi-head '
+    'node support, you cannot fully migrate to the API-driven configuration model at this time."'
+)
+"""Row migration-multi-head."""
