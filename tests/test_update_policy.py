@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from hyperpod_cdk import update_policy as up
-from hyperpod_cdk.aws_inventory import POLICY_LEVELS, Row, apply_patch
+from hyperpod_cdk.aws_inventory import POLICY_LEVELS, Row
 from hyperpod_cdk.config import load_file, parse_model
+from hyperpod_cdk.inventory_checks import apply_patch
 from hyperpod_cdk.rules import REGISTRY
 
 ROOT = Path(__file__).resolve().parent.parent

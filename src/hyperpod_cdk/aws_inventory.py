@@ -5,13 +5,13 @@ construction, an online preflight check, an update policy, or out of scope with 
 One file per AWS page; the file's name is the page's (``sagemaker-hyperpod-scaling-slurm``, ``API_CreateCluster``).
 This module loads every file and checks its format, raising :class:`InventoryError` naming the file, the row and
 the field. What it cannot know alone (that a rule id exists, that its level fits the row's word, that a row's
-``test`` block breaks and passes) is checked by :func:`cross_problems` and ``tests/test_aws_inventory.py``.
+``test`` block breaks and passes) is checked by :func:`hyperpod_cdk.inventory_checks.cross_problems` and
+``tests/test_aws_inventory.py``.
 No aws_cdk import (``hyperpod-cdk validate`` reads the update policies from here).
 """
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -44,7 +44,10 @@ DEFAULT_BASE = "examples/gpu-cluster.yaml"
 ID_PATTERN = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)+$")
 DATE_PATTERN = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
-PAGE_KEYS = ("page", "title", "read", "rows")
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's safe loader when PyYAML has it (several times faster: validate --previous reads every file)."""
+PAGE_KEYS = ("page", "title", "read", "partial", "rows")
+"""A page's fields; ``partial`` (optional) says why the page was not read end to end, so coverage does not claim it."""
 COMMON_KEYS = ("id", "quote", "applies", "word", "enforced_by", "how", "conflicts_with")
 KIND_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # enforced_by: (required keys, optional keys) beyond COMMON_KEYS
@@ -134,6 +137,8 @@ class Page:
     title: str
     read: str
     rows: tuple[Row, ...] = field(default_factory=tuple)
+    partial: str = ""
+    """Why the page was not read end to end (empty: it was)."""
 
 
 def _text(value: Any) -> bool:
@@ -230,7 +235,7 @@ def load_page(path: Path) -> tuple[Page | None, list[str]]:
     """One file's page, or None with what is wrong (each problem names the file, the row and the field)."""
     name = path.name
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.load(path.read_text(), Loader=_LOADER)
     except yaml.YAMLError as error:
         return None, [f"{name}: not YAML: {error}"]
     if not isinstance(data, dict):
@@ -262,7 +267,7 @@ def load_page(path: Path) -> tuple[Page | None, list[str]]:
             rows.append(_row(slug, url, entry))
     if problems:
         return None, problems
-    return Page(slug, url, str(data["title"]), str(data["read"]), tuple(rows)), []
+    return Page(slug, url, str(data["title"]), str(data["read"]), tuple(rows), str(data.get("partial", ""))), []
 
 
 def load_directory(directory: Path) -> tuple[Page, ...]:
@@ -296,86 +301,6 @@ def inventory_problems(pages: Iterable[Page]) -> Iterable[str]:
                 yield f"{row.where}: conflicts_with {other!r}, but {other} does not name {row.id}: name each other"
 
 
-def cross_problems(
-    row: Row, levels: Mapping[str, str], cfn_lint_ids: Iterable[str], facts: Mapping[str, Any]
-) -> list[str]:
-    """What ``row`` gets wrong about the code: a rule not in ``levels`` (rule id → level, the registry), a rule
-    whose level is not the word's (a row whose pages disagree, ``conflicts_with``, may warn instead; an update
-    policy's ``rule_previous`` is at its policy's level, :data:`POLICY_LEVELS`), a cfn-lint id
-    not shipped (``cfn_lint_ids``) or of the wrong letter, a preflight id that is not an online rule, a fact whose
-    value the quote does not state."""
-    problems = []
-    shipped = set(cfn_lint_ids)
-    allowed = {row.level} | ({"warning"} if row.conflicts_with else set())
-    for key in ("rule", "rule_previous", "preflight"):
-        rule = getattr(row, key)
-        if rule is None:
-            continue
-        wanted = {POLICY_LEVELS.get(row.policy or "", "")} if key == "rule_previous" else allowed
-        asks = f"the policy {row.policy!r}" if key == "rule_previous" else f"the word {row.word!r}"
-        if rule not in levels:
-            problems.append(f"{row.where}: {key} {rule} is not a rule in hyperpod_cdk.rules.REGISTRY")
-        elif key != "preflight" and levels[rule] not in wanted:
-            problems.append(f"{row.where}: {key} {rule} is a {levels[rule]} but {asks} asks for {'/'.join(wanted)}")
-    if row.cfn_lint not in (None, NO_CFN_LINT):
-        if row.cfn_lint not in shipped:
-            problems.append(f"{row.where}: cfn_lint {row.cfn_lint} is not shipped by hyperpod_cdk.cfnlint_rules")
-        elif {"E": "error", "W": "warning"}.get(row.cfn_lint[:1]) not in allowed:
-            problems.append(
-                f"{row.where}: cfn_lint {row.cfn_lint} is not at the level the word {row.word!r} asks ({row.level})"
-            )
-    if row.fact is not None:
-        if row.fact not in facts:
-            problems.append(f"{row.where}: fact {row.fact} is not in data/hyperpod_facts.yaml")
-        elif not states(row.quote, facts[row.fact]):
-            problems.append(f"{row.where}: the quote does not state fact {row.fact}'s value {facts[row.fact]!r}")
-        if row.fact not in row.how:
-            problems.append(f"{row.where}: how does not name fact {row.fact}")
-    return problems
-
-
-def states(quote: str, value: Any) -> bool:
-    """Whether ``quote`` states ``value``: a number as a whole number (``6758`` or ``6,758``), else the text."""
-    if isinstance(value, int):
-        return any(re.search(rf"(?<![\d,]){re.escape(s)}(?![\d,])", quote) for s in (str(value), f"{value:,}"))
-    return str(value) in quote
-
-
-def apply_patch(data: Any, patch: Mapping[str, Any] | None) -> Any:
-    """A copy of ``data`` with each dotted path of ``patch`` set (``instance_groups.1.count: 2``; a number is a
-    list index, the list's length appends; ``None`` deletes the key). Missing mappings on the way are created."""
-    result = copy.deepcopy(data)
-    for dotted, value in (patch or {}).items():
-        parts = [int(p) if p.isdigit() else p for p in str(dotted).split(".")]
-        node = result
-        for depth, part in enumerate(parts[:-1]):
-            if isinstance(node, list):
-                if not isinstance(part, int) or part >= len(node):
-                    raise KeyError(
-                        f"{dotted}: {'.'.join(map(str, parts[: depth + 1]))} is not an index of a list of {len(node)}"
-                    )
-                node = node[part]
-            else:
-                if node.get(part) is None:
-                    node[part] = {}
-                node = node[part]
-        last = parts[-1]
-        if isinstance(node, list):
-            if not isinstance(last, int) or last > len(node):
-                raise KeyError(f"{dotted}: {last} is not an index of a list of {len(node)}")
-            if value is None:
-                del node[last]
-            elif last == len(node):
-                node.append(copy.deepcopy(value))
-            else:
-                node[last] = copy.deepcopy(value)
-        elif value is None:
-            node.pop(last, None)
-        else:
-            node[last] = copy.deepcopy(value)
-    return result
-
-
 def inventory_directory() -> Path:
     return Path(str(resources.files("hyperpod_cdk").joinpath("data/aws_inventory")))
 
@@ -405,8 +330,6 @@ __all__ = [
     "Page",
     "Row",
     "RowTest",
-    "apply_patch",
-    "cross_problems",
     "load_directory",
     "pages",
     "row",

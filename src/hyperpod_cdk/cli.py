@@ -118,7 +118,9 @@ def main(argv: list[str] | None = None, plugins: Callable[[str], Plugin | None] 
     validate.add_argument("config")
     validate.add_argument("--region", help="check instance types and the AZ against this Region (default: any)")
     validate.add_argument(
-        "--previous", metavar="FILE", help="the deployed config: warn about changes that replace resources"
+        "--previous",
+        metavar="FILE",
+        help="the deployed config: refuse changes AWS forbids, warn about ones that replace resources",
     )
     validate.add_argument("--strict", action="store_true", help="warnings fail too")
     validate.add_argument("--json", action="store_true", help="print the problems as JSON")

@@ -49,7 +49,8 @@ def coverage_reference() -> str:
     ]
     for page in listed:
         counts = _counts(page.rows)
-        cells = [_page_link(page), page.read, *(str(counts[k] or "") for k in ENFORCEMENTS), str(len(page.rows))]
+        read = f"{page.read} (partial: {_cell(page.partial)})" if page.partial else page.read
+        cells = [_page_link(page), read, *(str(counts[k] or "") for k in ENFORCEMENTS), str(len(page.rows))]
         lines.append("| " + " | ".join(cells) + " |")
     lines += _update_policies(every) + _conflicts(every) + _support_links() + _out_of_scope(every)
     return "\n".join(lines) + "\n"
@@ -63,7 +64,9 @@ def _update_policies(rows: tuple[Row, ...]) -> list[str]:
         "",
         "### Fields that cannot change once deployed",
         "",
-        "`validate --previous FILE` compares with the deployed config and refuses each change below with the quote.",
+        "`validate --previous FILE` compares with the deployed config and reports each change below with the quote: "
+        "an error where AWS refuses it (immutable, irreversible), a warning where it takes it but only for new "
+        "nodes, by replacing the root volumes, or (CloudFormation) by replacing the cluster.",
         "",
         "| field | API member | policy | rule | AWS |",
         "|---|---|---|---|---|",

@@ -31,8 +31,9 @@ and a fix, tagged with the rule id. **Errors** stop synth; **warnings** are prin
 added to the stack as CDK warnings — `validate --strict` (or `cdk synth --strict`) makes them fail.
 
 Rules that need the Region (`region`) use `validate --region`, or the stack's Region when it is concrete;
-without one, instance types are checked against every Region's list. Rules about changes (`*-REPLACES`)
-compare with the deployed config given as `validate --previous FILE`. *Node* marks rules the node runtime
+without one, instance types are checked against every Region's list. Rules about changes (`*-REPLACES`,
+`GRP-ROLE-IMMUTABLE`, and `UPD-*` for the fields of the AWS inventory's update-policy rows) compare with the
+deployed config given as `validate --previous FILE`. *Node* marks rules the node runtime
 also applies when it reads its parameters and users files (the same code).
 
 Two more checks come from elsewhere:

@@ -30,6 +30,8 @@ def _policy_rule(policy: str) -> Callable[[ClusterView], Iterator[Problem]]:
     rule_id = POLICY_RULES[policy]
 
     def check(view: ClusterView) -> Iterator[Problem]:
+        if view.previous is None:  # without validate --previous there is nothing to compare (nor a file to read)
+            return
         rows = [r for r in update_policies() if r.policy == policy and r.rule_previous == rule_id]
         for change in changes(view, rows):
             row = change.row
