@@ -57,7 +57,7 @@ def test_api_driven_groups_carry_slurm_config_and_fsx(api_driven: Template) -> N
     api_driven.has_resource_properties(
         "AWS::SageMaker::Cluster",
         {
-            "Orchestrator": {"Slurm": {"SlurmConfigStrategy": "Managed"}},
+            "Orchestrator": {"Slurm": {"SlurmConfigStrategy": "Merge"}},
             "NodeRecovery": "Automatic",
             "ClusterName": "test-cluster",
         },

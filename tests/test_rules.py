@@ -1140,6 +1140,23 @@ ROWS = [
         "cost.aws_budget",
         "alarm topic",
     ),
+    # --- AWS's provisioning and resiliency pages (rules/aws_provisioning.py)
+    row("CL-STRATEGY-MERGE", {"slurm_config_strategy": "Managed"}, "slurm_config_strategy", "keep the default Merge"),
+    row(
+        "GRP-DHC-CONNECTIVITY-GPU",
+        {**CONTINUOUS, **groups({**TRN_WORKERS, "deep_health_checks": ["InstanceConnectivity"]})},
+        "instance_groups[1].deep_health_checks",
+        "only supported on instances with multi-node GPU communication",
+    ),
+    row(
+        "CL-MODE-NO-REVERT",
+        {"mode": "lifecycle-driven"},
+        "mode",
+        "cannot revert the cluster to the legacy",
+        previous={},
+        has_previous=True,
+    ),
+    row("CL-NODE-RECOVERY", {"node_recovery": "None"}, "node_recovery", "We recommend setting the Automatic option"),
 ]
 # A role outside controller/login/compute never gets past the config's schema or InstanceGroup's type; the
 # rule guards the parameters file the node reads (test_node_checks_group_roles_in_its_parameters_file).

@@ -124,7 +124,7 @@ def test_every_rule_of_a_row_is_registered_with_the_rows_level_and_source() -> N
         if row.rule is not None:
             assert registered[row.rule].level == row.level, row.id
             assert registered[row.rule].source == row.cited, row.id
-    assert unconfirmed_rules() == {"GRP-FLEX-SLURM", "GRP-SPOT-SLURM", "GRP-DHC-CONTINUOUS", "GRP-DHC-COMPUTE"}
+    assert unconfirmed_rules() == {"GRP-FLEX-SLURM", "GRP-SPOT-SLURM", "GRP-DHC-CONTINUOUS"}
 
 
 def test_an_unconfirmed_row_must_warn() -> None:
@@ -152,7 +152,7 @@ def test_a_continuous_cluster_emits_no_strategy_and_names_its_database() -> None
     plain = _cluster(_config(runtime={}))
     assert plain["Properties"]["Orchestrator"] == {"Slurm": {}}
     other = _cluster(_config(node_provisioning_mode=None, runtime={}))
-    assert other["Properties"]["Orchestrator"] == {"Slurm": {"SlurmConfigStrategy": "Managed"}}
+    assert other["Properties"]["Orchestrator"] == {"Slurm": {"SlurmConfigStrategy": "Merge"}}
 
 
 def test_accepted_rules_reach_cfn_lint_through_the_cluster_metadata() -> None:

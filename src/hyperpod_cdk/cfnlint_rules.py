@@ -19,6 +19,7 @@ from typing import Any
 from cfnlint.rules import CloudFormationLintRule, RuleMatch
 
 from hyperpod_cdk.api_support import CONFIDENCE_TEXT, support_row
+from hyperpod_cdk.cfnlint_provisioning import PROVISIONING_RULES
 from training_runtime.hyperpod_facts import ACCOUNTING_DATABASE
 from training_runtime.instance_facts import NO_ACCELERATOR, InstanceFacts, facts_for
 
@@ -371,6 +372,7 @@ def _rule_class(row_id: str) -> type[CloudFormationLintRule]:
 
 RULES = {row_id: _rule_class(row_id) for row_id in CHECKS}
 """The rule class of each row; cfn-lint finds them among this module's names."""
+RULES.update(PROVISIONING_RULES)  # the AWS inventory's rules (cfnlint_provisioning), loaded with these
 globals().update({cls.__name__: cls for cls in RULES.values()})
 
 # The SageMaker API model's constraints (E9200), in their own module; named here so that cfn-lint finds the rule.

@@ -317,7 +317,10 @@ class ClusterConfig(_Model):
     mode: SlurmMode = SlurmMode.API_DRIVEN
     """api-driven (HyperPod configures Slurm; recommended by AWS) or lifecycle-driven (our runtime does)."""
     node_recovery: NodeRecovery = NodeRecovery.AUTOMATIC
-    slurm_config_strategy: SlurmConfigStrategy = SlurmConfigStrategy.MANAGED
+    slurm_config_strategy: SlurmConfigStrategy = SlurmConfigStrategy.MERGE
+    """How HyperPod treats slurm.conf on UpdateCluster (api-driven mode without continuous provisioning). Default:
+    Merge, which AWS's migration guide asks for if the cluster may later move to continuous provisioning (another
+    strategy warns, CL-STRATEGY-MERGE; sagemaker-hyperpod-ref gives Managed as the API's own default)."""
     node_provisioning_mode: NodeProvisioningMode | None = None
     """continuous: HyperPod accepts partial capacity and retries worker launches in the background
     (``NodeProvisioningMode: Continuous``; new clusters only). Default: none, HyperPod's all-or-nothing model."""

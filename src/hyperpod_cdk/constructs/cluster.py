@@ -88,8 +88,9 @@ class HyperPodCluster(ClusterBase):
     :param fsx_mount_path: where the file system is mounted. Default: ``/fsx``.
     :param node_recovery: Default: ``NodeRecovery.AUTOMATIC``.
     :param slurm_config_strategy: API-driven mode without continuous provisioning only (HyperPod rejects any
-        strategy with continuous provisioning, rule CL-CONTINUOUS-STRATEGY). Default: ``SlurmConfigStrategy.MANAGED``
-        there, none with continuous provisioning.
+        strategy with continuous provisioning, rule CL-CONTINUOUS-STRATEGY). Default: ``SlurmConfigStrategy.MERGE``
+        there, which keeps a later move to continuous provisioning possible (AWS's migration guide; another strategy
+        warns, CL-STRATEGY-MERGE), none with continuous provisioning.
     :param node_provisioning_mode: ``NodeProvisioningMode.CONTINUOUS``: partial capacity is accepted and
         worker launches are retried (new clusters only). Default: none (HyperPod's all-or-nothing model).
     :param role: the nodes' execution role. Default: a new role with least privilege.
@@ -151,11 +152,11 @@ class HyperPodCluster(ClusterBase):
             sections,
             cluster_name=node_cluster_name if Token.is_unresolved(cluster_name) else cluster_name,
             mode=str(mode),
-            slurm_config_strategy=str(slurm_config_strategy or SlurmConfigStrategy.MANAGED),
+            slurm_config_strategy=str(slurm_config_strategy or SlurmConfigStrategy.MERGE),
+            node_recovery=str(node_recovery),
             given=frozenset({"slurm_config_strategy"} if slurm_config_strategy is not None else ()),
             fsx_mount_path=fsx_mount_path,
             node_provisioning_mode=str(node_provisioning_mode) if node_provisioning_mode else None,
-            node_recovery=str(node_recovery),
             tags=dict(tags or {}),
             groups=tuple(instance_groups),
             runtime=dict(runtime_options or {}),
@@ -219,7 +220,7 @@ class HyperPodCluster(ClusterBase):
                     # None with continuous provisioning: the API rejects any strategy there (CL-CONTINUOUS-STRATEGY).
                     slurm_config_strategy=None
                     if node_provisioning_mode == NodeProvisioningMode.CONTINUOUS
-                    else str(slurm_config_strategy or SlurmConfigStrategy.MANAGED),
+                    else str(slurm_config_strategy or SlurmConfigStrategy.MERGE),
                     accounting_database=accounting_database(options.accounting)
                     if parameters.slurmdbd_by_hyperpod  # the node's parameters say the same: one decision
                     else None,

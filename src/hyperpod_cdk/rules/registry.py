@@ -36,6 +36,8 @@ RULE_MODULES = (
     # The rules AWS's pages on the network state (the inventory, data/aws_inventory).
     "aws_infra",
     "updates",
+    # The rules from AWS's provisioning, Slurm-configuration and resiliency pages (data/aws_inventory).
+    "aws_provisioning",
     # The whole CreateCluster request against the SageMaker API model, after the rules that explain a value better.
     "api_model",
     # The online rules (needs aws): only `hyperpod-cdk preflight` / `validate --online` run them; no boto3 import.

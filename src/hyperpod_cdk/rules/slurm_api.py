@@ -167,12 +167,14 @@ def deep_health_continuous(view: ClusterView) -> Iterator[Problem]:
 
 @rule("deep-health-workers", "instance_groups", "instance_groups[*].deep_health_checks")
 def deep_health_workers(view: ClusterView) -> Iterator[Problem]:
-    """Deep health checks on a controller or login group are of unconfirmed support: on Slurm they test workers."""
+    """Deep health checks only on compute groups: on Slurm they run on worker nodes only (AWS's deep health check
+    page)."""
     for index, group in enumerate(view.groups):
         if group.deep_health_checks and group.role != NodeRole.COMPUTE:
             yield Problem(
                 group_path(view, index, "deep_health_checks"),
-                f"deep health checks on Slurm test worker (compute) nodes; this is a {group.role} group",
+                "AWS: \"Deep health checks run on worker nodes only. Controller and login nodes are not subject to "
+                f"deep health checks.\"; this is a {group.role} group",
                 got=[str(c) for c in group.deep_health_checks],
                 fix="move them to the compute groups",
             )

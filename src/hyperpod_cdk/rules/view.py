@@ -63,10 +63,10 @@ class ClusterView:
     sections: frozenset[str]
     cluster_name: str = "ml-cluster"
     mode: str = SlurmMode.API_DRIVEN
-    slurm_config_strategy: str = "Managed"
+    slurm_config_strategy: str = "Merge"
+    node_recovery: str = "Automatic"
     fsx_mount_path: str = DEFAULT_FSX_MOUNT_PATH
     node_provisioning_mode: str | None = None
-    node_recovery: str = "Automatic"
     tags: Mapping[str, str] = field(default_factory=dict)
     groups: Sequence[InstanceGroup] = ()
     network: NetworkConfig | None = None
@@ -111,9 +111,9 @@ class ClusterView:
             cluster_name=config.cluster_name,
             mode=config.mode,
             slurm_config_strategy=config.slurm_config_strategy,
+            node_recovery=config.node_recovery,
             fsx_mount_path=config.fsx_mount_path,
             node_provisioning_mode=config.node_provisioning_mode,
-            node_recovery=str(config.node_recovery),
             tags=config.tags,
             groups=tuple(config.instance_groups),
             network=config.network,

@@ -1,0 +1,198 @@
+"""The rules from AWS's provisioning and resiliency pages (rules/aws_provisioning.py, cfnlint_provisioning.py): each
+refuses a config or template that breaks AWS's quote and passes one that keeps it, quoting the page; the Slurm config
+strategy hyperpod-cdk renders by default is the one AWS's migration guide asks for (Merge)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from hyperpod_cdk.aws_quotes import (
+    CONNECTIVITY_QUOTE,
+    CONTROLLER_QUOTE,
+    DEEP_HEALTH_DOC,
+    LOGIN_QUOTE,
+    MIGRATION_DOC,
+    MULTI_HEAD_QUOTE,
+    NO_REVERT_QUOTE,
+    PARTITION_QUOTE,
+    RECOVERY_QUOTE,
+    STRATEGY_QUOTE,
+)
+from hyperpod_cdk.cfnlint_rules import RULES
+from hyperpod_cdk.config import ClusterConfig
+from hyperpod_cdk.rules import all_rules
+from support import cfn_lint
+from training_runtime.problems import Problem
+
+CONTROLLER = {"name": "controller", "role": "controller", "instance_type": "ml.m5.xlarge", "count": 1}
+BASE: dict[str, Any] = {
+    "cluster_name": "prov",
+    "storage": None,
+    "instance_groups": [CONTROLLER, {"name": "workers", "instance_type": "ml.p5.48xlarge", "count": 2}],
+}
+OURS = {"W9260", "E9261", "E9262", "E9263", "E9264", "E9265", "W9266"}
+
+
+def _found(rule: str, **changes: Any) -> list[Problem]:
+    config = copy.deepcopy(BASE)
+    config.update(changes)
+    return [p for p in ClusterConfig.model_validate(config).problems() if p.rule == rule]
+
+
+def _workers(**changes: Any) -> list[dict[str, Any]]:
+    return [CONTROLLER, {**BASE["instance_groups"][1], **changes}]
+
+
+def test_the_default_strategy_is_merge_and_is_not_warned() -> None:
+    assert ClusterConfig.model_validate(BASE).slurm_config_strategy == "Merge"
+    assert _found("CL-STRATEGY-MERGE") == []
+    assert _found("CL-STRATEGY-MERGE", slurm_config_strategy="Merge") == []
+
+
+@pytest.mark.parametrize("strategy", ["Managed", "Overwrite"])
+def test_another_strategy_warns_with_the_migration_guide(strategy: str) -> None:
+    (problem,) = _found("CL-STRATEGY-MERGE", slurm_config_strategy=strategy)
+    assert (problem.path, problem.level) == ("slurm_config_strategy", "warning")
+    assert STRATEGY_QUOTE in str(problem) and MIGRATION_DOC in str(problem)
+
+
+def test_the_strategy_warning_leaves_other_rules_their_cases() -> None:
+    # lifecycle-driven takes no strategy at all (CL-STRATEGY-MODE), continuous none (CL-CONTINUOUS-STRATEGY)
+    assert _found("CL-STRATEGY-MERGE", slurm_config_strategy="Managed", mode="lifecycle-driven") == []
+    assert _found("CL-STRATEGY-MERGE", slurm_config_strategy="Managed", node_provisioning_mode="continuous") == []
+
+
+def test_instance_connectivity_needs_gpus() -> None:
+    trn = _workers(instance_type="ml.trn1.32xlarge", deep_health_checks=["InstanceStress", "InstanceConnectivity"])
+    (problem,) = _found("GRP-DHC-CONNECTIVITY-GPU", instance_groups=trn)
+    assert (problem.path, problem.level) == ("instance_groups[1].deep_health_checks", "error")
+    assert CONNECTIVITY_QUOTE in str(problem) and "ml.trn1.32xlarge has no GPU" in str(problem)
+    gpus = _workers(deep_health_checks=["InstanceConnectivity"])
+    assert _found("GRP-DHC-CONNECTIVITY-GPU", instance_groups=gpus) == []
+    stress_only = _workers(instance_type="ml.trn1.32xlarge", deep_health_checks=["InstanceStress"])
+    assert _found("GRP-DHC-CONNECTIVITY-GPU", instance_groups=stress_only) == []
+
+
+def test_a_flexible_group_names_its_types_without_gpus() -> None:
+    mixed = _workers(instance_type=None, instance_types=["ml.p5.48xlarge", "ml.c5.18xlarge"])
+    mixed[1]["deep_health_checks"] = ["InstanceConnectivity"]
+    (problem,) = _found("GRP-DHC-CONNECTIVITY-GPU", instance_groups=mixed)
+    assert "ml.c5.18xlarge has no GPU" in str(problem) and "ml.p5.48xlarge" not in str(problem)
+
+
+def test_the_rules_cite_their_pages() -> None:
+    sources = {r.id: r.source for r in all_rules()}
+    assert sources["CL-STRATEGY-MERGE"].startswith(MIGRATION_DOC)
+    assert sources["GRP-DHC-CONNECTIVITY-GPU"].startswith(DEEP_HEALTH_DOC)
+
+
+# --- cfn-lint ----------------------------------------------------------------------------------------------------
+
+
+def _template(strategy: str | None = "Merge", checks: list[str] | None = None, itype: str = "ml.p5.48xlarge") -> Any:
+    slurm = {} if strategy is None else {"SlurmConfigStrategy": strategy}
+    worker: dict[str, Any] = {
+        "InstanceGroupName": "w",
+        "InstanceType": itype,
+        "InstanceCount": 2,
+        "ExecutionRole": "arn:aws:iam::111122223333:role/hyperpod",
+        "SlurmConfig": {"NodeType": "Compute", "PartitionNames": ["w"]},
+    }
+    if checks is not None:
+        worker["OnStartDeepHealthChecks"] = checks
+    controller = {**worker, "InstanceGroupName": "c", "InstanceType": "ml.m5.xlarge", "InstanceCount": 1}
+    controller["SlurmConfig"] = {"NodeType": "Controller"}
+    controller.pop("OnStartDeepHealthChecks", None)
+    properties = {"ClusterName": "c", "Orchestrator": {"Slurm": slurm}, "InstanceGroups": [controller, worker]}
+    return {"Resources": {"Cluster": {"Type": "AWS::SageMaker::Cluster", "Properties": properties}}}
+
+
+def _ours(template: Any) -> list[str]:
+    return [f for f in cfn_lint(template) if f.split()[0] in OURS]
+
+
+def test_the_cfn_lint_rules_are_loaded_with_the_others() -> None:
+    assert {cls.id for cls in RULES.values()} >= OURS
+    assert _ours(_template()) == []
+
+
+def test_cfn_lint_warns_on_a_strategy_other_than_merge() -> None:
+    (finding,) = _ours(_template("Managed"))
+    assert finding.startswith("W9260 ") and STRATEGY_QUOTE in finding and MIGRATION_DOC in finding
+    continuous = _template("Managed")
+    continuous["Resources"]["Cluster"]["Properties"]["NodeProvisioningMode"] = "Continuous"
+    assert [f for f in _ours(continuous) if f.startswith("W9260")] == []  # E9101 is that case's rule
+
+
+def test_cfn_lint_refuses_instance_connectivity_without_gpus() -> None:
+    (finding,) = _ours(_template(checks=["InstanceConnectivity"], itype="ml.trn1.32xlarge"))
+    assert finding.startswith("E9261 ") and CONNECTIVITY_QUOTE in finding and "OnStartDeepHealthChecks" in finding
+    assert _ours(_template(checks=["InstanceConnectivity"])) == []
+    assert _ours(_template(checks=["InstanceStress"], itype="ml.trn1.32xlarge")) == []
+
+
+def test_an_api_driven_cluster_does_not_go_back_to_lifecycle_driven() -> None:
+    deployed = ClusterConfig.model_validate(BASE)
+    back = ClusterConfig.model_validate({**BASE, "mode": "lifecycle-driven"})
+    (problem,) = [p for p in back.problems(previous=deployed) if p.rule == "CL-MODE-NO-REVERT"]
+    assert (problem.path, problem.level) == ("mode", "error") and NO_REVERT_QUOTE in str(problem)
+    assert not [p for p in deployed.problems(previous=back) if p.rule == "CL-MODE-NO-REVERT"]  # forward is fine
+    assert not [p for p in back.problems() if p.rule == "CL-MODE-NO-REVERT"]  # a new cluster is free
+
+
+def test_node_recovery_none_warns_with_aws_recommendation() -> None:
+    (problem,) = _found("CL-NODE-RECOVERY", node_recovery="None")
+    assert (problem.path, problem.level) == ("node_recovery", "warning") and RECOVERY_QUOTE in str(problem)
+    assert _found("CL-NODE-RECOVERY") == [] and _found("CL-NODE-RECOVERY", node_recovery="Automatic") == []
+
+
+def _groups(template: Any) -> list[dict[str, Any]]:
+    groups: list[dict[str, Any]] = template["Resources"]["Cluster"]["Properties"]["InstanceGroups"]
+    return groups
+
+
+def _ids(template: Any) -> list[str]:
+    return [f.split()[0] for f in _ours(template)]
+
+
+def test_cfn_lint_counts_controllers_and_logins() -> None:
+    none = _template()
+    _groups(none)[0]["SlurmConfig"] = {"NodeType": "Login"}
+    assert _ids(none) == ["E9262"]
+    two = _template()
+    _groups(two).append({**_groups(two)[0], "InstanceGroupName": "c2"})
+    assert _ids(two) == ["E9262"] and CONTROLLER_QUOTE in _ours(two)[0]
+    logins = _template()
+    login = {**_groups(logins)[0], "SlurmConfig": {"NodeType": "Login"}}
+    _groups(logins).extend([{**login, "InstanceGroupName": "l1"}, {**login, "InstanceGroupName": "l2"}])
+    assert _ids(logins) == ["E9263"] and LOGIN_QUOTE in _ours(logins)[0]
+    legacy = _template(strategy=None)
+    for group in _groups(legacy):
+        del group["SlurmConfig"]
+    assert _ids(legacy) == []  # provisioning_parameters.json names the roles: nothing to count
+
+
+def test_cfn_lint_puts_partitions_on_compute_groups_only() -> None:
+    on_controller = _template()
+    _groups(on_controller)[0]["SlurmConfig"]["PartitionNames"] = ["head"]
+    assert _ids(on_controller) == ["E9264"] and PARTITION_QUOTE in _ours(on_controller)[0]
+    missing = _template()
+    del _groups(missing)[1]["SlurmConfig"]["PartitionNames"]
+    assert _ids(missing) == ["E9264"]
+
+
+def test_cfn_lint_refuses_several_controllers_through_slurm_config() -> None:
+    template = _template()
+    _groups(template)[0]["InstanceCount"] = 2
+    assert _ids(template) == ["E9265"] and MULTI_HEAD_QUOTE in _ours(template)[0]
+
+
+def test_cfn_lint_warns_on_node_recovery_none() -> None:
+    template = _template()
+    template["Resources"]["Cluster"]["Properties"]["NodeRecovery"] = "None"
+    assert _ids(template) == ["W9266"] and RECOVERY_QUOTE in _ours(template)[0]
+    template["Resources"]["Cluster"]["Properties"]["NodeRecovery"] = "Automatic"
+    assert _ids(template) == []
