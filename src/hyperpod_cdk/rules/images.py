@@ -149,3 +149,31 @@ def update_deployment(view: ClusterView) -> Iterator[Problem]:
                     f"a CloudWatch alarm name: 1-{MAX_ALARM_NAME} characters, not blank",
                     got=name,
                 )
+
+
+AMI_UPDATE_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-ami-update.html"
+BATCHES_EKS_ONLY = "Updating your cluster in batches is available only for HyperPod clusters integrated with Amazon EKS."
+"""The AMI update page's note (sagemaker-hyperpod-ami-update, read 2026-11-29)."""
+
+
+@rule(
+    "GRP-UPDATE-BATCHES-SLURM",
+    "instance_groups",
+    "instance_groups[*].scheduled_update.deployment",
+    source=AMI_UPDATE_DOC,
+)
+def update_batches_slurm(view: ClusterView) -> Iterator[Problem]:
+    """scheduled_update.deployment (batches, wait interval, rollback alarms) is refused: AWS documents updates in
+    batches for EKS clusters only; a Slurm group's update re-images all of its nodes."""
+    for index, group in enumerate(view.groups):
+        update = group.scheduled_update
+        if update is not None and update.deployment is not None:
+            yield Problem(
+                group_path(view, index, "scheduled_update.deployment"),
+                f'AWS documents updates in batches for EKS clusters only ("{BATCHES_EKS_ONLY}", {AMI_UPDATE_DOC}); '
+                "on Slurm an update re-images every node of the group",
+                got="set",
+                fix="remove scheduled_update.deployment (the schedule alone updates the whole group); to roll an "
+                "update through a Slurm cluster with drained nodes, run `hyperpod-cdk update-software` group by group "
+                "(docs/operations.md, Rolling software updates)",
+            )
