@@ -18,7 +18,16 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from hyperpod_local.control_plane.events import ERROR, INFO, WARN, EventLog
-from hyperpod_local.control_plane.model import PENDING, RUNNING, SHUTTING_DOWN, Group, Instance, Node
+from hyperpod_local.control_plane.model import (
+    FAILURE,
+    PENDING,
+    RUNNING,
+    SHUTTING_DOWN,
+    SYSTEM_UPDATING,
+    Group,
+    Instance,
+    Node,
+)
 
 
 class LaunchError(Exception):
@@ -37,6 +46,8 @@ class Backend(Protocol):
     def reboot(self, instance: Instance) -> None: ...
 
     def replace(self, instance: Instance) -> None: ...
+
+    def reimage(self, instance: Instance) -> None: ...
 
 
 @dataclass
@@ -134,16 +145,20 @@ class Fleet:
         self.spawn(work)
 
     def start_recovery(self, node: Node, action: str) -> None:
+        """Reboot, replace or (``reimage``, UpdateClusterSoftware) re-image the node's root volume in the background;
+        the node shows Pending meanwhile (SystemUpdating for a re-image) and Running once done."""
         instance = node.instance
         assert instance is not None
-        node.status, node.launching = PENDING, True
+        node.status, node.launching = (SYSTEM_UPDATING if action == "reimage" else PENDING), True
         self.events.record(
             f"Instance {instance.instance_id}: {action} started", group=node.group, instance_id=instance.instance_id
         )
 
         def work() -> None:
             try:
-                (self.backend.reboot if action == "reboot" else self.backend.replace)(instance)
+                {"reboot": self.backend.reboot, "replace": self.backend.replace, "reimage": self.backend.reimage}[
+                    action
+                ](instance)
                 status, message, level = RUNNING, "", INFO
             except LaunchError as error:
                 status, message, level = "Failure", str(error), ERROR
@@ -153,6 +168,9 @@ class Fleet:
                     self.terminate(node)
                     return
                 node.status, node.message = status, message
+                if action == "reimage":
+                    node.last_software_update = self.clock()
+                    self.settle_software_update(self.group(node.group))
                 what = f"{action} done" if status == RUNNING else f"{action} failed: {message}"
                 self.events.record(
                     f"Instance {instance.instance_id}: {what}",
@@ -162,6 +180,15 @@ class Fleet:
                 )
 
         self.spawn(work)
+
+    def settle_software_update(self, group: Group) -> None:
+        """The group's ``SoftwareUpdateStatus`` once no node of it is re-imaging: Failed if one failed, else
+        Succeeded (the API model's sequence Pending -> InProgress -> Succeeded; no rollback on Slurm)."""
+        nodes = [n for n in self.nodes if n.group == group.name and n.status != SHUTTING_DOWN]
+        if any(n.status == SYSTEM_UPDATING for n in nodes):
+            return
+        group.software_update = "Failed" if any(n.status == FAILURE for n in nodes) else "Succeeded"
+        self.events.record(f"Software update of {group.name}: {group.software_update}", group=group.name)
 
     # --- launches -------------------------------------------------------------------------------
     def reconcile(self) -> None:

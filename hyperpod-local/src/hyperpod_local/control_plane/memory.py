@@ -41,3 +41,8 @@ class MemoryBackend:
 
     def replace(self, instance: Instance) -> None:
         self.log.append(("replace", instance.instance_id))
+
+    def reimage(self, instance: Instance) -> None:
+        self.log.append(("reimage", instance.instance_id))
+        if instance.instance_id in self.failing:
+            raise LaunchError("the lifecycle script failed")

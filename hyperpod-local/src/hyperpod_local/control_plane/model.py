@@ -16,6 +16,9 @@ PENDING = "Pending"
 RUNNING = "Running"
 SHUTTING_DOWN = "ShuttingDown"
 FAILURE = "Failure"
+SYSTEM_UPDATING = "SystemUpdating"
+"""A node whose root volume UpdateClusterSoftware re-images (``ClusterInstanceStatus`` has it; AWS does not say
+which status a node shows meanwhile)."""
 CONTROLLER = "Controller"
 LOGIN = "Login"
 COMPUTE = "Compute"
@@ -49,6 +52,9 @@ class Group:
     partition: str | None = None
     min_count: int | None = None
     threads_per_core: int = 1
+    software_update: str | None = None
+    """``SoftwareUpdateStatus`` of the last UpdateClusterSoftware (InProgress, Succeeded, Failed); None before one."""
+    image_id: str = "default"
 
     def describe(self, current: int) -> dict[str, Any]:
         slurm: dict[str, Any] = {"NodeType": self.node_type}
@@ -67,6 +73,9 @@ class Group:
         }
         if self.min_count is not None:
             found["MinCount"] = self.min_count
+        if self.software_update is not None:
+            found["SoftwareUpdateStatus"] = self.software_update
+            found["DesiredImageId"] = self.image_id
         return found
 
 
@@ -95,6 +104,8 @@ class Node:
     instance: Instance | None = None
     launching: bool = False
     capacity_short: bool = False
+    last_software_update: float | None = None
+    """When UpdateClusterSoftware last finished re-imaging this node (``LastSoftwareUpdateTime``)."""
 
     @property
     def instance_id(self) -> str | None:
@@ -112,6 +123,8 @@ class Node:
         }
         if self.instance:
             found["PrivateDnsHostname"] = self.instance.dns
+        if self.last_software_update is not None:
+            found["LastSoftwareUpdateTime"] = self.last_software_update
         return found
 
     def status_details(self) -> dict[str, str]:

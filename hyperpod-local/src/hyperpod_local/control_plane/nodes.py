@@ -2,7 +2,9 @@
 
 A launch adds a node to the layout and publishes the membership (:mod:`hyperpod_local.membership`), boots it with
 HyperPod's part and runs its lifecycle script; termination powers it off, drops its disk and publishes again;
-reboot and replace are the cluster's own (:meth:`~hyperpod_local.cluster.LocalCluster.reboot`, ``replace``).
+reboot and replace are the cluster's own (:meth:`~hyperpod_local.cluster.LocalCluster.reboot`, ``replace``); a
+re-image (UpdateClusterSoftware) is the cluster's ``replace`` too: the node's root overlay is dropped and the lifecycle
+script runs again on the same name and address, while /fsx (the shared directory) and what lives on it stay.
 """
 
 from __future__ import annotations
@@ -102,6 +104,17 @@ class LocalClusterBackend:
                 raise LaunchError(str(error)) from None
         if code != 0:
             raise LaunchError(f"the lifecycle script failed on the new instance (exit {code})")
+
+    def reimage(self, instance: Instance) -> None:
+        """UpdateClusterSoftware's re-image of the root volume: on the emulator the root overlay is reset and the
+        lifecycle script runs again (the cluster's ``replace``: same name, address and instance id)."""
+        with self.lock, _agent_paused(self._open()):
+            try:
+                code, _ = self._open().replace(instance.name)
+            except LocalClusterError as error:
+                raise LaunchError(str(error)) from None
+        if code != 0:
+            raise LaunchError(f"the lifecycle script failed on the re-imaged instance (exit {code})")
 
 
 @contextlib.contextmanager

@@ -24,6 +24,8 @@ or raises :class:`~hyperpod_local.control_plane.model.ApiError`. What each does,
   gives (:func:`.validation.api_model`) before anything else. The emulator holds one cluster: a valid CreateCluster
   of its own name is ``ResourceInUse``; of another name ``ResourceLimitExceeded`` (a code of CreateCluster's; the
   emulator does not create a second cluster).
+- ``UpdateClusterSoftware``: :mod:`.software` (no DeploymentConfig on Slurm; every node of the named groups
+  re-imaged).
 - Launches, capacity and retries: :mod:`.fleet`.
 """
 
@@ -39,11 +41,13 @@ from hyperpod_local.control_plane.model import (
     CONTROLLER,
     RUNNING,
     SHUTTING_DOWN,
+    SYSTEM_UPDATING,
     ApiError,
     ClusterInfo,
     Node,
     validation,
 )
+from hyperpod_local.control_plane.software import update_cluster_software
 
 CLIENT_TOKEN_TTL_S = 8 * 3600.0
 DEFAULT_PAGE = 100
@@ -79,11 +83,13 @@ class ControlPlane:
         self._cluster(params)
         groups = [g.describe(self.fleet.current(g.name)) for g in self.fleet.groups.values()]
         changing = any(g["CurrentCount"] != g["TargetCount"] for g in groups)
+        status = "Updating" if changing and not self.cluster.continuous else "InService"
         found: dict[str, Any] = {
             "ClusterArn": self.cluster.arn,
             "ClusterName": self.cluster.name,
             # Continuous provisioning "stays InService while it scales"; otherwise the cluster is Updating.
-            "ClusterStatus": "Updating" if changing and not self.cluster.continuous else "InService",
+            # While UpdateClusterSoftware re-images nodes: SystemUpdating (:mod:`.software`).
+            "ClusterStatus": "SystemUpdating" if any(n.status == SYSTEM_UPDATING for n in self.fleet.nodes) else status,
             "CreationTime": self.cluster.created,
             "InstanceGroups": groups,
             "NodeRecovery": "Automatic",
@@ -287,6 +293,9 @@ class ControlPlane:
                     continue
                 answer[f"Failed{suffix}"].append({kind: ref, "ErrorCode": code, "Message": message})
         return {k: v for k, v in answer.items() if v or k in ("Successful", "Failed")}
+
+    def op_UpdateClusterSoftware(self, params: dict[str, Any]) -> dict[str, Any]:
+        return update_cluster_software(self, params)
 
     def op_CreateCluster(self, params: dict[str, Any]) -> dict[str, Any]:
         check.api_model("CreateCluster", params)
