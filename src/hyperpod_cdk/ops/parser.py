@@ -140,6 +140,47 @@ def register(commands: Any) -> None:
     )
     scale.add_argument("--dry-run", action="store_true", help="show the call; change nothing")
 
+    software = _cluster(
+        _command(
+            commands,
+            "update-software",
+            "update_software:update_software",
+            "UpdateClusterSoftware group by group: drain each group through Slurm, update it, verify it with a job",
+            "Rolls a software (AMI) update through a Slurm cluster one instance group at a time: drains the group's "
+            "Slurm nodes, waits for their jobs (requeues the requeueable ones at --drain-deadline), calls "
+            "UpdateClusterSoftware for the group, waits for it, and runs a verification job on the updated nodes. "
+            "Progress is kept in ~/.hyperpod-cdk/update-software/CLUSTER.json; --resume continues an interrupted run",
+        )
+    )
+    software.add_argument(
+        "--groups",
+        help="the groups to update, in this order, comma-separated (default: every "
+        "group with Slurm nodes; controller and login groups only when named)",
+    )
+    software.add_argument(
+        "--drain-deadline",
+        default="2h",
+        help="how long to wait for a drained group's jobs before requeueing them: 90s, 30m, 2h (default 2h)",
+    )
+    software.add_argument("--image-id", help="ImageId: an AMI id, or default (HyperPod's latest image)")
+    software.add_argument("--resume", action="store_true", help="continue the interrupted update of this cluster")
+    software.add_argument("--poll", type=float, default=30.0, help="seconds between polls (default 30)")
+    software.add_argument(
+        "--update-timeout",
+        type=float,
+        default=10800.0,
+        help="seconds to wait for one group's update and its nodes' return to Slurm (default 10800)",
+    )
+    software.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    software.add_argument("--dry-run", action="store_true", help="show the groups and nodes; change nothing")
+    eks_only = " (refused: on Slurm AWS offers no updates in batches)"
+    software.add_argument("--batch", type=int, help="DeploymentConfig MaximumBatchSize, instances" + eks_only)
+    software.add_argument("--batch-percent", type=int, help="MaximumBatchSize, CAPACITY_PERCENTAGE" + eks_only)
+    software.add_argument("--wait-seconds", type=int, help="DeploymentConfig WaitIntervalInSeconds" + eks_only)
+    software.add_argument(
+        "--rollback-alarm", action="append", metavar="NAME", help="AutoRollbackConfiguration alarm" + eks_only
+    )
+
     events = _cluster(
         _command(commands, "events", "events:events", "cluster events (clusters with Continuous provisioning)")
     )
