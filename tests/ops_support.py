@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -152,6 +153,9 @@ class HyperPodFakes:
       and codes (NodeIdNotFound, InvalidNodeStatus under ``Code``); a deleted node leaves moto's cluster and its
       group's counts go down by one.
     - UpdateCluster: not in moto. The fake sets the group's TargetCount in moto's state.
+    - UpdateClusterSoftware: not in moto. The fake re-images at once: each named group (every group when none is)
+      gets ``SoftwareUpdateStatus: Succeeded`` and its nodes ``LastSoftwareUpdateTime`` (now); a DeploymentConfig is
+      a ValidationException, as on the emulated control plane (Slurm: no updates in batches).
     - ListClusterEvents and ListClusterOperations: not in moto. The fakes page through ``events`` and
       ``operations`` with the paginator's NextToken (ListClusterOperations keeps those whose Status is asked).
     Any call can be made to fail with ``fail[operation] = (code, message)``.
@@ -164,6 +168,7 @@ class HyperPodFakes:
         "UpdateCluster",
         "ListClusterEvents",
         "ListClusterOperations",
+        "UpdateClusterSoftware",
     )
 
     def __init__(self) -> None:
@@ -250,6 +255,19 @@ class HyperPodFakes:
             for group in cluster.instance_groups:
                 if group["InstanceGroupName"] == spec["InstanceGroupName"]:
                     group["TargetCount"] = spec["InstanceCount"]
+        return _ok({"ClusterArn": cluster.arn})
+
+    def _UpdateClusterSoftware(self, params: dict[str, Any]) -> tuple[AWSResponse, dict[str, Any]]:
+        if params.get("DeploymentConfig"):
+            return _error("ValidationException", "DeploymentConfig: updates in batches are EKS only")
+        cluster = sagemaker_backends[ACCOUNT][REGION].clusters[params["ClusterName"]]
+        named = {g["InstanceGroupName"] for g in params.get("InstanceGroups") or []}
+        for group in cluster.instance_groups:
+            if not named or group["InstanceGroupName"] in named:
+                group["SoftwareUpdateStatus"] = "Succeeded"
+        for node in cluster.nodes.values():
+            if not named or node.instance_group_name in named:
+                node.extra = {**getattr(node, "extra", {}), "LastSoftwareUpdateTime": time.time()}
         return _ok({"ClusterArn": cluster.arn})
 
     def _ListClusterEvents(self, params: dict[str, Any]) -> tuple[AWSResponse, dict[str, Any]]:

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-from tests.test_control_plane import ARN, LIFECYCLE, ROLE, Harness, code, make
 
 from hyperpod_local.control_plane.fleet import Fleet, Settings
 from hyperpod_local.control_plane.memory import MemoryBackend
 from hyperpod_local.control_plane.model import ClusterInfo, Group, Node
 from hyperpod_local.control_plane.operations import ControlPlane
+from test_control_plane import ARN, LIFECYCLE, ROLE, Harness, code, make
 
 cp = pytest.fixture(make())
 

@@ -56,8 +56,9 @@ class ControllerShell:
                 f"end: {said}",
                 Exit.FAILED,
             )
-        text = answer.stdout[: found[-1].start()]
-        text = text.split(BEGIN + "\n", 1)[-1] if BEGIN + "\n" in text else text
+        text = answer.stdout[: found[-1].start()].replace("\r\n", "\n")
+        if BEGIN in text:  # the plugin's own lines come before the marker
+            text = text.split(BEGIN, 1)[1].lstrip("\n")
         return Answer(int(found[-1].group(1)), text)
 
     def must(self, command: str, timeout: float | None = None) -> str:
