@@ -267,7 +267,8 @@ class HyperPodFakes:
                 group["SoftwareUpdateStatus"] = "Succeeded"
         for node in cluster.nodes.values():
             if not named or node.instance_group_name in named:
-                node.extra = {**getattr(node, "extra", {}), "LastSoftwareUpdateTime": time.time()}
+                extra = {**getattr(node, "extra", {}), "LastSoftwareUpdateTime": time.time()}
+                node.extra = extra  # type: ignore[attr-defined]
         return _ok({"ClusterArn": cluster.arn})
 
     def _ListClusterEvents(self, params: dict[str, Any]) -> tuple[AWSResponse, dict[str, Any]]:

@@ -26,7 +26,7 @@ def reimaged(backend: MemoryBackend) -> list[str]:
 
 def test_the_named_group_is_reimaged_node_by_node_and_shows_it(cp: Harness) -> None:
     client = cp.client()
-    workers = [n.instance_id for n in cp.plane.fleet.nodes if n.group == "gpu"]
+    workers = [str(n.instance_id) for n in cp.plane.fleet.nodes if n.group == "gpu"]
     cp.later(30)
     answer = client.update_cluster_software(ClusterName="ml-cluster", InstanceGroups=[{"InstanceGroupName": "gpu"}])
     assert answer["ClusterArn"] == ARN
@@ -73,7 +73,7 @@ def test_an_unknown_group_is_refused(cp: Harness) -> None:
 
 def deferred() -> tuple[ControlPlane, MemoryBackend, list[Callable[[], None]]]:
     """A plane whose background work waits in a list: an update stays in progress until the test runs it."""
-    backend, pending = MemoryBackend(), []
+    backend, pending = MemoryBackend(), list[Callable[[], None]]()
     groups = [
         Group("controller", "Controller", "ml.m5.xlarge", 1, ROLE, LIFECYCLE),
         Group("cpu", "Compute", "ml.c5.xlarge", 2, ROLE, LIFECYCLE),
@@ -90,7 +90,7 @@ def deferred() -> tuple[ControlPlane, MemoryBackend, list[Callable[[], None]]]:
 
 def test_while_nodes_are_reimaged_the_cluster_is_system_updating_and_a_second_update_conflicts() -> None:
     plane, backend, pending = deferred()
-    backend.failing.add(next(n.instance_id for n in plane.fleet.nodes if n.group == "cpu"))
+    backend.failing.add(next(str(n.instance_id) for n in plane.fleet.nodes if n.group == "cpu"))
     plane.call("UpdateClusterSoftware", {"ClusterName": "ml-cluster", "InstanceGroups": [{"InstanceGroupName": "cpu"}]})
     described = plane.call("DescribeCluster", {"ClusterName": "ml-cluster"})
     assert described["ClusterStatus"] == "SystemUpdating"

@@ -165,7 +165,7 @@ def test_a_group_waits_for_its_jobs_then_requeues_at_the_deadline(tmp_path: Path
     assert result.code == 0, result.err
     assert slurm.requeued == ["12"]
     requeue_at = slurm.commands("scontrol requeue")[0][0]
-    assert requeue_at <= [i for i, (n, _) in enumerate(made.fakes.calls) if n == "UpdateClusterSoftware"][0]
+    assert requeue_at <= next(i for i, (n, _) in enumerate(made.fakes.calls) if n == "UpdateClusterSoftware")
     assert made.clock[0] - start >= 120
     assert "requeued job(s) 12" in result.err
 
