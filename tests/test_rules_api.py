@@ -30,7 +30,10 @@ def found(group: dict[str, Any], **top: Any) -> list[tuple[str, str]]:
 
 def update(expression: str = "cron(0 3 ? * SUN *)", **deployment: Any) -> dict[str, Any]:
     """A scheduled update; with a deployment only when one is given (a deployment is refused on Slurm)."""
-    return {"scheduled_update": {"schedule_expression": expression, **({"deployment": deployment} if deployment else {})}}
+    update: dict[str, Any] = {"schedule_expression": expression}
+    if deployment:
+        update["deployment"] = deployment
+    return {"scheduled_update": update}
 
 
 BATCHES = ("GRP-UPDATE-BATCHES-SLURM", "instance_groups[1].scheduled_update.deployment")
