@@ -12,6 +12,8 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
+import tempfile
+from pathlib import Path
 from collections.abc import Iterator
 from typing import Any
 
@@ -293,7 +295,23 @@ def commands(made: MotoCluster) -> dict[str, list[str]]:
         "ssh-config": ["ssh-config", "grants", "--print"],
         "status --slurm": ["status", "grants", "--slurm", "--json"],
         "cost": ["cost", "grants", "--json"],
+        "update-software": ["update-software", "grants", "--yes", "--poll", "0", "--json"],
+        "update-software (controller)": ["update-software", "grants", "--yes", "--poll", "0", "--json"],
     }
+
+
+def controller_answers(argv: list[str]) -> Captured:
+    """The controller's answer to a session's command: `cost`'s three sections (empty: no job, no partition, no
+    budget); for `status --slurm` and `update-software` the workers' Slurm nodes, idle, and each of update-software's
+    commands succeeding (tests/test_ops_update_software.py tests what they do)."""
+    command = json.loads(argv[argv.index("--parameters") + 1])["command"][0]
+    nodes = "".join(f"NodeName=ip-10-1-0-{n} NodeAddr=10.1.0.{n} State=IDLE\n" for n in (2, 3, 4))
+    if "### hyperpod-cdk begin" in command:
+        said = nodes if "scontrol -o show nodes" in command else ""
+        return Captured(0, f"### hyperpod-cdk begin\n{said}### hyperpod-cdk exit 0\n", "")
+    if command.startswith("scontrol -o show nodes"):
+        return Captured(0, nodes, "")
+    return Captured(0, "### sacct\n### partitions\n### sshare\n", "")
 
 
 def run_recorded(made: MotoCluster, argv: list[str]) -> list[Call]:
@@ -306,8 +324,8 @@ def run_recorded(made: MotoCluster, argv: list[str]) -> list[Call]:
 
     operator = Operator(
         before_session=lambda session: session.events.register("before-parameter-build", record),
-        # `cost` needs its three sections (empty: no job, no partition, no budget); `status --slurm` reads none
-        ssm_command=lambda argv: Captured(0, "### sacct\n### partitions\n### sshare\n", ""),
+        ssm_command=controller_answers,
+        home=Path(tempfile.mkdtemp()),  # update-software keeps its progress there
     )
     result = operator(*argv)
     assert result.code == 0, (argv, result.err)
@@ -320,9 +338,9 @@ def run_recorded(made: MotoCluster, argv: list[str]) -> list[Call]:
 
 GRANTED_COMMANDS = {
     "describe": ("status", "wait", "events", "logs"),
-    "operate": ("status", "wait", "events", "logs", "reboot", "replace", "delete"),
+    "operate": ("status", "wait", "events", "logs", "reboot", "replace", "delete", "update-software"),
     "scale": ("status", "wait", "scale"),
-    "connect": ("connect", "port-forward", "ssh-config", "status --slurm", "cost"),
+    "connect": ("connect", "port-forward", "ssh-config", "status --slurm", "cost", "update-software (controller)"),
 }
 
 
@@ -340,8 +358,10 @@ def test_each_grant_allows_every_call_of_its_commands_and_nothing_they_do_not_ca
     for command in GRANTED_COMMANDS[grant]:
         ran = run_recorded(moto_cluster, made[command])
         assert ran, command
-        if command in ("status --slurm", "cost"):  # the look-ups are grant_describe's; the session is this grant's
-            ran = [c for c in ran if c[0] == "ssm:StartSession"]
+        if command in ("status --slurm", "cost", "update-software (controller)"):
+            ran = [c for c in ran if c[0] == "ssm:StartSession"]  # the rest is describe's or operate's
+        if command == "update-software":
+            ran = [c for c in ran if c[0] != "ssm:StartSession"]  # the sessions are connect's
         assert [c for c in ran if not allowed(granted, c)] == [], command
         calls += ran
     unused = {(a, r) for a, r in granted if not any(allowed({(a, r)}, c) for c in calls)}

@@ -253,3 +253,17 @@ def test_drain_decisions() -> None:
         "JobId=5 JobState=RUNNING Requeue=1 BatchFlag=0\nJobId=6 JobState=RUNNING Requeue=1 BatchFlag=1\n"
     )
     assert [(j.id, j.requeue) for j in parsed] == [("5", False), ("6", True)]
+
+
+def test_a_named_controller_group_is_updated_without_a_drain_and_waits_for_slurm(tmp_path: Path) -> None:
+    cluster()
+    made, slurm = operator(tmp_path)
+    asked = made("update-software", "roll", "--groups", "controller,cpu")
+    assert asked.code == 7 and "slurmctld's state" in asked.err and "/var/lib/mysql" in asked.err
+    result = made("update-software", "roll", "--groups", "controller,cpu", "--yes", "--poll", "1")
+    assert result.code == 0, result.err
+    assert [c["InstanceGroups"][0]["InstanceGroupName"] for c in software_calls(made)] == ["controller", "cpu"]
+    said = [text.split(" State=")[0] for _, text in slurm.log]
+    assert said.index("scontrol ping") < said.index("scontrol update NodeName=ip-10-1-0-2,ip-10-1-0-3")
+    assert slurm.commands("scontrol ping")[0][0] == 1  # after the controller group's update, before cpu's
+    assert slurm.verified == [",".join(NAMES["cpu"])]

@@ -96,18 +96,26 @@ COMMANDS: dict[str, tuple[Call, ...]] = {
     "ssh-config": _session("AWS-StartSSHSession"),
     "status --slurm": _session("AWS-StartNonInteractiveCommand"),
     "cost": _session("AWS-StartNonInteractiveCommand"),
+    # update-software's API calls are operate's; the Slurm commands it runs on the controller are connect's session.
+    "update-software": (
+        DESCRIBE,
+        LIST_NODES,
+        Call("sagemaker:UpdateClusterSoftware", Resource.CLUSTER, SAGEMAKER_SAR),
+    ),
+    "update-software (controller)": _session("AWS-StartNonInteractiveCommand"),
 }
 """Every cluster command's calls. ``training-job-config`` reads a stack (``cloudformation:DescribeStacks``), no
 cluster, and has no grant."""
 
 GRANTS: dict[str, tuple[str, ...]] = {
     "describe": ("status", "wait", "events", "logs"),
-    "operate": ("status", "wait", "events", "logs", "reboot", "replace", "delete"),
+    "operate": ("status", "wait", "events", "logs", "reboot", "replace", "delete", "update-software"),
     "scale": ("status", "wait", "scale"),
-    "connect": ("connect", "port-forward", "ssh-config", "status --slurm", "cost"),
+    "connect": ("connect", "port-forward", "ssh-config", "status --slurm", "cost", "update-software (controller)"),
 }
 """Each ``grant_<name>`` and the commands it lets run. ``status --slurm`` and ``cost`` need ``describe`` too (the
-cluster and node look-ups; the session to the controller is ``connect``'s).
+cluster and node look-ups; the session to the controller is ``connect``'s); ``update-software`` needs ``operate``
+and ``connect`` (its Slurm commands run in sessions to the controller).
 BatchAddClusterNodes and DescribeClusterNode are in no grant: no command calls them (``scale`` sets a count with
 UpdateCluster; the scaler's own policy has BatchAddClusterNodes, constructs/scaler.py)."""
 

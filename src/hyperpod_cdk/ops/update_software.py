@@ -118,7 +118,9 @@ class Roll:
                 return failed
             self.phase(group, "verifying")
         if self.progress.phase(group) == "verifying":
-            if names and not self.verify(group, names):
+            if not names:
+                self.wait_for_slurm(group)
+            elif not self.verify(group, names):
                 return Exit.FAILED
             self.phase(group, DONE)
             self.say(f"{group}: updated and verified")
@@ -198,6 +200,21 @@ class Roll:
             found.extend(page.get("ClusterNodeSummaries", []))
         return found
 
+    def wait_for_slurm(self, group: str) -> None:
+        """After a group without Slurm nodes (a controller or login group): until ``scontrol ping`` answers on the
+        controller again (its session fails while the controller itself is re-imaged)."""
+        deadline = self.ctx.monotonic() + self.args.update_timeout
+        while True:
+            try:
+                if self.shell.run("scontrol ping").code == 0:
+                    self.say(f"{group}: Slurm's controller answers again")
+                    return
+            except OpsError:
+                pass
+            if self.ctx.monotonic() >= deadline:
+                raise OpsError(f"{group}: Slurm's controller does not answer; run again with --resume", Exit.PENDING)
+            self.ctx.sleep(self.args.poll)
+
     def verify(self, group: str, names: list[str]) -> bool:
         nodes, reservation = ",".join(names), f"hyperpod-cdk-update-{group}"
         deadline = self.ctx.monotonic() + self.args.update_timeout
@@ -275,6 +292,13 @@ def _confirmed(args: argparse.Namespace, ctx: OpsContext, cluster: Cluster, roll
     if args.yes or args.dry_run:
         return True
     count = sum(len(roll.names[g]) for g in todo)
+    controllers = [g for g in todo if g in cluster.controller_groups]
+    if controllers:
+        ctx.err.print(
+            f"{', '.join(controllers)} runs slurmctld: its root volume holds slurmctld's state (with one controller) "
+            "and a local accounting database (/var/lib/mysql); both are lost unless they live on /fsx or in an "
+            "external database. Slurm is unavailable while it is re-imaged."
+        )
     ctx.err.print(
         "UpdateClusterSoftware re-images the root volume of every node of each group (data on root volumes is lost); "
         'AWS: it "may impact your SageMaker HyperPod cluster uptime and availability".'
