@@ -1,0 +1,142 @@
+"""``hyperpod-cdk update-software`` on a running local cluster (root only; HyperPod platform) with the emulated
+control plane: real Slurm daemons, real drains, a real verification job, and UpdateClusterSoftware re-imaging each
+node (its root overlay reset, its lifecycle script run again) while /fsx and the accounting records stay.
+
+One module-scoped cluster (tests/fixtures/update_software/cluster.yaml: two compute groups of one node on one
+partition) and one drill, so the budget stays small: a training job with ``--requeue`` runs on workers-b, keeping its
+progress on /fsx; the update is interrupted between the two groups (Ctrl-C as the command drains workers-b) and
+resumed with ``--resume``: workers-a is updated once, never again; workers-b is drained, waits for the job to
+finish, is updated and verified. The requeue at the drain deadline is the unit tests' (tests/test_ops_update_software.py):
+a requeued job waits ``cred_expire`` (at least 70 s) before it starts again, too long for this budget.
+Alone: ``python -m pytest tests/test_local_update_software.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.config import Config
+
+from hyperpod_cdk.ops.context import Captured
+from hyperpod_local import LocalCluster
+from hyperpod_local.control_plane import local as control_plane
+from hyperpod_local.namespaces import list_netns
+from hyperpod_local.plan import UpOptions
+from local_support import requires_hyperpod_platform, variant
+from ops_support import Operator
+from test_local_control_plane import NAME, NoFakes, SsmOnTheNode, nodes, run
+from training_runtime.node import HYPERPOD
+
+pytestmark = requires_hyperpod_platform
+
+CONFIG = Path(__file__).resolve().parent / "fixtures" / "update_software" / "cluster.yaml"
+JOB = (
+    "n=$(cat /fsx/rolling/count 2>/dev/null || echo 0); while [ $n -lt 45 ]; do n=$((n+1)); "
+    "echo $n >/fsx/rolling/count; sleep 1; done; hostname >/fsx/rolling/finished"
+)
+"""A training job in miniature: a step a second, its progress on /fsx (a requeued run carries on from it)."""
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    workdir = tmp_path_factory.mktemp("update-software")
+    cluster = LocalCluster.up(
+        CONFIG,
+        workdir,
+        variant(platform=HYPERPOD),
+        UpOptions(prefix=f"hpus{os.getpid() % 10000}", subnet="10.238.0.0/24"),
+    )
+    try:
+        control_plane.start(cluster, launch_latency=1.0)
+        yield cluster
+    finally:
+        cluster.down()
+        leftover = [ns for ns in list_netns() if ns.startswith(cluster.state.prefix + "-")]
+        assert leftover == [], leftover
+
+
+@pytest.fixture
+def sagemaker(cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
+    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in control_plane.client_env(cluster).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "aws-credentials"))
+    return boto3.session.Session().client("sagemaker", config=Config(retries={"max_attempts": 2}))
+
+
+class CtrlCAtDrain:
+    """The SSM fake that presses Ctrl-C once, as the command starts draining ``node``: between the two groups."""
+
+    def __init__(self, ssm: SsmOnTheNode, node: str) -> None:
+        self.ssm, self.node, self.pressed = ssm, node, False
+
+    def __call__(self, argv: list[str]) -> Captured:
+        command = json.loads(argv[argv.index("--parameters") + 1])["command"][0]
+        if not self.pressed and f"NodeName={self.node} State=DRAIN" in command:
+            self.pressed = True
+            raise KeyboardInterrupt
+        return self.ssm(argv)
+
+
+def reimages(cluster: LocalCluster) -> dict[str, int]:
+    """How often the control plane re-imaged each instance (its event log)."""
+    found: dict[str, int] = {}
+    for line in (control_plane.directory(cluster) / "events.jsonl").read_text().splitlines():
+        event = json.loads(line)
+        if event["description"].endswith(": reimage started"):
+            found[event["instance_id"]] = found.get(event["instance_id"], 0) + 1
+    return found
+
+
+def test_a_rolling_update_interrupted_and_resumed_while_a_job_runs(
+    cluster: LocalCluster, sagemaker: Any, tmp_path: Path
+) -> None:
+    a, b = cluster.slurm_name("workers-a-1"), cluster.slurm_name("workers-b-1")
+    ids = {n["InstanceGroupName"]: n["InstanceId"] for n in nodes(sagemaker)}
+    assert cluster.exec("workers-a-1", ["sh", "-c", "echo old >/var/tmp/root-marker"]).returncode == 0
+    run(cluster, "mkdir", "-p", "/fsx/rolling")
+    job = run(cluster, "sbatch", "--parsable", "--requeue", "-p", "cpu", "-w", b, "-J", "train", "--wrap", JOB)
+    job = job.strip()
+    operator = Operator(fakes=NoFakes(), home=tmp_path, sleep=time.sleep)
+    operator.ssm_command = CtrlCAtDrain(SsmOnTheNode(cluster, sagemaker), b)
+    options = ("--yes", "--poll", "2", "--drain-deadline", "5m", "--update-timeout", "300", "--json")
+
+    interrupted = operator("update-software", NAME, *options)
+    assert interrupted.code == 130, interrupted.err
+    record = json.loads((tmp_path / ".hyperpod-cdk/update-software" / f"{NAME}.json").read_text())
+    assert record["phases"] == {"workers-a": "done", "workers-b": "draining"}
+    assert record["verified"] == {"workers-a": [a]}
+    assert reimages(cluster) == {ids["workers-a"]: 1}
+    assert cluster.exec("workers-a-1", ["test", "-e", "/var/tmp/root-marker"]).returncode == 1  # a fresh root
+
+    resumed = operator("update-software", NAME, "--resume", *options)
+    assert resumed.code == 0, resumed.err
+    assert [(g["group"], g["phase"], g["verified_on"]) for g in resumed.json()["groups"]] == [
+        ("workers-a", "done", [a]),
+        ("workers-b", "done", [b]),
+    ]
+    assert reimages(cluster) == {ids["workers-a"]: 1, ids["workers-b"]: 1}  # no group twice, the controller never
+    assert run(cluster, "cat", "/fsx/rolling/count").strip() == "45"  # /fsx stayed
+    assert run(cluster, "cat", "/fsx/rolling/finished").strip() == b  # it finished where it ran, before b's update
+    accounted = run(cluster, "sacct", "-X", "-n", "-P", "-o", "JobName,State,NodeList", "-S", "now-1hour")
+    assert f"train|COMPLETED|{b}" in accounted.splitlines()  # the accounting records stayed
+    verified = [line for line in accounted.splitlines() if line.startswith("hyperpod-cdk-verify|")]
+    assert verified == [f"hyperpod-cdk-verify|COMPLETED|{a}", f"hyperpod-cdk-verify|COMPLETED|{b}"]
+    states = run(cluster, "sinfo", "-h", "-N", "-p", "cpu", "-o", "%N %t")
+    assert sorted(states.split()) == sorted([a, "idle", b, "idle"])  # back in service, no reservation left
+    assert run(cluster, "scontrol", "show", "reservation").strip().startswith("No reservations")
+    described = sagemaker.describe_cluster(ClusterName=NAME)["InstanceGroups"]
+    assert {g["InstanceGroupName"]: g.get("SoftwareUpdateStatus") for g in described} == {
+        "controller": None,
+        "workers-a": "Succeeded",
+        "workers-b": "Succeeded",
+    }
