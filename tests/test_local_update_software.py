@@ -2,12 +2,12 @@
 control plane: real Slurm daemons, real drains, a real verification job, and UpdateClusterSoftware re-imaging each
 node (its root overlay reset, its lifecycle script run again) while /fsx and the accounting records stay.
 
-One module-scoped cluster (tests/fixtures/update_software/cluster.yaml: two compute groups of one node on one
-partition) and one drill, so the budget stays small: a training job with ``--requeue`` runs on workers-b, keeping its
+One module-scoped cluster (tests/fixtures/update_software/cluster.yaml: two compute groups of one node, a partition
+each) and one drill, so the budget stays small: a training job with ``--requeue`` runs on workers-b, keeping its
 progress on /fsx; the update is interrupted between the two groups (Ctrl-C as the command drains workers-b) and
-resumed with ``--resume``: workers-a is updated once, never again; workers-b is drained, waits for the job to
-finish, is updated and verified. The requeue at the drain deadline is the unit tests' (tests/test_ops_update_software.py):
-a requeued job waits ``cred_expire`` (at least 70 s) before it starts again, too long for this budget.
+resumed with ``--resume``: workers-a is updated once, never again; workers-b is drained, waits for the job to finish,
+is updated and verified. The requeue at the drain deadline is the unit tests' (tests/test_ops_update_software.py): a
+requeued job waits ``cred_expire`` (at least 70 s) before it starts again, too long for this budget.
 Alone: ``python -m pytest tests/test_local_update_software.py``.
 """
 
@@ -33,6 +33,7 @@ from local_support import requires_hyperpod_platform, variant
 from ops_support import Operator
 from test_local_control_plane import NAME, NoFakes, SsmOnTheNode, nodes, run
 from training_runtime.node import HYPERPOD
+from training_runtime.paths import HEALTH_LOG
 
 pytestmark = requires_hyperpod_platform
 
@@ -104,7 +105,7 @@ def test_a_rolling_update_interrupted_and_resumed_while_a_job_runs(
     ids = {n["InstanceGroupName"]: n["InstanceId"] for n in nodes(sagemaker)}
     assert cluster.exec("workers-a-1", ["sh", "-c", "echo old >/var/tmp/root-marker"]).returncode == 0
     run(cluster, "mkdir", "-p", "/fsx/rolling")
-    job = run(cluster, "sbatch", "--parsable", "--requeue", "-p", "cpu", "-w", b, "-J", "train", "--wrap", JOB)
+    job = run(cluster, "sbatch", "--parsable", "--requeue", "-p", "cpu-b", "-w", b, "-J", "train", "--wrap", JOB)
     job = job.strip()
     operator = Operator(fakes=NoFakes(), home=tmp_path, sleep=time.sleep)
     operator.ssm_command = CtrlCAtDrain(SsmOnTheNode(cluster, sagemaker), b)
@@ -131,7 +132,10 @@ def test_a_rolling_update_interrupted_and_resumed_while_a_job_runs(
     assert f"train|COMPLETED|{b}" in accounted.splitlines()  # the accounting records stayed
     verified = [line for line in accounted.splitlines() if line.startswith("hyperpod-cdk-verify|")]
     assert verified == [f"hyperpod-cdk-verify|COMPLETED|{a}", f"hyperpod-cdk-verify|COMPLETED|{b}"]
-    states = run(cluster, "sinfo", "-h", "-N", "-p", "cpu", "-o", "%N %t")
+    for node in ("workers-a-1", "workers-b-1"):  # the verification job ran the health checks on the fresh root
+        checked = cluster.exec(node, ["grep", "-c", '"mode": "report"', HEALTH_LOG])
+        assert checked.returncode == 0 and int(checked.stdout) >= 1, (node, checked.stdout, checked.stderr)
+    states = run(cluster, "sinfo", "-h", "-N", "-p", "cpu-a,cpu-b", "-o", "%N %t")
     assert sorted(states.split()) == sorted([a, "idle", b, "idle"])  # back in service, no reservation left
     assert run(cluster, "scontrol", "show", "reservation").strip().startswith("No reservations")
     described = sagemaker.describe_cluster(ClusterName=NAME)["InstanceGroups"]
