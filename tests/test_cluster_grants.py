@@ -50,6 +50,7 @@ CLUSTER_ACTIONS = {
         "sagemaker:ListClusterNodes",
         "sagemaker:ListClusterOperations",
         "sagemaker:ListTags",
+        "sagemaker:UpdateClusterSoftware",
     ],
     "scale": [
         "sagemaker:DescribeCluster",

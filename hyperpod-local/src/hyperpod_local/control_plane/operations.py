@@ -295,7 +295,9 @@ class ControlPlane:
         return {k: v for k, v in answer.items() if v or k in ("Successful", "Failed")}
 
     def op_UpdateClusterSoftware(self, params: dict[str, Any]) -> dict[str, Any]:
-        return update_cluster_software(self, params)
+        check.api_model("UpdateClusterSoftware", params)
+        self._cluster(params)
+        return update_cluster_software(self.cluster, self.fleet, params)
 
     def op_CreateCluster(self, params: dict[str, Any]) -> dict[str, Any]:
         check.api_model("CreateCluster", params)

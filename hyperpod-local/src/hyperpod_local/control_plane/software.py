@@ -22,13 +22,10 @@ What AWS says, and what the emulator does about it:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from hyperpod_local.control_plane import validation as check
-from hyperpod_local.control_plane.model import RUNNING, ApiError, validation
-
-if TYPE_CHECKING:
-    from hyperpod_local.control_plane.operations import ControlPlane
+from hyperpod_local.control_plane.fleet import Fleet
+from hyperpod_local.control_plane.model import RUNNING, ApiError, ClusterInfo, validation
 
 AMI_UPDATE_PAGE = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-ami-update.html"
 BATCHES_EKS_ONLY = (
@@ -36,15 +33,13 @@ BATCHES_EKS_ONLY = (
 )
 
 
-def update_cluster_software(plane: ControlPlane, params: dict[str, Any]) -> dict[str, Any]:
-    check.api_model("UpdateClusterSoftware", params)
-    plane._cluster(params)
+def update_cluster_software(cluster: ClusterInfo, fleet: Fleet, params: dict[str, Any]) -> dict[str, Any]:
+    """The operation on ``fleet`` (the caller has checked the request against the API model and the cluster's name)."""
     if params.get("DeploymentConfig"):
         raise validation(
             f"DeploymentConfig: this is a Slurm cluster, and {BATCHES_EKS_ONLY} ({AMI_UPDATE_PAGE}); leave "
             "DeploymentConfig out: every node of the named instance groups is updated"
         )
-    fleet = plane.fleet
     named = [spec.get("InstanceGroupName") for spec in params.get("InstanceGroups") or []]
     unknown = [name for name in named if name not in fleet.groups]
     if unknown:
@@ -64,4 +59,4 @@ def update_cluster_software(plane: ControlPlane, params: dict[str, Any]) -> dict
         )
         for node in nodes:
             fleet.start_recovery(node, "reimage")
-    return {"ClusterArn": plane.cluster.arn}
+    return {"ClusterArn": cluster.arn}
