@@ -23,18 +23,14 @@ from hyperpod_cdk.aws_quotes import (
     REF_DOC,
     STRATEGY_QUOTE,
 )
+from hyperpod_cdk.cfnlint_template import CLUSTER, Cluster, Finding, Path
+from hyperpod_cdk.cfnlint_template import literal as _literal
 
-CLUSTER = "AWS::SageMaker::Cluster"
 NOT_MERGE = ("Managed", "Overwrite")
 CONNECTIVITY = "InstanceConnectivity"
 
-Path = list[str | int]
-Finding = tuple[Path, str]
-
 
 def _strategy_merge(cluster: Any) -> Iterator[Finding]:
-    from hyperpod_cdk.cfnlint_rules import _literal
-
     strategy = _literal(cluster.slurm_config.get("SlurmConfigStrategy"))
     if cluster.slurm and cluster.not_continuous and strategy in NOT_MERGE:
         yield (
@@ -46,8 +42,6 @@ def _strategy_merge(cluster: Any) -> Iterator[Finding]:
 
 def _types(group: dict[str, Any]) -> list[str]:
     """The group's literal instance types: InstanceType, or a flexible group's InstanceRequirements.InstanceTypes."""
-    from hyperpod_cdk.cfnlint_rules import _literal
-
     single = _literal(group.get("InstanceType"))
     if isinstance(single, str):
         return [single]
@@ -87,8 +81,6 @@ def _one_login(cluster: Any) -> Iterator[Finding]:
 
 
 def _partition_names(cluster: Any) -> Iterator[Finding]:
-    from hyperpod_cdk.cfnlint_rules import _literal
-
     if not cluster.slurm:
         return
     for group, path in cluster.groups():
@@ -106,8 +98,6 @@ def _partition_names(cluster: Any) -> Iterator[Finding]:
 
 
 def _multi_head_api(cluster: Any) -> Iterator[Finding]:
-    from hyperpod_cdk.cfnlint_rules import _literal
-
     if not cluster.slurm or cluster.continuous:  # continuous: E9103 says it
         return
     for group, path in cluster.groups():
@@ -121,8 +111,6 @@ def _multi_head_api(cluster: Any) -> Iterator[Finding]:
 
 
 def _node_recovery(cluster: Any) -> Iterator[Finding]:
-    from hyperpod_cdk.cfnlint_rules import _literal
-
     if cluster.slurm and _literal(cluster.properties.get("NodeRecovery")) == "None":
         yield [*cluster.path, "NodeRecovery"], f"NodeRecovery None: AWS says {RECOVERY_QUOTE}"
 
@@ -134,7 +122,6 @@ class _ProvisioningRule:
     source_url = ""
 
     def match(self, cfn: Any) -> list[RuleMatch]:
-        from hyperpod_cdk.cfnlint_rules import Cluster
 
         matches = []
         for name, resource in cfn.get_resources([CLUSTER]).items():
