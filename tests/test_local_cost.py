@@ -302,6 +302,7 @@ def test_the_cost_report_prices_the_modules_jobs_at_the_configured_rate(
     report: dict[str, Any] = by_account.json()
     spend = {x["key"]: x["spend"] for x in report["lines"]}
     assert set(spend) == set(expected), report
+    print(f"cost report: spend {spend}, by hand {expected}, idle {report['idle_cost']}, budgets {report['budgets']}")
     for account, figure in expected.items():
         assert abs(spend[account] - figure) <= allowed[account], (account, spend[account], figure, report)
     assert report["unpriced_jobs"] == 0 and report["notes"] == [], report
