@@ -12,7 +12,6 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +19,14 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from hyperpod_cdk.ops.context import Captured
 from hyperpod_local import LocalCluster
 from hyperpod_local.control_plane import local as control_plane
 from hyperpod_local.namespaces import list_netns
 from hyperpod_local.plan import UpOptions
-from local_support import requires_hyperpod_platform, variant
-from ops_support import HyperPodFakes, Operator
+from local_support import SsmOnTheNode, requires_hyperpod_platform, variant
+from ops_support import NoFakes, Operator
 from training_runtime.node import HYPERPOD
-from training_runtime.node_names import address_of, ip_name
+from training_runtime.node_names import ip_name
 from training_runtime.paths import DONE_MARKER
 
 pytestmark = requires_hyperpod_platform
@@ -119,36 +117,11 @@ def test_the_api_shows_the_real_nodes_under_their_slurm_names(cluster: LocalClus
     assert slurm_nodes(cluster, "burst") == {}
 
 
-@dataclass
-class SsmOnTheNode:
-    """The fake for ``aws ssm start-session --document-name AWS-StartNonInteractiveCommand``: a local node has no
-    SSM agent, so the command runs on the node the target names (``sagemaker-cluster:<id>_<group>-<instance>``,
-    resolved through ListClusterNodes to its address) inside that node's namespaces (``cluster.exec``)."""
-
-    cluster: LocalCluster
-    sagemaker: Any
-
-    def __call__(self, argv: list[str]) -> Captured:
-        assert argv[argv.index("--document-name") + 1] == "AWS-StartNonInteractiveCommand"
-        command = json.loads(argv[argv.index("--parameters") + 1])["command"]
-        arn = self.sagemaker.describe_cluster(ClusterName=NAME)["ClusterArn"]
-        prefix = f"sagemaker-cluster:{arn.rsplit('/', 1)[-1]}_"
-        target = argv[argv.index("--target") + 1]
-        assert target.startswith(prefix), target
-        listed = next(
-            n for n in nodes(self.sagemaker) if f"{n['InstanceGroupName']}-{n['InstanceId']}" == target[len(prefix) :]
-        )
-        address = address_of(listed["PrivateDnsHostname"])
-        name = next(n.name for n in LocalCluster.open(self.cluster.workdir).nodes if n.ip == address)
-        done = self.cluster.exec(name, ["sh", "-c", " ".join(command)], timeout=60)
-        return Captured(done.returncode, done.stdout, done.stderr)
-
-
 def test_status_slurm_shows_each_real_node_with_its_slurm_state(
     cluster: LocalCluster, sagemaker: Any, env: dict[str, str]
 ) -> None:
     worker = cluster.slurm_name("cpu-1")
-    operator = Operator(fakes=NoFakes(), ssm_command=SsmOnTheNode(cluster, sagemaker))
+    operator = Operator(fakes=NoFakes(), ssm_command=SsmOnTheNode(cluster, sagemaker, NAME))
     run(cluster, "scontrol", "update", f"NodeName={worker}", "State=DRAIN", "Reason=status drill")
     try:
         drained = operator("status", NAME, "--slurm", "--json")
@@ -245,13 +218,6 @@ def test_a_launch_short_of_capacity_shows_in_counts_and_events(cluster: LocalClu
     assert counts(sagemaker)["burst"] == (0, 0)
 
 
-class NoFakes(HyperPodFakes):
-    """Every call goes to the emulated control plane."""
-
-    def install(self, session: boto3.session.Session) -> None:
-        pass
-
-
 def test_the_operator_cli_status_replace_and_scale(cluster: LocalCluster, sagemaker: Any, env: dict[str, str]) -> None:
     operator = Operator(fakes=NoFakes())
     status = operator("status", NAME, "--json")
@@ -279,7 +245,7 @@ def test_the_operator_cli_status_replace_and_scale(cluster: LocalCluster, sagema
     fresh.wait_idle(120, nodes=[added])
     again = operator("status", NAME, "--json").json()
     assert ip_name(fresh.node(added).ip) in {n["hostname"] for n in again["nodes"]}
-    operator.ssm_command = SsmOnTheNode(cluster, sagemaker)
+    operator.ssm_command = SsmOnTheNode(cluster, sagemaker, NAME)
     joined = operator("status", NAME, "--slurm", "--json").json()  # the added node is in Slurm, idle
     burst = next(n["slurm"] for n in joined["nodes"] if n["group"] == "burst")
     assert (burst["name"], burst["state"]) == (fresh.slurm_name(added), "idle"), joined
