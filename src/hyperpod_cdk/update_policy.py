@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from enum import Enum
 from functools import cache
 from typing import Any
 
@@ -30,8 +31,8 @@ _BRACES = re.compile(r"^(.*)\{([^}]+)\}$")
 
 
 @dataclass(frozen=True)
-class Change:
-    """One field whose deployed value differs from the new config's."""
+class RowChange:
+    """One field of an inventory row whose deployed value differs from the new config's."""
 
     path: str
     """The field path in the new config (``instance_groups[2].instance_type``)."""
@@ -86,7 +87,7 @@ def _set(value: Any) -> bool:
     return value not in (None, "", False) and value != [] and value != {}
 
 
-def changes(view: Any, policies: Iterable[Row]) -> Iterator[Change]:
+def row_changes(view: Any, policies: Iterable[Row]) -> Iterator[RowChange]:
     """The fields of ``policies`` whose value in ``view`` differs from ``view.previous`` (none without one). A group
     new in ``view`` has no deployed value, so nothing about it changed. An irreversible field changes only when its
     deployed value was set: what AWS forbids is leaving it."""
@@ -101,7 +102,7 @@ def changes(view: Any, policies: Iterable[Row]) -> Iterator[Change]:
                     continue
                 old = before[key][1]
                 if old != new and (row.policy != "irreversible" or _set(old)):
-                    yield Change(path, old, new, row)
+                    yield RowChange(path, old, new, row)
 
 
 def fix(row: Row) -> str:
@@ -118,3 +119,141 @@ def fix(row: Row) -> str:
         "replaces-root-volume": "save what the nodes keep on their root volumes first; /opt/sagemaker and FSx stay",
         "replaces-cluster": "keep the deployed value unless you mean to rebuild the cluster and every node",
     }[row.policy or "immutable"]
+
+
+# --- The interface of issue #31: a policy for every config field, and the changes between two configs. ---------
+
+
+class Kind(str, Enum):
+    """What happens when a config field changes on a deployed cluster."""
+
+    IN_PLACE = "in-place"
+    """Applied by UpdateCluster / the stack update to running nodes."""
+    NEW_NODES_ONLY = "new-nodes-only"
+    """Accepted; only nodes provisioned later get it (AWS: the FSx configuration)."""
+    REPLACES_ROOT_VOLUMES = "replaces-root-volumes"
+    """Needs UpdateClusterSoftware: re-images the nodes' root volumes."""
+    NEW_INSTANCE_GROUP = "new-instance-group"
+    """Change it by adding a new group and removing the old one."""
+    REFUSED = "refused"
+    """The API refuses it once the group or cluster exists."""
+    IRREVERSIBLE = "irreversible"
+    """Accepted once, can never be undone (the external accounting database)."""
+    REPLACES_RESOURCE = "replaces-resource"
+    """CloudFormation replaces the resource (the cluster, a file system): data at risk."""
+
+
+KIND_OF_ROW_POLICY = {
+    "immutable": Kind.REFUSED,
+    "irreversible": Kind.IRREVERSIBLE,
+    "new-nodes-only": Kind.NEW_NODES_ONLY,
+    "replaces-root-volume": Kind.REPLACES_ROOT_VOLUMES,
+    "replaces-cluster": Kind.REPLACES_RESOURCE,
+}
+"""The kind of each inventory row ``policy``."""
+
+
+@dataclass(frozen=True)
+class FieldPolicy:
+    """A config field's update policy, with AWS's words for every kind but IN_PLACE."""
+
+    kind: Kind
+    why: str
+    """One line: the consequence of changing the field on a deployed cluster."""
+    todo: str
+    """One line: what to do about it."""
+    source: str | None
+    """The AWS page (None only for IN_PLACE)."""
+    quote: str | None
+    """AWS's words (the inventory row's quote)."""
+    row: str | None
+    """The inventory row id."""
+
+
+IN_PLACE = FieldPolicy(Kind.IN_PLACE, "applied to the running cluster by the stack update", "nothing", None, None, None)
+
+
+def _schema_path(path: str) -> str:
+    """``instance_groups[2].instance_type`` -> ``instance_groups[].instance_type``."""
+    return re.sub(r"\[[^\]]*\]", "[]", path)
+
+
+def policy_for(path: str) -> FieldPolicy:
+    """The update policy of a config field (``instance_groups[].instance_type``; a concrete index is accepted)."""
+    wanted = _schema_path(path).replace("[]", "[*]")
+    parts = wanted.split(".")
+    candidates = [".".join(parts[:n]) for n in range(len(parts), 0, -1)]  # the field, then its enclosing fields
+    fields = {f: r for r in reversed(update_policies()) if r.field is not None for f in expand(r.field)}
+    row = next((fields[c] for c in candidates if c in fields), None)
+    if row is None:
+        return IN_PLACE
+    kind = KIND_OF_ROW_POLICY[row.policy or "immutable"]
+    return FieldPolicy(kind, row.how or kind.value, fix(row), row.url, row.quote, row.id)
+
+
+_RETAINED_DATA = ("storage.", "storage_openzfs.")
+"""Config sections whose resource holds data: replacing it loses or strands that data."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """One field whose deployed value (``before``) differs from the new config's (``after``)."""
+
+    path: str
+    """Concrete: ``instance_groups[1].instance_type`` (the index in the new config; groups matched by name)."""
+    before: Any
+    after: Any
+    policy: FieldPolicy
+
+    @property
+    def blocks(self) -> bool:
+        """The change cannot go ahead as it is: the API refuses it, CloudFormation would replace a resource that
+        holds data, or a field that takes a new instance group is changed on the existing one."""
+        kind = self.policy.kind
+        if kind in (Kind.REFUSED, Kind.NEW_INSTANCE_GROUP):
+            return True
+        return kind is Kind.REPLACES_RESOURCE and self.path.startswith(_RETAINED_DATA)
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    return value
+
+
+def _named(items: Any) -> bool:
+    return (
+        isinstance(items, list)
+        and bool(items)
+        and all(isinstance(i, dict) and isinstance(i.get("name"), str) for i in items)
+    )
+
+
+def _diff(path: str, before: Any, after: Any) -> Iterator[Change]:
+    if before == after:
+        return
+    if isinstance(before, dict) and isinstance(after, dict):
+        for key in [*before, *(k for k in after if k not in before)]:
+            yield from _diff(f"{path}.{key}" if path else str(key), before.get(key), after.get(key))
+        return
+    if _named(before) and _named(after):
+        old = {item["name"]: item for item in before}
+        new_names = {item["name"] for item in after}
+        for index, item in enumerate(after):
+            if item["name"] in old:
+                yield from _diff(f"{path}[{index}]", old[item["name"]], item)
+            else:
+                yield Change(f"{path}[{index}]", None, item, policy_for(f"{path}[]"))
+        for index, item in enumerate(before):
+            if item["name"] not in new_names:
+                yield Change(f"{path}[{index}]", item, None, policy_for(f"{path}[]"))
+        return
+    yield Change(path, before, after, policy_for(path))
+
+
+def changes(before: Any, after: Any) -> list[Change]:
+    """Every field whose value differs between the deployed config ``before`` and the new one ``after``
+    (ClusterConfig), each with its policy. Instance groups (and other named lists) pair up by name: a group new
+    in ``after`` is one change at its index with ``before`` None, a group gone from it one with ``after`` None (at
+    its index in ``before``)."""
+    return list(_diff("", _plain(before), _plain(after)))

@@ -10,7 +10,7 @@ from typing import Any
 from hyperpod_cdk.aws_inventory import POLICY_LEVELS
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.view import ClusterView
-from hyperpod_cdk.update_policy import POLICY_RULES, changes, fix, update_policies
+from hyperpod_cdk.update_policy import POLICY_RULES, fix, row_changes, update_policies
 from training_runtime.problems import Problem
 
 SOURCE = "the AWS inventory's update-policy rows (src/hyperpod_cdk/data/aws_inventory; docs/rules.md, AWS inventory)"
@@ -33,7 +33,7 @@ def _policy_rule(policy: str) -> Callable[[ClusterView], Iterator[Problem]]:
         if view.previous is None:  # without validate --previous there is nothing to compare (nor a file to read)
             return
         rows = [r for r in update_policies() if r.policy == policy and r.rule_previous == rule_id]
-        for change in changes(view, rows):
+        for change in row_changes(view, rows):
             row = change.row
             yield Problem(
                 change.path,
