@@ -186,16 +186,24 @@ def test_the_warning_kinds(patch: dict[str, Any], rule: str, path: str) -> None:
     assert not any(c.blocks for c in up.changes(previous, config))
 
 
-def test_replacing_a_file_system_is_an_error_and_an_association_a_warning() -> None:
-    config, previous = _configs({}, {"storage.data_repositories.0.file_system_path": "/corpora"})
-    (problem,) = _found(config, previous, "UPD-REPLACES")
-    assert problem.level == "warning" and "AWS::FSx::DataRepositoryAssociation" in str(problem)
-    assert "FileSystemPath: Update requires: Replacement" in str(problem)
+def test_replacing_a_file_system_is_an_error_and_another_resource_a_warning() -> None:
     key = {"organization": {"kms_key_arn": "arn:aws:kms:us-west-2:111122223333:key/abc"}}
     config, previous = _configs({}, key)
     (problem,) = _found(config, previous, "UPD-REPLACES-DATA")
     assert problem.level == "error" and problem.path == "organization.kms_key_arn"
+    assert "AWS::FSx::FileSystem" in str(problem) and "KmsKeyId: Update requires: Replacement" in str(problem)
     assert [c.path for c in up.changes(previous, config) if c.blocks] == ["organization.kms_key_arn"]
+    config, previous = _configs({"organization": {"name_prefix": "a"}}, {"organization": {"name_prefix": "b"}})
+    (problem,) = _found(config, previous, "UPD-REPLACES")
+    assert problem.level == "warning" and "aws-resource-sagemaker-cluster" in str(problem)
+
+
+def test_an_association_is_left_to_its_own_rule() -> None:
+    config, previous = _configs({}, {"storage.data_repositories.0.file_system_path": "/corpora"})
+    (change,) = up.changes(previous, config)
+    assert change.policy.kind is Kind.REPLACES_RESOURCE and not change.blocks
+    assert "FileSystemPath: Update requires: Replacement" in (change.policy.quote or "")
+    assert _updates(config, previous) == [] and _found(config, previous, "DRA-REPLACES")
 
 
 def test_a_field_with_its_own_rule_is_reported_by_that_rule_alone() -> None:

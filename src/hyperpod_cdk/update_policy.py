@@ -191,7 +191,10 @@ def holds_data(path: str) -> bool:
 
 def dedicated_rule(path: str) -> str | None:
     """The rule that reports a change of the field when it is not one of :data:`GENERIC_RULES` (the row's own)."""
-    row_id = _entry(path).get("row")
+    entry = _entry(path)
+    if "rule" in entry:
+        return None if entry["rule"] in GENERIC_RULES else str(entry["rule"])
+    row_id = entry.get("row")
     if row_id is None:
         return None
     row = _row(row_id)

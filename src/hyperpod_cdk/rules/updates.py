@@ -21,6 +21,10 @@ def _shown(value: Any) -> str:
     return "unset" if value is None else repr(value)
 
 
+def _section(path: str) -> str:
+    return path.rpartition(".")[0]
+
+
 def _set(value: Any) -> bool:
     return value not in (None, "", False) and value != [] and value != {}
 
@@ -69,8 +73,11 @@ def _rule(rule_id: str, wanted: Callable[[Change], bool]) -> Callable[[ClusterVi
     def check(view: ClusterView) -> Iterator[Problem]:
         if view.previous is None or view.previous.config is None or view.config is None:
             return  # without validate --previous there is nothing to compare
-        for change in changes(view.previous.config, view.config):
-            if not wanted(change) or dedicated_rule(change.path) is not None:
+        found = changes(view.previous.config, view.config)
+        # a field's own rule speaks for its section too (attaching an accounting database: CL-ACCOUNTING-ONE-WAY)
+        owned = {_section(c.path) for c in found if dedicated_rule(c.path) is not None}
+        for change in found:
+            if not wanted(change) or dedicated_rule(change.path) is not None or _section(change.path) in owned:
                 continue
             policy = change.policy
             cited = f' AWS: "{policy.quote}" ({policy.source})' if policy.quote else ""
