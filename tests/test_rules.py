@@ -255,7 +255,7 @@ ROWS = [
         "GRP-DEEP-HEALTH-CONNECTIVITY",
         groups({**CPU_WORKERS, "deep_health_checks": ["InstanceConnectivity"]}),
         "instance_groups[1].deep_health_checks",
-        "ml.c5.xlarge has no GPU or other accelerator",
+        "ml.c5.xlarge has no GPU",
     ),
     row(
         "GRP-HARDWARE-UNKNOWN",
@@ -1143,12 +1143,6 @@ ROWS = [
     ),
     # --- AWS's provisioning and resiliency pages (rules/aws_provisioning.py)
     row("CL-STRATEGY-MERGE", {"slurm_config_strategy": "Managed"}, "slurm_config_strategy", "keep the default Merge"),
-    row(
-        "GRP-DHC-CONNECTIVITY-GPU",
-        {**CONTINUOUS, **groups({**TRN_WORKERS, "deep_health_checks": ["InstanceConnectivity"]})},
-        "instance_groups[1].deep_health_checks",
-        "only supported on instances with multi-node GPU communication",
-    ),
     row(
         "CL-MODE-NO-REVERT",
         {"mode": "lifecycle-driven"},
