@@ -119,7 +119,8 @@ def update_policies() -> tuple[Row, ...]:
 def declarations() -> dict[str, Any]:
     """``data/update_policies.yaml``: each schema path's declaration, in the schema's order."""
     text = resources.files("hyperpod_cdk").joinpath("data/update_policies.yaml").read_text()
-    return yaml.safe_load(text)
+    found: dict[str, Any] = yaml.safe_load(text)
+    return found
 
 
 def schema_path(path: str) -> str:
@@ -185,7 +186,7 @@ def policy_for(path: str) -> FieldPolicy:
 
 def holds_data(path: str) -> bool:
     """Whether the field's replacement is of a resource that holds data (a file system)."""
-    cfn = _entry(path).get("cfn", "")
+    cfn = str(_entry(path).get("cfn", ""))
     return cfn.startswith(DATA_RESOURCES)
 
 
