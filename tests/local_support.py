@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from hyperpod_cdk.ops.context import Captured
 from hyperpod_local import LocalCluster, LocalClusterError
 from hyperpod_local.plan import UpOptions
 from hyperpod_local.rootfs import node_rootfs
 from hyperpod_local.variant import DEFAULT_PLATFORM, DEFAULT_SLURM, Variant
 from training_runtime.node import GENERIC, HYPERPOD
+from training_runtime.node_names import address_of
 
 CPU_CLUSTER = Path(__file__).resolve().parent.parent / "examples" / "cpu-cluster.yaml"
 """The config the local-cluster tests bring up: controller (accounting), login node, two workers, a user."""
@@ -137,3 +141,36 @@ def check_accounting_where_users_are(cluster: LocalCluster, login: str, user: st
     own = as_user("srun", "-N1", "sh", "-c", SELF_QUERY)
     words = own.stdout.split()
     assert len(words) == 2 and words[1] == f"{words[0]}|RUNNING", f"a job's own record:\n{own.stdout}{own.stderr}"
+
+
+@dataclass
+class SsmOnTheNode:
+    """The fake for ``aws ssm start-session --document-name AWS-StartNonInteractiveCommand`` (an operator command's
+    ``ssm_command``, tests/ops_support.py): a local node has no SSM agent, so the command runs on the node the target
+    names (``sagemaker-cluster:<id>_<group>-<instance>``, resolved through ListClusterNodes of cluster ``name`` to its
+    address) inside that node's namespaces (``cluster.exec``). ``sagemaker`` is a client of the emulated control
+    plane (``hyperpod_local.control_plane.local.client_env``)."""
+
+    cluster: LocalCluster
+    sagemaker: Any
+    name: str
+    """The cluster's name in the API (its config's ``cluster_name``)."""
+
+    def __call__(self, argv: list[str]) -> Captured:
+        assert argv[argv.index("--document-name") + 1] == "AWS-StartNonInteractiveCommand"
+        command = json.loads(argv[argv.index("--parameters") + 1])["command"]
+        arn = self.sagemaker.describe_cluster(ClusterName=self.name)["ClusterArn"]
+        prefix = f"sagemaker-cluster:{arn.rsplit('/', 1)[-1]}_"
+        target = argv[argv.index("--target") + 1]
+        assert target.startswith(prefix), target
+        pages = self.sagemaker.get_paginator("list_cluster_nodes").paginate(ClusterName=self.name)
+        listed = next(
+            n
+            for page in pages
+            for n in page["ClusterNodeSummaries"]
+            if f"{n['InstanceGroupName']}-{n['InstanceId']}" == target[len(prefix) :]
+        )
+        address = address_of(listed["PrivateDnsHostname"])
+        name = next(n.name for n in LocalCluster.open(self.cluster.workdir).nodes if n.ip == address)
+        done = self.cluster.exec(name, ["sh", "-c", " ".join(command)], timeout=60)
+        return Captured(done.returncode, done.stdout, done.stderr)

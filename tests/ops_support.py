@@ -307,6 +307,13 @@ class Run:
         return json.loads(self.out)
 
 
+class NoFakes(HyperPodFakes):
+    """Every call goes to the endpoint the session names (the emulated control plane of a local cluster)."""
+
+    def install(self, session: boto3.session.Session) -> None:
+        pass
+
+
 @dataclass
 class Operator:
     """Runs operator commands in-process with an injected context; records what they would execute."""

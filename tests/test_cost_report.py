@@ -91,3 +91,54 @@ def test_bad_windows_and_groupings_are_refused() -> None:
         report("team")
     with pytest.raises(ValueError, match="is not after since"):
         cost_report([], {}, [], UNTIL, SINCE)
+
+
+# What Slurm 24.11.5 printed on the local cluster (HyperPod platform, tests/test_local_cost.py): two 2-CPU nodes at
+# TRESBillingWeights=CPU=10.75 (scontrol prints the weights after TRES=); sshare indents accounts by depth and lists
+# every TRES in GrpTRESRaw; sacct prints billing first in AllocTRES, rounded down (1 CPU x 10.75 = 10), and Start
+# "None" for a job cancelled before it ran.
+REAL_PARTITION = (
+    "PartitionName=cpu AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL AllocNodes=ALL Default=NO QoS=N/A "
+    "DefaultTime=NONE DisableRootJobs=NO ExclusiveUser=NO ExclusiveTopo=NO GraceTime=0 Hidden=NO MaxNodes=UNLIMITED "
+    "MaxTime=UNLIMITED MinNodes=0 LLN=NO MaxCPUsPerNode=UNLIMITED MaxCPUsPerSocket=UNLIMITED Nodes=ip-10-235-0-[12-13] "
+    "PriorityJobFactor=1 PriorityTier=1 RootOnly=NO ReqResv=NO OverSubscribe=NO OverTimeLimit=NONE PreemptMode=OFF "
+    "State=UP TotalCPUs=4 TotalNodes=2 SelectTypeParameters=NONE JobDefaults=(null) DefMemPerNode=UNLIMITED "
+    "MaxMemPerNode=UNLIMITED TRES=cpu=4,mem=3000M,node=2,billing=4 TRESBillingWeights=CPU=10.75"
+)
+REAL_TRES_RAW = "fs/disk=0,vmem=0,pages=0,gres/gpu=0,gres/gpumem=0,gres/gpuutil=0"
+REAL_SSHARE = "\n".join(
+    [
+        f"root|||cpu=0,mem=0,energy=0,node=0,billing=5,{REAL_TRES_RAW}",
+        f" root|root||cpu=0,mem=0,energy=0,node=0,billing=0,{REAL_TRES_RAW}",
+        f" nlp||billing=32|cpu=0,mem=0,energy=0,node=0,billing=5,{REAL_TRES_RAW}",
+        f"  nlp|bob||cpu=0,mem=0,energy=0,node=0,billing=5,{REAL_TRES_RAW}",
+        f" vision||billing=0|cpu=0,mem=0,energy=0,node=0,billing=0,{REAL_TRES_RAW}",
+        f"  vision|alice||cpu=0,mem=0,energy=0,node=0,billing=0,{REAL_TRES_RAW}",
+    ]
+)
+REAL_SACCT = "\n".join(
+    [
+        "1|alice|vision|cpu|None|2026-11-29T03:12:00|0||1|CANCELLED by 0",
+        "2|bob|nlp|cpu|2026-11-29T03:11:27|2026-11-29T03:11:57|30|billing=10,cpu=1,node=1|1|COMPLETED",
+    ]
+)
+
+
+def test_what_slurm_24_11_prints_is_read_as_meant() -> None:
+    partitions = parse_partitions(REAL_PARTITION)
+    assert partitions["cpu"].nodes == 2 and partitions["cpu"].node_price_per_hour == pytest.approx(1.29)
+    budgets = {b.account: b for b in parse_budgets(REAL_SSHARE)}
+    assert set(budgets) == {"nlp", "vision"}
+    assert (budgets["nlp"].limit, budgets["nlp"].used, budgets["nlp"].left) == (32, 5, pytest.approx(0.027))
+    assert (budgets["vision"].limit, budgets["vision"].left) == (0, 0)
+    found = cost_report(
+        parse_sacct(REAL_SACCT),
+        partitions,
+        parse_budgets(REAL_SSHARE),
+        datetime(2026, 11, 29, 3, 0),
+        datetime(2026, 11, 29, 4, 0),
+        "job",
+    )
+    # Job 2: billing 10 x 0.5 minutes / 1000; job 1 never ran. Idle: 2 nodes x 1 h - 30 s held, at 1.29 per hour.
+    assert [(x.key, x.spend) for x in found.lines] == [("2", pytest.approx(0.005))]
+    assert found.idle_cost == pytest.approx((2 - 30 / 3600) * 1.29)

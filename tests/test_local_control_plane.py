@@ -12,23 +12,22 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
 from botocore.config import Config
+from botocore.exceptions import ClientError
 
-from hyperpod_cdk.ops.context import Captured
 from hyperpod_local import LocalCluster
 from hyperpod_local.control_plane import local as control_plane
 from hyperpod_local.namespaces import list_netns
 from hyperpod_local.plan import UpOptions
-from local_support import requires_hyperpod_platform, variant
-from ops_support import HyperPodFakes, Operator
+from local_support import SsmOnTheNode, requires_hyperpod_platform, variant
+from ops_support import NoFakes, Operator
 from training_runtime.node import HYPERPOD
-from training_runtime.node_names import address_of, ip_name
+from training_runtime.node_names import ip_name
 from training_runtime.paths import DONE_MARKER
 
 pytestmark = requires_hyperpod_platform
@@ -119,36 +118,11 @@ def test_the_api_shows_the_real_nodes_under_their_slurm_names(cluster: LocalClus
     assert slurm_nodes(cluster, "burst") == {}
 
 
-@dataclass
-class SsmOnTheNode:
-    """The fake for ``aws ssm start-session --document-name AWS-StartNonInteractiveCommand``: a local node has no
-    SSM agent, so the command runs on the node the target names (``sagemaker-cluster:<id>_<group>-<instance>``,
-    resolved through ListClusterNodes to its address) inside that node's namespaces (``cluster.exec``)."""
-
-    cluster: LocalCluster
-    sagemaker: Any
-
-    def __call__(self, argv: list[str]) -> Captured:
-        assert argv[argv.index("--document-name") + 1] == "AWS-StartNonInteractiveCommand"
-        command = json.loads(argv[argv.index("--parameters") + 1])["command"]
-        arn = self.sagemaker.describe_cluster(ClusterName=NAME)["ClusterArn"]
-        prefix = f"sagemaker-cluster:{arn.rsplit('/', 1)[-1]}_"
-        target = argv[argv.index("--target") + 1]
-        assert target.startswith(prefix), target
-        listed = next(
-            n for n in nodes(self.sagemaker) if f"{n['InstanceGroupName']}-{n['InstanceId']}" == target[len(prefix) :]
-        )
-        address = address_of(listed["PrivateDnsHostname"])
-        name = next(n.name for n in LocalCluster.open(self.cluster.workdir).nodes if n.ip == address)
-        done = self.cluster.exec(name, ["sh", "-c", " ".join(command)], timeout=60)
-        return Captured(done.returncode, done.stdout, done.stderr)
-
-
 def test_status_slurm_shows_each_real_node_with_its_slurm_state(
     cluster: LocalCluster, sagemaker: Any, env: dict[str, str]
 ) -> None:
     worker = cluster.slurm_name("cpu-1")
-    operator = Operator(fakes=NoFakes(), ssm_command=SsmOnTheNode(cluster, sagemaker))
+    operator = Operator(fakes=NoFakes(), ssm_command=SsmOnTheNode(cluster, sagemaker, NAME))
     run(cluster, "scontrol", "update", f"NodeName={worker}", "State=DRAIN", "Reason=status drill")
     try:
         drained = operator("status", NAME, "--slurm", "--json")
@@ -218,6 +192,36 @@ def test_a_controller_is_never_deleted(cluster: LocalCluster, sagemaker: Any) ->
     assert cluster.namespaces.alive(cluster.layout.controller.name)
 
 
+SLURM_CONF = "cat \"$(scontrol show config | awk '/^SLURM_CONF /{print $3}')\""
+"""The controller's slurm.conf, wherever the platform keeps it."""
+
+
+def test_a_refused_update_never_reaches_the_nodes(cluster: LocalCluster, sagemaker: Any) -> None:
+    """An UpdateCluster that changes what AWS says cannot change once the group exists (CapacityRequirements) is a
+    ValidationException quoting AWS, and the count it also asks for does not start a node: slurm.conf, the Slurm
+    nodes and the API's nodes stay as they were."""
+    conf, slurm, listed, before = (
+        run(cluster, "sh", "-c", SLURM_CONF),
+        slurm_nodes(cluster, "cpu"),
+        sorted(n["InstanceId"] for n in nodes(sagemaker)),
+        counts(sagemaker),
+    )
+    cpu = next(
+        g for g in sagemaker.describe_cluster(ClusterName=NAME)["InstanceGroups"] if g["InstanceGroupName"] == "cpu"
+    )
+    spec = {key: cpu[key] for key in ("InstanceGroupName", "InstanceType", "ExecutionRole", "LifeCycleConfig")}
+    spec.update(InstanceCount=cpu["TargetCount"] + 1, CapacityRequirements={"Spot": {}})
+    with pytest.raises(ClientError) as error:
+        sagemaker.update_cluster(ClusterName=NAME, InstanceGroups=[spec])
+    assert error.value.response["Error"]["Code"] == "ValidationException"
+    message = error.value.response["Error"]["Message"]
+    assert "CapacityRequirements cannot be modified once an Instance Group is created." in message
+    time.sleep(3.0)  # the launch latency is 1 s: an accepted count would show a node by now
+    assert counts(sagemaker) == before and sorted(n["InstanceId"] for n in nodes(sagemaker)) == listed
+    assert slurm_nodes(cluster, "cpu") == slurm
+    assert run(cluster, "sh", "-c", SLURM_CONF) == conf
+
+
 def test_a_launch_short_of_capacity_shows_in_counts_and_events(cluster: LocalCluster, sagemaker: Any) -> None:
     control_plane.set_capacity(cluster, BURST_TYPE, 0)
     try:
@@ -243,13 +247,6 @@ def test_a_launch_short_of_capacity_shows_in_counts_and_events(cluster: LocalClu
         control_plane.set_capacity(cluster, BURST_TYPE, None)
         sagemaker.batch_delete_cluster_nodes(ClusterName=NAME, NodeLogicalIds=[added["Successful"][0]["NodeLogicalId"]])
     assert counts(sagemaker)["burst"] == (0, 0)
-
-
-class NoFakes(HyperPodFakes):
-    """Every call goes to the emulated control plane."""
-
-    def install(self, session: boto3.session.Session) -> None:
-        pass
 
 
 def test_the_operator_cli_status_replace_and_scale(cluster: LocalCluster, sagemaker: Any, env: dict[str, str]) -> None:
@@ -279,7 +276,7 @@ def test_the_operator_cli_status_replace_and_scale(cluster: LocalCluster, sagema
     fresh.wait_idle(120, nodes=[added])
     again = operator("status", NAME, "--json").json()
     assert ip_name(fresh.node(added).ip) in {n["hostname"] for n in again["nodes"]}
-    operator.ssm_command = SsmOnTheNode(cluster, sagemaker)
+    operator.ssm_command = SsmOnTheNode(cluster, sagemaker, NAME)
     joined = operator("status", NAME, "--slurm", "--json").json()  # the added node is in Slurm, idle
     burst = next(n["slurm"] for n in joined["nodes"] if n["group"] == "burst")
     assert (burst["name"], burst["state"]) == (fresh.slurm_name(added), "idle"), joined

@@ -29,15 +29,16 @@ from hyperpod_local import LocalCluster
 from hyperpod_local.control_plane import local as control_plane
 from hyperpod_local.namespaces import list_netns
 from hyperpod_local.plan import UpOptions
-from local_support import requires_hyperpod_platform, variant
-from ops_support import Operator
-from test_local_control_plane import NAME, NoFakes, SsmOnTheNode, nodes, run
+from local_support import SsmOnTheNode, requires_hyperpod_platform, variant
+from ops_support import NoFakes, Operator
+from test_local_control_plane import run
 from training_runtime.node import HYPERPOD
 from training_runtime.paths import HEALTH_LOG
 
 pytestmark = requires_hyperpod_platform
 
 CONFIG = Path(__file__).resolve().parent / "fixtures" / "update_software" / "cluster.yaml"
+NAME = "rolling-cluster"
 JOB = (
     "n=$(cat /fsx/rolling/count 2>/dev/null || echo 0); while [ $n -lt 45 ]; do n=$((n+1)); "
     "echo $n >/fsx/rolling/count; sleep 1; done; hostname >/fsx/rolling/finished"
@@ -102,13 +103,14 @@ def test_a_rolling_update_interrupted_and_resumed_while_a_job_runs(
     cluster: LocalCluster, sagemaker: Any, tmp_path: Path
 ) -> None:
     a, b = cluster.slurm_name("workers-a-1"), cluster.slurm_name("workers-b-1")
-    ids = {n["InstanceGroupName"]: n["InstanceId"] for n in nodes(sagemaker)}
+    listed = sagemaker.list_cluster_nodes(ClusterName=NAME)["ClusterNodeSummaries"]
+    ids = {n["InstanceGroupName"]: n["InstanceId"] for n in listed}
     assert cluster.exec("workers-a-1", ["sh", "-c", "echo old >/var/tmp/root-marker"]).returncode == 0
     run(cluster, "mkdir", "-p", "/fsx/rolling")
     job = run(cluster, "sbatch", "--parsable", "--requeue", "-p", "cpu-b", "-w", b, "-J", "train", "--wrap", JOB)
     job = job.strip()
     operator = Operator(fakes=NoFakes(), home=tmp_path, sleep=time.sleep)
-    operator.ssm_command = CtrlCAtDrain(SsmOnTheNode(cluster, sagemaker), b)
+    operator.ssm_command = CtrlCAtDrain(SsmOnTheNode(cluster, sagemaker, NAME), b)
     options = ("--yes", "--poll", "2", "--drain-deadline", "5m", "--update-timeout", "300", "--json")
 
     interrupted = operator("update-software", NAME, *options)

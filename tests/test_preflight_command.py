@@ -250,9 +250,15 @@ def test_each_rule_calls_exactly_the_actions_it_declares(acct: MotoAccount) -> N
     # A scaled group (whose deployed count is looked up).
     workers = {**data["instance_groups"][1], "scaling": {"min": 0, "max": 8}}
     scaled = {**data, "instance_groups": [data["instance_groups"][0], workers]}
+    # An EFA group on subnets of its own (whose AZ is looked up against the partition's other EFA groups).
+    split = {
+        **data["instance_groups"][1],
+        "override_vpc": {"subnet_ids": [acct.other_subnet], "security_group_ids": [acct.sg]},
+    }
+    overridden = {**data, "instance_groups": [data["instance_groups"][0], split]}
     for rule in online_rules():
         called: set[str] = set()
-        for variant in (data, multi_az, crowded, scaled):
+        for variant in (data, multi_az, crowded, scaled, overridden):
             found, account = check(rule.id, variant, fakes)
             called |= {action for _, action in account.calls}
             assert {who for who, _ in account.calls} <= {rule.id}

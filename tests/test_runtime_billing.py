@@ -16,6 +16,7 @@ from training_runtime.params import ProvisioningParameters
 from training_runtime.render import Partition, SlurmNode, SlurmSettings, render_slurm_conf
 from training_runtime.steps.billing import HyperPodBillingWeights, billing_weights, current_weights
 from training_runtime.steps.catalog import steps_for
+from training_runtime.steps.configless import ConfiglessPush
 from training_runtime.steps.slurm import partitions
 
 TRN1 = InstancePrice(21.5, "config: training plan tp-1")
@@ -82,6 +83,16 @@ def test_the_hyperpod_controller_sets_the_weights_with_scontrol_and_then_changes
     ]
     runner.respond[(SCONTROL, "-o", "show", "partition")] = (0, f"PartitionName=trn TRESBillingWeights={weights}\n")
     assert not step.needed(node)
+
+
+def test_the_weights_are_set_after_every_step_that_reconfigures_slurmctld(tmp_path: Path) -> None:
+    """`scontrol reconfigure` (the configless pushes) re-reads slurm.conf and drops weights set by `scontrol update`:
+    on Slurm 24.11 the weights set before the pushes were gone once the controller's bootstrap ended."""
+    node = hyperpod_controller(tmp_path, RecordingRunner({}))
+    steps = steps_for(node)
+    at = next(i for i, s in enumerate(steps) if isinstance(s, HyperPodBillingWeights))
+    pushes = [i for i, s in enumerate(steps) if isinstance(s, ConfiglessPush)]
+    assert pushes and max(pushes) < at, [s.name for s in steps]
 
 
 def test_no_prices_no_billing_step(tmp_path: Path) -> None:

@@ -14,8 +14,8 @@ from typing import Any
 from cfnlint.rules import CloudFormationLintRule, RuleMatch
 
 from hyperpod_cdk.api_constraints import NOT_NULL, check_request
+from hyperpod_cdk.cfnlint_template import CLUSTER
 
-CLUSTER = "AWS::SageMaker::Cluster"
 _STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 
 

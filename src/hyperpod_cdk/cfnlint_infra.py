@@ -14,9 +14,9 @@ from typing import Any
 
 from cfnlint.rules import CloudFormationLintRule, RuleMatch
 
+from hyperpod_cdk.cfnlint_template import CLUSTER
 from training_runtime.hardware import hardware_for
 
-CLUSTER = "AWS::SageMaker::Cluster"
 SECURITY_GROUP = "AWS::EC2::SecurityGroup"
 PREREQUISITES_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-prerequisites.html"
 EFA_SELF_QUOTE = (

@@ -17,55 +17,12 @@ from typing import Any
 from cfnlint.rules import CloudFormationLintRule, RuleMatch
 
 from hyperpod_cdk.aws_inventory import row
+from hyperpod_cdk.cfnlint_template import CLUSTER, Cluster, Finding
+from hyperpod_cdk.cfnlint_template import literal as _literal
 
-CLUSTER = "AWS::SageMaker::Cluster"
 IMAGE_ID = re.compile(r"ami-[0-9a-fA-F]{8,17}|default")
 """The API's ImageId pattern, whole (CloudFormation's ``^ami-[0-9a-fA-F]{8,17}|default$`` anchors each side only
 at one end, so ``ami-12345678xyz`` passes its schema and fails the API)."""
-Path = list[str | int]
-Finding = tuple[Path, str]
-
-
-def _literal(value: Any) -> Any:
-    """``value`` when cfn-lint can know it (no ``Ref`` or ``Fn::*``), else None."""
-    if isinstance(value, dict) and len(value) == 1:
-        key = next(iter(value))
-        if key == "Ref" or key.startswith("Fn::"):
-            return None
-    return value
-
-
-def _branches(value: Any, path: Path) -> Iterator[tuple[Any, Path]]:
-    """Both branches of an ``Fn::If``; nothing for another intrinsic function; else the value itself."""
-    if isinstance(value, dict) and len(value) == 1:
-        ((key, inner),) = value.items()
-        if key == "Fn::If" and isinstance(inner, list) and len(inner) == 3:
-            for branch in (1, 2):
-                yield from _branches(inner[branch], [*path, "Fn::If", branch])
-            return
-        if key == "Ref" or key.startswith("Fn::"):
-            return
-    yield value, path
-
-
-class Cluster:
-    """One ``AWS::SageMaker::Cluster``'s properties, as these rules read them."""
-
-    def __init__(self, properties: Any, path: Path) -> None:
-        self.properties: dict[str, Any] = properties if isinstance(properties, dict) else {}
-        self.path = path
-
-    @property
-    def slurm(self) -> bool:
-        orchestrator = _literal(self.properties.get("Orchestrator"))
-        return not (isinstance(orchestrator, dict) and "Eks" in orchestrator)
-
-    def groups(self) -> Iterator[tuple[dict[str, Any], Path]]:
-        groups = _literal(self.properties.get("InstanceGroups"))
-        for index, group in enumerate(groups if isinstance(groups, list) else []):
-            for literal, path in _branches(group, [*self.path, "InstanceGroups", index]):
-                if isinstance(literal, dict):
-                    yield literal, path
 
 
 def _orchestrator(cluster: Cluster) -> Iterator[Finding]:

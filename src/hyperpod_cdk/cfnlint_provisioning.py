@@ -14,9 +14,7 @@ from cfnlint.rules import CloudFormationLintRule, RuleMatch
 
 from hyperpod_cdk.aws_quotes import (
     AUTO_RESUME_DOC,
-    CONNECTIVITY_QUOTE,
     CONTROLLER_QUOTE,
-    DEEP_HEALTH_DOC,
     LOGIN_QUOTE,
     MIGRATION_DOC,
     MULTI_HEAD_QUOTE,
@@ -25,19 +23,14 @@ from hyperpod_cdk.aws_quotes import (
     REF_DOC,
     STRATEGY_QUOTE,
 )
-from training_runtime.hardware import INSTANCE_HARDWARE
+from hyperpod_cdk.cfnlint_template import CLUSTER, Cluster, Finding, Path
+from hyperpod_cdk.cfnlint_template import literal as _literal
 
-CLUSTER = "AWS::SageMaker::Cluster"
 NOT_MERGE = ("Managed", "Overwrite")
 CONNECTIVITY = "InstanceConnectivity"
 
-Path = list[str | int]
-Finding = tuple[Path, str]
-
 
 def _strategy_merge(cluster: Any) -> Iterator[Finding]:
-    from hyperpod_cdk.cfnlint_rules import _literal
-
     strategy = _literal(cluster.slurm_config.get("SlurmConfigStrategy"))
     if cluster.slurm and cluster.not_continuous and strategy in NOT_MERGE:
         yield (
@@ -49,31 +42,12 @@ def _strategy_merge(cluster: Any) -> Iterator[Finding]:
 
 def _types(group: dict[str, Any]) -> list[str]:
     """The group's literal instance types: InstanceType, or a flexible group's InstanceRequirements.InstanceTypes."""
-    from hyperpod_cdk.cfnlint_rules import _literal
-
     single = _literal(group.get("InstanceType"))
     if isinstance(single, str):
         return [single]
     requirements = _literal(group.get("InstanceRequirements"))
     listed = _literal(requirements.get("InstanceTypes")) if isinstance(requirements, dict) else None
     return [t for t in listed if isinstance(t, str)] if isinstance(listed, list) else []
-
-
-def _connectivity_gpus(cluster: Any) -> Iterator[Finding]:
-    from hyperpod_cdk.cfnlint_rules import _literal
-
-    if not cluster.slurm:
-        return
-    for group, path in cluster.groups():
-        checks = _literal(group.get("OnStartDeepHealthChecks"))
-        if not (isinstance(checks, list) and CONNECTIVITY in checks):
-            continue
-        plain = [t for t in _types(group) if t in INSTANCE_HARDWARE and not INSTANCE_HARDWARE[t].gpus]
-        if plain:
-            yield (
-                [*path, "OnStartDeepHealthChecks"],
-                f"{CONNECTIVITY} on {', '.join(plain)}, which has no GPU: AWS says {CONNECTIVITY_QUOTE}",
-            )
 
 
 def _node_types(cluster: Any) -> list[tuple[str, Path]] | None:
@@ -107,8 +81,6 @@ def _one_login(cluster: Any) -> Iterator[Finding]:
 
 
 def _partition_names(cluster: Any) -> Iterator[Finding]:
-    from hyperpod_cdk.cfnlint_rules import _literal
-
     if not cluster.slurm:
         return
     for group, path in cluster.groups():
@@ -126,8 +98,6 @@ def _partition_names(cluster: Any) -> Iterator[Finding]:
 
 
 def _multi_head_api(cluster: Any) -> Iterator[Finding]:
-    from hyperpod_cdk.cfnlint_rules import _literal
-
     if not cluster.slurm or cluster.continuous:  # continuous: E9103 says it
         return
     for group, path in cluster.groups():
@@ -141,8 +111,6 @@ def _multi_head_api(cluster: Any) -> Iterator[Finding]:
 
 
 def _node_recovery(cluster: Any) -> Iterator[Finding]:
-    from hyperpod_cdk.cfnlint_rules import _literal
-
     if cluster.slurm and _literal(cluster.properties.get("NodeRecovery")) == "None":
         yield [*cluster.path, "NodeRecovery"], f"NodeRecovery None: AWS says {RECOVERY_QUOTE}"
 
@@ -154,7 +122,6 @@ class _ProvisioningRule:
     source_url = ""
 
     def match(self, cfn: Any) -> list[RuleMatch]:
-        from hyperpod_cdk.cfnlint_rules import Cluster
 
         matches = []
         for name, resource in cfn.get_resources([CLUSTER]).items():
@@ -186,13 +153,6 @@ PROVISIONING_RULES: dict[str, type] = {
         "Orchestrator.Slurm.SlurmConfigStrategy other than Merge closes the way to continuous provisioning",
         MIGRATION_DOC,
         _strategy_merge,
-    ),
-    "dhc-connectivity-gpu": _rule(
-        "E9261",
-        "DeepHealthConnectivityGpu",
-        "OnStartDeepHealthChecks InstanceConnectivity only on instance types with GPUs",
-        DEEP_HEALTH_DOC,
-        _connectivity_gpus,
     ),
     "one-controller": _rule(
         "E9262",

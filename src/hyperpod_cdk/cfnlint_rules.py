@@ -20,82 +20,10 @@ from cfnlint.rules import CloudFormationLintRule, RuleMatch
 
 from hyperpod_cdk.api_support import CONFIDENCE_TEXT, support_row
 from hyperpod_cdk.cfnlint_provisioning import PROVISIONING_RULES
+from hyperpod_cdk.cfnlint_template import CLUSTER, Cluster, Finding
+from hyperpod_cdk.cfnlint_template import literal as _literal
 from training_runtime.hyperpod_facts import ACCOUNTING_DATABASE
-from training_runtime.instance_facts import NO_ACCELERATOR, InstanceFacts, facts_for
-
-CLUSTER = "AWS::SageMaker::Cluster"
-CONTINUOUS = "Continuous"
-
-Path = list[str | int]
-Finding = tuple[Path, str]
-
-
-def alternatives(value: Any, path: Path) -> Iterator[tuple[Any, Path]]:
-    """The literal values ``value`` may take, with their paths: both branches of an ``Fn::If``; nothing for another
-    intrinsic function (its value is not known before deployment)."""
-    if isinstance(value, dict) and len(value) == 1:
-        ((key, inner),) = value.items()
-        if key == "Fn::If" and isinstance(inner, list) and len(inner) == 3:
-            for branch in (1, 2):
-                yield from alternatives(inner[branch], [*path, "Fn::If", branch])
-            return
-        if key.startswith("Fn::") or key == "Ref":
-            return
-    yield value, path
-
-
-def _literal(value: Any) -> Any:
-    """``value`` when cfn-lint can know it (no intrinsic function), else None."""
-    if (
-        isinstance(value, dict)
-        and len(value) == 1
-        and (next(iter(value)) == "Ref" or next(iter(value)).startswith("Fn::"))
-    ):
-        return None
-    return value
-
-
-class Cluster:
-    """One ``AWS::SageMaker::Cluster``'s properties as the rules read them."""
-
-    def __init__(self, properties: dict[str, Any], path: Path) -> None:
-        self.properties = properties if isinstance(properties, dict) else {}
-        self.path = path
-
-    @property
-    def slurm(self) -> bool:
-        orchestrator = _literal(self.properties.get("Orchestrator"))
-        return not (isinstance(orchestrator, dict) and "Eks" in orchestrator)  # no Orchestrator: a legacy Slurm cluster
-
-    @property
-    def continuous(self) -> bool:
-        return bool(_literal(self.properties.get("NodeProvisioningMode")) == CONTINUOUS)
-
-    @property
-    def not_continuous(self) -> bool:
-        """Known not to be Continuous: no NodeProvisioningMode, or a literal other value (a token is unknown)."""
-        if "NodeProvisioningMode" not in self.properties:
-            return True
-        value = _literal(self.properties["NodeProvisioningMode"])
-        return value is not None and value != CONTINUOUS
-
-    @property
-    def slurm_config(self) -> dict[str, Any]:
-        orchestrator = _literal(self.properties.get("Orchestrator"))
-        slurm = orchestrator.get("Slurm") if isinstance(orchestrator, dict) else None
-        return slurm if isinstance(slurm, dict) else {}
-
-    def groups(self) -> Iterator[tuple[dict[str, Any], Path]]:
-        groups = _literal(self.properties.get("InstanceGroups"))
-        for index, group in enumerate(groups if isinstance(groups, list) else []):
-            for literal, path in alternatives(group, [*self.path, "InstanceGroups", index]):
-                if isinstance(literal, dict):
-                    yield literal, path
-
-    def node_type(self, group: dict[str, Any]) -> str | None:
-        config = _literal(group.get("SlurmConfig"))
-        node_type = _literal(config.get("NodeType")) if isinstance(config, dict) else None
-        return node_type if isinstance(node_type, str) else None
+from training_runtime.instance_facts import NVIDIA_GPU, InstanceFacts, facts_for
 
 
 def _continuous_strategy(cluster: Cluster) -> Iterator[Finding]:
@@ -253,12 +181,13 @@ def _connectivity(cluster: Cluster, group: dict[str, Any]) -> str | None:
     checks = _literal(group.get("OnStartDeepHealthChecks"))
     if not isinstance(checks, list) or "InstanceConnectivity" not in checks:
         return None
-    plain = [f for f in _facts(group) if f.accelerator_kind == NO_ACCELERATOR]
+    plain = [f for f in _facts(group) if f.accelerator_kind != NVIDIA_GPU]
     if not plain:
         return None
     return (
-        f"InstanceConnectivity on {', '.join(f.instance_type for f in plain)}, which EC2 describes without GPUs or "
-        f"other accelerators ({'; '.join(dict.fromkeys(f.cited for f in plain))}): it runs NCCL tests across nodes"
+        f"InstanceConnectivity on {', '.join(f.instance_type for f in plain)}, which EC2 describes without GPUs "
+        f"({'; '.join(dict.fromkeys(f.cited for f in plain))}): it runs NCCL tests across nodes, and AWS supports it "
+        "only on instances with multi-node GPU communication capabilities"
     )
 
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 BILLING_UNITS_PER_CURRENCY = 1000
 """Billing-minutes per currency unit: a milli-dollar (for USD) per billing-minute keeps whole numbers for
-GrpTRESMins while a node's per-minute billing value stays precise to 1/1000 of a cent-per-minute."""
+GrpTRESMins. Slurm rounds a job's billing value down to a whole number (seen with 24.11), so a job's price per
+minute is precise to 1/1000 of the currency unit, and a job whose weighted CPUs are below 1 bills nothing
+(docs/cost.md, "Precision")."""
 
 
 def billing_minutes(amount: float) -> int:

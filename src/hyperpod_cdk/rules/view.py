@@ -99,6 +99,8 @@ class ClusterView:
     """The rules the config silences, each with a reason (``suppress``; :mod:`hyperpod_cdk.suppress`)."""
     previous: ClusterView | None = None
     """The deployed config (``validate --previous``): rules warn about changes that replace resources."""
+    config: ClusterConfig | None = field(default=None, compare=False, repr=False)
+    """The config file itself, when the view is of one (the update policies compare two whole configs)."""
     account: Account | None = None
     """The AWS account's look-ups (``hyperpod-cdk preflight``), with ``aws`` in ``sections``; None offline."""
 
@@ -133,6 +135,7 @@ class ClusterView:
             accepted=tuple(config.accept_unconfirmed),
             suppress=tuple(Suppression.of(s) for s in config.suppress),
             previous=cls.of_config(previous, region) if previous is not None else None,
+            config=config,
         )
 
     @property

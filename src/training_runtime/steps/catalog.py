@@ -100,12 +100,14 @@ def steps_for(node: Node) -> List[Step]:
                 steps.append(SlurmTeams(node.params.teams))
         controller_files = slurm_config_files(node) if generic else [conf_path(node, ACCOUNTING_INCLUDE)]
         steps.append(RunningDaemon(slurmctld(node), controller_files if generic or ours else []))
-        if not generic and node.params.prices:  # prices as Slurm billing (generic: in the rendered slurm.conf)
-            steps.append(HyperPodBillingWeights())
         if ours and not generic:
             # HyperPod's compute and login nodes hold the configuration slurmctld sent them: send the new one.
             steps.append(ConfiglessPush(controller_files))
         steps += container_push_steps(node)  # HyperPod: a changed plugstack.conf or cgroup.conf to configless nodes
+        if not generic and node.params.prices:  # prices as Slurm billing (generic: in the rendered slurm.conf)
+            # After the pushes: their `scontrol reconfigure` re-reads slurm.conf, which drops weights set by scontrol
+            # update (seen on Slurm 24.11, tests/test_local_cost.py).
+            steps.append(HyperPodBillingWeights())
         steps += scaler_steps(node)  # after slurmctld: the service drives Slurm
     if node.is_compute or (node.is_login and not generic):
         if generic and node.has_systemd:
