@@ -25,7 +25,7 @@ from hyperpod_cdk import (
     OpenZfsStorage,
     SlurmMode,
 )
-from hyperpod_cdk.constructs.group_api import auto_patch_config
+from hyperpod_cdk.constructs.group_api import auto_patch_config, scheduled_update_config
 from hyperpod_cdk.model import (
     AutoPatch,
     BatchSize,
@@ -61,15 +61,7 @@ SPOT_GPUS = InstanceGroup(
     image_id="ami-0123456789abcdef0",
     network_interface=NetworkInterfaceType.EFA_ONLY,
     override_vpc=OverrideVpc(subnet_ids=[SUBNET], security_group_ids=[GROUP_SG]),
-    scheduled_update=ScheduledUpdate(
-        schedule_expression="cron(0 3 ? * SUN *)",
-        deployment=RollingDeployment(
-            maximum_batch_size=BatchSize(type=BatchSizeType.INSTANCE_COUNT, value=1),
-            rollback_maximum_batch_size=BatchSize(type=BatchSizeType.CAPACITY_PERCENTAGE, value=50),
-            wait_interval_s=600,
-            rollback_alarms=["gpu-xid-errors"],
-        ),
-    ),
+    scheduled_update=ScheduledUpdate(schedule_expression="cron(0 3 ? * SUN *)"),
     ebs_volume_gib=500,
     volume_kms_key_arn=VOLUME_KEY,
 )
@@ -113,17 +105,35 @@ def test_every_setting_reaches_its_cloudformation_property(template: Template) -
     assert gpus["ImageId"] == "ami-0123456789abcdef0"
     assert gpus["NetworkInterface"] == {"InterfaceType": "efa-only"}
     assert gpus["OverrideVpcConfig"] == {"Subnets": [SUBNET], "SecurityGroupIds": [GROUP_SG]}
-    assert gpus["ScheduledUpdateConfig"] == {
-        "ScheduleExpression": "cron(0 3 ? * SUN *)",
-        "DeploymentConfig": {
-            "RollingUpdatePolicy": {
-                "MaximumBatchSize": {"Type": "INSTANCE_COUNT", "Value": 1},
-                "RollbackMaximumBatchSize": {"Type": "CAPACITY_PERCENTAGE", "Value": 50},
+    assert gpus["ScheduledUpdateConfig"] == {"ScheduleExpression": "cron(0 3 ? * SUN *)"}
+
+
+def test_a_scheduled_deployment_renders_but_slurm_refuses_it() -> None:
+    """AWS: "Updating your cluster in batches is available only for HyperPod clusters integrated with Amazon EKS"
+    (sagemaker-hyperpod-ami-update): a Slurm cluster refuses scheduled_update.deployment (GRP-UPDATE-BATCHES-SLURM);
+    the renderer stays for the day AWS documents it for Slurm."""
+    update = ScheduledUpdate(
+        schedule_expression="cron(0 3 ? * SUN *)",
+        deployment=RollingDeployment(
+            maximum_batch_size=BatchSize(type=BatchSizeType.INSTANCE_COUNT, value=1),
+            rollback_maximum_batch_size=BatchSize(type=BatchSizeType.CAPACITY_PERCENTAGE, value=50),
+            wait_interval_s=600,
+            rollback_alarms=["gpu-xid-errors"],
+        ),
+    )
+    assert cdk.Stack().resolve(scheduled_update_config(update)) == {
+        "scheduleExpression": "cron(0 3 ? * SUN *)",
+        "deploymentConfig": {
+            "rollingUpdatePolicy": {
+                "maximumBatchSize": {"type": "INSTANCE_COUNT", "value": 1},
+                "rollbackMaximumBatchSize": {"type": "CAPACITY_PERCENTAGE", "value": 50},
             },
-            "WaitIntervalInSeconds": 600,
-            "AutoRollbackConfiguration": [{"AlarmName": "gpu-xid-errors"}],
+            "waitIntervalInSeconds": 600,
+            "autoRollbackConfiguration": [{"alarmName": "gpu-xid-errors"}],
         },
     }
+    with pytest.raises(ConfigurationError, match="GRP-UPDATE-BATCHES-SLURM"):
+        cluster_stack(groups=(ON_DEMAND_CONTROLLER, dataclasses.replace(SPOT_GPUS, scheduled_update=update)))
 
 
 def test_automatic_patching_renders_its_strategy_and_deployment_but_slurm_refuses_it(template: Template) -> None:
