@@ -171,7 +171,8 @@ class ScheduledUpdate:
     schedule_expression: str
     """When, as ``cron(minute hour day-of-month month day-of-week year)``, e.g. ``cron(0 3 ? * SUN *)``."""
     deployment: RollingDeployment | None = None
-    """How the update rolls through the group. Default: HyperPod's."""
+    """How the update rolls through the group in batches: refused on Slurm clusters (GRP-UPDATE-BATCHES-SLURM; AWS
+    offers updates in batches to EKS clusters only). Default: the whole group at once."""
 
 
 @dataclass(frozen=True, kw_only=True, config=_STRICT)
