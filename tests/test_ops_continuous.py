@@ -54,6 +54,7 @@ def test_status_of_a_scaling_continuous_cluster_is_pending_and_shows_counts_oper
     assert human.code == 6
     for text in ("Continuous provisioning", "1/2", "Scaling: p5", OPERATION["OperationId"], "run an AMI that needs"):
         assert text in human.out
+    assert "hyperpod-cdk update-software elastic --groups p5" in " ".join(human.out.split())
 
 
 def test_status_counts_alone_tell_a_continuous_cluster_is_scaling() -> None:

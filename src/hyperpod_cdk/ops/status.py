@@ -243,7 +243,8 @@ def status(args: argparse.Namespace, ctx: OpsContext) -> int:
     if stale:
         ctx.out.print(
             f"[yellow]Image:[/yellow] {', '.join(stale)} run an AMI that needs an update "
-            "(UpdateClusterSoftware, or the groups' scheduled_update)"
+            f"(`hyperpod-cdk update-software {cluster.name} --groups {','.join(stale)}`, or the groups' "
+            "scheduled_update)"
         )
     ctx.out.print(node_table(nodes, slurm=slurm.cell if slurm is not None else None))
     if slurm is not None and slurm.note:
