@@ -33,10 +33,11 @@ BATCH_OPTIONS = {
 AutoRollbackConfiguration): the command takes them only to refuse them on Slurm, with AWS's words."""
 STATE_DIR = ".hyperpod-cdk/update-software"
 """Under the home directory: one progress record per cluster (``<cluster>.json``)."""
-DONE, FAILED = "done", "failed"
-PHASES = ("pending", "draining", "updating", "verifying", DONE, FAILED)
-"""A group's phases in order. ``updating`` is recorded before UpdateClusterSoftware is sent, with the time, so a
-resumed run never sends it twice for a group: it waits for that update instead."""
+DONE = "done"
+PHASES = ("pending", "draining", "updating", "verifying", DONE)
+"""A group's phases in order; a run that stops leaves the group in the phase it stopped in, and ``--resume`` starts
+there. ``updating`` is recorded once UpdateClusterSoftware was accepted (with the time it was sent), so a resumed run
+never sends it twice for a group: it waits for that update instead."""
 
 
 def refuse_batches(args: argparse.Namespace) -> None:

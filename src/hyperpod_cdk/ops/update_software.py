@@ -268,6 +268,7 @@ def update_software(args: argparse.Namespace, ctx: OpsContext) -> int:
     roll = Roll(args, ctx, aws, cluster, path)
     groups = order_groups(all_groups, slurm_groups, args.groups)
     roll.progress = start_or_resume(path, cluster.name, groups, args.image_id, args.resume, bool(args.groups))
+    roll.progress.note = ""  # why the interrupted run stopped: this run says its own
     roll.names = {g: slurm_names(view, everyone, g) for g in roll.progress.groups}
     todo = [g for g in roll.progress.groups if roll.progress.phase(g) != DONE]
     if args.dry_run or not _confirmed(args, ctx, cluster, roll, todo):
