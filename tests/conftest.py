@@ -48,11 +48,12 @@ SHARED_SCOPES = {
 
 @pytest.fixture(scope="session")
 def example_builds(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """Every example synthesized once, as deployed, as published and as Service Catalog products
-    (tests/example_builds.py), for the snapshots, checkov and our cfn-lint rules, which only read them."""
-    from example_builds import build_examples
+    """Every example synthesized once (when a test first asks for it), as deployed, as published and as Service
+    Catalog products (tests/example_builds.py), for the snapshots, checkov and our cfn-lint rules, which only read
+    them."""
+    from example_builds import ExampleBuilds
 
-    return build_examples(tmp_path_factory.mktemp("examples"))
+    return ExampleBuilds(tmp_path_factory.mktemp("examples"))
 
 
 @pytest.fixture(scope="session")

@@ -71,9 +71,22 @@ class ExampleBuild:
         return files
 
 
-def build_examples(tmp_path: Path) -> dict[str, ExampleBuild]:
-    """:class:`ExampleBuild` of every example, by file name (``gpu-cluster.yaml``)."""
-    return {example.name: ExampleBuild(example, tmp_path / example.stem) for example in EXAMPLES}
+class ExampleBuilds:
+    """Each example's :class:`ExampleBuild` by file name (``gpu-cluster.yaml``), synthesized the first time a test
+    asks for it and kept (so ``pytest -k gpu-cluster`` synthesizes that example alone)."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self._tmp_path = tmp_path
+        self._built: dict[str, ExampleBuild] = {}
+
+    def __getitem__(self, name: str) -> ExampleBuild:
+        if name not in self._built:
+            (path,) = [example for example in EXAMPLES if example.name == name]
+            self._built[name] = ExampleBuild(path, self._tmp_path / path.stem)
+        return self._built[name]
+
+    def all(self) -> list[ExampleBuild]:
+        return [self[example.name] for example in EXAMPLES]
 
 
 class LintOnce:

@@ -26,9 +26,9 @@ from typing import Any
 import pytest
 
 from cfn_parameters import resolved
+from example_builds import ExampleBuild, ExampleBuilds, LintOnce
 from reviewed_files import check_reviewed
 from runtime_fakes import fake_node
-from example_builds import ExampleBuild, LintOnce
 from support import CFN_LINT_IGNORED, EXAMPLES, fast_app, normalised
 from training_runtime.params import ProvisioningParameters
 from training_runtime.steps.slurm import conf_path, rendered_files
@@ -59,9 +59,7 @@ class Example:
 
 
 @pytest.fixture(scope="module", params=EXAMPLES, ids=[e.name for e in EXAMPLES])
-def example(
-    request: pytest.FixtureRequest, example_builds: dict[str, ExampleBuild], example_lint: LintOnce
-) -> Example:
+def example(request: pytest.FixtureRequest, example_builds: ExampleBuilds, example_lint: LintOnce) -> Example:
     return Example(example_builds[request.param.name], example_lint)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from example_builds import ExampleBuild, publishable
+from example_builds import ExampleBuilds, publishable
 from hyperpod_cdk import TrainingClusterStack, parse_config
 from reviewed_files import check_reviewed
 from support import EXAMPLES, ROOT, fast_app, template_of
@@ -45,13 +45,13 @@ def checkov(directory: Path) -> dict[str, Any]:
 OPENZFS_TEMPLATE = "openzfs-homes"
 
 
-def _templates(tmp_path: Path, builds: dict[str, ExampleBuild]) -> Path:
+def _templates(tmp_path: Path, builds: ExampleBuilds) -> Path:
     """Every template a user deploys or a platform team publishes, as files in one directory: each example as
     ``cdk deploy`` takes it, each config example as ``hyperpod-cdk publish`` builds it, and each Service Catalog
     product's template (``builds``: tests/example_builds.py)."""
     out = tmp_path / "templates"
     out.mkdir()
-    for build in builds.values():
+    for build in builds.all():
         for name, template in build.template_files().items():
             (out / name).write_text(json.dumps(template))
     # Not an example yet: homes on a new FSx for OpenZFS beside the default Lustre.
