@@ -100,7 +100,8 @@ def _template(body: Any) -> Mapping[str, Any]:
     if isinstance(body, Mapping):
         return body
     try:
-        return json.loads(body)
+        decoded = json.loads(body)
+        return decoded if isinstance(decoded, dict) else {}
     except ValueError:
         loaded = yaml.safe_load(body)
         return loaded if isinstance(loaded, dict) else {}

@@ -17,7 +17,7 @@ from typing import Any
 
 from hyperpod_cdk.config import ClusterConfig, parse_model
 from hyperpod_cdk.deployed import LUSTRE_TYPE, Deployed
-from hyperpod_cdk.model import NodeProvisioningMode, SlurmMode
+from hyperpod_cdk.model import DEFAULT_THROUGHPUT_MB_PER_TIB, NodeProvisioningMode, SlurmMode
 
 GROUP_FIELDS = {
     "InstanceType": "instance_type",
@@ -129,7 +129,13 @@ def _storage(data: dict[str, Any], deployed: Deployed) -> None:
         raw = _dig(props, path)
         if _known(raw):
             storage[name] = raw
-    storage["removal_policy"] = "retain" if lustre.get("DeletionPolicy") in ("Retain", "RetainExceptOnCreate") else "destroy"
+    if storage.get("throughput_mb_per_tib") == DEFAULT_THROUGHPUT_MB_PER_TIB and not (
+        (data.get("storage") or {}).get("throughput_mb_per_tib")
+    ):
+        storage["throughput_mb_per_tib"] = None  # the construct's default for PERSISTENT_2 when the config has none
+    storage["removal_policy"] = (
+        "retain" if lustre.get("DeletionPolicy") in ("Retain", "RetainExceptOnCreate") else "destroy"
+    )
     data["storage"] = storage
 
 

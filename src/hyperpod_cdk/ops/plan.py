@@ -127,15 +127,13 @@ def _print(ctx: OpsContext, config: str, against: str, found: Sequence[Any], dri
             number = sources.setdefault((policy.source, policy.quote), len(sources) + 1)
             mark = f" [{number}]"
         kind = f"[red]{policy.kind.value} (blocks)[/red]" if change.blocks else policy.kind.value
-        rows.append(
-            [change.path, _shown(change.before), _shown(change.after), kind + mark, policy.why, policy.todo]
-        )
+        rows.append([change.path, _shown(change.before), _shown(change.after), kind + mark, policy.why, policy.todo])
     if rows:
         ctx.out.print(table("Changes", ["Field", "Deployed", "New", "Policy", "Consequence", "What to do"], rows))
     else:
         ctx.out.print("No change to the deployed config.")
     for (source, quote), number in sources.items():
-        ctx.out.print(f"[{number}] AWS: \"{quote or ''}\" {source}", markup=False)
+        ctx.out.print(f'[{number}] AWS: "{quote or ""}" {source}', markup=False)
     if drifts:
         ctx.out.print(
             table(
