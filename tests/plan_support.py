@@ -80,7 +80,8 @@ def control_plane(
     ``targets[name]`` (default its InstanceCount); yields the endpoint URL (signed with moto's test key)."""
     clock = [1_795_000_000.0]
     backend = MemoryBackend()
-    made, nodes = [], []
+    made: list[Group] = []
+    nodes: list[Node] = []
     for g in groups:
         slurm = g.get("SlurmConfig") or {}
         target = (targets or {}).get(g["InstanceGroupName"], g["InstanceCount"])
