@@ -80,9 +80,7 @@ def _group(base: dict[str, Any], template: Mapping[str, Any], written: Mapping[s
         raw = template.get(prop)
         if prop == "InstanceCount" and scaled:
             continue  # the deployed count at every synth (scaler_counts), not the config's
-        if prop in ("InstanceType", "InstanceCount") and not _known(raw):
-            continue  # a launch choice or a token: the config does not decide it
-        if raw is None or _known(raw):
+        if raw is None or _known(raw):  # not an intrinsic: a launch choice or a token is not the config's
             base[name] = raw
     types = _dig(template, ("InstanceRequirements", "InstanceTypes"))
     if _known(types):
