@@ -262,3 +262,47 @@ def test_quota_covers_a_scaled_groups_max(acct: MotoAccount, fakes: AccountFakes
     problem = only(check("AWS-QUOTA", data, fakes)[0])
     assert problem.got == 10 and "at least 10" in problem.fix and "scaling.max" in problem.fix
     assert check("AWS-QUOTA", scaled_config(acct, 8), fakes)[0] == []
+
+
+# --- UPD-DEPLOYED -------------------------------------------------------------------------------------------------
+def deployed_stack(acct: MotoAccount, workers_node_type: str) -> None:
+    """The stack of cluster c1 (its template's cluster resource alone: what the rule reads)."""
+    import json
+
+    from hyperpod_cdk.aws.session import make_session
+
+    groups = [
+        {"InstanceGroupName": "controller", "InstanceType": "ml.m5.xlarge", "InstanceCount": 1},
+        {"InstanceGroupName": "workers", "InstanceType": P5, "InstanceCount": 4},
+    ]
+    groups[0]["SlurmConfig"] = {"NodeType": "Controller"}
+    groups[1]["SlurmConfig"] = {"NodeType": workers_node_type}
+    properties = {"ClusterName": "c1", "InstanceGroups": groups, "Orchestrator": {"Slurm": {}}}
+    template = {"Resources": {"Cluster": {"Type": "AWS::SageMaker::Cluster", "Properties": properties}}}
+    make_session(None, None).client("cloudformation").create_stack(
+        StackName="hyperpod-c1", TemplateBody=json.dumps(template)
+    )
+
+
+def test_deployed_change_the_api_refuses_is_an_error(acct: MotoAccount, fakes: AccountFakes) -> None:
+    acct.cluster("c1", P5, 4)
+    deployed_stack(acct, "Login")  # deployed as a login group; the config makes it compute
+    problem = only(check("UPD-DEPLOYED", config(acct), fakes)[0])
+    assert problem.path == "instance_groups[1].role" and problem.got == "compute"
+    assert problem.rule == "UPD-DEPLOYED" and problem.level == "error"
+    assert "deployed: 'login'" in problem.expected and "NodeType is immutable" in problem.expected
+    assert "add a new instance group" in problem.fix
+
+
+def test_deployed_changes_none_without_a_cluster_or_a_change(acct: MotoAccount, fakes: AccountFakes) -> None:
+    assert check("UPD-DEPLOYED", config(acct), fakes)[0] == []  # no cluster yet
+    acct.cluster("c1", P5, 4)
+    deployed_stack(acct, "Compute")
+    problems, account = check("UPD-DEPLOYED", config(acct), fakes)
+    assert problems == []
+    assert {a for _, a in account.calls} == {
+        "sagemaker:ListClusters",
+        "sagemaker:DescribeCluster",
+        "cloudformation:DescribeStacks",
+        "cloudformation:GetTemplate",
+    }

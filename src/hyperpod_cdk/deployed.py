@@ -95,7 +95,7 @@ def _not_found(error: Exception) -> bool:
     )
 
 
-def _template(body: Any) -> Mapping[str, Any]:
+def template_body(body: Any) -> Mapping[str, Any]:
     """GetTemplate's TemplateBody: botocore decodes a JSON body into a dict; a YAML one stays text."""
     if isinstance(body, Mapping):
         return body
@@ -131,7 +131,7 @@ def read_deployed(aws: Any, stack_name: str, cluster_name: str, file_names: Sequ
             for p in stack.get("Parameters") or []
         }
         body = cloudformation.get_template(StackName=stack_name, TemplateStage="Original")["TemplateBody"]
-        template = _template(body)
+        template = template_body(body)
         outputs = {str(o["OutputKey"]): str(o.get("OutputValue", "")) for o in stack.get("Outputs") or []}
         bucket, prefix = outputs.get(LIFECYCLE_BUCKET), outputs.get(LIFECYCLE_PREFIX, "")
         if bucket:

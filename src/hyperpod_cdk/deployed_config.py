@@ -28,6 +28,8 @@ GROUP_FIELDS = {
     "MinInstanceCount": "min_count",
 }
 """A template instance group's property -> the config's group field (the value as it is)."""
+REQUIRED = frozenset({"InstanceCount", "ThreadsPerCore"})
+"""Properties whose absence does not mean the config's none (the construct always writes them)."""
 LUSTRE_FIELDS = {
     ("StorageCapacity",): "storage_capacity_gib",
     ("FileSystemTypeVersion",): "file_system_type_version",
@@ -80,6 +82,8 @@ def _group(base: dict[str, Any], template: Mapping[str, Any], written: Mapping[s
         raw = template.get(prop)
         if prop == "InstanceCount" and scaled:
             continue  # the deployed count at every synth (scaler_counts), not the config's
+        if raw is None and prop in REQUIRED:
+            continue  # not in the template (another writer's): unknown, not "none"
         if raw is None or _known(raw):  # not an intrinsic: a launch choice or a token is not the config's
             base[name] = raw
     types = _dig(template, ("InstanceRequirements", "InstanceTypes"))

@@ -64,6 +64,7 @@ def _deployed(args: argparse.Namespace, ctx: OpsContext, new: Any) -> tuple[Any,
     from hyperpod_cdk.deployed import read_deployed
     from hyperpod_cdk.deployed_config import deployed_config
     from hyperpod_cdk.deployment import deployment
+    from hyperpod_cdk.errors import ConfigurationError
     from training_runtime.params import PARAMETERS_FILE_BY_MODE
 
     planned = deployment(new)
@@ -74,7 +75,15 @@ def _deployed(args: argparse.Namespace, ctx: OpsContext, new: Any) -> tuple[Any,
     against = f"stack {stack} and cluster {planned.cluster_name} in {aws.region or 'the default Region'}"
     if not found.exists:
         return None, found, list(found.notes), against
-    return deployed_config(new, found), found, list(found.notes), against
+    try:
+        before = deployed_config(new, found)
+    except ConfigurationError as error:
+        raise OpsError(
+            f"the deployed config could not be rebuilt from {against}: {error}. Fix: compare with the deployed "
+            "config file instead: --previous FILE",
+            Exit.FAILED,
+        ) from None
+    return before, found, list(found.notes), against
 
 
 def _new_counts(new: Any, found: Any) -> tuple[dict[str, int], dict[str, Any]]:

@@ -101,6 +101,9 @@ class ClusterView:
     """The deployed config (``validate --previous``): rules warn about changes that replace resources."""
     account: Account | None = None
     """The AWS account's look-ups (``hyperpod-cdk preflight``), with ``aws`` in ``sections``; None offline."""
+    config: ClusterConfig | None = field(default=None, compare=False, repr=False)
+    """The whole config the view was made of (:meth:`of_config`): preflight compares it with the deployed cluster
+    (``update_policy.changes``); None for a construct's view."""
 
     @classmethod
     def of_config(
@@ -133,6 +136,7 @@ class ClusterView:
             accepted=tuple(config.accept_unconfirmed),
             suppress=tuple(Suppression.of(s) for s in config.suppress),
             previous=cls.of_config(previous, region) if previous is not None else None,
+            config=config,
         )
 
     @property
