@@ -18,7 +18,18 @@ from hyperpod_cdk.ops.context import OpsContext, make_session
 from hyperpod_cdk.preflight import command
 from hyperpod_cdk.preflight.online import ACTIONS, online_rules, policy
 from ops_support import ACCOUNT, REGION, Run, aws_env, moto_url  # noqa: F401
-from preflight_support import NOW, P5, AccountFakes, MotoAccount, acct_fixture, check, config, moto_extras, plan  # noqa: F401
+from preflight_support import (  # noqa: F401
+    NOW,
+    P5,
+    AccountFakes,
+    MotoAccount,
+    acct_fixture,
+    check,
+    config,
+    deployed_stack,
+    moto_extras,
+    plan,
+)
 from test_ops_startup import run_cli
 from test_preflight_resources import NO_ROOT_POLICY
 
@@ -250,6 +261,9 @@ def test_each_rule_calls_exactly_the_actions_it_declares(acct: MotoAccount) -> N
     # A scaled group (whose deployed count is looked up).
     workers = {**data["instance_groups"][1], "scaling": {"min": 0, "max": 8}}
     scaled = {**data, "instance_groups": [data["instance_groups"][0], workers]}
+    # The cluster these configs update, with its stack (UPD-DEPLOYED compares them).
+    acct.cluster("c1", P5, 4)
+    deployed_stack(acct, "Compute")
     for rule in online_rules():
         called: set[str] = set()
         for variant in (data, multi_az, crowded, scaled):

@@ -26,6 +26,7 @@ from preflight_support import (  # noqa: F401
     config,
     fakes_fixture,
     moto_extras,
+    deployed_stack,
     only,
     plan,
 )
@@ -265,25 +266,6 @@ def test_quota_covers_a_scaled_groups_max(acct: MotoAccount, fakes: AccountFakes
 
 
 # --- UPD-DEPLOYED -------------------------------------------------------------------------------------------------
-def deployed_stack(acct: MotoAccount, workers_node_type: str) -> None:
-    """The stack of cluster c1 (its template's cluster resource alone: what the rule reads)."""
-    import json
-
-    from hyperpod_cdk.aws.session import make_session
-
-    groups = [
-        {"InstanceGroupName": "controller", "InstanceType": "ml.m5.xlarge", "InstanceCount": 1},
-        {"InstanceGroupName": "workers", "InstanceType": P5, "InstanceCount": 4},
-    ]
-    groups[0]["SlurmConfig"] = {"NodeType": "Controller"}
-    groups[1]["SlurmConfig"] = {"NodeType": workers_node_type}
-    properties = {"ClusterName": "c1", "InstanceGroups": groups, "Orchestrator": {"Slurm": {}}}
-    template = {"Resources": {"Cluster": {"Type": "AWS::SageMaker::Cluster", "Properties": properties}}}
-    make_session(None, None).client("cloudformation").create_stack(
-        StackName="hyperpod-c1", TemplateBody=json.dumps(template)
-    )
-
-
 def test_deployed_change_the_api_refuses_is_an_error(acct: MotoAccount, fakes: AccountFakes) -> None:
     acct.cluster("c1", P5, 4)
     deployed_stack(acct, "Login")  # deployed as a login group; the config makes it compute
