@@ -24,9 +24,9 @@ from preflight_support import (  # noqa: F401
     acct_fixture,
     check,
     config,
+    deployed_stack,
     fakes_fixture,
     moto_extras,
-    deployed_stack,
     only,
     plan,
 )
