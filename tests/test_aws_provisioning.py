@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from hyperpod_cdk.aws_quotes import (
-    CONNECTIVITY_QUOTE,
     CONTROLLER_QUOTE,
     DEEP_HEALTH_DOC,
     LOGIN_QUOTE,
@@ -24,6 +23,7 @@ from hyperpod_cdk.aws_quotes import (
 from hyperpod_cdk.cfnlint_rules import RULES
 from hyperpod_cdk.config import ClusterConfig
 from hyperpod_cdk.rules import all_rules
+from hyperpod_cdk.rules.hardware import CONNECTIVITY_QUOTE
 from support import cfn_lint
 from training_runtime.problems import Problem
 
@@ -33,7 +33,7 @@ BASE: dict[str, Any] = {
     "storage": None,
     "instance_groups": [CONTROLLER, {"name": "workers", "instance_type": "ml.p5.48xlarge", "count": 2}],
 }
-OURS = {"W9260", "E9261", "E9262", "E9263", "E9264", "E9265", "W9266"}
+OURS = {"W9260", "E9221", "E9262", "E9263", "E9264", "E9265", "W9266"}
 
 
 def _found(rule: str, **changes: Any) -> list[Problem]:
@@ -67,26 +67,29 @@ def test_the_strategy_warning_leaves_other_rules_their_cases() -> None:
 
 def test_instance_connectivity_needs_gpus() -> None:
     trn = _workers(instance_type="ml.trn1.32xlarge", deep_health_checks=["InstanceStress", "InstanceConnectivity"])
-    (problem,) = _found("GRP-DHC-CONNECTIVITY-GPU", instance_groups=trn)
+    (problem,) = _found("GRP-DEEP-HEALTH-CONNECTIVITY", instance_groups=trn)
     assert (problem.path, problem.level) == ("instance_groups[1].deep_health_checks", "error")
     assert CONNECTIVITY_QUOTE in str(problem) and "ml.trn1.32xlarge has no GPU" in str(problem)
     gpus = _workers(deep_health_checks=["InstanceConnectivity"])
-    assert _found("GRP-DHC-CONNECTIVITY-GPU", instance_groups=gpus) == []
+    assert _found("GRP-DEEP-HEALTH-CONNECTIVITY", instance_groups=gpus) == []
     stress_only = _workers(instance_type="ml.trn1.32xlarge", deep_health_checks=["InstanceStress"])
-    assert _found("GRP-DHC-CONNECTIVITY-GPU", instance_groups=stress_only) == []
+    assert _found("GRP-DEEP-HEALTH-CONNECTIVITY", instance_groups=stress_only) == []
 
 
 def test_a_flexible_group_names_its_types_without_gpus() -> None:
     mixed = _workers(instance_type=None, instance_types=["ml.p5.48xlarge", "ml.c5.18xlarge"])
     mixed[1]["deep_health_checks"] = ["InstanceConnectivity"]
-    (problem,) = _found("GRP-DHC-CONNECTIVITY-GPU", instance_groups=mixed)
+    (problem,) = _found("GRP-DEEP-HEALTH-CONNECTIVITY", instance_groups=mixed)
     assert "ml.c5.18xlarge has no GPU" in str(problem) and "ml.p5.48xlarge" not in str(problem)
 
 
 def test_the_rules_cite_their_pages() -> None:
     sources = {r.id: r.source for r in all_rules()}
     assert sources["CL-STRATEGY-MERGE"].startswith(MIGRATION_DOC)
-    assert sources["GRP-DHC-CONNECTIVITY-GPU"].startswith(DEEP_HEALTH_DOC)
+    assert (
+        sources["GRP-DEEP-HEALTH-CONNECTIVITY"].startswith(DEEP_HEALTH_DOC)
+        or DEEP_HEALTH_DOC in sources["GRP-DEEP-HEALTH-CONNECTIVITY"]
+    )
 
 
 # --- cfn-lint ----------------------------------------------------------------------------------------------------
@@ -129,7 +132,11 @@ def test_cfn_lint_warns_on_a_strategy_other_than_merge() -> None:
 
 def test_cfn_lint_refuses_instance_connectivity_without_gpus() -> None:
     (finding,) = _ours(_template(checks=["InstanceConnectivity"], itype="ml.trn1.32xlarge"))
-    assert finding.startswith("E9261 ") and CONNECTIVITY_QUOTE in finding and "OnStartDeepHealthChecks" in finding
+    assert (
+        finding.startswith("E9221 ")
+        and "multi-node GPU communication capabilities" in finding
+        and "OnStartDeepHealthChecks" in finding
+    )
     assert _ours(_template(checks=["InstanceConnectivity"])) == []
     assert _ours(_template(checks=["InstanceStress"], itype="ml.trn1.32xlarge")) == []
 

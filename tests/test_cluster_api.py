@@ -196,7 +196,9 @@ def test_a_setting_left_out_writes_nothing(template: Template) -> None:
     default, _ = cluster_stack(storage=False, runtime_options={"accounting": {"enabled": True}})
     cluster = _cluster(Template.from_stack(default))
     assert "NodeProvisioningMode" not in cluster
-    assert cluster["Orchestrator"]["Slurm"] == {"SlurmConfigStrategy": "Merge"}  # AWS migration guide: keeps continuous open
+    assert cluster["Orchestrator"]["Slurm"] == {
+        "SlurmConfigStrategy": "Merge"
+    }  # AWS migration guide: keeps continuous open
 
 
 def test_the_nodes_may_attach_interfaces_in_the_groups_own_subnets(template: Template) -> None:

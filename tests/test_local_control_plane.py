@@ -19,6 +19,7 @@ from typing import Any
 import boto3
 import pytest
 from botocore.config import Config
+from botocore.exceptions import ClientError
 
 from hyperpod_cdk.ops.context import Captured
 from hyperpod_local import LocalCluster
@@ -216,6 +217,36 @@ def test_a_controller_is_never_deleted(cluster: LocalCluster, sagemaker: Any) ->
     answer = sagemaker.batch_delete_cluster_nodes(ClusterName=NAME, NodeIds=[controller])
     assert answer["Successful"] == [] and answer["Failed"][0]["Code"] == "InvalidNodeStatus"
     assert cluster.namespaces.alive(cluster.layout.controller.name)
+
+
+SLURM_CONF = "cat \"$(scontrol show config | awk '/^SLURM_CONF /{print $3}')\""
+"""The controller's slurm.conf, wherever the platform keeps it."""
+
+
+def test_a_refused_update_never_reaches_the_nodes(cluster: LocalCluster, sagemaker: Any) -> None:
+    """An UpdateCluster that changes what AWS says cannot change once the group exists (CapacityRequirements) is a
+    ValidationException quoting AWS, and the count it also asks for does not start a node: slurm.conf, the Slurm
+    nodes and the API's nodes stay as they were."""
+    conf, slurm, listed, before = (
+        run(cluster, "sh", "-c", SLURM_CONF),
+        slurm_nodes(cluster, "cpu"),
+        sorted(n["InstanceId"] for n in nodes(sagemaker)),
+        counts(sagemaker),
+    )
+    cpu = next(
+        g for g in sagemaker.describe_cluster(ClusterName=NAME)["InstanceGroups"] if g["InstanceGroupName"] == "cpu"
+    )
+    spec = {key: cpu[key] for key in ("InstanceGroupName", "InstanceType", "ExecutionRole", "LifeCycleConfig")}
+    spec.update(InstanceCount=cpu["TargetCount"] + 1, CapacityRequirements={"Spot": {}})
+    with pytest.raises(ClientError) as error:
+        sagemaker.update_cluster(ClusterName=NAME, InstanceGroups=[spec])
+    assert error.value.response["Error"]["Code"] == "ValidationException"
+    message = error.value.response["Error"]["Message"]
+    assert "CapacityRequirements cannot be modified once an Instance Group is created." in message
+    time.sleep(3.0)  # the launch latency is 1 s: an accepted count would show a node by now
+    assert counts(sagemaker) == before and sorted(n["InstanceId"] for n in nodes(sagemaker)) == listed
+    assert slurm_nodes(cluster, "cpu") == slurm
+    assert run(cluster, "sh", "-c", SLURM_CONF) == conf
 
 
 def test_a_launch_short_of_capacity_shows_in_counts_and_events(cluster: LocalCluster, sagemaker: Any) -> None:

@@ -16,6 +16,7 @@ from hyperpod_cdk import ConfigurationError, TrainingClusterStack, parse_config
 from hyperpod_cdk.api_support import unconfirmed_rules
 from hyperpod_cdk.config import parse_model
 from hyperpod_cdk.rules import all_rules
+from hyperpod_cdk.update_policy import GENERIC_RULES
 from hyperpod_cdk.validate import validate_command, validate_file
 from support import fast_app
 
@@ -254,7 +255,7 @@ ROWS = [
         "GRP-DEEP-HEALTH-CONNECTIVITY",
         groups({**CPU_WORKERS, "deep_health_checks": ["InstanceConnectivity"]}),
         "instance_groups[1].deep_health_checks",
-        "ml.c5.xlarge has no GPU or other accelerator",
+        "ml.c5.xlarge has no GPU",
     ),
     row(
         "GRP-HARDWARE-UNKNOWN",
@@ -1143,12 +1144,6 @@ ROWS = [
     # --- AWS's provisioning and resiliency pages (rules/aws_provisioning.py)
     row("CL-STRATEGY-MERGE", {"slurm_config_strategy": "Managed"}, "slurm_config_strategy", "keep the default Merge"),
     row(
-        "GRP-DHC-CONNECTIVITY-GPU",
-        {**CONTINUOUS, **groups({**TRN_WORKERS, "deep_health_checks": ["InstanceConnectivity"]})},
-        "instance_groups[1].deep_health_checks",
-        "only supported on instances with multi-node GPU communication",
-    ),
-    row(
         "CL-MODE-NO-REVERT",
         {"mode": "lifecycle-driven"},
         "mode",
@@ -1164,7 +1159,7 @@ ROWS = [r for r in ROWS if r.rule != "GRP-ROLE"]
 NODE_ONLY = {"GRP-ROLE"}
 
 
-UPDATE_POLICY_RULES = {"UPD-IMMUTABLE", "UPD-IRREVERSIBLE", "UPD-NEW-NODES-ONLY", "UPD-REPLACES-ROOT-VOLUME"}
+UPDATE_POLICY_RULES = set(GENERIC_RULES)
 """They judge the fields of the AWS inventory's update-policy rows: tests/test_update_policy.py runs each on made-up
 rows, tests/test_aws_inventory.py each row's own breaks and passes."""
 

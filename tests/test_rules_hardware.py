@@ -81,10 +81,10 @@ def test_a_type_whose_facts_are_unknown_is_not_judged_but_named() -> None:
         ("ml.c5.xlarge", [("GRP-DEEP-HEALTH-CONNECTIVITY", "error")]),
         ("ml.c7g.xlarge", [("GRP-DEEP-HEALTH-CONNECTIVITY", "error")]),
         ("ml.g5.xlarge", [("GRP-DEEP-HEALTH-ACCELERATED", "warning")]),
-        ("ml.inf2.xlarge", [("GRP-DEEP-HEALTH-ACCELERATED", "warning")]),
+        ("ml.inf2.xlarge", [("GRP-DEEP-HEALTH-CONNECTIVITY", "error")]),  # Neuron: the Slurm page says GPU
         ("ml.p5.48xlarge", []),
         ("ml.g5.12xlarge", []),
-        ("ml.trn1.32xlarge", []),
+        ("ml.trn1.32xlarge", [("GRP-DEEP-HEALTH-CONNECTIVITY", "error")]),
     ],
 )
 def test_instance_connectivity_follows_the_accelerator_kind(instance_type: str, expected: list[Any]) -> None:

@@ -1,123 +1,233 @@
-"""Update policies (hyperpod_cdk.update_policy, rules UPD-*): the fields AWS says cannot change once deployed, read
-from the AWS inventory's update-policy rows; ``validate --previous`` reports a change with the old and new value,
-AWS's words and what to do. The rows' own breaks/passes run in tests/test_aws_inventory.py; here made-up rows
-show each policy kind's rule on the real config model."""
+"""Update policies (hyperpod_cdk.update_policy, data/update_policies.yaml, rules UPD-*): every config field has one,
+each that is not in-place cites AWS, ``changes`` pairs groups by name, and ``validate --previous`` reports each kind
+on a real field. The inventory rows' own breaks/passes run in tests/test_aws_inventory.py."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from hyperpod_cdk import update_policy as up
-from hyperpod_cdk.aws_inventory import POLICY_LEVELS, Row
-from hyperpod_cdk.config import load_file, parse_model
+from hyperpod_cdk.aws_inventory import POLICY_LEVELS
+from hyperpod_cdk.config import json_schema, load_file, parse_model
 from hyperpod_cdk.inventory_checks import apply_patch
 from hyperpod_cdk.rules import REGISTRY
+from hyperpod_cdk.update_policy import Kind
 
 ROOT = Path(__file__).resolve().parent.parent
-URL = "https://docs.aws.amazon.com/sagemaker/latest/dg/demo.html"
+KIND_OF_ROW_POLICY = {
+    "immutable": Kind.REFUSED,
+    "irreversible": Kind.IRREVERSIBLE,
+    "new-nodes-only": Kind.NEW_NODES_ONLY,
+    "replaces-root-volume": Kind.REPLACES_ROOT_VOLUMES,
+    "replaces-cluster": Kind.REPLACES_RESOURCE,
+}
 
 
-def _row(policy: str, field: str, **more: Any) -> Row:
-    return Row(
-        id=f"demo-{policy}",
-        page="demo",
-        url=URL,
-        quote="You can't change it once the instance group exists.",
-        applies="slurm",
-        word="cannot",
-        enforced_by="update-policy",
-        field=field,
-        api_member="ClusterInstanceGroupSpecification.InstanceType",
-        policy=policy,
-        **{"rule_previous": up.POLICY_RULES.get(policy), **more},
-    )
+def _schema_paths() -> list[str]:
+    """Every field of the JSON Schema by its schema path, in order."""
+    schema = json_schema()
+    defs, found = schema["$defs"], []
+
+    def resolve(node: dict[str, Any]) -> dict[str, Any]:
+        while "$ref" in node:
+            node = defs[node["$ref"].rsplit("/", 1)[-1]]
+        return node
+
+    def walk(node: dict[str, Any], path: str) -> None:
+        node = resolve(node)
+        for key in ("anyOf", "oneOf", "allOf"):
+            for option in node.get(key, []):
+                walk(option, path)
+        items = node.get("items")
+        if node.get("type") == "array" and isinstance(items, dict) and "properties" in resolve(items):
+            found.append(path + "[]")
+            walk(items, path + "[]")
+        for name, prop in node.get("properties", {}).items():
+            child = f"{path}.{name}" if path else name
+            found.append(child)
+            walk(prop, child)
+
+    walk(schema, "")
+    return list(dict.fromkeys(found))
 
 
-def _configs(previous: dict[str, Any], new: dict[str, Any]) -> Any:
-    data = load_file(ROOT / "examples" / "gpu-cluster.yaml")
-    old = parse_model(apply_patch(data, previous), "old")
-    return parse_model(apply_patch(data, new), "new"), old
+def test_every_field_has_a_policy_and_every_line_a_field() -> None:
+    fields, declared = _schema_paths(), list(up.declarations())
+    assert [f for f in fields if f not in declared] == [], "add a line to src/hyperpod_cdk/data/update_policies.yaml"
+    assert [d for d in declared if d not in fields] == [], "a line names no field of the schema"
+    assert len(fields) > 200
 
 
-@pytest.fixture
-def policies(monkeypatch: pytest.MonkeyPatch) -> list[Row]:
-    rows: list[Row] = []
-    monkeypatch.setattr("hyperpod_cdk.rules.updates.update_policies", lambda: tuple(rows))
-    return rows
+def test_every_policy_that_is_not_in_place_cites_aws() -> None:
+    for path in up.declarations():
+        policy = up.policy_for(path)
+        if policy.kind is Kind.IN_PLACE:
+            assert policy.source is None and policy.quote is None and policy.row is None, path
+        else:
+            assert (policy.source or "").startswith("https://docs.aws.amazon.com/"), path
+            assert policy.quote and policy.why and policy.todo, path
+
+
+def test_every_kind_has_a_field() -> None:
+    assert {up.policy_for(p).kind for p in up.declarations()} == set(Kind)
+
+
+def test_a_replacement_cites_a_create_only_property_of_cfn_lints_schema() -> None:
+    from cfnlint.schema.manager import PROVIDER_SCHEMA_MANAGER
+
+    cited = [e["cfn"] for e in up.declarations().values() if isinstance(e, dict) and "cfn" in e]
+    assert len(cited) >= 5
+    for reference in cited:
+        resource, _, prop = reference.partition("/properties/")
+        schema = PROVIDER_SCHEMA_MANAGER.get_resource_schema("us-east-1", resource).schema
+        assert "/properties/" + prop in schema["createOnlyProperties"], reference
+
+
+def test_every_update_policy_row_is_named_on_its_fields_lines() -> None:
+    for row in up.update_policies():
+        for field in up.expand(row.field or ""):
+            entry = up.declarations()[field.replace("[*]", "[]")]
+            assert isinstance(entry, dict) and "row" in entry, f"{field}: name the row {row.id}"
+            assert Kind(entry["kind"]) is KIND_OF_ROW_POLICY[row.policy or ""], field
+
+
+def test_policy_for_takes_concrete_and_free_form_paths() -> None:
+    assert up.policy_for("instance_groups[3].capacity").row == "spot-capacity-immutable"
+    assert up.policy_for("instance_groups[3].count").kind is Kind.IN_PLACE
+    assert up.policy_for("cost.prices.ml.p5.48xlarge").kind is Kind.IN_PLACE
+    assert up.policy_for("runtime.accounting.database.host").kind is Kind.IRREVERSIBLE
+    with pytest.raises(KeyError, match="nowhere: no update policy"):
+        up.policy_for("nowhere")
+
+
+def test_the_schema_shows_each_fields_policy() -> None:
+    schema = json_schema()
+    group = schema["$defs"]["InstanceGroup"]["properties"]
+    assert group["capacity"]["x-update-policy"] == "refused" and group["count"]["x-update-policy"] == "in-place"
+    assert schema["properties"]["fsx_mount_path"]["x-update-policy"] == "new-nodes-only"
+    committed = json.loads((ROOT / "schema" / "cluster-config.schema.json").read_text())
+    assert committed == json.loads(json.dumps(schema)), "run `hyperpod-cdk schema > schema/cluster-config.schema.json`"
+
+
+def _configs(previous: dict[str, Any], new: dict[str, Any], base: str = "gpu-cluster.yaml") -> Any:
+    data = load_file(ROOT / "examples" / base)
+    return parse_model(apply_patch(data, new), "new"), parse_model(apply_patch(data, previous), "old")
 
 
 def _found(config: Any, previous: Any, rule: str) -> list[Any]:
     return [p for p in config.problems(previous=previous) if p.rule == rule]
 
 
-def test_an_immutable_group_field_is_refused_with_old_new_quote_and_fix(policies: list[Row]) -> None:
-    policies.append(_row("immutable", "instance_groups[*].instance_type"))
-    config, previous = _configs({}, {"instance_groups.2.instance_type": "ml.p5e.48xlarge"})
-    (problem,) = _found(config, previous, "UPD-IMMUTABLE")
-    assert problem.level == "error" and problem.path == "instance_groups[2].instance_type"
-    text = str(problem)
-    assert "changed from 'ml.p5.48xlarge'" in text and "ml.p5e.48xlarge" in text
-    assert "You can't change it once the instance group exists." in text and URL in text
-    assert "add a new instance group" in (problem.fix or "")
+def _updates(config: Any, previous: Any) -> list[Any]:
+    return [p for p in config.problems(previous=previous) if (p.rule or "").startswith("UPD-")]
 
 
-def test_groups_pair_by_name_and_a_new_group_is_no_change(policies: list[Row]) -> None:
-    policies.append(_row("immutable", "instance_groups[*].instance_type"))
+def test_groups_pair_by_name() -> None:
     moved = {
         "instance_groups.0": None,
         "instance_groups.2": {"name": "p5b", "role": "compute", "instance_type": "ml.p5e.48xlarge", "count": 1},
     }
     config, previous = _configs({}, moved)  # the controller gone, p5 now at index 1, a new group p5b
-    assert _found(config, previous, "UPD-IMMUTABLE") == []
+    found = {(c.path, c.before is None, c.after is None) for c in up.changes(previous, config)}
+    assert found == {("instance_groups[0]", False, True), ("instance_groups[2]", True, False)}
+    assert _updates(config, previous) == []
     same, deployed = _configs({}, {})
-    assert _found(same, deployed, "UPD-IMMUTABLE") == []
-    config, _ = _configs({}, {"instance_groups.2.instance_type": "ml.p5e.48xlarge"})
-    assert _found(config, None, "UPD-IMMUTABLE") == []  # no --previous: nothing to compare
+    assert up.changes(deployed, same) == []
 
 
-def test_a_cluster_field_names_a_new_cluster(policies: list[Row]) -> None:
-    policies.append(_row("immutable", "network.{cidr,vpc_id}"))
-    config, previous = _configs({}, {"network.cidr": "10.9.0.0/16"})
-    (problem,) = _found(config, previous, "UPD-IMMUTABLE")
-    assert problem.path == "network.cidr" and "create a new cluster" in (problem.fix or "")
+def test_refused_is_an_error_naming_field_values_quote_and_fix() -> None:
+    config, previous = _configs({}, {"instance_groups.2.capacity": "spot"})
+    (problem,) = _found(config, previous, "UPD-REFUSED")
+    assert problem.level == "error" and problem.path == "instance_groups[2].capacity"
+    text = str(problem)
+    assert "changed from unset" in text and "spot" in text
+    assert "CapacityRequirements cannot be modified once an Instance Group is created." in text
+    assert "sagemaker-hyperpod-spot.html" in text and "add a new instance group" in (problem.fix or "")
+    (change,) = up.changes(previous, config)
+    assert change.blocks and change.policy.row == "spot-capacity-immutable"
 
 
-def test_an_irreversible_field_may_be_set_but_not_left(policies: list[Row]) -> None:
-    policies.append(_row("irreversible", "instance_groups[*].training_plan_arn"))
-    plan = "arn:aws:sagemaker:us-west-2:111122223333:training-plan/p"
-    config, previous = _configs({}, {"instance_groups.2.training_plan_arn": plan})
+def test_in_place_is_nothing() -> None:
+    config, previous = _configs({}, {"instance_groups.2.count": 7, "node_recovery": "None"})
+    assert _updates(config, previous) == []
+    assert {c.policy.kind for c in up.changes(previous, config)} == {Kind.IN_PLACE}
+    assert not any(c.blocks for c in up.changes(previous, config))
+
+
+def test_new_instance_group_warns_that_aws_is_silent() -> None:
+    config, previous = _configs({}, {"instance_groups.2.instance_type": "ml.p5e.48xlarge"})
+    (problem,) = _found(config, previous, "UPD-NEW-INSTANCE-GROUP")
+    assert problem.level == "warning" and "AWS does not document" in str(problem)
+    assert "API_ClusterInstanceGroupSpecification" in str(problem)
+    (change,) = up.changes(previous, config)
+    assert change.blocks
+
+
+@pytest.mark.parametrize(
+    ("patch", "rule", "path"),
+    [
+        ({"fsx_mount_path": "/lustre"}, "UPD-NEW-NODES-ONLY", "fsx_mount_path"),
+        ({"runtime": {"slurm": {"requeue": False}}}, "UPD-NEW-NODES-ONLY", "runtime.slurm"),
+        (
+            {"instance_groups.2.image_id": "ami-0123456789abcdef0"},
+            "UPD-REPLACES-ROOT-VOLUMES",
+            "instance_groups[2].image_id",
+        ),
+    ],
+)
+def test_the_warning_kinds(patch: dict[str, Any], rule: str, path: str) -> None:
+    config, previous = _configs({}, patch)
+    (problem,) = _found(config, previous, rule)
+    assert problem.level == "warning" and problem.path == path
+    assert not any(c.blocks for c in up.changes(previous, config))
+
+
+def test_replacing_a_file_system_is_an_error_and_another_resource_a_warning() -> None:
+    key = {"organization": {"kms_key_arn": "arn:aws:kms:us-west-2:111122223333:key/abc"}}
+    config, previous = _configs({}, key)
+    (problem,) = _found(config, previous, "UPD-REPLACES-DATA")
+    assert problem.level == "error" and problem.path == "organization.kms_key_arn"
+    assert "AWS::FSx::FileSystem" in str(problem) and "KmsKeyId: Update requires: Replacement" in str(problem)
+    assert [c.path for c in up.changes(previous, config) if c.blocks] == ["organization.kms_key_arn"]
+    config, previous = _configs({"organization": {"name_prefix": "a"}}, {"organization": {"name_prefix": "b"}})
+    (problem,) = _found(config, previous, "UPD-REPLACES")
+    assert problem.level == "warning" and "aws-resource-sagemaker-cluster" in str(problem)
+
+
+def test_an_association_is_left_to_its_own_rule() -> None:
+    config, previous = _configs({}, {"storage.data_repositories.0.file_system_path": "/corpora"})
+    (change,) = up.changes(previous, config)
+    assert change.policy.kind is Kind.REPLACES_RESOURCE and not change.blocks
+    assert "FileSystemPath: Update requires: Replacement" in (change.policy.quote or "")
+    assert _updates(config, previous) == [] and _found(config, previous, "DRA-REPLACES")
+
+
+def test_a_field_with_its_own_rule_is_reported_by_that_rule_alone() -> None:
+    config, previous = _configs({}, {"cluster_name": "other"})
+    assert _updates(config, previous) == [] and _found(config, previous, "CL-NAME-REPLACES")
+    (change,) = up.changes(previous, config)
+    assert change.policy.kind is Kind.REPLACES_RESOURCE and not change.blocks  # the cluster holds no data
+
+
+def test_irreversible_may_be_set_but_not_left(monkeypatch: pytest.MonkeyPatch) -> None:
+    db = {"runtime": {"accounting": {"database": {"host": "db.example.com"}}}}
+    config, previous = _configs({}, db)
+    assert [c.policy.kind for c in up.changes(previous, config)] == [Kind.IRREVERSIBLE]
+    # every irreversible field names its own rule today (CL-ACCOUNTING-NO-REVERT ...): show UPD-IRREVERSIBLE on one
+    monkeypatch.setattr(up, "dedicated_rule", lambda path: None)
+    monkeypatch.setattr("hyperpod_cdk.rules.updates.dedicated_rule", lambda path: None)
     assert _found(config, previous, "UPD-IRREVERSIBLE") == []  # setting it is fine
-    config, previous = _configs({"instance_groups.2.training_plan_arn": plan}, {})
-    (problem,) = _found(config, previous, "UPD-IRREVERSIBLE")
+    (problem,) = _found(previous, config, "UPD-IRREVERSIBLE")  # leaving it is not
     assert problem.level == "error" and "changed from" in str(problem)
 
 
-@pytest.mark.parametrize("policy", ["new-nodes-only", "replaces-root-volume"])
-def test_the_warning_policies(policies: list[Row], policy: str) -> None:
-    policies.append(_row(policy, "instance_groups[*].ebs_volume_gib"))
-    config, previous = _configs({}, {"instance_groups.2.ebs_volume_gib": 2000})
-    (problem,) = _found(config, previous, up.POLICY_RULES[policy])
-    assert problem.level == "warning"
-
-
-def test_a_row_naming_its_own_rule_is_left_to_that_rule(policies: list[Row]) -> None:
-    policies.append(_row("immutable", "instance_groups[*].instance_type", rule_previous="GRP-ROLE-REPLACES"))
-    config, previous = _configs({}, {"instance_groups.2.instance_type": "ml.p5e.48xlarge"})
-    assert _found(config, previous, "UPD-IMMUTABLE") == []
-
-
-def test_update_policy_reads_the_one_table() -> None:
-    row = up.update_policy("cluster_name")
-    assert row is not None and row.policy == "replaces-cluster" and row.rule_previous == "CL-NAME-REPLACES"
-    assert up.update_policy("network.subnet_id") is not None
-    assert up.update_policy("instance_groups[3].count") is None
-    assert up.expand("network.{a, b}") == ["network.a", "network.b"]
-
-
-def test_each_policy_kind_has_its_rule_at_its_level() -> None:
+def test_each_generic_rule_is_registered_at_its_level() -> None:
     levels = {r.id: r.level for r in REGISTRY.rules}
-    for policy, rule in up.POLICY_RULES.items():
-        assert levels[rule] == POLICY_LEVELS[policy]
+    assert set(up.GENERIC_RULES) <= set(levels)
+    assert levels["UPD-REFUSED"] == POLICY_LEVELS["immutable"] == "error"
+    assert levels["UPD-NEW-NODES-ONLY"] == POLICY_LEVELS["new-nodes-only"] == "warning"
+    assert levels["UPD-IRREVERSIBLE"] == "error" and levels["UPD-REPLACES-DATA"] == "error"

@@ -13,12 +13,6 @@ STRATEGY_QUOTE = (
     'keep the default Merge strategy."'
 )
 """Row migration-keep-merge."""
-CONNECTIVITY_QUOTE = (
-    '"InstanceConnectivity — Runs cluster-level NCCL (NVIDIA Collective Communications Library) tests across '
-    "multiple nodes to verify inter-node GPU communication performance. This check is only supported on instances "
-    'with multi-node GPU communication capabilities."'
-)
-"""Row dhc-connectivity-gpu."""
 NO_REVERT_QUOTE = (
     '"After a migration completes successfully, you cannot revert the cluster to the legacy '
     'provisioning_parameters.json configuration."'

@@ -14,9 +14,7 @@ from cfnlint.rules import CloudFormationLintRule, RuleMatch
 
 from hyperpod_cdk.aws_quotes import (
     AUTO_RESUME_DOC,
-    CONNECTIVITY_QUOTE,
     CONTROLLER_QUOTE,
-    DEEP_HEALTH_DOC,
     LOGIN_QUOTE,
     MIGRATION_DOC,
     MULTI_HEAD_QUOTE,
@@ -25,7 +23,6 @@ from hyperpod_cdk.aws_quotes import (
     REF_DOC,
     STRATEGY_QUOTE,
 )
-from training_runtime.hardware import INSTANCE_HARDWARE
 
 CLUSTER = "AWS::SageMaker::Cluster"
 NOT_MERGE = ("Managed", "Overwrite")
@@ -57,23 +54,6 @@ def _types(group: dict[str, Any]) -> list[str]:
     requirements = _literal(group.get("InstanceRequirements"))
     listed = _literal(requirements.get("InstanceTypes")) if isinstance(requirements, dict) else None
     return [t for t in listed if isinstance(t, str)] if isinstance(listed, list) else []
-
-
-def _connectivity_gpus(cluster: Any) -> Iterator[Finding]:
-    from hyperpod_cdk.cfnlint_rules import _literal
-
-    if not cluster.slurm:
-        return
-    for group, path in cluster.groups():
-        checks = _literal(group.get("OnStartDeepHealthChecks"))
-        if not (isinstance(checks, list) and CONNECTIVITY in checks):
-            continue
-        plain = [t for t in _types(group) if t in INSTANCE_HARDWARE and not INSTANCE_HARDWARE[t].gpus]
-        if plain:
-            yield (
-                [*path, "OnStartDeepHealthChecks"],
-                f"{CONNECTIVITY} on {', '.join(plain)}, which has no GPU: AWS says {CONNECTIVITY_QUOTE}",
-            )
 
 
 def _node_types(cluster: Any) -> list[tuple[str, Path]] | None:
@@ -186,13 +166,6 @@ PROVISIONING_RULES: dict[str, type] = {
         "Orchestrator.Slurm.SlurmConfigStrategy other than Merge closes the way to continuous provisioning",
         MIGRATION_DOC,
         _strategy_merge,
-    ),
-    "dhc-connectivity-gpu": _rule(
-        "E9261",
-        "DeepHealthConnectivityGpu",
-        "OnStartDeepHealthChecks InstanceConnectivity only on instance types with GPUs",
-        DEEP_HEALTH_DOC,
-        _connectivity_gpus,
     ),
     "one-controller": _rule(
         "E9262",

@@ -21,7 +21,7 @@ from cfnlint.rules import CloudFormationLintRule, RuleMatch
 from hyperpod_cdk.api_support import CONFIDENCE_TEXT, support_row
 from hyperpod_cdk.cfnlint_provisioning import PROVISIONING_RULES
 from training_runtime.hyperpod_facts import ACCOUNTING_DATABASE
-from training_runtime.instance_facts import NO_ACCELERATOR, InstanceFacts, facts_for
+from training_runtime.instance_facts import NVIDIA_GPU, InstanceFacts, facts_for
 
 CLUSTER = "AWS::SageMaker::Cluster"
 CONTINUOUS = "Continuous"
@@ -253,12 +253,13 @@ def _connectivity(cluster: Cluster, group: dict[str, Any]) -> str | None:
     checks = _literal(group.get("OnStartDeepHealthChecks"))
     if not isinstance(checks, list) or "InstanceConnectivity" not in checks:
         return None
-    plain = [f for f in _facts(group) if f.accelerator_kind == NO_ACCELERATOR]
+    plain = [f for f in _facts(group) if f.accelerator_kind != NVIDIA_GPU]
     if not plain:
         return None
     return (
-        f"InstanceConnectivity on {', '.join(f.instance_type for f in plain)}, which EC2 describes without GPUs or "
-        f"other accelerators ({'; '.join(dict.fromkeys(f.cited for f in plain))}): it runs NCCL tests across nodes"
+        f"InstanceConnectivity on {', '.join(f.instance_type for f in plain)}, which EC2 describes without GPUs "
+        f"({'; '.join(dict.fromkeys(f.cited for f in plain))}): it runs NCCL tests across nodes, and AWS supports it "
+        "only on instances with multi-node GPU communication capabilities"
     )
 
 

@@ -447,8 +447,9 @@ def _describe(error: Any) -> Problem:
 
 def json_schema() -> dict[str, Any]:
     from hyperpod_cdk.schema_fragments import add_to
+    from hyperpod_cdk.update_policy import annotate
 
-    schema = add_to(ClusterConfig.model_json_schema())
+    schema = annotate(add_to(ClusterConfig.model_json_schema()))
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "hyperpod-cdk cluster configuration"
     return schema

@@ -1,130 +1,46 @@
-"""Update policies: the config fields AWS says cannot change (or change only in part) once the cluster or the
-instance group exists, read from the AWS inventory's ``enforced_by: update-policy`` rows — the one table of them.
+"""Update policies: what changing each config field does to a deployed cluster (issue #31).
 
-``validate --previous FILE`` compares the deployed config with the new one: each changed field that has a policy is
-reported by its row's ``rule_previous`` with the old and new value, AWS's words and what to do instead
-(:mod:`hyperpod_cdk.rules.updates` holds one rule per policy kind). No aws_cdk import.
+Every field of the config has one line in ``data/update_policies.yaml`` (the one place they are declared; the JSON
+Schema shows it as ``x-update-policy`` and docs/configuration.md lists them): in place, or a kind that AWS documents
+— an AWS inventory row (``data/aws_inventory``) with its quote, or a CloudFormation resource property that requires
+replacement. :func:`changes` compares a deployed config with a new one (instance groups paired by name) and gives each
+changed field its policy; ``validate --previous`` (:mod:`hyperpod_cdk.rules.updates`), ``plan`` and the emulated
+control plane use them. No aws_cdk import.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from functools import cache
+from importlib import resources
 from typing import Any
+
+import yaml
 
 from hyperpod_cdk.aws_inventory import Row, rows
 
-POLICY_RULES = {
-    "immutable": "UPD-IMMUTABLE",
-    "irreversible": "UPD-IRREVERSIBLE",
-    "new-nodes-only": "UPD-NEW-NODES-ONLY",
-    "replaces-root-volume": "UPD-REPLACES-ROOT-VOLUME",
-}
-"""The generic ``validate --previous`` rule of each policy kind (a row may name a more specific rule instead)."""
-VIEW_ROOTS = {"instance_groups": "groups", "storage_openzfs": "openzfs"}
-"""Config sections whose ClusterView attribute has another name."""
 GROUPS = "instance_groups[*]"
 _BRACES = re.compile(r"^(.*)\{([^}]+)\}$")
+CFN_REFERENCE = "https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/"
+DATA_RESOURCES = ("AWS::FSx::FileSystem",)
+"""CloudFormation resources that hold data: replacing one strands or loses its files."""
+GENERIC_RULES = (
+    "UPD-REFUSED",
+    "UPD-NEW-INSTANCE-GROUP",
+    "UPD-IRREVERSIBLE",
+    "UPD-NEW-NODES-ONLY",
+    "UPD-REPLACES-ROOT-VOLUMES",
+    "UPD-REPLACES",
+    "UPD-REPLACES-DATA",
+)
+"""The ``validate --previous`` rules that read the policies (:mod:`hyperpod_cdk.rules.updates`); a row whose
+``rule_previous`` names another rule has that rule instead (GRP-ROLE-IMMUTABLE, NET-REPLACES, ...)."""
 
 
-@dataclass(frozen=True)
-class RowChange:
-    """One field of an inventory row whose deployed value differs from the new config's."""
-
-    path: str
-    """The field path in the new config (``instance_groups[2].instance_type``)."""
-    old: Any
-    new: Any
-    row: Row
-
-
-def expand(field: str) -> list[str]:
-    """The paths a row's ``field`` names: ``network.{vpc_id,subnet_id}`` is two."""
-    match = _BRACES.match(field)
-    if not match:
-        return [field]
-    return [match.group(1) + name.strip() for name in match.group(2).split(",")]
-
-
-@cache
-def update_policies() -> tuple[Row, ...]:
-    """Every update-policy row of the inventory, in file order."""
-    return tuple(r for r in rows() if r.enforced_by == "update-policy")
-
-
-def update_policy(field_path: str) -> Row | None:
-    """The update-policy row of ``field_path`` (``instance_groups[*].instance_type``, or one group's
-    ``instance_groups[3].instance_type``), or None when AWS states no policy for it."""
-    wanted = re.sub(r"^instance_groups\[\d+\]", GROUPS, field_path)
-    return next((r for r in update_policies() if r.field is not None and wanted in expand(r.field)), None)
-
-
-def _get(value: Any, parts: Iterable[str]) -> Any:
-    for part in parts:
-        if value is None:
-            return None
-        value = value.get(part) if isinstance(value, dict) else getattr(value, part, None)
-    return value.value if hasattr(value, "value") and not isinstance(value, (str, int)) else value
-
-
-def _values(view: Any, field: str) -> dict[str, tuple[str, Any]]:
-    """The value of ``field`` in ``view`` by key: one per instance group (its name) for ``instance_groups[*].…``,
-    so that the deployed and new groups pair up by name; else one, keyed ''."""
-    if field.startswith(GROUPS + "."):
-        rest = field[len(GROUPS) + 1 :].split(".")
-        return {
-            group.name: (f"instance_groups[{index}].{'.'.join(rest)}", _get(group, rest))
-            for index, group in enumerate(view.groups)
-        }
-    first, *rest = field.split(".")
-    return {"": (field, _get(getattr(view, VIEW_ROOTS.get(first, first), None), rest))}
-
-
-def _set(value: Any) -> bool:
-    return value not in (None, "", False) and value != [] and value != {}
-
-
-def row_changes(view: Any, policies: Iterable[Row]) -> Iterator[RowChange]:
-    """The fields of ``policies`` whose value in ``view`` differs from ``view.previous`` (none without one). A group
-    new in ``view`` has no deployed value, so nothing about it changed. An irreversible field changes only when its
-    deployed value was set: what AWS forbids is leaving it."""
-    previous = view.previous
-    if previous is None:
-        return
-    for row in policies:
-        for field in expand(row.field or ""):
-            before = _values(previous, field)
-            for key, (path, new) in _values(view, field).items():
-                if key not in before:
-                    continue
-                old = before[key][1]
-                if old != new and (row.policy != "irreversible" or _set(old)):
-                    yield RowChange(path, old, new, row)
-
-
-def fix(row: Row) -> str:
-    """What to do instead of the change, by policy."""
-    group = (row.field or "").startswith(GROUPS)
-    return {
-        "immutable": (
-            "keep the deployed value; for the new one add a new instance group (and remove the old one)"
-            if group
-            else "keep the deployed value; for the new one create a new cluster"
-        ),
-        "irreversible": "keep the deployed value: nothing changes it back; a new cluster starts without it",
-        "new-nodes-only": "expect running nodes to keep the old value until they are replaced (or replace them)",
-        "replaces-root-volume": "save what the nodes keep on their root volumes first; /opt/sagemaker and FSx stay",
-        "replaces-cluster": "keep the deployed value unless you mean to rebuild the cluster and every node",
-    }[row.policy or "immutable"]
-
-
-# --- The interface of issue #31: a policy for every config field, and the changes between two configs. ---------
-
-
-class Kind(str, Enum):
+class Kind(StrEnum):
     """What happens when a config field changes on a deployed cluster."""
 
     IN_PLACE = "in-place"
@@ -143,16 +59,6 @@ class Kind(str, Enum):
     """CloudFormation replaces the resource (the cluster, a file system): data at risk."""
 
 
-KIND_OF_ROW_POLICY = {
-    "immutable": Kind.REFUSED,
-    "irreversible": Kind.IRREVERSIBLE,
-    "new-nodes-only": Kind.NEW_NODES_ONLY,
-    "replaces-root-volume": Kind.REPLACES_ROOT_VOLUMES,
-    "replaces-cluster": Kind.REPLACES_RESOURCE,
-}
-"""The kind of each inventory row ``policy``."""
-
-
 @dataclass(frozen=True)
 class FieldPolicy:
     """A config field's update policy, with AWS's words for every kind but IN_PLACE."""
@@ -165,34 +71,136 @@ class FieldPolicy:
     source: str | None
     """The AWS page (None only for IN_PLACE)."""
     quote: str | None
-    """AWS's words (the inventory row's quote)."""
+    """AWS's words (the inventory row's quote, or the CloudFormation reference's)."""
     row: str | None
-    """The inventory row id."""
+    """The inventory row id (None for IN_PLACE and for a CloudFormation or AWS-silent citation)."""
 
 
-IN_PLACE = FieldPolicy(Kind.IN_PLACE, "applied to the running cluster by the stack update", "nothing", None, None, None)
+WHY = {
+    Kind.IN_PLACE: "the stack update applies it to the running cluster",
+    Kind.NEW_NODES_ONLY: "accepted, but only nodes provisioned from now on get it; running nodes keep the deployed "
+    "value",
+    Kind.REPLACES_ROOT_VOLUMES: "a new AMI reaches running nodes through UpdateClusterSoftware, which re-images their "
+    "root volumes (what the nodes keep there is lost; FSx stays)",
+    Kind.NEW_INSTANCE_GROUP: "AWS does not document changing it on an existing instance group; it is fixed when an "
+    "instance launches",
+    Kind.REFUSED: "the API refuses it once the instance group or cluster exists: the update fails and rolls back",
+    Kind.IRREVERSIBLE: "accepted once and never undone",
+    Kind.REPLACES_RESOURCE: "CloudFormation replaces the resource: a new one is created and the old one deleted",
+}
+TODO = {
+    Kind.IN_PLACE: "nothing",
+    Kind.NEW_NODES_ONLY: "replace the running nodes (scale the group to 0 and back, or hyperpod-cdk replace) to "
+    "apply it everywhere",
+    Kind.REPLACES_ROOT_VOLUMES: "save what the nodes keep on their root volumes, then update the software group by "
+    "group, draining each batch first",
+    Kind.NEW_INSTANCE_GROUP: "add a new instance group with the new value, move the work, then remove the old group",
+    Kind.REFUSED: "keep the deployed value; for the new one add a new instance group (and remove the old one)",
+    Kind.IRREVERSIBLE: "keep the deployed value: nothing changes it back; a new cluster starts without it",
+    Kind.REPLACES_RESOURCE: "keep the deployed value unless you mean to rebuild the resource (copy its data first)",
+}
 
 
-def _schema_path(path: str) -> str:
+def expand(field: str) -> list[str]:
+    """The paths an inventory row's ``field`` names: ``network.{vpc_id,subnet_id}`` is two."""
+    match = _BRACES.match(field)
+    if not match:
+        return [field]
+    return [match.group(1) + name.strip() for name in match.group(2).split(",")]
+
+
+@cache
+def update_policies() -> tuple[Row, ...]:
+    """Every update-policy row of the inventory, in file order."""
+    return tuple(r for r in rows() if r.enforced_by == "update-policy")
+
+
+@cache
+def declarations() -> dict[str, Any]:
+    """``data/update_policies.yaml``: each schema path's declaration, in the schema's order."""
+    text = resources.files("hyperpod_cdk").joinpath("data/update_policies.yaml").read_text()
+    found: dict[str, Any] = yaml.safe_load(text)
+    return found
+
+
+def schema_path(path: str) -> str:
     """``instance_groups[2].instance_type`` -> ``instance_groups[].instance_type``."""
     return re.sub(r"\[[^\]]*\]", "[]", path)
 
 
+def declared_path(path: str) -> str:
+    """The declared path that governs ``path``: itself, or the nearest enclosing one (a free-form section's keys);
+    KeyError naming the path when the schema has no such field."""
+    parts = schema_path(path).split(".")
+    for n in range(len(parts), 0, -1):
+        candidate = ".".join(parts[:n])
+        if candidate in declarations():
+            return candidate
+    raise KeyError(
+        f"{path}: no update policy; the fields with one are listed in src/hyperpod_cdk/data/update_policies.yaml "
+        "(add the field there)"
+    )
+
+
+def _entry(path: str) -> dict[str, Any]:
+    entry = declarations()[declared_path(path)]
+    return {"kind": entry} if isinstance(entry, str) else dict(entry)
+
+
+@cache
+def _row(row_id: str) -> Row:
+    found = next((r for r in rows() if r.id == row_id), None)
+    if found is None:
+        raise KeyError(f"data/update_policies.yaml names the inventory row {row_id!r}, which does not exist")
+    return found
+
+
+def cfn_source(resource: str) -> str:
+    """The CloudFormation reference page of ``AWS::FSx::FileSystem``."""
+    return CFN_REFERENCE + "aws-resource-" + resource.removeprefix("AWS::").replace("::", "-").lower() + ".html"
+
+
+@cache
+def _policy(declared: str) -> FieldPolicy:
+    entry = _entry(declared)
+    kind = Kind(entry["kind"])
+    why, todo = entry.get("why", WHY[kind]), entry.get("todo", TODO[kind])
+    if kind is Kind.REFUSED and not declared.startswith("instance_groups[]"):
+        todo = "keep the deployed value; for the new one create a new cluster"
+    if "row" in entry:
+        row = _row(entry["row"])
+        return FieldPolicy(kind, why, todo, row.url, row.quote, row.id)
+    if "cfn" in entry:
+        resource, _, prop = entry["cfn"].partition("/properties/")
+        quote = f"{prop.split('/')[-1]}: Update requires: Replacement"
+        return FieldPolicy(kind, f"{why} ({resource})", todo, cfn_source(resource), quote, None)
+    if "silent" in entry:
+        return FieldPolicy(kind, why, todo, entry.get("source"), entry.get("quote"), None)
+    return FieldPolicy(kind, why, todo, None, None, None)
+
+
 def policy_for(path: str) -> FieldPolicy:
-    """The update policy of a config field (``instance_groups[].instance_type``; a concrete index is accepted)."""
-    wanted = _schema_path(path).replace("[]", "[*]")
-    parts = wanted.split(".")
-    candidates = [".".join(parts[:n]) for n in range(len(parts), 0, -1)]  # the field, then its enclosing fields
-    fields = {f: r for r in reversed(update_policies()) if r.field is not None for f in expand(r.field)}
-    row = next((fields[c] for c in candidates if c in fields), None)
-    if row is None:
-        return IN_PLACE
-    kind = KIND_OF_ROW_POLICY[row.policy or "immutable"]
-    return FieldPolicy(kind, row.how or kind.value, fix(row), row.url, row.quote, row.id)
+    """The update policy of a config field (``instance_groups[].instance_type``; ``instance_groups[3].…`` too)."""
+    return _policy(declared_path(path))
 
 
-_RETAINED_DATA = ("storage.", "storage_openzfs.")
-"""Config sections whose resource holds data: replacing it loses or strands that data."""
+def holds_data(path: str) -> bool:
+    """Whether the field's replacement is of a resource that holds data (a file system)."""
+    cfn = str(_entry(path).get("cfn", ""))
+    return cfn.startswith(DATA_RESOURCES)
+
+
+def dedicated_rule(path: str) -> str | None:
+    """The rule that reports a change of the field when it is not one of :data:`GENERIC_RULES` (the row's own)."""
+    entry = _entry(path)
+    if "rule" in entry:
+        return None if entry["rule"] in GENERIC_RULES else str(entry["rule"])
+    row_id = entry.get("row")
+    if row_id is None:
+        return None
+    row = _row(row_id)
+    rule = row.rule_previous if row.enforced_by == "update-policy" else row.rule
+    return None if rule is None or rule in GENERIC_RULES or row.enforced_by == "construction" else rule
 
 
 @dataclass(frozen=True)
@@ -212,21 +220,15 @@ class Change:
         kind = self.policy.kind
         if kind in (Kind.REFUSED, Kind.NEW_INSTANCE_GROUP):
             return True
-        return kind is Kind.REPLACES_RESOURCE and self.path.startswith(_RETAINED_DATA)
+        return kind is Kind.REPLACES_RESOURCE and holds_data(self.path)
 
 
 def _plain(value: Any) -> Any:
-    if hasattr(value, "model_dump"):
-        return value.model_dump(mode="json")
-    return value
+    return value.model_dump(mode="json") if hasattr(value, "model_dump") else value
 
 
 def _named(items: Any) -> bool:
-    return (
-        isinstance(items, list)
-        and bool(items)
-        and all(isinstance(i, dict) and isinstance(i.get("name"), str) for i in items)
-    )
+    return isinstance(items, list) and all(isinstance(i, dict) and isinstance(i.get("name"), str) for i in items)
 
 
 def _diff(path: str, before: Any, after: Any) -> Iterator[Change]:
@@ -236,16 +238,25 @@ def _diff(path: str, before: Any, after: Any) -> Iterator[Change]:
         for key in [*before, *(k for k in after if k not in before)]:
             yield from _diff(f"{path}.{key}" if path else str(key), before.get(key), after.get(key))
         return
-    if _named(before) and _named(after):
+    if path and {type(before), type(after)} == {dict, type(None)}:
+        # a section set or removed: one change, unless a field in it has another policy (runtime.accounting.database)
+        inner = list(_diff(path, before or {}, after or {}))
+        whole = policy_for(path)
+        if any(c.policy != whole for c in inner):
+            yield from inner
+        else:
+            yield Change(path, before, after, whole)
+        return
+    if _named(before) and _named(after) and (before or after):
         old = {item["name"]: item for item in before}
-        new_names = {item["name"] for item in after}
+        kept = {item["name"] for item in after}
         for index, item in enumerate(after):
             if item["name"] in old:
                 yield from _diff(f"{path}[{index}]", old[item["name"]], item)
             else:
                 yield Change(f"{path}[{index}]", None, item, policy_for(f"{path}[]"))
         for index, item in enumerate(before):
-            if item["name"] not in new_names:
+            if item["name"] not in kept:
                 yield Change(f"{path}[{index}]", item, None, policy_for(f"{path}[]"))
         return
     yield Change(path, before, after, policy_for(path))
@@ -253,7 +264,37 @@ def _diff(path: str, before: Any, after: Any) -> Iterator[Change]:
 
 def changes(before: Any, after: Any) -> list[Change]:
     """Every field whose value differs between the deployed config ``before`` and the new one ``after``
-    (ClusterConfig), each with its policy. Instance groups (and other named lists) pair up by name: a group new
-    in ``after`` is one change at its index with ``before`` None, a group gone from it one with ``after`` None (at
-    its index in ``before``)."""
+    (ClusterConfig), each with its policy. Instance groups (and other lists of named items: data repositories,
+    users, teams) pair up by name: an item new in ``after`` is one change at its index with ``before`` None, one
+    gone from it a change with ``after`` None at its index in ``before``."""
     return list(_diff("", _plain(before), _plain(after)))
+
+
+def annotate(schema: dict[str, Any]) -> dict[str, Any]:
+    """Write each field's policy kind into the JSON Schema as ``x-update-policy`` (beside its description); a shared
+    definition reached by two paths must have one policy. Returns ``schema``."""
+    defs = schema.get("$defs", {})
+
+    def resolve(node: dict[str, Any]) -> dict[str, Any]:
+        while "$ref" in node:
+            node = defs[node["$ref"].rsplit("/", 1)[-1]]
+        return node
+
+    def walk(node: dict[str, Any], path: str) -> None:
+        node = resolve(node)
+        for key in ("anyOf", "oneOf", "allOf"):
+            for option in node.get(key, []):
+                walk(option, path)
+        items = node.get("items")
+        if node.get("type") == "array" and isinstance(items, dict) and "properties" in resolve(items):
+            walk(items, path + "[]")
+        for name, prop in node.get("properties", {}).items():
+            child = f"{path}.{name}" if path else name
+            kind = policy_for(child).kind.value
+            if prop.get("x-update-policy", kind) != kind:
+                raise ValueError(f"{child}: a shared schema definition has two update policies")
+            prop["x-update-policy"] = kind
+            walk(prop, child)
+
+    walk(schema, "")
+    return schema

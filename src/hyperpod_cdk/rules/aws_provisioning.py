@@ -8,15 +8,12 @@ from collections.abc import Iterator
 
 from hyperpod_cdk.aws_quotes import (
     AUTO_RESUME_DOC,
-    CONNECTIVITY_QUOTE,
-    DEEP_HEALTH_DOC,
     MIGRATION_DOC,
     NO_REVERT_QUOTE,
     RECOVERY_QUOTE,
     STRATEGY_QUOTE,
 )
-from hyperpod_cdk.model import DeepHealthCheck, NodeProvisioningMode, NodeRecovery, SlurmConfigStrategy, SlurmMode
-from hyperpod_cdk.rules.groups import group_path
+from hyperpod_cdk.model import NodeProvisioningMode, NodeRecovery, SlurmConfigStrategy, SlurmMode
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime.problems import WARNING, Problem
@@ -47,32 +44,6 @@ def strategy_merge(view: ClusterView) -> Iterator[Problem]:
             fix="leave slurm_config_strategy out (Merge), unless this cluster will never move to continuous "
             "provisioning",
         )
-
-
-@rule(
-    "GRP-DHC-CONNECTIVITY-GPU",
-    "instance_groups",
-    "instance_groups[*].deep_health_checks",
-    needs=("hardware",),
-    source=f"{DEEP_HEALTH_DOC} (Deep health check types)",
-)
-def connectivity_needs_gpus(view: ClusterView) -> Iterator[Problem]:
-    """InstanceConnectivity (NCCL across nodes) only on instance types with NVIDIA GPUs."""
-    for index, group in enumerate(view.groups):
-        if DeepHealthCheck.INSTANCE_CONNECTIVITY not in group.deep_health_checks:
-            continue
-        # Judged on the catalogue's GPU count (training_runtime.hardware): AWS does not define "multi-node GPU
-        # communication capabilities" further, so only types without any GPU are refused.
-        plain = [t for t in view.types_of(group) if (h := view.hardware(t)) is not None and not h.gpus]
-        if plain:
-            yield Problem(
-                group_path(view, index, "deep_health_checks"),
-                f"AWS ({DEEP_HEALTH_DOC}): {CONNECTIVITY_QUOTE} {', '.join(plain)} "
-                f"{'has' if len(plain) == 1 else 'have'} no GPU",
-                got=[str(c) for c in group.deep_health_checks],
-                fix="remove InstanceConnectivity from this group (keep InstanceStress if you want the "
-                "instance-level checks)",
-            )
 
 
 @rule("CL-MODE-NO-REVERT", "cluster", "mode", source=f"{MIGRATION_DOC} (Recovering from a failed migration)")

@@ -16,7 +16,7 @@ from hyperpod_cdk.rules.view import ClusterView
 from training_runtime.hardware import THREADS_PER_CORE
 from training_runtime.instance_facts import (
     DESCRIBE_COMMAND,
-    NO_ACCELERATOR,
+    NVIDIA_GPU,
     InstanceFacts,
     facts_for,
 )
@@ -128,13 +128,14 @@ def _connectivity(view: ClusterView) -> Iterator[tuple[int, InstanceGroup, list[
     needs=("hardware",),
 )
 def deep_health_connectivity(view: ClusterView) -> Iterator[Problem]:
-    """InstanceConnectivity (NCCL tests across nodes) only on types with accelerators, per EC2's description."""
+    """InstanceConnectivity (NCCL tests across nodes) only on types with NVIDIA GPUs, per EC2's description: the
+    Slurm page says "multi-node GPU communication", so Neuron and CPU types are refused."""
     for index, group, found in _connectivity(view):
-        plain = [f for f in found if f.accelerator_kind == NO_ACCELERATOR]
+        plain = [f for f in found if f.accelerator_kind != NVIDIA_GPU]
         if plain:
             yield Problem(
                 _path(view, index, "deep_health_checks"),
-                f"{_listed([f.instance_type for f in plain])} no GPU or other accelerator ({_sources(plain)}); "
+                f"{_listed([f.instance_type for f in plain])} no GPU ({_sources(plain)}); "
                 f"AWS: {CONNECTIVITY_QUOTE} ({DEEP_HEALTH_SLURM})",
                 got=[str(c) for c in group.deep_health_checks],
                 fix="remove InstanceConnectivity from this group (InstanceStress still tests CPU, memory and disk)",
@@ -153,7 +154,7 @@ def deep_health_checks_accelerated(view: ClusterView) -> Iterator[Problem]:
     """InstanceConnectivity on an accelerated type without EFA: AWS does not say which types have "multi-node GPU
     communication capabilities" (a warning, not an error)."""
     for index, group, found in _connectivity(view):
-        lone = [f for f in found if f.accelerator_kind != NO_ACCELERATOR and not f.efa]
+        lone = [f for f in found if f.accelerator_kind == NVIDIA_GPU and not f.efa]
         if lone:
             yield Problem(
                 _path(view, index, "deep_health_checks"),

@@ -173,8 +173,8 @@ def deep_health_workers(view: ClusterView) -> Iterator[Problem]:
         if group.deep_health_checks and group.role != NodeRole.COMPUTE:
             yield Problem(
                 group_path(view, index, "deep_health_checks"),
-                "AWS: \"Deep health checks run on worker nodes only. Controller and login nodes are not subject to "
-                f"deep health checks.\"; this is a {group.role} group",
+                'AWS: "Deep health checks run on worker nodes only. Controller and login nodes are not subject to '
+                f'deep health checks."; this is a {group.role} group',
                 got=[str(c) for c in group.deep_health_checks],
                 fix="move them to the compute groups",
             )

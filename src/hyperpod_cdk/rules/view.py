@@ -99,6 +99,8 @@ class ClusterView:
     """The rules the config silences, each with a reason (``suppress``; :mod:`hyperpod_cdk.suppress`)."""
     previous: ClusterView | None = None
     """The deployed config (``validate --previous``): rules warn about changes that replace resources."""
+    config: ClusterConfig | None = field(default=None, compare=False, repr=False)
+    """The config file itself, when the view is of one (the update policies compare two whole configs)."""
     account: Account | None = None
     """The AWS account's look-ups (``hyperpod-cdk preflight``), with ``aws`` in ``sections``; None offline."""
     config: ClusterConfig | None = field(default=None, compare=False, repr=False)

@@ -49,6 +49,12 @@ class Group:
     partition: str | None = None
     min_count: int | None = None
     threads_per_core: int = 1
+    capacity: str | None = None
+    """``CapacityRequirements`` as created: ``Spot``, ``OnDemand`` or None (not given)."""
+    override_vpc: dict[str, Any] | None = None
+    """``OverrideVpcConfig`` as created (``Subnets``, ``SecurityGroupIds``), or None."""
+    volume_kms_key_id: str | None = None
+    """``InstanceStorageConfigs[].EbsVolumeConfig.VolumeKmsKeyId`` as created, or None."""
 
     def describe(self, current: int) -> dict[str, Any]:
         slurm: dict[str, Any] = {"NodeType": self.node_type}

@@ -17,8 +17,10 @@ or raises :class:`~hyperpod_local.control_plane.model.ApiError`. What each does,
   configured as Slurm controller nodes"). While rebooted or replaced a node shows ``Pending``: AWS does not say
   which status it shows meanwhile.
 - ``UpdateCluster``: the emulator changes instance counts (and ``MinInstanceCount``) only; a group's other
-  fields must be as they are. A lower count removes Pending nodes first, then the newest Running ones (AWS does
-  not say which nodes a lower count removes). Controller and login groups keep their counts.
+  fields must be as they are. A member AWS says cannot change once the group exists (NodeType,
+  CapacityRequirements, OverrideVpcConfig, the volume KMS key: :mod:`.refusals`) gets a ValidationException
+  quoting AWS, and the request changes nothing. A lower count removes Pending nodes first, then the newest
+  Running ones (AWS does not say which nodes a lower count removes). Controller and login groups keep their counts.
 - ``CreateCluster`` / ``UpdateCluster``: a request that breaks the API model's constraints (botocore's
   service-2.json: required members, enums, ranges, lengths, patterns) gets the ValidationException the service
   gives (:func:`.validation.api_model`) before anything else. The emulator holds one cluster: a valid CreateCluster
@@ -44,6 +46,7 @@ from hyperpod_local.control_plane.model import (
     Node,
     validation,
 )
+from hyperpod_local.control_plane.refusals import refused
 
 CLIENT_TOKEN_TTL_S = 8 * 3600.0
 DEFAULT_PAGE = 100
@@ -318,6 +321,7 @@ class ControlPlane:
                 problems.append(
                     f"{where}.InstanceType: {spec['InstanceType']} is not {group.instance_type}; only counts change"
                 )
+            problems.extend(refused(spec, group, where))
             if group.node_type != "Compute" and count is not None and count != group.target:
                 problems.append(
                     f"{where}.InstanceCount: {group.name} is a {group.node_type} group; only compute groups scale"

@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Write the update-policy table of docs/configuration.md (section "Update policies") from
+``src/hyperpod_cdk/data/update_policies.yaml``: every config field, its policy, the rule ``validate --previous``
+reports a change with, and the AWS source. Between ``<!-- BEGIN GENERATED: update-policies -->`` and
+``<!-- END GENERATED -->``::
+
+    .venv/bin/python scripts/gen_update_policies_doc.py          # rewrite the table
+    .venv/bin/python scripts/gen_update_policies_doc.py --check  # exit 1 if the committed copy is stale
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+from hyperpod_cdk.update_policy import Kind, declarations, dedicated_rule, holds_data, policy_for  # noqa: E402
+
+DOC = ROOT / "docs" / "configuration.md"
+BEGIN = "<!-- BEGIN GENERATED: update-policies -->"
+END = "<!-- END GENERATED -->"
+RULE = {
+    Kind.IN_PLACE: "-",
+    Kind.NEW_NODES_ONLY: "UPD-NEW-NODES-ONLY",
+    Kind.REPLACES_ROOT_VOLUMES: "UPD-REPLACES-ROOT-VOLUMES",
+    Kind.NEW_INSTANCE_GROUP: "UPD-NEW-INSTANCE-GROUP",
+    Kind.REFUSED: "UPD-REFUSED",
+    Kind.IRREVERSIBLE: "UPD-IRREVERSIBLE",
+    Kind.REPLACES_RESOURCE: "UPD-REPLACES",
+}
+
+
+def _rule(path: str, kind: Kind) -> str:
+    own = dedicated_rule(path)
+    if own:
+        return own
+    if kind is Kind.REPLACES_RESOURCE and holds_data(path):
+        return "UPD-REPLACES-DATA"
+    return RULE[kind]
+
+
+def _cited(path: str) -> str:
+    policy, entry = policy_for(path), declarations()[path]
+    if policy.kind is Kind.IN_PLACE:
+        return ""
+    if policy.row:
+        return f"[{policy.row}]({policy.source})"
+    if isinstance(entry, dict) and "cfn" in entry:
+        return f"[{entry['cfn']}]({policy.source}) (createOnlyProperties)"
+    return f"AWS silent: [{entry['silent']}]({policy.source})"
+
+
+def render() -> str:
+    lines = [
+        BEGIN,
+        "<!-- Generated from src/hyperpod_cdk/data/update_policies.yaml by scripts/gen_update_policies_doc.py. -->",
+        "",
+        "| Field | On a deployed cluster | `validate --previous` | AWS |",
+        "|---|---|---|---|",
+    ]
+    for path in declarations():
+        kind = policy_for(path).kind
+        lines.append(f"| `{path}` | {kind.value} | `{_rule(path, kind)}` | {_cited(path)} |")
+    lines.append(END)
+    return "\n".join(lines)
+
+
+def updated(text: str) -> str:
+    start, end = text.index(BEGIN), text.index(END, text.index(BEGIN))
+    return text[:start] + render() + text[end + len(END) :]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if docs/configuration.md is stale")
+    args = parser.parse_args()
+    text = DOC.read_text()
+    new = updated(text)
+    if args.check:
+        if new != text:
+            print("docs/configuration.md: the update-policy table is stale; run scripts/gen_update_policies_doc.py")
+            return 1
+        return 0
+    DOC.write_text(new)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
