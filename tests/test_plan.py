@@ -3,6 +3,7 @@ moto, its cluster in the emulated control plane: tests/plan_support.py)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -243,3 +244,20 @@ def test_groups_the_template_has_and_the_config_not_and_the_reverse() -> None:
         ("instance_groups[2]", True, False),  # gpu: new
         ("instance_groups[2]", False, True),  # gpu-old: gone (its index in the deployed config)
     ]
+
+
+def test_drift_from_the_counts_synth_recorded_in_cdk_context(tmp_path: Path, deployed: dict[str, Any]) -> None:
+    """A scaled group: synth writes the count cdk.context.json records, so a scaler's later change is drift."""
+    deployed["targets"]["gpu"] = 6  # the scaler grew the group after the counts were recorded
+    deployed["start"]()
+    scaled = edited(tmp_path, EXAMPLE, ("    min_count: 2\n", "    min_count: 2\n    scaling: {min: 2, max: 8}\n"))
+    fresh = Operator()("plan", scaled, "--json", "--context-file", str(tmp_path / "absent.json")).json()
+    assert fresh["drift"] == []  # synth takes the live count: nothing moves
+    key = "hyperpod-cdk:deployed-counts:region=us-west-2:cluster=continuous-cluster"
+    context = tmp_path / "cdk.context.json"
+    context.write_text(json.dumps({key: {"controller": 1, "login": 1, "gpu": 4}}))
+    report = Operator()("plan", scaled, "--json", "--context-file", str(context)).json()
+    (row,) = report["drift"]
+    assert (row["group"], row["what"], row["deployed"], row["old"], row["new"]) == ("gpu", "count", 6, 4, 4)
+    assert "removes 2 nodes" in row["note"]
+    assert any(f"cdk context --reset {key}" in n for n in report["notes"])

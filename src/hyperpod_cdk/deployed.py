@@ -46,6 +46,8 @@ class Deployed:
     """Nodes per instance group (ListClusterNodes)."""
     notes: tuple[str, ...] = ()
     """What could not be read, and why."""
+    region: str = ""
+    """The Region it was read in."""
 
     @property
     def exists(self) -> bool:
@@ -163,6 +165,7 @@ def read_deployed(aws: Any, stack_name: str, cluster_name: str, file_names: Sequ
         described=described,
         nodes=dict(nodes),
         notes=tuple(notes),
+        region=str(aws.region),
     )
 
 

@@ -159,6 +159,11 @@ def register(commands: Any) -> None:
     plan.add_argument("config", help="the cluster config file to deploy")
     plan.add_argument("--previous", metavar="FILE", help="compare with this config (the deployed one), offline")
     plan.add_argument("--stack", help="the deployed stack's name (default: hyperpod-<cluster_name>)")
+    plan.add_argument(
+        "--context-file",
+        default="cdk.context.json",
+        help="CDK's context file, whose recorded counts synth writes for scaled groups (default: cdk.context.json)",
+    )
 
     job = _command(
         commands,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from hyperpod_cdk.aws.errors import Exit, OpsError
@@ -86,12 +87,33 @@ def _deployed(args: argparse.Namespace, ctx: OpsContext, new: Any) -> tuple[Any,
     return before, found, list(found.notes), against
 
 
-def _new_counts(new: Any, found: Any) -> tuple[dict[str, int], dict[str, Any]]:
-    """The counts and types the new config's template gives each group: a scaled group's count is the deployed
-    cluster's within its range (:func:`hyperpod_cdk.scaler_counts.template_counts`)."""
-    from hyperpod_cdk.scaler_counts import counts_of, template_counts
+def _recorded(context_file: str, key: str) -> dict[str, int] | None:
+    """The deployed counts synth recorded in CDK's context file under ``key`` (:mod:`hyperpod_cdk.synth_context`)."""
+    path = Path(context_file)
+    try:
+        value = json.loads(path.read_text()).get(key) if path.is_file() else None
+    except (OSError, ValueError, AttributeError):
+        return None
+    return {str(k): int(v) for k, v in value.items()} if isinstance(value, dict) else None
 
-    scaled, _ = template_counts(new.instance_groups, counts_of(found.described or {}))
+
+def _new_counts(
+    new: Any, found: Any, region: str, context_file: str, notes: list[str]
+) -> tuple[dict[str, int], dict[str, Any]]:
+    """The counts and types the new config's template gives each group: a scaled group's count is what synth
+    writes, the counts ``cdk.context.json`` records, else the deployed cluster's within its range
+    (:func:`hyperpod_cdk.scaler_counts.template_counts`)."""
+    from hyperpod_cdk.scaler_counts import counts_of, template_counts
+    from hyperpod_cdk.synth_context import context_key
+
+    key = context_key(found.cluster_name, region)
+    recorded = _recorded(context_file, key) if any(g.scaling for g in new.instance_groups) else None
+    if recorded is not None:
+        notes.append(
+            f"{context_file} records the scaled groups' counts ({key}): synth writes those; "
+            f"`cdk context --reset {key}` takes the cluster's counts"
+        )
+    scaled, _ = template_counts(new.instance_groups, recorded or counts_of(found.described or {}))
     counts = {g.name: scaled.get(g.name, g.count) for g in new.instance_groups}
     types = {g.name: g.instance_type or ",".join(g.instance_types) for g in new.instance_groups}
     return counts, types
@@ -106,7 +128,8 @@ def plan(args: argparse.Namespace, ctx: OpsContext) -> int:
     if before is None:
         notes.append("nothing deployed: the deploy creates the cluster, no change to judge")
     found_changes = changes(before, new) if before is not None else []
-    drifts = drift(found, *_new_counts(new, found)) if found is not None else []
+    region = args.region or (found.region if found is not None else "")
+    drifts = drift(found, *_new_counts(new, found, region, args.context_file, notes)) if found is not None else []
     code = Exit.FAILED if any(c.blocks for c in found_changes) else Exit.OK
     if args.json:
         print_json(

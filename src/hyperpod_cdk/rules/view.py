@@ -103,9 +103,6 @@ class ClusterView:
     """The config file itself, when the view is of one (the update policies compare two whole configs)."""
     account: Account | None = None
     """The AWS account's look-ups (``hyperpod-cdk preflight``), with ``aws`` in ``sections``; None offline."""
-    config: ClusterConfig | None = field(default=None, compare=False, repr=False)
-    """The whole config the view was made of (:meth:`of_config`): preflight compares it with the deployed cluster
-    (``update_policy.changes``); None for a construct's view."""
 
     @classmethod
     def of_config(
