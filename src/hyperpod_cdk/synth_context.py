@@ -57,6 +57,14 @@ def write_context(path: Path, key: str, value: Any) -> None:
     os.replace(temporary, path)
 
 
+def _region() -> str | None:
+    """The Region synth's look-up asks (:func:`hyperpod_cdk.scaler_counts.sagemaker_client`'s): the CDK CLI's
+    ``CDK_DEFAULT_REGION``, else the standard AWS settings' (``AWS_REGION``, the profile)."""
+    from hyperpod_cdk.aws.session import make_session
+
+    return os.environ.get("CDK_DEFAULT_REGION") or make_session(None, None).region_name
+
+
 def cached_counts(
     deployed: Deployment,
     try_get_context: Callable[[str], Any],
@@ -67,11 +75,11 @@ def cached_counts(
 ) -> dict[str, int] | None:
     """What an app passes as ``deployed_counts``: :func:`counts_for_synth`'s answer, read from CDK's context when
     recorded there, else looked up and recorded (``cdk.context.json``). ``try_get_context`` is the app's
-    (``app.node.try_get_context``); ``region`` defaults to the CLI's (``CDK_DEFAULT_REGION``)."""
+    (``app.node.try_get_context``); ``region`` defaults to the look-up's (:func:`_region`)."""
     choice = try_get_context(COUNTS_CONTEXT)
     if choice == CONFIG_COUNTS or not any(g.scaling is not None for g in deployed.config.instance_groups):
         return counts_for_synth(deployed, choice, client)
-    key = context_key(deployed.cluster_name, region or os.environ.get("CDK_DEFAULT_REGION"))
+    key = context_key(deployed.cluster_name, region or _region())
     cached = try_get_context(key)
     if isinstance(cached, Mapping):
         return {str(name): int(count) for name, count in cached.items()}
