@@ -22,7 +22,7 @@ import aws_cdk as cdk
 
 from hyperpod_cdk import ClusterConfig, ConfigurationError, TrainingClusterStack, load_config
 from hyperpod_cdk.deployment import deployment
-from hyperpod_cdk.scaler_counts import COUNTS_CONTEXT, counts_for_synth
+from hyperpod_cdk.synth_context import cached_counts
 from hyperpod_cdk.template_findings import findings_in
 
 
@@ -34,7 +34,7 @@ def main() -> None:
         deployed = deployment(config)  # its stack name; its cluster name, whose counts a scaled group keeps
         stack_name = app.node.try_get_context("stack_name") or deployed.stack_name
         # A scaled group keeps the deployed cluster's count (docs/scaler-cloudformation.md).
-        counts = counts_for_synth(deployed, app.node.try_get_context(COUNTS_CONTEXT))
+        counts = cached_counts(deployed, app.node.try_get_context)  # cached in cdk.context.json
         TrainingClusterStack(app, stack_name, config=config, deployed_counts=counts)
     except ConfigurationError as error:
         print(f"error: {error}", file=sys.stderr)

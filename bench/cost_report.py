@@ -19,6 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from training_runtime.billing import billing_minutes, node_billing_per_minute
+from training_runtime.billing_weights import cpu_weight, weights_text
 from training_runtime.cost_report import cost_report, parse_budgets, parse_partitions, parse_sacct
 
 SINCE = datetime(2026, 11, 1)
@@ -28,8 +30,10 @@ UNTIL = datetime(2026, 12, 1)
 def accounting(records: int, seed: int = 32) -> tuple[str, str, str]:
     rng = random.Random(seed)
     partitions = "\n".join(
-        f"PartitionName=p{i} TotalCPUs=3072 TotalNodes=16 TRESBillingWeights=CPU={8.5 + i / 10:.2f}" for i in range(8)
+        f"PartitionName=p{i} TotalCPUs=3072 TotalNodes=16 TRESBillingWeights={weights_text(cpu_weight(97.92 + i, 192))}"
+        for i in range(8)
     )
+    node = round(node_billing_per_minute(97.92))  # a 192-CPU node at 97.92 per hour
     lines = []
     for job in range(records):
         start = SINCE + timedelta(minutes=rng.randrange(0, 30 * 24 * 60))
@@ -41,9 +45,11 @@ def accounting(records: int, seed: int = 32) -> tuple[str, str, str]:
         account = rng.randrange(40)
         lines.append(
             f"{1000 + job}|u{account * 10 + rng.randrange(10)}|a{account}|p{rng.randrange(8)}|{begin}|{end}|"
-            f"{minutes * 60}|cpu={192 * nodes},mem={2000 * nodes}G,node={nodes},billing={1632 * nodes}|{nodes}|{state}"
+            f"{minutes * 60}|cpu={192 * nodes},mem={2000 * nodes}G,node={nodes},billing={node * nodes}|{nodes}|{state}"
         )
-    sshare = "\n".join(f" a{i}||billing={10**9}|cpu=1,billing={i * 10**6}" for i in range(40))
+    sshare = "\n".join(
+        f" a{i}||billing={billing_minutes(10**6)}|cpu=1,billing={billing_minutes(i * 1000)}" for i in range(40)
+    )
     return "\n".join(lines), partitions, sshare
 
 

@@ -38,19 +38,39 @@ def shared_botocore_data() -> Iterator[None]:
 CLUSTER_PER_TEST = ("tests/test_local_examples.py",)
 """The test modules whose tests each bring up a cluster of their own (no module-scoped one): under pytest-xdist
 their tests spread over the workers one by one."""
-SHARED_SCOPES = {"tests/test_cfnlint_rules.py": "tests/test_scanners.py"}
-"""Modules that share a session fixture with another (:func:`scanned_templates`): under pytest-xdist they go to
-that module's worker, so the fixture is built once."""
+SHARED_SCOPES = {
+    "tests/test_cfnlint_rules.py": "tests/test_scanners.py",
+    "tests/test_examples.py": "tests/test_scanners.py",
+}
+"""Modules that share a session fixture with another (:func:`example_builds`, :func:`example_lint`,
+:func:`scanned_templates`): under pytest-xdist they go to that module's worker, so the fixture is built once."""
 
 
 @pytest.fixture(scope="session")
-def scanned_templates(tmp_path_factory: pytest.TempPathFactory) -> Any:
+def example_builds(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Every example synthesized once (when a test first asks for it), as deployed, as published and as Service
+    Catalog products (tests/example_builds.py), for the snapshots, checkov and our cfn-lint rules, which only read
+    them."""
+    from example_builds import ExampleBuilds
+
+    return ExampleBuilds(tmp_path_factory.mktemp("examples"))
+
+
+@pytest.fixture(scope="session")
+def example_lint() -> Any:
+    """cfn-lint (our rules appended, informational checks included) run once per template of the session."""
+    from example_builds import LintOnce
+
+    return LintOnce()
+
+
+@pytest.fixture(scope="session")
+def scanned_templates(example_builds: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """Every template a user deploys or a platform team publishes (``test_scanners._templates``: each example as
-    deployed, as published, as a Service Catalog product), synthesized once for checkov and for our cfn-lint
-    rules, which only read them."""
+    deployed, as published, as a Service Catalog product) written to one directory for checkov."""
     from test_scanners import _templates
 
-    return _templates(tmp_path_factory.mktemp("scan"))
+    return _templates(tmp_path_factory.mktemp("scan"), example_builds)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -73,7 +93,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The tiers: every test not marked ``local`` is ``unit``; a ``local`` test this machine cannot run is skipped
     with the reason (root, Slurm's packages, a node root file system: tests/local_support.py); and the modules with
-    ``slow`` tests are handed out first, so that the workers end together."""
+    ``slow`` tests are handed out first, whole, so that the workers end together."""
     reasons: dict[tuple[tuple[str, object], ...], str | None] = {}
     for item in items:
         marker = item.get_closest_marker("local")
@@ -87,4 +107,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             reasons[key] = local_reason(**marker.kwargs)
         if reasons[key] is not None:
             item.add_marker(pytest.mark.skip(reason=str(reasons[key])))
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: otherwise collection order
+    # By module, so that a module's tests stay together: a module-scoped fixture (checkov's report, a wheel, a
+    # cluster) is torn down when the next test is another module's, and would be built again for the rest.
+    slow = {item.nodeid.split("::", 1)[0] for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in slow)  # stable: otherwise collection order

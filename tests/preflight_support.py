@@ -294,3 +294,18 @@ def check(rule_id: str, data: dict[str, Any], fakes: AccountFakes) -> tuple[list
 def only(problems: list[Problem]) -> Problem:
     assert len(problems) == 1, [str(p) for p in problems]
     return problems[0]
+
+
+def deployed_stack(acct: MotoAccount, workers_node_type: str) -> None:
+    """The stack of cluster c1 (its template's cluster resource alone: what the rule reads)."""
+    groups = [
+        {"InstanceGroupName": "controller", "InstanceType": "ml.m5.xlarge", "InstanceCount": 1},
+        {"InstanceGroupName": "workers", "InstanceType": P5, "InstanceCount": 4},
+    ]
+    groups[0]["SlurmConfig"] = {"NodeType": "Controller"}
+    groups[1]["SlurmConfig"] = {"NodeType": workers_node_type}
+    properties = {"ClusterName": "c1", "InstanceGroups": groups, "Orchestrator": {"Slurm": {}}}
+    template = {"Resources": {"Cluster": {"Type": "AWS::SageMaker::Cluster", "Properties": properties}}}
+    make_session(None, None).client("cloudformation").create_stack(
+        StackName="hyperpod-c1", TemplateBody=json.dumps(template)
+    )

@@ -7,22 +7,34 @@ from datetime import datetime
 
 import pytest
 
+from training_runtime.billing import BILLING_UNITS_PER_CURRENCY
+from training_runtime.billing_weights import cpu_weight, weights_text
 from training_runtime.cost_report import cost_report, parse_budgets, parse_partitions, parse_sacct
 
-# p5: CPU weight 8.5 x 192 CPUs per node = 1632 billing units per node-minute = 97.92 per node-hour.
+
+def units(amount: float) -> int:
+    """``amount`` of money in billing units (the figures below are derived from the unit; the money is by hand)."""
+    return round(amount * BILLING_UNITS_PER_CURRENCY)
+
+
+# p5: 97.92 per node-hour over 192 CPUs per node: a CPU weight of 97.92 x units / 60 / 192 (8.5 at 1/1000, 850 at
+# 1/100,000); a node bills NODE billing units per minute.
+P5_WEIGHT = cpu_weight(97.92, 192)
+NODE = units(97.92 / 60)
 PARTITIONS = (
     "PartitionName=p5 AllowGroups=ALL Default=NO Nodes=ip-10-1-0-[3-4] State=UP TotalCPUs=384 TotalNodes=2 "
-    "TRESBillingWeights=CPU=8.5\n"
+    f"TRESBillingWeights={weights_text(P5_WEIGHT)}\n"
     "PartitionName=dev AllowGroups=ALL Default=YES Nodes=ALL State=UP TotalCPUs=392 TotalNodes=3\n"
 )
 SACCT = "\n".join(
     [
-        # 2 nodes for one hour inside the window: 3264 x 60 / 1000 = 195.84
-        "101|alice|ml|p5|2026-11-20T10:00:00|2026-11-20T11:00:00|3600|cpu=384,mem=4000000M,node=2,billing=3264|2|COMPLETED",
-        # started before the window: only 30 of its 60 minutes count: 1632 x 30 / 1000 = 48.96
-        "102|bob|vision|p5|2026-11-20T09:30:00|2026-11-20T10:30:00|3600|cpu=192,node=1,billing=1632|1|FAILED",
+        # 2 nodes for one hour inside the window: 2 x 97.92 = 195.84
+        "101|alice|ml|p5|2026-11-20T10:00:00|2026-11-20T11:00:00|3600|"
+        f"cpu=384,mem=4000000M,node=2,billing={2 * NODE}|2|COMPLETED",
+        # started before the window: only 30 of its 60 minutes count: 97.92 / 2 = 48.96
+        f"102|bob|vision|p5|2026-11-20T09:30:00|2026-11-20T10:30:00|3600|cpu=192,node=1,billing={NODE}|1|FAILED",
         # still running at `until` (12:00): 30 minutes: 48.96
-        "103|carol|ml|p5|2026-11-20T11:30:00|Unknown|1800|cpu=192,node=1,billing=1632|1|RUNNING",
+        f"103|carol|ml|p5|2026-11-20T11:30:00|Unknown|1800|cpu=192,node=1,billing={NODE}|1|RUNNING",
         # never started: nothing
         "104|alice|ml|p5|Unknown|Unknown|0||2|PENDING",
         # HyperPod's dev partition has no weights: billing is CPUs, not money
@@ -32,10 +44,10 @@ SACCT = "\n".join(
 )
 SSHARE = "\n".join(
     [
-        "root|||cpu=1,billing=293760",
-        " ml||billing=500000|cpu=100,mem=5,billing=244800",
-        "  ml|alice||billing=195840",
-        " vision|||billing=48960",
+        f"root|||cpu=1,billing={units(293.76)}",
+        f" ml||billing={units(500)}|cpu=100,mem=5,billing={units(244.8)}",
+        f"  ml|alice||billing={units(195.84)}",
+        f" vision|||billing={units(48.96)}",
     ]
 )
 SINCE = datetime(2026, 11, 20, 10, 0)
@@ -93,25 +105,27 @@ def test_bad_windows_and_groupings_are_refused() -> None:
         cost_report([], {}, [], UNTIL, SINCE)
 
 
-# What Slurm 24.11.5 printed on the local cluster (HyperPod platform, tests/test_local_cost.py): two 2-CPU nodes at
-# TRESBillingWeights=CPU=10.75 (scontrol prints the weights after TRES=); sshare indents accounts by depth and lists
-# every TRES in GrpTRESRaw; sacct prints billing first in AllocTRES, rounded down (1 CPU x 10.75 = 10), and Start
-# "None" for a job cancelled before it ran.
+# What Slurm 24.11.5 printed on the local cluster (HyperPod platform, tests/test_local_cost.py), its billing figures
+# recomputed for the billing unit: two 2-CPU nodes at 1.29 per node-hour (CPU=10.75 when it was recorded, at
+# 1/1000; scontrol prints the weights after TRES=); sshare indents accounts by depth and lists every TRES in
+# GrpTRESRaw; sacct prints billing first in AllocTRES, rounded down (1 CPU x 10.75 was 10), and Start "None" for a
+# job cancelled before it ran.
+REAL_WEIGHT = cpu_weight(1.29, 2)
 REAL_PARTITION = (
     "PartitionName=cpu AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL AllocNodes=ALL Default=NO QoS=N/A "
     "DefaultTime=NONE DisableRootJobs=NO ExclusiveUser=NO ExclusiveTopo=NO GraceTime=0 Hidden=NO MaxNodes=UNLIMITED "
     "MaxTime=UNLIMITED MinNodes=0 LLN=NO MaxCPUsPerNode=UNLIMITED MaxCPUsPerSocket=UNLIMITED Nodes=ip-10-235-0-[12-13] "
     "PriorityJobFactor=1 PriorityTier=1 RootOnly=NO ReqResv=NO OverSubscribe=NO OverTimeLimit=NONE PreemptMode=OFF "
     "State=UP TotalCPUs=4 TotalNodes=2 SelectTypeParameters=NONE JobDefaults=(null) DefMemPerNode=UNLIMITED "
-    "MaxMemPerNode=UNLIMITED TRES=cpu=4,mem=3000M,node=2,billing=4 TRESBillingWeights=CPU=10.75"
+    f"MaxMemPerNode=UNLIMITED TRES=cpu=4,mem=3000M,node=2,billing=4 TRESBillingWeights={weights_text(REAL_WEIGHT)}"
 )
 REAL_TRES_RAW = "fs/disk=0,vmem=0,pages=0,gres/gpu=0,gres/gpumem=0,gres/gpuutil=0"
 REAL_SSHARE = "\n".join(
     [
-        f"root|||cpu=0,mem=0,energy=0,node=0,billing=5,{REAL_TRES_RAW}",
+        f"root|||cpu=0,mem=0,energy=0,node=0,billing={units(0.005)},{REAL_TRES_RAW}",
         f" root|root||cpu=0,mem=0,energy=0,node=0,billing=0,{REAL_TRES_RAW}",
-        f" nlp||billing=32|cpu=0,mem=0,energy=0,node=0,billing=5,{REAL_TRES_RAW}",
-        f"  nlp|bob||cpu=0,mem=0,energy=0,node=0,billing=5,{REAL_TRES_RAW}",
+        f" nlp||billing={units(0.032)}|cpu=0,mem=0,energy=0,node=0,billing={units(0.005)},{REAL_TRES_RAW}",
+        f"  nlp|bob||cpu=0,mem=0,energy=0,node=0,billing={units(0.005)},{REAL_TRES_RAW}",
         f" vision||billing=0|cpu=0,mem=0,energy=0,node=0,billing=0,{REAL_TRES_RAW}",
         f"  vision|alice||cpu=0,mem=0,energy=0,node=0,billing=0,{REAL_TRES_RAW}",
     ]
@@ -119,7 +133,7 @@ REAL_SSHARE = "\n".join(
 REAL_SACCT = "\n".join(
     [
         "1|alice|vision|cpu|None|2026-11-29T03:12:00|0||1|CANCELLED by 0",
-        "2|bob|nlp|cpu|2026-11-29T03:11:27|2026-11-29T03:11:57|30|billing=10,cpu=1,node=1|1|COMPLETED",
+        f"2|bob|nlp|cpu|2026-11-29T03:11:27|2026-11-29T03:11:57|30|billing={int(REAL_WEIGHT)},cpu=1,node=1|1|COMPLETED",
     ]
 )
 
@@ -129,7 +143,8 @@ def test_what_slurm_24_11_prints_is_read_as_meant() -> None:
     assert partitions["cpu"].nodes == 2 and partitions["cpu"].node_price_per_hour == pytest.approx(1.29)
     budgets = {b.account: b for b in parse_budgets(REAL_SSHARE)}
     assert set(budgets) == {"nlp", "vision"}
-    assert (budgets["nlp"].limit, budgets["nlp"].used, budgets["nlp"].left) == (32, 5, pytest.approx(0.027))
+    assert (budgets["nlp"].limit, budgets["nlp"].used) == (units(0.032), units(0.005))
+    assert budgets["nlp"].left == pytest.approx(0.027)
     assert (budgets["vision"].limit, budgets["vision"].left) == (0, 0)
     found = cost_report(
         parse_sacct(REAL_SACCT),
@@ -139,6 +154,9 @@ def test_what_slurm_24_11_prints_is_read_as_meant() -> None:
         datetime(2026, 11, 29, 4, 0),
         "job",
     )
-    # Job 2: billing 10 x 0.5 minutes / 1000; job 1 never ran. Idle: 2 nodes x 1 h - 30 s held, at 1.29 per hour.
-    assert [(x.key, x.spend) for x in found.lines] == [("2", pytest.approx(0.005))]
+    # Job 2: 1 CPU of 2 at 1.29 per node-hour for 30 s = 0.005375, less Slurm's rounding of its billing down to a
+    # whole number (at most one unit per minute); job 1 never ran. Idle: 2 nodes x 1 h - 30 s held, at 1.29 per hour.
+    ((key, spend),) = [(x.key, x.spend) for x in found.lines]
+    assert key == "2" and spend == pytest.approx(int(REAL_WEIGHT) * 0.5 / BILLING_UNITS_PER_CURRENCY)
+    assert 0.005375 - 0.5 / BILLING_UNITS_PER_CURRENCY <= spend <= 0.005375
     assert found.idle_cost == pytest.approx((2 - 30 / 3600) * 1.29)

@@ -26,9 +26,10 @@ from typing import Any
 import pytest
 
 from cfn_parameters import resolved
+from example_builds import ExampleBuild, ExampleBuilds, LintOnce
 from reviewed_files import check_reviewed
 from runtime_fakes import fake_node
-from support import CFN_LINT_IGNORED, EXAMPLES, build_example, cfn_lint, fast_app, normalised, uploaded_files
+from support import CFN_LINT_IGNORED, EXAMPLES, fast_app, normalised
 from training_runtime.params import ProvisioningParameters
 from training_runtime.steps.slurm import conf_path, rendered_files
 
@@ -37,19 +38,14 @@ GOLDEN = Path(__file__).parent / "golden"
 
 
 class Example:
-    """One example, synthesized once into a cloud assembly."""
+    """One example's synthesized templates and uploads (tests/example_builds.py, shared by the session), and the
+    cfn-lint run on them (once a session, with the rules tests/test_cfnlint_rules.py reads)."""
 
-    def __init__(self, path: Path, outdir: Path) -> None:
-        self.path = path
-        app = fast_app(outdir=str(outdir))
-        stacks = build_example(path, app)
-        assembly = app.synth()
-        self.templates: dict[str, dict[str, Any]] = {
-            s.stack_name: assembly.get_stack_by_name(s.stack_name).template for s in stacks
-        }
-        self.uploads: dict[str, dict[str, Any]] = {}
-        for template in self.templates.values():
-            self.uploads.update(uploaded_files(outdir, template))
+    def __init__(self, build: ExampleBuild, lint: LintOnce) -> None:
+        self.path = build.path
+        self.templates = build.templates
+        self.uploads = build.uploads
+        self.lint = lint
 
     def instance_groups(self, cluster_name: str) -> list[dict[str, Any]]:
         """The cluster's ``InstanceGroups`` as the template gives them to HyperPod (at the parameters' defaults)."""
@@ -63,8 +59,8 @@ class Example:
 
 
 @pytest.fixture(scope="module", params=EXAMPLES, ids=[e.name for e in EXAMPLES])
-def example(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Example:
-    return Example(request.param, tmp_path_factory.mktemp(request.param.stem))
+def example(request: pytest.FixtureRequest, example_builds: ExampleBuilds, example_lint: LintOnce) -> Example:
+    return Example(example_builds[request.param.name], example_lint)
 
 
 _check = check_reviewed  # a missing snapshot or golden file fails; UPDATE_SNAPSHOTS=1 / UPDATE_GOLDEN=1 write them
@@ -76,7 +72,7 @@ def _dump(data: Any) -> str:
 
 def test_cfn_lint_finds_nothing(example: Example) -> None:
     for name, template in example.templates.items():
-        assert cfn_lint(template) == [], name
+        assert example.lint.default(template) == [], name
 
 
 def test_snapshot(example: Example) -> None:

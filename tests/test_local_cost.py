@@ -23,7 +23,7 @@ from hyperpod_local.overlay import host_hardware
 from hyperpod_local.plan import UpOptions
 from local_support import CPU_CLUSTER, SsmOnTheNode, requires_hyperpod_platform, variant
 from ops_support import NoFakes, Operator
-from training_runtime.billing import billing_minutes, node_billing_per_minute
+from training_runtime.billing import billing_minutes, money, node_billing_per_minute
 from training_runtime.node import HYPERPOD
 
 pytestmark = [requires_hyperpod_platform, pytest.mark.slow]
@@ -34,11 +34,12 @@ PARTITION, WORKER = "cpu", "ml.c5.4xlarge"
 """The priced partition and its instance type (examples/cpu-cluster.yaml)."""
 WORKER_CPUS = host_hardware()["cpus"]
 """Its CPUs in Slurm: the emulator sizes every instance type as this machine (hyperpod_local.overlay)."""
-PRICE = 0.645 * WORKER_CPUS
-"""The test rate per instance-hour: a CPU billing weight of 10.75 (price x 1000 / 60 / CPUs), not a whole number, so
-the tests meet Slurm's rounding of a job's billing."""
+PRICE = 0.64515 * WORKER_CPUS
+"""The test rate per instance-hour: a CPU billing weight of 1075.25 at 1/100,000 of the currency per billing-minute
+(price x units / 60 / CPUs; 10.7525 at 1/1000), not a whole number, so the tests meet Slurm's rounding of a job's
+billing."""
 CPU_WEIGHT = node_billing_per_minute(PRICE) / WORKER_CPUS
-NLP_BUDGET = round(3 * CPU_WEIGHT) / 1000
+NLP_BUDGET = money(round(3 * CPU_WEIGHT))
 """About 3 CPU-minutes' billing: one 1-CPU job with a 2-minute limit fits, a second one beside it does not."""
 TEAMS = {
     "enforce_accounts": True,
@@ -171,7 +172,7 @@ def test_over_budget_team_waits_while_the_other_runs_and_running_jobs_are_not_ki
 
 def test_an_accounts_usage_is_its_jobs_weighted_cpus_times_their_run_time(cluster: LocalCluster) -> None:
     """What Slurm 24.11 does with a weight that is not a whole number: sacct's billing is the weighted CPUs rounded
-    down (10 for 1 CPU at 10.75), while the association's raw usage (fair share) accrues the exact product."""
+    down (1075 for 1 CPU at 1075.25), while the association's raw usage (fair share) accrues the exact product."""
     records = run(
         cluster,
         CONTROLLER,
@@ -227,7 +228,7 @@ def test_an_admin_raises_a_used_up_budget_and_the_next_bootstrap_restores_the_co
         "where",
         "name=vision",
         "set",
-        "GrpTRESMins=billing=100",
+        f"GrpTRESMins=billing={billing_minutes(0.1)}",
     )
     wait_for(lambda: job(cluster, waiting)[0] == "COMPLETED", "vision's job to run once its limit is raised")
     code, output = cluster.bootstrap(CONTROLLER)
@@ -266,7 +267,7 @@ def test_the_cost_report_prices_the_modules_jobs_at_the_configured_rate(
 ) -> None:
     """After the jobs above: each account's spend is its jobs' CPUs x run time x the configured price per CPU-hour;
     the budgets left are the limits less Slurm's usage; idle cost is not negative; every job that ran is listed.
-    Allowed difference per job: sacct's billing is a whole number (10 for a 1-CPU job at a weight of 10.75), so
+    Allowed difference per job: sacct's billing is a whole number (1075 for a 1-CPU job at a weight of 1075.25), so
     up to one billing unit per minute it ran, plus the JSON's rounding to 4 decimals."""
     records = run(
         cluster,
@@ -292,7 +293,7 @@ def test_the_cost_report_prices_the_modules_jobs_at_the_configured_rate(
         ran.add(job_id)
         first = min(first, datetime.fromisoformat(start))
         expected[account] = expected.get(account, 0.0) + int(cpus) * int(elapsed) / 3600 * PRICE / WORKER_CPUS
-        allowed[account] = allowed.get(account, 0.0) + int(elapsed) / 60 / 1000 + 0.00005
+        allowed[account] = allowed.get(account, 0.0) + money(int(elapsed) / 60) + 0.00005
     assert set(expected) == {"nlp", "vision"} and expected["nlp"] > 0, records
     since = (first - timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%S")
     until = (datetime.now(UTC) + timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%S")
@@ -314,7 +315,7 @@ def test_the_cost_report_prices_the_modules_jobs_at_the_configured_rate(
     )
     assert budgets["vision"]["left"] == 0, report
     # GrpTRESRaw counts whole billing-minutes of the jobs' billing: within a minute's billing of the spend.
-    assert abs(budgets["nlp"]["used"] - spend["nlp"]) <= 0.0011 * len(ran), report
+    assert abs(budgets["nlp"]["used"] - spend["nlp"]) <= money(1.1) * len(ran) + 0.00005, report
 
     by_job = operator("cost", NAME, "--since", since, "--until", until, "--json", "--by", "job").json()
     assert {x["key"] for x in by_job["lines"]} == ran, by_job

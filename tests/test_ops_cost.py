@@ -64,6 +64,9 @@ def test_the_table_groups_by_user_and_shows_idle_cost_and_budgets() -> None:
     assert result.code == 0, result.err
     assert "Spend by user" in result.out and "alice" in result.out and "195.84" in result.out
     assert "97.92" in result.out and "255.20" in result.out
+    # The budget's limit and usage in money: 500 and 244.80, whatever the billing unit.
+    budget = next(line for line in result.out.splitlines() if "│ ml " in line)
+    assert "500.00" in budget and "244.80" in budget, result.out
     assert "dev partition" in result.out
 
 

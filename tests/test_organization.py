@@ -1,7 +1,8 @@
 """Organization rules reach every resource of their kind in every example, and refuse what they cannot do.
 
-Each example is synthesized once with every rule on: a YAML example through its config's ``organization``
-section (the bundled app's path), a Python example with :class:`OrganizationRules` applied to its app.
+Each example is synthesized once with every rule on (one synth, read by the per-example tests and by checkov): a
+YAML example through its config's ``organization`` section (the bundled app's path), a Python example with
+:class:`OrganizationRules` applied to its app.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_servicecatalog as servicecatalog
+from aws_cdk import cx_api
 from aws_cdk.assertions import Annotations, Match
 
 from builders import cluster_stack, new_stack
@@ -53,16 +55,22 @@ class Synthesized:
     """One example with every rule on: its templates and the logical IDs of its taggable resources."""
 
     def __init__(self, path: Path) -> None:
-        stacks = _build(path, fast_app())
+        app = fast_app()
+        stacks = _build(path, app)
         self.cluster_names = {PREFIX + load_config(path).cluster_name} if path.suffix == ".yaml" else set()
-        self.templates = {s.stack_name: cdk.assertions.Template.from_stack(s).to_json() for s in stacks}
-        self.errors = [e for s in stacks for e in Annotations.from_stack(s).find_error("*", Match.any_value())]
+        # One synth: what Template.from_stack and Annotations.from_stack read, each after a synth of its own.
+        assembly = app.synth()
+        artifacts = {s.stack_name: assembly.get_stack_artifact(s.artifact_id) for s in stacks}
+        self.stack_templates = {name: a.template for name, a in artifacts.items()}
+        self.templates = dict(self.stack_templates)
+        self.errors = [
+            m for a in artifacts.values() for m in a.messages if m.level == cx_api.SynthesisMessageLevel.ERROR
+        ]
         # A Service Catalog product's resources are in its ProductStack, whose template is a file asset.
         products = [n for s in stacks for n in s.node.find_all() if isinstance(n, servicecatalog.ProductStack)]
         for product in products:
-            outdir = Path(cdk.Stage.of(product).outdir)  # type: ignore[union-attr]
             self.templates[product.stack_name] = json.loads(
-                (outdir / f"{product.artifact_id}.product.template.json").read_text()
+                (Path(assembly.directory) / f"{product.artifact_id}.product.template.json").read_text()
             )
         self.taggable = {
             s.stack_name: {
@@ -84,9 +92,21 @@ class Synthesized:
         ]
 
 
+@pytest.fixture(scope="module")
+def synthesized_examples() -> dict[Path, Synthesized]:
+    """Each example's :class:`Synthesized`, built when a test first asks for it (per example, or all for checkov)."""
+    return {}
+
+
+def _synthesized(examples: dict[Path, Synthesized], path: Path) -> Synthesized:
+    if path not in examples:
+        examples[path] = Synthesized(path)
+    return examples[path]
+
+
 @pytest.fixture(scope="module", params=EXAMPLES, ids=[e.name for e in EXAMPLES])
-def synthesized(request: pytest.FixtureRequest) -> Synthesized:
-    return Synthesized(request.param)
+def synthesized(request: pytest.FixtureRequest, synthesized_examples: dict[Path, Synthesized]) -> Synthesized:
+    return _synthesized(synthesized_examples, request.param)
 
 
 def test_no_rule_reports_a_problem(synthesized: Synthesized) -> None:
@@ -269,14 +289,16 @@ def test_nag_and_strict_validator_find_nothing_with_the_rules_on(example: Path, 
 
 @pytest.mark.slow  # handed out first (tests/conftest.py)
 @pytest.mark.compliance
-def test_checkov_finds_nothing_unexplained_with_the_rules_on(tmp_path: Path) -> None:
+def test_checkov_finds_nothing_unexplained_with_the_rules_on(
+    tmp_path: Path, synthesized_examples: dict[Path, Synthesized]
+) -> None:
     from test_scanners import checkov
 
     out = tmp_path / "templates"
     out.mkdir()
     for example in EXAMPLES:
-        for stack in _build(example, fast_app(outdir=str(tmp_path / example.stem))):
-            (out / f"{example.stem}-{stack.stack_name}.json").write_text(json.dumps(template_of(stack)))
+        for name, template in _synthesized(synthesized_examples, example).stack_templates.items():
+            (out / f"{example.stem}-{name}.json").write_text(json.dumps(template))
     results = checkov(out).get("results", {})
     assert [f"{f['check_id']} {f['resource']} ({f['file_path']})" for f in results.get("failed_checks", [])] == []
     # The rules fixed what the templates otherwise explain: missing access logs and log-group keys.

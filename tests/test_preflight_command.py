@@ -18,7 +18,18 @@ from hyperpod_cdk.ops.context import OpsContext, make_session
 from hyperpod_cdk.preflight import command
 from hyperpod_cdk.preflight.online import ACTIONS, online_rules, policy
 from ops_support import ACCOUNT, REGION, Run, aws_env, moto_url  # noqa: F401
-from preflight_support import NOW, P5, AccountFakes, MotoAccount, acct_fixture, check, config, moto_extras, plan  # noqa: F401
+from preflight_support import (  # noqa: F401
+    NOW,
+    P5,
+    AccountFakes,
+    MotoAccount,
+    acct_fixture,
+    check,
+    config,
+    deployed_stack,
+    moto_extras,
+    plan,
+)
 from test_ops_startup import run_cli
 from test_preflight_resources import NO_ROOT_POLICY
 
@@ -122,9 +133,11 @@ def test_an_api_missing_in_the_region_is_a_warning(acct: MotoAccount, preflight:
     preflight.fakes.fail[("sagemaker", "ListClusters")] = ("UnknownOperationException", "unknown operation")
     result = preflight(config(acct), "--json")
     assert result.code == 0
-    [problem] = result.json()["problems"]
-    assert problem["level"] == "warning" and problem["rule"] == "AWS-QUOTA"
-    assert "sagemaker:ListClusters not available in us-west-2" in problem["expected"]
+    problems = result.json()["problems"]  # the rules that look the clusters up: each could not check
+    assert {p["rule"] for p in problems} == {"AWS-QUOTA", "UPD-DEPLOYED"} and len(problems) == 2
+    for problem in problems:
+        assert problem["level"] == "warning"
+        assert "sagemaker:ListClusters not available in us-west-2" in problem["expected"]
 
 
 def test_a_rule_that_breaks_is_a_warning_not_a_crash(acct: MotoAccount, preflight: Preflight) -> None:
@@ -256,6 +269,9 @@ def test_each_rule_calls_exactly_the_actions_it_declares(acct: MotoAccount) -> N
         "override_vpc": {"subnet_ids": [acct.other_subnet], "security_group_ids": [acct.sg]},
     }
     overridden = {**data, "instance_groups": [data["instance_groups"][0], split]}
+    # The cluster these configs update, with its stack (UPD-DEPLOYED compares them).
+    acct.cluster("c1", P5, 4)
+    deployed_stack(acct, "Compute")
     for rule in online_rules():
         called: set[str] = set()
         for variant in (data, multi_az, crowded, scaled, overridden):

@@ -24,6 +24,7 @@ from preflight_support import (  # noqa: F401
     acct_fixture,
     check,
     config,
+    deployed_stack,
     fakes_fixture,
     moto_extras,
     only,
@@ -262,3 +263,28 @@ def test_quota_covers_a_scaled_groups_max(acct: MotoAccount, fakes: AccountFakes
     problem = only(check("AWS-QUOTA", data, fakes)[0])
     assert problem.got == 10 and "at least 10" in problem.fix and "scaling.max" in problem.fix
     assert check("AWS-QUOTA", scaled_config(acct, 8), fakes)[0] == []
+
+
+# --- UPD-DEPLOYED -------------------------------------------------------------------------------------------------
+def test_deployed_change_the_api_refuses_is_an_error(acct: MotoAccount, fakes: AccountFakes) -> None:
+    acct.cluster("c1", P5, 4)
+    deployed_stack(acct, "Login")  # deployed as a login group; the config makes it compute
+    problem = only(check("UPD-DEPLOYED", config(acct), fakes)[0])
+    assert problem.path == "instance_groups[1].role" and problem.got == "compute"
+    assert problem.rule == "UPD-DEPLOYED" and problem.level == "error"
+    assert "deployed: 'login'" in problem.expected and "NodeType is immutable" in problem.expected
+    assert "add a new instance group" in problem.fix
+
+
+def test_deployed_changes_none_without_a_cluster_or_a_change(acct: MotoAccount, fakes: AccountFakes) -> None:
+    assert check("UPD-DEPLOYED", config(acct), fakes)[0] == []  # no cluster yet
+    acct.cluster("c1", P5, 4)
+    deployed_stack(acct, "Compute")
+    problems, account = check("UPD-DEPLOYED", config(acct), fakes)
+    assert problems == []
+    assert {a for _, a in account.calls} == {
+        "sagemaker:ListClusters",
+        "sagemaker:DescribeCluster",
+        "cloudformation:DescribeStacks",
+        "cloudformation:GetTemplate",
+    }

@@ -16,6 +16,8 @@ from botocore.stub import Stubber
 
 from hyperpod_cdk.ops.price_list import fetch_prices, filters
 from hyperpod_cdk.prices import parse_price_list, resolve, snapshot, snapshot_prices
+from training_runtime.billing_weights import InstancePrice, partition_weights
+from training_runtime.hardware import hardware_for
 
 RECORDED = json.loads((Path(__file__).parent / "fixtures" / "pricing_get_products.json").read_text())
 
@@ -117,3 +119,32 @@ def test_the_snapshot_script_rewrites_a_region_from_the_price_list(
     assert "price-list 2026-11-15" in written["regions"]["us-east-1"]["ml.p5.48xlarge"]["record"]
     assert written["regions"]["us-west-2"] == snapshot()["regions"]["us-west-2"]  # a Region not asked is kept
     assert "Price List API" in written["source"]
+
+
+def most_cpus(instance_type: str) -> int:
+    """Slurm's CPUs per node with two threads per core: the most CPUs, so the smallest weight per CPU."""
+    return hardware_for(instance_type, {}, 2).cpus  # type: ignore[union-attr]
+
+
+def one_cpu_billing(price_per_hour: float, instance_type: str, cpus_per_node: int | None = None) -> int:
+    """What Slurm bills per minute for a 1-CPU job in a partition of ``instance_type`` priced ``price_per_hour``:
+    the partition's weight as synth writes it (``TRESBillingWeights``), times 1 CPU, rounded down as Slurm 24.11 does
+    (docs/cost.md, "Precision")."""
+    cpus = cpus_per_node or most_cpus(instance_type)
+    weights, _ = partition_weights({"p": [(instance_type, cpus)]}, {instance_type: InstancePrice(price_per_hour, "t")})
+    return int(float(weights["p"].removeprefix("CPU=")))
+
+
+def test_no_priced_cpu_bills_zero_cheapest_snapshot_type_nor_a_cheap_config_price() -> None:
+    """Issue #32: at 1/1000 of the currency per billing-minute an ml.c5.4xlarge at about 0.82 per hour weighed 0.85
+    per CPU, so a 1-CPU job billed 0 and escaped its team's budget. Every priced CPU must weigh 1 or more."""
+    priced = [
+        (price.per_hour / most_cpus(kind), price.per_hour, kind)
+        for region in snapshot()["regions"]
+        for kind, price in snapshot_prices(region).items()
+    ]
+    assert priced, "the snapshot prices no type"
+    _, cheapest_price, cheapest_type = min(priced)
+    assert one_cpu_billing(cheapest_price, cheapest_type) >= 1, (cheapest_type, cheapest_price)
+    assert one_cpu_billing(0.816, "ml.c5.4xlarge") >= 1  # CPU weight 0.85 at 1/1000 (docs/cost.md)
+    assert one_cpu_billing(0.05, "ml.t3.medium", cpus_per_node=2) >= 1  # a config price of 0.05/h on 2 CPUs

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from runtime_fakes import CLUSTER_GROUPS, RecordingRunner, fake_node
-from training_runtime.billing import node_billing_per_minute
+from training_runtime.billing import BILLING_UNITS_PER_CURRENCY, billing_minutes, money, node_billing_per_minute
 from training_runtime.billing_weights import InstancePrice, cpu_weight, partition_weights, weights_text
 from training_runtime.hardware import hardware_for
 from training_runtime.params import ProvisioningParameters
@@ -24,10 +24,11 @@ SCONTROL = "/opt/slurm/bin/scontrol"
 
 
 def test_a_whole_node_bills_its_price_per_minute_in_billing_units() -> None:
-    # 98.32 per hour = 1638.666... billing units per minute; spread over 192 CPUs
+    # 98.32 per hour = 98.32 / 60 = 1.638666... of the currency per minute; spread over 192 CPUs
     weight = cpu_weight(98.32, 192)
-    assert weight * 192 == pytest.approx(node_billing_per_minute(98.32)) == pytest.approx(1638.6667, abs=1e-4)
-    assert weights_text(weight) == "CPU=8.534722"
+    per_minute = 98.32 / 60 * BILLING_UNITS_PER_CURRENCY
+    assert weight * 192 == pytest.approx(node_billing_per_minute(98.32)) == pytest.approx(per_minute, abs=1e-4)
+    assert weights_text(weight) == "CPU={}".format(("%.6f" % (per_minute / 192)).rstrip("0").rstrip("."))
     assert weights_text(8.5) == "CPU=8.5"
     with pytest.raises(ValueError, match="cpus: got 0"):
         cpu_weight(1.0, 0)
@@ -36,7 +37,9 @@ def test_a_whole_node_bills_its_price_per_minute_in_billing_units() -> None:
 def test_partitions_without_a_price_keep_slurms_default_and_mixed_types_bill_the_dearest_cpu() -> None:
     prices = {"a": InstancePrice(60.0, "snapshot x"), "b": InstancePrice(30.0, "snapshot x")}
     weights, notes = partition_weights({"p": [("a", 100)], "q": [("c", 4)], "m": [("a", 100), ("b", 100)]}, prices)
-    assert weights == {"p": "CPU=10", "m": "CPU=10"}  # 60/h = 1000/min over 100 CPUs
+    # 60/h = 1 of the currency per minute over 100 CPUs
+    ten = weights_text(BILLING_UNITS_PER_CURRENCY / 100)
+    assert weights == {"p": ten, "m": ten}
     assert notes == [
         "partition m: instance types a, b differ in price per CPU; billed at the highest",
         "partition q: no price for c; it keeps Slurm's default billing (allocated CPUs)",
@@ -119,3 +122,14 @@ def test_prices_travel_in_the_parameters_file_and_are_checked() -> None:
         ProvisioningParameters.from_json(data)
     plain = ProvisioningParameters(cluster_name="t", mode="api-driven", groups=CLUSTER_GROUPS).to_json()
     assert "prices" not in plain["hyperpod_cdk"]
+
+
+def test_budgets_and_usage_convert_between_money_and_billing_minutes() -> None:
+    """A budget in money is whole billing-minutes (rounded down, never lost to binary floating point), and usage
+    in billing-minutes is money again."""
+    for amount in (0, 0.03226, 48.96, 293.76, 500, 20000):
+        assert billing_minutes(amount) == round(amount * BILLING_UNITS_PER_CURRENCY)
+        assert money(billing_minutes(amount)) == pytest.approx(amount)
+    assert billing_minutes(1.9 / BILLING_UNITS_PER_CURRENCY) == 1  # a part of a unit is rounded down
+    with pytest.raises(ValueError, match="amount: got -1; a budget is zero or more"):
+        billing_minutes(-1)

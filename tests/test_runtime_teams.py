@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime_fakes import RecordingRunner, fake_node
+from training_runtime.billing import billing_minutes
 from training_runtime.params import ProvisioningParameters
 from training_runtime.render.accounting_keys import accounting_keys
 from training_runtime.run import Result
@@ -122,7 +123,7 @@ def test_a_new_cluster_gets_qos_accounts_then_users_with_their_default_accounts(
             "vision",
             "cluster=test",
             "Fairshare=100",
-            "GrpTRESMins=billing=20000000",
+            f"GrpTRESMins=billing={billing_minutes(20000)}",
             "QOS=vision",
             "DefaultQOS=vision",
         ),
@@ -133,8 +134,8 @@ def test_a_new_cluster_gets_qos_accounts_then_users_with_their_default_accounts(
         ("add", "user", "carol", "Account=nlp", "cluster=test", "DefaultAccount=nlp"),
     ]
     assert (
-        changes[1].line
-        == "+ account vision (fairshare 100, budget 20000 per month (GrpTRESMins=billing=20000000), qos vision)"
+        changes[1].line == "+ account vision (fairshare 100, budget 20000 per month "
+        f"(GrpTRESMins=billing={billing_minutes(20000)}), qos vision)"
     )
 
 
@@ -162,7 +163,7 @@ def test_only_what_differs_is_modified_and_nothing_is_deleted(tmp_path: Path) ->
     node2, _ = teams_node(tmp_path / "again", raw, db=db)
     step = SlurmTeams(node2.params.teams)
     assert step.describe(node2) == [
-        "~ account vision (fairshare 50, budget 10 per month (GrpTRESMins=billing=10000))",
+        f"~ account vision (fairshare 50, budget 10 per month (GrpTRESMins=billing={billing_minutes(10)}))",
         "~ user bob: default account nlp (was vision)",
     ]
     step.apply(node2)
@@ -175,7 +176,7 @@ def test_only_what_differs_is_modified_and_nothing_is_deleted(tmp_path: Path) ->
             "cluster=test",
             "set",
             "Fairshare=50",
-            "GrpTRESMins=billing=10000",
+            f"GrpTRESMins=billing={billing_minutes(10)}",
         ],
         ["modify", "user", "where", "name=bob", "cluster=test", "set", "DefaultAccount=nlp"],
     ]

@@ -222,9 +222,14 @@ def test_the_app_synthesizes_a_scaled_group_at_the_deployed_count(tmp_path: Path
             "CDK_CONTEXT_JSON": json.dumps({"config": str(path), **context}),
             "PYTHONPATH": os.pathsep.join(sys.path),
         }
-        run = subprocess.run([sys.executable, str(ROOT / "app.py")], env=env, capture_output=True, text=True)
+        # cwd: the project directory, where the app records the deployed counts (cdk.context.json).
+        run = subprocess.run(
+            [sys.executable, str(ROOT / "app.py")], env=env, capture_output=True, text=True, cwd=tmp_path
+        )
         assert run.returncode == 0, run.stderr[-3000:]
         return counts(json.loads((out / "hyperpod-elastic.template.json").read_text()))
 
     assert synth() == {"controller": 1, "gpu": 5}
+    recorded = json.loads((tmp_path / "cdk.context.json").read_text())
+    assert recorded == {"hyperpod-cdk:deployed-counts:region=us-west-2:cluster=elastic": {"controller": 1, "gpu": 5}}
     assert synth(scaler_counts="config") == {"controller": 1, "gpu": 2}

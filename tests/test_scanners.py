@@ -15,18 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aws_cdk import aws_servicecatalog as servicecatalog
 
-from hyperpod_cdk import (
-    PublishedTrainingClusterStack,
-    PublishTarget,
-    SlurmMode,
-    TrainingClusterStack,
-    load_config,
-    parse_config,
-)
+from example_builds import ExampleBuilds, publishable
+from hyperpod_cdk import TrainingClusterStack, parse_config
 from reviewed_files import check_reviewed
-from support import EXAMPLES, ROOT, build_example, fast_app, template_of
+from support import EXAMPLES, ROOT, fast_app, template_of
 
 CHECKOV = ROOT / ".venv-scan" / "bin" / "checkov"
 
@@ -49,38 +42,18 @@ def checkov(directory: Path) -> dict[str, Any]:
     return report
 
 
-PLATFORM = PublishTarget("platform-templates", "hyperpod/")
 OPENZFS_TEMPLATE = "openzfs-homes"
 
 
-def _publishable(example: Path) -> bool:
-    """A config example ``publish`` accepts: all but lifecycle-driven mode with a file system whose DNS name
-    is known only at deploy (tests/test_publish_template.py checks that refusal)."""
-    if example.suffix != ".yaml":
-        return False
-    config = load_config(example)
-    storage = config.storage
-    names_known = storage is None or (storage.existing is not None and storage.existing.dns_name is not None)
-    return config.mode != SlurmMode.LIFECYCLE_DRIVEN or names_known
-
-
-def _templates(tmp_path: Path) -> Path:
-    """Every template a user deploys or a platform team publishes: each example as ``cdk deploy`` takes it,
-    each config example as ``hyperpod-cdk publish`` builds it, and each Service Catalog product's template."""
+def _templates(tmp_path: Path, builds: ExampleBuilds) -> Path:
+    """Every template a user deploys or a platform team publishes, as files in one directory: each example as
+    ``cdk deploy`` takes it, each config example as ``hyperpod-cdk publish`` builds it, and each Service Catalog
+    product's template (``builds``: tests/example_builds.py)."""
     out = tmp_path / "templates"
     out.mkdir()
-    for example in EXAMPLES:
-        app = fast_app(outdir=str(tmp_path / example.stem))
-        stacks = build_example(example, app)
-        if _publishable(example):
-            config = load_config(example)
-            stacks.append(PublishedTrainingClusterStack(app, "published", config=config, target=PLATFORM))
-        app.synth()
-        for stack in stacks:
-            (out / f"{example.stem}-{stack.stack_name}.template.json").write_text(json.dumps(template_of(stack)))
-            for product in [n for n in stack.node.find_all() if isinstance(n, servicecatalog.ProductStack)]:
-                body = (Path(app.outdir) / f"{product.artifact_id}.product.template.json").read_text()
-                (out / f"{example.stem}-{product.stack_name}.product.template.json").write_text(body)
+    for build in builds.all():
+        for name, template in build.template_files().items():
+            (out / name).write_text(json.dumps(template))
     # Not an example yet: homes on a new FSx for OpenZFS beside the default Lustre.
     app = fast_app(outdir=str(tmp_path / "openzfs"))
     homes = TrainingClusterStack(app, "homes", config=parse_config({"storage_openzfs": {}}))
@@ -97,7 +70,7 @@ def templates(scanned_templates: Path) -> Path:
 def test_the_scan_covers_published_and_product_templates(templates: Path) -> None:
     names = {p.name for p in templates.iterdir()}
     published = {n for n in names if "-published." in n}
-    assert published == {f"{e.stem}-published.template.json" for e in EXAMPLES if _publishable(e)}
+    assert published == {f"{e.stem}-published.template.json" for e in EXAMPLES if publishable(e)}
     assert len(published) >= 3
     assert any(n.endswith(".product.template.json") for n in names)
     assert f"{OPENZFS_TEMPLATE}.template.json" in names

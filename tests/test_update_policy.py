@@ -29,30 +29,7 @@ KIND_OF_ROW_POLICY = {
 
 def _schema_paths() -> list[str]:
     """Every field of the JSON Schema by its schema path, in order."""
-    schema = json_schema()
-    defs, found = schema["$defs"], []
-
-    def resolve(node: dict[str, Any]) -> dict[str, Any]:
-        while "$ref" in node:
-            node = defs[node["$ref"].rsplit("/", 1)[-1]]
-        return node
-
-    def walk(node: dict[str, Any], path: str) -> None:
-        node = resolve(node)
-        for key in ("anyOf", "oneOf", "allOf"):
-            for option in node.get(key, []):
-                walk(option, path)
-        items = node.get("items")
-        if node.get("type") == "array" and isinstance(items, dict) and "properties" in resolve(items):
-            found.append(path + "[]")
-            walk(items, path + "[]")
-        for name, prop in node.get("properties", {}).items():
-            child = f"{path}.{name}" if path else name
-            found.append(child)
-            walk(prop, child)
-
-    walk(schema, "")
-    return list(dict.fromkeys(found))
+    return list(dict.fromkeys(path for path, _ in up.schema_fields(json_schema())))
 
 
 def test_every_field_has_a_policy_and_every_line_a_field() -> None:

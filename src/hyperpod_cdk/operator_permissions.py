@@ -105,7 +105,8 @@ COMMANDS: dict[str, tuple[Call, ...]] = {
     "update-software (controller)": _session("AWS-StartNonInteractiveCommand"),
 }
 """Every cluster command's calls. ``training-job-config`` reads a stack (``cloudformation:DescribeStacks``), no
-cluster, and has no grant."""
+cluster, and has no grant. ``plan`` reads a stack (``cloudformation:DescribeStacks``, ``cloudformation:GetTemplate``,
+``s3:GetObject`` on its parameters file) before the cluster, and has no grant either (docs/operations.md, plan)."""
 
 GRANTS: dict[str, tuple[str, ...]] = {
     "describe": ("status", "wait", "events", "logs"),

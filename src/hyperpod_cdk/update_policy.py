@@ -270,9 +270,10 @@ def changes(before: Any, after: Any) -> list[Change]:
     return list(_diff("", _plain(before), _plain(after)))
 
 
-def annotate(schema: dict[str, Any]) -> dict[str, Any]:
-    """Write each field's policy kind into the JSON Schema as ``x-update-policy`` (beside its description); a shared
-    definition reached by two paths must have one policy. Returns ``schema``."""
+def schema_fields(schema: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every field of the JSON Schema as ``(schema path, its property node)``, in order: ``instance_groups[]`` for a
+    list of objects, then ``instance_groups[].name`` for its fields (``$ref`` and ``anyOf``/``oneOf``/``allOf``
+    followed)."""
     defs = schema.get("$defs", {})
 
     def resolve(node: dict[str, Any]) -> dict[str, Any]:
@@ -280,21 +281,31 @@ def annotate(schema: dict[str, Any]) -> dict[str, Any]:
             node = defs[node["$ref"].rsplit("/", 1)[-1]]
         return node
 
-    def walk(node: dict[str, Any], path: str) -> None:
+    def walk(node: dict[str, Any], path: str) -> Iterator[tuple[str, dict[str, Any]]]:
         node = resolve(node)
         for key in ("anyOf", "oneOf", "allOf"):
             for option in node.get(key, []):
-                walk(option, path)
+                yield from walk(option, path)
         items = node.get("items")
         if node.get("type") == "array" and isinstance(items, dict) and "properties" in resolve(items):
-            walk(items, path + "[]")
+            yield path + "[]", node
+            yield from walk(items, path + "[]")
         for name, prop in node.get("properties", {}).items():
             child = f"{path}.{name}" if path else name
-            kind = policy_for(child).kind.value
-            if prop.get("x-update-policy", kind) != kind:
-                raise ValueError(f"{child}: a shared schema definition has two update policies")
-            prop["x-update-policy"] = kind
-            walk(prop, child)
+            yield child, prop
+            yield from walk(prop, child)
 
-    walk(schema, "")
+    yield from walk(schema, "")
+
+
+def annotate(schema: dict[str, Any]) -> dict[str, Any]:
+    """Write each field's policy kind into the JSON Schema as ``x-update-policy`` (beside its description); a shared
+    definition reached by two paths must have one policy. Returns ``schema``."""
+    for path, prop in schema_fields(schema):
+        if path.endswith("[]"):
+            continue
+        kind = policy_for(path).kind.value
+        if prop.get("x-update-policy", kind) != kind:
+            raise ValueError(f"{path}: a shared schema definition has two update policies")
+        prop["x-update-policy"] = kind
     return schema

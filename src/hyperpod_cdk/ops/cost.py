@@ -23,6 +23,7 @@ from hyperpod_cdk.ops.logs import parse_since
 from hyperpod_cdk.ops.lookup import get_cluster, list_nodes, pick_node
 from hyperpod_cdk.ops.render import print_json, table
 from hyperpod_cdk.ops.slurm_state import NON_INTERACTIVE_DOCUMENT
+from training_runtime.billing import money as billing_money
 from training_runtime.cost_report import (
     SACCT_FORMAT,
     SSHARE,
@@ -136,7 +137,12 @@ def show(ctx: OpsContext, cluster: str, report: CostReport) -> None:
     ctx.out.print(table("Idle (node-hours no job held)", ["Partition", "Node-hours", "Cost"], idle))
     if report.budgets:
         budgets: list[list[str]] = [
-            [b.account, money(None if b.limit is None else b.limit / 1000), money(b.used / 1000), money(b.left)]
+            [
+                b.account,
+                money(None if b.limit is None else billing_money(b.limit)),
+                money(billing_money(b.used)),
+                money(b.left),
+            ]
             for b in report.budgets
         ]
         ctx.out.print(table("Budgets (GrpTRESMins billing)", ["Account", "Limit", "Used", "Left"], budgets))

@@ -189,6 +189,23 @@ def register(commands: Any) -> None:
     events.add_argument("--since", help="only events newer than this: 30m, 2h, 1d")
     events.add_argument("--limit", type=int, default=100, help="at most this many events (default 100)")
 
+    plan = _command(
+        commands,
+        "plan",
+        "plan:plan",
+        "what deploying CONFIG would change on the running cluster: each change's update policy, and drift",
+        "Compares CONFIG with the deployed stack's template and parameters file, DescribeCluster and "
+        "ListClusterNodes (or --previous FILE, offline); exit status 1 when a change blocks the deploy",
+    )
+    plan.add_argument("config", help="the cluster config file to deploy")
+    plan.add_argument("--previous", metavar="FILE", help="compare with this config (the deployed one), offline")
+    plan.add_argument("--stack", help="the deployed stack's name (default: hyperpod-<cluster_name>)")
+    plan.add_argument(
+        "--context-file",
+        default="cdk.context.json",
+        help="CDK's context file, whose recorded counts synth writes for scaled groups (default: cdk.context.json)",
+    )
+
     job = _command(
         commands,
         "training-job-config",

@@ -46,6 +46,7 @@ RULE_MODULES = (
     "hyperpod_cdk.preflight.checks_network",
     "hyperpod_cdk.preflight.checks_scaling",
     "hyperpod_cdk.preflight.checks_storage",
+    "hyperpod_cdk.preflight.checks_updates",
 )
 """The rule modules (``hyperpod_cdk.rules.<name>``, or a dotted module name): the package imports each, which
 registers its rules. Problems are reported, and docs/rules.md lists rules, in this order, then in each module's
