@@ -13,8 +13,8 @@ import fnmatch
 import json
 import re
 import tempfile
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk

@@ -152,7 +152,9 @@ def update_deployment(view: ClusterView) -> Iterator[Problem]:
 
 
 AMI_UPDATE_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-ami-update.html"
-BATCHES_EKS_ONLY = "Updating your cluster in batches is available only for HyperPod clusters integrated with Amazon EKS."
+BATCHES_EKS_ONLY = (
+    "Updating your cluster in batches is available only for HyperPod clusters integrated with Amazon EKS."
+)
 """The AMI update page's note (sagemaker-hyperpod-ami-update, read 2026-11-29)."""
 
 
