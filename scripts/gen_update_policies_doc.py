@@ -17,7 +17,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from hyperpod_cdk.update_policy import Kind, declarations, dedicated_rule, holds_data, policy_for  # noqa: E402
+from hyperpod_cdk.update_policy import (  # noqa: E402
+    Kind,
+    declarations,
+    dedicated_rule,
+    holds_data,
+    policy_for,
+    update_api_citation,
+)
 
 DOC = ROOT / "docs" / "configuration.md"
 BEGIN = "<!-- BEGIN GENERATED: update-policies -->"
@@ -50,6 +57,9 @@ def _cited(path: str) -> str:
         return f"[{policy.row}]({policy.source})"
     if isinstance(entry, dict) and "cfn" in entry:
         return f"[{entry['cfn']}]({policy.source}) (createOnlyProperties)"
+    if isinstance(entry, dict) and "update_api" in entry:
+        service, shape, member = update_api_citation(entry)
+        return f"[{shape}]({policy.source}) has no `{member}` ({service} API model)"
     return f"AWS silent: [{entry['silent']}]({policy.source})"
 
 

@@ -64,6 +64,27 @@ def test_a_replacement_cites_a_create_only_property_of_cfn_lints_schema() -> Non
         assert "/properties/" + prop in schema["createOnlyProperties"], reference
 
 
+def test_a_field_the_update_api_lacks_is_checked_against_botocores_model() -> None:
+    """FSx's UpdateFileSystem cannot change a Lustre file system's deployment type or EFA (the members are in the
+    create shape and not in the update shape of botocore's model); a change is refused, naming the shape."""
+    import botocore.loaders
+
+    cited = {p: e for p, e in up.declarations().items() if isinstance(e, dict) and "update_api" in e}
+    assert {"storage.deployment_type", "storage.efa_enabled", "storage_openzfs.deployment_type"} <= set(cited)
+    loader = botocore.loaders.create_loader()
+    for path, entry in cited.items():
+        service, shape, member = up.update_api_citation(entry)
+        shapes = loader.load_service_model(service, "service-2")["shapes"]
+        assert member not in shapes[shape]["members"], path
+        assert member in shapes[shape.replace("Update", "Create", 1)]["members"], path
+        policy = up.policy_for(path)
+        assert policy.kind is Kind.REFUSED and policy.source and shape in policy.source and member in str(policy.quote)
+    before = parse_model({"storage": {"deployment_type": "PERSISTENT_2"}})
+    after = parse_model({"storage": {"deployment_type": "PERSISTENT_1"}})
+    (change,) = [c for c in up.changes(before, after) if c.path == "storage.deployment_type"]
+    assert change.blocks
+
+
 def test_every_update_policy_row_is_named_on_its_fields_lines() -> None:
     for row in up.update_policies():
         for field in up.expand(row.field or ""):

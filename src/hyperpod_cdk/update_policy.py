@@ -155,6 +155,16 @@ def _row(row_id: str) -> Row:
     return found
 
 
+FSX_API_REFERENCE = "https://docs.aws.amazon.com/fsx/latest/APIReference/"
+
+
+def update_api_citation(entry: dict[str, Any]) -> tuple[str, str, str]:
+    """``(service, update shape, member)`` of an ``update_api`` declaration: the API's update request lacks the member
+    (tests/test_update_policy.py checks it against botocore's model, where the API reference comes from)."""
+    service, _, shape = str(entry["update_api"]).partition(" ")
+    return service, shape, str(entry["member"])
+
+
 def cfn_source(resource: str) -> str:
     """The CloudFormation reference page of ``AWS::FSx::FileSystem``."""
     return CFN_REFERENCE + "aws-resource-" + resource.removeprefix("AWS::").replace("::", "-").lower() + ".html"
@@ -176,6 +186,16 @@ def _policy(declared: str) -> FieldPolicy:
         return FieldPolicy(kind, f"{why} ({resource})", todo, cfn_source(resource), quote, None)
     if "silent" in entry:
         return FieldPolicy(kind, why, todo, entry.get("source"), entry.get("quote"), None)
+    if "update_api" in entry:
+        service, shape, member = update_api_citation(entry)
+        quote = (
+            f"{shape} (the {service} API's UpdateFileSystem) has no {member} member: the value is set when the file "
+            "system is created and cannot be changed on it. CloudFormation's resource schema does not list it as "
+            "create-only (so the stack update may fail and roll back), while hyperpod-cdk's FSX-REPLACES warns that a "
+            "new, empty file system replaces the old: the sources disagree, and either way the change does not apply "
+            "in place"
+        )
+        return FieldPolicy(kind, why, todo, f"{FSX_API_REFERENCE}API_{shape}.html", quote, None)
     return FieldPolicy(kind, why, todo, None, None, None)
 
 
