@@ -26,24 +26,15 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gen_instance_facts import FIELDS  # noqa: E402  (what each entry holds; one definition, the generator's)
+
 DATA = ROOT / "src" / "hyperpod_cdk" / "data"
 FACTS = DATA / "instance_hardware.json"
 OFFERED = DATA / "instance_types_by_region.json"
 PREFIX = "ml."
 BATCH = 100
 """DescribeInstanceTypes takes at most 100 types per call."""
-FIELDS = (
-    "vcpus",
-    "cores",
-    "threads_per_core",
-    "valid_threads_per_core",
-    "memory_mib",
-    "architecture",
-    "accelerator",
-    "efa",
-    "instance_store",
-)
-"""What each entry holds besides its source and date; ``null`` is unknown."""
 
 
 def offered_types(path: Path = OFFERED) -> list[str]:

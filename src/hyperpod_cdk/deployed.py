@@ -109,6 +109,14 @@ def template_body(body: Any) -> Mapping[str, Any]:
         return loaded if isinstance(loaded, dict) else {}
 
 
+def parameters_of(stack: Mapping[str, Any]) -> dict[str, str]:
+    """A DescribeStacks stack's parameters as the stack resolved them (an SSM parameter's value, not its name)."""
+    return {
+        str(p["ParameterKey"]): str(p.get("ResolvedValue", p.get("ParameterValue", "")))
+        for p in stack.get("Parameters") or []
+    }
+
+
 def read_deployed(aws: Any, stack_name: str, cluster_name: str, file_names: Sequence[str]) -> Deployed:
     """Everything :class:`Deployed` holds, read with ``aws`` (:class:`hyperpod_cdk.aws.clients.Aws`). A stack or
     cluster that does not exist is None; any other error propagates (the plan must not guess). ``file_names``:
@@ -128,10 +136,7 @@ def read_deployed(aws: Any, stack_name: str, cluster_name: str, file_names: Sequ
         stack = None
         notes.append(f"no CloudFormation stack {stack_name!r}: the old values are the cluster's alone")
     if stack is not None:
-        stack_parameters = {
-            str(p["ParameterKey"]): str(p.get("ResolvedValue", p.get("ParameterValue", "")))
-            for p in stack.get("Parameters") or []
-        }
+        stack_parameters = parameters_of(stack)
         body = cloudformation.get_template(StackName=stack_name, TemplateStage="Original")["TemplateBody"]
         template = template_body(body)
         outputs = {str(o["OutputKey"]): str(o.get("OutputValue", "")) for o in stack.get("Outputs") or []}

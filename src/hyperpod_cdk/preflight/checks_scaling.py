@@ -30,7 +30,7 @@ def deployed_within_max(view: ClusterView) -> Iterator[Problem]:
     name = cluster_name(view)
 
     def check() -> Iterator[Problem]:
-        described = next((c for c in lookups.clusters_in_use(account) if c.get("ClusterName") == name), None)
+        described = lookups.deployed_cluster(account, name)
         if described is None:
             return
         _, problems = template_counts(view.groups, counts_of(described), view.path("instance_groups"))

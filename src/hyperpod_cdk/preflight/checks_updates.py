@@ -44,22 +44,19 @@ def deployed_changes(view: ClusterView) -> Iterator[Problem]:
     name = cluster_name(view)
 
     def check() -> Iterator[Problem]:
-        from hyperpod_cdk.deployed import Deployed, template_body
+        from hyperpod_cdk.deployed import Deployed, parameters_of, template_body
         from hyperpod_cdk.deployed_config import deployed_config
-        from hyperpod_cdk.deployment import STACK_NAME_PREFIX
+        from hyperpod_cdk.deployment import deployment
         from hyperpod_cdk.update_policy import Kind, changes
 
-        described = next((c for c in lookups.clusters_in_use(account) if c.get("ClusterName") == name), None)
+        described = lookups.deployed_cluster(account, name)
         if described is None:
             return
-        stack_name = f"{STACK_NAME_PREFIX}{config.cluster_name}"
+        stack_name = deployment(config).stack_name
         stacks = account.call("cloudformation", "describe_stacks", StackName=stack_name, missing=STACK_MISSING)
         template, parameters = None, {}
         if stacks:
-            parameters = {
-                str(p["ParameterKey"]): str(p.get("ResolvedValue", p.get("ParameterValue", "")))
-                for p in stacks["Stacks"][0].get("Parameters") or []
-            }
+            parameters = parameters_of(stacks["Stacks"][0])
             body = account.call("cloudformation", "get_template", StackName=stack_name, TemplateStage="Original")
             template = template_body(body["TemplateBody"])
         found = Deployed(stack_name, name, template=template, stack_parameters=parameters, described=described)

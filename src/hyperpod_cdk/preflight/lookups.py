@@ -215,3 +215,8 @@ def clusters_in_use(account: Account) -> list[dict[str, Any]]:
         return found
 
     return account.once(("clusters",), look_up)  # type: ignore[no-any-return]
+
+
+def deployed_cluster(account: Account, name: str) -> dict[str, Any] | None:
+    """The described HyperPod cluster called ``name`` in the Region (from :func:`clusters_in_use`), or None."""
+    return next((c for c in clusters_in_use(account) if c.get("ClusterName") == name), None)
