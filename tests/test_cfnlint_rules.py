@@ -104,6 +104,9 @@ BREAKS: dict[str, Callable[[dict[str, Any]], object]] = {
     "auto-patch": lambda t: _group(t, 1).update(
         AutoPatchConfig={"PatchingStrategy": "WhenIdle", "IdleWaitWindowInSeconds": 60}
     ),
+    "scheduled-update-batches": lambda t: _group(t, 1).update(
+        ScheduledUpdateConfig={"ScheduleExpression": "cron(0 3 ? * SUN *)", "DeploymentConfig": {}}
+    ),
     "min-count": lambda t: _group(t, 1).update(MinInstanceCount=3),
     "deep-health-continuous": lambda t: (
         _not_continuous(t),

@@ -140,6 +140,16 @@ def _auto_patch(cluster: Cluster, group: dict[str, Any]) -> str | None:
     return "AutoPatchConfig on a Slurm cluster: AWS documents auto-patching for EKS clusters only"
 
 
+def _update_batches(cluster: Cluster, group: dict[str, Any]) -> str | None:
+    scheduled = _literal(group.get("ScheduledUpdateConfig"))
+    if not (isinstance(scheduled, dict) and "DeploymentConfig" in scheduled):
+        return None
+    return (
+        "ScheduledUpdateConfig.DeploymentConfig on a Slurm cluster: AWS documents updates in batches for EKS "
+        "clusters only; a Slurm group's update re-images all of its nodes"
+    )
+
+
 def _min_count(cluster: Cluster, group: dict[str, Any]) -> str | None:
     low, count = _literal(group.get("MinInstanceCount")), _literal(group.get("InstanceCount"))
     if isinstance(low, int) and isinstance(count, int) and low > count:
@@ -238,6 +248,7 @@ CHECKS: dict[str, Callable[[Cluster], Iterator[Finding]]] = {
         "ImageReleaseVersion",
     ),
     "auto-patch": _group_check(_auto_patch, "AutoPatchConfig"),
+    "scheduled-update-batches": _group_check(_update_batches, "ScheduledUpdateConfig"),
     "min-count": _group_check(_min_count, "MinInstanceCount"),
     "deep-health-continuous": _group_check(
         lambda c, g: (

@@ -158,12 +158,7 @@ BATCHES_EKS_ONLY = (
 """The AMI update page's note (sagemaker-hyperpod-ami-update, read 2026-11-29)."""
 
 
-@rule(
-    "GRP-UPDATE-BATCHES-SLURM",
-    "instance_groups",
-    "instance_groups[*].scheduled_update.deployment",
-    source=AMI_UPDATE_DOC,
-)
+@api_rule(rule, "scheduled-update-batches", "instance_groups", "instance_groups[*].scheduled_update.deployment")
 def update_batches_slurm(view: ClusterView) -> Iterator[Problem]:
     """scheduled_update.deployment (batches, wait interval, rollback alarms) is refused: AWS documents updates in
     batches for EKS clusters only; a Slurm group's update re-images all of its nodes."""
