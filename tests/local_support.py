@@ -174,3 +174,18 @@ class SsmOnTheNode:
         name = next(n.name for n in LocalCluster.open(self.cluster.workdir).nodes if n.ip == address)
         done = self.cluster.exec(name, ["sh", "-c", " ".join(command)], timeout=60)
         return Captured(done.returncode, done.stdout, done.stderr)
+
+
+def use_control_plane(cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
+    """Point boto3 (and the operator CLI) at the cluster's emulated control plane with the instance role's keys,
+    away from the caller's AWS profile and files; returns the variables set."""
+    from hyperpod_local.control_plane import local as control_plane
+
+    found = control_plane.client_env(cluster)
+    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in found.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "aws-credentials"))
+    return found

@@ -24,7 +24,7 @@ from hyperpod_local import LocalCluster
 from hyperpod_local.control_plane import local as control_plane
 from hyperpod_local.namespaces import list_netns
 from hyperpod_local.plan import UpOptions
-from local_support import SsmOnTheNode, requires_hyperpod_platform, variant
+from local_support import SsmOnTheNode, requires_hyperpod_platform, use_control_plane, variant
 from ops_support import NoFakes, Operator
 from training_runtime.node import HYPERPOD
 from training_runtime.node_names import ip_name
@@ -58,14 +58,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 @pytest.fixture
 def env(cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
-    found = control_plane.client_env(cluster)
-    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
-        monkeypatch.delenv(name, raising=False)
-    for name, value in found.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "aws-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "aws-credentials"))
-    return found
+    return use_control_plane(cluster, monkeypatch, tmp_path)
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from hyperpod_local import LocalCluster
 from hyperpod_local.control_plane import local as control_plane
 from hyperpod_local.overlay import host_hardware
 from hyperpod_local.plan import UpOptions
-from local_support import CPU_CLUSTER, SsmOnTheNode, requires_hyperpod_platform, variant
+from local_support import CPU_CLUSTER, SsmOnTheNode, requires_hyperpod_platform, use_control_plane, variant
 from ops_support import NoFakes, Operator
 from training_runtime.billing import billing_minutes, money, node_billing_per_minute
 from training_runtime.node import HYPERPOD
@@ -252,12 +252,7 @@ def test_an_admin_raises_a_used_up_budget_and_the_next_bootstrap_restores_the_co
 @pytest.fixture
 def operator(cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Operator:
     """``hyperpod-cdk`` in-process against the emulated control plane, its SSM sessions run on the nodes."""
-    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
-        monkeypatch.delenv(name, raising=False)
-    for name, value in control_plane.client_env(cluster).items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "aws-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "aws-credentials"))
+    use_control_plane(cluster, monkeypatch, tmp_path)
     sagemaker = boto3.session.Session().client("sagemaker")
     return Operator(fakes=NoFakes(), ssm_command=SsmOnTheNode(cluster, sagemaker, NAME))
 

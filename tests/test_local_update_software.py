@@ -29,7 +29,7 @@ from hyperpod_local import LocalCluster
 from hyperpod_local.control_plane import local as control_plane
 from hyperpod_local.namespaces import list_netns
 from hyperpod_local.plan import UpOptions
-from local_support import SsmOnTheNode, requires_hyperpod_platform, variant
+from local_support import SsmOnTheNode, requires_hyperpod_platform, use_control_plane, variant
 from ops_support import NoFakes, Operator
 from test_local_control_plane import run
 from training_runtime.node import HYPERPOD
@@ -66,12 +66,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 @pytest.fixture
 def sagemaker(cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
-    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
-        monkeypatch.delenv(name, raising=False)
-    for name, value in control_plane.client_env(cluster).items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "aws-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "aws-credentials"))
+    use_control_plane(cluster, monkeypatch, tmp_path)
     return boto3.session.Session().client("sagemaker", config=Config(retries={"max_attempts": 2}))
 
 
