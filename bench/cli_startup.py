@@ -9,14 +9,11 @@ medians and the ratio to the bare interpreter measured in the same run. Timings 
 from __future__ import annotations
 
 import argparse
-import logging
-import os
 import sys
 
 import boto3
-from moto.server import ThreadedMotoServer
 
-from timing import cli, measure, report
+from timing import cli, measure, moto_env, report
 
 CLI = cli()
 IMPORTS = "import boto3, botocore.config, rich.console, rich.table"
@@ -59,23 +56,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--runs", type=int, default=15)
     args = parser.parse_args()
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update(
-        AWS_ENDPOINT_URL=f"http://{host}:{port}",
-        AWS_REGION="us-west-2",
-        AWS_ACCESS_KEY_ID="bench",
-        AWS_SECRET_ACCESS_KEY="bench",
-        AWS_EC2_METADATA_DISABLED="true",
-    )
-    try:
+    with moto_env() as env:
         moto_cluster(env)
         times = measure(commands(), args.runs, env)
-    finally:
-        server.stop()
     command_line = f".venv/bin/python bench/cli_startup.py --runs {args.runs}"
     print(report(times, {"hyperpod-cdk --help": 3.0}, command_line))
 

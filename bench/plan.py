@@ -13,7 +13,6 @@ group's count raised (one in-place change to report). Each run is a fresh proces
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import statistics
 import sys
@@ -21,13 +20,12 @@ import tempfile
 from pathlib import Path
 
 import boto3
-from moto.server import ThreadedMotoServer
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from plan_support import cluster_groups, control_plane, deploy_stack, snapshot  # noqa: E402
-from timing import BARE, measure  # noqa: E402
+from timing import BARE, measure, moto_env  # noqa: E402
 
 EXAMPLE = "production-cluster"
 TARGET_S = 3.0
@@ -37,37 +35,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=11)
     args = parser.parse_args()
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update(
-        AWS_ENDPOINT_URL=f"http://{host}:{port}",
-        AWS_REGION="us-west-2",
-        AWS_ACCESS_KEY_ID="testing",
-        AWS_SECRET_ACCESS_KEY="testing",
-        AWS_EC2_METADATA_DISABLED="true",
-        PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT / "hyperpod-local" / "src")]),
-    )
     session = boto3.session.Session(region_name="us-west-2", aws_access_key_id="testing", aws_secret_access_key="t")
     config = (ROOT / "examples" / f"{EXAMPLE}.yaml").read_text()
     assert "    count: 16\n" in config
-    with tempfile.TemporaryDirectory() as work:
+    path = os.pathsep.join([str(ROOT / "src"), str(ROOT / "hyperpod-local" / "src")])
+    with (
+        tempfile.TemporaryDirectory() as work,
+        moto_env(PYTHONPATH=path, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing") as env,
+    ):
         new = Path(work) / f"{EXAMPLE}.yaml"
         new.write_text(config.replace("    count: 16\n", "    count: 20\n", 1))
-        try:
-            for name, value in env.items():
-                if name.startswith("AWS_"):
-                    os.environ[name] = value
-            deploy_stack(session, EXAMPLE)
-            _, template, _ = snapshot(EXAMPLE)
-            with control_plane("production", cluster_groups(template)) as url:
-                env["AWS_ENDPOINT_URL_SAGEMAKER"] = url
-                command = [sys.executable, "-m", "hyperpod_cdk.cli", "plan", str(new), "--json"]
-                times = measure({f"plan {EXAMPLE} --json": command}, args.runs, env)
-        finally:
-            server.stop()
+        for name, value in env.items():
+            if name.startswith("AWS_"):
+                os.environ[name] = value
+        deploy_stack(session, EXAMPLE)
+        _, template, _ = snapshot(EXAMPLE)
+        with control_plane("production", cluster_groups(template)) as url:
+            env["AWS_ENDPOINT_URL_SAGEMAKER"] = url
+            command = [sys.executable, "-m", "hyperpod_cdk.cli", "plan", str(new), "--json"]
+            times = measure({f"plan {EXAMPLE} --json": command}, args.runs, env)
     print("| command | median s [min, max] | target |\n|---|---:|---:|")
     for name, samples in times.items():
         target = (

@@ -14,7 +14,8 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 BARE = "python -c pass"
@@ -74,3 +75,30 @@ def report(times: Mapping[str, list[float]], targets: Mapping[str, float], comma
 def cli() -> str:
     """The ``hyperpod-cdk`` console script beside this interpreter."""
     return str(Path(sys.executable).parent / "hyperpod-cdk")
+
+
+@contextmanager
+def moto_env(**extra: str) -> Iterator[dict[str, str]]:
+    """A moto server on 127.0.0.1 for the benchmark's commands, and the environment that points them at it (dummy
+    keys, us-west-2, no instance metadata, the caller's AWS_* variables left out; ``extra`` last); stopped on exit."""
+    import logging
+
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(
+        AWS_ENDPOINT_URL=f"http://{host}:{port}",
+        AWS_REGION="us-west-2",
+        AWS_ACCESS_KEY_ID="bench",
+        AWS_SECRET_ACCESS_KEY="bench",
+        AWS_EC2_METADATA_DISABLED="true",
+    )
+    env.update(extra)
+    try:
+        yield env
+    finally:
+        server.stop()
