@@ -3,6 +3,7 @@
 # make test:  set up everything (dev tools, the scanner's venv, and, where the machine can have them, the local
 #             cluster's Debian packages and node root file system) and run every check: lint, types, the tests.
 # make test-fast: the same checks without the local clusters (the `unit` tier, lint, the Python 3.8 run).
+# make test-calendar: the date-sensitive tests (marker `calendar`) under three clocks moved by libfaketime (part of make test).
 # make mutants: check that every curated mutation (tests/mutations/*.yaml) still applies, then run them all.
 SHELL := /bin/bash
 VENV := .venv
@@ -29,7 +30,7 @@ CHECKOV_VERSION := 3.3.30
 SHELL_SCRIPTS := $(wildcard src/hyperpod_cdk/lifecycle_assets/*.sh hyperpod-local/src/hyperpod_local/*.sh scripts/*.sh examples/jobs/*.sbatch .ci/run)
 
 .PHONY: prerequisites setup system-packages node-rootfs scanner synth test test-fast lint typecheck unit unit-tier local-tier unit38 mutants bench schema docs lock clean
-.PHONY: _lint _typecheck _unit-tier _local-tier _unit38
+.PHONY: test-calendar _lint _typecheck _unit-tier _local-tier _unit38 _calendar
 
 prerequisites:
 	@./scripts/check-prerequisites.sh
@@ -91,7 +92,7 @@ PYTEST_LANE = $(PYTHON) -m pytest -n $(LANE_WORKERS) --dist loadscope --no-loads
 PARTS = $(MAKE) --no-print-directory --keep-going -j5 --output-sync=target
 
 test: setup
-	@$(PARTS) _lint _typecheck _unit-tier _local-tier _unit38
+	@$(PARTS) _lint _typecheck _unit-tier _local-tier _unit38 _calendar
 
 test-fast: setup
 	@$(PARTS) _lint _unit-tier _unit38
@@ -108,6 +109,8 @@ unit: setup
 	@$(PARTS) _unit-tier _local-tier
 unit38: setup
 	@$(MAKE) --no-print-directory _unit38
+test-calendar: setup
+	@$(MAKE) --no-print-directory _calendar
 
 _lint:
 	$(PYTHON) -m ruff check .
@@ -132,6 +135,18 @@ _unit38:
 	  [ -x $(VENV38)/bin/pytest ] || { $(PY38) -m venv $(VENV38) && $(VENV38)/bin/pip install --quiet "pytest==8.3.5"; }; \
 	  PYTHONPATH=src:tests $(VENV38)/bin/python -m pytest -q -p no:cacheprovider $$($(PYTHON) scripts/runtime_tests.py); \
 	fi
+
+# The tests that meet a real clock (marker `calendar`; tests/clock.py) under libfaketime, one pytest per clock: a year
+# and a month on, the last second of a month, the first minute of a new year (each clock starts there and runs on, so a
+# run also crosses the boundary). libfaketime moves the monotonic clock by the same offset (its --exclude-monotonic makes
+Python's time.sleep fail with EINVAL in libfaketime 0.9.10): sleeps and timeouts keep their length. docs/testing.md
+CALENDAR_CLOCKS := +400d|@2027-01-31 23:59:59|@2028-01-01 00:00:30
+_calendar:
+	@if ! command -v faketime >/dev/null; then echo "calendar: skipped: no faketime here (make system-packages: Debian's faketime)"; \
+	else clocks='$(CALENDAR_CLOCKS)'; IFS='|'; for clock in $$clocks; do \
+	  echo "calendar: clock $$clock"; \
+	  faketime -f "$$clock" $(PYTHON) -m pytest -q -p no:cacheprovider -m calendar || exit 1; \
+	done; fi
 
 # The curated mutations: first that each still applies (text found once, tests present), then each caught.
 mutants: setup

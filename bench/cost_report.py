@@ -23,7 +23,7 @@ from training_runtime.billing import billing_minutes, node_billing_per_minute
 from training_runtime.billing_weights import cpu_weight, weights_text
 from training_runtime.cost_report import cost_report, parse_budgets, parse_partitions, parse_sacct
 
-SINCE = datetime(2026, 11, 1)
+SINCE = datetime(2026, 11, 1)  # a synthetic month of accounting: the report reads no clock but this window
 UNTIL = datetime(2026, 12, 1)
 
 

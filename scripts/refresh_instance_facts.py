@@ -21,7 +21,7 @@ import argparse
 import datetime
 import json
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -170,7 +170,12 @@ def dump(document: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n}\n"
 
 
-def main(argv: list[str] | None = None) -> int:
+def utc_today() -> datetime.date:
+    return datetime.datetime.now(datetime.UTC).date()
+
+
+def main(argv: list[str] | None = None, today: Callable[[], datetime.date] = utc_today) -> int:
+    """``today``: the clock that dates each entry (the tests give theirs: a date read twice can straddle midnight)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--region", default="us-east-1", help="the Region to ask (default: us-east-1)")
     parser.add_argument("--profile", help="the AWS profile (default: the usual credential chain)")
@@ -185,10 +190,10 @@ def main(argv: list[str] | None = None) -> int:
     client = session.client("ec2", endpoint_url=args.endpoint_url)
     answers = describe(client, [t[len(PREFIX) :] for t in offered_types()])
     document = json.loads(args.output.read_text()) if args.output.exists() else {}
-    today = datetime.datetime.now(datetime.UTC).date().isoformat()
+    checked = today().isoformat()
     source = args.source or f"DescribeInstanceTypes {args.region}"
-    args.output.write_text(dump(refreshed(document, answers, source, today)))
-    print(f"{args.output}: {len(answers)} of {len(offered_types())} types from {source} ({today})")
+    args.output.write_text(dump(refreshed(document, answers, source, checked)))
+    print(f"{args.output}: {len(answers)} of {len(offered_types())} types from {source} ({checked})")
     return 0
 
 

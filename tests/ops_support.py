@@ -18,7 +18,6 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from moto.sagemaker.models import ClusterNode as MotoNodeModel
 from moto.sagemaker.models import sagemaker_backends
 from moto.server import ThreadedMotoServer
 
+from clock import NOW
 from hyperpod_cdk.aws.session import make_session
 from hyperpod_cdk.ops.context import Captured, OpsContext
 from hyperpod_cdk.ops.parser import main as ops_main
@@ -332,6 +332,9 @@ class Operator:
     ``sagemaker-cluster:`` target and no node to run a command on, so a test says what the controller answers.
     None: any such call fails the test (nothing is expected to run)."""
     captured: list[list[str]] = field(default_factory=list)
+    now: float = NOW
+    """The commands' wall clock (``ctx.now``): the run's (tests/clock.py), so that what moto keeps by the calendar
+    (log events, 14 days) and the windows counted back from now (``--since``) agree."""
 
     def session(self, profile: str | None, region: str | None) -> boto3.session.Session:
         session = make_session(profile, region)
@@ -362,7 +365,7 @@ class Operator:
             confirm=self.confirm,
             sleep=self.sleep,
             monotonic=lambda: self.clock[0],
-            now=lambda: datetime(2026, 11, 20, 12, 0, tzinfo=UTC).timestamp(),
+            now=lambda: self.now,
             home=self.home,
             stdout=out,
             stderr=err,

@@ -78,7 +78,7 @@ def control_plane(
 ) -> Iterator[str]:
     """The cluster of ``groups`` (the template's InstanceGroups) in the emulated control plane, each group at
     ``targets[name]`` (default its InstanceCount); yields the endpoint URL (signed with moto's test key)."""
-    clock = [1_795_000_000.0]
+    clock = [1_795_000_000.0]  # the emulated fleet's injected clock (its nodes' launch times); SigV4 uses the real one
     backend = MemoryBackend()
     made: list[Group] = []
     nodes: list[Node] = []

@@ -37,7 +37,7 @@ from hyperpod_cdk.rules import ClusterView, all_rules
 from ops_support import ACCOUNT, REGION, _error, _ok
 from training_runtime.problems import Problem
 
-NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)  # preflight's injected clock (Account(now=...)); the plans are fakes
 P5 = "ml.p5.48xlarge"
 AZ = f"{REGION}a"
 OTHER_AZ = f"{REGION}b"

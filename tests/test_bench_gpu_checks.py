@@ -76,7 +76,7 @@ def test_markdown_renders_a_report_with_absent_tools() -> None:
     summary = launcher_summary({TORCHRUN: [_run(2.0, 1.0)], STAGE2: [_run(3.0, 1.5)]})
     report = {
         "command": "python3 bench/gpu_checks.py --out x",
-        "date": "2026-11-26 01:00",
+        "date": "2026-11-26 01:00",  # a report's field, only printed
         "elapsed_s": 10.0,
         "machine": {"gpus": [], "nproc": 2, "python": "3.12", "torch": {"version": "2.11"}, "driver": ""},
         "tools": {"nvidia-smi": None, "torchrun": "/usr/bin/torchrun"},

@@ -26,6 +26,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk.assertions import Template
 
 from builders import cluster_stack, new_stack
+from clock import ago_ms
 from hyperpod_cdk import HyperPodCluster
 from hyperpod_cdk.aws.session import make_session
 from hyperpod_cdk.constructs.execution_role import NodeExecutionRole
@@ -275,7 +276,7 @@ def moto_cluster(aws_env: str) -> Iterator[MotoCluster]:  # noqa: F811
     logs.put_log_events(
         logGroupName=group,
         logStreamName=f"LifecycleConfig/workers/{worker}",
-        logEvents=[{"timestamp": 1_763_640_000_000, "message": "lifecycle done"}],
+        logEvents=[{"timestamp": ago_ms(60), "message": "lifecycle done"}],
     )
     yield made
 

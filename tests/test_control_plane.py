@@ -54,7 +54,7 @@ class Harness:
 
 def make(continuous: bool = True) -> Callable[[], Iterator[Harness]]:
     def fixture() -> Iterator[Harness]:
-        clock = [1_795_000_000.0]
+        clock = [1_795_000_000.0]  # the fleet's injected clock, moved by later(); SigV4 uses the real one
         backend = MemoryBackend()
         groups = [
             Group("controller", "Controller", "ml.m5.xlarge", 1, ROLE, LIFECYCLE),

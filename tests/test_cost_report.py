@@ -50,7 +50,7 @@ SSHARE = "\n".join(
         f" vision|||billing={units(48.96)}",
     ]
 )
-SINCE = datetime(2026, 11, 20, 10, 0)
+SINCE = datetime(2026, 11, 20, 10, 0)  # the report is a pure function of its window: the fixture's jobs are of that day
 UNTIL = datetime(2026, 11, 20, 12, 0)
 
 
@@ -150,7 +150,7 @@ def test_what_slurm_24_11_prints_is_read_as_meant() -> None:
         parse_sacct(REAL_SACCT),
         partitions,
         parse_budgets(REAL_SSHARE),
-        datetime(2026, 11, 29, 3, 0),
+        datetime(2026, 11, 29, 3, 0),  # the window of the recorded sacct answer: the report reads no other clock
         datetime(2026, 11, 29, 4, 0),
         "job",
     )

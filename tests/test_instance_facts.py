@@ -159,11 +159,12 @@ def test_refresh_writes_the_fields_from_ec2s_answer(
     monkeypatch.setitem(p5["GpuInfo"]["Gpus"][0], "Name", "H100X")
     monkeypatch.setitem(INSTANCE_TYPES["c7g.large"]["VCpuInfo"], "ValidThreadsPerCore", [1, 2])
     monkeypatch.setitem(INSTANCE_TYPES["c7g.large"]["MemoryInfo"], "SizeInMiB", 4097)
-    assert refresh.main(["--region", "eu-west-1", "--endpoint-url", ec2_url, "--output", str(output)]) == 0
+    day = datetime.date(2031, 2, 28)  # the script's injected clock: whatever the date, entries carry the clock's
+    argv = ["--region", "eu-west-1", "--endpoint-url", ec2_url, "--output", str(output)]
+    assert refresh.main(argv, today=lambda: day) == 0
     written = json.loads(output.read_text())
-    today = datetime.datetime.now(datetime.UTC).date().isoformat()
     entry = written["types"]["ml.p5.48xlarge"]
-    assert (entry["source"], entry["checked"]) == ("DescribeInstanceTypes eu-west-1", today)
+    assert (entry["source"], entry["checked"]) == ("DescribeInstanceTypes eu-west-1", "2031-02-28")
     assert entry["efa"] == {"supported": True, "max_interfaces": 31}
     assert entry["accelerator"]["model"] == "H100X"
     c7g = written["types"]["ml.c7g.large"]

@@ -184,7 +184,7 @@ def test_an_accounts_usage_is_its_jobs_weighted_cpus_times_their_run_time(cluste
         "-A",
         "nlp",
         "-S",
-        "2020-01-01",
+        "2020-01-01",  # before every job of the run (sacct's default start is today's midnight, which a run can cross)
         "-o",
         "alloctres,elapsedraw",
     )
@@ -273,7 +273,7 @@ def test_the_cost_report_prices_the_modules_jobs_at_the_configured_rate(
         "-X",
         "-P",
         "-S",
-        "2020-01-01",
+        "2020-01-01",  # before every job of the run (sacct's default start is today's midnight, which a run can cross)
         "-o",
         "jobid,account,alloccpus,elapsedraw,start",
     )

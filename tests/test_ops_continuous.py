@@ -4,20 +4,19 @@ ListClusterEvents answered by HyperPodFakes)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pytest
 
+from clock import utc
 from ops_support import MotoCluster, Operator, aws_env, moto_url  # noqa: F401
 
-pytestmark = pytest.mark.usefixtures("aws_env")
+pytestmark = [pytest.mark.usefixtures("aws_env"), pytest.mark.calendar]
 
 OPERATION = {
     "OperationId": "6f0c2f84-1b0e-4a39-9c55-0000000000aa",
     "ClusterArn": "arn:aws:sagemaker:us-west-2:123456789012:cluster/abcdefabcdef",
     "Type": "Scaling",
     "Status": "InProgress",
-    "CreationTime": datetime(2026, 11, 20, 11, 30, tzinfo=UTC),
+    "CreationTime": utc(1800),  # half an hour before the commands' clock (tests/clock.py)
 }
 
 

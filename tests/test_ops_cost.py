@@ -5,9 +5,11 @@ and no node to run sacct on), the window, the groupings, JSON and the table, and
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import pytest
 
+from clock import utc
 from hyperpod_cdk.ops.parser import COST_GROUPINGS
 from ops_support import Operator, aws_env, moto_url  # noqa: F401
 from test_cost_report import PARTITIONS, SACCT, SSHARE
@@ -24,6 +26,7 @@ ANSWER = [
     *SSHARE.splitlines(),
 ]
 WINDOW = ("--since", "2026-11-20T10:00", "--until", "2026-11-20T12:00")
+"""Given in full, so no clock decides it: the window of the fixture's accounting (tests/test_cost_report.py)."""
 
 
 def test_cost_reads_slurm_accounting_on_the_controller_and_prices_it() -> None:
@@ -84,6 +87,29 @@ def test_a_bad_window_is_a_usage_error() -> None:
     assert result.code == 2 and "--since 'yesterday-ish': give an ISO date or time" in result.err
     result = Operator()("cost", "gpu", *WINDOW[2:], "--since", "2026-11-21", "--region", "us-west-2")
     assert result.code == 2 and "is not after --since" in result.err
+
+
+@pytest.mark.calendar
+@pytest.mark.parametrize(
+    ("now", "since", "until"),
+    [
+        (None, None, None),  # the run's clock, whatever the date (make test-calendar moves it)
+        (datetime(2027, 1, 31, 23, 59, 59, tzinfo=UTC), "2027-01-01T00:00:00", "2027-01-31T23:59:59"),
+        (datetime(2028, 1, 1, 0, 0, 0, tzinfo=UTC), "2028-01-01T00:00:00", "2028-01-01T00:00:01"),
+        (datetime(2028, 2, 29, 12, 0, 0, tzinfo=UTC), "2028-02-01T00:00:00", "2028-02-29T12:00:00"),
+    ],
+)
+def test_the_default_window_is_this_month_so_far(now: datetime | None, since: str | None, until: str | None) -> None:
+    gpu_cluster()
+    clock = now or utc()
+    if since is None or until is None:
+        since = clock.replace(day=1, hour=0, minute=0, second=0).strftime("%Y-%m-%dT%H:%M:%S")
+        until = max(clock, clock.replace(day=1, hour=0, minute=0, second=1)).strftime("%Y-%m-%dT%H:%M:%S")
+    operator = Operator(ssm_command=ControllerSays(ANSWER), now=clock.timestamp())
+    result = operator("cost", "gpu", "--json", "--region", "us-west-2")
+    assert result.code == 0, result.err
+    (command,) = json.loads(operator.captured[0][8])["command"]
+    assert f"-S {since} -E {until}" in command
 
 
 def test_the_parser_offers_the_reports_groupings() -> None:

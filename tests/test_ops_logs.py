@@ -7,11 +7,12 @@ from typing import Any
 
 import pytest
 
+from clock import ago_ms
 from hyperpod_cdk.aws.session import make_session
 from ops_support import MotoCluster, Operator, aws_env, moto_url  # noqa: F401
 
-pytestmark = pytest.mark.usefixtures("aws_env")
-T0 = 1_795_000_000_000  # ms
+pytestmark = [pytest.mark.usefixtures("aws_env"), pytest.mark.calendar]
+T0 = ago_ms(600)  # ten minutes before the run's clock: inside CloudWatch's 14 days whatever the date
 
 
 def setup_logs(made: MotoCluster) -> Any:
@@ -102,8 +103,9 @@ def test_follow_prints_new_events_once_until_ctrl_c() -> None:
 def test_since_drops_older_events() -> None:
     made = cluster()
     setup_logs(made)
-    # the test clock is 2026-11-20 12:00 UTC; T0 is months earlier
-    result = Operator()("logs", "logs", "--since", "1h")
+    # T0 is ten minutes before the commands' clock, which is the run's: --since 5m starts after it, 1h before it
+    assert len(Operator()("logs", "logs", "--since", "1h").out.splitlines()) == 3
+    result = Operator()("logs", "logs", "--since", "5m")
     assert (result.code, result.out) == (0, "")
     assert "no log events" in result.err
     assert Operator()("logs", "logs", "--since", "soon").code == 2

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import sys
 import types
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from clock import ago, utc
 from hyperpod_cdk.aws.session import make_session
 from hyperpod_cdk.ops import training_job
 from ops_support import MotoCluster, Operator, aws_env, moto_url  # noqa: F401
@@ -103,11 +103,12 @@ EVENT = {
     "ClusterArn": "arn:aws:sagemaker:us-west-2:123456789012:cluster/train",
     "ClusterName": "train",
     "ResourceType": "Instance",
-    "EventTime": datetime(2026, 11, 20, 11, 0, tzinfo=UTC),  # botocore parses timestamps to datetime
+    "EventTime": utc(3600),  # an hour before the commands' clock; botocore parses timestamps to datetime
     "EventLevel": "Error",
 }
 
 
+@pytest.mark.calendar
 def test_events_page_through_list_cluster_events() -> None:
     made = cluster()
     made.set(NodeProvisioningMode="Continuous")
@@ -118,7 +119,7 @@ def test_events_page_through_list_cluster_events() -> None:
     assert [e["Description"] for e in result.json()["events"]] == [f"node {n} failed health check" for n in range(5)]
     first = operator.fakes.calls[0][1]
     assert first["InstanceGroupName"] == "p5"
-    assert first["EventTimeAfter"] == datetime(2026, 11, 20, 10, 0, tzinfo=UTC).timestamp()
+    assert first["EventTimeAfter"] == ago(2 * 3600)  # --since 2h, counted back from the commands' clock
     assert len(operator.fakes.calls) == 3  # pages of 2 through the paginator's NextToken
     human = operator("events", "train")
     assert "node 4 failed health check" in human.out

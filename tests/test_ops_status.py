@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from clock import ago
 from ops_support import MotoCluster, Operator, aws_env, moto_url  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("aws_env")
@@ -168,12 +169,11 @@ def test_unknown_profile() -> None:
     assert "The config profile (nobody) could not be found" in result.err
 
 
+@pytest.mark.calendar
 def test_status_shows_the_scaler_heartbeat_tag() -> None:
-    import time
-
     from training_runtime.scaler.heartbeat import TAG_KEY, GroupLine, Heartbeat, format_heartbeat
 
-    value = format_heartbeat(Heartbeat("waiting", time.time() - 30, (GroupLine("p5", 4, 0, 8),), 3))
+    value = format_heartbeat(Heartbeat("waiting", ago(30), (GroupLine("p5", 4, 0, 8),), 3))
     MotoCluster("gpu", {"controller": ("ml.m5.xlarge", 1, "Controller")}, tags={TAG_KEY: value}).create()
     report = Operator()("status", "gpu", "--json").json()
     assert report["scaler"]["status"] == "waiting" and report["scaler"]["pending_nodes"] == 3
@@ -189,10 +189,12 @@ def test_status_without_a_scaler_shows_no_scaler_line() -> None:
     assert "Scaler:" not in Operator()("status", "gpu").out
 
 
+@pytest.mark.calendar
 def test_a_stale_scaler_heartbeat_is_flagged() -> None:
+    from hyperpod_cdk.ops.status import SCALER_STALE_S
     from training_runtime.scaler.heartbeat import TAG_KEY, Heartbeat, format_heartbeat
 
-    value = format_heartbeat(Heartbeat("ok", 1_000_000.0, (), 0))
+    value = format_heartbeat(Heartbeat("ok", ago(SCALER_STALE_S + 60), (), 0))
     MotoCluster("gpu", {"controller": ("ml.m5.xlarge", 1, "Controller")}, tags={TAG_KEY: value}).create()
     assert Operator()("status", "gpu", "--json").json()["scaler"]["stale"] is True
     assert "STALE" in Operator()("status", "gpu").out

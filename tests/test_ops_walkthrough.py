@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from clock import ago_ms
 from hyperpod_cdk.aws.session import make_session
 from ops_support import MotoCluster, Operator, aws_env, moto_url  # noqa: F401
 
@@ -25,6 +26,7 @@ def walkthrough() -> list[list[str]]:
 
 
 @pytest.mark.usefixtures("aws_env")
+@pytest.mark.calendar
 def test_the_readme_walkthrough_runs(tmp_path: Path) -> None:
     commands = walkthrough()
     assert [c[0] for c in commands] == ["wait", "status", "logs", "ssh-config", "connect", "training-job-config"]
@@ -47,7 +49,7 @@ def test_the_readme_walkthrough_runs(tmp_path: Path) -> None:
     logs.put_log_events(
         logGroupName=group,
         logStreamName=f"LifecycleConfig/login/{login}",
-        logEvents=[{"timestamp": 1_795_000_000_000, "message": "bootstrap: done"}],
+        logEvents=[{"timestamp": ago_ms(60), "message": "bootstrap: done"}],
     )
     outputs = {
         "ClusterName": "my-cluster",

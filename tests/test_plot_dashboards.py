@@ -19,7 +19,7 @@ import pytest
 from hyperpod_cdk.observability import DASHBOARDS, dashboard_json, panel_queries
 
 ROOT = Path(__file__).resolve().parent.parent
-START, END, STEP = 1_800_000_000, 1_800_003_600, 60
+START, END, STEP = 1_800_000_000, 1_800_003_600, 60  # a fake Prometheus answers any range; the script takes `now`
 JOB_IDS = ["7", "12", "3"]
 
 

@@ -120,6 +120,7 @@ def held_lock() -> Iterator[Callable[[Node, str], None]]:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(str(path), os.O_RDWR | os.O_CREAT, 0o644)
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        # a holder's record: only formatted into the message, never compared with a clock
         os.write(fd, json.dumps({"instance": holder, "since": 1767225600}).encode())
         handles.append(fd)
 

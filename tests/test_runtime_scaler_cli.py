@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from clock import utc
 from scaler_fakes import FakeImds, FakeSageMaker
 from training_runtime.__main__ import main
 from training_runtime.scaler.heartbeat import TAG_KEY, parse_heartbeat
@@ -39,12 +40,14 @@ def write_config(tmp_path: Path, endpoint: str, imds_url: str) -> Path:
     return path
 
 
+@pytest.mark.calendar
 def test_once_runs_a_cycle_with_role_credentials_and_status_reads_the_files(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     fake = FakeSageMaker()
     fake.groups["gpu"] = [1, 1]
-    imds = FakeImds("2099-01-01T00:00:00Z")
+    # role credentials good for six hours from the run's clock, which the CLI's credential cache reads: fetched once
+    imds = FakeImds(utc(-6 * 3600).strftime("%Y-%m-%dT%H:%M:%SZ"))
     try:
         config = write_config(tmp_path, fake.url, imds.url)
         assert main(["scaler", "once", "--config", str(config)]) == 0
@@ -53,6 +56,7 @@ def test_once_runs_a_cycle_with_role_credentials_and_status_reads_the_files(
         assert beat.status == "ok" and [(g.name, g.target) for g in beat.groups] == [("gpu", 1)]
         assert fake.tags[TAG_KEY] == out
         assert "Credential=ASIA1/" in fake.requests[0][2]["Authorization"]
+        assert imds.fetches == 1 and len(fake.requests) > 1
         assert main(["scaler", "status", "--config", str(config)]) == 0
         assert "heartbeat: " + out in capsys.readouterr().out
     finally:

@@ -82,6 +82,7 @@ def test_a_corrupt_state_is_an_error_not_a_fresh_start(tmp_path: Path) -> None:
 
 
 def test_the_heartbeat_value_round_trips() -> None:
+    # a round trip through the tag's text: no clock is read
     beat = Heartbeat("error", 1795000000.0, (GroupLine("gpu", 2, 0, 8), GroupLine("cpu", 0, 0, 4)), 3, "capacity")
     value = format_heartbeat(beat)
     assert value == "error 2026-11-18T11:06:40Z gpu=2/0..8 cpu=0/0..4 pending=3 error=capacity"

@@ -21,7 +21,7 @@ from training_runtime.scaler.sagemaker import (
 )
 from training_runtime.scaler.sigv4 import Credentials
 
-NOW = 1_795_000_000.0
+NOW = 1_795_000_000.0  # the client's and the credential cache's injected clock: they read no other time
 
 
 @pytest.fixture()

@@ -26,7 +26,7 @@ from training_runtime.scaler.slurm_view import Slurm
 from training_runtime.scaler.state import load
 from training_runtime.scaling import ScalingSpec
 
-START = 1_795_000_000.0
+START = 1_795_000_000.0  # the service's injected clock: it reads no other time
 ARN = "arn:aws:sagemaker:us-west-2:123456789012:cluster/abcdefghijkl"
 
 

@@ -30,7 +30,7 @@ from training_runtime.steps.daemon import RunningDaemon
 from training_runtime.steps.spot import SPOT_WATCHER, UNIT_FILE, WATCHER, SpotWatcherFiles, spot_steps, watcher_program
 
 SRC = str(Path(__file__).resolve().parent.parent / "src")
-NOTICE = {"action": "terminate", "time": "2026-11-24T17:02:00Z"}
+NOTICE = {"action": "terminate", "time": "2026-11-24T17:02:00Z"}  # passed through as text, never compared with a clock
 
 
 class FakeImds:

@@ -15,7 +15,7 @@ from botocore.credentials import Credentials as BotoCredentials
 
 from training_runtime.scaler.sigv4 import Credentials, sign
 
-NOW = datetime.datetime(2026, 11, 26, 1, 2, 3, tzinfo=datetime.UTC)
+NOW = datetime.datetime(2026, 11, 26, 1, 2, 3, tzinfo=datetime.UTC)  # signing takes its time: a signature is checked
 BODY = b'{"ClusterName": "demo", "NodesToAdd": [{"InstanceGroupName": "gpu", "IncrementTargetCountBy": 2}]}'
 
 

@@ -58,8 +58,10 @@ def window(args: argparse.Namespace, now: float) -> tuple[datetime, datetime]:
                 Exit.USAGE,
             ) from None
 
-    since = at(args.since, current.replace(day=1, hour=0, minute=0, second=0), "--since")
-    until = at(args.until, current, "--until")
+    month = current.replace(day=1, hour=0, minute=0, second=0)
+    since = at(args.since, month, "--since")
+    # In a month's first second "this month so far" is empty: the default window is that second, not an error.
+    until = at(args.until, max(current, month + timedelta(seconds=1)), "--until")
     if until <= since:
         raise OpsError(f"--until {until.isoformat()} is not after --since {since.isoformat()}", Exit.USAGE)
     return since, until
