@@ -16,7 +16,7 @@ from constructs import Construct, IConstruct
 from hyperpod_cdk.constructs.checks import check_props
 from hyperpod_cdk.constructs.cluster_grants import ClusterBase, ImportedCluster
 from hyperpod_cdk.constructs.execution_role import grant_runtime_secret, grant_volume_keys
-from hyperpod_cdk.constructs.group_api import accounting_database, group_api_properties, volume_configs
+from hyperpod_cdk.constructs.group_api import accounting_database, group_api_properties, slurm_and_storage
 from hyperpod_cdk.constructs.interfaces import LustreTarget, NodeNetwork, OpenZfsTarget
 from hyperpod_cdk.constructs.lifecycle import LifecycleSource
 from hyperpod_cdk.constructs.node_roles import distinct, execution_roles
@@ -388,32 +388,7 @@ class HyperPodCluster(ClusterBase):
         fsx_mount_path: str,
         openzfs: OpenZfsTarget | None,
     ) -> sagemaker.CfnCluster.ClusterInstanceGroupProperty:
-        storage_configs: list[sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty] = volume_configs(group)
-        slurm_config = None
-        if self.mode == SlurmMode.API_DRIVEN:
-            partition = group.partition_name
-            slurm_config = sagemaker.CfnCluster.ClusterSlurmConfigProperty(
-                node_type=group.role.value.capitalize(),
-                partition_names=[partition] if partition else None,
-            )
-            if storage is not None:
-                storage_configs.append(
-                    sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty(
-                        fsx_lustre_config=sagemaker.CfnCluster.ClusterFsxLustreConfigProperty(
-                            dns_name=storage.dns_name,
-                            mount_name=storage.mount_name,
-                            mount_path=fsx_mount_path,
-                        )
-                    )
-                )
-            if openzfs is not None:
-                storage_configs.append(
-                    sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty(
-                        fsx_open_zfs_config=sagemaker.CfnCluster.ClusterFsxOpenZfsConfigProperty(
-                            dns_name=openzfs.dns_name, mount_path=openzfs.mount_path
-                        )
-                    )
-                )
+        slurm_config, storage_configs = slurm_and_storage(self.mode, group, storage, fsx_mount_path, openzfs)
         return sagemaker.CfnCluster.ClusterInstanceGroupProperty(
             instance_group_name=group.name,
             instance_count=group.count,
