@@ -106,7 +106,7 @@ class HyperPodCluster(ClusterBase):
         Default: a new role per group with least privilege (a group's ``execution_role: controller`` puts it on
         the controller's).
     :param runtime_options: options passed to the node runtime through the parameters. Default: none.
-    :param tags: tags for the cluster and its role. Default: none.
+    :param tags: tags for the cluster and its roles. Default: none.
     :param suppress: rules to silence, each a ``Suppression(rule, reason)`` or ``{"rule": ..., "reason": ...}``
         (the config's ``suppress``): their findings are not annotated, and the cluster resource's metadata lists
         them (``hyperpod-cdk: {suppressed: [...]}``) and tells cfn-lint to skip their cfn-lint rules. An error
