@@ -118,15 +118,15 @@ def test_cluster_waits_for_upload_role_policy_and_storage(api_driven: Template) 
     (upload_id,) = api_driven.find_resources("Custom::CDKBucketDeployment")
     (fs_id,) = api_driven.find_resources("AWS::FSx::FileSystem")
     policy_ids = [k for k in api_driven.find_resources("AWS::IAM::Policy") if "ExecutionRole" in k]
-    assert upload_id in depends and policy_ids and policy_ids[0] in depends
+    assert upload_id in depends and len(policy_ids) >= 2 and set(policy_ids) <= set(depends)  # every group's role
     rules = api_driven.find_resources("AWS::EC2::SecurityGroupIngress")
     storage_rules = [k for k, r in rules.items() if r["Properties"]["GroupId"]["Fn::GetAtt"][0].startswith("Storage")]
     assert storage_rules and set(storage_rules) <= set(depends)
     # What a GetAtt already orders is not repeated (cfn-lint W3005): the role and the file system.
-    (role_id,) = [k for k in api_driven.find_resources("AWS::IAM::Role") if k.startswith("ClusterExecutionRole")]
+    role_ids = [k for k in api_driven.find_resources("AWS::IAM::Role") if k.startswith("ClusterExecutionRole")]
     properties = json.dumps(cluster["Properties"])
-    assert f'"{role_id}"' in properties and f'"{fs_id}"' in properties
-    assert role_id not in depends and fs_id not in depends
+    assert role_ids and all(f'"{role_id}"' in properties for role_id in role_ids) and f'"{fs_id}"' in properties
+    assert not set(role_ids) & set(depends) and fs_id not in depends
 
 
 def test_lifecycle_driven_the_cluster_waits_for_the_file_system_no_storage_config_names() -> None:

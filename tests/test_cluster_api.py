@@ -38,6 +38,7 @@ from hyperpod_cdk.model import (
     RollingDeployment,
     ScheduledUpdate,
 )
+from iam_support import group_roles, mentions, role_statements
 
 SUBNET = "subnet-0123456789abcdef1"
 GROUP_SG = "sg-0123456789abcdef1"
@@ -167,17 +168,19 @@ def test_the_group_key_encrypts_its_extra_volume_and_its_root_volume(template: T
     assert VOLUME_KEY not in json.dumps(_groups(template)["controller"])
 
 
-def test_the_execution_role_may_create_grants_on_the_volume_key_only(template: Template) -> None:
-    """HyperPod launches, adds and patches nodes with encrypted volumes through grants the execution role creates."""
-    statements = [
-        s
-        for p in template.find_resources("AWS::IAM::Policy").values()
-        for s in p["Properties"]["PolicyDocument"]["Statement"]
-        if "kms:CreateGrant" in json.dumps(s["Action"])
-    ]
-    assert [(sorted(s["Action"]), s["Resource"]) for s in statements] == [
-        (["kms:CreateGrant", "kms:DescribeKey"], VOLUME_KEY)
-    ]
+def test_the_groups_execution_role_may_create_grants_on_its_volume_key_only(template: Template) -> None:
+    """HyperPod launches, adds and patches nodes with encrypted volumes through grants the group's execution role
+    creates; no other group's role touches the key."""
+    roles = group_roles(template.to_json())
+    on_key = {
+        group: [(s["Action"], s["Resource"]) for s in role_statements(template.to_json(), role) if mentions(s, "kms:")]
+        for group, role in roles.items()
+    }
+    assert on_key == {
+        "controller": [],
+        "workers": [],
+        "gpus": [("kms:CreateGrant", VOLUME_KEY), ("kms:DescribeKey", VOLUME_KEY)],
+    }
 
 
 def test_the_runtimes_external_database_becomes_the_accounting_database(template: Template) -> None:
@@ -212,15 +215,19 @@ def test_a_setting_left_out_writes_nothing(template: Template) -> None:
 
 
 def test_the_nodes_may_attach_interfaces_in_the_groups_own_subnets(template: Template) -> None:
-    create = next(
-        s
-        for p in template.find_resources("AWS::IAM::Policy").values()
-        for s in p["Properties"]["PolicyDocument"]["Statement"]
-        if s.get("Sid") == "CreateNodeInterfaces"
-    )
-    rendered = json.dumps(create["Resource"])
+    roles = group_roles(template.to_json())
+
+    def create(group: str) -> str:
+        (found,) = [
+            s for s in role_statements(template.to_json(), roles[group]) if s.get("Sid") == "CreateNodeInterfaces"
+        ]
+        return json.dumps(found["Resource"])
+
+    rendered = create("gpus")
     assert f":subnet/{SUBNET}" in rendered and f":security-group/{GROUP_SG}" in rendered
     assert "NodesSubnet" in rendered and "NetworkNodeSecurityGroup" in rendered
+    # Another group's role has the cluster's subnet and group, not the gpus group's own.
+    assert SUBNET not in create("workers") and GROUP_SG not in create("controller")
 
 
 def _rules_of(**group: Any) -> list[tuple[str, str]]:

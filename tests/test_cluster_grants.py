@@ -33,7 +33,7 @@ from hyperpod_cdk.constructs.execution_role import NodeExecutionRole
 from hyperpod_cdk.ops.context import Captured
 from ops_support import ACCOUNT, REGION, MotoCluster, Operator, aws_env, moto_url  # noqa: F401
 
-GRANTS = ("describe", "operate", "scale", "connect")
+GRANTS = ("describe", "operate", "reconfigure", "connect")
 CLUSTER_ACTIONS = {
     "describe": [
         "sagemaker:DescribeCluster",
@@ -53,7 +53,7 @@ CLUSTER_ACTIONS = {
         "sagemaker:ListTags",
         "sagemaker:UpdateClusterSoftware",
     ],
-    "scale": [
+    "reconfigure": [
         "sagemaker:DescribeCluster",
         "sagemaker:ListClusterNodes",
         "sagemaker:ListClusterOperations",
@@ -203,7 +203,7 @@ def test_a_grant_to_a_principal_without_a_policy_is_reported_not_granted() -> No
 
 def test_the_execution_role_is_a_node_execution_role_that_grants_reads() -> None:
     stack, cluster = cluster_stack()
-    role = cluster.execution_role
+    role = cluster.execution_roles["workers"]
     assert isinstance(role, NodeExecutionRole)
     bucket = s3.Bucket.from_bucket_name(stack, "Data", "training-data")
     key = kms.Key.from_key_arn(stack, "Key", f"arn:aws:kms:{REGION}:{ACCOUNT}:key/1234abcd-12ab-34cd-56ef-1234567890ab")
@@ -211,7 +211,7 @@ def test_the_execution_role_is_a_node_execution_role_that_grants_reads() -> None
         stack, "Token", f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:hf-token-AbCdEf"
     )
     plain_stack, plain = cluster_stack()
-    before = pairs(statements(plain_stack, plain.execution_role, conditions=True))  # type: ignore[arg-type]
+    before = pairs(statements(plain_stack, plain.execution_roles["workers"], conditions=True))  # type: ignore[arg-type]
     for grant in (role.grant_read_bucket(bucket, "datasets/"), role.grant_decrypt(key), role.grant_read_secret(secret)):
         assert isinstance(grant, iam.Grant) and grant.success
     added = pairs(statements(stack, role, conditions=True)) - before
@@ -226,11 +226,12 @@ def test_the_execution_role_is_a_node_execution_role_that_grants_reads() -> None
     }
 
 
-def test_a_role_passed_in_is_the_execution_role_as_it_is() -> None:
+def test_a_role_passed_in_is_every_groups_execution_role_as_it_is() -> None:
     stack = new_stack()
     given = iam.Role.from_role_arn(stack, "Given", f"arn:aws:iam::{ACCOUNT}:role/nodes", mutable=False)
     _, cluster = cluster_stack(role=given)
-    assert cluster.execution_role is given
+    assert all(role is given for role in cluster.execution_roles.values())
+    assert cluster.controller_role is given and cluster.node_roles == [given]
 
 
 # -- the commands against moto -------------------------------------------------------------------------------------
@@ -341,7 +342,7 @@ def run_recorded(made: MotoCluster, argv: list[str]) -> list[Call]:
 GRANTED_COMMANDS = {
     "describe": ("status", "wait", "events", "logs"),
     "operate": ("status", "wait", "events", "logs", "reboot", "replace", "delete", "update-software"),
-    "scale": ("status", "wait", "scale"),
+    "reconfigure": ("status", "wait", "scale"),
     "connect": ("connect", "port-forward", "ssh-config", "status --slurm", "cost", "update-software (controller)"),
 }
 
@@ -371,8 +372,8 @@ def test_each_grant_allows_every_call_of_its_commands_and_nothing_they_do_not_ca
 
 
 def test_the_recorder_sees_a_call_the_grant_lacks() -> None:
-    """The check above fails when a grant misses a call: FilterLogEvents is not in grant_scale."""
-    granted = expected("scale", ARN, LOG_GROUP)
+    """The check above fails when a grant misses a call: FilterLogEvents is not in grant_reconfigure."""
+    granted = expected("reconfigure", ARN, LOG_GROUP)
     assert not allowed(granted, ("logs:FilterLogEvents", LOG_GROUP))
     assert allowed(granted, ("sagemaker:UpdateCluster", ARN))
     assert not allowed(granted, ("sagemaker:UpdateCluster", ARN.replace("abcd", "dcba")))

@@ -147,7 +147,7 @@ def test_a_cluster_with_every_grant_passes_nag_and_the_strict_validator(tmp_path
     app = cdk.App(outdir=str(tmp_path), context=STRICT_VALIDATION)
     stack = TrainingClusterStack(app, "granted", config=parse_config({}))
     operators = iam.Role(stack, "Operators", assumed_by=iam.AccountRootPrincipal())
-    for grant in (stack.cluster.grant_describe, stack.cluster.grant_operate, stack.cluster.grant_scale):
+    for grant in (stack.cluster.grant_describe, stack.cluster.grant_operate, stack.cluster.grant_reconfigure):
         grant(operators)
     stack.cluster.grant_connect(operators)
     assert_nag_clean(app, tmp_path)

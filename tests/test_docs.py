@@ -155,15 +155,17 @@ def test_architecture_names_every_resource_type_and_execution_role_action_of_the
     text = (ROOT / "docs" / "architecture.md").read_text()
     types = {resource["Type"] for resource in template["Resources"].values()}
     assert sorted(t for t in types if t not in text) == []
-    (policy,) = [
+    policies = [
         resource
         for name, resource in template["Resources"].items()
         if resource["Type"] == "AWS::IAM::Policy" and name.startswith("ClusterExecutionRole")
     ]
+    assert len(policies) >= 2  # a role per instance group
     actions = set()
-    for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
-        found = statement["Action"]
-        actions.update([found] if isinstance(found, str) else found)
+    for policy in policies:
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            found = statement["Action"]
+            actions.update([found] if isinstance(found, str) else found)
     assert "aps:RemoteWrite" in actions
     assert sorted(action for action in actions if action not in text) == []
 

@@ -72,18 +72,19 @@ def test_upload_has_scripts_and_parameters_under_the_prefix(template: Template) 
     assert properties.get("RetainOnDelete", True) is not False
 
 
-def test_execution_role_reads_only_the_prefix(template: Template) -> None:
+def test_every_execution_role_reads_only_the_prefix(template: Template) -> None:
     policies = template.find_resources(
         "AWS::IAM::Policy", {"Properties": {"PolicyName": Match.string_like_regexp("ExecutionRole")}}
     )
-    (policy,) = policies.values()
-    statements = policy["Properties"]["PolicyDocument"]["Statement"]
-    s3_statements = [s for s in statements if any(a.startswith("s3:") for a in _actions(s))]
-    assert s3_statements, statements
-    for statement in s3_statements:
-        assert not any(a.startswith(("s3:Put", "s3:Delete")) for a in _actions(statement))
-    resources = str(s3_statements)
-    assert "/lifecycle/*" in resources
+    assert len(policies) == 2  # the controller's role and the workers' (a role per group)
+    for policy in policies.values():
+        statements = policy["Properties"]["PolicyDocument"]["Statement"]
+        s3_statements = [s for s in statements if any(a.startswith("s3:") for a in _actions(s))]
+        assert s3_statements, statements
+        for statement in s3_statements:
+            assert not any(a.startswith(("s3:Put", "s3:Delete")) for a in _actions(statement))
+        resources = str(s3_statements)
+        assert "/lifecycle/*" in resources
 
 
 def _actions(statement: dict) -> list[str]:

@@ -36,6 +36,7 @@ from hyperpod_cdk.constructs.observability import (
     QUERY_ACTIONS,
 )
 from hyperpod_cdk.stacks.training_cluster import PUBLISHED_WORKSPACE
+from iam_support import group_roles
 from support import ROOT, fast_app, template_of, uploaded_files
 from training_runtime.health.results import LOGIN_REASON_START
 from training_runtime.log import FAILURE_MARKER
@@ -115,21 +116,21 @@ def organization(tmp_path_factory: pytest.TempPathFactory) -> Built:
     return Built(tmp_path_factory.mktemp("org"), data)
 
 
-def _execution_role(built: Built) -> str:
-    (role_id,) = [k for k in built.of_type("AWS::IAM::Role") if k.startswith("ClusterExecutionRole")]
-    return role_id
+def _execution_roles(built: Built) -> list[str]:
+    return sorted(set(group_roles(built.template).values()))
 
 
 # --- the workspace and the nodes' grant ------------------------------------------------------------------------
-def test_the_execution_role_may_remote_write_to_exactly_the_new_workspace(default: Built) -> None:
+def test_every_groups_execution_role_may_remote_write_to_exactly_the_new_workspace(default: Built) -> None:
+    """Every node runs the metrics agent (runtime steps/observability.py), so every group's role writes."""
     workspace_id, _ = default.one("AWS::APS::Workspace")
     grants = default.statements("aps:RemoteWrite")
-    assert len(grants) == 1
-    policy_id, statement = grants[0]
-    assert statement["Action"] == "aps:RemoteWrite"
-    assert statement["Resource"] == {"Fn::GetAtt": [workspace_id, "Arn"]}
-    roles = default.template["Resources"][policy_id]["Properties"]["Roles"]
-    assert roles == [{"Ref": _execution_role(default)}]
+    roles = []
+    for policy_id, statement in grants:
+        assert statement["Action"] == "aps:RemoteWrite"
+        assert statement["Resource"] == {"Fn::GetAtt": [workspace_id, "Arn"]}
+        roles += default.template["Resources"][policy_id]["Properties"]["Roles"]
+    assert sorted(r["Ref"] for r in roles) == _execution_roles(default)
 
 
 def test_the_nodes_parameters_name_the_new_workspace_and_the_node_parser_reads_them(default: Built) -> None:
@@ -146,8 +147,9 @@ def test_the_nodes_parameters_name_the_new_workspace_and_the_node_parser_reads_t
 
 def test_an_existing_workspace_gets_the_grant_and_the_nodes_its_url_with_no_new_workspace(imported: Built) -> None:
     assert imported.of_type("AWS::APS::Workspace") == {}
-    ((_, statement),) = imported.statements("aps:RemoteWrite")
-    assert statement["Resource"] == WORKSPACE
+    grants = imported.statements("aps:RemoteWrite")
+    assert len(grants) == len(_execution_roles(imported))
+    assert all(statement["Resource"] == WORKSPACE for _, statement in grants)
     assert imported.parameters()[OUR_KEY]["metrics"] == {
         "remote_write_url": "https://aps-workspaces.us-west-2.amazonaws.com/workspaces/"
         "ws-12345678-abcd-1234-abcd-123456789012/api/v1/remote_write",

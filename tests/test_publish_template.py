@@ -94,9 +94,15 @@ def test_the_nodes_read_that_prefix_only(published: Published) -> None:
             if "s3:GetObject*" in statement["Action"]:
                 resources += [json.dumps(r) for r in statement["Resource"]]
     objects = [r for r in resources if "platform-templates/" in r]
-    assert objects == [
-        json.dumps({"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, f":s3:::{tree.bucket}/{tree.key_prefix}*"]]})
-    ]
+    expected = json.dumps(
+        {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, f":s3:::{tree.bucket}/{tree.key_prefix}*"]]}
+    )
+    roles = {
+        json.dumps(g["ExecutionRole"])
+        for c in published.resources("AWS::SageMaker::Cluster")
+        for g in c["Properties"]["InstanceGroups"]
+    }
+    assert objects == [expected] * len(roles)  # each group's execution role reads that prefix, nothing else
 
 
 def test_the_vpc_says_why_its_default_security_group_is_left_to_the_baseline(published: Published) -> None:

@@ -287,6 +287,12 @@ ROWS = [
         previous=groups(CPU_WORKERS),
         has_previous=True,
     ),
+    row(
+        "GRP-CONTROLLER-ROLE",
+        groups({**CPU_WORKERS, "execution_role": "controller"}),
+        "instance_groups[1].execution_role",
+        "the controller's execution role",
+    ),
     # --- instance groups: the HyperPod API's newer settings
     row(
         "GRP-CAPACITY",

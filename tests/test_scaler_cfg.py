@@ -97,8 +97,8 @@ def test_the_scaler_policy_allows_only_its_calls_on_its_own_cluster_after_the_cl
     tag = statements["ScalerHeartbeatTag"]
     assert tag["Action"] == "sagemaker:AddTags" and tag["Resource"] == own_arn
     assert tag["Condition"] == {"ForAllValues:StringEquals": {"aws:TagKeys": ["hyperpod-cdk:scaler"]}}
-    # Attached to the nodes' execution role, which the cluster needs before it exists: the policy is not among the
-    # cluster's dependencies (it depends on the cluster through the ARN), so there is no cycle.
+    # Attached to the controller group's execution role (group 0), which the cluster needs before it exists: the
+    # policy is not among the cluster's dependencies (it depends on the cluster through the ARN), so no cycle.
     role_id = resource["Properties"]["InstanceGroups"][0]["ExecutionRole"]["Fn::GetAtt"][0]
     assert policy["Roles"] == [{"Ref": role_id}]
     policy_id = next(k for k, v in found["Resources"].items() if v is policies[0])

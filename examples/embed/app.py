@@ -80,7 +80,8 @@ class TeamStack(cdk.Stack):
                 InstanceGroup(name="workers", instance_type="ml.g5.8xlarge", count=2),
             ],
         )
-        data.grant_read(cluster.execution_role)  # the nodes read the training data
+        for role in cluster.roles_of(NodeRole.COMPUTE, NodeRole.LOGIN):  # jobs and users read the training data
+            data.grant_read(role)
         cluster.grant_operate(operators)  # the operators may reboot, replace and delete its nodes (hyperpod-cdk CLI)
         cdk.CfnOutput(self, "ClusterArn", value=cluster.cluster_arn)
         self._explain(data)

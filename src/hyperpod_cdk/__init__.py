@@ -18,6 +18,7 @@ _HOMES = {
     "ConfigurationError": "hyperpod_cdk.errors",
     "DataRepositoryEvent": "hyperpod_cdk.model",
     "DeepHealthCheck": "hyperpod_cdk.model",
+    "ExecutionRoleChoice": "hyperpod_cdk.model",
     "InstanceGroup": "hyperpod_cdk.model",
     "NodeRecovery": "hyperpod_cdk.model",
     "NodeRole": "hyperpod_cdk.model",
@@ -49,6 +50,7 @@ __all__ = [
     "ConfigurationError",
     "DataRepositoryEvent",
     "DeepHealthCheck",
+    "ExecutionRoleChoice",
     "HyperPodCluster",
     "InstanceGroup",
     "LifecycleScripts",
@@ -91,6 +93,7 @@ if TYPE_CHECKING:
     from hyperpod_cdk.model import (
         DataRepositoryEvent,
         DeepHealthCheck,
+        ExecutionRoleChoice,
         InstanceGroup,
         NodeRecovery,
         NodeRole,

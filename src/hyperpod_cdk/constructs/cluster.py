@@ -1,7 +1,8 @@
-"""HyperPodCluster: the execution role and the AWS::SageMaker::Cluster with its Slurm groups."""
+"""HyperPodCluster: the groups' execution roles and the AWS::SageMaker::Cluster with its Slurm groups."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -14,10 +15,11 @@ from constructs import Construct, IConstruct
 
 from hyperpod_cdk.constructs.checks import check_props
 from hyperpod_cdk.constructs.cluster_grants import ClusterBase, ImportedCluster
-from hyperpod_cdk.constructs.execution_role import grant_runtime_secret, grant_volume_keys, node_execution_role
-from hyperpod_cdk.constructs.group_api import accounting_database, group_api_properties, volume_configs
+from hyperpod_cdk.constructs.execution_role import grant_runtime_secret, grant_volume_keys
+from hyperpod_cdk.constructs.group_api import accounting_database, group_api_properties, slurm_and_storage
 from hyperpod_cdk.constructs.interfaces import LustreTarget, NodeNetwork, OpenZfsTarget
 from hyperpod_cdk.constructs.lifecycle import LifecycleSource
+from hyperpod_cdk.constructs.node_roles import distinct, execution_roles
 from hyperpod_cdk.constructs.placement import (
     admit,
     admit_group_security_groups,
@@ -33,6 +35,7 @@ from hyperpod_cdk.model import (
     InstanceGroup,
     NodeProvisioningMode,
     NodeRecovery,
+    NodeRole,
     SlurmConfigStrategy,
     SlurmMode,
 )
@@ -50,15 +53,20 @@ if TYPE_CHECKING:
 class HyperPodCluster(ClusterBase):
     """A SageMaker HyperPod cluster orchestrated by Slurm.
 
-    Creates the nodes' execution role (AWS's managed instance policy, the ENI permissions HyperPod needs in
-    your VPC, read access to the lifecycle prefix's objects through ``LifecycleScripts.grant_read``, which
-    also lets the nodes list the bucket) and the cluster, created only after the lifecycle
-    upload, the role's policy and the file system exist. When a group scales, the scaler's policy on this
-    cluster only (:class:`~hyperpod_cdk.constructs.scaler.ScalerPolicy`), created after the cluster.
-    ``grant_describe``/``grant_operate``/``grant_scale``/``grant_connect`` give a principal the operator CLI's
-    commands on this cluster (:class:`~hyperpod_cdk.constructs.cluster_grants.ClusterBase`); ``execution_role``
-    (a :class:`~hyperpod_cdk.constructs.execution_role.NodeExecutionRole` unless ``role`` is given) has
-    ``grant_read_bucket``/``grant_decrypt``/``grant_read_secret`` for what the nodes read.
+    Creates an execution role per instance group (:mod:`~hyperpod_cdk.constructs.node_roles`: AWS's managed
+    instance policy, the ENI permissions HyperPod needs in your VPC, read access to the lifecycle prefix's objects
+    through ``LifecycleScripts.grant_read``, which also lets the nodes list the bucket, and the group's volume key)
+    and the cluster, created only after the lifecycle upload, the roles' policies and the file system exist. Only
+    the controller's role gets the scaler's policy on this cluster (when a group scales,
+    :class:`~hyperpod_cdk.constructs.scaler.ScalerPolicy`, created after the cluster) and the external accounting
+    database's secret.
+    ``grant_describe``/``grant_operate``/``grant_reconfigure``/``grant_connect`` give a principal the operator
+    CLI's commands on this cluster (:class:`~hyperpod_cdk.constructs.cluster_grants.ClusterBase`).
+    ``execution_roles`` maps each group's name to its role (a
+    :class:`~hyperpod_cdk.constructs.execution_role.NodeExecutionRole` unless ``role`` is given, with
+    ``grant_read_bucket``/``grant_decrypt``/``grant_read_secret`` for what the nodes read); ``roles_of`` gives the
+    roles of some kinds of group (``roles_of(NodeRole.COMPUTE, NodeRole.LOGIN)``: where jobs and users run);
+    ``controller_role`` is the controller's.
 
     :param cluster_name: HyperPod cluster name (changing it replaces the cluster); may be a token (a
         ``CfnParameter``).
@@ -93,9 +101,12 @@ class HyperPodCluster(ClusterBase):
         warns, CL-STRATEGY-MERGE), none with continuous provisioning.
     :param node_provisioning_mode: ``NodeProvisioningMode.CONTINUOUS``: partial capacity is accepted and
         worker launches are retried (new clusters only). Default: none (HyperPod's all-or-nothing model).
-    :param role: the nodes' execution role. Default: a new role with least privilege.
+    :param role: one execution role for every group (yours: the cluster adds the lifecycle read, the volume keys,
+        the accounting secret and the scaler's policy to it, so any process on any node can use all of them).
+        Default: a new role per group with least privilege (a group's ``execution_role: controller`` puts it on
+        the controller's).
     :param runtime_options: options passed to the node runtime through the parameters. Default: none.
-    :param tags: tags for the cluster and its role. Default: none.
+    :param tags: tags for the cluster and its roles. Default: none.
     :param suppress: rules to silence, each a ``Suppression(rule, reason)`` or ``{"rule": ..., "reason": ...}``
         (the config's ``suppress``): their findings are not annotated, and the cluster resource's metadata lists
         them (``hyperpod-cdk: {suppressed: [...]}``) and tells cfn-lint to skip their cfn-lint rules. An error
@@ -175,17 +186,24 @@ class HyperPodCluster(ClusterBase):
         if not lifecycle.has_script(entrypoint):
             raise_if_any(f"HyperPodCluster {self.node.path}", [f"lifecycle: entry script {entrypoint!r} is missing"])
 
-        self.execution_role: iam.IRole = role or node_execution_role(
+        self.execution_roles: Mapping[str, iam.IRole] = execution_roles(
             self,
+            role=role,
+            instance_groups=self.instance_groups,
             subnet_ids=placement.subnet_ids,
             security_group_ids=placement.security_group_ids,
-            instance_groups=self.instance_groups,
             cluster_name=cluster_name,
         )
-        lifecycle.grant_read(self.execution_role)
-        grant_volume_keys(self, self.execution_role, self.instance_groups)
+        """Each instance group's execution role, by the group's name."""
+        self.controller_role: iam.IRole = next(
+            self.execution_roles[g.name] for g in self.instance_groups if g.role == NodeRole.CONTROLLER
+        )
+        """The controller group's role: the only one with the scaler's policy and the accounting secret."""
+        for node_role in self.node_roles:
+            lifecycle.grant_read(node_role)  # every node runs the lifecycle scripts
+        grant_volume_keys(self.execution_roles, self.instance_groups)
         options = parse_options(dict(runtime_options or {}))
-        grant_runtime_secret(self, self.execution_role, options)
+        grant_runtime_secret(self, self.controller_role, options)  # slurmdbd runs on the controller only
         fsx_dns_name, fsx_mountname, fsx_flag = fsx_keys(
             f"HyperPodCluster {self.node.path}", self.mode, lifecycle, storage
         )
@@ -256,7 +274,7 @@ class HyperPodCluster(ClusterBase):
             lifecycle_driven = self.mode == SlurmMode.LIFECYCLE_DRIVEN
             self.resource.node.add_dependency(*storage_dependencies(storage, lifecycle_driven=lifecycle_driven))
         self.scaler_policy = (
-            ScalerPolicy(self, "Scaler", role=self.execution_role, cluster_arn=self.cluster_arn)
+            ScalerPolicy(self, "Scaler", role=self.controller_role, cluster_arn=self.cluster_arn)
             if any(g.scaling is not None for g in self.instance_groups)
             else None
         )
@@ -302,11 +320,35 @@ class HyperPodCluster(ClusterBase):
         return deployment.parameters
 
     def _role_policies(self, own: bool) -> list[IConstruct]:
-        """What of the execution role the cluster waits for: our own role's policies (the role itself is implied
-        by ExecutionRole's GetAtt), or a role you passed, whole (its policies may live anywhere)."""
+        """What of the execution roles the cluster waits for: our own roles' policies (the roles themselves are
+        implied by ExecutionRole's GetAtt), or a role you passed, whole (its policies may live anywhere)."""
         if not own:
-            return [self.execution_role]
-        return [c for c in self.execution_role.node.children if isinstance(c, iam.Policy)]
+            return list(self.node_roles)
+        return [c for r in self.node_roles for c in r.node.children if isinstance(c, iam.Policy)]
+
+    @property
+    def node_roles(self) -> list[iam.IRole]:
+        """Every distinct execution role of the cluster, in group order (the controller's first)."""
+        return distinct(self.execution_roles)
+
+    def roles_of(self, *kinds: NodeRole) -> list[iam.IRole]:
+        """The distinct execution roles of the groups of these kinds, e.g. ``roles_of(NodeRole.COMPUTE,
+        NodeRole.LOGIN)`` for what jobs and users read. A group with ``execution_role: controller`` brings the
+        controller's role."""
+        return distinct({g.name: self.execution_roles[g.name] for g in self.instance_groups if g.role in kinds})
+
+    @property
+    def execution_role(self) -> iam.IRole:
+        """Deprecated: the controller group's execution role, which every group shared before roles per group.
+        Use ``execution_roles`` (by group), ``roles_of(...)`` or ``controller_role``: a grant to this role reaches
+        the controller's nodes (and groups with ``execution_role: controller``) only (CHANGELOG, migration)."""
+        warnings.warn(
+            "HyperPodCluster.execution_role is the controller group's role only since roles per group; use "
+            "execution_roles[group], roles_of(NodeRole.COMPUTE, ...) or controller_role",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.controller_role
 
     @property
     def connections(self) -> ec2.Connections:
@@ -346,36 +388,11 @@ class HyperPodCluster(ClusterBase):
         fsx_mount_path: str,
         openzfs: OpenZfsTarget | None,
     ) -> sagemaker.CfnCluster.ClusterInstanceGroupProperty:
-        storage_configs: list[sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty] = volume_configs(group)
-        slurm_config = None
-        if self.mode == SlurmMode.API_DRIVEN:
-            partition = group.partition_name
-            slurm_config = sagemaker.CfnCluster.ClusterSlurmConfigProperty(
-                node_type=group.role.value.capitalize(),
-                partition_names=[partition] if partition else None,
-            )
-            if storage is not None:
-                storage_configs.append(
-                    sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty(
-                        fsx_lustre_config=sagemaker.CfnCluster.ClusterFsxLustreConfigProperty(
-                            dns_name=storage.dns_name,
-                            mount_name=storage.mount_name,
-                            mount_path=fsx_mount_path,
-                        )
-                    )
-                )
-            if openzfs is not None:
-                storage_configs.append(
-                    sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty(
-                        fsx_open_zfs_config=sagemaker.CfnCluster.ClusterFsxOpenZfsConfigProperty(
-                            dns_name=openzfs.dns_name, mount_path=openzfs.mount_path
-                        )
-                    )
-                )
+        slurm_config, storage_configs = slurm_and_storage(self.mode, group, storage, fsx_mount_path, openzfs)
         return sagemaker.CfnCluster.ClusterInstanceGroupProperty(
             instance_group_name=group.name,
             instance_count=group.count,
-            execution_role=self.execution_role.role_arn,
+            execution_role=self.execution_roles[group.name].role_arn,
             life_cycle_config=life_cycle_config,
             threads_per_core=group.threads_per_core,
             slurm_config=slurm_config,

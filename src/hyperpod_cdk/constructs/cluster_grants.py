@@ -8,6 +8,8 @@ both ways that every call is allowed and every granted action is called.
 
 from __future__ import annotations
 
+import warnings
+
 from aws_cdk import ArnFormat, Fn, Stack, Token
 from aws_cdk import aws_iam as iam
 from constructs import Construct
@@ -67,13 +69,31 @@ class ClusterBase(Construct):
     def grant_operate(self, grantee: iam.IGrantable) -> iam.Grant:
         """:meth:`grant_describe` and what ``reboot``, ``replace`` and ``delete`` call:
         BatchRebootClusterNodes, BatchReplaceClusterNodes and BatchDeleteClusterNodes on the cluster (no
-        BatchAddClusterNodes: no command adds nodes; ``scale`` is :meth:`grant_scale`)."""
+        BatchAddClusterNodes: no command adds nodes; ``scale`` is :meth:`grant_reconfigure`)."""
         return self._grant(grantee, "operate")
 
+    def grant_reconfigure(self, grantee: iam.IGrantable) -> iam.Grant:
+        """What ``status``, ``wait`` and ``scale`` call: ``sagemaker:UpdateCluster``, ListTags and the describe calls
+        on the cluster (no log group).
+
+        Equivalent to cluster admin: UpdateCluster is the whole reconfiguration API, not a count setter. With it a
+        principal can delete instance groups (``InstanceGroupsToDelete``), point every group at other lifecycle
+        scripts (``LifeCycleConfig``: root on every new node), change the AMI (``ImageId``) and the groups'
+        subnets and security groups (``OverrideVpcConfig``). IAM cannot narrow it to counts: UpdateCluster has no
+        condition key on the request (:data:`hyperpod_cdk.operator_permissions.UPDATE_CLUSTER_CONDITION_KEYS`).
+        Give it to whom you would give the cluster."""
+        return self._grant(grantee, "reconfigure")
+
     def grant_scale(self, grantee: iam.IGrantable) -> iam.Grant:
-        """What ``status``, ``wait`` and ``scale`` call: UpdateCluster, ListTags and the describe calls on the
-        cluster (no log group)."""
-        return self._grant(grantee, "scale")
+        """Deprecated alias of :meth:`grant_reconfigure`, whose name says what it allows (cluster admin, not a count
+        setter)."""
+        warnings.warn(
+            "grant_scale is grant_reconfigure: sagemaker:UpdateCluster is the whole reconfiguration API (cluster "
+            "admin), which IAM cannot limit to counts; call grant_reconfigure",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.grant_reconfigure(grantee)
 
     def grant_connect(self, grantee: iam.IGrantable) -> iam.Grant:
         """What ``connect``, ``port-forward``, ``ssh-config`` and the session of ``status --slurm`` call:

@@ -8,6 +8,7 @@ from typing import Any
 
 from aws_cdk import aws_sagemaker as sagemaker
 
+from hyperpod_cdk.constructs.interfaces import LustreTarget, OpenZfsTarget
 from hyperpod_cdk.model import (
     AutoPatch,
     BatchSize,
@@ -16,6 +17,7 @@ from hyperpod_cdk.model import (
     PatchingStrategy,
     RollingDeployment,
     ScheduledUpdate,
+    SlurmMode,
 )
 from training_runtime.options import AccountingOptions
 from training_runtime.render.slurmdbd_conf import DATABASE_NAME
@@ -131,3 +133,41 @@ def group_api_properties(group: InstanceGroup) -> dict[str, Any]:
         if group.network_interface is None
         else Cfn.ClusterNetworkInterfaceProperty(interface_type=str(group.network_interface)),
     }
+
+
+def slurm_and_storage(
+    mode: SlurmMode,
+    group: InstanceGroup,
+    storage: LustreTarget | None,
+    fsx_mount_path: str,
+    openzfs: OpenZfsTarget | None,
+) -> tuple[Any, list[Any]]:
+    """A group's ``SlurmConfig`` (API-driven only) and ``InstanceStorageConfigs``: its volumes, and (API-driven)
+    the file systems HyperPod mounts on its nodes."""
+    storage_configs: list[Any] = volume_configs(group)
+    slurm_config = None
+    if mode == SlurmMode.API_DRIVEN:
+        partition = group.partition_name
+        slurm_config = Cfn.ClusterSlurmConfigProperty(
+            node_type=group.role.value.capitalize(),
+            partition_names=[partition] if partition else None,
+        )
+        if storage is not None:
+            storage_configs.append(
+                Cfn.ClusterInstanceStorageConfigProperty(
+                    fsx_lustre_config=Cfn.ClusterFsxLustreConfigProperty(
+                        dns_name=storage.dns_name,
+                        mount_name=storage.mount_name,
+                        mount_path=fsx_mount_path,
+                    )
+                )
+            )
+        if openzfs is not None:
+            storage_configs.append(
+                Cfn.ClusterInstanceStorageConfigProperty(
+                    fsx_open_zfs_config=Cfn.ClusterFsxOpenZfsConfigProperty(
+                        dns_name=openzfs.dns_name, mount_path=openzfs.mount_path
+                    )
+                )
+            )
+    return slurm_config, storage_configs

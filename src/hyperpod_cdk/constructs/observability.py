@@ -171,7 +171,8 @@ class ClusterObservability(Construct):
         provisioning: "Cluster events are available for HyperPod clusters with NodeProvisioningMode set to
         Continuous" (sagemaker-hyperpod-cluster-events-reference).
         """
-        self.grant_remote_write(cluster.execution_role)
+        for role in cluster.node_roles:  # every node runs the metrics agent (runtime steps/observability.py)
+            self.grant_remote_write(role)
         if self.topic is None:
             return
         rules = {

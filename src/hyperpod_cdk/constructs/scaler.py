@@ -1,9 +1,11 @@
 """The scaler's permissions: what the controller's scaler may call, on its own cluster only.
 
-The scaler runs on the controller with the nodes' execution role (docs/scaler.md). Its cluster's ARN exists only
-once the cluster does, and the cluster needs the role before it is created; so the grant is a policy of its own,
-created after the cluster (it names the cluster's ARN) and attached to the role: cluster -> role, policy ->
-cluster and role, no cycle.
+The scaler runs on the controller with the controller group's execution role (docs/scaler.md), and the policy is
+attached to that role alone: no login or compute group's role can add, delete or tag the cluster's nodes (each
+group has its own role, docs/execution-roles.md), so a job cannot use the scaler's permissions, nor forge its
+heartbeat tag, through its node's instance metadata. Its cluster's ARN exists only once the cluster does, and the
+cluster needs the role before it is created; so the grant is a policy of its own, created after the cluster (it
+names the cluster's ARN) and attached to the role: cluster -> role, policy -> cluster and role, no cycle.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ class ScalerPolicy(Construct):
     ``sagemaker:AddTags`` is limited to the heartbeat tag's key with ``aws:TagKeys``, which the Service Authorization
     Reference lists for AddTags on every resource type, the cluster included (SAR above).
 
-    :param role: the nodes' execution role (the controller's, where the scaler runs).
+    :param role: the controller group's execution role (where the scaler runs; no other group's).
     :param cluster_arn: the cluster's ARN (its ``GetAtt``), which makes the policy depend on the cluster.
     """
 

@@ -6,11 +6,16 @@ until the next deploy that touches the cluster, which sends the template's count
 cluster the command refuses, names the exact config change and validates it offline; ``--allow-drift``
 scales now anyway and names the same change, to make before the next deploy.
 
-A group the scaler grows and shrinks (its heartbeat tag, ``hyperpod-cdk:scaler``, lists the group with its
-``min..max``) is different: a deploy keeps the deployed count of such a group (docs/scaler-cloudformation.md), so
-``scale`` sets it without drift, but only inside ``min..max``, and says that the scaler moves it on (it adds nodes
-for waiting jobs and deletes nodes idle for ``idle_minutes``). Its bounds are changed in the config
-(``scaling.min``/``scaling.max``), then deployed.
+A group the scaler grows and shrinks is different: a deploy keeps the deployed count of such a group
+(docs/scaler-cloudformation.md), so ``scale`` sets it without drift, but only inside ``min..max``, and says that the
+scaler moves it on (it adds nodes for waiting jobs and deletes nodes idle for ``idle_minutes``). Its bounds are
+changed in the config (``scaling.min``/``scaling.max``), then deployed.
+
+Which groups the scaler owns, and their bounds, come from the config when ``--config`` names it (the source of
+truth: a group it does not scale is the stack's, whatever the cluster's tags say). Without it they come from the
+scaler's heartbeat tag (``hyperpod-cdk:scaler``), which among the cluster's nodes only the controller's execution
+role may write (constructs/scaler.py, attached to the controller's role alone: docs/execution-roles.md); a
+principal with ``sagemaker:AddTags`` on the cluster can still write it, so ``--config`` is the check to use.
 """
 
 from __future__ import annotations
@@ -52,6 +57,22 @@ def scaled_group(tags: dict[str, str], group: str) -> GroupLine | None:
     except ValueError:
         return None
     return next((line for line in beat.groups if line.name == group), None)
+
+
+def config_scaling(path: str, group: str, target: int) -> GroupLine | None:
+    """The group's scaling bounds in the config file: None for a group the config does not scale (or does not
+    have: :func:`config_change` names that)."""
+    from hyperpod_cdk.config import load_file, parse_model
+    from hyperpod_cdk.errors import ConfigurationError
+
+    try:
+        config = parse_model(load_file(path), path)
+    except ConfigurationError as error:
+        raise OpsError(f"{error} (run `hyperpod-cdk validate {path}` for every finding)", Exit.USAGE) from None
+    found = next((g for g in config.instance_groups if g.name == group), None)
+    if found is None or found.scaling is None:
+        return None
+    return GroupLine(group, target, found.scaling.min, found.scaling.max)
 
 
 def group_specification(sagemaker: Any, group: dict[str, Any], count: int) -> dict[str, Any]:
@@ -107,7 +128,9 @@ def scale(args: argparse.Namespace, ctx: OpsContext) -> int:
     group = cluster.group(args.group)
     tags = cluster_tags(aws.sagemaker, cluster)
     stack = tags.get(STACK_TAG)
-    bounds = scaled_group(tags, args.group)
+    target = int(group.get("TargetCount") or 0)
+    bounds = config_scaling(args.config, args.group, target) if args.config else scaled_group(tags, args.group)
+    source = "the config" if args.config else "the scaler's heartbeat tag"
     if bounds is not None and not bounds.min <= args.count <= bounds.max:
         raise OpsError(
             f"count {args.count}: the scaler keeps group {args.group} within {bounds.min}..{bounds.max}; give a count "
@@ -118,7 +141,7 @@ def scale(args: argparse.Namespace, ctx: OpsContext) -> int:
     change = config_change(args.config, args.group, args.count)
     spec = group_specification(aws.sagemaker, group, args.count)
     report: dict[str, Any] = {
-        "scaler": None if bounds is None else {"min": bounds.min, "max": bounds.max},
+        "scaler": None if bounds is None else {"min": bounds.min, "max": bounds.max, "from": source},
         "cluster": cluster.name,
         "group": args.group,
         "from": group.get("TargetCount"),
@@ -155,7 +178,7 @@ def scale(args: argparse.Namespace, ctx: OpsContext) -> int:
         ctx.out.print(f"[yellow]Keep the stack in step:[/yellow] {change['text']}")
     if bounds is not None:
         ctx.out.print(
-            f"The scaler owns this count within {bounds.min}..{bounds.max}: it adds nodes for waiting jobs and deletes "
-            "nodes idle for its idle time; a deploy keeps the deployed count."
+            f"The scaler owns this count within {bounds.min}..{bounds.max} (from {source}): it adds nodes for waiting "
+            "jobs and deletes nodes idle for its idle time; a deploy keeps the deployed count."
         )
     return Exit.OK

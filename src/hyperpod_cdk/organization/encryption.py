@@ -23,6 +23,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IConstruct
 
+from hyperpod_cdk.constructs.execution_role import grant_volume_key
 from hyperpod_cdk.constructs.scanners import LOG_GROUP_WITHOUT_KEY, unskip_checkov
 from hyperpod_cdk.model import NodeProvisioningMode
 from hyperpod_cdk.rules.organization import SCRATCH_TYPES
@@ -161,8 +162,10 @@ class KmsEncryption:
                 cluster.add_property_override(f"{at}.{len(configs)}", root)
 
     def _grant_execution_roles(self, cluster: sagemaker.CfnCluster, groups: list[Any]) -> None:
-        """``kms:CreateGrant`` and ``kms:DescribeKey`` on the key for each group's execution role that this stack
-        defines (HyperPod creates the volumes' grants as that role); an imported role is its owner's to grant."""
+        """``kms:CreateGrant`` and ``kms:DescribeKey`` on the key, with the conditions AWS's examples use
+        (:func:`~hyperpod_cdk.constructs.execution_role.grant_volume_key`), for each group's execution role that
+        this stack defines (HyperPod creates the volumes' grants as that role); an imported role is its owner's to
+        grant."""
         stack = Stack.of(cluster)
         wanted = set()
         for group in groups:
@@ -173,7 +176,7 @@ class KmsEncryption:
             if isinstance(node, iam.CfnRole) and stack.resolve(node.logical_id) in wanted:
                 role = node.node.scope
                 if isinstance(role, iam.Role):
-                    self._key_of(cluster).grant(role, "kms:CreateGrant", "kms:DescribeKey")
+                    grant_volume_key(role, self._key_of(cluster).key_arn)
 
 
 def _field(value: Any, *names: str) -> Any:

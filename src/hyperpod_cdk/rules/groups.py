@@ -289,3 +289,26 @@ def groups_removed(view: ClusterView) -> Iterator[Problem]:
             f"group {name!r} is gone: UpdateCluster deletes its nodes and their local disks",
             fix="keep it with count 0 if you may need it again",
         )
+
+
+@rule(
+    "GRP-CONTROLLER-ROLE",
+    "instance_groups",
+    "instance_groups[*].execution_role",
+    level=WARNING,
+    source="hyperpod-cdk (docs/execution-roles.md, a role per group; security review 2026-12-04 H1)",
+)
+def controller_role_shared(view: ClusterView) -> Iterator[Problem]:
+    """A login or compute group on the controller's execution role lets its jobs and users use the scaler's and the
+    accounting secret's permissions."""
+    for index, group in enumerate(view.groups):
+        if group.shares_controller_role:
+            yield Problem(
+                group_path(view, index, "execution_role"),
+                "the group's nodes assume the controller's execution role: a process on them that reaches the instance "
+                "metadata service can add and delete the cluster's nodes (the scaler's policy) and read the accounting "
+                "database's secret",
+                got=str(group.execution_role),
+                fix="leave execution_role out (own) on a new group; for a deployed group, replace it with a new group "
+                "(AWS's guide says to keep an existing group's IAM role in UpdateCluster; docs/execution-roles.md)",
+            )
