@@ -29,7 +29,7 @@ CHECKOV_VERSION := 3.3.30
 
 SHELL_SCRIPTS := $(wildcard src/hyperpod_cdk/lifecycle_assets/*.sh hyperpod-local/src/hyperpod_local/*.sh scripts/*.sh examples/jobs/*.sbatch .ci/run)
 
-.PHONY: prerequisites setup system-packages node-rootfs scanner synth test test-fast lint typecheck unit unit-tier local-tier unit38 mutants bench schema docs lock clean
+.PHONY: prerequisites setup system-packages node-rootfs libfaketime scanner synth test test-fast lint typecheck unit unit-tier local-tier unit38 mutants bench schema docs lock clean
 .PHONY: test-calendar _lint _typecheck _unit-tier _local-tier _unit38 _calendar
 
 prerequisites:
@@ -38,13 +38,19 @@ prerequisites:
 # Everything `make test` uses. The local cluster's parts install only where the machine can have them (Debian or
 # Ubuntu, root); elsewhere each says so once and its tests skip.
 # Its parts install side by side (make -j): the venvs, npm's packages and the Debian packages, then the roots.
-SETUP_PARTS := $(VENV)/.installed-dev scanner node_modules/.installed system-packages node-rootfs
+SETUP_PARTS := $(VENV)/.installed-dev scanner node_modules/.installed system-packages node-rootfs libfaketime
 setup:
 	@$(MAKE) --no-print-directory -j4 $(SETUP_PARTS)
 
 # Slurm, munge, MariaDB and shellcheck for the local cluster (installs only what is missing; needs root and apt)
 system-packages:
 	@./scripts/install-system-packages.sh
+
+# libfaketime for make test-calendar, built from Debian's source into .tools/ (sha256-pinned; seconds; why not
+# Debian's binary package: the script's header)
+LIBFAKETIME := .tools/libfaketime
+libfaketime:
+	@./scripts/install-libfaketime.sh $(LIBFAKETIME)
 
 # The local cluster's node root file systems, one per Debian suite hyperpod_local/rootfs.py names: trixie (Slurm
 # 24.11, the HyperPod platform's) and forky (Slurm's next major, 26.05). docs/local-cluster.md; about 1 min and
@@ -138,14 +144,15 @@ _unit38:
 
 # The tests that meet a real clock (marker `calendar`; tests/clock.py) under libfaketime, one pytest per clock: a year
 # and a month on, the last second of a month, the first minute of a new year (each clock starts there and runs on, so a
-# run also crosses the boundary). libfaketime moves the monotonic clock by the same offset (its --exclude-monotonic makes
-Python's time.sleep fail with EINVAL in libfaketime 0.9.10): sleeps and timeouts keep their length. docs/testing.md
+# run also crosses the boundary). Only the wall clock moves (--exclude-monotonic): sleeps and timeouts keep their
+# length. docs/testing.md "The calendar".
 CALENDAR_CLOCKS := +400d|@2027-01-31 23:59:59|@2028-01-01 00:00:30
 _calendar:
-	@if ! command -v faketime >/dev/null; then echo "calendar: skipped: no faketime here (make system-packages: Debian's faketime)"; \
+	@if [ ! -x $(LIBFAKETIME)/bin/faketime ]; then echo "calendar: skipped: no libfaketime here (make libfaketime)"; \
 	else clocks='$(CALENDAR_CLOCKS)'; IFS='|'; for clock in $$clocks; do \
 	  echo "calendar: clock $$clock"; \
-	  faketime -f "$$clock" $(PYTHON) -m pytest -q -p no:cacheprovider -m calendar || exit 1; \
+	  $(LIBFAKETIME)/bin/faketime --exclude-monotonic -f "$$clock" $(PYTHON) -m pytest -q -p no:cacheprovider -m calendar \
+	    || exit 1; \
 	done; fi
 
 # The curated mutations: first that each still applies (text found once, tests present), then each caught.
