@@ -127,7 +127,7 @@ def accounting_external(options: RuntimeOptions, path: str) -> Iterable[Problem]
             path + ".accounting.host", "required when database is 'external'", fix="give the database endpoint"
         )
     arn = accounting.password_secret_arn
-    if not arn or not SECRET_ARN.match(arn):
+    if not arn or not SECRET_ARN.fullmatch(arn):
         yield Problem(
             path + ".accounting.password_secret_arn",
             "an external database needs the ARN of a Secrets Manager secret holding its password "

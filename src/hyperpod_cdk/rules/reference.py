@@ -16,6 +16,8 @@ from training_runtime.users import USER_RULES
 NODE_RULES = {r.id for book in (OPTION_RULES, USER_RULES, GROUP_RULES) for r in book.rules} | {
     "RT-SHAPE",
     "RT-NODE-HARDWARE",
+    "CL-MOUNT-PATH",  # training_runtime.mount_paths, from the parameters file
+    "ZFS-MOUNT-PATH",
 }
 """Rules the node runtime also applies to the parameters and users files it reads (same code)."""
 
