@@ -24,7 +24,7 @@ from hyperpod_cdk.validate import validate_command
 from training_runtime.problems import SHOWN_CHARS, Problem
 
 ROOT = Path(__file__).resolve().parent.parent
-MEMORY_LIMIT = 1024**3
+MEMORY_LIMIT = 2 * 1024**3
 """Address space for the CLI under test: the unbounded loader needed 5.8 GB for the 10-level file."""
 
 
