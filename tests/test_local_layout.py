@@ -188,7 +188,8 @@ def test_local_parameters_are_the_uploaded_ones_with_only_the_emulation_overlays
         **{g["instance_type"]: machine for g in ours["groups"]},
     }
     options["install_accelerator_software"] = False
-    ours["emulation"] = {"hardware": True}  # a key only the local cluster writes
+    # A key only the local cluster writes: declared hardware, and exporters its Prometheus scrapes over the bridge.
+    ours["emulation"] = {"hardware": True, "exporters_on_network": True}
     assert _without_nulls(local.to_json()) == expected
     # And the local cluster's file is the emulation applied to exactly what the stack uploads.
     assert emulated(ProvisioningParameters.from_json(upload["parameters"]), cpus=3) == local

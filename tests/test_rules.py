@@ -845,6 +845,12 @@ ROWS = [
         "exact release",
     ),
     row(
+        "RT-PYTORCH-INDEX-URL",
+        {**groups(CPU_WORKERS), "runtime": {"pytorch": {"version": "2.5.1", "index_url": "http://pypi.example/"}}},
+        "runtime.pytorch.index_url",
+        "expected an https:// index URL",
+    ),
+    row(
         "RT-PYTORCH-SMP",
         {**groups(CPU_WORKERS), "runtime": {"pytorch": {"version": "2.5.1", "smp": True}}},
         "runtime.pytorch.smp",

@@ -17,6 +17,7 @@ from training_runtime.errors import StepFailed
 from training_runtime.groups import GroupSpec
 from training_runtime.node import Node
 from training_runtime.paths import FI_INFO, NEURON_LS
+from training_runtime.pins import NEURON_KEY_FINGERPRINT
 from training_runtime.run import Result
 from training_runtime.steps.accelerators import accelerator_steps
 from training_runtime.steps.efa import (
@@ -27,7 +28,7 @@ from training_runtime.steps.efa import (
     EfaSoftware,
     signed_by,
 )
-from training_runtime.steps.neuron import NEURON_KEYRING, NEURON_SOURCES, NeuronSoftware
+from training_runtime.steps.neuron import NEURON_KEYRING, NEURON_SOURCES, NeuronSoftware, primary_fingerprints
 from training_runtime.steps.nvidia import NvidiaSoftware
 
 # --- fakes -----------------------------------------------------------------------------------------
@@ -513,10 +514,28 @@ PINS = {
 }
 
 
-def neuron_runner(neuron_ls_rc: int = 0) -> ScriptedRunner:
+def show_keys(*fingerprints: str) -> str:
+    """``gpg --with-colons --show-keys`` for keys with these primary fingerprints (each with a subkey)."""
+    lines = []
+    for index, fingerprint in enumerate(fingerprints):
+        lines += [
+            f"pub:-:4096:1:{fingerprint[-16:]}:1573493367:::-:::scESC::::::23::0:",
+            f"fpr:::::::::{fingerprint}:",
+            "uid:-::::1573493367::0::Amazon AWS Neuron <neuron-maintainers@amazon.com>::::::::::0:",
+            f"sub:-:4096:1:{index:016X}:1573493367::::::e::::::23:",
+            f"fpr:::::::::{index:040X}:",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+SHOW_KEYS = show_keys(NEURON_KEY_FINGERPRINT)
+
+
+def neuron_runner(neuron_ls_rc: int = 0, keys: str = SHOW_KEYS) -> ScriptedRunner:
     runner = ScriptedRunner(
         {
             ("curl",): (0, KEY),
+            ("gpg", "--batch"): (0, keys),
             ("dpkg-query",): (1, "dpkg-query: no packages found matching"),
             (NEURON_LS,): (neuron_ls_rc, "instance-type: trn1.32xlarge\n"),
         }
@@ -552,7 +571,11 @@ def test_neuron_repo_and_pinned_packages(tmp_path: Path) -> None:
     runner.commands.clear()
     step.apply(node)
     query = [["dpkg-query", "-W", "-f=${Status}|${Version}", p] for p in PINS]
-    assert runner.commands == [
+    (checked,) = [c for c in runner.commands if c[0] == "gpg"]
+    assert checked[:3] == ["gpg", "--batch", "--homedir"] and checked[4:6] == ["--with-colons", "--show-keys"]
+    assert checked[6].startswith("/var/tmp/hyperpod-cdk-neuron-") and checked[6].endswith("/neuron.asc")
+    assert not any(tmp_path.glob("var/tmp/hyperpod-cdk-neuron-*")), "the scratch directories are removed"
+    assert [c for c in runner.commands if c[0] != "gpg"] == [
         [*CURL, "https://apt.repos.neuron.amazonaws.com/GPG-PUB-KEY-AMAZON-AWS-NEURON.PUB"],
         *query,
         ["apt-get", *APT_OPTIONS, "update"],
@@ -577,7 +600,47 @@ def test_neuron_repo_and_pinned_packages(tmp_path: Path) -> None:
     assert node.path(NEURON_KEYRING).read_text() == KEY
     runner.commands.clear()
     assert not step.needed(node)
-    assert runner.commands == query  # only reads
+    assert [c for c in runner.commands if c[0] != "gpg"] == query  # only reads
+    assert [c[-1] for c in runner.commands if c[0] == "gpg"] == [NEURON_KEYRING]  # the key is checked every run
+
+
+def test_neuron_key_other_than_the_pinned_one_is_refused(tmp_path: Path) -> None:
+    for keys in (show_keys("0" * 40), show_keys(NEURON_KEY_FINGERPRINT, "F" * 40), ""):
+        runner = neuron_runner(keys=keys)
+        node = trn1_node(tmp_path / str(len(keys)), runner)
+        with pytest.raises(StepFailed, match="not only the Neuron repository key " + NEURON_KEY_FINGERPRINT):
+            NeuronSoftware().apply(node)
+        assert not node.path(NEURON_KEYRING).exists()
+        assert not runner.ran("apt-get")
+
+
+def write_keyring(node: Node) -> None:
+    node.path(NEURON_KEYRING).parent.mkdir(parents=True, exist_ok=True)
+    node.path(NEURON_KEYRING).write_text(KEY)
+
+
+def test_neuron_keyring_is_checked_against_the_pin(tmp_path: Path) -> None:
+    runner = neuron_runner(keys=show_keys("0" * 40))
+    node = trn1_node(tmp_path, runner)
+    write_keyring(node)
+    step = NeuronSoftware()
+    assert not step.keyring_ok(node)
+    runner.respond[("gpg", "--batch")] = (0, SHOW_KEYS)
+    assert step.keyring_ok(node)
+
+
+def test_primary_fingerprints_are_the_pub_records_only() -> None:
+    assert primary_fingerprints(show_keys("A" * 40, "B" * 40)) == ["A" * 40, "B" * 40]
+    assert primary_fingerprints("sub:-:1:1:X:::::\nfpr:::::::::CCCC:\n") == []
+
+
+def test_neuron_key_check_needs_gpg(tmp_path: Path) -> None:
+    runner = neuron_runner()
+    runner.respond[("gpg", "--batch")] = (127, "")
+    node = trn1_node(tmp_path, runner)
+    write_keyring(node)
+    with pytest.raises(StepFailed, match="gpg is needed to check the Neuron repository key"):
+        NeuronSoftware().keyring_ok(node)
 
 
 def test_neuron_only_the_package_off_its_pin_is_installed(tmp_path: Path) -> None:
@@ -629,7 +692,9 @@ def test_neuron_describe(tmp_path: Path) -> None:
     actions = NeuronSoftware().describe(node)
     assert (
         actions[0]
-        == "curl https://apt.repos.neuron.amazonaws.com/GPG-PUB-KEY-AMAZON-AWS-NEURON.PUB > " + NEURON_KEYRING
+        == "curl https://apt.repos.neuron.amazonaws.com/GPG-PUB-KEY-AMAZON-AWS-NEURON.PUB > "
+        + NEURON_KEYRING
+        + f" (gpg --show-keys must show only key {NEURON_KEY_FINGERPRINT})"
     )
     assert actions[1].startswith("write /etc/apt/sources.list.d/neuron.list: deb [signed-by=")
     assert "aws-neuronx-runtime-lib=2.30.51.0*" in actions[3]

@@ -4,6 +4,7 @@ and the parameters file's metrics target. Stdlib and pytest only (runs on 3.8)."
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -16,6 +17,7 @@ import pytest
 
 from runtime_fakes import CLUSTER_GROUPS, RecordingRunner, fake_node, touch
 from training_runtime.accelerators import Accelerators
+from training_runtime.emulation import Emulation
 from training_runtime.errors import StepFailed
 from training_runtime.groups import GroupSpec
 from training_runtime.metrics.catalog import dcgm_counters_csv
@@ -71,11 +73,24 @@ def test_every_node_runs_node_exporter_and_only_the_controller_collects_slurm(tm
     assert "-m training_runtime.metrics.collect --slurm --loop 15" in program and "--efa" not in program
 
 
-def test_without_a_target_exporters_listen_everywhere_and_no_agent_runs(tmp_path: Path) -> None:
+def test_without_a_target_exporters_stay_on_loopback_and_no_agent_runs(tmp_path: Path) -> None:
+    """Nothing on HyperPod scrapes a node from the network: without a target nobody reads the exporters, and the
+    Slurm metrics name users and jobs (review finding L4)."""
     steps = obs.observability_steps(node_with(tmp_path), NONE)
     args = files_of(steps)[obs.NODE_EXPORTER_ARGS]
-    assert f'ARGS="--web.listen-address=:9100 --collector.textfile.directory={TEXTFILE_DIR}"' in args
+    assert f'ARGS="--web.listen-address=127.0.0.1:9100 --collector.textfile.directory={TEXTFILE_DIR}"' in args
     assert not any(n.startswith("metrics-agent") for n in names(steps))
+
+
+def test_only_the_local_clusters_emulation_opens_the_exporters_to_its_network(tmp_path: Path) -> None:
+    emulation = Emulation(hardware=True, exporters_on_network=True)
+    params = dataclasses.replace(node_with(tmp_path / "a").params, emulation=emulation)
+    node = fake_node(tmp_path / "b", instance="workers-1", params=params)
+    steps = obs.observability_steps(node, Accelerators(nvidia_gpus=8, neuron_devices=16))
+    files = files_of(steps)
+    assert "--web.listen-address=:9100 " in files[obs.NODE_EXPORTER_ARGS]
+    assert " -a :9400 " in files[obs.DCGM_DROP_IN]
+    assert "--listen 0.0.0.0 " in files[obs.NEURON_BRIDGE_PROGRAM]
 
 
 def test_with_a_target_exporters_listen_on_loopback_and_the_agent_remote_writes_with_sigv4(tmp_path: Path) -> None:
@@ -152,7 +167,7 @@ def test_nvidia_nodes_run_dcgm_exporter_with_the_catalog_counters_and_the_job_ma
     assert files[obs.DCGM_COUNTERS] == dcgm_counters_csv()
     exec_start = files[obs.DCGM_DROP_IN].splitlines()[-1]
     assert exec_start == (
-        f"ExecStart=/usr/bin/dcgm-exporter -f {obs.DCGM_COUNTERS} -a :9400 -r localhost:5555 "
+        f"ExecStart=/usr/bin/dcgm-exporter -f {obs.DCGM_COUNTERS} -a 127.0.0.1:9400 -r localhost:5555 "
         f"--hpc-job-mapping-dir {GPU_JOB_DIR}"
     )
     off = obs.observability_steps(
@@ -165,8 +180,13 @@ def test_neuron_and_efa_nodes_get_their_metrics(tmp_path: Path) -> None:
     steps = obs.observability_steps(node_with(tmp_path), Accelerators(neuron_devices=16, efa=8))
     files = files_of(steps)
     assert (
-        "neuron-monitor | python3 /opt/aws/neuron/bin/neuron-monitor-prometheus.py --port 8000"
+        "/bin/sh -c '/opt/aws/neuron/bin/neuron-monitor | /opt/hyperpod-cdk/bin/neuron-monitor-prometheus'"
         in files[f"{obs.UNIT_DIR}/{obs.NEURON_MONITOR}.service"]
+    )
+    bridge = files[obs.NEURON_BRIDGE_PROGRAM]
+    assert bridge.endswith(
+        "-m training_runtime.metrics.neuron_bridge --listen 127.0.0.1 /opt/aws/neuron/bin/neuron-monitor-prometheus.py"
+        ' --port 8000 "$@"\n'
     )
     assert "--efa --loop 15" in files[obs.COLLECTOR_PROGRAM] and "--slurm" not in files[obs.COLLECTOR_PROGRAM]
 
@@ -268,3 +288,48 @@ def test_a_bad_metrics_target_names_every_problem_with_its_path() -> None:
     assert "hyperpod_cdk.metrics.region: got ''" in text
     with pytest.raises(ParametersError, match=r"hyperpod_cdk\.metrics: got 'yes'; expected an object"):
         ProvisioningParameters.from_json(params_json("yes"))
+
+
+def test_the_neuron_bridge_is_bound_to_the_address_it_is_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """AWS's bridge takes only --port and would listen on every address; the wrapper binds it (review L4), however
+    the script calls prometheus_client."""
+    import sys
+    import types
+
+    from training_runtime.metrics import neuron_bridge
+
+    calls: list[tuple[Any, ...]] = []
+
+    def start_http_server(port: int, addr: str = "0.0.0.0", **kwargs: Any) -> None:
+        calls.append((port, addr, sys.argv[1:]))
+
+    exposition = types.ModuleType("prometheus_client.exposition")
+    exposition.start_http_server = start_http_server  # type: ignore[attr-defined]
+    client = types.ModuleType("prometheus_client")
+    client.exposition = exposition  # type: ignore[attr-defined]
+    client.start_http_server = start_http_server  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "prometheus_client", client)
+    monkeypatch.setitem(sys.modules, "prometheus_client.exposition", exposition)
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    script = tmp_path / "neuron-monitor-prometheus.py"
+    script.write_text(
+        "import argparse\nfrom prometheus_client import start_http_server\nimport prometheus_client\n"
+        "args = argparse.ArgumentParser()\nargs.add_argument('--port', type=int, default=8000)\n"
+        "port = args.parse_args().port\nstart_http_server(port)\n"
+        "prometheus_client.start_http_server(port, addr='0.0.0.0')\n"
+    )
+    assert neuron_bridge.main(["--listen", "127.0.0.1", str(script), "--port", "8001"]) == 0
+    assert calls == [(8001, "127.0.0.1", ["--port", "8001"])] * 2
+    assert neuron_bridge.main(["127.0.0.1", str(script)]) == 2
+
+
+def test_the_emulations_network_exporters_round_trip_and_are_checked() -> None:
+    from training_runtime.emulation import parse_emulation
+
+    opened = Emulation(hardware=True, exporters_on_network=True)
+    assert opened.to_json() == {"hardware": True, "exporters_on_network": True}
+    assert parse_emulation(opened.to_json(), "e", []) == opened
+    assert "exporters_on_network" not in Emulation(hardware=True).to_json()
+    problems: list[str] = []
+    assert parse_emulation({"exporters_on_network": "yes"}, "e", problems) is None
+    assert problems == ["e.exporters_on_network: got 'yes'; expected true or false"]

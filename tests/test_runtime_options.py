@@ -85,3 +85,22 @@ def test_the_emulators_knobs_are_no_runtime_options(runtime: dict[str, object], 
     """They live under hyperpod_cdk.emulation, which only the local cluster writes: a config cannot set them."""
     (problem,) = options_problems(runtime, "runtime")
     assert problem.startswith(path + ": unknown option"), problem
+
+
+@pytest.mark.parametrize(
+    ("url", "ok"),
+    [
+        ("https://download.pytorch.org/whl/cu121", True),
+        ("https://pypi.internal.example:8443/simple/", True),
+        ("http://download.pytorch.org/whl/cu121", False),
+        ("https://user:token@pypi.internal.example/simple", False),
+        ("https://pypi.internal.example/simple?x=1", False),
+        ("https://download.pytorch.org/whl/cu121\n", False),
+        ("https://download.pytorch.org/whl/cu121 --trusted-host x", False),
+        ("ftp://mirror.example/", False),
+    ],
+)
+def test_the_pytorch_index_is_https_without_credentials(url: str, ok: bool) -> None:
+    """pip installs what the index serves, as root: plain http or a token in the parameters file is refused."""
+    problems = options_problems({"pytorch": {"version": "2.5.1", "index_url": url}})
+    assert [p.rule for p in problems if p.rule == "RT-PYTORCH-INDEX-URL"] == ([] if ok else ["RT-PYTORCH-INDEX-URL"])

@@ -161,7 +161,7 @@ def _row_problems(where: str, entry: dict[str, Any]) -> list[str]:
     for key in ("quote", "applies", "word", *required):
         if entry.get(key) in (None, ""):
             problems.append(f"{where}: {key} is missing (enforced_by {kind} needs {', '.join(required) or 'no more'})")
-    if not ID_PATTERN.match(str(entry.get("id", ""))):
+    if not ID_PATTERN.fullmatch(str(entry.get("id", ""))):
         problems.append(
             f"{where}: id {entry.get('id')!r} is not kebab-case starting with a page tag (e.g. scaling-slurm-x)"
         )
@@ -250,7 +250,7 @@ def load_page(path: Path) -> tuple[Page | None, list[str]]:
         )
     if not _text(data.get("title")):
         problems.append(f"{name}: title is missing: the page's title as AWS gives it")
-    if not DATE_PATTERN.match(str(data.get("read", ""))):
+    if not DATE_PATTERN.fullmatch(str(data.get("read", ""))):
         problems.append(f'{name}: read {data.get("read")!r} is not the date the page was read ("YYYY-MM-DD")')
     entries = data.get("rows")
     if not isinstance(entries, list) or not entries:

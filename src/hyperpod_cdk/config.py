@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from hyperpod_cdk.config_file import read_config_file
 from hyperpod_cdk.errors import ConfigurationError, raise_if_any
 from hyperpod_cdk.model import (
     ALL_EVENTS,
@@ -408,12 +408,9 @@ def load_config(path: str | Path, region: str | None = None) -> ClusterConfig:
 
 
 def load_file(path: str | Path) -> Any:
-    """A config file's data (YAML or JSON); ConfigurationError when it cannot be read."""
-    path = Path(path)
-    try:
-        return yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as error:
-        raise ConfigurationError(str(path), [f"cannot read the file: {error}"]) from None
+    """A config file's data (YAML or JSON); ConfigurationError when it cannot be read or passes a bound (size,
+    nodes with aliases expanded, depth: :mod:`hyperpod_cdk.config_file`)."""
+    return read_config_file(path)
 
 
 def parse_config(data: Any, source: str = "cluster configuration", region: str | None = None) -> ClusterConfig:
@@ -428,11 +425,18 @@ def parse_model(data: Any, source: str = "cluster configuration") -> ClusterConf
     try:
         return ClusterConfig.model_validate(data)
     except ValidationError as error:
-        raise ConfigurationError(source, [_describe(e) for e in error.errors()]) from None
+        found = error.errors()
+        shown = [_describe(e) for e in found[:MAX_SHAPE_PROBLEMS]]
+        if len(found) > MAX_SHAPE_PROBLEMS:
+            more = f"{len(found) - MAX_SHAPE_PROBLEMS:,} more shape errors not shown"
+            shown.append(Problem("", more, fix="fix the ones above and run again", rule=SHAPE_RULE))
+        raise ConfigurationError(source, shown) from None
 
 
 SHAPE_RULE = "CFG-SHAPE"
 """The id of the file's shape check: the JSON Schema's types, allowed values and known keys."""
+MAX_SHAPE_PROBLEMS = 100
+"""The most shape errors reported (the rest are counted): a file of 10,000 unknown keys gives a short report."""
 
 
 def _describe(error: Any) -> Problem:

@@ -64,7 +64,7 @@ def parse_price_list(price_list: Iterable[str], region: str, currency: str = DEF
         attributes = item.get("product", {}).get("attributes", {})
         if attributes.get("regionCode") not in (None, region):
             continue
-        match = USAGE_TYPE.match(str(attributes.get("usagetype", "")))
+        match = USAGE_TYPE.fullmatch(str(attributes.get("usagetype", "")))
         if match is None:
             continue
         per_hour = _on_demand_hourly(item.get("terms", {}).get("OnDemand", {}), currency)

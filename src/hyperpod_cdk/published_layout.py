@@ -32,7 +32,7 @@ def prefix_problem(prefix: str, field: str = "prefix") -> str | None:
     """Why ``prefix`` (already normal) cannot be a key prefix, or None."""
     from hyperpod_cdk.rules.repositories import S3_PREFIX_PARAMETER  # the rules' definition; loaded when used
 
-    if S3_PREFIX_PARAMETER.match(prefix):
+    if S3_PREFIX_PARAMETER.fullmatch(prefix):
         return None
     return (
         f"{field}: got {prefix!r}; use path segments of letters, digits and !_.*'()- separated by '/', with no "

@@ -103,7 +103,7 @@ TODO = {
 
 def expand(field: str) -> list[str]:
     """The paths an inventory row's ``field`` names: ``network.{vpc_id,subnet_id}`` is two."""
-    match = _BRACES.match(field)
+    match = _BRACES.fullmatch(field)
     if not match:
         return [field]
     return [match.group(1) + name.strip() for name in match.group(2).split(",")]

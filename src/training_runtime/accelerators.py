@@ -110,7 +110,7 @@ def pci_counts(node: Node) -> Optional[Accelerators]:
 
 def _matching(node: Node, directory: str, pattern: "re.Pattern[str]") -> int:
     try:
-        return sum(1 for entry in node.path(directory).iterdir() if pattern.match(entry.name))
+        return sum(1 for entry in node.path(directory).iterdir() if pattern.fullmatch(entry.name))
     except (FileNotFoundError, NotADirectoryError, PermissionError):
         return 0
 

@@ -33,6 +33,9 @@ class Emulation:
     scaler_minute_s: Optional[float] = None
     """How many seconds the scaler counts as one of a group's ``idle_minutes`` (``scaling.idle_minutes`` is whole
     minutes >= 1 in the config; the drills shorten the minute instead); None: 60."""
+    exporters_on_network: bool = False
+    """The metrics exporters listen on every address, for the local cluster's Prometheus, which scrapes each node
+    over the bridge. False: 127.0.0.1 only, as on HyperPod, where each node's own agent is their one reader."""
 
     def to_json(self) -> Dict[str, Any]:
         data: Dict[str, Any] = {"hardware": self.hardware}
@@ -43,10 +46,12 @@ class Emulation:
         for key in SECONDS_KEYS:
             if getattr(self, key) is not None:
                 data[key] = getattr(self, key)
+        if self.exporters_on_network:
+            data["exporters_on_network"] = True
         return data
 
 
-KEYS = ("hardware", "imds_url", "sagemaker_url", "scaler_interval_s", "scaler_minute_s")
+KEYS = ("hardware", "imds_url", "sagemaker_url", "scaler_interval_s", "scaler_minute_s", "exporters_on_network")
 URL_KEYS = {"imds_url": "the metadata service", "sagemaker_url": "the SageMaker API endpoint"}
 SECONDS_KEYS = {"scaler_interval_s": "the scaler's cycle", "scaler_minute_s": "the scaler's minute"}
 
@@ -63,8 +68,10 @@ def parse_emulation(raw: Any, path: str, problems: List[str]) -> Optional[Emulat
         if key not in KEYS:
             problems.append("{}.{}: unknown key; allowed: {}".format(path, key, ", ".join(KEYS)))
     hardware = raw.get("hardware", False)
-    if not isinstance(hardware, bool):
-        problems.append("{}.hardware: got {!r}; expected true or false".format(path, hardware))
+    on_network = raw.get("exporters_on_network", False)
+    for key, value in (("hardware", hardware), ("exporters_on_network", on_network)):
+        if not isinstance(value, bool):
+            problems.append("{}.{}: got {!r}; expected true or false".format(path, key, value))
     for key, what in URL_KEYS.items():
         url = raw.get(key)
         if url is not None and (not isinstance(url, str) or not url.startswith("http://")):
@@ -83,4 +90,5 @@ def parse_emulation(raw: Any, path: str, problems: List[str]) -> Optional[Emulat
         sagemaker_url=raw.get("sagemaker_url"),
         scaler_interval_s=None if raw.get("scaler_interval_s") is None else float(raw["scaler_interval_s"]),
         scaler_minute_s=None if raw.get("scaler_minute_s") is None else float(raw["scaler_minute_s"]),
+        exporters_on_network=on_network,
     )

@@ -29,7 +29,7 @@ def group_problems(groups: List[GroupSpec], path: str) -> List[Problem]:
     seen: Dict[str, int] = {}
     for index, group in enumerate(groups):
         where = "{}[{}]".format(path, index)
-        if not NAME_PATTERN.match(group.name) or len(group.name) > MAX_NAME_LENGTH:
+        if not NAME_PATTERN.fullmatch(group.name) or len(group.name) > MAX_NAME_LENGTH:
             add(
                 "{}.name: got {!r}; use 1-63 letters, digits and hyphens, starting and ending with a "
                 "letter or digit".format(where, group.name),
@@ -81,7 +81,7 @@ def group_problems(groups: List[GroupSpec], path: str) -> List[Problem]:
 
 def partition_name_ok(name: str) -> bool:
     """A Slurm partition name HyperPod accepts: its pattern, Slurm's length limit, not ``default``."""
-    return bool(NAME_PATTERN.match(name)) and len(name) <= MAX_PARTITION_LENGTH and name.lower() != "default"
+    return bool(NAME_PATTERN.fullmatch(name)) and len(name) <= MAX_PARTITION_LENGTH and name.lower() != "default"
 
 
 GROUP_RULES = RuleBook("instance groups")

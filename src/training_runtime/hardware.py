@@ -115,7 +115,7 @@ def _field_problem(name: str, value: Any, path: str) -> Optional[str]:
             allowed = "a positive integer" if minimum else "an integer of 0 or more"
             return "{}: got {!r}; allowed: {}".format(path, value, allowed)
     elif name == "gpu_type":
-        if value is not None and (not isinstance(value, str) or not GPU_TYPE_PATTERN.match(value)):
+        if value is not None and (not isinstance(value, str) or not GPU_TYPE_PATTERN.fullmatch(value)):
             return (
                 "{}: got {!r}; allowed: null or 1-32 lower-case letters, digits, '-' and '_' (a Slurm GRES "
                 "type such as 'h100')".format(path, value)

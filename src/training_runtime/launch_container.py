@@ -167,7 +167,7 @@ def parse_mounts(text: str) -> Tuple[Tuple[Mount, ...], List[str]]:
         found = [
             p for p in (_path_problem(option, "source", source), _path_problem(option, "destination", destination)) if p
         ]
-        bad_flags = [f for f in flags if not MOUNT_FLAG.match(f)]
+        bad_flags = [f for f in flags if not MOUNT_FLAG.fullmatch(f)]
         if bad_flags:
             found.append(
                 "{}: {!r}: mount flags {} are not enroot mount options; allowed: words such as ro, rw, "
@@ -201,14 +201,14 @@ def image_problems(image: str, root: Path) -> List[str]:
             reference = reference[len(scheme) :]
     if "@" in reference:
         user, rest = reference.split("@", 1)
-        if ":" in user and "/" not in user and "#" not in user and not DIGEST.match(rest):
+        if ":" in user and "/" not in user and "#" not in user and not DIGEST.fullmatch(rest):
             # Never echo it: the part before '@' looks like user:password.
             return [
                 "{}: the image reference has credentials in it (USER:SECRET@...); they would be in the job's "
                 "logs. Fix: put them in enroot's credentials file ($ENROOT_CONFIG_PATH/.credentials) and "
                 "give USER@REGISTRY#IMAGE or no user at all".format(option)
             ]
-        if "/" not in user and "#" not in user and not DIGEST.match(rest):
+        if "/" not in user and "#" not in user and not DIGEST.fullmatch(rest):
             reference = rest
     if "#" not in reference and "/" in reference:
         host = reference.split("/", 1)[0]
@@ -256,7 +256,7 @@ def container_from(args: argparse.Namespace, root: Path) -> Optional[Container]:
         problems += [found_workdir] if found_workdir else []
     if args.container_name is not None:
         name, _, flag = args.container_name.partition(":")
-        if not NAME.match(name) or (flag and flag not in NAME_FLAGS):
+        if not NAME.fullmatch(name) or (flag and flag not in NAME_FLAGS):
             problems.append(
                 "--container-name: {!r}; allowed: NAME[:FLAG], NAME of letters, digits, '_', '.', '-', FLAG one "
                 "of {}".format(args.container_name, ", ".join(NAME_FLAGS))

@@ -49,7 +49,7 @@ def private_dns_name(address: str, region: str) -> str:
 
 def address_of(name: str) -> Optional[str]:
     """``ip-10-1-2-3`` -> ``10.1.2.3``; None for a name that is not an IPv4 address in :func:`ip_name`'s form."""
-    match = IP_NAME.match(name.split(".", 1)[0])
+    match = IP_NAME.fullmatch(name.split(".", 1)[0])
     if match is None or any(int(part) > 255 for part in match.groups()):
         return None
     return ".".join(match.groups())

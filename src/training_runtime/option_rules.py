@@ -15,6 +15,7 @@ from training_runtime.option_types import (
     DB_USER,
     DCGM_LEVELS,
     ENROOT_CACHES,
+    HTTPS_INDEX_URL,
     HYPERPOD_HEALTH_ACTIONS,
     MAX_SLURM_SECONDS,
     MIN_CRED_EXPIRE,
@@ -127,7 +128,7 @@ def accounting_external(options: RuntimeOptions, path: str) -> Iterable[Problem]
             path + ".accounting.host", "required when database is 'external'", fix="give the database endpoint"
         )
     arn = accounting.password_secret_arn
-    if not arn or not SECRET_ARN.match(arn):
+    if not arn or not SECRET_ARN.fullmatch(arn):
         yield Problem(
             path + ".accounting.password_secret_arn",
             "an external database needs the ARN of a Secrets Manager secret holding its password "
@@ -232,6 +233,21 @@ pytorch_version = _rule("RT-PYTORCH-VERSION", "runtime", "runtime.pytorch.versio
         _fields("pytorch", "version"),
         VERSION,
         "pin an exact release such as '2.13.0' so every node gets the same build",
+    )
+)
+
+
+pytorch_index_url = _rule(
+    "RT-PYTORCH-INDEX-URL", "runtime", "runtime.pytorch.index_url", source="hyperpod-cdk; pip --index-url"
+)(
+    matches(
+        "The PyTorch index is an https:// URL without credentials: pip installs what it serves as root.",
+        _fields("pytorch", "index_url"),
+        HTTPS_INDEX_URL,
+        "expected an https:// index URL without a user name, token or query, e.g. "
+        "https://download.pytorch.org/whl/cu121",
+        fix="use the index's https address; a private index's token belongs in the node's pip configuration, "
+        "not in the config (it would be stored in the lifecycle bucket)",
     )
 )
 

@@ -37,6 +37,9 @@ SCRAPE_INTERVAL_RANGE = (5, 300)
 ENROOT_CACHES = ("auto", "nvme", "shared")
 """Where enroot's image cache goes (``runtime.containers.enroot_cache``)."""
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
+HTTPS_INDEX_URL = re.compile(r"^https://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%+/-]*)?$")
+"""A pip index: https only (pip fetches wheels that run as root), no user name or token (it would sit in the
+parameters file in the bucket), no query, nothing pip's argv would split on."""
 
 
 class OptionsError(InputError):
@@ -118,7 +121,7 @@ class PytorchOptions:
     """The exact PyTorch release, e.g. ``2.9.0``; every node gets ``torch==<version>``."""
     index_url: Optional[str] = None
     """The pip index for torch, e.g. ``https://download.pytorch.org/whl/cu121`` (null: PyPI); also an
-    extra index for ``packages``. Not used on Trainium nodes."""
+    extra index for ``packages``. ``https://`` only, without credentials. Not used on Trainium nodes."""
     packages: Tuple[str, ...] = ()
     """More pip requirements (e.g. ``numpy==2.1.0``), installed with torch pinned."""
     smp: bool = False

@@ -17,6 +17,7 @@ from training_runtime.emulation import EMULATION_KEY, Emulation, parse_emulation
 from training_runtime.errors import InputError
 from training_runtime.group_rules import group_problems
 from training_runtime.groups import CAPACITIES, COMPUTE, CONTROLLER, LOGIN, GroupSpec
+from training_runtime.mount_paths import mount_path_problem
 from training_runtime.scaling import parse_scaling
 from training_runtime.team_model import Teams
 from training_runtime.teams import parse_teams
@@ -245,17 +246,11 @@ class ProvisioningParameters:
             problems.append("{}.mode: got {!r}; allowed: {}".format(OUR_KEY, mode, ", ".join(MODES)))
         groups = _parse_groups(ours.get("groups"), OUR_KEY + ".groups", problems)
         mount_path = ours.get("fsx_mount_path", DEFAULT_FSX_MOUNT_PATH)
-        if not isinstance(mount_path, str) or not mount_path.startswith("/"):
-            problems.append("{}.fsx_mount_path: got {!r}; expected an absolute path".format(OUR_KEY, mount_path))
         openzfs_mount_path = ours.get("openzfs_mount_path")
-        if openzfs_mount_path is not None and (
-            not isinstance(openzfs_mount_path, str) or not openzfs_mount_path.startswith("/")
-        ):
-            problems.append(
-                "{}.openzfs_mount_path: got {!r}; expected an absolute path or absent".format(
-                    OUR_KEY, openzfs_mount_path
-                )
-            )
+        checked = [mount_path_problem(OUR_KEY + ".fsx_mount_path", mount_path, "/fsx")]
+        if openzfs_mount_path is not None:
+            checked.append(mount_path_problem(OUR_KEY + ".openzfs_mount_path", openzfs_mount_path, "/home"))
+        problems.extend(problem for problem in checked if problem is not None)
         options = ours.get("options", {})
         if not isinstance(options, Mapping):
             problems.append("{}.options: got {!r}; expected an object".format(OUR_KEY, options))

@@ -36,6 +36,19 @@ NEURON_PACKAGES: Tuple[Tuple[str, str], ...] = (
     ("aws-neuronx-tools", "2.28.23.0"),
 )
 
+NEURON_KEY_FINGERPRINT = "00FA2C1079260870A76D2C285749CAD8646D9185"
+"""The Neuron apt repository's signing key (``Amazon AWS Neuron <neuron-maintainers@amazon.com>``, created
+2019-11-11): the keyring file must hold this key and no other.
+
+Sources: AWS's Neuron docs name the key by its ID only: "EXPKEYSIG 5749CAD8646D9185 Amazon AWS Neuron
+<neuron-maintainers@amazon.com>" (awsdocs-neuron.readthedocs-hosted.com, setup/setup-troubleshooting, "How to update
+Neuron repository GNU Privacy Guard (GPG) key"). The full fingerprint is the one Bottlerocket (bottlerocket-os, an
+AWS project) checks Neuron's packages against (its Neuron kmod specs import
+``gpgkey-00FA2C1079260870A76D2C285749CAD8646D9185.asc`` before ``rpmkeys --checksig``); its last 16 digits are that
+key ID. The Neuron docs do not print the full fingerprint (checked 2026-12-04); a key rotation fails the step
+with both fingerprints named, and moving to the new key means changing this line.
+"""
+
 # --- Neuron PyTorch stack (pip): Neuron SDK 2.28.1, the release above ----------------------------------
 NEURON_PIP_INDEX = "https://pip.repos.neuron.amazonaws.com"
 TORCH_NEURONX = "torch-neuronx==2.9.0.2.12.22436"

@@ -13,6 +13,8 @@ registers them next to the construct-side rules so ``hyperpod-cdk validate`` and
 
 from __future__ import annotations
 
+import itertools
+import reprlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, TypeVar
 
@@ -27,6 +29,14 @@ LEVEL_LETTERS = {ERROR: "E", WARNING: "W", INFO: "I"}
 config rules and the cfn-lint rules of the same support-table row share a level through it."""
 
 _NOTHING = object()
+
+SHOWN_CHARS = 1000
+"""The most characters of a value a problem shows (``got ...``): a longer one is cut, so a hostile input (a huge
+string, a list of aliases that expands to millions of items) never makes an unbounded message."""
+_CUT = reprlib.Repr()
+_CUT.maxlevel = 4
+_CUT.maxstring = _CUT.maxother = SHOWN_CHARS // 4
+_CUT.maxlist = _CUT.maxtuple = _CUT.maxset = _CUT.maxfrozenset = _CUT.maxdict = 10
 
 
 class Problem(str):
@@ -50,16 +60,17 @@ class Problem(str):
         rule: str = "",
         level: str = ERROR,
     ) -> "Problem":
+        shown = got if got is _NOTHING or _fits(got, SHOWN_CHARS) else _Shown(_cut(got))
         text = "{}: {}{}{}".format(
             path or "(top level)",
-            "" if got is _NOTHING else "got {!r}; ".format(got),
+            "" if shown is _NOTHING else "got {!r}; ".format(shown),
             expected,
             ". Fix: " + fix if fix else "",
         )
         self = str.__new__(cls, text)
         self.path = path
         self._got = got
-        self.got = None if got is _NOTHING else got
+        self.got = None if shown is _NOTHING else shown
         self.expected = expected
         self.fix = fix
         self.rule = rule
@@ -149,6 +160,42 @@ class _Shown(str):
 
     def __repr__(self) -> str:
         return str(self)
+
+
+def _fits(value: Any, budget: int) -> bool:
+    """Whether ``repr(value)`` is about ``budget`` characters or fewer, found without building it (a shared
+    structure, like YAML aliases make, may expand to far more than memory holds): every item visited costs at
+    least one, so the walk stops within ``budget`` steps."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, (str, bytes)):
+            budget -= len(item) + 3
+        elif isinstance(item, bool) or item is None:
+            budget -= 5
+        elif isinstance(item, int):
+            budget -= item.bit_length() // 3 + 2
+        elif isinstance(item, float):
+            budget -= 24
+        elif isinstance(item, dict):
+            budget -= 2
+            pending.extend(itertools.islice(itertools.chain.from_iterable(item.items()), max(budget, 0) + 1))
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            budget -= 2
+            pending.extend(itertools.islice(item, max(budget, 0) + 1))
+        else:
+            budget -= len(repr(item))
+        if budget < 0:
+            return False
+    return True
+
+
+def _cut(value: Any) -> str:
+    """``value`` shown in at most about :data:`SHOWN_CHARS` characters, the cut marked."""
+    text = _CUT.repr(value)
+    if len(text) > SHOWN_CHARS:
+        text = text[:SHOWN_CHARS] + "..."
+    return text + " (cut)"
 
 
 Check = Callable[..., Iterable[Problem]]

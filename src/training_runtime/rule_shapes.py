@@ -85,12 +85,13 @@ def matches(
     fix: str = "",
     module: Optional[str] = None,
 ) -> Check:
-    """A check: every value that is set (not None) matches ``pattern`` from its start; ``expected`` says what
+    """A check: every value that is set (not None) matches ``pattern`` in full (``fullmatch``: a trailing newline
+    does not pass, as it would with ``$``); ``expected`` says what
     form it takes."""
 
     def check(*args: Any) -> Iterator[Problem]:
         for path, value in values(*args):
-            if value is not None and not pattern.match(str(value)):
+            if value is not None and not pattern.fullmatch(str(value)):
                 yield Problem(path, expected, got=value, fix=fix)
 
     return _named(check, doc, module)

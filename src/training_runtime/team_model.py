@@ -106,7 +106,7 @@ def _team_json(team: Team) -> Dict[str, Any]:
 
 def wall_seconds(text: str) -> Optional[int]:
     """Seconds of a Slurm time (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS); None if not one."""
-    found = WALL_TIME.match(text.strip())
+    found = WALL_TIME.fullmatch(text.strip())
     if not found:
         return None
     days, first, second, third = found.groups()

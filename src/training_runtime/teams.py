@@ -84,7 +84,7 @@ def _parse(raw: Any, enforce: Any, known_users: Optional[Sequence[str]], path: s
         for key in sorted(set(item) - set(TEAM_KEYS)):
             add(where + "." + key, "unknown field; allowed: " + ", ".join(TEAM_KEYS), "TEAM-SHAPE", fix=_UNKNOWN)
         name = item.get("name")
-        if not isinstance(name, str) or not ACCOUNT_NAME.match(name) or name in RESERVED_ACCOUNTS:
+        if not isinstance(name, str) or not ACCOUNT_NAME.fullmatch(name) or name in RESERVED_ACCOUNTS:
             add(
                 where + ".name",
                 "a Slurm account name: a lower-case letter, then lower-case letters, digits, _ or -, at most 64; "

@@ -95,7 +95,7 @@ def _parse(raw: Any, path: str, problems: List[Problem]) -> List[User]:
             )
         before = len(problems)
         name = item.get("name")
-        if not isinstance(name, str) or not USER_NAME.match(name):
+        if not isinstance(name, str) or not USER_NAME.fullmatch(name):
             problems.append(
                 _p(
                     "{}.name: got {!r}; use a lowercase POSIX name (letters, digits, _ and -, at most 32)".format(
@@ -122,7 +122,7 @@ def _parse(raw: Any, path: str, problems: List[Problem]) -> List[User]:
         if not isinstance(sudo, bool):
             problems.append(_p("{}.sudo: got {!r}; expected true or false".format(where, sudo), "USR-SHAPE"))
         keys = item.get("ssh_public_keys", [])
-        if not isinstance(keys, list) or not all(isinstance(k, str) and SSH_KEY.match(k) for k in keys):
+        if not isinstance(keys, list) or not all(isinstance(k, str) and SSH_KEY.fullmatch(k) for k in keys):
             problems.append(
                 _p(
                     "{}.ssh_public_keys: got {!r}; expected a list of OpenSSH public keys "

@@ -86,7 +86,7 @@ def parse_request(text: str, known: Iterable[str]) -> Request:
         raise AgentRequestError(f"expected a JSON object, got {type(data).__name__}")
     problems = []
     job_id, nodes, started = data.get("job_id"), data.get("nodes"), data.get("step_started")
-    if not isinstance(job_id, str) or not JOB_ID.match(job_id):
+    if not isinstance(job_id, str) or not JOB_ID.fullmatch(job_id):
         problems.append(f"job_id: got {job_id!r}; allowed: a Slurm job id such as '42'")
     names = set(known)
     if not isinstance(nodes, list) or not nodes or not all(isinstance(n, str) for n in nodes):

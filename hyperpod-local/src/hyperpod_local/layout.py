@@ -206,7 +206,7 @@ def plan_nodes(
     names = [(spec, f"{spec.name}-{n}") for spec, take in planned for n in range(1, take + 1)]
     types = [_local_type(spec, int(name.rsplit("-", 1)[1]) - 1) for spec, name in names]
     for spec, name in names:
-        if len(name) > MAX_NAME_LENGTH or not NAME_PATTERN.match(name):
+        if len(name) > MAX_NAME_LENGTH or not NAME_PATTERN.fullmatch(name):
             problems.append(
                 f"instance_groups[{spec.name}]: node name {name!r} is not a valid hostname (at most "
                 f"{MAX_NAME_LENGTH} letters, digits and hyphens). Fix: shorten the group name"

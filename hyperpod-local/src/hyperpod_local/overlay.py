@@ -121,7 +121,8 @@ def emulated(
       of the node (the scaler's) go to the emulated control plane (:mod:`hyperpod_local.control_plane`);
       ``scaler_timing`` (interval, minute), where given: the scaler's cycle and the length of its idle minute in
       seconds (``scaler_interval_s``, ``scaler_minute_s``: the drills' short scale-in);
-    * ``metrics`` becomes null: no remote write, the local Prometheus scrapes the nodes itself.
+    * ``metrics`` becomes null: no remote write, the local Prometheus scrapes the nodes itself, so the emulation's
+      ``exporters_on_network`` is true (on HyperPod the exporters listen on 127.0.0.1 only).
     """
     fixed = sorted(
         {g.resolved_type for g in deployed.groups if not g.flexible and g.instance_type} | set(instance_types)
@@ -140,6 +141,8 @@ def emulated(
         options=options,
         emulation=Emulation(hardware=True, imds_url=imds_url, sagemaker_url=sagemaker_url),
     )
+    if local.emulation is not None:  # the local Prometheus scrapes every node over the bridge
+        local = dataclasses.replace(local, emulation=dataclasses.replace(local.emulation, exporters_on_network=True))
     if scaler_timing is not None and local.emulation is not None:
         interval, minute = scaler_timing
         timed = dataclasses.replace(local.emulation, scaler_interval_s=interval, scaler_minute_s=minute)

@@ -58,7 +58,7 @@ METRIC_NAMESPACE = "hyperpod-cdk"
 
 def endpoint_of(arn: str) -> tuple[str, str, str]:
     """(Region, workspace ID, Prometheus endpoint ending in '/') of a workspace ARN (rules.observability checks it)."""
-    match = WORKSPACE_ARN.match(arn)
+    match = WORKSPACE_ARN.fullmatch(arn)
     assert match is not None, arn  # OBS-WORKSPACE-ARN ran before
     suffix = "amazonaws.com.cn" if match["partition"] == "aws-cn" else "amazonaws.com"
     return match["region"], match["id"], f"https://aps-workspaces.{match['region']}.{suffix}/workspaces/{match['id']}/"

@@ -67,7 +67,7 @@ def connect(args: argparse.Namespace, ctx: OpsContext) -> int:
 
 
 def port_forward(args: argparse.Namespace, ctx: OpsContext) -> int:
-    match = PORTS.match(args.ports)
+    match = PORTS.fullmatch(args.ports)
     if not match or not all(int(p) in TCP_PORTS for p in match.groups()):
         raise OpsError(
             f"ports {args.ports!r}: give LOCAL:REMOTE, two port numbers {TCP_PORTS[0]}-{TCP_PORTS[-1]} "

@@ -20,7 +20,7 @@ SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 def parse_since(text: str) -> float:
     """'30m' -> 1800.0 seconds."""
-    match = DURATION.match(text.strip())
+    match = DURATION.fullmatch(text.strip())
     if not match:
         raise OpsError(f"--since {text!r}: give a number and a unit s, m, h or d (30m, 2h, 1d)", Exit.USAGE)
     return int(match.group(1)) * SECONDS[match.group(2)]

@@ -48,7 +48,7 @@ def name_problem(resource_type: str, name: str) -> str:
         return bucket_name_problem(name)
     if len(name) > kind.limit:
         return f"{len(name)} characters; {resource_type} allows {kind.limit}"
-    if kind.pattern is not None and not kind.pattern.match(name):
+    if kind.pattern is not None and not kind.pattern.fullmatch(name):
         return f"not a valid {resource_type} name"
     return ""
 

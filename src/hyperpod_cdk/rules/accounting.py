@@ -43,7 +43,7 @@ def accounting_endpoint(view: ClusterView) -> Iterator[Problem]:
     ):
         return
     host = options.accounting.host
-    if host is not None and view.concrete(host) and not ENDPOINT_PATTERN.match(host):
+    if host is not None and view.concrete(host) and not ENDPOINT_PATTERN.fullmatch(host):
         yield Problem(
             view.path("runtime", "accounting.host"),
             "HyperPod is given this database (AccountingDatabase.Endpoint) and accepts a DNS name such as "

@@ -2,23 +2,21 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime.groups import MAX_NAME_LENGTH, NAME_PATTERN
-from training_runtime.hyperpod_facts import SLURM_PREFIX, TAGS_MAX
+from training_runtime.hyperpod_facts import TAGS_MAX
+from training_runtime.mount_paths import mount_path_problem
 from training_runtime.params import LIFECYCLE_DRIVEN
 from training_runtime.problems import WARNING, Problem
 
-MOUNT_PATH_PATTERN = re.compile(r"^/(?!/)(?!.*/$)[a-zA-Z0-9._-]+(/[a-zA-Z0-9._-]+)*$")
 MAX_TAGS = TAGS_MAX
 RESERVED_TAGS = 5
 """CloudFormation adds its own stack tags to every resource."""
 MAX_TAG_KEY = 128
 MAX_TAG_VALUE = 256
-RESERVED_MOUNT_PATHS = ("/opt/ml", "/opt/sagemaker", SLURM_PREFIX, "/etc", "/usr", "/var", "/proc", "/sys", "/dev")
 
 rule = REGISTRY.rule
 
@@ -27,7 +25,7 @@ rule = REGISTRY.rule
 def cluster_name(view: ClusterView) -> Iterator[Problem]:
     """The cluster name is 1-63 letters, digits and hyphens, starting and ending with a letter or digit."""
     name = view.cluster_name
-    if view.concrete(name) and not (NAME_PATTERN.match(name) and len(name) <= MAX_NAME_LENGTH):
+    if view.concrete(name) and not (NAME_PATTERN.fullmatch(name) and len(name) <= MAX_NAME_LENGTH):
         yield Problem(
             view.path("cluster", "cluster_name"),
             "use 1-63 letters, digits and hyphens, starting and ending with a letter or digit",
@@ -37,22 +35,17 @@ def cluster_name(view: ClusterView) -> Iterator[Problem]:
 
 @rule("CL-MOUNT-PATH", "cluster", "fsx_mount_path", source="AWS::SageMaker::Cluster ClusterFsxLustreConfig")
 def mount_path(view: ClusterView) -> Iterator[Problem]:
-    """The file system's mount path is absolute, without a trailing slash, outside system directories."""
+    """The Lustre mount path is absolute, has no trailing slash, and is not at, in or above a reserved directory."""
     if view.concrete(view.fsx_mount_path):
         yield from mount_path_problems(view.path("cluster", "fsx_mount_path"), view.fsx_mount_path, "/fsx")
 
 
 def mount_path_problems(where: str, path: str, example: str) -> Iterator[Problem]:
-    """What is wrong with a file system's mount path: its form, or a system directory."""
-    if not MOUNT_PATH_PATTERN.match(path):
-        yield Problem(where, f"expected an absolute path without a trailing slash, e.g. {example}", got=path)
-    elif path == "/" or any(path == r or path.startswith(r + "/") for r in RESERVED_MOUNT_PATHS):
-        yield Problem(
-            where,
-            "this directory belongs to the system or to HyperPod; mounting over it breaks the node",
-            got=path,
-            fix=f"use a directory of its own such as {example}",
-        )
+    """What is wrong with a file system's mount path: its form, or a reserved directory
+    (:mod:`training_runtime.mount_paths`, which the node applies too)."""
+    problem = mount_path_problem(where, path, example)
+    if problem is not None:
+        yield problem
 
 
 @rule("CL-TAG-COUNT", "cluster", "tags", source="AWS tagging limits (50 per resource)")

@@ -33,7 +33,7 @@ def _types(view: ClusterView, compute_only: bool = False) -> set[str]:
 def currency(view: ClusterView) -> Iterator[Problem]:
     """The currency is an ISO 4217 code such as USD."""
     cost = view.cost
-    if cost is not None and not CURRENCY.match(cost.currency):
+    if cost is not None and not CURRENCY.fullmatch(cost.currency):
         yield Problem(
             _at(view, "currency"),
             "expected a three-letter ISO 4217 code such as 'USD'",

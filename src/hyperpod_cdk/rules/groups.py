@@ -95,7 +95,7 @@ def instance_type(view: ClusterView) -> Iterator[Problem]:
 
 def _offered(view: ClusterView, where: str, value: str, offered: frozenset[str] | None) -> Iterator[Problem]:
     """Problems of one type: its spelling, that HyperPod offers it, and in the Region when known."""
-    if not INSTANCE_TYPE_PATTERN.match(value):
+    if not INSTANCE_TYPE_PATTERN.fullmatch(value):
         yield Problem(
             where,
             "expected a SageMaker instance type such as 'ml.p5.48xlarge' (note the 'ml.' prefix)",

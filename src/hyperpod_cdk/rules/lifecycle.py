@@ -23,7 +23,7 @@ def prefix(view: ClusterView) -> Iterator[Problem]:
     lifecycle = view.lifecycle
     if lifecycle is None or not view.concrete(lifecycle.prefix):
         return
-    if not PREFIX.match(lifecycle.prefix):
+    if not PREFIX.fullmatch(lifecycle.prefix):
         yield Problem(
             view.path("lifecycle", "prefix"),
             "expected a non-empty key prefix such as 'lifecycle/' (no leading slash; S3-safe characters). It must "

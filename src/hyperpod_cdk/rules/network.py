@@ -26,7 +26,7 @@ def aws_id_pattern(prefix: str) -> re.Pattern[str]:
 
 def id_format_problem(where: str, pattern: re.Pattern[str], value: str) -> Problem | None:
     """The problem with an ID that does not match ``pattern`` (one of :func:`aws_id_pattern`'s)."""
-    if pattern.match(value):
+    if pattern.fullmatch(value):
         return None
     prefix = pattern.pattern[1:].split("-")[0]
     return Problem(where, f"expected {prefix}- followed by 8 or 17 lower-case hex digits", got=value)
@@ -181,8 +181,8 @@ def availability_zone(view: ClusterView) -> Iterator[Problem]:
         return
     az = net.availability_zone
     where = view.path("network", "availability_zone")
-    match = AZ_NAME.match(az)  # type: ignore[arg-type]
-    if AZ_ID.match(az):  # type: ignore[arg-type]
+    match = AZ_NAME.fullmatch(az)  # type: ignore[arg-type]
+    if AZ_ID.fullmatch(az):  # type: ignore[arg-type]
         yield Problem(
             where,
             "this is an AZ ID; give the AZ name (IDs map to different names in each account)",

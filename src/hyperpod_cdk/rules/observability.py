@@ -99,7 +99,7 @@ def alarm_emails(view: ClusterView) -> Iterator[Problem]:
         at = _at(view, f"alarms.emails[{index}]")
         if not view.concrete(address):
             continue
-        if not EMAIL.match(address):
+        if not EMAIL.fullmatch(address):
             yield Problem(at, "expected an email address such as 'ml-platform@example.com'", got=address)
         elif address.lower() in seen:
             yield Problem(at, "listed twice (SNS keeps one subscription per address)", got=address, fix="remove it")
@@ -119,7 +119,7 @@ def workspace_region(view: ClusterView) -> Iterator[Problem]:
     obs = view.observability
     if obs is None or not obs.enabled or view.region is None or not view.concrete(obs.workspace_arn):
         return
-    match = WORKSPACE_ARN.match(str(obs.workspace_arn))
+    match = WORKSPACE_ARN.fullmatch(str(obs.workspace_arn))
     if match and match["region"] != view.region:
         yield Problem(
             _at(view, "workspace_arn"),

@@ -103,13 +103,13 @@ def openzfs_ids(view: ClusterView) -> Iterator[Problem]:
         if not view.concrete(value):
             continue
         too_long = field == "dns_name" and len(value) > MAX_DNS_NAME  # the pattern already needs 16 or more
-        if too_long or not pattern.match(value):
+        if too_long or not pattern.fullmatch(value):
             yield Problem(_at(view, f"existing.{field}"), expected, got=value)
 
 
 @rule("ZFS-MOUNT-PATH", "storage_openzfs", "storage_openzfs.mount_path", source=OPENZFS_CONFIG)
 def openzfs_mount_path(view: ClusterView) -> Iterator[Problem]:
-    """The OpenZFS mount path is absolute, without a trailing slash, outside system directories."""
+    """The OpenZFS mount path is absolute, has no trailing slash, and is not at, in or above a reserved directory."""
     if view.openzfs is not None and view.concrete(view.openzfs.mount_path):
         yield from mount_path_problems(_at(view, "mount_path"), view.openzfs.mount_path, "/home")
 

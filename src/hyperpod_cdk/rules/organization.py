@@ -77,7 +77,7 @@ def name_prefix(view: ClusterView) -> Iterator[Problem]:
     """The name prefix is 1-24 lowercase letters, digits and hyphens, starting with a letter or digit."""
     org = view.organization
     prefix = org.name_prefix if org is not None else None
-    if view.concrete(prefix) and not (NAME_PREFIX.match(str(prefix)) and len(str(prefix)) <= MAX_NAME_PREFIX):
+    if view.concrete(prefix) and not (NAME_PREFIX.fullmatch(str(prefix)) and len(str(prefix)) <= MAX_NAME_PREFIX):
         yield Problem(
             _at(view, "name_prefix"),
             f"use 1-{MAX_NAME_PREFIX} lowercase letters, digits and hyphens, starting with a letter or digit "
@@ -150,7 +150,7 @@ def access_logs(view: ClusterView) -> Iterator[Problem]:
         problem = bucket_name_problem(str(org.access_logs_bucket))
         if problem:
             yield Problem(_at(view, "access_logs_bucket"), problem, got=org.access_logs_bucket)
-    if view.concrete(org.access_logs_prefix) and not S3_PREFIX.match(org.access_logs_prefix):
+    if view.concrete(org.access_logs_prefix) and not S3_PREFIX.fullmatch(org.access_logs_prefix):
         yield Problem(_at(view, "access_logs_prefix"), "use S3-safe characters", got=org.access_logs_prefix)
     if org.access_logs_prefix and org.access_logs_bucket is None:
         yield Problem(_at(view, "access_logs_prefix"), "set without access_logs_bucket", fix="set both or neither")

@@ -124,7 +124,7 @@ def defaults(view: ClusterView) -> Iterator[Problem]:
         if found is None or not chosen_repository.bucket_prefix:
             continue
         index, repository = found
-        if not S3_PREFIX_PARAMETER.match(prefix_default(repository.bucket_prefix)):
+        if not S3_PREFIX_PARAMETER.fullmatch(prefix_default(repository.bucket_prefix)):
             yield Problem(
                 f"storage.data_repositories[{index}].bucket_prefix",
                 "a prefix chosen at launch has S3-safe segments separated by single '/' (its default is this one)",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from hyperpod_cdk import config_file
 from hyperpod_cdk.api_support import CONFIDENCE_TEXT, support_table
 from hyperpod_cdk.inventory_coverage import coverage_reference
 from hyperpod_cdk.rules import all_rules
@@ -15,6 +16,8 @@ from training_runtime.users import USER_RULES
 NODE_RULES = {r.id for book in (OPTION_RULES, USER_RULES, GROUP_RULES) for r in book.rules} | {
     "RT-SHAPE",
     "RT-NODE-HARDWARE",
+    "CL-MOUNT-PATH",  # training_runtime.mount_paths, from the parameters file
+    "ZFS-MOUNT-PATH",
 }
 """Rules the node runtime also applies to the parameters and users files it reads (same code)."""
 
@@ -37,7 +40,7 @@ without one, instance types are checked against every Region's list. Rules about
 deployed config given as `validate --previous FILE`. *Node* marks rules the node runtime
 also applies when it reads its parameters and users files (the same code).
 
-Two more checks come from elsewhere:
+Three more checks come from elsewhere:
 
 | id | level | what | source |
 |---|---|---|---|
@@ -70,6 +73,15 @@ AWS ParallelCluster's validator levels (INFO, WARNING, ERROR) and `--suppress-va
 the template rather than per command line.
 """
 EXTRA = (
+    (
+        "CFG-FILE",
+        "The config file is readable UTF-8 YAML (or JSON) within bounds that stop a hostile file fast: at most "
+        f"{config_file.MAX_CONFIG_BYTES:,} bytes (refused before parsing), {config_file.MAX_CONFIG_NODES:,} YAML "
+        'nodes with every alias counted as the nodes it names ("billion laughs"), '
+        f"{config_file.MAX_CONFIG_DEPTH} levels of nesting, no alias inside its own anchor. Anchors, aliases and "
+        "`<<` merge keys work below the bounds.",
+        "hyperpod-cdk (hyperpod_cdk/config_file.py)",
+    ),
     (
         "CFG-SHAPE",
         "Types, allowed values and known keys of the config file: its JSON Schema (`hyperpod-cdk schema`).",

@@ -66,7 +66,7 @@ def dra_names(view: ClusterView) -> Iterator[Problem]:
     for index, repository in enumerate(_repositories(view)):
         name = repository.name
         key = pascal_case(str(name))
-        if not REPOSITORY_NAME.match(str(name)):
+        if not REPOSITORY_NAME.fullmatch(str(name)):
             yield Problem(_dra(view, index, "name"), "use a letter then letters, digits or hyphens", got=name)
         elif key in seen:
             yield Problem(
@@ -91,7 +91,7 @@ def dra_paths(view: ClusterView) -> Iterator[Problem]:
         path = repository.file_system_path
         if not view.concrete(path):
             continue
-        if not FS_PATH.match(path):
+        if not FS_PATH.fullmatch(path):
             yield Problem(_dra(view, index, "file_system_path"), "expected an absolute path like /datasets", got=path)
         else:
             paths.append((index, path.rstrip("/") + "/"))
@@ -120,7 +120,7 @@ def dra_buckets(view: ClusterView) -> Iterator[Problem]:
             problem = bucket_name_problem(bucket)
             if problem:
                 yield Problem(_dra(view, index, "bucket_name"), problem, got=bucket)
-        if view.concrete(prefix) and not S3_PREFIX.match(prefix):
+        if view.concrete(prefix) and not S3_PREFIX.fullmatch(prefix):
             yield Problem(
                 _dra(view, index, "bucket_prefix"),
                 "use S3-safe characters (letters, digits, ! _ . * ' ( ) / -)",
@@ -139,12 +139,12 @@ def dra_buckets(view: ClusterView) -> Iterator[Problem]:
 
 def bucket_name_problem(name: str) -> str:
     """What is wrong with an S3 bucket name, or ''."""
-    if not BUCKET_NAME.match(name):
+    if not BUCKET_NAME.fullmatch(name):
         return (
             "a bucket name is 3-63 lower-case letters, digits, dots and hyphens, starting and ending with a letter "
             "or digit"
         )
-    if ".." in name or re.match(f"^{IP_ADDRESS}$", name):
+    if ".." in name or re.fullmatch(f"^{IP_ADDRESS}$", name):
         return "a bucket name has no two adjacent dots and is not an IP address"
     if name.startswith(RESERVED_BUCKET_PREFIXES) or name.endswith(RESERVED_BUCKET_SUFFIXES):
         return "a bucket name may not use S3's reserved prefixes (xn--, sthree-) or suffixes (-s3alias, --ol-s3)"

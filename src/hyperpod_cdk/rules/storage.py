@@ -187,7 +187,7 @@ def existing_ids(view: ClusterView) -> Iterator[Problem]:
     )
     for field, pattern, expected in checks:
         value = getattr(existing, field)
-        if view.concrete(value) and not pattern.match(value):
+        if view.concrete(value) and not pattern.fullmatch(value):
             yield Problem(_at(view, f"existing.{field}"), expected, got=value)
 
 

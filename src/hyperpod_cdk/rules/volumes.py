@@ -79,7 +79,7 @@ def organization_volume_key(view: ClusterView) -> Iterator[Problem]:
 def _organization_key(view: ClusterView) -> list[tuple[str, Any]]:
     """The organization's key when it is a concrete key ARN (ORG-KMS-ARN reports one that is not)."""
     key = view.organization.kms_key_arn if view.organization is not None else None
-    if not view.concrete(key) or not KMS_KEY_ARN.match(str(key)):
+    if not view.concrete(key) or not KMS_KEY_ARN.fullmatch(str(key)):
         return []
     return [(view.path("organization", "kms_key_arn"), key)]
 

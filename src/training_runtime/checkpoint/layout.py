@@ -98,7 +98,7 @@ def _entries(root: Path) -> List[Tuple[Path, int, str]]:
         return []
     found = []
     for name in sorted(names):
-        match = _NAME.match(name)
+        match = _NAME.fullmatch(name)
         if match:
             found.append((root / name, int(match.group(1)), match.group(2) or ""))
     return found

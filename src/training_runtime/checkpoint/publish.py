@@ -172,7 +172,7 @@ def _prune(root: Path, keep: int, saved: Checkpoint) -> None:
 
 def _remove(path: Path) -> None:
     """Delete a step directory; a complete one is first renamed out of sight so a half-deleted one is never read."""
-    match = _NAME.match(path.name)
+    match = _NAME.fullmatch(path.name)
     if match and match.group(2) not in (TMP, DELETING) and path.is_dir():
         trash = path.with_name("step_" + match.group(1) + DELETING)
         if trash.exists():

@@ -241,7 +241,7 @@ def check_neuron(ctx: Context) -> CheckResult:
 
 def _device_nodes(ctx: Context, pattern: "re.Pattern[str]") -> int:
     try:
-        return sum(1 for entry in ctx.path("/dev").iterdir() if pattern.match(entry.name))
+        return sum(1 for entry in ctx.path("/dev").iterdir() if pattern.fullmatch(entry.name))
     except OSError:
         return 0
 

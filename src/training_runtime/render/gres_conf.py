@@ -32,7 +32,7 @@ def render_gres_conf(nodes: Sequence[SlurmNode]) -> str:
     layouts: Dict[Tuple[str, int], List[str]] = {}
     neuron: Dict[int, List[str]] = {}
     for index, node in enumerate(nodes):
-        if not isinstance(node.name, str) or not NODE_NAME.match(node.name):
+        if not isinstance(node.name, str) or not NODE_NAME.fullmatch(node.name):
             problems.append("nodes[{}].name: got {!r}; expected a Slurm node name".format(index, node.name))
             continue
         hw = node.hardware

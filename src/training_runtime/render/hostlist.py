@@ -31,7 +31,7 @@ def compress(names: Iterable[str]) -> str:
             raise ValueError(
                 "hostlist: got {!r}; expected a host name without '[', ']', ',' or whitespace".format(name)
             )
-        match = _TRAILING_DIGITS.match(name)
+        match = _TRAILING_DIGITS.fullmatch(name)
         if match is None or not match.group(1):
             literals.add(name)
             continue
@@ -116,7 +116,7 @@ def _expand_item(item: str, expression: str) -> List[str]:
     tails = _expand_item(rest, expression) if rest else [""]
     names: List[str] = []
     for part in body.split(","):
-        match = _RANGE.match(part)
+        match = _RANGE.fullmatch(part)
         if match is None:
             raise ValueError(
                 "hostlist {!r}: range {!r} in {!r} is not a number or low-high".format(expression, part, item)

@@ -42,7 +42,7 @@ def problems(
     checked: Set[int] = set()
     for index, node in enumerate(nodes):
         where = "nodes[{}]".format(index)
-        if not isinstance(node.name, str) or not NODE_NAME.match(node.name) or node.name.lower() == "default":
+        if not isinstance(node.name, str) or not NODE_NAME.fullmatch(node.name) or node.name.lower() == "default":
             problems.append(
                 "{}.name: got {!r}; use 1-63 letters, digits, '.', '_' and '-', starting with a letter or digit "
                 "('DEFAULT' is reserved)".format(where, node.name)
@@ -55,7 +55,7 @@ def problems(
             )
         else:
             names[node.name] = index
-        if not isinstance(node.address, str) or not ADDRESS.match(node.address):
+        if not isinstance(node.address, str) or not ADDRESS.fullmatch(node.address):
             problems.append("{}.address: got {!r}; expected an IP address or host name".format(where, node.address))
         if node.hardware is not None and id(node.hardware) not in checked:  # each distinct object once
             checked.add(id(node.hardware))
@@ -75,20 +75,20 @@ def _settings_problems(s: SlurmSettings) -> List[str]:
     def bad(field: str, value: object, allowed: str) -> None:
         problems.append("settings.{}: got {!r}; {}".format(field, value, allowed))
 
-    if not isinstance(s.cluster_name, str) or not CLUSTER_NAME.match(s.cluster_name.lower()):
+    if not isinstance(s.cluster_name, str) or not CLUSTER_NAME.fullmatch(s.cluster_name.lower()):
         bad("cluster_name", s.cluster_name, "use 1-64 letters, digits, '_' and '-', starting with a letter or digit")
-    if not isinstance(s.controller_name, str) or not NODE_NAME.match(s.controller_name):
+    if not isinstance(s.controller_name, str) or not NODE_NAME.fullmatch(s.controller_name):
         bad("controller_name", s.controller_name, "expected a host name (letters, digits, '.', '_', '-')")
     for index, backup in enumerate(s.backup_controllers):
         name, address = backup if isinstance(backup, tuple) and len(backup) == 2 else (None, None)
-        if not isinstance(name, str) or not NODE_NAME.match(name) or name == s.controller_name:
+        if not isinstance(name, str) or not NODE_NAME.fullmatch(name) or name == s.controller_name:
             bad("backup_controllers[{}]".format(index), backup, "expected (host name, address) of another host")
-        elif not isinstance(address, str) or not ADDRESS.match(address):
+        elif not isinstance(address, str) or not ADDRESS.fullmatch(address):
             bad("backup_controllers[{}]".format(index), backup, "expected an IP address or host name as address")
     for field in ("controller_address", "accounting_host", "accounting_backup_host"):
         value = getattr(s, field)
         if (value is not None or field == "controller_address") and (
-            not isinstance(value, str) or not ADDRESS.match(value)
+            not isinstance(value, str) or not ADDRESS.fullmatch(value)
         ):
             bad(field, value, "expected an IP address or host name")
     for field in ("state_save_location", "slurmd_spool_dir", "log_dir", "mail_prog"):
@@ -96,11 +96,11 @@ def _settings_problems(s: SlurmSettings) -> List[str]:
     for field in ("health_check_program", "prolog", "epilog"):
         _check_path(s, field, True, bad)
     include = s.accounting_include
-    if include is not None and not (isinstance(include, str) and re.match(r"^[A-Za-z0-9._-]+$", include)):
+    if include is not None and not (isinstance(include, str) and re.fullmatch(r"^[A-Za-z0-9._-]+$", include)):
         _check_path(s, "accounting_include", True, bad)  # not a bare file name: an absolute path, then
     if include is not None and s.accounting_host is not None:
         bad("accounting_include", s.accounting_include, "give it or accounting_host, not both")
-    if not isinstance(s.slurm_user, str) or not USER_NAME.match(s.slurm_user):
+    if not isinstance(s.slurm_user, str) or not USER_NAME.fullmatch(s.slurm_user):
         bad("slurm_user", s.slurm_user, "expected a Linux user name")
     if s.proctrack not in PROCTRACK_PLUGINS:
         bad("proctrack", s.proctrack, "allowed: " + ", ".join(PROCTRACK_PLUGINS))
@@ -108,10 +108,10 @@ def _settings_problems(s: SlurmSettings) -> List[str]:
     if any(t not in TASK_PLUGINS for t in tasks) or ("task/none" in tasks and len(tasks) > 1):
         bad("task_plugin", s.task_plugin, "allowed: task/none, or a comma-separated list of task/affinity, task/cgroup")
     if not isinstance(s.select_type_parameters, str) or not all(
-        PLUGIN_WORD.match(t) for t in s.select_type_parameters.split(",")
+        PLUGIN_WORD.fullmatch(t) for t in s.select_type_parameters.split(",")
     ):
         bad("select_type_parameters", s.select_type_parameters, "expected comma-separated words such as CR_Core_Memory")
-    if not isinstance(s.mpi_default, str) or not PLUGIN_WORD.match(s.mpi_default):
+    if not isinstance(s.mpi_default, str) or not PLUGIN_WORD.fullmatch(s.mpi_default):
         bad("mpi_default", s.mpi_default, "expected a plugin name such as none, pmi2 or pmix")
     if s.log_level not in LOG_LEVELS:
         bad("log_level", s.log_level, "allowed: " + ", ".join(LOG_LEVELS))
@@ -194,7 +194,7 @@ def _partition_problems(partitions: Sequence[Partition], nodes: Dict[str, int]) 
     for index, partition in enumerate(partitions):
         where = "partitions[{}]".format(index)
         name = partition.name
-        if not isinstance(name, str) or not PARTITION_NAME.match(name) or name.lower() == "default":
+        if not isinstance(name, str) or not PARTITION_NAME.fullmatch(name) or name.lower() == "default":
             problems.append(
                 "{}.name: got {!r}; use 1-128 letters, digits, '_' and '-', starting with a letter or digit "
                 "('DEFAULT' is reserved)".format(where, name)

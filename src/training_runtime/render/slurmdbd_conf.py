@@ -45,25 +45,25 @@ def render_slurmdbd_conf(
     def bad(name: str, value: object, allowed: str) -> None:
         problems.append("{}: got {!r}; {}".format(name, value, allowed))
 
-    if not isinstance(dbd_host, str) or not NODE_NAME.match(dbd_host):
+    if not isinstance(dbd_host, str) or not NODE_NAME.fullmatch(dbd_host):
         bad("dbd_host", dbd_host, "expected the controller's host name (SlurmctldHost's name)")
-    if not isinstance(storage_host, str) or not ADDRESS.match(storage_host):
+    if not isinstance(storage_host, str) or not ADDRESS.fullmatch(storage_host):
         bad("storage_host", storage_host, "expected a host name or IP address")
     if isinstance(storage_port, bool) or not isinstance(storage_port, int) or storage_port not in TCP_PORTS:
         bad("storage_port", storage_port, "expected a TCP port from {} to {}".format(TCP_PORTS[0], TCP_PORTS[-1]))
-    if not isinstance(storage_user, str) or not DB_USER.match(storage_user):
+    if not isinstance(storage_user, str) or not DB_USER.fullmatch(storage_user):
         bad("storage_user", storage_user, "expected 1-80 letters, digits, '_', '.', '@' or '-'")
     if not isinstance(storage_pass, str) or not storage_pass or _PASSWORD_FORBIDDEN.search(storage_pass):
         problems.append(
             "storage_pass: must be a non-empty string without whitespace, control characters or '\"' "
             "(Slurm's config parser cannot represent them); the value is not shown"
         )
-    if not isinstance(storage_loc, str) or not DB_NAME.match(storage_loc):
+    if not isinstance(storage_loc, str) or not DB_NAME.fullmatch(storage_loc):
         bad("storage_loc", storage_loc, "expected a database name of 1-64 letters, digits and '_'")
     for name, value in (("log_dir", log_dir),):
         if not isinstance(value, str) or not value.startswith("/") or re.search(r"[\s#]", value) or value.endswith("/"):
             bad(name, value, "expected an absolute path without whitespace, '#' or a trailing '/'")
-    if not isinstance(slurm_user, str) or not USER_NAME.match(slurm_user):
+    if not isinstance(slurm_user, str) or not USER_NAME.fullmatch(slurm_user):
         bad("slurm_user", slurm_user, "expected a Linux user name")
     if problems:
         raise RenderError("slurmdbd.conf", problems)

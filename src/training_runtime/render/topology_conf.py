@@ -73,7 +73,7 @@ def topology_problems(switches: Sequence[Switch], nodes: Set[str]) -> List[str]:
     names = [s.name for s in switches]
     for index, switch in enumerate(switches):
         where = "settings.topology[{}]".format(index)
-        if not isinstance(switch.name, str) or not SWITCH_NAME.match(switch.name):
+        if not isinstance(switch.name, str) or not SWITCH_NAME.fullmatch(switch.name):
             problems.append("{}.name: got {!r}; use 1-64 letters, digits, '.', '_' and '-'".format(where, switch.name))
         elif names.count(switch.name) > 1 and names.index(switch.name) == index:
             problems.append("{}.name: {!r} is used twice; switch names must be unique".format(where, switch.name))

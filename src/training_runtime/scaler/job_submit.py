@@ -46,7 +46,18 @@ def held_by_scaler(admin_comment: Optional[str]) -> bool:
 
 
 def _lua_string(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """``text`` as a Lua 5.1 string literal: printable ASCII as it is (``\\`` and ``"`` escaped), every other byte
+    of its UTF-8 as a decimal escape (``\\010``), so no newline or control character reaches the script raw."""
+    out = []
+    for byte in text.encode("utf-8"):
+        char = chr(byte)
+        if char in '\\"':
+            out.append("\\" + char)
+        elif 0x20 <= byte < 0x7F:
+            out.append(char)
+        else:
+            out.append("\\{:03d}".format(byte))
+    return '"' + "".join(out) + '"'
 
 
 def render_script(partitions: Sequence[Tuple[str, str]]) -> str:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from typing import Dict, List, Optional, Tuple
 
 from training_runtime.apt import (
@@ -16,13 +19,16 @@ from training_runtime.errors import StepFailed
 from training_runtime.files import file_matches, read_text, write_file
 from training_runtime.node import Node
 from training_runtime.paths import NEURON_LS
-from training_runtime.pins import NEURON_PACKAGES, NEURON_RELEASE
+from training_runtime.pins import NEURON_KEY_FINGERPRINT, NEURON_PACKAGES, NEURON_RELEASE
+from training_runtime.run import CommandError
 from training_runtime.steps import Step
 
 NEURON_APT_URL = "https://apt.repos.neuron.amazonaws.com"
 NEURON_KEY_URL = NEURON_APT_URL + "/GPG-PUB-KEY-AMAZON-AWS-NEURON.PUB"
 NEURON_KEYRING = "/etc/apt/keyrings/neuron.asc"
-"""ASCII-armoured, which apt reads directly when the file name ends in ``.asc`` (apt 1.4+): no gpg needed."""
+"""ASCII-armoured, which apt reads directly when the file name ends in ``.asc`` (apt 1.4+). It is written only
+after gpg shows it holds the pinned key (:data:`~training_runtime.pins.NEURON_KEY_FINGERPRINT`) and no other, and
+checked again on every run, as the EFA installer's signature is checked against its pinned key."""
 NEURON_SOURCES = "/etc/apt/sources.list.d/neuron.list"
 PGP_KEY_HEADER = "-----BEGIN PGP PUBLIC KEY BLOCK-----"
 
@@ -48,7 +54,9 @@ class NeuronSoftware(Step):
         return "deb [signed-by={}] {} {} main\n".format(NEURON_KEYRING, NEURON_APT_URL, codename)
 
     def keyring_ok(self, node: Node) -> bool:
-        return (read_text(node, NEURON_KEYRING) or "").startswith(PGP_KEY_HEADER)
+        if not (read_text(node, NEURON_KEYRING) or "").startswith(PGP_KEY_HEADER):
+            return False
+        return key_fingerprints(node, NEURON_KEYRING) == [NEURON_KEY_FINGERPRINT]
 
     def repo_ok(self, node: Node) -> bool:
         line = self.sources_line(node)
@@ -76,10 +84,7 @@ class NeuronSoftware(Step):
                 "cannot be chosen. Fix: use an Ubuntu AMI (HyperPod's default or a Neuron DLAMI)"
             )
         if not self.keyring_ok(node):
-            key = download(node, NEURON_KEY_URL).stdout
-            if not key.startswith(PGP_KEY_HEADER):
-                raise StepFailed("{} did not return an ASCII-armoured PGP key".format(NEURON_KEY_URL))
-            write_file(node, NEURON_KEYRING, key, mode=0o644)
+            write_file(node, NEURON_KEYRING, self.verified_key(node), mode=0o644)
         write_file(node, NEURON_SOURCES, line, mode=0o644)
         packages = self.install_list(node)
         if packages:
@@ -93,13 +98,35 @@ class NeuronSoftware(Step):
                 )
             )
 
+    def verified_key(self, node: Node) -> str:
+        """The repository key, downloaded, and shown by gpg to be the pinned key and only it."""
+        key = download(node, NEURON_KEY_URL).stdout
+        if not key.startswith(PGP_KEY_HEADER):
+            raise StepFailed("{} did not return an ASCII-armoured PGP key".format(NEURON_KEY_URL))
+        with _scratch(node) as work:
+            write_file(node, work + "/neuron.asc", key, mode=0o600)
+            found = key_fingerprints(node, work + "/neuron.asc")
+        if found != [NEURON_KEY_FINGERPRINT]:
+            raise StepFailed(
+                "{} holds the key(s) {}, not only the Neuron repository key {}; not trusting it for apt. Fix: if AWS "
+                "rotated the key, check the new fingerprint with AWS and change NEURON_KEY_FINGERPRINT "
+                "(training_runtime/pins.py)".format(
+                    NEURON_KEY_URL, ", ".join(found) or "(none gpg could read)", NEURON_KEY_FINGERPRINT
+                )
+            )
+        return key
+
     def describe(self, node: Node) -> List[str]:
         line = self.sources_line(node)
         if line is None:
             return ["FAIL: /etc/os-release has no VERSION_CODENAME (needs Ubuntu)"]
         actions = []
         if not self.keyring_ok(node):
-            actions.append("curl {} > {}".format(NEURON_KEY_URL, NEURON_KEYRING))
+            actions.append(
+                "curl {} > {} (gpg --show-keys must show only key {})".format(
+                    NEURON_KEY_URL, NEURON_KEYRING, NEURON_KEY_FINGERPRINT
+                )
+            )
         if not file_matches(node, NEURON_SOURCES, line, 0o644):
             actions.append("write {}: {}".format(NEURON_SOURCES, line.strip()))
         packages = self.install_list(node)
@@ -108,3 +135,52 @@ class NeuronSoftware(Step):
             actions.append(" ".join(apt_install_argv(packages, allow_downgrades=True)))
         actions.append("verify: " + NEURON_LS)
         return actions
+
+
+class _scratch:
+    """A private directory under the node's /var/tmp, as a node path, removed afterwards."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.host = ""
+
+    def __enter__(self) -> str:
+        base = self.node.path("/var/tmp")
+        base.mkdir(parents=True, exist_ok=True)
+        self.host = tempfile.mkdtemp(prefix="hyperpod-cdk-neuron-", dir=str(base))
+        return "/" + os.path.relpath(self.host, str(self.node.root))
+
+    def __exit__(self, *exc: object) -> None:
+        shutil.rmtree(self.host, ignore_errors=True)
+
+
+def key_fingerprints(node: Node, path: str) -> List[str]:
+    """The primary keys' fingerprints in the OpenPGP key file ``path`` (``gpg --show-keys``; imports nothing)."""
+    with _scratch(node) as home:
+        argv = ["gpg", "--batch", "--homedir", home, "--with-colons", "--show-keys", path]
+        try:
+            result = node.run(argv, check=False, timeout=60)
+        except CommandError as error:
+            if error.returncode != 127:
+                raise
+            result = None
+    if result is None or result.returncode == 127:
+        raise StepFailed(
+            "gpg is needed to check the Neuron repository key and is not installed. Fix: use an AMI with gnupg "
+            "(Ubuntu server images have it)"
+        )
+    return primary_fingerprints(result.stdout) if result.ok else []
+
+
+def primary_fingerprints(colons: str) -> List[str]:
+    """The fingerprints of the primary keys (``pub``, not ``sub``) in gpg's ``--with-colons`` listing."""
+    found: List[str] = []
+    record = ""
+    for line in colons.splitlines():
+        fields = line.split(":")
+        if fields[0] == "fpr":
+            if record == "pub" and len(fields) > 9:
+                found.append(fields[9].upper())
+        else:
+            record = fields[0]
+    return found

@@ -3,8 +3,10 @@ metrics on the controller, EFA counters on EFA nodes), dcgm-exporter on NVIDIA n
 Prometheus bridge on Neuron nodes and, when the parameters file names a metrics target, a Prometheus agent
 that scrapes them all and remote-writes with SigV4.
 
-With a metrics target the exporters listen on loopback only (the agent is their one reader); without one
-they listen on every address, for a Prometheus in the cluster's network (the local cluster's) to scrape.
+The exporters listen on 127.0.0.1 only: each node's own agent is their one reader, and without a metrics target
+nothing reads them from elsewhere (the Slurm metrics name users and jobs). The one exception is the local cluster,
+whose Prometheus scrapes every node over its bridge (``exporters_on_network`` in the parameters file's emulation
+key, which only the local cluster writes).
 Every daemon runs under systemd where the node has it, else in the background with a pid file
 (containers, the local cluster); :class:`~training_runtime.steps.daemon.RunningDaemon` restarts one only
 when its configuration changed, so a re-run leaves them alone.
@@ -63,12 +65,20 @@ DCGM_HOSTENGINE = "localhost:5555"
 """nv-hostengine, the DCGM service steps/nvidia.py runs: the exporter reads it instead of embedding its own."""
 NEURON_MONITOR = "hyperpod-cdk-neuron-monitor"
 NEURON_BRIDGE = "/opt/aws/neuron/bin/neuron-monitor-prometheus.py"
-NEURON_PIPE = "/opt/aws/neuron/bin/neuron-monitor | python3 {} --port {}".format(NEURON_BRIDGE, NEURON_MONITOR_PORT)
+"""AWS's bridge from neuron-monitor's JSON to Prometheus (aws-neuronx-tools); it takes ``--port`` only and listens on
+every address, so it runs under :mod:`training_runtime.metrics.neuron_bridge`, which binds it to one."""
+NEURON_BRIDGE_PROGRAM = BIN_DIR + "/neuron-monitor-prometheus"
 VERSION = re.compile(r"version (\d+)\.(\d+)")
 
 
 def listen_host(node: Node) -> str:
-    return "127.0.0.1" if node.params.metrics is not None else ""
+    """Where the exporters listen: 127.0.0.1, or every address ("") for the local cluster's Prometheus."""
+    emulation = node.params.emulation
+    return "" if emulation is not None and emulation.exporters_on_network else "127.0.0.1"
+
+
+def neuron_pipe() -> str:
+    return "/opt/aws/neuron/bin/neuron-monitor | " + NEURON_BRIDGE_PROGRAM
 
 
 def unit(description: str, exec_start: str, extra: str = "") -> str:
@@ -226,11 +236,20 @@ def dcgm_exporter_steps(node: Node) -> List[Step]:
 
 def neuron_monitor_steps(node: Node) -> List[Step]:
     path = "{}/{}.service".format(UNIT_DIR, NEURON_MONITOR)
-    files = [(path, unit("neuron-monitor for Prometheus", "/bin/sh -c '{}'".format(NEURON_PIPE)), 0o644)]
+    bridge = program(
+        "--listen {} {} --port {}".format(listen_host(node) or "0.0.0.0", NEURON_BRIDGE, NEURON_MONITOR_PORT),
+        module="training_runtime.metrics.neuron_bridge",
+    )
+    files = [
+        (NEURON_BRIDGE_PROGRAM, bridge, 0o755),
+        (path, unit("neuron-monitor for Prometheus", "/bin/sh -c '{}'".format(neuron_pipe())), 0o644),
+    ]
     return [
         PythonModule("prometheus_client", "python3-prometheus-client"),
         Files("neuron-monitor-config", files),
-        RunningDaemon(background(node, "sh", NEURON_MONITOR, ["/bin/sh", "-c", NEURON_PIPE]), [path]),
+        RunningDaemon(
+            background(node, "sh", NEURON_MONITOR, ["/bin/sh", "-c", neuron_pipe()]), [NEURON_BRIDGE_PROGRAM, path]
+        ),
     ]
 
 

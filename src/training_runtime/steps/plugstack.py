@@ -42,7 +42,7 @@ def explicit_includes(text: str, expand: Callable[[str], List[str]]) -> str:
     """``text`` with every wildcard ``include`` replaced by the files it matches (``expand``), in order."""
     out: List[str] = []
     for line in text.splitlines(keepends=True):
-        found = INCLUDE.match(line.rstrip("\n"))
+        found = INCLUDE.fullmatch(line.rstrip("\n"))
         if found and has_wildcard(found.group(1)):
             out.append(EXPANDED.format(found.group(1)))
             out += ["include {}\n".format(path) for path in expand(found.group(1))]

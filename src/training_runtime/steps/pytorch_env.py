@@ -97,12 +97,12 @@ def interpreter(node: Node) -> Interpreter:
             break
         link = os.readlink(str(host))
         target = link if link.startswith("/") else posixpath.normpath(posixpath.join(posixpath.dirname(target), link))
-    match = _PYTHON_NAME.match(posixpath.basename(target))
+    match = _PYTHON_NAME.fullmatch(posixpath.basename(target))
     if match:
         return Interpreter(target, match.group(1))
     result = node.run([target, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], check=False, timeout=60)
     version = result.stdout.strip()
-    return Interpreter(target, version if result.ok and re.match(r"^\d+\.\d+$", version) else None)
+    return Interpreter(target, version if result.ok and re.fullmatch(r"^\d+\.\d+$", version) else None)
 
 
 def smddp_wheel(torch: str, python: Optional[str]) -> Optional[SmddpWheel]:
@@ -212,7 +212,7 @@ def _smddp_problems(options: PytorchOptions, python: Interpreter, wheel: Optiona
         ]
     index = (options.index_url or "").rstrip("/")
     tag = index.rsplit("/", 1)[-1] if index else ""
-    if _CUDA_INDEX.match(tag) and tag != wheel.cuda:
+    if _CUDA_INDEX.fullmatch(tag) and tag != wheel.cuda:
         return [
             "pytorch.smddp: the SMDDP wheel for torch {} is built for {} but index_url {} serves {} builds. Fix: "
             "set index_url to https://download.pytorch.org/whl/{}".format(

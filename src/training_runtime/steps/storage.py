@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import List, Optional
 
 from training_runtime.apt import apt_install
@@ -19,7 +20,20 @@ LUSTRE_OPTIONS = "defaults,noatime,flock,_netdev,x-systemd.automount,x-systemd.r
 LUSTRE_CLIENT_PACKAGE = "lustre-client-modules-aws"
 
 
+FSTAB_FIELD = re.compile(r"[A-Za-z0-9._-]+")
+"""The file system's DNS name and mount name as they go into the fstab line (``fs-0123….fsx.us-west-2.amazonaws.com``,
+``abcdefgh``): nothing that splits the line (space, newline) or comments it out (``#``)."""
+
+
 def fstab_line(dns_name: str, mount_name: str, mount_path: str) -> str:
+    """The Lustre line of /etc/fstab; StepFailed when a field would split the line (the mount path is checked
+    with the parameters file: :mod:`training_runtime.mount_paths`)."""
+    for key, value in (("fsx_dns_name", dns_name), ("fsx_mountname", mount_name)):
+        if not FSTAB_FIELD.fullmatch(value):
+            raise StepFailed(
+                "{}: got {!r}; expected letters, digits and '._-' only (a field of /etc/fstab). Fix: give the "
+                "file system's own DNS and mount names".format(key, value)
+            )
     return "{}@tcp:/{} {} lustre {} 0 0".format(dns_name, mount_name, mount_path, LUSTRE_OPTIONS)
 
 
@@ -28,11 +42,13 @@ class LustreMount(Step):
 
     name = "fsx-mount"
 
-    def _fstab(self, node: Node) -> str:
+    def _line(self, node: Node) -> str:
         params = node.params
         assert params.fsx_dns_name and params.fsx_mountname
-        line = fstab_line(params.fsx_dns_name, params.fsx_mountname, params.fsx_mount_path)
-        return with_block(read_text(node, "/etc/fstab") or "", "fsx", line)
+        return fstab_line(params.fsx_dns_name, params.fsx_mountname, params.fsx_mount_path)
+
+    def _fstab(self, node: Node) -> str:
+        return with_block(read_text(node, "/etc/fstab") or "", "fsx", self._line(node))
 
     def _client_missing(self, node: Node) -> bool:
         return node.which("mount.lustre") is None
@@ -59,10 +75,7 @@ class LustreMount(Step):
         actions = []
         if self._client_missing(node):
             actions.append("apt-get install " + LUSTRE_CLIENT_PACKAGE)
-        actions.append(
-            "fstab: "
-            + fstab_line(node.params.fsx_dns_name or "", node.params.fsx_mountname or "", node.params.fsx_mount_path)
-        )
+        actions.append("fstab: " + self._line(node))
         actions.append("mount " + node.params.fsx_mount_path)
         return actions
 

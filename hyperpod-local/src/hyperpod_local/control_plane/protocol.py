@@ -33,6 +33,33 @@ class Server(ThreadingHTTPServer):
     control_plane: ControlPlane
     keys: Callable[[], Iterable[Key]]
     clock: Callable[[], float]
+    region: str
+
+
+def region_of(arn: str) -> str:
+    """The Region field of an ARN (``arn:aws:sagemaker:<region>:...``): the one the endpoint serves."""
+    return arn.split(":")[3]
+
+
+class BadLength(ApiError):
+    """A Content-Length the server will not read: the body stays unread, so the connection is closed after the
+    answer."""
+
+
+def body_length(value: str | None) -> int:
+    """The request's Content-Length as a number of bytes; :class:`BadLength` for one that is not a number from 0 to
+    :data:`MAX_BODY` (a negative one would read to the end of the connection)."""
+    try:
+        length = int(value or 0)
+    except ValueError:
+        raise BadLength(
+            "SerializationException", f"Content-Length: got {str(value)[:40]!r}; expected a number"
+        ) from None
+    if length < 0:
+        raise BadLength("SerializationException", f"Content-Length: got {length}; expected 0 or more bytes")
+    if length > MAX_BODY:
+        raise BadLength("SerializationException", f"Content-Length: got {length}; at most {MAX_BODY} bytes", 413)
+    return length
 
 
 def make_handler() -> type[BaseHTTPRequestHandler]:
@@ -62,11 +89,12 @@ def make_handler() -> type[BaseHTTPRequestHandler]:
             )
 
         def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(min(length, MAX_BODY))
             try:
+                body = self.rfile.read(body_length(self.headers.get("Content-Length")))
                 answer = self._answer(body)
             except ApiError as error:
+                if isinstance(error, BadLength):
+                    self.close_connection = True  # its body is unread: the connection cannot carry another request
                 self._send(error.status, {"__type": error.code, "message": error.message}, error.code)
             except Exception as error:  # the service answers 500, never drops the connection
                 self._send(
@@ -83,6 +111,7 @@ def make_handler() -> type[BaseHTTPRequestHandler]:
                 dict(self.headers.items()),
                 body,
                 self.server.keys,
+                self.server.region,
                 self.server.clock,
             )
             target = self.headers.get("X-Amz-Target", "")
@@ -127,6 +156,7 @@ class Endpoint:
             server.server_address = sock.getsockname()
             server.server_activate()
         server.control_plane, server.keys, server.clock = self.control_plane, self.keys, self.clock
+        server.region = region_of(self.control_plane.cluster.arn)
         thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
         thread.start()
         self.servers.append(server)
