@@ -37,6 +37,11 @@ SCRAPE_INTERVAL_RANGE = (5, 300)
 ENROOT_CACHES = ("auto", "nvme", "shared")
 """Where enroot's image cache goes (``runtime.containers.enroot_cache``)."""
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
+RDS_CA_BUNDLE_URL = "https://truststore.pki.rds.amazonaws.com/global/global-bundle.pem"
+"""Amazon RDS's global certificate bundle: the URL the RDS user guide's sample script downloads ("Updating
+applications to connect to DB instances using new SSL/TLS certificates")."""
+HTTPS_URL = re.compile(r"^https://[A-Za-z0-9.-]+(:[0-9]{1,5})?/[A-Za-z0-9._~/%+-]*\Z")
+"""An https URL of a file, without a query, user info or characters a command line or a config file could misread."""
 
 
 class OptionsError(InputError):
@@ -108,6 +113,14 @@ class AccountingOptions:
     """External databases only: a Secrets Manager secret whose string (or its ``password`` key) is the
     password. The controller reads it with the AWS CLI; ``HyperPodCluster`` grants the execution role
     ``secretsmanager:GetSecretValue`` on this secret."""
+    ca_bundle_url: str = RDS_CA_BUNDLE_URL
+    """External databases only: where the controller downloads the certificate bundle that signs the database's
+    server certificate (https only; default: Amazon RDS's global bundle). slurmdbd connects with TLS
+    (``StorageParameters=SSL_CA=<the bundle>`` in slurmdbd.conf)."""
+    ca_bundle_sha256: Optional[str] = None
+    """External databases only, and required there: the sha256 of that bundle (``sha256sum``'s first field of a copy
+    you downloaded and checked). The controller refuses a download with another sum, so the node never trusts a
+    file nobody checked; when AWS publishes a new bundle, update the sum."""
 
 
 @dataclass(frozen=True)
