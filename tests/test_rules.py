@@ -767,6 +767,15 @@ ROWS = [
         "Secrets Manager",
     ),
     row(
+        "PAR-BUCKET-SCOPE",
+        {
+            "storage": {"data_repositories": [{"name": "d", "file_system_path": "/d", "bucket_name": "team-a-d"}]},
+            "parameters": {"data_repositories": {"d": {"bucket_name": True}}},
+        },
+        "parameters.data_repositories.d.bucket_name",
+        "link any bucket of the account",
+    ),
+    row(
         "RT-ACCOUNTING-TLS",
         {
             "runtime": {"accounting": {**external_accounting()["accounting"], "ca_bundle_url": "http://x/b.pem"}},
