@@ -16,6 +16,7 @@ from aws_cdk import aws_servicecatalog as servicecatalog
 from hyperpod_cdk import ClusterConfig, OrganizationRules, PublishTarget, TrainingCluster
 from hyperpod_cdk.constructs.nag import acknowledge
 from hyperpod_cdk.constructs.scanners import skip_checkov
+from hyperpod_cdk.organization import boundary_of
 from hyperpod_cdk.publishing.synth import publish_target
 from hyperpod_cdk.stacks import published_synthesizer
 
@@ -60,10 +61,13 @@ def build(app: cdk.App) -> list[cdk.Stack]:
         synthesizer=published_synthesizer(target),
         description="Service Catalog portfolio of the platform team's HyperPod training cluster (hyperpod-cdk)",
     )
-    boundary = role_boundary(stack)
     product_stack = servicecatalog.ProductStack(stack, "ClusterProduct")
-    # Every role of the product carries the boundary (the launch role can create or change no other SC-* role).
-    OrganizationRules(permission_boundary_arn=boundary_arn(product_stack)).apply(product_stack)
+    # Every role of the product carries a boundary, and the launch role can create or change no SC-* role without
+    # it: the organization's, when OrganizationRules on the app set one, else this product's own.
+    boundary = boundary_of(stack)
+    if boundary is None:
+        boundary = role_boundary(stack).managed_policy_arn
+        OrganizationRules(permission_boundary_arn=boundary_arn(product_stack)).apply(product_stack)
     TrainingCluster(product_stack, config=CLUSTER, published=target)
     product = servicecatalog.CloudFormationProduct(
         stack,
@@ -130,7 +134,7 @@ ROLE_WRITES = (
 """The launch role's actions that write a role's permissions: the role must carry the product's boundary."""
 
 
-def launch_role(stack: cdk.Stack, target: PublishTarget, boundary: iam.ManagedPolicy) -> iam.Role:
+def launch_role(stack: cdk.Stack, target: PublishTarget, boundary: str) -> iam.Role:
     """The role Service Catalog's CloudFormation stack runs as, so end users need no rights on these resources.
 
     It must be able to create, tag, update and delete what the product's template holds: a VPC with its
@@ -285,7 +289,7 @@ def launch_role(stack: cdk.Stack, target: PublishTarget, boundary: iam.ManagedPo
             sid="CreateOrChangeRolesOnlyWithTheBoundary",
             actions=list(ROLE_WRITES),
             resources=[service_catalog_roles],
-            conditions={"StringEquals": {"iam:PermissionsBoundary": boundary.managed_policy_arn}},
+            conditions={"StringEquals": {"iam:PermissionsBoundary": boundary}},
         )
     )
     # The nodes' execution role goes to HyperPod and the flow-log role to VPC Flow Logs, and nowhere else.

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import pytest
+from aws_cdk.assertions import Template
 
 from cfn_parameters import rejections
 from hyperpod_cdk.config import load_file, parse_model
@@ -123,3 +124,18 @@ def test_the_example_template_scopes_its_bucket_choice() -> None:
     example = parse_model(load_file(ROOT / "examples" / "platform-template.yaml"))
     [parameter] = [p for p in template_parameters(example) if p.logical_id == bucket_name_id("datasets")]
     assert parameter.allowed_pattern and parameter.allowed_pattern.startswith("^(?=example-team-)")
+
+
+def test_with_an_organizations_boundary_the_launch_role_requires_that_one() -> None:
+    """OrganizationRules on the app put the organization's boundary on every role, the product's too: the launch
+    role then requires it (``boundary_of``), and the example creates no boundary of its own."""
+    from hyperpod_cdk import OrganizationRules
+
+    organization = "arn:aws:iam::111122223333:policy/TeamBoundary"
+    app = fast_app()
+    OrganizationRules(permission_boundary_arn=organization).apply(app)
+    [stack] = build_example(ROOT / "examples" / "service_catalog.py", app)
+    template = Template.from_stack(stack).to_json()
+    assert not [r for r in template["Resources"].values() if r["Type"] == "AWS::IAM::ManagedPolicy"]
+    [only] = [s for s in statements(template) if ROLE_WRITES & set(s["Action"])]
+    assert only["Condition"] == {"StringEquals": {"iam:PermissionsBoundary": organization}}
