@@ -117,5 +117,5 @@ def accounting_tls(view: ClusterView) -> Iterator[Problem]:
             "the controller's slurmdbd reaches the external database over TLS (StorageParameters=SSL_CA=...) and "
             f"checks the CA bundle it downloads from {options.accounting.ca_bundle_url} against this sha256",
             fix="download the bundle yourself, check it, and set ca_bundle_sha256 to `sha256sum`'s first field "
-            "(docs/configuration.md, runtime.accounting: \"The accounting database over TLS\")",
+            '(docs/configuration.md, runtime.accounting: "The accounting database over TLS")',
         )
