@@ -13,9 +13,10 @@ import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_servicecatalog as servicecatalog
 
-from hyperpod_cdk import ClusterConfig, PublishTarget, TrainingCluster
+from hyperpod_cdk import ClusterConfig, OrganizationRules, PublishTarget, TrainingCluster
 from hyperpod_cdk.constructs.nag import acknowledge
 from hyperpod_cdk.constructs.scanners import skip_checkov
+from hyperpod_cdk.organization import boundary_of
 from hyperpod_cdk.publishing.synth import publish_target
 from hyperpod_cdk.stacks import published_synthesizer
 
@@ -31,6 +32,15 @@ CLUSTER = ClusterConfig.model_validate(
 )
 
 
+ROLE_BOUNDARY = "hyperpod-catalog-role-boundary"
+"""The managed policy every role the product creates carries as its permissions boundary; the launch role may
+create and change ``SC-*`` roles only with it (a name, not a reference: the product's template is a separate one)."""
+BOUNDARY_REASON = (
+    "A permissions boundary caps what the product's roles may ever do, whatever the launch role attaches: everything "
+    "their own policies grant, except any change to identities, the organization or the account; what each role may "
+    "do is its own policy's (the nodes' execution role, the flow-log role). Replace it with the organization's own "
+    "boundary where there is one"
+)
 EC2_ON_ANY_RESOURCE = (
     "The product creates a VPC, subnets, route tables, gateways, an Elastic IP, security groups, a VPC endpoint and "
     "flow logs whose IDs do not exist before the launch, and many EC2 creation calls touch several resource "
@@ -52,6 +62,12 @@ def build(app: cdk.App) -> list[cdk.Stack]:
         description="Service Catalog portfolio of the platform team's HyperPod training cluster (hyperpod-cdk)",
     )
     product_stack = servicecatalog.ProductStack(stack, "ClusterProduct")
+    # Every role of the product carries a boundary, and the launch role can create or change no SC-* role without
+    # it: the organization's, when OrganizationRules on the app set one, else this product's own.
+    boundary = boundary_of(stack)
+    if boundary is None:
+        boundary = role_boundary(stack).managed_policy_arn
+        OrganizationRules(permission_boundary_arn=boundary_arn(product_stack)).apply(product_stack)
     TrainingCluster(product_stack, config=CLUSTER, published=target)
     product = servicecatalog.CloudFormationProduct(
         stack,
@@ -70,11 +86,55 @@ def build(app: cdk.App) -> list[cdk.Stack]:
         stack, "Portfolio", display_name="ML training clusters", provider_name="ML platform team"
     )
     portfolio.add_product(product)
-    portfolio.set_launch_role(product, launch_role(stack, target))
+    portfolio.set_launch_role(product, launch_role(stack, target, boundary))
     return [stack]
 
 
-def launch_role(stack: cdk.Stack, target: PublishTarget) -> iam.Role:
+def boundary_arn(scope: cdk.Stack) -> str:
+    """The boundary's ARN in ``scope``'s account."""
+    return f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Aws.ACCOUNT_ID}:policy/{ROLE_BOUNDARY}"
+
+
+def role_boundary(stack: cdk.Stack) -> iam.ManagedPolicy:
+    """The permissions boundary of the product's roles (IAM user guide, "Permissions boundaries for IAM entities":
+    "A permissions boundary is an advanced feature for using a managed policy to set the maximum permissions that
+    an identity-based policy can grant to an IAM entity")."""
+    boundary = iam.ManagedPolicy(
+        stack,
+        "ProductRoleBoundary",
+        managed_policy_name=ROLE_BOUNDARY,
+        description="Permissions boundary of the roles the HyperPod training cluster product creates",
+        statements=[
+            iam.PolicyStatement(sid="AtMostWhatTheirPoliciesGrant", actions=["*"], resources=["*"]),
+            iam.PolicyStatement(
+                sid="NoIdentityOrganizationOrAccountChanges",
+                effect=iam.Effect.DENY,
+                actions=["iam:*", "organizations:*", "account:*"],
+                resources=["*"],
+            ),
+        ],
+    )
+    acknowledge(boundary, "AwsSolutions-IAM5[Action::*]", BOUNDARY_REASON)
+    acknowledge(boundary, "AwsSolutions-IAM5[Resource::*]", BOUNDARY_REASON)
+    # checkov reads a boundary as a grant: credentials exposure, data exfiltration, permissions management,
+    # privilege escalation and write access "without constraints" (CKV_AWS_107 to 111).
+    for check in ("CKV_AWS_107", "CKV_AWS_108", "CKV_AWS_109", "CKV_AWS_110", "CKV_AWS_111"):
+        skip_checkov(boundary, check, BOUNDARY_REASON)
+    return boundary
+
+
+ROLE_WRITES = (
+    "iam:AttachRolePolicy",
+    "iam:CreateRole",
+    "iam:DeleteRolePolicy",
+    "iam:DetachRolePolicy",
+    "iam:PutRolePermissionsBoundary",
+    "iam:PutRolePolicy",
+)
+"""The launch role's actions that write a role's permissions: the role must carry the product's boundary."""
+
+
+def launch_role(stack: cdk.Stack, target: PublishTarget, boundary: str) -> iam.Role:
     """The role Service Catalog's CloudFormation stack runs as, so end users need no rights on these resources.
 
     It must be able to create, tag, update and delete what the product's template holds: a VPC with its
@@ -83,6 +143,14 @@ def launch_role(stack: cdk.Stack, target: PublishTarget) -> iam.Role:
     associations; an encrypted data bucket; the nodes' execution role; and the HyperPod cluster. IAM and
     CloudFormation actions are limited to Service Catalog's stacks (``SC-*``) and the roles they name; EC2,
     FSx, S3-bucket, Logs and SageMaker creation name resources that do not exist yet, so those are on ``*``.
+
+    ``role/SC-*`` is a name space every Service Catalog product of the account shares, so the actions that write a
+    role's permissions are allowed only for a role that carries ``boundary`` (``iam:PermissionsBoundary``), as the
+    IAM user guide's delegation example has it ("CreateOrChangeOnlyWithBoundary": create and change only with
+    ``"Condition": {"StringEquals": {"iam:PermissionsBoundary": "arn:aws:iam::123456789012:policy/
+    XCompanyBoundaries"}}``): another product's roles, which lack it, cannot be given permissions through this
+    role, and no role it creates can do more than the boundary allows. Reading, tagging and deleting roles stay
+    unconditioned, as deleting a user does in that example.
     """
     role = iam.Role(
         stack,
@@ -111,18 +179,7 @@ def launch_role(stack: cdk.Stack, target: PublishTarget) -> iam.Role:
             [f"arn:{cdk.Aws.PARTITION}:s3:::{target.bucket_name}/{target.prefix}*"],
         ),
         "NodeAndFlowLogRoles": (
-            [
-                "iam:AttachRolePolicy",
-                "iam:CreateRole",
-                "iam:DeleteRole",
-                "iam:DeleteRolePolicy",
-                "iam:DetachRolePolicy",
-                "iam:GetRole",
-                "iam:GetRolePolicy",
-                "iam:PutRolePolicy",
-                "iam:TagRole",
-                "iam:UntagRole",
-            ],
+            ["iam:DeleteRole", "iam:GetRole", "iam:GetRolePolicy", "iam:TagRole", "iam:UntagRole"],
             [service_catalog_roles],
         ),
         "Network": (
@@ -227,6 +284,14 @@ def launch_role(stack: cdk.Stack, target: PublishTarget) -> iam.Role:
     }
     for sid, (actions, resources) in statements.items():
         role.add_to_policy(iam.PolicyStatement(sid=sid, actions=actions, resources=resources))
+    role.add_to_policy(
+        iam.PolicyStatement(
+            sid="CreateOrChangeRolesOnlyWithTheBoundary",
+            actions=list(ROLE_WRITES),
+            resources=[service_catalog_roles],
+            conditions={"StringEquals": {"iam:PermissionsBoundary": boundary}},
+        )
+    )
     # The nodes' execution role goes to HyperPod and the flow-log role to VPC Flow Logs, and nowhere else.
     role.add_to_policy(
         iam.PolicyStatement(

@@ -34,6 +34,7 @@ CONFIG = {
             "host": HOST,
             "port": 3307,
             "password_secret_arn": SECRET,
+            "ca_bundle_sha256": "0" * 64,  # where the runtime runs slurmdbd, over TLS (CL-ACCOUNTING-TLS)
         }
     },
 }

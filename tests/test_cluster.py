@@ -275,9 +275,8 @@ def test_deep_health_checks_are_unique() -> None:
 
 def test_external_accounting_secret_is_readable_by_the_nodes_and_nothing_else() -> None:
     arn = "arn:aws:secretsmanager:us-east-1:111122223333:secret:slurmdb-AbCdEf"
-    options = {
-        "accounting": {"enabled": True, "database": "external", "host": "db.internal", "password_secret_arn": arn}
-    }
+    external = {"enabled": True, "database": "external", "host": "db.internal", "password_secret_arn": arn}
+    options = {"accounting": {**external, "ca_bundle_sha256": "0" * 64}}
     stack, _ = cluster_stack(runtime_options=options)
     template = Template.from_stack(stack)
     statements = [

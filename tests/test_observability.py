@@ -183,7 +183,7 @@ def test_the_topic_is_encrypted_with_its_own_key_that_its_publishers_may_use_and
     assert key["Properties"]["EnableKeyRotation"] is True
     allowed: set[str] = set()
     for s in key["Properties"]["KeyPolicy"]["Statement"]:
-        if "kms:GenerateDataKey" in s["Action"] and "Service" in s.get("Principal", {}):
+        if "kms:GenerateDataKey*" in s["Action"] and "Service" in s.get("Principal", {}):
             services = s["Principal"]["Service"]
             allowed.update(services if isinstance(services, list) else [services])
     assert {"events.amazonaws.com", "cloudwatch.amazonaws.com", "aps.amazonaws.com"} <= allowed

@@ -43,6 +43,7 @@ EXISTING_FS = {
 WORKSPACE = "arn:aws:aps:us-west-2:111122223333:workspace/ws-12345678-abcd-1234-abcd-123456789012"
 VOLUME_KEY = "arn:aws:kms:us-west-2:111122223333:key/1234abcd"
 SECRET = "arn:aws:secretsmanager:us-west-2:111122223333:secret:slurm-db-AbCdEf"
+CA_SUM = "0" * 64
 CONTINUOUS = {"node_provisioning_mode": "continuous"}
 PRICED = {t: {"per_hour": 1.0, "source": "test rate"} for t in ("ml.m5.xlarge", "ml.trn1.32xlarge")}
 SCALED = {**CPU_WORKERS, "scaling": {"min": 0, "max": 4}}
@@ -50,7 +51,8 @@ PLAN = "arn:aws:sagemaker:us-west-2:111122223333:training-plan/plan-a"
 
 
 def external_accounting(host: str = "acct.example.com") -> dict[str, Any]:
-    return {"accounting": {"enabled": True, "database": "external", "host": host, "password_secret_arn": SECRET}}
+    accounting = {"enabled": True, "database": "external", "host": host, "password_secret_arn": SECRET}
+    return {"accounting": {**accounting, "ca_bundle_sha256": CA_SUM}}
 
 
 ZFS_ID = "fs-0123456789abcdef1"
@@ -769,6 +771,33 @@ ROWS = [
         {"runtime": {"accounting": {"enabled": True, "database": "external", "host": "db.example.com"}}, **CONTINUOUS},
         "runtime.accounting.password_secret_arn",
         "Secrets Manager",
+    ),
+    row(
+        "PAR-BUCKET-SCOPE",
+        {
+            "storage": {"data_repositories": [{"name": "d", "file_system_path": "/d", "bucket_name": "team-a-d"}]},
+            "parameters": {"data_repositories": {"d": {"bucket_name": True}}},
+        },
+        "parameters.data_repositories.d.bucket_name",
+        "link any bucket of the account",
+    ),
+    row(
+        "RT-ACCOUNTING-TLS",
+        {
+            "runtime": {"accounting": {**external_accounting()["accounting"], "ca_bundle_url": "http://x/b.pem"}},
+            **CONTINUOUS,
+        },
+        "runtime.accounting.ca_bundle_url",
+        "an https URL",
+    ),
+    row(
+        "CL-ACCOUNTING-TLS",
+        {
+            "mode": "lifecycle-driven",
+            "runtime": {"accounting": {**external_accounting()["accounting"], "ca_bundle_sha256": None}},
+        },
+        "runtime.accounting.ca_bundle_sha256",
+        "over TLS",
     ),
     row(
         "RT-ACCOUNTING-LOCAL",

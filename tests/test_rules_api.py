@@ -195,7 +195,7 @@ def test_volume_keys() -> None:
 def accounting(host: str = "acct.example.com", **options: Any) -> dict[str, Any]:
     secret = "arn:aws:secretsmanager:us-west-2:111122223333:secret:slurm-db-AbCdEf"
     external = {"enabled": True, "database": "external", "host": host, "password_secret_arn": secret}
-    return {"runtime": {"accounting": {**external, **options}}}
+    return {"runtime": {"accounting": {**external, "ca_bundle_sha256": "0" * 64, **options}}}
 
 
 def test_the_endpoint_hyperpod_is_given_has_the_apis_form() -> None:

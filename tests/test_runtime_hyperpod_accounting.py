@@ -8,6 +8,7 @@ configuration is written and nothing of HyperPod's is restarted. Elsewhere the r
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from pathlib import Path
 
@@ -22,8 +23,15 @@ from training_runtime.steps.daemon import RunningDaemon
 from training_runtime.steps.slurm import slurmctld
 
 SECRET = "arn:aws:secretsmanager:us-east-1:111122223333:secret:slurm-db-AbCdEf"
+BUNDLE = b"a CA bundle\n"
 EXTERNAL = {
-    "accounting": {"enabled": True, "database": "external", "host": "acct.example.com", "password_secret_arn": SECRET}
+    "accounting": {
+        "enabled": True,
+        "database": "external",
+        "host": "acct.example.com",
+        "password_secret_arn": SECRET,
+        "ca_bundle_sha256": hashlib.sha256(BUNDLE).hexdigest(),  # TLS: tests/test_runtime_accounting_tls.py
+    }
 }
 RUNTIME_ACCOUNTING_STEPS = {
     "accounting-database",
@@ -41,6 +49,7 @@ def controller(root: Path, *, by_hyperpod: bool, hyperpod_platform: bool = True)
     """The controller of an api-driven cluster with an external database, on HyperPod (its marker, its slurm.conf,
     and the slurmdbd.conf and accounting.conf it wrote) unless ``hyperpod_platform`` is false."""
     runner = RecordingRunner({("aws", "secretsmanager"): (0, json.dumps({"password": "pw"}))})
+    runner.hooks.append(lambda argv: argv[0] == "curl" and Path(argv[argv.index("--output") + 1]).write_bytes(BUNDLE))
     node = fake_node(root, instance="controller-1", mode="api-driven", options=EXTERNAL, fsx=False, runner=runner)
     if by_hyperpod:
         node = dataclasses.replace(node, params=dataclasses.replace(node.params, slurmdbd_owner=SLURMDBD_BY_HYPERPOD))

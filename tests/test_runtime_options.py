@@ -47,8 +47,9 @@ def test_every_problem_is_reported_with_its_path() -> None:
 def test_a_password_never_goes_in_the_config() -> None:
     problems = options_problems({"accounting": {"enabled": True, "database": "local", "password_secret_arn": "x"}})
     assert problems == [
-        "options.accounting: host and password_secret_arn apply only to database 'external'; the local database "
-        "lives on the controller and its password is generated there. Fix: remove them, or set database: external"
+        "options.accounting: host, password_secret_arn, ca_bundle_url and ca_bundle_sha256 apply only to database "
+        "'external'; the local database lives on the controller, reached over its socket, and its password is "
+        "generated there. Fix: remove them, or set database: external"
     ]
     with pytest.raises(OptionsError, match="unknown option"):
         parse_options({"accounting": {"password": "hunter2"}})

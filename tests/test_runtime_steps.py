@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import stat
@@ -415,8 +416,16 @@ def test_local_database_turns_snapshot_isolation_off_for_slurmdbd(tmp_path: Path
 def test_external_database_password_comes_from_secrets_manager(tmp_path: Path) -> None:
     arn = "arn:aws:secretsmanager:eu-west-1:111122223333:secret:slurmdb-AbCdEf"
     runner = RecordingRunner({("aws", "secretsmanager"): (0, json.dumps({"password": "s3cr3t-value"}))})
+    bundle = b"a CA bundle\n"
+    runner.hooks.append(lambda argv: argv[0] == "curl" and Path(argv[argv.index("--output") + 1]).write_bytes(bundle))
     options = {
-        "accounting": {"enabled": True, "database": "external", "host": "db.example", "password_secret_arn": arn}
+        "accounting": {
+            "enabled": True,
+            "database": "external",
+            "host": "db.example",
+            "password_secret_arn": arn,
+            "ca_bundle_sha256": hashlib.sha256(bundle).hexdigest(),  # TLS: tests/test_runtime_accounting_tls.py
+        }
     }
     node = fake_node(tmp_path, instance="controller-1", options=options, runner=runner)
     assert "accounting-database" not in names(steps_for(node))

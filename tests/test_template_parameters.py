@@ -117,26 +117,36 @@ def test_every_allowed_value_passes_the_rules(template: dict[str, Any]) -> None:
 
 
 NAMES = ["team-a", "a", "A1-b--2", "x" * 63, "x" * 64, "-a", "a-", "a_b", "a.b", "", "1"]
+TEAM = "example-team-"
+"""The example's bucket_name_prefix: a launch links only the team's buckets."""
 BUCKETS = ["team-data", "a.b.c", "ab", "Ab-c", "a..b", "192.168.0.1", "sthree-x", "x-s3alias", "a" * 63, "a" * 64]
+TEAM_BUCKETS = [TEAM + b for b in ("data", "a.b.c", "a..b", "x-s3alias", "X", "a" * 50, "a" * 51)] + [
+    TEAM,
+    "example-team",
+]
 
 
 @pytest.mark.parametrize(
-    ("name", "field", "values"),
+    ("name", "field", "values", "start"),
     [
-        ("HyperPodClusterName", "cluster_name", NAMES),
-        ("DataRepositoryDatasetsBucketName", "storage.data_repositories[0].bucket_name", BUCKETS),
+        ("HyperPodClusterName", "cluster_name", NAMES, ""),
+        ("DataRepositoryDatasetsBucketName", "storage.data_repositories[0].bucket_name", BUCKETS + TEAM_BUCKETS, TEAM),
     ],
 )
-def test_the_constraint_and_the_rule_agree(template: dict[str, Any], name: str, field: str, values: list[str]) -> None:
-    """A free-text choice is accepted by the template exactly when the rules accept it in the config."""
+def test_the_constraint_and_the_rule_agree(
+    template: dict[str, Any], name: str, field: str, values: list[str], start: str
+) -> None:
+    """A free-text choice is accepted by the template exactly when the rules accept it in the config (and, for a
+    bucket, it starts with the team's prefix: PAR-BUCKET-SCOPE)."""
     for value in values:
         accepted = not rejections(template["Parameters"][name], value)
         try:
             parse_config(config_with(field, value))
-            valid = True
+            valid = value.startswith(start)
         except ConfigurationError:
             valid = False
         assert accepted == valid, value
+    assert any(not value.startswith(start) and not bucket_name_problem(value) for value in values) or not start
 
 
 def test_a_prefix_the_template_accepts_passes_the_rules(template: dict[str, Any]) -> None:

@@ -268,8 +268,13 @@ class GroupParameters(_Model):
 class DataRepositoryParameters(_Model):
     """What a launching team may choose for a data repository whose bucket exists (``bucket_name`` set)."""
 
-    bucket_name: bool = False
-    """The bucket becomes a parameter (S3's naming rules as AllowedPattern); default: ``bucket_name``."""
+    bucket_name: bool | list[str] = False
+    """The bucket becomes a parameter; default: ``bucket_name``. ``true``: any name that starts with
+    ``bucket_name_prefix`` (required) and follows S3's naming rules (AllowedPattern); a list: exactly those buckets
+    (AllowedValues), ``bucket_name`` among them. Never any bucket of the account: its objects become readable by
+    every cluster user (``PAR-BUCKET-SCOPE``)."""
+    bucket_name_prefix: str | None = None
+    """With ``bucket_name: true``: the start every chosen bucket's name must have, e.g. the team's ``team-a-``."""
     bucket_prefix: bool = False
     """The key prefix becomes a parameter: empty or segments ending in '/'; default: ``bucket_prefix``."""
 

@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+ACCOUNT_ID = re.compile(r"^[0-9]{12}\Z")
+"""An AWS account ID (the platform bucket's owner)."""
 LIFECYCLE_ASSEMBLY_DIR = "hyperpod-cdk.lifecycle"
 """Directory of the cloud assembly holding one ``<tree hash>/`` directory (the files) and one
 ``<tree hash>.json`` (their destination) per published lifecycle prefix."""
@@ -71,10 +74,13 @@ def tree_hash(files: Mapping[str, bytes]) -> str:
 
 @dataclass(frozen=True)
 class PublishTarget:
-    """The platform team's bucket and key prefix that a published template and its files live under."""
+    """The platform team's bucket and key prefix that a published template and its files live under, and the
+    account that owns the bucket (None: the account the template is launched in; ``publish`` sets the one it
+    checked with ``ExpectedBucketOwner``)."""
 
     bucket_name: str
     prefix: str = ""
+    bucket_owner: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "prefix", normal_prefix(self.prefix))

@@ -167,22 +167,42 @@ def template_parameters(config: ClusterConfig) -> list[TemplateParameter]:
         if chosen_repository is None or repository.bucket_name is None:
             continue
         heading = f"Data repository {repository.name} ({repository.file_system_path})"
-        if chosen_repository.bucket_name:
+        listed = chosen_repository.bucket_name if isinstance(chosen_repository.bucket_name, list) else None
+        start = chosen_repository.bucket_name_prefix or ""
+        if listed:
             found.append(
                 TemplateParameter(
                     bucket_name_id(repository.name),
                     STRING,
                     repository.bucket_name,
-                    f"Existing S3 bucket linked to {repository.file_system_path}. {rule_doc('DRA-BUCKET')}",
+                    f"Existing S3 bucket linked to {repository.file_system_path}: one of the buckets the platform "
+                    "team allows.",
                     label="S3 bucket",
                     group=heading,
                     field=f"storage.data_repositories[{index}].bucket_name",
-                    allowed_pattern=bucket_name_pattern(),
+                    allowed_values=tuple(listed),
+                )
+            )
+        elif chosen_repository.bucket_name:
+            found.append(
+                TemplateParameter(
+                    bucket_name_id(repository.name),
+                    STRING,
+                    repository.bucket_name,
+                    f"Existing S3 bucket linked to {repository.file_system_path}"
+                    + (f", its name starting with {start!r}" if start else "")
+                    + f". {rule_doc('DRA-BUCKET')}",
+                    label="S3 bucket",
+                    group=heading,
+                    field=f"storage.data_repositories[{index}].bucket_name",
+                    allowed_pattern=bucket_name_pattern(start),
                     min_length=3,
                     max_length=MAX_BUCKET_NAME_LENGTH,
-                    constraint_description="an S3 bucket name: 3-63 lower-case letters, digits, dots and hyphens, "
-                    "starting and ending with a letter or digit, no '..', not an IP address, no reserved prefix "
-                    "or suffix",
+                    constraint_description=(
+                        f"a bucket name starting with '{start}': " if start else "an S3 bucket name: "
+                    )
+                    + "3-63 lower-case letters, digits, dots and hyphens, starting and ending with a letter "
+                    "or digit, no '..', not an IP address, no reserved prefix or suffix",
                 )
             )
         if chosen_repository.bucket_prefix:

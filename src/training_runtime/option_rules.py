@@ -16,10 +16,12 @@ from training_runtime.option_types import (
     DCGM_LEVELS,
     ENROOT_CACHES,
     HTTPS_INDEX_URL,
+    HTTPS_URL,
     HYPERPOD_HEALTH_ACTIONS,
     MAX_SLURM_SECONDS,
     MIN_CRED_EXPIRE,
     PIP_REQUIREMENT,
+    RDS_CA_BUNDLE_URL,
     RETURN_TO_SERVICE,
     SCRAPE_INTERVAL_RANGE,
     SECRET_ARN,
@@ -138,15 +140,48 @@ def accounting_external(options: RuntimeOptions, path: str) -> Iterable[Problem]
         )
 
 
+@_rule(
+    "RT-ACCOUNTING-TLS",
+    "runtime",
+    "runtime.accounting.{ca_bundle_url,ca_bundle_sha256}",
+    source="slurmdbd.conf(5) StorageParameters SSL_CA; Amazon RDS user guide (SSL/TLS certificate bundles)",
+)
+def accounting_tls(options: RuntimeOptions, path: str) -> Iterable[Problem]:
+    """The database's CA bundle comes from an https URL and is checked against a sha256 of 64 hexadecimal digits
+    (whether the sum is required: CL-ACCOUNTING-TLS)."""
+    accounting = options.accounting
+    url = accounting.ca_bundle_url
+    if not isinstance(url, str) or not HTTPS_URL.match(url):
+        yield Problem(
+            path + ".accounting.ca_bundle_url",
+            "expected an https URL of the certificate bundle (no query string, spaces or quotes)",
+            got=url,
+            fix="use e.g. " + RDS_CA_BUNDLE_URL,
+        )
+    digest = accounting.ca_bundle_sha256
+    if digest is not None and (not isinstance(digest, str) or not SHA256.match(digest)):
+        yield Problem(
+            path + ".accounting.ca_bundle_sha256",
+            "expected a sha256: 64 lower-case hexadecimal digits",
+            got=digest,
+            fix="give the first field of `sha256sum` of the bundle you downloaded and checked",
+        )
+
+
 @_rule("RT-ACCOUNTING-LOCAL", "runtime", "runtime.accounting", source="hyperpod-cdk")
 def accounting_local(options: RuntimeOptions, path: str) -> Iterable[Problem]:
-    """host and password_secret_arn apply only to an external database."""
+    """host, password_secret_arn and the CA bundle apply only to an external database."""
     accounting = options.accounting
-    if accounting.database == "local" and (accounting.host or accounting.password_secret_arn):
+    if accounting.database == "local" and (
+        accounting.host
+        or accounting.password_secret_arn
+        or accounting.ca_bundle_sha256
+        or accounting.ca_bundle_url != RDS_CA_BUNDLE_URL
+    ):
         yield Problem(
             path + ".accounting",
-            "host and password_secret_arn apply only to database 'external'; the local database lives on "
-            "the controller and its password is generated there",
+            "host, password_secret_arn, ca_bundle_url and ca_bundle_sha256 apply only to database 'external'; the "
+            "local database lives on the controller, reached over its socket, and its password is generated there",
             fix="remove them, or set database: external",
         )
 

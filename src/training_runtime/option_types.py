@@ -40,6 +40,11 @@ SHA256 = re.compile(r"^[0-9a-f]{64}$")
 HTTPS_INDEX_URL = re.compile(r"^https://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%+/-]*)?$")
 """A pip index: https only (pip fetches wheels that run as root), no user name or token (it would sit in the
 parameters file in the bucket), no query, nothing pip's argv would split on."""
+RDS_CA_BUNDLE_URL = "https://truststore.pki.rds.amazonaws.com/global/global-bundle.pem"
+"""Amazon RDS's global certificate bundle: the URL the RDS user guide's sample script downloads ("Updating
+applications to connect to DB instances using new SSL/TLS certificates")."""
+HTTPS_URL = re.compile(r"^https://[A-Za-z0-9.-]+(:[0-9]{1,5})?/[A-Za-z0-9._~/%+-]*\Z")
+"""An https URL of a file, without a query, user info or characters a command line or a config file could misread."""
 
 
 class OptionsError(InputError):
@@ -111,6 +116,14 @@ class AccountingOptions:
     """External databases only: a Secrets Manager secret whose string (or its ``password`` key) is the
     password. The controller reads it with the AWS CLI; ``HyperPodCluster`` grants the controller group's
     execution role, and no other, ``secretsmanager:GetSecretValue`` on this secret."""
+    ca_bundle_url: str = RDS_CA_BUNDLE_URL
+    """External databases only: where the controller downloads the certificate bundle that signs the database's
+    server certificate (https only; default: Amazon RDS's global bundle). slurmdbd connects with TLS
+    (``StorageParameters=SSL_CA=<the bundle>`` in slurmdbd.conf)."""
+    ca_bundle_sha256: Optional[str] = None
+    """External databases only, and required there: the sha256 of that bundle (``sha256sum``'s first field of a copy
+    you downloaded and checked). The controller refuses a download with another sum, so the node never trusts a
+    file nobody checked; when AWS publishes a new bundle, update the sum."""
 
 
 @dataclass(frozen=True)

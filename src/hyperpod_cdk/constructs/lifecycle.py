@@ -1,4 +1,22 @@
-"""LifecycleScripts: the S3 prefix HyperPod runs on every node, with our runtime and parameters."""
+"""LifecycleScripts: the S3 prefix HyperPod runs on every node, with our runtime and parameters.
+
+The prefix runs as root on every node, so who may write it matters as much as who may read it (security review M1):
+
+* **Writers.** A new bucket's policy denies every object write and delete under the prefix to every principal but
+  the upload's handler role (``aws:PrincipalArn``): an identity policy with ``s3:PutObject`` on ``*`` no longer
+  reaches it. IAM: "aws:PrincipalArn: Use this key to compare the Amazon Resource Name (ARN) of the principal that
+  made the request with the ARN that you specify in the policy. For IAM roles, the request context returns the ARN
+  of the role, not the ARN of the user that assumed the role. [...] Availability - This key is always included in
+  the request context." CloudFormation's execution role is not excepted: it writes no object (the handler does), and
+  a principal that may edit the bucket policy (``s3:PutBucketPolicy``) can lift the statement anyway. The account's
+  root user keeps the way back: S3's DeleteBucketPolicy reference, "the root principal in a bucket owner's AWS
+  account can perform the GetBucketPolicy, PutBucketPolicy, and DeleteBucketPolicy API actions, even if their
+  bucket policy explicitly denies the root principal's access."
+* **Readers.** The nodes read the prefix only while the bucket belongs to the expected account
+  (``aws:ResourceAccount``; IAM: "Use this key to compare the requested resource owner's AWS account ID with the
+  resource account in the policy [...] For certain resources, such as Amazon S3 buckets, the resource ARN does not
+  include the account ID"), so a bucket name that changed hands is not read.
+"""
 
 from __future__ import annotations
 
@@ -22,6 +40,17 @@ from hyperpod_cdk.lifecycle_files import staged_assets
 from hyperpod_cdk.model import DEFAULT_LIFECYCLE_PREFIX
 from training_runtime.params import ProvisioningParameters
 from training_runtime.users import USERS_FILE, User, dumps
+
+LIFECYCLE_WRITE_ACTIONS = (
+    "s3:PutObject*",
+    "s3:DeleteObject*",
+    "s3:ReplicateObject",
+    "s3:ReplicateDelete",
+    "s3:ReplicateTags",
+)
+"""Every S3 action that writes, deletes or re-tags an object under the prefix (``PutObject*`` covers the ACL,
+tagging, retention and legal-hold writes; replication writes as its own role)."""
+WRITERS_SID = "OnlyTheUploadWritesTheLifecyclePrefix"
 
 
 class LifecycleSource(Protocol):
@@ -65,6 +94,8 @@ class LifecycleScripts(Construct):
         contents. Default: ``lifecycle/``.
     :param extra_assets: more files to upload under the prefix (e.g. a users file). Default: none.
     :param removal_policy: of a new bucket. Default: RETAIN.
+    :param bucket_owner: the account ID that owns the bucket; the nodes read the prefix only from a bucket of this
+        account (``aws:ResourceAccount``). Default: the stack's account.
     """
 
     def __init__(
@@ -76,6 +107,7 @@ class LifecycleScripts(Construct):
         prefix: str = DEFAULT_LIFECYCLE_PREFIX,
         extra_assets: Sequence[s3deploy.ISource] = (),
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        bucket_owner: str | None = None,
     ) -> None:
         super().__init__(scope, id)
         check_props(
@@ -101,6 +133,10 @@ class LifecycleScripts(Construct):
             retain_on_delete=True,
         )
         self._acknowledge_upload_handler()
+        self.bucket_owner = bucket_owner or Stack.of(self).account
+        self.writers_restricted = self._deny_other_writers()
+        """Whether the bucket's policy limits writes under the prefix (False: an existing bucket, whose policy is its
+        owner's; docs/architecture.md, "The lifecycle prefix")."""
         self.parameters: ProvisioningParameters | None = None
         self.users: list[User] | None = None
         self.node.add_validation(ParametersAdded(self))
@@ -175,12 +211,39 @@ class LifecycleScripts(Construct):
             "CDK's BucketDeployment handler reads the uploaded asset from CDK's bootstrap bucket",
         )
 
+    def _deny_other_writers(self) -> bool:
+        """The bucket policy's Deny of writes under the prefix to everyone but the upload's handler role; the upload
+        waits for it (a replaced handler role is named before it writes). False when the bucket is not this stack's."""
+        added = self.bucket.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid=WRITERS_SID,
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=list(LIFECYCLE_WRITE_ACTIONS),
+                resources=[self.bucket.arn_for_objects(f"{self.prefix}*")],
+                conditions={"ArnNotEquals": {"aws:PrincipalArn": self.deployment.handler_role.role_arn}},
+            )
+        )
+        if added.policy_dependable is not None:
+            self.deployment.node.add_dependency(added.policy_dependable)
+        return added.statement_added
+
     def grant_read(self, grantee: iam.IGrantable) -> iam.Grant:
-        """Read of the objects under the scripts' prefix (CDK's ``grant_read`` also allows listing the
-        whole bucket: ``s3:List*`` and ``s3:GetBucket*`` carry no prefix condition)."""
-        grant = self.bucket.grant_read(grantee, f"{self.prefix}*")
+        """Read of the objects under the scripts' prefix while the bucket is ``bucket_owner``'s (CDK's
+        ``grant_read`` also allows listing the whole bucket: ``s3:List*`` and ``s3:GetBucket*`` carry no prefix
+        condition)."""
+        grant = grant_prefix_read(self.bucket, grantee, self.prefix, self.bucket_owner)
         acknowledge_prefix_read(grantee, self.bucket, self.prefix)
         return grant
+
+
+def grant_prefix_read(bucket: s3.IBucket, grantee: iam.IGrantable, prefix: str, owner: str) -> iam.Grant:
+    """CDK's ``grant_read`` of ``prefix*``, each of its statements conditioned on the bucket's owner
+    (``aws:ResourceAccount``)."""
+    grant = bucket.grant_read(grantee, f"{prefix}*")
+    for statement in grant.principal_statements:
+        statement.add_condition("StringEquals", {"aws:ResourceAccount": owner})
+    return grant
 
 
 def acknowledge_prefix_read(grantee: iam.IGrantable, bucket: s3.IBucket, prefix: str) -> None:

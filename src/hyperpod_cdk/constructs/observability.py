@@ -13,20 +13,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aws_cdk import Duration, Fn, RemovalPolicy, Stack
+from aws_cdk import Duration, Fn, Stack
 from aws_cdk import aws_aps as aps
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_events as events
-from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_grafana as grafana
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
-from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
+from hyperpod_cdk.constructs.alarm_topic import (
+    PublishToTopic,
+    alarm_topic,
+    let_prometheus_publish,
+    let_rules_publish,
+)
 from hyperpod_cdk.constructs.alert_rules import (
     HEALTH_AGENT_DETECTION_PATTERN,
     LIFECYCLE_FAILURE_PATTERN,
@@ -118,7 +122,11 @@ class ClusterObservability(Construct):
         self.workspace_id: str | None = None
         self.endpoint: str | None = None
         self.region: str | None = None
-        self.topic = self._topic(emails) if alarms else None
+        self.topic: sns.Topic | None = None
+        self.topic_key: kms.Key | None = None
+        """The alarm topic's key: services that publish (Budgets, ``ClusterBudget``) need its use."""
+        if alarms:
+            self.topic, self.topic_key = alarm_topic(self, cluster_name, emails)
         if metrics and workspace_arn is not None:
             self.workspace_arn = workspace_arn
             self.region, self.workspace_id, self.endpoint = endpoint_of(workspace_arn)
@@ -139,7 +147,8 @@ class ClusterObservability(Construct):
                 self, "AlertRules", name=cluster_name, workspace=self.workspace_arn, data=rule_groups_yaml(cluster_name)
             )
             if self.workspace is not None and self.topic is not None:
-                self._let_prometheus_publish(self.topic, self.workspace_arn)
+                assert self.topic_key is not None
+                let_prometheus_publish(self.topic, self.topic_key, self.workspace_arn)
         self.grafana = self._grafana() if grafana and self.workspace_arn is not None else None
 
     @property
@@ -192,6 +201,7 @@ class ClusterObservability(Construct):
                 "HyperPod reports an error (e.g. an instance could not be created; continuous provisioning)",
                 events.EventPattern(detail_type=[CLUSTER_EVENT], detail={"EventDetails": {"EventLevel": ["Error"]}}),
             )
+        rule_arns: list[str] = []
         for rule_id, (what, pattern) in rules.items():
             rule = events.Rule(
                 self,
@@ -203,8 +213,9 @@ class ClusterObservability(Construct):
                     detail_type=pattern.detail_type,
                     detail=pattern.detail,
                 ),
-                targets=[targets.SnsTopic(self.topic)],
+                targets=[PublishToTopic(self.topic)],
             )
+            rule_arns.append(rule.rule_arn)
             # The notification carries the event; the alarm keeps the state (dashboards, rollback_alarms).
             self._alarm(
                 rule_id.removesuffix("Rule") + "Alarm",
@@ -218,6 +229,7 @@ class ClusterObservability(Construct):
                 ),
                 notify=False,
             )
+        let_rules_publish(self.topic, rule_arns)
         # The log group's ID part is the cluster's ID, the last segment of Fn::GetAtt ClusterArn (HyperPodCluster
         # .cluster_id: Fn::Select/Fn::Split), so CloudFormation creates the filters after the cluster. A metric
         # filter needs its log group to exist; HyperPod creates the group when the first node runs its lifecycle
@@ -280,63 +292,6 @@ class ClusterObservability(Construct):
         if notify and self.topic is not None:
             alarm.add_alarm_action(actions.SnsAction(self.topic))
         return alarm
-
-    def _topic(self, emails: Sequence[str]) -> sns.Topic:
-        """The alarm topic: its own KMS key (the services that publish must be allowed in the key's policy, which
-        an imported key's owner controls), TLS only."""
-        key = kms.Key(
-            self,
-            "AlarmTopicKey",
-            description=f"Alarm topic of HyperPod cluster {self.cluster_name}",
-            enable_key_rotation=True,
-            removal_policy=RemovalPolicy.DESTROY,
-        )
-        publishers = [iam.ServicePrincipal(p) for p in ("events.amazonaws.com", "cloudwatch.amazonaws.com")]
-        publishers.append(iam.ServicePrincipal("aps.amazonaws.com"))
-        key.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="AlarmPublishersUseKey",
-                principals=publishers,
-                actions=["kms:Decrypt", "kms:GenerateDataKey"],
-                resources=["*"],
-            )
-        )
-        self.topic_key = key
-        """The alarm topic's key: services that publish (Budgets, ``ClusterBudget``) need its use."""
-        topic = sns.Topic(
-            self, "AlarmTopic", display_name=f"HyperPod {self.cluster_name} alarms", master_key=key, enforce_ssl=True
-        )
-        stack = Stack.of(self)
-        topic.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="CloudWatchAlarmsPublish",
-                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
-                actions=["sns:Publish"],
-                resources=[topic.topic_arn],
-                conditions={
-                    "ArnLike": {"aws:SourceArn": stack.format_arn(service="cloudwatch", resource="alarm:*")},
-                    "StringEquals": {"aws:SourceAccount": stack.account},
-                },
-            )
-        )
-        for email in emails:
-            topic.add_subscription(subscriptions.EmailSubscription(email))
-        return topic
-
-    def _let_prometheus_publish(self, topic: sns.Topic, workspace_arn: str) -> None:
-        """The workspace's alert manager publishes to the topic as the Prometheus service, for this workspace only."""
-        topic.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="PrometheusAlertsPublish",
-                principals=[iam.ServicePrincipal("aps.amazonaws.com")],
-                actions=["sns:Publish", "sns:GetTopicAttributes"],
-                resources=[topic.topic_arn],
-                conditions={
-                    "ArnEquals": {"aws:SourceArn": workspace_arn},
-                    "StringEquals": {"aws:SourceAccount": Stack.of(self).account},
-                },
-            )
-        )
 
     def _grafana(self) -> grafana.CfnWorkspace:
         """Grafana signs users in with IAM Identity Center and reads the workspace with a role that may only

@@ -14,15 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import jsii
-from aws_cdk import Aspects, IAspect, IStableStringProducer, Lazy, Stage, Token
+from aws_cdk import Aspects, IAspect, IStableStringProducer, Lazy, Stack, Stage, Token
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct, IConstruct, IDependable
 
-from hyperpod_cdk.constructs.lifecycle import ParametersAdded, acknowledge_prefix_read
+from hyperpod_cdk.constructs.lifecycle import ParametersAdded, acknowledge_prefix_read, grant_prefix_read
 from hyperpod_cdk.errors import raise_if_any
 from hyperpod_cdk.lifecycle_files import prefix_files, staged_assets
 from hyperpod_cdk.published_layout import (
+    ACCOUNT_ID,
     LifecycleTree,
     lifecycle_key_prefix,
     normal_prefix,
@@ -43,9 +44,14 @@ class PublishedLifecycleScripts(Construct):
 
     :param bucket_name: the platform bucket ``hyperpod-cdk publish --bucket`` uploads to (a literal name).
     :param prefix: the platform's key prefix (``publish --prefix``). Default: the bucket's root.
+    :param bucket_owner: the account ID that owns the platform bucket (``publish`` checks it on every call:
+        ``ExpectedBucketOwner``); the nodes read the prefix only from a bucket of this account
+        (``aws:ResourceAccount``). Default: the account the stack is launched in.
     """
 
-    def __init__(self, scope: Construct, id: str, *, bucket_name: str, prefix: str = "") -> None:
+    def __init__(
+        self, scope: Construct, id: str, *, bucket_name: str, prefix: str = "", bucket_owner: str | None = None
+    ) -> None:
         super().__init__(scope, id)
         prefix = normal_prefix(prefix)
         problems = []
@@ -57,9 +63,12 @@ class PublishedLifecycleScripts(Construct):
         problem = prefix_problem(prefix)
         if problem:
             problems.append(problem)
+        if bucket_owner is not None and not ACCOUNT_ID.match(bucket_owner):
+            problems.append(f"bucket_owner: got {bucket_owner!r}; expected a 12-digit AWS account ID")
         raise_if_any(f"PublishedLifecycleScripts {self.node.path}", problems)
         self.bucket_name = bucket_name
         self.platform_prefix = prefix
+        self.bucket_owner = bucket_owner or Stack.of(self).account
         self.bucket: s3.IBucket = s3.Bucket.from_bucket_name(self, "Bucket", bucket_name)
         self.assets_dir = staged_assets()
         self.parameters: ProvisioningParameters | None = None
@@ -117,7 +126,7 @@ class PublishedLifecycleScripts(Construct):
     def grant_read(self, grantee: iam.IGrantable) -> iam.Grant:
         """Read of the objects under this prefix (cdk-nag's findings acknowledged at synth, with the hash)."""
         self._readers.append(grantee)
-        return self.bucket.grant_read(grantee, f"{self.prefix}*")
+        return grant_prefix_read(self.bucket, grantee, self.prefix, self.bucket_owner)
 
     # --- the files -----------------------------------------------------------------------------------
     def files(self) -> dict[str, bytes]:

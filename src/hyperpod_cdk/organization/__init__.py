@@ -22,7 +22,7 @@ from hyperpod_cdk.constructs.nag import acknowledge
 from hyperpod_cdk.model import prefixed
 from hyperpod_cdk.organization.access_logs import AccessLogs
 from hyperpod_cdk.organization.encryption import BucketKeyInjector, KmsEncryption
-from hyperpod_cdk.organization.identity import PermissionBoundary, RequiredTagsCheck
+from hyperpod_cdk.organization.identity import PermissionBoundary, RequiredTagsCheck, boundary_of
 from hyperpod_cdk.organization.names import NAMED_TYPES, NamePrefix
 
 if TYPE_CHECKING:
@@ -153,4 +153,4 @@ def _logs_may_use_key(key: kms.Key) -> iam.PolicyStatement:
     )
 
 
-__all__ = ["IMPORTED_KEY_ID", "NAMED_TYPES", "OrganizationRules"]
+__all__ = ["IMPORTED_KEY_ID", "NAMED_TYPES", "OrganizationRules", "boundary_of"]

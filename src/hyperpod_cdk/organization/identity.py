@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import jsii
-from aws_cdk import Annotations, CfnResource, IAspect, TagManager
+from aws_cdk import Annotations, Aspects, CfnResource, IAspect, TagManager
 from constructs import IConstruct
 
 BOUNDED_TYPES = ("AWS::IAM::Role", "AWS::IAM::User")
@@ -24,6 +24,18 @@ class PermissionBoundary:
     def visit(self, node: IConstruct) -> None:
         if CfnResource.is_cfn_resource(node) and node.cfn_resource_type in BOUNDED_TYPES:  # type: ignore[attr-defined]
             node.add_property_override("PermissionsBoundary", self.policy_arn)  # type: ignore[attr-defined]
+
+
+def boundary_of(scope: IConstruct) -> str | None:
+    """The permission boundary ``OrganizationRules`` puts on the roles under ``scope`` (set on it or the nearest scope
+    above it), or None: what a role that creates those roles must require (``iam:PermissionsBoundary``)."""
+    node: IConstruct | None = scope
+    while node is not None:
+        for aspect in Aspects.of(node).all:
+            if isinstance(aspect, PermissionBoundary):
+                return aspect.policy_arn
+        node = node.node.scope
+    return None
 
 
 @jsii.implements(IAspect)

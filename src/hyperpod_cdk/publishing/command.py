@@ -27,7 +27,8 @@ def register(commands: Any) -> None:
         help="publish a config as a CloudFormation template that needs no CDK bootstrap (S3, content-addressed)",
         description="Synthesizes the config's cluster as a published template (no CDK bootstrap, assets or "
         "Lambda functions) and uploads its lifecycle files, file assets and template under --prefix in --bucket; "
-        "keys name their content, so what exists is skipped. Prints the template URL and the console's "
+        "keys name their content, so what exists with the same bytes is skipped and an object changed since it was "
+        "published stops the upload. Prints the template URL and the console's "
         "launch URL. Exit status: 0 published, 1 config problems, 2 publishing failed. See docs/publishing.md.",
     )
     publish.add_argument(
@@ -42,21 +43,28 @@ def register(commands: Any) -> None:
     publish.add_argument("--profile", help="AWS profile (default: the standard chain)")
     publish.add_argument("--endpoint-url", help="S3 endpoint (e.g. a local S3-compatible server)")
     publish.add_argument("--kms-key-id", help="encrypt the uploaded objects with this KMS key (default: SSE-S3)")
+    publish.add_argument(
+        "--bucket-owner",
+        help="the account ID that owns --bucket: every S3 call checks it (ExpectedBucketOwner) and the template's "
+        "nodes read their lifecycle files only from a bucket of that account (default: the caller's account)",
+    )
     publish.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
 def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     """``hyperpod-cdk publish`` for a config file."""
     from hyperpod_cdk.errors import ConfigurationError
-    from hyperpod_cdk.published_layout import PublishTarget, prefix_problem
+    from hyperpod_cdk.published_layout import ACCOUNT_ID, PublishTarget, prefix_problem
     from hyperpod_cdk.publishing.synth import app_stacks, config_stacks
     from hyperpod_cdk.rules.repositories import bucket_name_problem
 
     err = stderr or sys.stderr
-    target = PublishTarget(args.bucket, args.prefix)
+    target = PublishTarget(args.bucket, args.prefix, args.bucket_owner)
     bucket_problem = bucket_name_problem(target.bucket_name)
     problem = f"--bucket: got {target.bucket_name!r}; {bucket_problem}" if bucket_problem else None
     problem = problem or prefix_problem(target.prefix, "--prefix")
+    if not problem and target.bucket_owner is not None and not ACCOUNT_ID.match(target.bucket_owner):
+        problem = f"--bucket-owner: got {target.bucket_owner!r}; expected a 12-digit AWS account ID"
     if problem:
         print(f"error: {problem}", file=err)
         return EXIT_FAILED
@@ -96,7 +104,9 @@ def publish(
     stderr: TextIO | None = None,
     session_factory: Callable[[str | None, str | None], Any] | None = None,
 ) -> int:
-    """Synthesizes ``build``'s app into a temporary directory and publishes what it holds to ``target``."""
+    """Synthesizes ``build``'s app into a temporary directory and publishes what it holds to ``target``, in a bucket
+    of ``target.bucket_owner`` (default: the caller's account, from STS)."""
+    import dataclasses
     import tempfile
     from pathlib import Path
 
@@ -104,7 +114,7 @@ def publish(
     from hyperpod_cdk.aws.errors import OpsError
     from hyperpod_cdk.aws.session import make_session
     from hyperpod_cdk.errors import ConfigurationError
-    from hyperpod_cdk.publishing.synth import synthesize
+    from hyperpod_cdk.publishing.synth import PUBLISH_CONTEXT, synthesize
     from hyperpod_cdk.publishing.upload import PublishError, plan, upload
 
     out, err = stdout or sys.stdout, stderr or sys.stderr
@@ -112,11 +122,13 @@ def publish(
         with aws_errors():
             session = (session_factory or make_session)(profile, region)
             s3 = session.client("s3", endpoint_url=endpoint_url)
-            bucket_region = _bucket_region(s3, target.bucket_name)
+            owner = target.bucket_owner or str(session.client("sts").get_caller_identity()["Account"])
+            target = dataclasses.replace(target, bucket_owner=owner)
+            bucket_region = _bucket_region(s3, target.bucket_name, owner)
             with tempfile.TemporaryDirectory(prefix="hyperpod-cdk-publish-") as outdir:
-                assembly = synthesize(build, Path(outdir), source=source)
+                assembly = synthesize(build, Path(outdir), source=source, context={PUBLISH_CONTEXT[2]: owner})
                 work = plan(assembly, target)
-                results = upload(s3, work.items, kms_key_id=kms_key_id)
+                results = upload(s3, work.items, owner=owner, kms_key_id=kms_key_id)
     except ConfigurationError as error:
         print(f"error: {error}", file=err)
         return EXIT_CONFIG
@@ -128,6 +140,7 @@ def publish(
     console_region = region or bucket_region
     report: dict[str, Any] = {
         "bucket": target.bucket_name,
+        "bucket_owner": target.bucket_owner,
         "prefix": target.prefix,
         "uploaded": [f"s3://{r.item.bucket}/{r.item.key}" for r in results if r.uploaded],
         "skipped": [f"s3://{r.item.bucket}/{r.item.key}" for r in results if not r.uploaded],
@@ -153,12 +166,13 @@ def publish(
     return 0
 
 
-def _bucket_region(s3: Any, bucket: str) -> str:
-    """The bucket's Region (its template URL is in it); checks that the bucket exists before any synth."""
+def _bucket_region(s3: Any, bucket: str, owner: str) -> str:
+    """The bucket's Region (its template URL is in it); checks that the bucket exists and is ``owner``'s before any
+    synth."""
     from hyperpod_cdk.publishing.upload import check_bucket
 
-    check_bucket(s3, bucket)
-    location = s3.get_bucket_location(Bucket=bucket).get("LocationConstraint")
+    check_bucket(s3, bucket, owner)
+    location = s3.get_bucket_location(Bucket=bucket, ExpectedBucketOwner=owner).get("LocationConstraint")
     return str(location or "us-east-1")
 
 

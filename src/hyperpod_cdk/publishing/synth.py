@@ -37,21 +37,26 @@ def config_stacks(
             app,
             name,
             config=config,
-            target=target,
+            target=publish_target(app, target),  # the bucket's owner, once publish has checked it
             env=cdk.Environment(region=region) if region else None,
         )
 
     return build
 
 
-PUBLISH_CONTEXT = ("publish_bucket", "publish_prefix")
-"""The context keys through which a Python app learns the platform bucket and prefix it is published to."""
+PUBLISH_CONTEXT = ("publish_bucket", "publish_prefix", "publish_bucket_owner")
+"""The context keys through which a Python app learns the platform bucket and prefix it is published to, and the
+account that owns the bucket."""
 
 
 def publish_target(app: cdk.App, default: PublishTarget) -> PublishTarget:
     """The target ``publish`` gave an app through :data:`PUBLISH_CONTEXT`, else ``default`` (a plain synth)."""
-    bucket, prefix = (app.node.try_get_context(key) for key in PUBLISH_CONTEXT)
-    return PublishTarget(bucket or default.bucket_name, prefix if prefix is not None else default.prefix)
+    bucket, prefix, owner = (app.node.try_get_context(key) for key in PUBLISH_CONTEXT)
+    return PublishTarget(
+        bucket or default.bucket_name,
+        prefix if prefix is not None else default.prefix,
+        owner or default.bucket_owner,
+    )
 
 
 def app_stacks(app_path: str | Path, target: PublishTarget) -> BuildApp:
@@ -74,19 +79,22 @@ def app_stacks(app_path: str | Path, target: PublishTarget) -> BuildApp:
     def build(app: cdk.App) -> object:
         app.node.set_context(PUBLISH_CONTEXT[0], target.bucket_name)
         app.node.set_context(PUBLISH_CONTEXT[1], target.prefix)
+        if target.bucket_owner is not None:
+            app.node.set_context(PUBLISH_CONTEXT[2], target.bucket_owner)
         return app_build(app)
 
     return build
 
 
-def synthesize(build: BuildApp, outdir: Path, *, source: str) -> Path:
-    """The cloud assembly of ``build``'s app in ``outdir``. Raises :class:`ConfigurationError` for every
-    finding of CDK's built-in template validator, each named by config field where one is known."""
+def synthesize(build: BuildApp, outdir: Path, *, source: str, context: dict[str, str] | None = None) -> Path:
+    """The cloud assembly of ``build``'s app (its context: ``context``) in ``outdir``. Raises
+    :class:`ConfigurationError` for every finding of CDK's built-in template validator, each named by config field
+    where one is known."""
     import aws_cdk as cdk
 
     from hyperpod_cdk.template_findings import findings_in
 
-    app = cdk.App(outdir=str(outdir))
+    app = cdk.App(outdir=str(outdir), context=context)
     build(app)
     assembly = app.synth()
     problems = findings_in(assembly.directory)

@@ -3,12 +3,19 @@
 Three kinds of objects: the lifecycle prefixes the constructs wrote into the assembly
 (:class:`~hyperpod_cdk.published_layout.LifecycleTree`), the file assets of ``<stack>.assets.json`` (a
 ``file`` as is, a ``zip`` directory zipped deterministically), and each stack's template under
-``<prefix>templates/<stack>/<sha256>.template.json``. Every key names its content, so a key that exists is
-skipped: a re-publish of unchanged input uploads nothing, and nothing published is ever overwritten.
+``<prefix>templates/<stack>/<sha256>.template.json``. Every key names its content, so a key that exists with the
+same bytes is skipped: a re-publish of unchanged input uploads nothing, and nothing published is ever overwritten.
+A key that exists with other bytes was changed after it was published (the lifecycle files run as root on every
+node): the upload is refused before anything is written, naming each such key. Every call names the bucket's
+expected owner (``ExpectedBucketOwner``), so a bucket name that another account holds is never written to. S3's
+"Verifying bucket ownership with bucket owner condition": "We recommend using bucket owner condition whenever you
+perform a supported S3 operation and know the account ID of the expected bucket owner."
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import io
 import json
 import zipfile
@@ -127,33 +134,60 @@ class Result:
     uploaded: bool
 
 
-def upload(s3: Any, items: list[Item], *, kms_key_id: str | None = None) -> list[Result]:
-    """Uploads each item whose key does not exist yet, encrypted (SSE-S3, or SSE-KMS with ``kms_key_id``).
-    Every destination bucket is checked first, so a missing bucket uploads nothing."""
+def upload(s3: Any, items: list[Item], *, owner: str, kms_key_id: str | None = None) -> list[Result]:
+    """Uploads each item whose key does not exist yet, encrypted (SSE-S3, or SSE-KMS with ``kms_key_id``) and with
+    its SHA-256 (S3 refuses a body that does not match it), to buckets of ``owner`` only. Every destination bucket
+    is checked first, then every existing key's bytes, so a missing bucket or a changed object uploads nothing."""
     for bucket in sorted({item.bucket for item in items}):
-        check_bucket(s3, bucket)
+        check_bucket(s3, bucket, owner)
     encryption: dict[str, str] = (
         {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": kms_key_id}
         if kms_key_id
         else {"ServerSideEncryption": "AES256"}
     )
+    existing = {id(item): _stored(s3, item, owner) for item in items}
+    changed = [
+        f"s3://{item.bucket}/{item.key} (sha256 {found}, published as {_sha256(item.body)})"
+        for item in items
+        if (found := existing[id(item)]) is not None and found != _sha256(item.body)
+    ]
+    if changed:
+        raise PublishError(
+            f"{len(changed)} published object(s) hold other bytes than their key names, so someone changed them "
+            f"after publishing: {'; '.join(changed[:5])}{' ...' if len(changed) > 5 else ''}. Nothing was uploaded. "
+            "Fix: find who wrote them (S3 server access logs or CloudTrail data events), then delete those "
+            "versions or publish under another --prefix"
+        )
     results = []
+    written: set[tuple[str, str]] = set()
     for item in items:
-        exists = _exists(s3, item.bucket, item.key)
+        exists = existing[id(item)] is not None or (item.bucket, item.key) in written
         if not exists:
-            s3.put_object(Bucket=item.bucket, Key=item.key, Body=item.body, **encryption)
+            written.add((item.bucket, item.key))
+            s3.put_object(
+                Bucket=item.bucket,
+                Key=item.key,
+                Body=item.body,
+                ExpectedBucketOwner=owner,
+                ChecksumSHA256=base64.b64encode(hashlib.sha256(item.body).digest()).decode(),
+                **encryption,
+            )
         results.append(Result(item, uploaded=not exists))
     return results
 
 
-def check_bucket(s3: Any, bucket: str) -> None:
-    """Raises :class:`PublishError` when ``bucket`` is missing or the caller may not use it."""
+def _sha256(body: bytes) -> str:
+    return hashlib.sha256(body).hexdigest()
+
+
+def check_bucket(s3: Any, bucket: str, owner: str) -> None:
+    """Raises :class:`PublishError` when ``bucket`` is missing, is not ``owner``'s, or the caller may not use it."""
     from botocore.exceptions import ClientError
 
     from hyperpod_cdk.aws.clients import ACCESS_DENIED, error_code
 
     try:
-        s3.head_bucket(Bucket=bucket)
+        s3.head_bucket(Bucket=bucket, ExpectedBucketOwner=owner)
     except ClientError as error:
         code = error_code(error)
         if code in ("404", "NoSuchBucket"):
@@ -162,21 +196,23 @@ def check_bucket(s3: Any, bucket: str) -> None:
             ) from None
         if code == "403" or code in ACCESS_DENIED:  # HEAD answers with the status alone
             raise PublishError(
-                f"access denied to bucket {bucket}: the caller needs s3:ListBucket and s3:GetBucketLocation on it "
-                "and s3:GetObject and s3:PutObject on the publishing prefix"
+                f"access denied to bucket {bucket}: it is not owned by account {owner} (--bucket-owner; default: "
+                "the caller's account), or the caller needs s3:ListBucket and s3:GetBucketLocation on it and "
+                "s3:GetObject and s3:PutObject on the publishing prefix"
             ) from None
         raise
 
 
-def _exists(s3: Any, bucket: str, key: str) -> bool:
+def _stored(s3: Any, item: Item, owner: str) -> str | None:
+    """The sha256 of the object at ``item``'s key, or None when there is none."""
     from botocore.exceptions import ClientError
 
     from hyperpod_cdk.aws.clients import error_code
 
     try:
-        s3.head_object(Bucket=bucket, Key=key)
+        response = s3.get_object(Bucket=item.bucket, Key=item.key, ExpectedBucketOwner=owner)
     except ClientError as error:
         if error_code(error) in ("404", "NoSuchKey", "NotFound"):
-            return False
+            return None
         raise
-    return True
+    return _sha256(response["Body"].read())

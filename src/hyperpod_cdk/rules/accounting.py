@@ -94,3 +94,28 @@ def accounting_permanent(view: ClusterView) -> Iterator[Problem]:
         got="external",
         fix="nothing to fix; create a new cluster if it must ever run without this database",
     )
+
+
+@rule(
+    "CL-ACCOUNTING-TLS",
+    "runtime",
+    "runtime.accounting.ca_bundle_sha256",
+    needs=("cluster",),
+    source="slurmdbd.conf(5) StorageParameters (SSL_CA: the path name of the Certificate Authority certificate file)",
+)
+def accounting_tls(view: ClusterView) -> Iterator[Problem]:
+    """Where the runtime runs slurmdbd against an external database, it connects over TLS and needs the sha256 of the
+    CA bundle it downloads (it trusts no file nobody checked)."""
+    options = view.runtime_options
+    if options is None or not external_database(options.accounting):
+        return
+    if slurmdbd_owner(view.mode, view.node_provisioning_mode, options.accounting) == SLURMDBD_BY_HYPERPOD:
+        return  # HyperPod configures slurmdbd (and its connection) itself
+    if options.accounting.ca_bundle_sha256 is None:
+        yield Problem(
+            view.path("runtime", "accounting.ca_bundle_sha256"),
+            "the controller's slurmdbd reaches the external database over TLS (StorageParameters=SSL_CA=...) and "
+            f"checks the CA bundle it downloads from {options.accounting.ca_bundle_url} against this sha256",
+            fix="download the bundle yourself, check it, and set ca_bundle_sha256 to `sha256sum`'s first field "
+            '(docs/configuration.md, runtime.accounting: "The accounting database over TLS")',
+        )

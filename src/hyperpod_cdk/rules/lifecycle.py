@@ -52,7 +52,8 @@ def bucket(view: ClusterView) -> Iterator[Problem]:
     source="SageMaker ClusterLifeCycleConfig; AmazonSageMakerClusterInstanceRolePolicy",
 )
 def bucket_access(view: ClusterView) -> Iterator[Problem]:
-    """An existing bucket's own policy or KMS key can still stop HyperPod reading the scripts."""
+    """An existing bucket's own policy or KMS key can still stop HyperPod reading the scripts, and its writers are its
+    owner's to limit."""
     lifecycle = view.lifecycle
     if lifecycle is None or not view.concrete(lifecycle.bucket_name):
         return
@@ -61,8 +62,10 @@ def bucket_access(view: ClusterView) -> Iterator[Problem]:
             view.path("lifecycle", "bucket_name"),
             "an existing bucket: the execution role gets read access through a grant, but HyperPod's managed "
             "policy covers only sagemaker-* buckets, and a bucket policy or KMS key of this bucket can still "
-            "deny the nodes",
+            "deny the nodes; and the stack cannot limit who writes the prefix (its scripts run as root on every "
+            "node), as it does in a bucket it creates",
             got=lifecycle.bucket_name,
             fix="`hyperpod-cdk preflight` checks the bucket policy and key policy against the account (AWS-BUCKET); "
-            "or let the stack create the bucket",
+            "add a Deny of s3:PutObject* and s3:DeleteObject* on the prefix to all but the upload's role "
+            "(docs/architecture.md, Security defaults); or let the stack create the bucket",
         )

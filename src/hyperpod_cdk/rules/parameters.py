@@ -15,7 +15,12 @@ from typing import Any
 from hyperpod_cdk.model import InstanceGroup
 from hyperpod_cdk.rules.network import addresses_per_instance
 from hyperpod_cdk.rules.registry import REGISTRY, SECTIONS, run
-from hyperpod_cdk.rules.repositories import S3_PREFIX_PARAMETER, prefix_default
+from hyperpod_cdk.rules.repositories import (
+    BUCKET_NAME_START,
+    S3_PREFIX_PARAMETER,
+    bucket_name_problem,
+    prefix_default,
+)
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime.problems import ERROR, WARNING, Problem
 
@@ -130,6 +135,69 @@ def defaults(view: ClusterView) -> Iterator[Problem]:
                 "a prefix chosen at launch has S3-safe segments separated by single '/' (its default is this one)",
                 got=repository.bucket_prefix,
                 fix="remove the empty segments ('//')",
+            )
+
+
+@rule(
+    "PAR-BUCKET-SCOPE",
+    "parameters",
+    "parameters.data_repositories.<name>.{bucket_name,bucket_name_prefix}",
+    needs=("storage",),
+    suppressible=True,
+    source="hyperpod-cdk (security review M7: a launch that links any bucket of the account)",
+)
+def bucket_scope(view: ClusterView) -> Iterator[Problem]:
+    """A bucket chosen at launch is limited to a team's name prefix or to a list that holds the config's bucket,
+    never any bucket of the account (its objects would become readable by every cluster user)."""
+    choices = view.parameters
+    if choices is None:
+        return
+    storage = view.storage
+    repositories = {r.name: (i, r) for i, r in enumerate(storage.data_repositories if storage is not None else [])}
+    for name, chosen in choices.data_repositories.items():
+        found = repositories.get(name)
+        if found is None or found[1].bucket_name is None:
+            continue  # PAR-TARGET
+        index, repository = found
+        where = f"{ROOT}.data_repositories.{name}"
+        default_field = f"storage.data_repositories[{index}].bucket_name"
+        start = chosen.bucket_name_prefix
+        if isinstance(chosen.bucket_name, list):
+            yield from _listed(f"{where}.bucket_name", chosen.bucket_name, repository.bucket_name, default_field)
+            for position, bucket in enumerate(chosen.bucket_name):
+                problem = bucket_name_problem(bucket)
+                if problem:
+                    yield Problem(f"{where}.bucket_name[{position}]", problem, got=bucket)
+        elif chosen.bucket_name and start is None:
+            yield Problem(
+                f"{where}.bucket_name",
+                "true lets whoever launches the template link any bucket of the account into the file system, "
+                "where every cluster user can read its objects",
+                fix="set bucket_name_prefix to the team's bucket-name prefix (e.g. 'team-a-'), or list the buckets "
+                "a launch may choose (bucket_name: [..., ...])",
+            )
+        if start is None:
+            continue
+        if chosen.bucket_name is not True:
+            yield Problem(
+                f"{where}.bucket_name_prefix",
+                "applies to bucket_name: true (a list names its buckets already)",
+                got=start,
+                fix="remove it, or set bucket_name: true",
+            )
+        elif not BUCKET_NAME_START.match(start):
+            yield Problem(
+                f"{where}.bucket_name_prefix",
+                "the start of a bucket name: 1-40 lower-case letters, digits, dots and hyphens, the first a letter "
+                "or digit",
+                got=start,
+            )
+        elif view.concrete(repository.bucket_name) and not str(repository.bucket_name).startswith(start):
+            yield Problem(
+                default_field,
+                f"the parameter's default must start with bucket_name_prefix {start!r}",
+                got=repository.bucket_name,
+                fix=f"use a bucket whose name starts with {start!r}, or change the prefix",
             )
 
 

@@ -22,6 +22,9 @@ S3_PREFIX = re.compile(f"^[/{S3_KEY_CHARACTERS}]*$")
 S3_PREFIX_PARAMETER = re.compile(f"^([{S3_KEY_CHARACTERS}]+/)*$")
 """A prefix given as a template parameter: empty, or S3-safe segments each ending in '/' (no leading '/')."""
 BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+BUCKET_NAME_START = re.compile(r"^[a-z0-9][a-z0-9.-]{0,39}\Z")
+"""The start of a bucket name a launch may choose (``parameters.data_repositories.<name>.bucket_name_prefix``):
+1-40 characters, leaving a name room of its own."""
 IP_ADDRESS = r"\d+\.\d+\.\d+\.\d+"
 RESERVED_BUCKET_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
 RESERVED_BUCKET_SUFFIXES = ("-s3alias", "--ol-s3", "--x-s3")
@@ -157,12 +160,15 @@ def prefix_default(prefix: str) -> str:
     return stripped + "/" if stripped else ""
 
 
-def bucket_name_pattern() -> str:
+def bucket_name_pattern(start: str = "") -> str:
     """Every check of :func:`bucket_name_problem` as one regular expression (a template parameter's
-    AllowedPattern): a name matches it exactly when that function finds nothing wrong."""
+    AllowedPattern): a name matches it exactly when that function finds nothing wrong and it starts with ``start``
+    (a :data:`BUCKET_NAME_START`)."""
     prefixes = "|".join(re.escape(p) for p in RESERVED_BUCKET_PREFIXES)
     suffixes = "|".join(re.escape(s) for s in RESERVED_BUCKET_SUFFIXES)
-    return f"^(?!.*\\.\\.)(?!{IP_ADDRESS}$)(?!{prefixes})(?!.*({suffixes})$)" + BUCKET_NAME.pattern[1:]
+    escaped = start.replace(".", "\\.")  # the only character of a BUCKET_NAME_START a regex reads specially
+    starts = f"(?={escaped})" if start else ""
+    return f"^{starts}(?!.*\\.\\.)(?!{IP_ADDRESS}$)(?!{prefixes})(?!.*({suffixes})$)" + BUCKET_NAME.pattern[1:]
 
 
 @rule(

@@ -208,7 +208,11 @@ class TrainingCluster:
                 "the section",
             )
         return PublishedLifecycleScripts(
-            self.scope, "LifecycleScripts", bucket_name=self.published.bucket_name, prefix=self.published.prefix
+            self.scope,
+            "LifecycleScripts",
+            bucket_name=self.published.bucket_name,
+            prefix=self.published.prefix,
+            bucket_owner=self.published.bucket_owner,
         )
 
     def _observability(self, obs: ObservabilityConfig) -> ClusterObservability | None:

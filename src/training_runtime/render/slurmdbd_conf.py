@@ -2,12 +2,18 @@
 
 The file holds the database password and nothing else does, so the caller writes it mode 0600, owner
 ``slurm_user`` (slurmdbd refuses to start otherwise). Problems are reported without echoing the password.
+
+With ``ssl_ca`` (an external database), slurmdbd connects over TLS: ``StorageParameters=SSL_CA=<bundle>``.
+slurmdbd.conf(5): "StorageParameters: Comma separated list of key-value pair parameters. Currently supported values
+include options to establish a secure connection to the database: [...] SSL_CA: The path name of the Certificate
+Authority (CA) certificate file." Slurm splits the value on ',' and '=' (``_set_mysql_ssl_opts`` in
+``src/database/mysql_common.c``) and hands the pieces to ``mysql_ssl_set``, so the path may hold neither.
 """
 
 from __future__ import annotations
 
 import re
-from typing import List
+from typing import List, Optional
 
 from training_runtime.hyperpod_facts import ACCOUNTING_DATABASE, SLURM_LOG_DIR, SLURMDBD_PID_FILE
 from training_runtime.options import TCP_PORTS
@@ -21,6 +27,12 @@ slurmdbd, the name the constructs give its ``AccountingDatabase`` (one history w
 DB_NAME = re.compile(r"^[A-Za-z0-9_]{1,64}$")
 DB_USER = re.compile(r"^[A-Za-z0-9_.@-]{1,80}$")
 _PASSWORD_FORBIDDEN = re.compile(r'[\s"\x00-\x1f\x7f]')
+TLS_LINES = (
+    "# TLS to the database, with the CA bundle that runtime.accounting.ca_bundle_url and _sha256 name.\n"
+    "StorageParameters=SSL_CA={}\n"
+)
+SSL_PATH = re.compile(r"^/[A-Za-z0-9._/-]+\Z")
+"""A StorageParameters file path: absolute, and none of the ',' '=' '#' or spaces Slurm's parsers split on."""
 
 
 def escape_value(value: str) -> str:
@@ -38,6 +50,7 @@ def render_slurmdbd_conf(
     storage_loc: str = DATABASE_NAME,
     log_dir: str = SLURM_LOG_DIR,
     slurm_user: str = "slurm",
+    ssl_ca: Optional[str] = None,
 ) -> str:
     """The complete slurmdbd.conf. Raises :class:`RenderError` listing every problem in the inputs."""
     problems: List[str] = []
@@ -65,6 +78,8 @@ def render_slurmdbd_conf(
             bad(name, value, "expected an absolute path without whitespace, '#' or a trailing '/'")
     if not isinstance(slurm_user, str) or not USER_NAME.fullmatch(slurm_user):
         bad("slurm_user", slurm_user, "expected a Linux user name")
+    if ssl_ca is not None and (not isinstance(ssl_ca, str) or not SSL_PATH.match(ssl_ca)):
+        bad("ssl_ca", ssl_ca, "expected an absolute path of letters, digits, '.', '_', '-' and '/'")
     if problems:
         raise RenderError("slurmdbd.conf", problems)
     return (
@@ -82,6 +97,7 @@ def render_slurmdbd_conf(
         "StorageUser={storage_user}\n"
         "StoragePass={storage_pass}\n"
         "StorageLoc={storage_loc}\n"
+        "{tls}"
     ).format(
         user=slurm_user,
         dbd_host=dbd_host,
@@ -92,4 +108,5 @@ def render_slurmdbd_conf(
         storage_user=storage_user,
         storage_pass=escape_value(storage_pass),
         storage_loc=storage_loc,
+        tls="" if ssl_ca is None else TLS_LINES.format(ssl_ca),
     )

@@ -3,12 +3,14 @@ Manager), slurmdbd's configuration, and the cluster's registration in the accoun
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import secrets
 from typing import List, Optional
 
 from training_runtime import services
+from training_runtime.apt import download
 from training_runtime.errors import StepFailed
 from training_runtime.files import ensure_dir, file_matches, read_text, write_file
 from training_runtime.node import HYPERPOD, Node
@@ -28,6 +30,10 @@ from training_runtime.steps import Step
 from training_runtime.steps.slurm import SLURM_USER, conf_path, slurm_cluster_name
 
 DB_PASSWORD_FILE = STATE_DIR + "/secrets/slurmdbd-password"
+CA_BUNDLE = "accounting-ca-bundle.pem"
+"""The external database's CA bundle, next to slurmdbd.conf (its ``StorageParameters=SSL_CA``)."""
+CA_BUNDLE_DOWNLOAD = STATE_DIR + "/downloads/" + CA_BUNDLE
+"""Where the bundle lands before its sha256 is checked (root-only state directory); never read by slurmdbd."""
 DEFAULT_STATE_SAVE_LOCATION = SLURMCTLD_STATE_DIR
 """Slurm's default StateSaveLocation, where a slurm.conf names none."""
 DB_NAME = DATABASE_NAME
@@ -157,6 +163,58 @@ def external_password(node: Node) -> str:
     )
 
 
+def ca_bundle_path(node: Node) -> Optional[str]:
+    """slurmdbd.conf's ``SSL_CA`` for an external database; None for the local one (reached over its socket)."""
+    return conf_path(node, CA_BUNDLE) if node.options.accounting.database == "external" else None
+
+
+def _expected_sha256(node: Node) -> str:
+    expected = node.options.accounting.ca_bundle_sha256
+    if not expected:
+        raise StepFailed(
+            "runtime.accounting.ca_bundle_sha256 is not set, so the CA bundle for the external database cannot be "
+            "checked and is not downloaded (slurmdbd connects over TLS only with a checked bundle). Fix: download "
+            "{} yourself, check it, and set ca_bundle_sha256 to `sha256sum`'s first field".format(
+                node.options.accounting.ca_bundle_url
+            )
+        )
+    return expected
+
+
+def ca_bundle_current(node: Node) -> bool:
+    """The bundle next to slurmdbd.conf has the sha256 the config names."""
+    path = ca_bundle_path(node)
+    expected = node.options.accounting.ca_bundle_sha256
+    if path is None or not expected:
+        return path is None
+    data = node.path(path).read_bytes() if node.path(path).is_file() else None
+    return data is not None and hashlib.sha256(data).hexdigest() == expected
+
+
+def fetch_ca_bundle(node: Node) -> None:
+    """Downloads the CA bundle (https only), checks its sha256 and only then puts it where slurmdbd reads it; a
+    download with another sum is deleted and refused."""
+    path = ca_bundle_path(node)
+    if path is None or ca_bundle_current(node):
+        return
+    expected = _expected_sha256(node)
+    url = node.options.accounting.ca_bundle_url
+    staged = node.path(CA_BUNDLE_DOWNLOAD)
+    ensure_dir(node, STATE_DIR + "/downloads", mode=0o700)
+    staged.unlink(missing_ok=True)
+    download(node, url, str(staged))
+    data = staged.read_bytes() if staged.is_file() else b""
+    staged.unlink(missing_ok=True)
+    got = hashlib.sha256(data).hexdigest() if data else "(no file)"
+    if got != expected:
+        raise StepFailed(
+            "{}: sha256 {} but runtime.accounting.ca_bundle_sha256 is {}; refusing it. Fix: check the download source "
+            "(a proxy may serve another file), or, if AWS published a new bundle, check it and update the "
+            "sum".format(url, got, expected)
+        )
+    write_file(node, path, data, mode=0o644)
+
+
 def slurmdbd_conf(node: Node, password: str) -> str:
     accounting = node.options.accounting
     external = accounting.database == "external"
@@ -167,6 +225,7 @@ def slurmdbd_conf(node: Node, password: str) -> str:
         storage_user=accounting.user,
         storage_pass=password,
         storage_loc=DB_NAME,
+        ssl_ca=ca_bundle_path(node),
     )
 
 
@@ -183,10 +242,11 @@ class SlurmdbdConfig(Step):
         password = self._password(node)
         path = conf_path(node, "slurmdbd.conf")
         if password is None:
-            return not node.path(path).exists()
+            return not node.path(path).exists() or not ca_bundle_current(node)
         return not file_matches(node, path, slurmdbd_conf(node, password), 0o600, SLURM_USER, SLURM_USER)
 
     def apply(self, node: Node) -> None:
+        fetch_ca_bundle(node)
         password = self._password(node)
         if password is None:
             password = (
@@ -202,7 +262,14 @@ class SlurmdbdConfig(Step):
         )
 
     def describe(self, node: Node) -> List[str]:
-        return ["write {} (slurm, 0600; holds the database password)".format(conf_path(node, "slurmdbd.conf"))]
+        bundle = ca_bundle_path(node)
+        fetch = (
+            ["download {} to {} (sha256 checked)".format(node.options.accounting.ca_bundle_url, bundle)]
+            if bundle
+            else []
+        )
+        conf = "write {} (slurm, 0600; holds the database password)".format(conf_path(node, "slurmdbd.conf"))
+        return [*fetch, conf]
 
 
 def forget_cluster_id(node: Node) -> None:
