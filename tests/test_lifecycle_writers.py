@@ -28,21 +28,22 @@ def writers_statement(template: Template) -> dict[str, Any]:
     return statement
 
 
-def lifecycle_read(template: Template) -> dict[str, Any]:
-    """The nodes' read of the prefix: the one ``s3:GetObject*`` statement of a policy not attached to a Lambda
-    function's role (the upload handler also reads, from CDK's asset bucket)."""
+def lifecycle_reads(template: Template) -> list[dict[str, Any]]:
+    """The nodes' reads of the prefix, one per instance group's role: the ``s3:GetObject*`` statements of the
+    policies not attached to a Lambda function's role (the upload handler also reads, from CDK's asset bucket)."""
     resources = template.to_json()["Resources"]
     function_roles = {
         r["Properties"]["Role"]["Fn::GetAtt"][0] for r in resources.values() if r["Type"] == "AWS::Lambda::Function"
     }
-    [statement] = [
+    reads = [
         s
         for policy in template.find_resources("AWS::IAM::Policy").values()
         if not {role["Ref"] for role in policy["Properties"]["Roles"]} & function_roles
         for s in policy["Properties"]["PolicyDocument"]["Statement"]
         if "s3:GetObject*" in s["Action"]
     ]
-    return statement
+    assert reads, "no node role reads the lifecycle prefix"
+    return reads
 
 
 def test_only_the_upload_handler_may_write_or_delete_under_the_prefix() -> None:
@@ -73,9 +74,8 @@ def test_an_existing_bucket_keeps_its_owners_policy_and_the_construct_says_so() 
 
 def test_the_nodes_read_the_prefix_only_from_a_bucket_of_the_expected_account() -> None:
     stack, _ = cluster_stack()
-    assert lifecycle_read(Template.from_stack(stack))["Condition"] == {
-        "StringEquals": {"aws:ResourceAccount": {"Ref": "AWS::AccountId"}}
-    }
+    for read in lifecycle_reads(Template.from_stack(stack)):
+        assert read["Condition"] == {"StringEquals": {"aws:ResourceAccount": {"Ref": "AWS::AccountId"}}}
 
 
 def test_a_published_prefix_is_read_only_from_the_bucket_owner_publish_checked() -> None:
@@ -85,9 +85,8 @@ def test_a_published_prefix_is_read_only_from_the_bucket_owner_publish_checked()
         stack = PublishedTrainingClusterStack(
             fast_app(), "p", config=ClusterConfig(storage=None), target=PublishTarget("platform-templates", "", owner)
         )
-        assert lifecycle_read(Template.from_stack(stack))["Condition"] == {
-            "StringEquals": {"aws:ResourceAccount": expected}
-        }
+        for read in lifecycle_reads(Template.from_stack(stack)):
+            assert read["Condition"] == {"StringEquals": {"aws:ResourceAccount": expected}}
 
 
 def test_a_published_prefix_refuses_an_owner_that_is_no_account_id() -> None:

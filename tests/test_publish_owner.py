@@ -37,16 +37,17 @@ def recording_session(calls: list[tuple[str, str | None]]) -> Any:
     return factory
 
 
-def lifecycle_read(template: dict[str, Any]) -> dict[str, Any]:
-    """The execution role's statement that reads the lifecycle prefix."""
-    [statement] = [
+def lifecycle_reads(template: dict[str, Any]) -> list[dict[str, Any]]:
+    """The execution roles' statements that read the lifecycle prefix (one per instance group's role)."""
+    reads = [
         s
         for r in template["Resources"].values()
         if r["Type"] == "AWS::IAM::Policy"
         for s in r["Properties"]["PolicyDocument"]["Statement"]
         if "s3:GetObject*" in s["Action"]
     ]
-    return statement
+    assert reads, "no role reads the lifecycle prefix"
+    return reads
 
 
 def run(config: Path, owner: str | None, calls: list[tuple[str, str | None]]) -> tuple[int, str, str]:
@@ -81,7 +82,8 @@ def test_every_s3_call_names_the_owner_and_the_nodes_read_only_from_its_bucket(
     report = json.loads(out)
     assert report["bucket_owner"] == expected
     template = json.loads(s3().get_object(Bucket=bucket, Key=report["templates"][0]["key"])["Body"].read())
-    assert lifecycle_read(template)["Condition"] == {"StringEquals": {"aws:ResourceAccount": expected}}
+    for read in lifecycle_reads(template):
+        assert read["Condition"] == {"StringEquals": {"aws:ResourceAccount": expected}}
 
 
 def test_an_object_changed_after_publishing_refuses_the_upload(

@@ -159,7 +159,7 @@ def accounting_tls(options: RuntimeOptions, path: str) -> Iterable[Problem]:
             fix="use e.g. " + RDS_CA_BUNDLE_URL,
         )
     digest = accounting.ca_bundle_sha256
-    if digest is not None and (not isinstance(digest, str) or not SHA256.match(digest)):
+    if digest is not None and (not isinstance(digest, str) or not SHA256.fullmatch(digest)):
         yield Problem(
             path + ".accounting.ca_bundle_sha256",
             "expected a sha256: 64 lower-case hexadecimal digits",
