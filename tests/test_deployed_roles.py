@@ -127,6 +127,22 @@ def test_no_cluster_is_not_recorded_and_every_group_gets_its_own_role(tmp_path: 
     assert len(set(found.values())) == 3 and found["controller"] == SHARED_ROLE_ID
 
 
+@pytest.mark.usefixtures("aws_env")
+def test_credentials_of_another_account_than_the_one_cdk_deploys_to_are_refused(tmp_path: Path) -> None:
+    """``cdk deploy --profile P`` gives the app the default credentials (the CLI sets only CDK_DEFAULT_ACCOUNT and
+    CDK_DEFAULT_REGION): a look-up there would miss the cluster and give every group a new role."""
+    MotoCluster("roles", GROUPS).create()
+    path = tmp_path / "cdk.context.json"
+    deployed = deployment(parse_model(data()))
+    with pytest.raises(ConfigurationError) as error:
+        cached_roles(deployed, context_of(path), context_file=path, target_account="111122223333")
+    (problem,) = error.value.problems
+    assert "account 123456789012's and the CDK CLI deploys to account 111122223333" in problem  # moto's account
+    assert "AWS_PROFILE=<profile> cdk deploy" in problem and not path.exists()
+    same = cached_roles(deployed, context_of(path), context_file=path, target_account="123456789012")
+    assert same == {g: ROLE for g in GROUPS}
+
+
 def test_without_credentials_nothing_is_looked_up_and_each_group_gets_its_own_role(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -86,6 +86,23 @@ def lookup_failed(cluster_name: str, error: Exception) -> ConfigurationError:
     )
 
 
+def wrong_account(cluster_name: str, actual: str, expected: str) -> ConfigurationError:
+    """The error of credentials of another account than the one the CDK CLI deploys to."""
+    return ConfigurationError(
+        "cluster configuration",
+        [
+            Problem(
+                "instance_groups[*].execution_role",
+                f"the app's AWS credentials are account {actual}'s and the CDK CLI deploys to account {expected}: "
+                f"cluster {cluster_name!r} would be looked up in the wrong account, and its groups' roles missed",
+                fix="give the app the deploying credentials: AWS_PROFILE=<profile> cdk deploy, not cdk deploy "
+                "--profile <profile> (the CDK CLI does not pass --profile on to the app)",
+                rule=RULE,
+            )
+        ],
+    )
+
+
 def _aws() -> str:
     from hyperpod_cdk.aws_inventory import row
 

@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hyperpod_cdk.deployed_roles import CONFIG_ROLES, ROLES_CONTEXT, lookup_failed, roles_for_synth
+from hyperpod_cdk.deployed_roles import CONFIG_ROLES, ROLES_CONTEXT, lookup_failed, roles_for_synth, wrong_account
 from hyperpod_cdk.scaler_counts import CONFIG_COUNTS, COUNTS_CONTEXT, counts_for_synth, sagemaker_client
 
 if TYPE_CHECKING:
@@ -107,6 +107,14 @@ def has_credentials() -> bool:
     return make_session(None, None).get_credentials() is not None
 
 
+def caller_account() -> str:
+    """The account of the standard AWS settings' credentials: STS GetCallerIdentity ("No permissions are required
+    to perform this operation", https://docs.aws.amazon.com/STS/latest/APIReference/API_GetCallerIdentity.html)."""
+    from hyperpod_cdk.aws.session import make_session
+
+    return str(make_session(None, None).client("sts").get_caller_identity()["Account"])
+
+
 def _say(text: str) -> None:
     print(text, file=sys.stderr)
 
@@ -117,6 +125,8 @@ def cached_roles(
     *,
     client: Callable[[], Any] = sagemaker_client,
     credentials: Callable[[], bool] = has_credentials,
+    account: Callable[[], str] = caller_account,
+    target_account: str | None = None,
     context_file: Path | None = None,
     region: str | None = None,
     say: Callable[[str], None] = _say,
@@ -125,7 +135,10 @@ def cached_roles(
     recorded there (:func:`roles_key`), else looked up (:func:`hyperpod_cdk.deployed_roles.roles_for_synth`) and
     recorded in ``cdk.context.json``. Nothing is looked up, and None returned, with ``-c execution_roles=config``,
     or (with one line through ``say``) without a Region or credentials: no cluster can be read or deployed to then
-    (``make synth`` on a fresh machine), and each group gets the role its ``execution_role`` says."""
+    (``make synth`` on a fresh machine), and each group gets the role its ``execution_role`` says. The credentials
+    must be of the account the CDK CLI deploys to (``target_account``, default ``CDK_DEFAULT_ACCOUNT``, which the CLI
+    sets; ``account``: the credentials'), else a cluster there would be missed: the CLI passes ``cdk --profile`` on
+    to no app (it sets only ``CDK_DEFAULT_ACCOUNT`` and ``CDK_DEFAULT_REGION``)."""
     if try_get_context(ROLES_CONTEXT) == CONFIG_ROLES:
         return None
     try:
@@ -147,6 +160,14 @@ def cached_roles(
             "(deploying over a cluster, synthesize with credentials: a deployed group keeps its role)"
         )
         return None
+    expected = target_account or os.environ.get("CDK_DEFAULT_ACCOUNT")
+    if expected:
+        try:
+            actual = account()
+        except Exception as error:
+            raise lookup_failed(deployed.cluster_name, error) from None
+        if actual != expected:
+            raise wrong_account(deployed.cluster_name, actual, expected)
     roles = roles_for_synth(deployed, client)
     if roles is not None:
         write_context(context_file or Path.cwd() / CONTEXT_FILE, key, roles)
