@@ -1,4 +1,5 @@
-"""The deployable app: ``cdk synth``/``cdk deploy`` [-c config=PATH] [-c stack_name=NAME] [-c scaler_counts=config].
+"""The deployable app: ``cdk synth``/``cdk deploy`` [-c config=PATH] [-c stack_name=NAME] [-c scaler_counts=config]
+[-c execution_roles=config].
 
 Without ``-c config`` it synthesizes the default cluster (ClusterConfig's defaults). Synth fails, naming
 the config field, on any problem: our rules before any construct is built, and every finding of CDK's
@@ -22,7 +23,7 @@ import aws_cdk as cdk
 
 from hyperpod_cdk import ClusterConfig, ConfigurationError, TrainingClusterStack, load_config
 from hyperpod_cdk.deployment import deployment
-from hyperpod_cdk.synth_context import cached_counts
+from hyperpod_cdk.synth_context import cached_counts, cached_roles
 from hyperpod_cdk.template_findings import findings_in
 
 
@@ -35,7 +36,9 @@ def main() -> None:
         stack_name = app.node.try_get_context("stack_name") or deployed.stack_name
         # A scaled group keeps the deployed cluster's count (docs/scaler-cloudformation.md).
         counts = cached_counts(deployed, app.node.try_get_context)  # cached in cdk.context.json
-        TrainingClusterStack(app, stack_name, config=config, deployed_counts=counts)
+        # A deployed group keeps its execution role, as AWS asks (docs/execution-roles.md); no credentials: not read.
+        roles = cached_roles(deployed, app.node.try_get_context)  # cached in cdk.context.json
+        TrainingClusterStack(app, stack_name, config=config, deployed_counts=counts, deployed_roles=roles)
     except ConfigurationError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(1)

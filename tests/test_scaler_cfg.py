@@ -19,7 +19,7 @@ from hyperpod_cdk import ConfigurationError, TrainingClusterStack
 from hyperpod_cdk.config import parse_config
 from hyperpod_cdk.deployment import deployment
 from hyperpod_cdk.scaler_counts import counts_for_synth, deployed_counts
-from ops_support import aws_env, moto_url  # noqa: F401
+from ops_support import ROLE, aws_env, moto_url  # noqa: F401
 from support import ROOT, fast_app
 from training_runtime.params import ProvisioningParameters
 from training_runtime.scaling import ScalingSpec
@@ -231,5 +231,9 @@ def test_the_app_synthesizes_a_scaled_group_at_the_deployed_count(tmp_path: Path
 
     assert synth() == {"controller": 1, "gpu": 5}
     recorded = json.loads((tmp_path / "cdk.context.json").read_text())
-    assert recorded == {"hyperpod-cdk:deployed-counts:region=us-west-2:cluster=elastic": {"controller": 1, "gpu": 5}}
+    assert recorded == {
+        "hyperpod-cdk:deployed-counts:region=us-west-2:cluster=elastic": {"controller": 1, "gpu": 5},
+        # and the groups' execution roles, which a deploy keeps (tests/test_deployed_roles.py)
+        "hyperpod-cdk:deployed-roles:region=us-west-2:cluster=elastic": {"controller": ROLE, "gpu": ROLE},
+    }
     assert synth(scaler_counts="config") == {"controller": 1, "gpu": 2}

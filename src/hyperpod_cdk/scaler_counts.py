@@ -79,16 +79,16 @@ def at_template_counts(
     return [dataclasses.replace(g, count=counts[g.name]) if g.name in counts else g for g in groups]
 
 
-def deployed_counts(sagemaker: Any, cluster_name: str) -> dict[str, int] | None:
-    """Each group's ``TargetCount`` (else ``CurrentCount``) in the deployed cluster, from ``DescribeCluster``;
-    None when there is no such cluster (the service answers ResourceNotFound, some endpoints a
-    ValidationException "Could not find"). Any other error propagates: a synth must not guess."""
+def describe_deployed(sagemaker: Any, cluster_name: str) -> Mapping[str, Any] | None:
+    """``DescribeCluster``'s answer for the deployed cluster; None when there is no such cluster (the service
+    answers ResourceNotFound, some endpoints a ValidationException "Could not find"). Any other error propagates:
+    a synth must not guess."""
     from botocore.exceptions import ClientError
 
     from hyperpod_cdk.aws.clients import error_code, error_message
 
     try:
-        described = sagemaker.describe_cluster(ClusterName=cluster_name)
+        described: Mapping[str, Any] = sagemaker.describe_cluster(ClusterName=cluster_name)
     except ClientError as error:
         code, message = error_code(error), error_message(error)
         if code in ("ResourceNotFound", "ResourceNotFoundException") or (
@@ -96,7 +96,14 @@ def deployed_counts(sagemaker: Any, cluster_name: str) -> dict[str, int] | None:
         ):
             return None
         raise
-    return counts_of(described)
+    return described
+
+
+def deployed_counts(sagemaker: Any, cluster_name: str) -> dict[str, int] | None:
+    """Each group's ``TargetCount`` (else ``CurrentCount``) in the deployed cluster (:func:`describe_deployed`);
+    None when there is no such cluster."""
+    described = describe_deployed(sagemaker, cluster_name)
+    return None if described is None else counts_of(described)
 
 
 def counts_of(described: Mapping[str, Any]) -> dict[str, int]:

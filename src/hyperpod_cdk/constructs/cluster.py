@@ -19,7 +19,7 @@ from hyperpod_cdk.constructs.execution_role import grant_runtime_secret, grant_v
 from hyperpod_cdk.constructs.group_api import accounting_database, group_api_properties, slurm_and_storage
 from hyperpod_cdk.constructs.interfaces import LustreTarget, NodeNetwork, OpenZfsTarget
 from hyperpod_cdk.constructs.lifecycle import LifecycleSource
-from hyperpod_cdk.constructs.node_roles import distinct, execution_roles
+from hyperpod_cdk.constructs.node_roles import distinct, execution_roles, keep_deployed
 from hyperpod_cdk.constructs.placement import (
     admit,
     admit_group_security_groups,
@@ -121,6 +121,11 @@ class HyperPodCluster(ClusterBase):
         construct's resources give it filled in (the FSx names, ``metrics``). Its cluster name, mode and node
         provisioning mode must be these props'. Default: a file built from these props
         (:func:`hyperpod_cdk.parameters.parameters_file`; an instance type that is a token is left to each node).
+    :param deployed_roles: each group's ``ExecutionRole`` ARN in the deployed cluster (read by
+        :func:`hyperpod_cdk.deployed_roles.deployed_roles`): a deployed group keeps its role, as AWS's guide asks
+        (a group on the controller's deployed role stays on the controller's, with a warning; a template that would
+        change a group's role, ``role``'s included, is an error; docs/execution-roles.md). Default: None (no
+        cluster yet: each group gets the role its ``execution_role`` says).
     """
 
     def __init__(
@@ -150,6 +155,7 @@ class HyperPodCluster(ClusterBase):
         accept_unconfirmed: Sequence[str] = (),
         deployment: Deployment | None = None,
         suppress: Sequence[Suppression | Mapping[str, str]] = (),
+        deployed_roles: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(scope, id)
         node_cluster_name = slurm_cluster_name or cluster_name
@@ -180,7 +186,7 @@ class HyperPodCluster(ClusterBase):
         )
         self.cluster_name = cluster_name
         self.mode = SlurmMode(mode)
-        self.instance_groups = tuple(instance_groups)
+        self.instance_groups = keep_deployed(self, instance_groups, deployed_roles, role)
         self._connections = placement.connections
         entrypoint = ENTRYPOINT_BY_MODE[self.mode]
         if not lifecycle.has_script(entrypoint):

@@ -11,19 +11,24 @@ role: "For ExecutionRole [...] For updating an existing instance group, keep usi
 during cluster creation. For adding a new instance group, specify an IAM role you want to attach."
 (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-operate-slurm-cli-command.html). So ``plan``
 blocks on each existing login or compute group that would move off the shared role (``instance_groups[].
-execution_role``, policy refused, rule UPD-REFUSED), and ``execution_role: controller`` keeps such a group on it
-until it is replaced (docs/execution-roles.md).
+execution_role``, policy refused, rule UPD-REFUSED), ``execution_role: controller`` keeps such a group on it
+until it is replaced, and given the deployed cluster's roles (``deployed_roles``, which the bundled app reads at
+synth) :func:`keep_deployed` does so itself (:mod:`hyperpod_cdk.deployed_roles`; docs/execution-roles.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from aws_cdk import Annotations, Token
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from hyperpod_cdk.constructs.execution_role import NodeExecutionRole
+from hyperpod_cdk.deployed_roles import kept_roles, role_mismatches
+from hyperpod_cdk.errors import raise_if_any
 from hyperpod_cdk.model import InstanceGroup, NodeRole
+from training_runtime.problems import errors, warnings
 
 CONTROLLER_ROLE_ID = "ExecutionRole"
 """The controller's role's construct ID: the shared role's before roles per group (its logical ID is kept)."""
@@ -34,6 +39,28 @@ def group_role_id(group: InstanceGroup) -> str:
     given (construct IDs may hold hyphens; CDK's logical ID adds a hash of the path), so ``gpu-1`` and ``gpu1``
     never collide, and renaming a group is a new group (its new role) as it is for HyperPod."""
     return f"{CONTROLLER_ROLE_ID}-{group.name}"
+
+
+def keep_deployed(
+    scope: Construct,
+    instance_groups: Sequence[InstanceGroup],
+    deployed_roles: Mapping[str, str] | None,
+    role: iam.IRole | None,
+) -> tuple[InstanceGroup, ...]:
+    """``instance_groups`` with each group the deployed cluster has (``deployed_roles``: its ExecutionRole ARN by
+    group name) kept on its deployed role (:func:`hyperpod_cdk.deployed_roles.kept_roles`; a warning annotation on
+    ``scope`` for each group put on the controller's role); an error when the template would change a deployed
+    group's role, ``role`` (one for every group) included when its ARN is known at synth."""
+    subject = f"HyperPodCluster {scope.node.path}"
+    if role is not None:
+        if not Token.is_unresolved(role.role_arn):
+            raise_if_any(subject, role_mismatches(instance_groups, deployed_roles, role.role_arn))
+        return tuple(instance_groups)
+    kept, problems = kept_roles(instance_groups, deployed_roles)
+    raise_if_any(subject, errors(problems))
+    for warning in warnings(problems):
+        Annotations.of(scope).add_warning_v2(f"hyperpod-cdk:{warning.rule}", str(warning))
+    return tuple(kept)
 
 
 def execution_roles(

@@ -71,6 +71,8 @@ class TrainingClusterStack(_ClusterStack):
 
     :param config: the whole cluster; validated before any construct is built.
     :param deployed_counts: the deployed cluster's count per group (:class:`TrainingCluster`). Default: None.
+    :param deployed_roles: the deployed cluster's ``ExecutionRole`` per group (:class:`TrainingCluster`). Default:
+        None.
     """
 
     def __init__(
@@ -80,11 +82,14 @@ class TrainingClusterStack(_ClusterStack):
         *,
         config: ClusterConfig,
         deployed_counts: Mapping[str, int] | None = None,
+        deployed_roles: Mapping[str, str] | None = None,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("description", f"SageMaker HyperPod Slurm cluster {config.cluster_name} (hyperpod-cdk)")
         super().__init__(scope, id, **kwargs)
-        self.parts = TrainingCluster(self, config=config, deployed_counts=deployed_counts)
+        self.parts = TrainingCluster(
+            self, config=config, deployed_counts=deployed_counts, deployed_roles=deployed_roles
+        )
 
 
 def published_synthesizer(target: PublishTarget) -> CliCredentialsStackSynthesizer:

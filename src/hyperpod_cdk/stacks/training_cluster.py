@@ -80,6 +80,9 @@ class TrainingCluster:
         :func:`hyperpod_cdk.scaler_counts.deployed_counts`): a scaled group's ``InstanceCount`` is that count, so an
         update changes none of what the scaler did (docs/scaler-cloudformation.md). Default: None (no cluster
         yet: each scaled group starts at its ``count``).
+    :param deployed_roles: each group's ``ExecutionRole`` ARN in the deployed cluster (read by
+        :func:`hyperpod_cdk.deployed_roles.deployed_roles`): a deployed group keeps its role, as AWS's guide asks
+        (:class:`HyperPodCluster`; docs/execution-roles.md). Default: None (no cluster yet).
     """
 
     def __init__(
@@ -89,6 +92,7 @@ class TrainingCluster:
         config: ClusterConfig,
         published: PublishTarget | None = None,
         deployed_counts: Mapping[str, int] | None = None,
+        deployed_roles: Mapping[str, str] | None = None,
     ) -> None:
         self.scope = scope
         found = config.problems(region=stack_region(Stack.of(scope)))
@@ -149,6 +153,7 @@ class TrainingCluster:
             accept_unconfirmed=config.accept_unconfirmed,
             suppress=[Suppression.of(s) for s in config.suppress],
             deployment=self.deployment,
+            deployed_roles=deployed_roles,
         )
         self._admit_to_imports()
         if self.observability is not None:
