@@ -681,6 +681,12 @@ ROWS = [
         "overlaps",
     ),
     row(
+        "DRA-PRIVATE",
+        {"storage": {"data_repositories": [repo(file_system_path="/")]}},
+        "storage.data_repositories[0].file_system_path",
+        "covers /.hyperpod-cdk",
+    ),
+    row(
         "DRA-BUCKET",
         {"storage": {"data_repositories": [repo(bucket_name="My_Bucket")]}},
         "storage.data_repositories[0].bucket_name",
