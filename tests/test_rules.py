@@ -647,6 +647,14 @@ ROWS = [
         "1-8 character",
     ),
     row("FSX-REMOVAL", {"storage": {"removal_policy": "destroy"}}, "storage.removal_policy", "deleted with the stack"),
+    row(
+        "FSX-SHARED-MOVES",
+        {"storage": {"existing": {**EXISTING_FS, "shared": True}}},
+        "storage.existing.shared",
+        "nothing is moved or deleted",
+        previous={"storage": {"existing": EXISTING_FS}},
+        has_previous=True,
+    ),
     row("FSX-EFA-CLIENTS", groups(P5_WORKERS), "storage.efa_enabled", "GPUDirect Storage"),
     row(
         "FSX-REPLACES",

@@ -26,7 +26,7 @@ well under a second): then it fails naming the holder instead of hanging behind 
 
 
 def home(node: Node, user: User) -> str:
-    return "{}/{}".format(node.params.homes_dir.rstrip("/"), user.name)
+    return "{}/{}".format(node.homes_dir.rstrip("/"), user.name)
 
 
 def _ids(node: Node, user: User) -> Tuple[int, int]:
@@ -40,7 +40,7 @@ def _ids(node: Node, user: User) -> Tuple[int, int]:
 def open_home(node: Node, user: User, create: bool = False) -> Optional[UserDir]:
     """The user's home, opened without following a link (:mod:`training_runtime.user_files`); ``create``: made
     (0750, the user's) when missing, else None when missing."""
-    homes = node.path(node.params.homes_dir)
+    homes = node.path(node.homes_dir)
     if create:
         homes.mkdir(parents=True, exist_ok=True)  # the homes directory itself is root's (0755)
     elif not homes.is_dir():
@@ -167,7 +167,7 @@ class Users(Step):
             )
         groups = _table(node, "/etc/group")
         self._wait_for_homes_mount(node)
-        ensure_dir(node, node.params.homes_dir, mode=0o755)
+        ensure_dir(node, node.homes_dir, mode=0o755)
         for user in self._missing(node):
             if user.name not in groups:
                 node.run(["groupadd", "--gid", str(user.gid), user.name])
