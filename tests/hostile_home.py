@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -89,14 +90,16 @@ def make_targets(outside: Path) -> dict[str, Path]:
     return targets
 
 
-def plant(home: Path, kind: str, outside: Path, uid: int, gid: int) -> Planted:
-    """As the user ``uid`` would: make ``home`` (theirs) and plant ``kind`` (one of :data:`KINDS`) in it."""
+def plant(home: Path, kind: str, outside: Path, uid: int, gid: int, seen_as: Callable[[Path], str] = str) -> Planted:
+    """As the user ``uid`` would: make ``home`` (theirs) and plant ``kind`` (one of :data:`KINDS`) in it, linking
+    to root's files made in ``outside``. ``seen_as`` turns a host path into the path the node sees (a link's text:
+    a local cluster's node sees its shared directory at ``/fsx``)."""
     targets = make_targets(outside)
     home.mkdir(parents=True, exist_ok=True)
     ssh = home / ".ssh"
     mine = [home]
     if kind == "directory":
-        ssh.symlink_to(targets["directory"])
+        ssh.symlink_to(seen_as(targets["directory"]))
     else:
         ssh.mkdir(exist_ok=True)
         mine.append(ssh)
@@ -107,13 +110,13 @@ def plant(home: Path, kind: str, outside: Path, uid: int, gid: int) -> Planted:
             (ssh / "id_ed25519.pub").write_text("ssh-ed25519 AAAAplanted user@cluster\n")
             mine.append(ssh / "id_ed25519.pub")
         if kind == "file":
-            (ssh / "authorized_keys").symlink_to(targets["shadow"])
+            (ssh / "authorized_keys").symlink_to(seen_as(targets["shadow"]))
         elif kind == "hardlink":
             os.link(str(targets["shadow"]), str(ssh / "authorized_keys"))
         elif kind == "lock":
-            (ssh / ".keygen.lock").symlink_to(targets["lock-target"])
+            (ssh / ".keygen.lock").symlink_to(seen_as(targets["lock-target"]))
         elif kind == "key":
-            (ssh / "id_ed25519.pub").symlink_to(targets["secret"])
+            (ssh / "id_ed25519.pub").symlink_to(seen_as(targets["secret"]))
         elif kind == "fifo":
             os.mkfifo(str(ssh / "id_ed25519.pub"))
             mine.append(ssh / "id_ed25519.pub")
