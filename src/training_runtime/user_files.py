@@ -263,3 +263,29 @@ class UserLock(HolderLock):
             return (self.directory.read_text(self.name) or "").strip()
         except Refused:
             return ""
+
+
+def make_dirs(root: str, absolute: str, mode: int) -> None:
+    """Make the directory ``absolute`` (on the node whose root is the host path ``root``) and its missing parents
+    (0755, root's), then give it ``mode`` on its descriptor. Walks down from ``root`` one ``openat`` at a time: below
+    a directory someone other than root may write (``/opt/dlami/nvme/tmp`` is 1777), a link is refused, never
+    followed, so a user's link cannot make root create or chmod a directory elsewhere."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    shown = ""
+    try:
+        for part in [p for p in absolute.split("/") if p]:
+            info = os.fstat(fd)
+            open_to_others = info.st_uid != 0 or bool(info.st_mode & 0o022)
+            shown += "/" + part
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(part, 0o755, dir_fd=fd)
+            flags = DIR_FLAGS if open_to_others else os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+            try:
+                child = os.open(part, flags, dir_fd=fd)
+            except OSError as error:
+                raise _refusal(fd, part, shown, error, "directory") from None
+            os.close(fd)
+            fd = child
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
