@@ -30,12 +30,16 @@ ALICE = User("alice", 12345, 12345, ssh_public_keys=("ssh-ed25519 AAAAC3Nza alic
 BOB = User("bob", 12346, 12346, ssh_public_keys=())
 
 
+class Blocked(BaseException):
+    """Raised by :func:`deadline`; not an OSError, so no ``except OSError`` in the code under test swallows it."""
+
+
 @contextmanager
 def deadline(seconds: int) -> Iterator[None]:
     """Fail instead of hanging (a FIFO opened without O_NONBLOCK blocks forever)."""
 
     def expired(*_: Any) -> None:
-        raise TimeoutError(f"still blocked after {seconds} s")
+        raise Blocked(f"still blocked after {seconds} s")
 
     previous = signal.signal(signal.SIGALRM, expired)
     signal.alarm(seconds)
@@ -74,12 +78,12 @@ def _node(root: Path) -> Node:
 def test_root_follows_no_link_a_user_plants_in_their_home(tmp_path: Path, kind: str) -> None:
     node = _node(tmp_path / "node")
     planted = plant(node.path("/fsx/home/alice"), kind, tmp_path / "outside", 12345, 12345)
-    for step in (Users([ALICE, BOB]), SshBetweenNodes([ALICE, BOB])):
-        with deadline(10):
+    with deadline(10):
+        for step in (Users([ALICE, BOB]), SshBetweenNodes([ALICE, BOB])):
             step.apply(node)
             assert not step.needed(node), f"{step.name} does not converge: the node would fail to boot"
+        (refusal,) = SshBetweenNodes([ALICE, BOB]).left_alone(node)
     assert planted.changed() == []
-    (refusal,) = SshBetweenNodes([ALICE, BOB]).left_alone(node)
     assert refusal.startswith("/fsx/home/alice/.ssh") and "left as it is" in refusal and "Fix:" in refusal
     # bob, whose home holds no link, gets his key pair made and authorised as before
     assert isinstance(node.runner, RecordingRunner)
