@@ -655,6 +655,14 @@ ROWS = [
         "1-8 character",
     ),
     row("FSX-REMOVAL", {"storage": {"removal_policy": "destroy"}}, "storage.removal_policy", "deleted with the stack"),
+    row(
+        "FSX-SHARED-MOVES",
+        {"storage": {"existing": {**EXISTING_FS, "shared": True}}},
+        "storage.existing.shared",
+        "nothing is moved or deleted",
+        previous={"storage": {"existing": EXISTING_FS}},
+        has_previous=True,
+    ),
     row("FSX-EFA-CLIENTS", groups(P5_WORKERS), "storage.efa_enabled", "GPUDirect Storage"),
     row(
         "FSX-REPLACES",
@@ -687,6 +695,12 @@ ROWS = [
         {"storage": {"data_repositories": [repo(), repo(name="b", file_system_path="/data/b")]}},
         "storage.data_repositories[1].file_system_path",
         "overlaps",
+    ),
+    row(
+        "DRA-PRIVATE",
+        {"storage": {"data_repositories": [repo(file_system_path="/")]}},
+        "storage.data_repositories[0].file_system_path",
+        "covers /.hyperpod-cdk",
     ),
     row(
         "DRA-BUCKET",

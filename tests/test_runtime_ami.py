@@ -149,6 +149,17 @@ def test_ssh_host_keys_log_rotation_and_the_amis_user_are_found_listed_users_are
     assert found["user homes"].evidence == "ubuntu (/home/ubuntu, keys id_ed25519.pub)"
 
 
+def test_a_linked_ssh_directory_of_the_amis_user_is_not_listed_through(tmp_path: Path) -> None:
+    """The AMI user's ~/.ssh linked to /root/.ssh: root's key names never reach the plan's log (issue 39, H2)."""
+    node = hyperpod(tmp_path, instance="workers-1")
+    touch(tmp_path, "/etc/passwd", "ubuntu:x:1000:1000::/home/ubuntu:/bin/bash\n")
+    touch(tmp_path, "/root/.ssh/id_rootonly.pub", "k")
+    (tmp_path / "home/ubuntu").mkdir(parents=True)
+    (tmp_path / "home/ubuntu/.ssh").symlink_to(tmp_path / "root/.ssh")
+    found = {p.piece: p for p in detect(node)}
+    assert found["user homes"].evidence == "ubuntu (/home/ubuntu)"
+
+
 def test_an_older_ami_has_nothing_to_leave_alone(tmp_path: Path) -> None:
     node = hyperpod(tmp_path, options=ACCOUNTING_ON, mode="api-driven")
     touch(tmp_path, ETC + "/accounting.conf", "# Accounting settings\n")

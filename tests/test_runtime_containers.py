@@ -7,6 +7,7 @@ table, and checks the exact files the steps leave and that a second run changes 
 from __future__ import annotations
 
 import json
+import os
 import stat
 from pathlib import Path
 
@@ -385,3 +386,22 @@ def test_option_problems_name_the_field_and_the_fix(containers: dict[str, object
 def test_install_with_both_sums_is_accepted() -> None:
     sums = {"enroot_sha256": "a" * 64, "enroot_caps_sha256": "b" * 64}
     assert options_problems({"containers": {"install_missing": True, **sums}}) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a directory only root writes needs root")
+def test_a_link_planted_in_the_world_writable_scratch_directory_is_never_followed(tmp_path: Path) -> None:
+    """/opt/dlami/nvme/tmp is 1777 (AWS's sample): a user's link there at enroot's directory must not make root
+    create and chmod 1777 a directory wherever it points (issue 39 item 2)."""
+    node = hyperpod(tmp_path)
+    enroot(tmp_path, AMI_ENROOT)
+    mounts(tmp_path, NVME)
+    scratch = tmp_path / "opt/dlami/nvme/tmp"
+    scratch.mkdir(parents=True)
+    scratch.chmod(0o1777)
+    system = tmp_path / "etc/cron.d"  # a root-owned directory the user cannot write
+    system.mkdir(parents=True)
+    os.chown(str(tmp_path), 0, 0)
+    (scratch / "enroot").symlink_to(system)
+    with pytest.raises(StepFailed, match=r"/opt/dlami/nvme/tmp/enroot is a symbolic link: left as it is"):
+        EnrootPaths().apply(node)
+    assert stat.S_IMODE(system.stat().st_mode) == 0o755 and list(system.iterdir()) == []

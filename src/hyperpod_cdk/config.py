@@ -86,6 +86,11 @@ class ExistingFileSystemConfig(_Model):
     """The file system's security group; the cluster's Lustre rules are added to it."""
     dns_name: str | None = None
     """Default: <file_system_id>.fsx.<region>.amazonaws.com."""
+    shared: bool = False
+    """Another cluster uses this file system too: this cluster keeps the runtime's state in
+    ``<mount>/.hyperpod-cdk/clusters/<cluster>`` and (homes on Lustre) its users' homes in
+    ``<mount>/home/.clusters/<cluster>``. False: ``<mount>/.hyperpod-cdk`` and ``<mount>/home``, marked as this
+    cluster's (a node of another cluster finding the mark refuses to boot)."""
 
 
 class StorageConfig(_Model):
@@ -125,6 +130,9 @@ class ExistingOpenZfsConfig(_Model):
     """Its DNS name, fs-<id>.fsx.<region>.amazonaws.com (HyperPod mounts it by this name)."""
     security_group_id: str
     """The file system's security group; the nodes are admitted to it on the NFS ports."""
+    shared: bool = False
+    """Another cluster keeps its homes on this file system too: this cluster's users' homes are
+    ``<mount_path>/.clusters/<cluster>/<user>`` (and the runtime's state on Lustre is per cluster too)."""
 
 
 OpenZfsDeploymentType = Literal["SINGLE_AZ_1", "SINGLE_AZ_2", "SINGLE_AZ_HA_1", "SINGLE_AZ_HA_2", "MULTI_AZ_1"]
@@ -374,6 +382,14 @@ class ClusterConfig(_Model):
 
     def cluster_users(self) -> list[User]:
         return parse_users(self.users)
+
+    @property
+    def shares_file_system(self) -> bool:
+        """Another cluster uses this cluster's Lustre or OpenZFS file system (``existing.shared``): the runtime's
+        state and the homes are this cluster's own directories on it."""
+        lustre = self.storage.existing if self.storage is not None else None
+        zfs = self.storage_openzfs.existing if self.storage_openzfs is not None else None
+        return bool((lustre is not None and lustre.shared) or (zfs is not None and zfs.shared))
 
     def cluster_teams(self) -> Teams | None:
         """The teams the nodes get (the config already checked); None when there are none and nothing is enforced."""

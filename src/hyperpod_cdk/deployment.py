@@ -128,6 +128,7 @@ def deployment(
         openzfs_mount_path=config.storage_openzfs.mount_path if config.storage_openzfs else None,
         runtime_options=config.runtime,
         teams=config.cluster_teams(),
+        shared_file_system=config.shares_file_system,
     )
     if config.cost is not None:
         prices = cluster_prices(config, region, unresolved).prices

@@ -40,6 +40,7 @@ def parameters_file(
     openzfs_mount_path: str | None,
     runtime_options: Mapping[str, object] | None,
     teams: Teams | None = None,
+    shared_file_system: bool = False,
 ) -> ProvisioningParameters:
     """The parameters file of a cluster whose nodes see ``groups`` (each as :func:`written_group` leaves it), but
     for the values only the stack's resources know (:func:`with_resources`; null here).
@@ -50,6 +51,8 @@ def parameters_file(
     ``runtime_options`` are copied as given (the node parses them with
     ``training_runtime.options.parse_options``); the caller's mapping is never shared with the result.
     ``openzfs_mount_path`` is where HyperPod mounts FSx for OpenZFS (None: none); the users' homes live there.
+    ``shared_file_system``: another cluster uses these file systems (``ClusterConfig.shares_file_system``), so the
+    nodes keep their state and homes in directories of this cluster's own.
     ``node_provisioning_mode`` with ``mode`` and the options' accounting decides who runs slurmdbd
     (:func:`hyperpod_cdk.accounting.slurmdbd_owner`, written as ``slurmdbd_owner``).
     """
@@ -59,6 +62,7 @@ def parameters_file(
         groups=tuple(groups),
         fsx_mount_path=fsx_mount_path,
         openzfs_mount_path=openzfs_mount_path,
+        shared_file_system=shared_file_system,
         slurmdbd_owner=_slurmdbd_owner(mode, node_provisioning_mode, runtime_options),
         options=dict(runtime_options or {}),
         teams=teams,

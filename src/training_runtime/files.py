@@ -145,9 +145,14 @@ class HolderLock:
         self.path = path
         self.fd: Optional[int] = None
 
+    def open_file(self) -> int:
+        """The lock file's descriptor, created when missing (a lock in a user's directory opens it otherwise:
+        :class:`training_runtime.user_files.UserLock`)."""
+        return os.open(str(self.path), os.O_RDWR | os.O_CREAT, 0o644)
+
     def acquire(self) -> bool:
         """Take the lock if it is free; False if another open file description holds it."""
-        fd = os.open(str(self.path), os.O_RDWR | os.O_CREAT, 0o644)
+        fd = self.open_file()
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

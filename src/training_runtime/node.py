@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Mapping, Optional, Sequence, Tuple
 
-from training_runtime.groups import COMPUTE, CONTROLLER, LOGIN, GroupSpec
+from training_runtime.groups import COMPUTE, CONTROLLER, LOGIN, MAX_NAME_LENGTH, NAME_PATTERN, GroupSpec
 from training_runtime.hyperpod_facts import HYPERPOD_MARKER as HYPERPOD_MARKER
 from training_runtime.hyperpod_facts import IMDS_ENDPOINT, SLURM_PREFIX
 from training_runtime.node_names import INSTANCE_NAMES, Naming, decide_naming, slurm_name
 from training_runtime.options import RuntimeOptions, parse_options
 from training_runtime.params import ProvisioningParameters
-from training_runtime.paths import CLUSTER_AGENT_CONFIG_PATH, RUNTIME_DIR_ON_SHARED
+from training_runtime.paths import CLUSTER_AGENT_CONFIG_PATH, CLUSTERS_DIR, RUNTIME_DIR_ON_SHARED
 from training_runtime.resources import (
     Instance,
     ResourceConfig,
@@ -283,9 +283,37 @@ class Node:
         return self.root / absolute.lstrip("/")
 
     @property
+    def cluster_identity(self) -> str:
+        """The cluster's name as HyperPod gives it (``ClusterConfig.ClusterName``: a published template's launches
+        each have their own), else the parameters file's: what the runtime's state on shared storage is marked with
+        and, on a shared file system, named after. A name outside HyperPod's grammar is refused, never put in a
+        path."""
+        name = self.resources.cluster_name or self.params.cluster_name
+        if not NAME_PATTERN.fullmatch(name) or len(name) > MAX_NAME_LENGTH:
+            raise ResourceConfigError(
+                [
+                    "ClusterConfig.ClusterName: got {!r}; expected HyperPod's cluster name grammar (1-63 letters, "
+                    "digits and hyphens, starting and ending with a letter or digit)".format(name)
+                ]
+            )
+        return name
+
+    @property
     def shared_dir(self) -> str:
-        """Absolute path (on the node) of the cluster-wide runtime directory on shared storage."""
-        return "{}/{}".format(self.params.fsx_mount_path.rstrip("/"), RUNTIME_DIR_ON_SHARED)
+        """Absolute path (on the node) of the cluster-wide runtime directory on shared storage: ``.hyperpod-cdk``
+        on the mount, or ``.hyperpod-cdk/clusters/<cluster>`` when other clusters share the file system."""
+        base = "{}/{}".format(self.params.fsx_mount_path.rstrip("/"), RUNTIME_DIR_ON_SHARED)
+        return "{}/{}/{}".format(base, CLUSTERS_DIR, self.cluster_identity) if self.params.shared_file_system else base
+
+    @property
+    def homes_dir(self) -> str:
+        """Absolute path (on the node) of the directory holding the users' homes: the parameters' homes directory,
+        or ``<it>/.clusters/<cluster>`` when other clusters share the file system (no user name starts with a dot,
+        so no home of a cluster that shares the legacy layout is in the way)."""
+        base = self.params.homes_dir.rstrip("/") or "/"
+        if not self.params.shared_file_system:
+            return base
+        return "{}/.{}/{}".format(base.rstrip("/"), CLUSTERS_DIR, self.cluster_identity)
 
     # --- commands ---------------------------------------------------------------------------
     def run(

@@ -99,6 +99,10 @@ class ProvisioningParameters:
     openzfs_mount_path: Optional[str] = None
     """Where HyperPod mounts FSx for OpenZFS (``hyperpod_cdk.openzfs_mount_path``); None: no OpenZFS. The users'
     homes live on it (:attr:`homes_dir`)."""
+    shared_file_system: bool = False
+    """``hyperpod_cdk.shared_file_system``: another cluster uses this cluster's file systems too (the config's
+    ``storage.existing.shared`` or ``storage_openzfs.existing.shared``), so the runtime's state and the users' homes
+    live in directories of this cluster's own (``Node.shared_dir``, ``Node.homes_dir``). Written only when true."""
     metrics: Optional[MetricsTarget] = None
     """Where the node's metrics go (``hyperpod_cdk.metrics``); None: no remote write."""
     slurmdbd_owner: str = SLURMDBD_BY_RUNTIME
@@ -142,8 +146,9 @@ class ProvisioningParameters:
 
     @property
     def homes_dir(self) -> str:
-        """The directory of the users' homes: the OpenZFS mount itself (``/home/<user>``) when there is one,
-        else ``home`` on the Lustre mount (``/fsx/home/<user>``)."""
+        """The directory of every cluster's users' homes: the OpenZFS mount itself (``/home/<user>``) when there is
+        one, else ``home`` on the Lustre mount (``/fsx/home/<user>``). A cluster on a shared file system keeps its
+        own below it (``Node.homes_dir``)."""
         if self.openzfs_mount_path is not None:
             return self.openzfs_mount_path.rstrip("/") or "/"
         return "{}/home".format(self.fsx_mount_path.rstrip("/"))
@@ -202,6 +207,8 @@ class ProvisioningParameters:
             data[OUR_KEY]["fsx"] = self.fsx
         if self.openzfs_mount_path is not None:
             data[OUR_KEY]["openzfs_mount_path"] = self.openzfs_mount_path
+        if self.shared_file_system:  # only then: other clusters' files stay as they were
+            data[OUR_KEY]["shared_file_system"] = True
         if self.metrics is not None:
             target = self.metrics
             data[OUR_KEY]["metrics"] = {"remote_write_url": target.remote_write_url, "region": target.region}
@@ -251,6 +258,9 @@ class ProvisioningParameters:
         if openzfs_mount_path is not None:
             checked.append(mount_path_problem(OUR_KEY + ".openzfs_mount_path", openzfs_mount_path, "/home"))
         problems.extend(problem for problem in checked if problem is not None)
+        shared = ours.get("shared_file_system", False)
+        if not isinstance(shared, bool):
+            problems.append("{}.shared_file_system: got {!r}; expected true, false or absent".format(OUR_KEY, shared))
         options = ours.get("options", {})
         if not isinstance(options, Mapping):
             problems.append("{}.options: got {!r}; expected an object".format(OUR_KEY, options))
@@ -303,6 +313,7 @@ class ProvisioningParameters:
             fsx=fsx,
             metrics=metrics,
             openzfs_mount_path=openzfs_mount_path,
+            shared_file_system=shared is True,
             slurmdbd_owner=str(slurmdbd_owner),
             options=dict(options),
             emulation=emulation,

@@ -18,6 +18,12 @@ DONE_MARKER = STATE_DIR + "/bootstrap.done"
 """Written last by a bootstrap that converged; removed first by the next run."""
 RUNTIME_DIR_ON_SHARED = ".hyperpod-cdk"
 """Directory on the shared file system for cluster-wide state (munge key, environments, locks)."""
+CLUSTERS_DIR = "clusters"
+"""Below ``RUNTIME_DIR_ON_SHARED`` (and, as ``.clusters``, below the homes directory): one directory per cluster
+when clusters share a file system (``Node.shared_dir``, ``Node.homes_dir``)."""
+OWNER_FILE = "cluster"
+"""In the runtime's directory on shared storage: the name of the cluster whose state it holds
+(``steps/storage.py``)."""
 
 HOME = "/opt/hyperpod-cdk"
 INSTALL_DIR = HOME + "/lib"

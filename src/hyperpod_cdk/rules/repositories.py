@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Iterator
 
@@ -11,6 +12,7 @@ from hyperpod_cdk.rules.shapes import within
 from hyperpod_cdk.rules.view import ClusterView
 from hyperpod_cdk.rules.view import has_new_storage as _new
 from hyperpod_cdk.rules.view import storage_path as _at
+from training_runtime.paths import RUNTIME_DIR_ON_SHARED
 from training_runtime.problems import WARNING, Problem
 
 MAX_DATA_REPOSITORIES = 8
@@ -106,6 +108,62 @@ def dra_paths(view: ClusterView) -> Iterator[Problem]:
                     f"{b.rstrip('/') or '/'} overlaps data_repositories[{a_index}].file_system_path "
                     f"{a.rstrip('/') or '/'}; associations need disjoint directories",
                 )
+
+
+RUNTIME_STATE_PATH = "/" + RUNTIME_DIR_ON_SHARED
+"""The runtime's state on the Lustre file system (the munge key, PyTorch environments, every sharing cluster's)."""
+HOMES_PATH = "/home"
+"""The users' homes on the Lustre file system (``<fsx_mount_path>/home``; a sharing cluster's below it)."""
+
+
+def private_paths(view: ClusterView) -> list[tuple[str, str]]:
+    """The Lustre directories no association may cover, with what they hold. The homes are there unless FSx for
+    OpenZFS holds them and the Lustre file system is the cluster's own (an adopted one may hold another cluster's);
+    a view without the ``storage_openzfs`` section (a construct's) assumes they are there."""
+    found = [(RUNTIME_STATE_PATH, "the runtime's state (the munge key, the PyTorch environments)")]
+    zfs_homes = "storage_openzfs" in view.sections and view.openzfs is not None
+    if not zfs_homes or (view.storage is not None and view.storage.existing is not None):
+        found.append((HOMES_PATH, "the users' homes (their private SSH keys)"))
+    return found
+
+
+def _normalised(path: str) -> str:
+    """``path`` as the directory it names: '.', '..' and repeated slashes resolved, one leading slash."""
+    return "/" + posixpath.normpath(path).lstrip("/")
+
+
+@rule(
+    "DRA-PRIVATE",
+    "storage",
+    "storage.data_repositories[*].file_system_path",
+    source="FSx API AutoExportPolicy, CreateDataRepositoryTask (EXPORT_TO_REPOSITORY); the runtime's layout",
+)
+def dra_private(view: ClusterView) -> Iterator[Problem]:
+    """An association neither covers nor lies in the users' homes (/home) or the runtime's state (/.hyperpod-cdk).
+
+    FSx would export the private keys and the munge key to S3, and import whatever the bucket holds into them."""
+    reserved = private_paths(view)
+    for index, repository in enumerate(_repositories(view)):
+        path = repository.file_system_path
+        if not view.concrete(path) or not FS_PATH.match(path):
+            continue  # DRA-PATH reports a malformed path
+        directory = _normalised(path)
+        inside, above = directory.rstrip("/") + "/", ""
+        for private, holds in reserved:
+            if inside.startswith(private + "/"):
+                above = "is" if directory == private else "lies inside"
+            elif (private + "/").startswith(inside):
+                above = "covers"
+            if above:
+                yield Problem(
+                    _dra(view, index, "file_system_path"),
+                    f"{directory} {above} {private}, which holds {holds}: an association exports what is written "
+                    "below it to S3 (auto_export_events, on by default, and any export task) and imports what the "
+                    f"bucket holds into it; allowed: a directory outside {' and '.join(p for p, _ in reserved)}",
+                    got=path,
+                    fix="link a directory of its own, e.g. /datasets",
+                )
+                break
 
 
 @rule(

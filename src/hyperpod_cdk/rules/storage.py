@@ -248,3 +248,51 @@ def storage_replaces(view: ClusterView) -> Iterator[Problem]:
             "retained or deleted by removal_policy)",
             fix="copy the data first, or keep the deployed settings",
         )
+
+
+def _shared_field(view: ClusterView) -> tuple[str, bool]:
+    """The ``existing.shared`` field that decides (Lustre's, else OpenZFS's) and the config's answer."""
+    config = view.config
+    if config is None:
+        return view.path("storage", "existing.shared"), False
+    zfs = config.storage_openzfs.existing if config.storage_openzfs is not None else None
+    if (
+        zfs is not None
+        and zfs.shared
+        and not (config.storage and config.storage.existing and config.storage.existing.shared)
+    ):
+        return view.path("storage_openzfs", "existing.shared"), True
+    return view.path("storage", "existing.shared"), config.shares_file_system
+
+
+@rule(
+    "FSX-SHARED-MOVES",
+    "storage",
+    "{storage,storage_openzfs}.existing.shared",
+    level=WARNING,
+    source="hyperpod-cdk (the runtime's layout on shared storage; nothing is moved or deleted)",
+)
+def shared_moves(view: ClusterView) -> Iterator[Problem]:
+    """Changing existing.shared on a deployed cluster moves where nodes keep its state and homes from then on."""
+    previous = view.previous
+    if previous is None or previous.config is None or view.config is None:
+        return
+    before, after = previous.config.shares_file_system, view.config.shares_file_system
+    if before == after:
+        return
+    path, _ = _shared_field(view if after else previous)
+    name, mount = view.cluster_name, view.fsx_mount_path.rstrip("/")
+    old, new = (f"{mount}/.hyperpod-cdk", f"{mount}/.hyperpod-cdk/clusters/{name}")
+    base = view.openzfs.mount_path.rstrip("/") if view.openzfs is not None else f"{mount}/home"
+    homes = (base, f"{base}/.clusters/{name}")
+    if before:
+        old, new, homes = new, old, (homes[1], homes[0])
+    yield Problem(
+        path,
+        f"changed from {before} to {after} on a deployed cluster: nodes that bootstrap from now on keep the runtime's "
+        f"state in {new} (not {old}) and the users' homes in {homes[1]} (not {homes[0]}); nothing is moved or "
+        "deleted, so the users' files stay where they are and nodes bootstrapped before and after use different "
+        "directories",
+        fix="keep the deployed value, or move the homes (and on the generic platform the munge key) by hand and "
+        "then re-bootstrap every node together (docs/configuration.md, storage.existing.shared)",
+    )

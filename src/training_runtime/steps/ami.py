@@ -223,7 +223,8 @@ def user_homes(node: Node, listed: Tuple[str, ...]) -> Optional[Preconfigured]:
             continue
         if not FIRST_USER_UID <= int(fields[2]) <= LAST_USER_UID or not node.path(fields[5]).is_dir():
             continue
-        keys = sorted(p.name for p in node.path(fields[5] + "/.ssh").glob("id_*.pub"))
+        ssh = node.path(fields[5] + "/.ssh")  # the account's own: a link there is not followed (user_files.py)
+        keys = [] if ssh.is_symlink() else sorted(p.name for p in ssh.glob("id_*.pub"))
         found.append("{} ({}{})".format(fields[0], fields[5], ", keys " + " ".join(keys) if keys else ""))
     if not found:
         return None

@@ -22,9 +22,9 @@ definition of what is installed. Nothing here deletes a file or a directory.
 
 from __future__ import annotations
 
-import os
 from typing import Dict, List, Optional, Tuple
 
+from training_runtime.errors import StepFailed
 from training_runtime.files import read_text, write_file
 from training_runtime.hyperpod_facts import ENROOT_BIN, ENROOT_CONF
 from training_runtime.node import GENERIC, Node
@@ -51,6 +51,7 @@ from training_runtime.steps.container_paths import (
     wait_for_instance_store,
 )
 from training_runtime.steps.plugstack import INCLUDE, PYXIS_CONF, CgroupDevices, PyxisPlugstack, has_wildcard
+from training_runtime.user_files import Refused, make_dirs
 
 SHARED_DIR_MODE = 0o1777
 """AWS's sample makes enroot's directories world-writable with the sticky bit: every user's enroot writes there."""
@@ -94,8 +95,10 @@ class EnrootPaths(Step):
             mode = target.stat().st_mode & 0o7777 if target.exists() else 0o644
             write_file(node, ENROOT_CONF, tuned_enroot_conf(text or "", changes), mode=mode)
         for directory in self._dirs(node, {**current, **changes}):
-            node.path(directory).mkdir(parents=True, exist_ok=True)
-            os.chmod(str(node.path(directory)), SHARED_DIR_MODE)
+            try:  # below a 1777 directory a user may have planted a link: never followed (user_files.py)
+                make_dirs(str(node.root), directory, SHARED_DIR_MODE)
+            except Refused as refusal:
+                raise StepFailed(str(refusal)) from None
 
     def describe(self, node: Node) -> List[str]:
         _, changes, _, current = self._state(node)

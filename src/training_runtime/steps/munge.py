@@ -13,6 +13,7 @@ from training_runtime.paths import MUNGE_KEY, MUNGED_ARGV, MUNGED_PID_FILE, MUNG
 from training_runtime.retry import NotReady
 from training_runtime.services import Daemon
 from training_runtime.steps import Step
+from training_runtime.steps.storage import owner_problem
 
 KEY_SIZE = 1024
 NODE_KEY = MUNGE_KEY
@@ -31,6 +32,8 @@ class MungeKey(Step):
         return node.path(shared_key(node)).read_bytes()
 
     def needed(self, node: Node) -> bool:
+        if owner_problem(node):
+            return True
         try:
             key = self._shared(node)
         except FileNotFoundError:
@@ -38,6 +41,9 @@ class MungeKey(Step):
         return not file_matches(node, NODE_KEY, key, mode=0o400, owner="munge", group="munge")
 
     def apply(self, node: Node) -> None:
+        problem = owner_problem(node)  # never adopt another cluster's key (shared-storage refused it first)
+        if problem:
+            raise StepFailed(problem)
         secrets_dir = node.shared_dir + "/secrets"
         if node.is_primary_controller:  # backup controllers wait for its key like every other node
             ensure_dir(node, secrets_dir, mode=0o700)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import tempfile
 from typing import List, Optional
 
 from training_runtime.apt import apt_install
@@ -10,7 +13,7 @@ from training_runtime.errors import StepFailed
 from training_runtime.files import ensure_dir, is_mountpoint, read_text, with_block, write_file
 from training_runtime.node import Node
 from training_runtime.params import API_DRIVEN
-from training_runtime.paths import RUNTIME_DIR_ON_SHARED
+from training_runtime.paths import CLUSTERS_DIR, OWNER_FILE, RUNTIME_DIR_ON_SHARED
 from training_runtime.probe import PROBE_TIMEOUT_S, probe_argv
 from training_runtime.retry import NotReady
 from training_runtime.run import CommandError
@@ -80,8 +83,61 @@ class LustreMount(Step):
         return actions
 
 
+def owner_file(node: Node) -> str:
+    """The file naming the cluster whose state the runtime's directory on shared storage holds."""
+    return "{}/{}".format(node.shared_dir, OWNER_FILE)
+
+
+def owner_problem(node: Node) -> Optional[str]:
+    """Why this node must not use the runtime's directory on shared storage: it is marked as another cluster's.
+    None when it is this cluster's, or not marked yet (:func:`claim` marks it)."""
+    text = read_text(node, owner_file(node))
+    if text is None or text.strip() == node.cluster_identity:
+        return None
+    return (
+        "{} holds the runtime state of cluster {!r} ({} says so), not of this cluster {!r}: two clusters use this "
+        "file system, and sharing its state would share the munge key, the PyTorch environments and the users' "
+        "homes. Fix: set storage.existing.shared: true in this cluster's config (its state then lives in "
+        "{}/{}/{}/{} and its homes in {}/.{}/{}), or give this cluster a file system of its own; to hand the state "
+        "to this cluster (a cluster re-created under a new name), an admin writes its name into {}".format(
+            node.shared_dir,
+            text.strip()[:64],
+            owner_file(node),
+            node.cluster_identity,
+            node.params.fsx_mount_path.rstrip("/"),
+            RUNTIME_DIR_ON_SHARED,
+            CLUSTERS_DIR,
+            node.cluster_identity,
+            node.params.homes_dir.rstrip("/"),
+            CLUSTERS_DIR,
+            node.cluster_identity,
+            owner_file(node),
+        )
+    )
+
+
+def claim(node: Node) -> None:
+    """Mark the runtime's directory on shared storage as this cluster's, unless it is marked. The mark is linked
+    into place (a link never replaces a name), so of two clusters bootstrapping at once only one claims it; state
+    written before there was a mark (an earlier release) is this cluster's, the first to run this release."""
+    target = node.path(owner_file(node))
+    if os.path.lexists(str(target)):
+        return
+    fd, temporary = tempfile.mkstemp(dir=str(target.parent), prefix="." + OWNER_FILE + ".")
+    try:
+        os.fchmod(fd, 0o644)
+        os.write(fd, (node.cluster_identity + "\n").encode())
+        os.fsync(fd)
+        os.close(fd)
+        with contextlib.suppress(FileExistsError):  # another node marked it first: owner_problem decides
+            os.link(temporary, str(target))
+    finally:
+        os.unlink(temporary)
+
+
 class SharedStorage(Step):
-    """The shared file system is mounted and writable, and holds the runtime's cluster-wide directory.
+    """The shared file system is mounted and writable, and holds the runtime's cluster-wide directory, marked
+    with the cluster's name (:func:`claim`); a directory marked by another cluster is refused.
 
     In API-driven mode HyperPod mounts FSx itself before our script runs; this step only waits for that
     mount and never touches it.
@@ -109,7 +165,9 @@ class SharedStorage(Step):
 
     def needed(self, node: Node) -> bool:
         shared = node.path(node.shared_dir)
-        return not shared.is_dir() or (shared.stat().st_mode & 0o7777) != 0o755
+        if not shared.is_dir() or (shared.stat().st_mode & 0o7777) != 0o755:
+            return True
+        return read_text(node, owner_file(node)) is None or owner_problem(node) is not None
 
     def apply(self, node: Node) -> None:
         def ready() -> None:
@@ -127,6 +185,14 @@ class SharedStorage(Step):
             )
             raise StepFailed("shared storage is not usable: {}. {}".format(error, hint)) from None
         ensure_dir(node, node.shared_dir, mode=0o755)
+        claim(node)
+        problem = owner_problem(node)
+        if problem:
+            raise StepFailed(problem)
 
     def describe(self, node: Node) -> List[str]:
-        return ["check {} is writable; create {}".format(node.params.fsx_mount_path, node.shared_dir)]
+        return [
+            "check {} is writable; create {} (marked as cluster {})".format(
+                node.params.fsx_mount_path, node.shared_dir, node.cluster_identity
+            )
+        ]

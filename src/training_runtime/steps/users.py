@@ -2,25 +2,60 @@
 
 from __future__ import annotations
 
+import os
 from typing import Dict, List, Optional, Tuple
 
 from training_runtime.errors import StepFailed
-from training_runtime.files import HolderLock, ensure_dir, is_mountpoint, read_text, with_block, write_file
+from training_runtime.files import ensure_dir, is_mountpoint, read_text, with_block, write_file
+from training_runtime.log import log
 from training_runtime.node import Node
 from training_runtime.retry import NotReady, RetryPolicy
 from training_runtime.steps import Step
+from training_runtime.user_files import Refused, UserDir
 from training_runtime.users import User
 
 SUDOERS = "/etc/sudoers.d/hyperpod-cdk"
 SSH_CLIENT_CONFIG = "/etc/ssh/ssh_config.d/hyperpod-cdk.conf"
 KEY_NAME = "id_ed25519"
+LOCK_NAME = ".keygen.lock"
+HOME_MODE = 0o750
+SSH_DIR_MODE = 0o700
 KEYGEN_WAIT = RetryPolicy(attempts=None, base_s=0.5, cap_s=5.0, deadline_s=300.0)
 """How long a node waits for another making the same user's key pair on shared storage (ssh-keygen takes
 well under a second): then it fails naming the holder instead of hanging behind a hung mount."""
 
 
 def home(node: Node, user: User) -> str:
-    return "{}/{}".format(node.params.homes_dir.rstrip("/"), user.name)
+    return "{}/{}".format(node.homes_dir.rstrip("/"), user.name)
+
+
+def _ids(node: Node, user: User) -> Tuple[int, int]:
+    """The account's uid and gid on this node; users.json's before the ``users`` step made it (``plan``)."""
+    try:
+        return node.host.ids(user.name, user.name)
+    except KeyError:
+        return user.uid, user.gid
+
+
+def open_home(node: Node, user: User, create: bool = False) -> Optional[UserDir]:
+    """The user's home, opened without following a link (:mod:`training_runtime.user_files`); ``create``: made
+    (0750, the user's) when missing, else None when missing."""
+    homes = node.path(node.homes_dir)
+    if create:
+        homes.mkdir(parents=True, exist_ok=True)  # the homes directory itself is root's (0755)
+    elif not homes.is_dir():
+        return None
+    uid, gid = _ids(node, user)
+    return UserDir.open(str(homes), user.name, home(node, user), uid, gid, HOME_MODE if create else None)
+
+
+def open_ssh_dir(node: Node, user: User, create: bool = False) -> Optional[UserDir]:
+    """The user's ``~/.ssh``, the same way (made 0700 when ``create``)."""
+    home_dir = open_home(node, user, create)
+    if home_dir is None:
+        return None
+    with home_dir:
+        return home_dir.subdir(".ssh", SSH_DIR_MODE if create else None)
 
 
 def _table(node: Node, path: str) -> Dict[str, Tuple[str, ...]]:
@@ -73,7 +108,25 @@ class Users(Step):
         return [u for u in self.users if u.name not in passwd]
 
     def _homes_missing(self, node: Node) -> List[User]:
-        return [u for u in self.users if not node.path(home(node, u)).is_dir()]
+        return [u for u in self.users if not os.path.lexists(str(node.path(home(node, u))))]
+
+    def _home(self, node: Node, user: User) -> None:
+        home_dir = open_home(node, user, create=True)
+        assert home_dir is not None  # made when missing
+        with home_dir:
+            home_dir.ensure(HOME_MODE)
+
+    def left_alone(self, node: Node) -> List[str]:
+        refused = []
+        for user in self.users:
+            try:
+                home_dir = open_home(node, user)
+            except Refused as refusal:
+                refused.append(str(refusal))
+                continue
+            if home_dir is not None:
+                home_dir.close()
+        return refused
 
     def _wait_for_homes_mount(self, node: Node) -> None:
         """Homes on FSx for OpenZFS are created on the mounted file system, never on the node's own disk under it
@@ -114,7 +167,7 @@ class Users(Step):
             )
         groups = _table(node, "/etc/group")
         self._wait_for_homes_mount(node)
-        ensure_dir(node, node.params.homes_dir, mode=0o755)
+        ensure_dir(node, node.homes_dir, mode=0o755)
         for user in self._missing(node):
             if user.name not in groups:
                 node.run(["groupadd", "--gid", str(user.gid), user.name])
@@ -134,7 +187,10 @@ class Users(Step):
                 ]
             )
         for user in self.users:
-            ensure_dir(node, home(node, user), mode=0o750, owner=user.name, group=user.name)
+            try:
+                self._home(node, user)
+            except Refused as refusal:  # one user's link never stops the node from booting
+                log("left-alone", step=self.name, what=str(refusal))
         write_file(node, SUDOERS, self._sudoers(), mode=0o440)
 
     def describe(self, node: Node) -> List[str]:
@@ -145,7 +201,10 @@ class Users(Step):
 
 class SshBetweenNodes(Step):
     """Each user gets one key pair in their shared home, authorised on every node; the cluster's hosts
-    skip host-key checks (replaced nodes come back with new host keys)."""
+    skip host-key checks (replaced nodes come back with new host keys).
+
+    Root works in the user's home only through descriptors that refuse links (:mod:`training_runtime.user_files`)
+    and makes the key pair as the user; a user whose ``.ssh`` holds a link is left alone and named in the log."""
 
     name = "ssh"
 
@@ -161,28 +220,56 @@ class SshBetweenNodes(Step):
             "    UserKnownHostsFile /dev/null\n    LogLevel ERROR\n".format(" ".join(hosts))
         )
 
-    def _authorized(self, node: Node, user: User) -> Optional[str]:
-        public = read_text(node, "{}/.ssh/{}.pub".format(home(node, user), KEY_NAME))
+    def _authorized(self, ssh: UserDir, user: User) -> Optional[str]:
+        public = ssh.read_text(KEY_NAME + ".pub")
         if public is None:
             return None
-        current = read_text(node, "{}/.ssh/authorized_keys".format(home(node, user))) or ""
+        current = ssh.read_text("authorized_keys") or ""
         return with_block(current, "cluster", "\n".join([public.strip(), *user.ssh_public_keys]))
+
+    def _user_needed(self, node: Node, user: User) -> bool:
+        ssh = open_ssh_dir(node, user)
+        if ssh is None:
+            return True
+        with ssh:
+            ssh.stat(LOCK_NAME)  # refuses a link or a foreign file, as taking the lock would
+            wanted = self._authorized(ssh, user)
+            return wanted is None or ssh.read_text("authorized_keys") != wanted
 
     def needed(self, node: Node) -> bool:
         if read_text(node, SSH_CLIENT_CONFIG) != self._client_config(node):
             return True
         for user in self.users:
-            wanted = self._authorized(node, user)
-            if wanted is None or read_text(node, "{}/.ssh/authorized_keys".format(home(node, user))) != wanted:
-                return True
+            try:
+                if self._user_needed(node, user):
+                    return True
+            except Refused:
+                continue  # left alone, and said so (left_alone)
         return False
+
+    def left_alone(self, node: Node) -> List[str]:
+        refused = []
+        for user in self.users:
+            try:
+                self._user_needed(node, user)
+            except Refused as refusal:
+                refused.append(str(refusal))
+        return refused
 
     def apply(self, node: Node) -> None:
         write_file(node, SSH_CLIENT_CONFIG, self._client_config(node), mode=0o644)
         for user in self.users:
-            ssh_dir = home(node, user) + "/.ssh"
-            ensure_dir(node, ssh_dir, mode=0o700, owner=user.name, group=user.name)
-            with HolderLock(node.path(ssh_dir + "/.keygen.lock")) as lock:
+            try:
+                self._apply_user(node, user)
+            except Refused as refusal:  # one user's link never stops the node from booting
+                log("left-alone", step=self.name, what=str(refusal))
+
+    def _apply_user(self, node: Node, user: User) -> None:
+        ssh = open_ssh_dir(node, user, create=True)
+        assert ssh is not None  # made when missing
+        with ssh:
+            ssh.ensure(SSH_DIR_MODE)
+            with ssh.lock(LOCK_NAME) as lock:
                 try:
                     lock.take(self.wait, what="the ssh key lock of " + user.name)
                 except NotReady:
@@ -190,12 +277,12 @@ class SshBetweenNodes(Step):
                         "gave up after {:.0f} s waiting for {}/.keygen.lock (held by {}): another node is making "
                         "{}'s key pair on the shared file system and has not finished. Fix: look at that node's "
                         "bootstrap log (is the shared file system hung?), then re-run".format(
-                            self.wait.deadline_s, ssh_dir, lock.holder() or "an unknown node", user.name
+                            self.wait.deadline_s, ssh.shown, lock.holder() or "an unknown node", user.name
                         )
                     ) from None
                 lock.record(node.instance.name)
-                if not node.path("{}/{}".format(ssh_dir, KEY_NAME)).exists():
-                    node.run(
+                if not ssh.exists(KEY_NAME):
+                    node.run(  # as the user: ssh-keygen follows links only where the user may write anyway
                         [
                             "runuser",
                             "-u",
@@ -210,12 +297,12 @@ class SshBetweenNodes(Step):
                             "-C",
                             "{}@{}".format(user.name, node.params.cluster_name),
                             "-f",
-                            "{}/{}".format(ssh_dir, KEY_NAME),
+                            "{}/{}".format(ssh.shown, KEY_NAME),
                         ]
                     )
-            wanted = self._authorized(node, user)
+            wanted = self._authorized(ssh, user)
             if wanted is not None:
-                write_file(node, ssh_dir + "/authorized_keys", wanted, mode=0o600, owner=user.name, group=user.name)
+                ssh.write("authorized_keys", wanted, mode=0o600)
 
     def describe(self, node: Node) -> List[str]:
         return ["write " + SSH_CLIENT_CONFIG] + [
