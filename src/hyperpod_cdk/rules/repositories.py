@@ -145,7 +145,7 @@ def dra_private(view: ClusterView) -> Iterator[Problem]:
     reserved = private_paths(view)
     for index, repository in enumerate(_repositories(view)):
         path = repository.file_system_path
-        if not view.concrete(path) or not FS_PATH.match(path):
+        if not view.concrete(path) or not FS_PATH.fullmatch(path):
             continue  # DRA-PATH reports a malformed path
         directory = _normalised(path)
         inside, above = directory.rstrip("/") + "/", ""
