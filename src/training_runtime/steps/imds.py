@@ -32,7 +32,7 @@ from training_runtime import services
 from training_runtime.errors import StepFailed
 from training_runtime.files import file_matches, write_file
 from training_runtime.hyperpod_facts import IMDS_ENDPOINT, IMDS_ENDPOINT_IPV6
-from training_runtime.imds_guard import CONFIG_PATH, IPV4, IPV6, Guard, Tables, Target, converge, converged
+from training_runtime.imds_guard import CHAIN, CONFIG_PATH, IPV4, IPV6, Guard, Tables, Target, converge, converged
 from training_runtime.node import Node
 from training_runtime.paths import BIN_DIR
 from training_runtime.run import CommandError
@@ -212,28 +212,26 @@ class ImdsGuard(Step):
                 node.path(path).unlink()
 
     def describe(self, node: Node) -> List[str]:
-        wanted = self._wanted(node)
-        if wanted is None:
-            return ["fail: " + self._why_not(node)]
-        guard, _ = wanted
+        try:
+            guard = self._guard(node)
+        except StepFailed as error:
+            return ["fail: {}".format(error)]
         if not guard.targets:
             return ["remove the rules that keep the instance metadata service for root only"]
         allowed = ["root"] + ["group " + g for g in node.options.security.imds_groups]
         addresses = ", ".join(t.address + (":{}".format(t.port) if t.port else "") for t in guard.targets)
         boot = "systemctl enable " + UNIT if node.has_systemd else "record " + PROGRAM + " in " + services.BOOT_COMMANDS
-        return [
+        lines = [
             "iptables-restore --noflush: chain {} lets {} reach {}; everyone else is rejected".format(
-                "HYPERPOD-CDK-IMDS", ", ".join(allowed), addresses
+                CHAIN, ", ".join(allowed), addresses
             ),
             "write {} and {}; {}".format(CONFIG_PATH, PROGRAM, boot),
         ]
-
-    def _why_not(self, node: Node) -> str:
         try:
-            self._tables(node, self._guard(node))
-        except StepFailed as error:
-            return str(error)
-        return "unknown"
+            self._tables(node, guard)
+        except StepFailed:
+            lines.append("needs iptables, not on this node yet (the generic platform's packages step installs it)")
+        return lines
 
 
 def imds_steps(node: Node) -> List[Step]:
