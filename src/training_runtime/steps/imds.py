@@ -115,7 +115,7 @@ class ImdsGuard(Step):
             if found[0] is not None and found[1] is not None:
                 tables.append(Tables(family, found[0], found[1]))
             elif guard.targets_of(family):
-                lacking = " and ".join(name for name, path in zip(PROGRAMS[family], found) if path is None)
+                lacking = " and ".join(name for name in (iptables, restore) if node.which(name) is None)
                 raise StepFailed(
                     "{} and {} are needed to keep the instance metadata service for root only, and this node lacks "
                     "{}. Fix: install the iptables package (HyperPod's AMI has it), or set "
