@@ -122,15 +122,20 @@ def test_the_rules_converge_from_what_a_node_may_hold_and_then_change_nothing(ne
     assert not converged(run, v4, FULL)
     assert converge(run, v4, FULL) and converged(run, v4, FULL)
     assert not converge(run, v4, FULL), "a second run changes nothing"
-    # Another rule put before ours, an extra rule in our chain, a second jump: all put right in one restore.
+    # Another rule put before ours (a firewall manager's ACCEPT): users get through until our jump is first again.
     netns.run(["iptables", "-w", "-I", "OUTPUT", "1", "-d", f"{V4}/32", "-j", "ACCEPT"])
+    assert netns.get(urls()[0], NOBODY, NOBODY) == "200"
+    assert not converged(run, v4, FULL), "a jump that is no longer first counts as not in place"
+    assert converge(run, v4, FULL) and found(run, v4).jumps == (1,)
+    assert netns.get(urls()[0], NOBODY, NOBODY) == "refused", "the ACCEPT put first no longer lets users through"
+    # An extra rule in our chain and a second jump: put right in one restore.
     netns.run(["iptables", "-w", "-I", CHAIN, "1", "-j", "RETURN"])
     netns.run(["iptables", "-w", "-A", "OUTPUT", *Target(IPV4, V4).jump()])
     assert not converged(run, v4, FULL)
     assert converge(run, v4, FULL)
     state = found(run, v4)
     assert state.jumps == (1,) and state.chain is not None and len(state.chain) == 3
-    assert netns.get(urls()[0], NOBODY, NOBODY) == "refused", "the ACCEPT put first no longer lets users through"
+    assert netns.get(urls()[0], NOBODY, NOBODY) == "refused"
     # The allowed groups change: the chain follows.
     fewer = Guard(FULL.targets, ())
     assert not converged(run, v4, fewer) and converge(run, v4, fewer)
