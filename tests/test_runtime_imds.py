@@ -142,11 +142,10 @@ class FakeIptables(RecordingRunner):
                     del chains[words[1]]
             return Result(argv, 0, "", "")
         assert argv[1] == "-w"
-        if argv[2] == "-S":
-            if argv[3] not in chains:
-                return self._fail(argv, check, "iptables: No chain/target/match by that name.")
-            listing = [OUTPUT_POLICY if argv[3] == "OUTPUT" else f"-N {argv[3]}"]
-            listing += [f"-A {argv[3]} {rule}" for rule in chains[argv[3]]]
+        if argv[2:] == ["-S"]:  # the whole filter table, as iptables lists it: policies, chains, then rules
+            listing = ["-P INPUT ACCEPT", "-P FORWARD ACCEPT", OUTPUT_POLICY]
+            listing += [f"-N {name}" for name in chains if name != "OUTPUT"]
+            listing += [f"-A {name} {rule}" for name, rules in chains.items() for rule in rules]
             return Result(argv, 0, "\n".join(listing) + "\n", "")
         if argv[2] == "-C":
             present = " ".join(argv[4:]) in chains.get(argv[3], [])

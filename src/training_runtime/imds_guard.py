@@ -138,14 +138,14 @@ class Found:
 
 
 def found(run: Run, tables: Tables) -> Found:
-    """Read one family's OUTPUT chain and :data:`CHAIN`; CommandError when OUTPUT cannot be listed."""
-    output = run([tables.iptables, "-w", "-S", "OUTPUT"], timeout=TIMEOUT_S)
-    rules = [line for line in output.stdout.splitlines() if line.startswith("-A OUTPUT ")]
+    """Read one family's OUTPUT chain and :data:`CHAIN` from one listing of the filter table (``iptables -S``: a
+    missing chain is no failed command); CommandError when the table cannot be listed."""
+    lines = run([tables.iptables, "-w", "-S"], timeout=TIMEOUT_S).stdout.splitlines()
+    rules = [line for line in lines if line.startswith("-A OUTPUT ")]
     jumps = tuple(index for index, line in enumerate(rules, 1) if _target_of(line) == CHAIN)
-    listed = run([tables.iptables, "-w", "-S", CHAIN], check=False, timeout=TIMEOUT_S)
     chain = None
-    if listed.ok:
-        chain = tuple(line for line in listed.stdout.splitlines() if line.startswith("-A {} ".format(CHAIN)))
+    if "-N {}".format(CHAIN) in (line.strip() for line in lines):
+        chain = tuple(line for line in lines if line.startswith("-A {} ".format(CHAIN)))
     return Found(jumps, chain)
 
 
