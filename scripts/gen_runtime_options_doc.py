@@ -44,6 +44,7 @@ SECTIONS: tuple[tuple[str, type], ...] = (
     ("runtime.pytorch", options.PytorchOptions),
     ("runtime.observability", options.ObservabilityOptions),
     ("runtime.containers", options.ContainersOptions),
+    ("runtime.security", options.SecurityOptions),
 )
 """Each section of the ``runtime:`` block, in the order the document shows them."""
 

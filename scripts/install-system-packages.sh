@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Debian packages the local cluster and its tests use: Slurm, munge, accounting (MariaDB + slurmdbd),
-# node_exporter and Prometheus (metrics), the shell linter and mmdebstrap (scripts/build-node-rootfs.sh).
+# node_exporter and Prometheus (metrics), the shell linter, mmdebstrap (scripts/build-node-rootfs.sh) and iptables
+# (the generic platform's nodes, which run on this root, keep the metadata service for root only).
 # Installs only what is missing. Package scripts must not start daemons on this machine, so a policy-rc.d
 # that denies them is put in place for the install when the machine has none.
 set -euo pipefail
@@ -10,7 +11,7 @@ if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>
   exit 0
 fi
 packages=(slurm-wlm slurmdbd munge mariadb-server mariadb-client shellcheck openssh-client iproute2 util-linux procps
-  prometheus prometheus-node-exporter mmdebstrap)
+  prometheus prometheus-node-exporter mmdebstrap iptables)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -118,6 +118,10 @@ class FakeHost(Host):
             gid = self.accounts.get(group, (uid, os.getgid()))[1]
         return uid, gid
 
+    def group_id(self, name: str) -> Optional[int]:
+        """The gid the accounts give ``name`` (its second ID), else none: no group of the test machine counts."""
+        return self.accounts[name][1] if name in self.accounts else None
+
     def hostname(self) -> str:
         return self.name
 

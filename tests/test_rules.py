@@ -876,6 +876,12 @@ ROWS = [
         "no sha256 of it is published",
     ),
     row(
+        "RT-SECURITY-IMDS-GROUPS",
+        {"runtime": {"security": {"imds_groups": ["ops", "ops"]}}},
+        "runtime.security.imds_groups[1]",
+        "names a group twice",
+    ),
+    row(
         "RT-HEALTH-ON-HYPERPOD",
         {"runtime": {"health": {"on_hyperpod": "ignore"}}},
         "runtime.health.on_hyperpod",

@@ -117,9 +117,10 @@ def test_role_packages(tmp_path: Path) -> None:
         "slurmdbd",
         "mariadb-server",
         "mariadb-client",
+        "iptables",  # the metadata service for root only (steps/imds.py)
     ]
-    assert packages_for(fake_node(tmp_path / "w")) == ["munge", "slurm-client", "slurmd"]
-    assert packages_for(fake_node(tmp_path / "l", instance="login-1")) == ["munge", "slurm-client"]
+    assert packages_for(fake_node(tmp_path / "w")) == ["munge", "slurm-client", "slurmd", "iptables"]
+    assert packages_for(fake_node(tmp_path / "l", instance="login-1")) == ["munge", "slurm-client", "iptables"]
 
 
 # --- storage -----------------------------------------------------------------------------------
@@ -492,7 +493,7 @@ def test_hyperpod_platform_leaves_slurm_conf_and_munge_to_hyperpod(tmp_path: Pat
     node = fake_node(tmp_path, mode="api-driven")
     (tmp_path / "opt/sagemaker_cluster").mkdir(parents=True)
     plan = names(steps_for(node))
-    assert plan[:4] == ["installed-runtime", "health-checks", "shared-storage", "slurm-config"]
+    assert plan[:5] == ["installed-runtime", "health-checks", "shared-storage", "imds-guard", "slurm-config"]
     assert not any(n.startswith(("packages", "munge", "hosts")) for n in plan)
     assert conf_path(node, "slurm.conf") == "/opt/slurm/etc/slurm.conf"
     assert not any(isinstance(s, SlurmConfig) for s in steps_for(node))

@@ -176,6 +176,14 @@ group's node's own instance type.
 Source: https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-data-retrieval.html:
 "http://169.254.169.254/latest/meta-data/" (checked 2026-11-28)."""
 
+IMDS_ENDPOINT_IPV6 = "fd00:ec2::254"
+"""EC2's instance metadata service on IPv6 (Nitro instances in an IPv6-enabled subnet): the runtime's firewall rule for
+root only covers it too (steps/imds.py).
+
+Source: https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instance-metadata-limiting-access.html: "drop packets
+with the destination IPv4 address of the IMDS 169.254.169.254 and, if you enabled the IPv6 endpoint, the IPv6 address
+of the IMDS [fd00:ec2::254]" (checked 2026-12-04)."""
+
 # --- the api: per-call limits ----------------------------------------------------------------------------------------
 
 REBOOT_NODES_MAX = 25

@@ -104,6 +104,13 @@ class Host:
         gid = grp.getgrnam(group).gr_gid if group else entry.pw_gid
         return entry.pw_uid, gid
 
+    def group_id(self, name: str) -> Optional[int]:
+        """The gid of group ``name`` (NSS: /etc/group, or a directory service), or None when there is none."""
+        try:
+            return grp.getgrnam(name).gr_gid
+        except KeyError:
+            return None
+
     def hostname(self) -> str:
         return socket.gethostname().split(".")[0]
 

@@ -15,6 +15,7 @@ from training_runtime.option_types import (
     DB_USER,
     DCGM_LEVELS,
     ENROOT_CACHES,
+    GROUP_NAME,
     HTTPS_INDEX_URL,
     HTTPS_URL,
     HYPERPOD_HEALTH_ACTIONS,
@@ -405,3 +406,35 @@ def containers_install(options: RuntimeOptions, path: str) -> Iterable[Problem]:
                 got=None,
                 fix="download it from a place you trust, run sha256sum on it, and give the sum here",
             )
+
+
+@_rule(
+    "RT-SECURITY-IMDS-GROUPS",
+    "runtime",
+    "runtime.security.imds_groups[*]",
+    source="EC2 User Guide: Limit access to the Instance Metadata Service (allow rules for users or groups)",
+)
+def security_imds_groups(options: RuntimeOptions, path: str) -> Iterable[Problem]:
+    """imds_groups names Unix groups, each once, and applies only while imds_root_only keeps the rule in place."""
+    security = options.security
+    where = path + ".security.imds_groups"
+    if security.imds_groups and not security.imds_root_only:
+        yield Problem(
+            where,
+            "applies only with imds_root_only: true; without the rule every user on a node already reaches the "
+            "instance metadata service",
+            got=list(security.imds_groups),
+            fix="remove imds_groups, or set imds_root_only: true",
+        )
+    seen = set()
+    for index, name in enumerate(security.imds_groups):
+        if not GROUP_NAME.fullmatch(name):
+            yield Problem(
+                "{}[{}]".format(where, index),
+                "expected a Unix group name: 1-64 letters, digits, '_', '.', '@' or '-', not starting with '-'",
+                got=name[:80],
+                fix="give the group's name as `getent group` prints it",
+            )
+        elif name in seen:
+            yield Problem("{}[{}]".format(where, index), "names a group twice", got=name, fix="list each group once")
+        seen.add(name)

@@ -45,6 +45,9 @@ RDS_CA_BUNDLE_URL = "https://truststore.pki.rds.amazonaws.com/global/global-bund
 applications to connect to DB instances using new SSL/TLS certificates")."""
 HTTPS_URL = re.compile(r"^https://[A-Za-z0-9.-]+(:[0-9]{1,5})?/[A-Za-z0-9._~/%+-]*\Z")
 """An https URL of a file, without a query, user info or characters a command line or a config file could misread."""
+GROUP_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}")
+"""A Unix group name as ``imds_groups`` takes it (whole string): letters, digits, ``_ . @ -``, not starting with
+``-``, at most 64 characters (directory-service names such as ``hpc-users@example.com`` included)."""
 
 
 class OptionsError(InputError):
@@ -243,6 +246,23 @@ class ContainersOptions:
 
 
 @dataclass(frozen=True)
+class SecurityOptions:
+    """Who on a node may use what the node's instance role may do (docs/node-runtime.md, "Instance metadata: root
+    only")."""
+
+    imds_root_only: bool = True
+    """Firewall rules on every node let only root (and ``imds_groups``) reach the EC2 instance metadata service, so
+    jobs and logged-in users cannot read the instance role's credentials. Breaks what a job takes from it: the
+    role's credentials (boto3 or the AWS CLI reaching S3, ECR or CloudWatch with the node's role), and the region,
+    zone and instance identity (docs/limitations.md). ``false``: no rule, every process on a node can act as its
+    role."""
+    imds_groups: Tuple[str, ...] = ()
+    """Unix groups whose members may also reach the metadata service (primary or supplementary group; iptables'
+    ``--gid-owner`` with ``--suppl-groups``); each must exist on every node when the bootstrap runs. Everyone in
+    them can act as the node's role."""
+
+
+@dataclass(frozen=True)
 class RuntimeOptions:
     """The parameters file's ``hyperpod_cdk.options``: the config's ``runtime:`` section."""
 
@@ -260,6 +280,8 @@ class RuntimeOptions:
     """Metrics exporters and agent on every node; on by default."""
     containers: ContainersOptions = field(default_factory=ContainersOptions)
     """enroot, pyxis and Docker tuned off the root volume (and installed on request); on by default."""
+    security: SecurityOptions = field(default_factory=SecurityOptions)
+    """The instance metadata service for root only (and allowed groups); on by default."""
     install_accelerator_software: bool = True
     """Install missing EFA / NVIDIA (fabric manager, DCGM) / Neuron software on nodes that have the
     hardware. ``false`` leaves it all to the AMI. NVIDIA drivers are never installed."""

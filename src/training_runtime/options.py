@@ -19,6 +19,7 @@ from training_runtime.option_types import (  # re-exported: callers import them 
     DB_USER,
     DCGM_LEVELS,
     ENROOT_CACHES,
+    GROUP_NAME,
     HYPERPOD_HEALTH_ACTIONS,
     MAX_SLURM_SECONDS,
     MIN_CRED_EXPIRE,
@@ -38,6 +39,7 @@ from training_runtime.option_types import (  # re-exported: callers import them 
     OptionsError,
     PytorchOptions,
     RuntimeOptions,
+    SecurityOptions,
     SlurmOptions,
     SpotOptions,
 )
@@ -48,6 +50,7 @@ __all__ = [
     "DB_USER",
     "DCGM_LEVELS",
     "ENROOT_CACHES",
+    "GROUP_NAME",
     "HARDWARE_RULE",
     "HYPERPOD_HEALTH_ACTIONS",
     "KNOWN_SECTIONS",
@@ -70,6 +73,7 @@ __all__ = [
     "OptionsError",
     "PytorchOptions",
     "RuntimeOptions",
+    "SecurityOptions",
     "SlurmOptions",
     "SpotOptions",
     "options_problems",
@@ -88,6 +92,7 @@ _SECTIONS: Dict[str, Any] = {
     "spot": SpotOptions,
     "observability": ObservabilityOptions,
     "containers": ContainersOptions,
+    "security": SecurityOptions,
 }
 
 
@@ -143,6 +148,7 @@ def _parse_shape(raw: Any, path: str, problems: List[str]) -> RuntimeOptions:
     observability = observability or ObservabilityOptions()
     containers = _section(raw.get("containers"), ContainersOptions, path + ".containers", problems)
     containers = containers or ContainersOptions()
+    security = _section(raw.get("security"), SecurityOptions, path + ".security", problems) or SecurityOptions()
     install = raw.get("install_accelerator_software", True)
     if not isinstance(install, bool):
         problems.append("{}.install_accelerator_software: got {!r}; expected true or false".format(path, install))
@@ -160,6 +166,7 @@ def _parse_shape(raw: Any, path: str, problems: List[str]) -> RuntimeOptions:
         spot=spot,
         observability=observability,
         containers=containers,
+        security=security,
         install_accelerator_software=install,
         node_hardware={str(k): dict(v) for k, v in hardware.items()},
     )

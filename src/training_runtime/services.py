@@ -112,6 +112,65 @@ def enable(node: Node, daemon: Daemon) -> None:
     write_file(node, ENABLED_DAEMONS, json.dumps(records, indent=2) + "\n", mode=0o644)
 
 
+BOOT_COMMANDS = STATE_DIR + "/boot-commands.json"
+"""Without systemd: the one-shot commands the runtime enabled, as ``{"unit": ..., "argv": [...]}`` objects, first
+enabled first, as ``systemctl enable`` keeps a ``Type=oneshot`` unit; whatever boots the node runs them before the
+daemons of :data:`ENABLED_DAEMONS` (the local cluster's boot: ``hyperpod_local.enabled``)."""
+
+
+def boot_commands(text: Optional[str]) -> List[Tuple[str, Tuple[str, ...]]]:
+    """(unit, argv) of every command :data:`BOOT_COMMANDS` holds (``text`` None: none); ValueError naming what is
+    wrong."""
+    if text is None:
+        return []
+    try:
+        data = json.loads(text)
+    except ValueError as error:
+        raise ValueError("{}: not JSON ({})".format(BOOT_COMMANDS, error)) from None
+    if not isinstance(data, list):
+        raise ValueError("{}: expected a JSON list, got {}".format(BOOT_COMMANDS, type(data).__name__))
+    commands = []
+    for index, item in enumerate(data):
+        try:
+            argv = item["argv"]
+            if not isinstance(argv, list) or not argv:
+                raise ValueError("argv is not a list of words")
+            commands.append((str(item["unit"]), tuple(str(a) for a in argv)))
+        except (KeyError, TypeError, ValueError) as error:
+            message = "{}[{}]: not a boot command ({!r}: {})".format(BOOT_COMMANDS, index, item, error)
+            raise ValueError(message) from None
+    return commands
+
+
+def _boot_records(node: Node) -> List[Tuple[str, Tuple[str, ...]]]:
+    try:
+        return boot_commands(read_text(node, BOOT_COMMANDS))
+    except ValueError:
+        return []  # an unreadable record is rewritten from what this run enables
+
+
+def boot_command_enabled(node: Node, unit: str, argv: List[str]) -> bool:
+    return (unit, tuple(argv)) in _boot_records(node)
+
+
+def set_boot_command(node: Node, unit: str, argv: Optional[List[str]]) -> bool:
+    """Record ``unit``'s command in :data:`BOOT_COMMANDS` (no systemd), or drop it (``argv`` None); an enabled unit
+    keeps its place. True when the record changed."""
+    records = _boot_records(node)
+    units = [name for name, _ in records]
+    if argv is None:
+        records = [r for r in records if r[0] != unit]
+    elif unit in units:
+        records[units.index(unit)] = (unit, tuple(argv))
+    else:
+        records.append((unit, tuple(argv)))
+    text = json.dumps([{"unit": name, "argv": list(words)} for name, words in records], indent=2) + "\n"
+    if read_text(node, BOOT_COMMANDS) == text or (not records and read_text(node, BOOT_COMMANDS) is None):
+        return False
+    write_file(node, BOOT_COMMANDS, text, mode=0o644)
+    return True
+
+
 def start(node: Node, daemon: Daemon) -> None:
     """Start ``daemon`` and have it start again at boot (``systemctl enable --now``, or :func:`enable`)."""
     if node.has_systemd:

@@ -15,6 +15,7 @@ from training_runtime.steps.configless import SLURMD_DROP_IN, ConfiglessPush, Sl
 from training_runtime.steps.containers import container_push_steps, container_steps
 from training_runtime.steps.daemon import RunningDaemon
 from training_runtime.steps.health import health_steps
+from training_runtime.steps.imds import imds_steps
 from training_runtime.steps.installed import InstalledRuntime
 from training_runtime.steps.login_node import LoginNodeJobs
 from training_runtime.steps.munge import MUNGED, NODE_KEY, MungeKey
@@ -53,6 +54,8 @@ def packages_for(node: Node) -> List[str]:
                 packages += ["mariadb-server", "mariadb-client"]
     if node.is_compute:
         packages.append("slurmd")
+    if node.options.security.imds_root_only:
+        packages.append("iptables")  # the metadata service for root only (steps/imds.py)
     return packages
 
 
@@ -71,6 +74,7 @@ def steps_for(node: Node) -> List[Step]:
         steps += [MungeKey(), RunningDaemon(MUNGED, [NODE_KEY])]
     if users:
         steps += [Users(users), SshBetweenNodes(users)]
+    steps += imds_steps(node)  # after the groups it may allow exist, before any daemon the runtime starts
     steps += accelerator_steps(node)
     steps.append(SlurmConfig() if generic else HyperPodSlurmConfig())
     if not generic and node.options.slurm.version is not None:
