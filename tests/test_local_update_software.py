@@ -151,14 +151,19 @@ class CtrlCAfterRequeue:
     drill stops before UpdateClusterSoftware (no re-image), once the requeue line has run."""
 
     def __init__(self, ssm: SsmOnTheNode) -> None:
-        self.ssm, self.commands = ssm, []  # type: tuple[SsmOnTheNode, list[str]]
+        self.ssm = ssm
+        self.commands: list[str] = []
+        self.said: list[str] = []
+        """Each command with what it printed (for a failure's message)."""
 
     def __call__(self, argv: list[str]) -> Captured:
         command = json.loads(argv[argv.index("--parameters") + 1])["command"][0]
         if any("scontrol requeue" in c for c in self.commands):
             raise KeyboardInterrupt
         self.commands.append(command)
-        return self.ssm(argv)
+        answer = self.ssm(argv)
+        self.said.append(f"$ {command}\n{answer.stdout}{answer.stderr}")
+        return answer
 
 
 def test_a_crafted_job_name_and_comment_run_nothing_through_the_requeue_line(
@@ -168,20 +173,29 @@ def test_a_crafted_job_name_and_comment_run_nothing_through_the_requeue_line(
     a = cluster.slurm_name("workers-a-1")
     job = run(cluster, "sbatch", "--parsable", "--requeue", "-p", "cpu-a", "-w", a, *crafted_sbatch_args(),
               "--wrap", "sleep 600").strip()  # fmt: skip
-    for _ in range(60):
+    for _ in range(180):
         if run(cluster, "squeue", "-h", "-j", job, "-o", "%T").strip() == "RUNNING":
             break
         time.sleep(1)
-    operator = Operator(fakes=NoFakes(), home=tmp_path, sleep=time.sleep)
+    else:
+        shown = run(cluster, "squeue", "-h", "-j", job, "-o", "%T %r") + run(cluster, "sinfo", "-N", "-o", "%N %t %E")
+        raise AssertionError(f"the crafted job never started:\n{shown}")
+    operator = Operator(fakes=NoFakes(), home=tmp_path)
+
+    def sleep(seconds: float) -> None:  # the command's deadline runs on the operator's clock: it moves with time
+        time.sleep(seconds)
+        operator.clock[0] += seconds
+
+    operator.sleep = sleep
     ssm = CtrlCAfterRequeue(SsmOnTheNode(cluster, sagemaker, NAME))
     operator.ssm_command = ssm
     try:
         done = operator("update-software", NAME, "--groups", "workers-a", "--yes", "--poll", "2",
                         "--drain-deadline", "5s")  # fmt: skip
-        assert done.code == 130, done.err  # stopped right after the requeue, before any update
+        assert done.code == 130, done.err + "\n".join(ssm.said)  # stopped after the requeue, before any update
+        assert injected(cluster, controller) == [], "a command in the job's name or comment ran on the controller"
         requeues = [c for c in ssm.commands if "scontrol requeue" in c]
         assert len(requeues) == 1 and f"; scontrol requeue {job}; echo " in requeues[0], requeues
-        assert injected(cluster, controller) == [], "a command in the job's name or comment ran on the controller"
         for _ in range(30):  # the real job was requeued
             shown = run(cluster, "scontrol", "-o", "show", "job", job)
             if " Restarts=1 " in shown:
