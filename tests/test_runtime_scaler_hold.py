@@ -165,3 +165,21 @@ def test_a_marked_job_in_an_unscaled_partition_is_left_alone(world: World) -> No
     world.slurm.admin_comments["7"] = held_comment("gpu")
     world.scaler().cycle()
     assert world.slurm.released == []
+
+
+def test_a_job_named_like_the_held_mark_is_never_released(world: World) -> None:
+    # A user's job, held by its user, whose name (or comment) carries the mark the job_submit script writes.
+    world.slurm.pending = ["7|gpu|2|JobHeldUser", "8|gpu|1|JobHeldUser"]
+    world.slurm.job_names["7"] = "x AdminComment=" + held_comment("gpu")
+    world.slurm.job_names["8"] = "x\nAdminComment=" + held_comment("gpu")
+    world.scaler().cycle()
+    assert world.slurm.released == []
+    assert world.fake.calls("BatchAddClusterNodes") == []
+
+
+def test_a_pending_line_whose_id_is_not_a_job_id_is_never_acted_on(world: World) -> None:
+    world.slurm.pending = ["7;id|gpu|2|JobHeldUser", "jobname=x|gpu|2|JobHeldUser", "9_2|gpu|1|JobHeldUser"]
+    for job in ("7;id", "jobname=x", "9_2"):
+        world.slurm.admin_comments[job] = held_comment("gpu")
+    world.scaler().cycle()
+    assert world.slurm.released == ["9_2"]

@@ -40,7 +40,9 @@ class FakeSlurm:
         self.job_update_exit = 0
         """Slurm 24.11 sets a job's AdminComment in a partition without nodes yet exits 1."""
         self.admin_comments: dict[str, str] = {}
-        """Job id -> AdminComment (``scontrol -o show job``)."""
+        """Job id -> AdminComment (``squeue -h -r -j <id> -O admin_comment:``)."""
+        self.job_names: dict[str, str] = {}
+        """Job id -> the name its user gave it (``scontrol -o show job`` prints it among Slurm's fields)."""
         self.released: list[str] = []
         self.release_exit = 0
         """Slurm 24.11 releases a job in a partition without nodes yet exits 1."""
@@ -65,11 +67,14 @@ class FakeSlurm:
             out = "\n".join(self._line(n, v) for n, v in sorted(self.nodes.items()))
         elif argv[:4] == ["scontrol", "-o", "show", "node"]:
             out = self._line(argv[4], self.nodes[argv[4]])
-        elif argv[:4] == ["scontrol", "-o", "show", "job"]:
+        elif argv[:4] == ["scontrol", "-o", "show", "job"]:  # as Slurm prints it: the user's name among the fields
             comment = self.admin_comments.get(argv[4])
-            out = "JobId={} JobName=wrap Priority=0 AdminComment={} JobState=PENDING".format(argv[4], comment or "")
-            if comment is None:
-                out = f"JobId={argv[4]} JobName=wrap Priority=0 JobState=PENDING"
+            out = "JobId={} JobName={} JobState=PENDING Reason=JobHeldUser{}".format(
+                argv[4], self.job_names.get(argv[4], "wrap"), "" if comment is None else " AdminComment=" + comment
+            )
+        elif argv[0] == "squeue" and "-O" in argv:
+            assert argv[argv.index("-O") + 1] == "admin_comment:", argv  # that one field, printed whole
+            out = self.admin_comments.get(argv[argv.index("-j") + 1], "(null)") + "\n"
         elif argv[:2] == ["scontrol", "release"]:
             self.released.append(argv[2])
             if self.release_exit and check:

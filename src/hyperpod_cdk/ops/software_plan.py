@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from hyperpod_cdk.aws.errors import Exit, OpsError
+from training_runtime.slurm_text import SlurmTextError, job_id, split_line
+from training_runtime.slurm_text import value as slurm_value
 
 AMI_UPDATE_PAGE = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-ami-update.html"
 BATCHES_EKS_ONLY = (
@@ -80,24 +82,47 @@ def order_groups(all_groups: Sequence[str], slurm_groups: set[str], named: str |
     return chosen
 
 
+JOB_FIELDS = ("JobID", "HetJobID", "State", "Requeue", "BatchFlag")
+"""What ``update-software`` reads of the jobs on drained nodes (``squeue -O``, :mod:`training_runtime.slurm_text`):
+fields only Slurm writes, never the job's name, comment or paths. squeue(1): ``JobID`` "will have a unique value
+for each element of job arrays and each component of heterogeneous jobs"; ``HetJobID`` is the "Job ID of the
+heterogeneous job leader" (``N/A`` for other jobs); ``Requeue`` and ``BatchFlag`` print 0 or 1."""
+
+
 @dataclass(frozen=True)
 class Job:
-    """A job on the nodes being drained, from ``scontrol -o show job``."""
+    """A job on the nodes being drained (one line of :data:`JOB_FIELDS`)."""
 
     id: str
+    """The id ``scontrol requeue`` takes: a heterogeneous job's leader for its components (Slurm's
+    heterogeneous_jobs.html: requeue "can only be requested for a [heterogeneous] job leader and will be applied
+    to all components"; a request for one component "will return an error")."""
     state: str
     requeue: bool
-    """``Requeue=1`` and a batch job (``BatchFlag=1``): ``scontrol requeue`` puts it back in the queue."""
+    """``Requeue=1`` and a batch job (``BatchFlag=1``): ``scontrol requeue`` puts it back in the queue (every
+    component, for a heterogeneous job)."""
 
 
 def parse_jobs(text: str) -> list[Job]:
-    jobs = []
+    """The jobs in ``squeue -h -O`` output of :data:`JOB_FIELDS`, one per job (a heterogeneous job once, under its
+    leader's id). A line that is not that form, or an id that is not a job id, is an error: nothing Slurm did not
+    write goes on a command line."""
+    jobs: dict[str, Job] = {}
     for line in text.splitlines():
-        fields = dict(re.findall(r"(\w+)=(\S*)", line))
-        if "JobId" in fields:
-            requeue = fields.get("Requeue") == "1" and fields.get("BatchFlag") == "1"
-            jobs.append(Job(fields["JobId"], fields.get("JobState", ""), requeue))
-    return jobs
+        try:
+            fields = split_line(line, len(JOB_FIELDS))
+            if fields is None:
+                continue
+            own, leader, state, requeue, batch = fields
+            own_id = job_id(own)
+            target = job_id(slurm_value(leader) or own_id)
+        except SlurmTextError as error:
+            said = f"on the controller, squeue printed a job line update-software cannot read: {error}"
+            raise OpsError(said, Exit.FAILED) from None
+        requeueable = requeue == "1" and batch == "1"
+        seen = jobs.get(target)
+        jobs[target] = Job(target, state, requeueable and (seen is None or seen.requeue))
+    return list(jobs.values())
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ BAD_GROUP = {"Degraded", "Failed"}
 BAD_NODE = {"Failure", "NotFound"}
 STALE_IMAGE = {"SecurityUpdateRequired", "EndOfLife"}
 SCALER_STALE_S = 900.0
-"""A scaler heartbeat older than this is shown as stale (the service tags every 5 minutes, and at once on an error)."""
+"""A scaler heartbeat older than this is shown as stale (the service tags at most every 5 minutes, errors or not)."""
 
 
 def scaler_heartbeat(sagemaker: Any, cluster: Cluster, now: Callable[[], float] = time.time) -> dict[str, Any] | None:

@@ -48,6 +48,7 @@ from hyperpod_cdk.ops.lookup import Cluster, Node, get_cluster, list_nodes, pick
 from hyperpod_cdk.ops.render import print_json
 from hyperpod_cdk.ops.software_plan import (
     DONE,
+    JOB_FIELDS,
     Drain,
     Progress,
     drain_decision,
@@ -61,14 +62,12 @@ from hyperpod_cdk.ops.software_plan import (
 )
 from training_runtime.paths import INSTALL_DIR
 from training_runtime.scaler.slurm_view import parse_nodes
+from training_runtime.slurm_text import SlurmTextError, format_option, node_name
 
 DRAIN_REASON = "hyperpod-cdk update-software"
 FAILED_REASON = "hyperpod-cdk update-software: verification failed"
-JOBS = (
-    "for j in $(squeue -h -w {nodes} -t RUNNING,COMPLETING,CONFIGURING,SUSPENDED -o %A); "
-    "do scontrol -o show job $j; done"
-)
-"""The jobs on the drained nodes, one ``scontrol -o show job`` line each (JobState, Requeue, BatchFlag)."""
+JOBS = "squeue -h -w {nodes} -t RUNNING,COMPLETING,CONFIGURING,SUSPENDED -O " + shlex.quote(format_option(JOB_FIELDS))
+"""The jobs on the drained nodes, one ``squeue -O`` line each of fields only Slurm writes (:data:`JOB_FIELDS`)."""
 VERIFY = (
     f"sh -c 'if [ -d {INSTALL_DIR}/training_runtime ]; then PYTHONPATH={INSTALL_DIR} exec python3 -m "
     "training_runtime.health --report; else hostname; fi'"
@@ -100,13 +99,14 @@ class Roll:
     # --- one group ---------------------------------------------------------------------------------------------
     def group(self, group: str) -> Exit:
         names = self.names[group]
-        nodes = ",".join(names)
+        nodes = node_list(names)
         if self.progress.phase(group) in ("pending", "draining"):
             self.phase(group, "draining")
             if names:
                 self.shell.must(f"scontrol update NodeName={nodes} State=DRAIN Reason={shlex.quote(DRAIN_REASON)}")
-                self.say(f"{group}: drained {nodes}; waiting for their jobs (deadline {self.args.drain_deadline})")
-                stopped = self.wait_for_jobs(group, nodes)
+                deadline = self.args.drain_deadline
+                self.say(f"{group}: drained {','.join(names)}; waiting for their jobs (deadline {deadline})")
+                stopped = self.wait_for_jobs(group, names)
                 if stopped is not None:
                     return stopped
             else:
@@ -126,21 +126,21 @@ class Roll:
             self.say(f"{group}: updated and verified")
         return Exit.OK
 
-    def wait_for_jobs(self, group: str, nodes: str) -> Exit | None:
+    def wait_for_jobs(self, group: str, names: list[str]) -> Exit | None:
         deadline = self.ctx.monotonic() + self.deadline_s
         while True:
-            jobs = parse_jobs(self.shell.must(JOBS.format(nodes=nodes)))
+            jobs = parse_jobs(self.shell.must(JOBS.format(nodes=node_list(names))))
             decision: Drain = drain_decision(jobs, self.ctx.monotonic(), deadline)
             if decision.action == "update":
                 return None
             if decision.action == "requeue":
-                self.shell.must(f"scontrol requeue {','.join(decision.jobs)}")
+                self.shell.must(f"scontrol requeue {shlex.quote(','.join(decision.jobs))}")
                 self.say(f"{group}: drain deadline passed: requeued job(s) {', '.join(decision.jobs)}")
             elif decision.action == "stop":
                 self.progress.note = (
-                    f"{group}: job(s) {', '.join(decision.jobs)} still run on {nodes} after the drain deadline and "
-                    "cannot be requeued (not batch jobs, or submitted with --no-requeue): let them finish or cancel "
-                    "them, then run again with --resume"
+                    f"{group}: job(s) {', '.join(decision.jobs)} still run on {','.join(names)} after the drain "
+                    "deadline and cannot be requeued (not batch jobs, or submitted with --no-requeue): let them finish "
+                    "or cancel them, then run again with --resume"
                 )
                 save_progress(self.path, self.progress)
                 self.say(self.progress.note)
@@ -216,14 +216,15 @@ class Roll:
             self.ctx.sleep(self.args.poll)
 
     def verify(self, group: str, names: list[str]) -> bool:
-        nodes, reservation = ",".join(names), f"hyperpod-cdk-update-{group}"
+        nodes, reservation = node_list(names), shlex.quote(f"hyperpod-cdk-update-{group}")
+        shown = ",".join(names)
         deadline = self.ctx.monotonic() + self.args.update_timeout
         while True:  # a re-imaged node's slurmd registers again once its lifecycle script has run
             records = {r.name: r for r in parse_nodes(self.shell.must("scontrol -o show nodes"))}
             if all(n in records and records[n].responding for n in names):
                 break
             if self.ctx.monotonic() >= deadline:
-                raise OpsError(f"{group}: {nodes} did not answer Slurm again; run again with --resume", Exit.PENDING)
+                raise OpsError(f"{group}: {shown} did not answer Slurm again; run again with --resume", Exit.PENDING)
             self.ctx.sleep(self.args.poll)
         self.shell.run(f"scontrol delete ReservationName={reservation} >/dev/null 2>&1")
         self.shell.must(
@@ -240,7 +241,7 @@ class Roll:
         self.progress.verified[group] = list(names)
         if answer.code == 0:
             save_progress(self.path, self.progress)
-            self.say(f"{group}: verification job passed on {nodes}")
+            self.say(f"{group}: verification job passed on {shown}")
             return True
         self.shell.run(f"scontrol update NodeName={nodes} State=DRAIN Reason={shlex.quote(FAILED_REASON)}")
         last = (answer.output.strip() or "no output").splitlines()[-3:]
@@ -251,7 +252,20 @@ class Roll:
 
 
 def slurm_names(view: slurm_state.SlurmView, nodes: Sequence[Node], group: str) -> list[str]:
-    return sorted(view.records[n.instance_id].name for n in nodes if n.group == group and n.instance_id in view.records)
+    records = view.records
+    names = sorted(records[n.instance_id].name for n in nodes if n.group == group and n.instance_id in records)
+    node_list(names)  # a name that is not a node name stops the command before it changes anything
+    return names
+
+
+def node_list(names: Sequence[str]) -> str:
+    """``names`` as one argument of a command line on the controller (a quoted comma-separated list), each checked
+    against the node name grammar first: every value this command puts into the session's shell line is quoted."""
+    try:
+        return shlex.quote(",".join(node_name(n) for n in names))
+    except SlurmTextError as error:
+        said = f"on the controller, Slurm listed a node update-software will not name: {error}"
+        raise OpsError(said, Exit.FAILED) from None
 
 
 def update_software(args: argparse.Namespace, ctx: OpsContext) -> int:

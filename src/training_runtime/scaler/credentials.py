@@ -14,7 +14,7 @@ import time
 import urllib.error
 from typing import Callable, Optional
 
-from training_runtime.scaler.sigv4 import Credentials
+from training_runtime.scaler.sigv4 import Credentials, CredentialsError
 from training_runtime.spot import IMDS_URL, Imds, ImdsError
 
 ROLE_PATH = "/latest/meta-data/iam/security-credentials/"
@@ -46,9 +46,17 @@ class RoleCredentials:
             raise ImdsError("GET {}: {}".format(path, error)) from None
 
     def __call__(self) -> Credentials:
+        """The credentials; a :class:`CredentialsError` (never a bare :class:`ImdsError`) when the metadata service
+        does not give them."""
         cached = self._cached
         if cached is not None and (cached.expires is None or self.clock() < cached.expires - REFRESH_BEFORE_S):
             return cached
+        try:
+            return self._fetch()
+        except ImdsError as error:
+            raise CredentialsError("instance role credentials from {}: {}".format(self.imds.base_url, error)) from None
+
+    def _fetch(self) -> Credentials:
         role = self._get(ROLE_PATH).strip().splitlines()
         if not role:
             raise ImdsError("{}: no instance role (the instance profile is missing)".format(ROLE_PATH))

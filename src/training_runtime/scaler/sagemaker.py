@@ -8,7 +8,8 @@ and the tests' fake serve it the same way AWS does.
 
 Errors are classified (:class:`ApiError.kind`): ``throttling`` and ``server`` are retried here with capped
 exponential backoff and full jitter (AWS: "Error retries and exponential backoff in AWS"); ``capacity``,
-``quota``, ``validation``, ``auth`` and ``not-found`` go back to the service, which shows them on the jobs.
+``quota``, ``validation``, ``auth``, ``not-found`` and ``credentials`` (no instance role credentials from the
+metadata service: nothing was sent) go back to the service, which backs off and reports them.
 """
 
 from __future__ import annotations
@@ -25,14 +26,14 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from training_runtime.hyperpod_facts import ADD_GROUPS_MAX, ADD_NODES_MAX, DELETE_NODES_MAX
 from training_runtime.scaler.policy import AddNodes
-from training_runtime.scaler.sigv4 import Credentials, sign
+from training_runtime.scaler.sigv4 import Credentials, CredentialsError, sign
 
 SERVICE = "sagemaker"
 TARGET_PREFIX = "SageMaker."
 CONTENT_TYPE = "application/x-amz-json-1.1"
 TIMEOUT_S = 30.0
 
-THROTTLING, SERVER, CAPACITY, QUOTA, VALIDATION, AUTH, NOT_FOUND, NETWORK = (
+THROTTLING, SERVER, CAPACITY, QUOTA, VALIDATION, AUTH, NOT_FOUND, NETWORK, CREDENTIALS = (
     "throttling",
     "server",
     "capacity",
@@ -41,8 +42,12 @@ THROTTLING, SERVER, CAPACITY, QUOTA, VALIDATION, AUTH, NOT_FOUND, NETWORK = (
     "auth",
     "not-found",
     "network",
+    "credentials",
 )
 RETRIED = (THROTTLING, SERVER, NETWORK)
+UNKNOWN_OUTCOME = (SERVER, NETWORK)
+"""Kinds after which a call may have been carried out (no answer, or a 5xx, after the retries): a throttled, refused
+or unsigned call was not."""
 CODES = {
     THROTTLING: ("ThrottlingException", "Throttling", "TooManyRequestsException", "RequestLimitExceeded"),
     CAPACITY: ("InsufficientCapacity", "InsufficientInstanceCapacity", "InsufficientCapacityError"),
@@ -149,7 +154,11 @@ class SageMaker:
         body = json.dumps(payload, sort_keys=True).encode("utf-8")
         now = datetime.datetime.fromtimestamp(self.clock(), tz=datetime.timezone.utc)
         headers = {"Content-Type": CONTENT_TYPE, "X-Amz-Target": TARGET_PREFIX + operation}
-        signed = sign("POST", self.endpoint, headers, body, self.credentials(), self.region, SERVICE, now)
+        try:
+            credentials = self.credentials()
+        except CredentialsError as error:
+            raise ApiError(CREDENTIALS, "NoCredentials", str(error)) from None
+        signed = sign("POST", self.endpoint, headers, body, credentials, self.region, SERVICE, now)
         request = urllib.request.Request(self.endpoint, data=body, method="POST", headers=signed)
         try:
             with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:

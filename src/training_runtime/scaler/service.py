@@ -3,11 +3,15 @@
 One :meth:`Scaler.cycle` per ``interval_s``. Everything it touches is injected (the SageMaker client, the Slurm
 commands, the clock, the state path), so the tests and the local cluster drive it the way a controller does.
 
-Failures: a call that fails is recorded (state ``last_error``, a ``scaler_error`` log event, the heartbeat and
-the metrics) and written on the jobs it leaves waiting as their AdminComment; new adds wait for a capped
-exponential backoff (:func:`backoff_s`) and are retried. A pending job is never touched otherwise: Slurm keeps it
-queued, so no job is lost. An add whose outcome is unknown (network error, restart) stays in flight, unsent, and
-is re-sent with the same ClientToken.
+Failures: a call that fails, SageMaker's or Slurm's, or the instance role's credentials the metadata service did
+not give (kind ``credentials``), is recorded (state ``last_error``, a ``scaler_error`` log event, the heartbeat
+and the metrics); the jobs it leaves waiting say so in their AdminComment, in words that point to the scaler's log
+(the error itself, which may name the role and the account, stays in the log and the root-only state). New adds and
+deletes wait for a capped exponential backoff (:func:`backoff_s`) and are retried; a cycle that runs clean once the
+backoff is over clears the error. A pending job is never touched otherwise: Slurm keeps it queued, so no job is
+lost. An add whose outcome is unknown (network error, restart) stays in flight, unsent, and is re-sent with the
+same ClientToken; a delete whose outcome is unknown stays in flight and is settled by the listing
+(:mod:`.deletes`). The heartbeat tag is written at most every ``tag_interval_s``, errors or not.
 """
 
 from __future__ import annotations
@@ -25,9 +29,10 @@ from training_runtime.resources import ResourceConfig
 from training_runtime.run import CommandError
 from training_runtime.scaler import policy
 from training_runtime.scaler.config import ScalerConfig
+from training_runtime.scaler.deletes import Deletes, listed_by_id
 from training_runtime.scaler.heartbeat import TAG_KEY, Heartbeat, format_heartbeat, group_lines
 from training_runtime.scaler.job_submit import held_by_scaler
-from training_runtime.scaler.policy import ADD, DELETE, AddNodes, Decision, DeleteNode, ScaledGroup
+from training_runtime.scaler.policy import ADD, DELETE, AddNodes, Decision, ScaledGroup
 from training_runtime.scaler.sagemaker import ApiError, Group, Node, SageMaker
 from training_runtime.scaler.slurm_view import Slurm, to_policy_nodes
 from training_runtime.scaler.state import Operation, load, save
@@ -66,7 +71,7 @@ def slurm_names(naming: str, listed: Sequence[Node], resources: Optional[Resourc
     return out
 
 
-class Scaler:
+class Scaler(Deletes):
     def __init__(
         self,
         config: ScalerConfig,
@@ -85,7 +90,10 @@ class Scaler:
         self.state_path = Path(config.state_path)
         self.state = load(self.state_path)
         self.commented: Dict[str, str] = {}
-        self.last_tag = 0.0
+        self.last_tag: Optional[float] = None
+        """When the heartbeat tag was last tried (None: not yet)."""
+        self.failed_now = False
+        """A call failed in this cycle."""
 
     def _read_resources(self) -> Optional[ResourceConfig]:
         try:
@@ -99,6 +107,7 @@ class Scaler:
 
     def _fail(self, error: Exception, what: str, now: float) -> None:
         kind = error.kind if isinstance(error, ApiError) else "slurm" if isinstance(error, CommandError) else "error"
+        self.failed_now = True
         self.state.failures += 1
         self.state.next_try = now + backoff_s(self.state.failures, self.jitter())
         self.state.last_error = {"kind": kind, "message": "{}: {}".format(what, error)[:500], "at": now}
@@ -119,7 +128,7 @@ class Scaler:
 
     def _resume(self, groups: Mapping[str, Group], listed: Sequence[Node], now: float) -> None:
         """Drop what completed; re-send what may not have reached HyperPod (same ClientToken)."""
-        listed_ids = {n.instance_id for n in listed}
+        by_id = listed_by_id(listed)
         keep: List[Operation] = []
         for op in self.state.in_flight:
             group = groups.get(op.group)
@@ -146,10 +155,9 @@ class Scaler:
                             continue  # HyperPod refused it: forget it, the policy decides again after the backoff
                 keep.append(op)
             else:
-                if not any(i in listed_ids for i in op.instance_ids):
-                    log("scaler_delete_done", group=op.group, nodes=op.nodes)
-                    continue
-                keep.append(op)
+                settled = self._settle_delete(op, by_id, now)
+                if settled is not None:
+                    keep.append(settled)
         self.state.in_flight = keep
 
     def _with_idle_seen(self, nodes: List[policy.SlurmNode], now: float) -> List[policy.SlurmNode]:
@@ -181,57 +189,13 @@ class Scaler:
             self.slurm.drain(name, policy.drain_reason(idle))
             self.state.totals["drained"] += 1
             log("scaler_drain", node=name, group=group)
-        confirmed = [d for d in decision.delete if self.slurm.confirmed_drained(d.node)]
-        for call in policy.batch_deletes(confirmed):
-            self._delete(call, names, now)
+        if decision.delete and now >= self.state.next_try:
+            confirmed = [d for d in decision.delete if self.slurm.confirmed_drained(d.node)]
+            for call in policy.batch_deletes(confirmed):
+                self._delete(call, names, now)
         if decision.add and now >= self.state.next_try:
             for batch in policy.batch_adds(decision.add):
                 self._add(batch, now)
-
-    def _delete(self, call: List[DeleteNode], names: Mapping[str, Tuple[str, str]], now: float) -> None:
-        by_group: Dict[str, List[DeleteNode]] = {}
-        for item in call:
-            by_group.setdefault(item.group, []).append(item)
-        ids = [names[d.node][1] for d in call]
-        token = policy.delete_token(self.config.cluster_name, call)
-        ops = [
-            Operation(
-                DELETE,
-                g,
-                len(items),
-                token,
-                nodes=[d.node for d in items],
-                instance_ids=[names[d.node][1] for d in items],
-                started=now,
-            )
-            for g, items in sorted(by_group.items())
-        ]
-        self.state.in_flight.extend(ops)
-        self._save()
-        try:
-            result = self.sagemaker.batch_delete(self.config.cluster_name, ids)
-        except ApiError as error:
-            self._fail(error, "BatchDeleteClusterNodes", now)
-            result = None
-        failed_ids = set(ids) if result is None else set(result.failed)
-        for op in ops:
-            op.sent = True
-            gone = [name for index, name in enumerate(op.nodes) if op.instance_ids[index] in failed_ids]
-            for name in gone:  # the delete failed: give the node back to Slurm
-                self.slurm.resume(name)
-                log(
-                    "scaler_delete_failed",
-                    node=name,
-                    reason=(result.failed.get(names[name][1]) if result else "call failed"),
-                )
-            op.nodes = [n for n in op.nodes if n not in gone]
-            op.instance_ids = [i for i in op.instance_ids if i not in failed_ids]
-            op.count = len(op.nodes)
-            self.state.totals["deleted"] += op.count
-            if op.count:
-                log("scaler_delete", group=op.group, nodes=op.nodes, instance_ids=op.instance_ids)
-        self.state.in_flight = [op for op in self.state.in_flight if op.kind == ADD or op.count > 0]
-        self._save()
 
     def _add(self, batch: List[AddNodes], now: float) -> None:
         token = policy.client_token(self.config.cluster_name, batch, self.state.failures)
@@ -289,7 +253,9 @@ class Scaler:
             if job.job_id in decision.blocked:
                 text = decision.blocked[job.job_id]
             elif error:
-                text = "scaling {} failed ({}), retrying: {}".format(group.name, error["kind"], error["message"])
+                text = "scaling {} failed ({}), retrying; an administrator finds why in the scaler's log".format(
+                    group.name, error["kind"]
+                )
             elif group.current_count < group.target_count:
                 text = "HyperPod is launching nodes in {}: {} of {} running".format(
                     group.name, group.current_count, group.target_count
@@ -311,6 +277,7 @@ class Scaler:
 
     def cycle(self) -> Heartbeat:
         now = self.clock()
+        self.failed_now = False
         try:
             scaled, groups, names, listed = self._observe()
             self._resume(groups, listed, now)
@@ -320,6 +287,9 @@ class Scaler:
             flights = [op.in_flight() for op in self.state.in_flight]
             decision = policy.decide(scaled, nodes, jobs, flights, now, minute_s=self.config.minute_s)
             self._act(decision, names, now)
+            if not self.failed_now and now >= self.state.next_try and self.state.last_error is not None:
+                log("scaler_recovered", error=self.state.last_error.get("kind"))
+                self.state.failures, self.state.last_error = 0, None
             self._comment(jobs, decision, scaled)
         except (ApiError, CommandError, OSError) as error:
             self._fail(error, "cycle", now)
@@ -354,10 +324,10 @@ class Scaler:
             write_textfile(self.config.metrics_dir, SCALER_TEXTFILE, render(families))
         except OSError as failure:
             log("scaler_warning", message="metrics not written: {}".format(failure))
-        if now - self.last_tag >= self.config.tag_interval_s or error:
+        if self.last_tag is None or now - self.last_tag >= self.config.tag_interval_s:
+            self.last_tag = now  # tried: the next one waits the interval, even while calls fail
             try:
                 self.sagemaker.add_tags(self.config.cluster_arn, {TAG_KEY: value})
-                self.last_tag = now
             except ApiError as failure:
                 log("scaler_warning", message="heartbeat tag not written: {}".format(failure))
         log("scaler_cycle", heartbeat=value)

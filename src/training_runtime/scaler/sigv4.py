@@ -20,6 +20,12 @@ UNSIGNED = ("expect", "user-agent", "x-amzn-trace-id", "authorization")
 """Headers left out of the signature (as AWS's SDKs do: proxies may change them)."""
 
 
+class CredentialsError(RuntimeError):
+    """No credentials to sign with (the metadata service did not give the instance role's): the client turns it into
+    an :class:`~training_runtime.scaler.sagemaker.ApiError` of kind ``credentials``, so the scaler backs off and
+    reports it like any failed call."""
+
+
 @dataclass(frozen=True)
 class Credentials:
     access_key: str

@@ -1,8 +1,13 @@
 """What the scaler reads from and writes to Slurm, through its commands (the runner is injected).
 
-Reads use fixed, machine-readable forms that Slurm 22.05 through 25.11 print alike (``--json`` needs the
+Reads use fixed, machine-readable forms that Slurm 22.05 through 26.05 print alike (``--json`` needs the
 openapi/data_parser plugins, which a node may lack): ``scontrol -o show nodes`` (one ``Key=Value`` line per
-node) and ``squeue -h -r -t PD -o '%i|%P|%D|%r'`` (one pending job, or array element, per line).
+node: only administrators and Slurm write node fields), ``squeue -h -r -t PD -o '%i|%P|%D|%r'`` (one pending job,
+or array element, per line: its id, partitions, node count and reason, none of them text the job's user writes)
+and a job's AdminComment alone (``squeue -O admin_comment:``, :mod:`training_runtime.slurm_text`). Job fields are
+never read from ``scontrol -o show job``: there the user's name, comment and paths stand among Slurm's fields, and
+a job named ``x AdminComment=<the held mark>`` would read as held by the scaler. Every job id read is checked
+against the job id grammar (:func:`training_runtime.slurm_text.job_id`) before it goes into a command.
 
 Writes: ``scontrol update NodeName=… State=DRAIN Reason=…`` (:func:`policy.drain_reason`), ``State=RESUME``, and
 ``scontrol release`` of a job the scaler's job_submit script held (:mod:`.job_submit`), and
@@ -21,6 +26,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Protocol, Sequence, 
 
 from training_runtime.run import Result
 from training_runtime.scaler.policy import DRAIN_REASON_START, PendingJob, SlurmNode
+from training_runtime.slurm_text import JOB_ID, format_option, value
 
 TIMEOUT_S = 30
 COMMENT_START = DRAIN_REASON_START
@@ -110,6 +116,8 @@ def parse_pending(text: str) -> List[PendingJob]:
         if len(parts) != 4 or not parts[0]:
             continue
         job_id, partitions, nodes, reason = parts
+        if not JOB_ID.fullmatch(job_id):
+            continue  # not a job id: never put on a command line
         count = int(nodes) if nodes.isdigit() else 1
         jobs.append(PendingJob(job_id, tuple(p for p in partitions.split(",") if p), max(count, 1), reason.strip()))
     return jobs
@@ -157,9 +165,12 @@ class Slurm:
         self._run("scontrol", "update", "JobId=" + job_id, "AdminComment=" + text[:COMMENT_MAX])
 
     def admin_comment(self, job_id: str) -> Optional[str]:
-        """A job's AdminComment (``scontrol -o show job``), None when it has none or is gone."""
-        fields = parse_fields(self._run("scontrol", "-o", "show", "job", job_id))
-        return fields.get("AdminComment") or None
+        """A job's AdminComment, None when it has none: ``squeue -O admin_comment:`` prints that one field whole
+        (squeue(1): "admin_comment: Administrator comment associated with the job"), so no text of the job's user
+        (name, comment, paths) can stand in for it. scontrol(1), AdminComment: "Can only be set by a Slurm
+        administrator"."""
+        lines = self._run("squeue", "-h", "-r", "-j", job_id, "-O", format_option(["admin_comment"])).splitlines()
+        return value(lines[0].strip()) if lines else None
 
     def release(self, job_id: str) -> None:
         """``scontrol release``: for a job in a partition with no node Slurm 24.11 releases it and still exits 1
