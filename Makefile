@@ -3,6 +3,7 @@
 # make test:  set up everything (dev tools, the scanner's venv, and, where the machine can have them, the local
 #             cluster's Debian packages and node root file system) and run every check: lint, types, the tests.
 # make test-fast: the same checks without the local clusters (the `unit` tier, lint, the Python 3.8 run).
+# make drill-hostile: the hostile-user drill alone (an ordinary user's ways in, each must fail; in make test).
 # make test-calendar: the date-sensitive tests (marker `calendar`) under three clocks moved by libfaketime (part of make test).
 # make mutants: check that every curated mutation (tests/mutations/*.yaml) still applies, then run them all.
 SHELL := /bin/bash
@@ -30,7 +31,7 @@ CHECKOV_VERSION := 3.3.30
 SHELL_SCRIPTS := $(wildcard src/hyperpod_cdk/lifecycle_assets/*.sh hyperpod-local/src/hyperpod_local/*.sh scripts/*.sh examples/jobs/*.sbatch .ci/run)
 
 .PHONY: prerequisites setup system-packages node-rootfs libfaketime scanner synth test test-fast lint typecheck unit unit-tier local-tier unit38 mutants bench schema docs lock clean
-.PHONY: test-calendar _lint _typecheck _unit-tier _local-tier _unit38 _calendar
+.PHONY: test-calendar drill-hostile _lint _typecheck _unit-tier _local-tier _unit38 _calendar
 
 prerequisites:
 	@./scripts/check-prerequisites.sh
@@ -117,6 +118,9 @@ unit38: setup
 	@$(MAKE) --no-print-directory _unit38
 test-calendar: setup
 	@$(MAKE) --no-print-directory _calendar
+# The hostile-user drill alone (tests/hostile_drill.py; in the local tier of make test)
+drill-hostile: setup
+	$(PYTHON) -m pytest -n $(LANE_WORKERS) --dist loadscope -m hostile
 
 _lint:
 	$(PYTHON) -m ruff check .

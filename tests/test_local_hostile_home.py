@@ -17,7 +17,7 @@ from hostile_home import KINDS, plant
 from hyperpod_local import LocalCluster
 from local_support import cpu_cluster, requires_local_cluster
 
-pytestmark = requires_local_cluster
+pytestmark = [requires_local_cluster, pytest.mark.hostile]  # the hostile-user drill (tests/hostile_drill.py)
 
 WORKER = "worker-group-1-1"
 USER, UID = "researcher", 2001

@@ -28,7 +28,7 @@ from local_support import CPU_CLUSTER, requires_hyperpod_platform, variant
 from training_runtime.imds_guard import CHAIN
 from training_runtime.node import HYPERPOD
 
-pytestmark = requires_hyperpod_platform
+pytestmark = [requires_hyperpod_platform, pytest.mark.hostile]  # the hostile-user drill (tests/hostile_drill.py)
 
 CONTROLLER, LOGIN = "controller-machine-1", "login-group-1"
 WORKER, OTHER_WORKER = "worker-group-1-1", "worker-group-1-2"

@@ -132,6 +132,7 @@ def test_sbatch_scales_out_runs_and_scales_back_to_zero(cluster: LocalCluster, c
     assert all(e["group"] == GROUP for e in plane_events(cluster, at_zero) if "deleted" in e["description"])
 
 
+@pytest.mark.hostile  # the hostile-user drill (tests/hostile_drill.py): the user-held job named like the mark
 def test_salloc_is_satisfied_by_a_scale_out(cluster: LocalCluster, client: Any, at_zero: float) -> None:
     mark = "x AdminComment=" + held_comment(GROUP)  # read from scontrol -o show job, the name would look ours
     user_held = submit(cluster, "--hold", "-J", mark, "-N1", "--wrap", "hostname")  # the user's own: never released

@@ -166,6 +166,7 @@ class CtrlCAfterRequeue:
         return answer
 
 
+@pytest.mark.hostile  # the hostile-user drill (tests/hostile_drill.py)
 def test_a_crafted_job_name_and_comment_run_nothing_through_the_requeue_line(
     cluster: LocalCluster, sagemaker: Any, tmp_path: Path
 ) -> None:
