@@ -12,6 +12,7 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Tuple
 
 SECRET = "ROOT-ONLY-SECRET-6f1c0e"
 """In the file ``key`` links ``id_ed25519.pub`` to: root must never copy it (or any target's text) into the home."""
@@ -23,7 +24,7 @@ shadow-like file; ``lock``: ``~/.ssh/.keygen.lock`` links to a root file root wo
 shadow-like file (possible where ``fs.protected_hardlinks`` is off and both sit on one file system); ``fifo``:
 ``id_ed25519.pub`` is a FIFO, which would block root's open forever."""
 
-Snapshot = tuple[int, int, int, object]
+Snapshot = Tuple[int, int, int, object]  # evaluated at import: the runtime tests run on Python 3.8 too
 
 
 def snapshot(path: Path) -> Snapshot:
