@@ -22,6 +22,9 @@ def run_entry(tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
     log = tmp_path / "logs" / "bootstrap.log"
     (tmp_path / "bootstrap.sh").write_text(script.replace(LOG, str(log)))
     (tmp_path / "training_runtime").mkdir(exist_ok=True)
+    # a regular package: a directory without __init__.py is a namespace portion, which loses to the real package
+    # wherever the python3 on PATH has it installed (make's PATH puts the project's venv first)
+    (tmp_path / "training_runtime/__init__.py").write_text("")
     (tmp_path / "training_runtime/__main__.py").write_text(RUNTIME)
     ran = subprocess.run(
         ["bash", "-c", f"umask 022 && cd {tmp_path} && bash bootstrap.sh"], capture_output=True, text=True, timeout=60

@@ -59,6 +59,12 @@ REFUSED: dict[str, tuple[str, Callable[[dict[str, Any]], bool], Read, Callable[[
         _kms,
         lambda g: g.volume_kms_key_id,
     ),
+    "ExecutionRole": (
+        "instance_groups[].execution_role",
+        lambda s: "ExecutionRole" in s,
+        lambda s: s["ExecutionRole"],
+        lambda g: g.execution_role,
+    ),
 }
 """Every refused field of an instance group (tests/test_control_plane_updates.py checks the policies have no other)."""
 
