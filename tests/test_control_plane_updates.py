@@ -52,6 +52,11 @@ def _refused(cp: Harness, change: dict[str, Any]) -> str:
             "InstanceStorageConfigs.EbsVolumeConfig.VolumeKmsKeyId",
             "",
         ),
+        (
+            {"ExecutionRole": ROLE + "-compute"},  # AWS: keep the role attached at creation (issue #39's role split)
+            "ExecutionRole",
+            "keep using the same IAM role",
+        ),
     ],
 )
 def test_a_refused_member_is_a_validation_exception_quoting_aws_and_changes_nothing(
