@@ -146,7 +146,8 @@ _unit38:
 	  PYTHONPATH=src:tests $(VENV38)/bin/python -m pytest -q -p no:cacheprovider $$($(PYTHON) scripts/runtime_tests.py); \
 	fi
 
-# The tests that meet a real clock (marker `calendar`; tests/clock.py) under libfaketime, one pytest per clock: a year
+# The tests that meet a real clock (marker `calendar`; tests/clock.py) under libfaketime, one pytest per clock, the
+# three side by side, each one's output printed whole at the end: a year
 # and a month on, the last second of a month, the first minute of a new year (each clock starts there and runs on, so a
 # run also crosses the boundary). Only the wall clock moves (--exclude-monotonic): sleeps and timeouts keep their
 # length. docs/testing.md "The calendar".
@@ -155,11 +156,14 @@ CALENDAR_CLOCKS := +400d|@2027-01-31 23:59:59|@2028-01-01 00:00:30
 CALENDAR_FILES = $(shell grep -l 'mark\.calendar' tests/test_*.py)
 _calendar:
 	@if [ ! -x $(LIBFAKETIME)/bin/faketime ]; then echo "calendar: skipped: no libfaketime here (make libfaketime)"; \
-	else clocks='$(CALENDAR_CLOCKS)'; IFS='|'; for clock in $$clocks; do \
-	  echo "calendar: clock $$clock"; \
-	  $(LIBFAKETIME)/bin/faketime --exclude-monotonic -f "$$clock" $(PYTHON) -m pytest -q -p no:cacheprovider -m calendar $(CALENDAR_FILES) \
-	    || exit 1; \
-	done; fi
+	else clocks='$(CALENDAR_CLOCKS)'; IFS='|'; out=$$(mktemp -d); n=0; \
+	for clock in $$clocks; do n=$$((n + 1)); \
+	  { echo "calendar: clock $$clock"; \
+	    $(LIBFAKETIME)/bin/faketime --exclude-monotonic -f "$$clock" $(PYTHON) -m pytest -q -p no:cacheprovider \
+	      -m calendar $(CALENDAR_FILES) 2>&1; echo $$? > $$out/$$n.status; } > $$out/$$n.log & \
+	done; wait; unset IFS; status=0; \
+	for i in $$(seq $$n); do cat $$out/$$i.log; [ "$$(cat $$out/$$i.status)" = 0 ] || status=1; done; \
+	rm -rf $$out; exit $$status; fi
 
 # The curated mutations: first that each still applies (text found once, tests present), then each caught.
 mutants: setup
