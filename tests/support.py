@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -156,3 +159,20 @@ def uploaded_files(outdir: Path, template: dict[str, Any]) -> dict[str, dict[str
             "users": json.loads(users) if users is not None else None,
         }
     return uploads
+
+
+def synth_bundled_app(config: Path, stack: str, outdir: Path, **context: str) -> dict[str, Any]:
+    """``stack``'s template from the bundled app (app.py) run as ``cdk deploy`` runs it: a process of its own with
+    the config and ``context`` in ``CDK_CONTEXT_JSON``, in ``config``'s directory (the project's, where the app
+    records its look-ups of the deployed cluster in cdk.context.json)."""
+    env = {
+        **os.environ,
+        "CDK_OUTDIR": str(outdir),
+        "CDK_CONTEXT_JSON": json.dumps({"config": str(config), **context}),
+        "PYTHONPATH": os.pathsep.join(sys.path),
+    }
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "app.py")], env=env, capture_output=True, text=True, cwd=config.parent
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads((outdir / f"{stack}.template.json").read_text())  # type: ignore[no-any-return]

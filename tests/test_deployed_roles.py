@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -28,9 +26,8 @@ from hyperpod_cdk.deployment import deployment
 from hyperpod_cdk.synth_context import cached_roles
 from iam_support import group_roles
 from ops_support import ROLE, MotoCluster, aws_env, moto_url  # noqa: F401
-from support import fast_app
+from support import fast_app, synth_bundled_app
 
-ROOT = Path(__file__).resolve().parent.parent
 REGION = "us-west-2"  # ops_support's
 SHARED_ROLE_ID = "ClusterExecutionRole766E14D2"
 """The logical ID of the one role every group shared before roles per group; the controller's role kept it."""
@@ -258,17 +255,7 @@ def test_the_app_keeps_the_deployed_groups_on_the_shared_role(tmp_path: Path) ->
 
     def synth_app(**context: str) -> dict[str, str]:
         out = tmp_path / f"out{len(context)}"
-        env = {
-            **os.environ,
-            "CDK_OUTDIR": str(out),
-            "CDK_CONTEXT_JSON": json.dumps({"config": str(path), **context}),
-            "PYTHONPATH": os.pathsep.join(sys.path),
-        }
-        run = subprocess.run(
-            [sys.executable, str(ROOT / "app.py")], env=env, capture_output=True, text=True, cwd=tmp_path
-        )
-        assert run.returncode == 0, run.stderr[-3000:]
-        return group_roles(json.loads((out / "hyperpod-roles.template.json").read_text()))
+        return group_roles(synth_bundled_app(path, "hyperpod-roles", out, **context))
 
     found = synth_app()
     assert {g: found[g] for g in GROUPS} == {g: SHARED_ROLE_ID for g in GROUPS}

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +17,7 @@ from hyperpod_cdk.config import parse_config
 from hyperpod_cdk.deployment import deployment
 from hyperpod_cdk.scaler_counts import counts_for_synth, deployed_counts
 from ops_support import ROLE, aws_env, moto_url  # noqa: F401
-from support import ROOT, fast_app
+from support import fast_app, synth_bundled_app
 from training_runtime.params import ProvisioningParameters
 from training_runtime.scaling import ScalingSpec
 
@@ -216,18 +213,7 @@ def test_the_app_synthesizes_a_scaled_group_at_the_deployed_count(tmp_path: Path
 
     def synth(**context: str) -> dict[str, int]:
         out = tmp_path / f"out{len(context)}"
-        env = {
-            **os.environ,
-            "CDK_OUTDIR": str(out),
-            "CDK_CONTEXT_JSON": json.dumps({"config": str(path), **context}),
-            "PYTHONPATH": os.pathsep.join(sys.path),
-        }
-        # cwd: the project directory, where the app records the deployed counts (cdk.context.json).
-        run = subprocess.run(
-            [sys.executable, str(ROOT / "app.py")], env=env, capture_output=True, text=True, cwd=tmp_path
-        )
-        assert run.returncode == 0, run.stderr[-3000:]
-        return counts(json.loads((out / "hyperpod-elastic.template.json").read_text()))
+        return counts(synth_bundled_app(path, "hyperpod-elastic", out, **context))
 
     assert synth() == {"controller": 1, "gpu": 5}
     recorded = json.loads((tmp_path / "cdk.context.json").read_text())
