@@ -14,17 +14,17 @@ import sys
 # them before it exits: the cyclic collector only costs time here (measured in bench/synth.py).
 gc.disable()
 
-from hyperpod_cdk.node_banner import silence_node_end_of_life_banner
+from hyperpod_cdk.core.node_banner import silence_node_end_of_life_banner
 
-silence_node_end_of_life_banner()  # before aws_cdk starts Node.js (hyperpod_cdk.node_banner says why)
+silence_node_end_of_life_banner()  # before aws_cdk starts Node.js (hyperpod_cdk.core.node_banner says why)
 
 # isort: split
 import aws_cdk as cdk
 
 from hyperpod_cdk import ClusterConfig, ConfigurationError, TrainingClusterStack, load_config
-from hyperpod_cdk.deployment import deployment
-from hyperpod_cdk.synth_context import cached_counts, cached_roles
-from hyperpod_cdk.template_findings import findings_in
+from hyperpod_cdk.core.deployment import deployment
+from hyperpod_cdk.core.template_findings import findings_in
+from hyperpod_cdk.deployed.synth_context import cached_counts, cached_roles
 
 
 def main() -> None:

@@ -29,7 +29,7 @@ from moto.server import ThreadedMotoServer
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from hyperpod_cdk.config import parse_model  # noqa: E402
+from hyperpod_cdk.core.config import parse_model  # noqa: E402
 from hyperpod_cdk.ops.context import OpsContext, make_session  # noqa: E402
 from hyperpod_cdk.preflight import command, runner  # noqa: E402
 from hyperpod_cdk.validate import validate_file  # noqa: E402

@@ -6,7 +6,7 @@ CloudFormation schema of ``AWS::SageMaker::Cluster`` disagrees with them.
 Sources, both pinned by the project's lock: botocore's SageMaker service model
 (``botocore/data/sagemaker/2017-07-24/service-2.json``; the API reference pages are generated from it) and
 cfn-lint's bundled CloudFormation resource schema (``cfnlint/data/schemas``, us-east-1's provider map). The table
-is read at run time by :mod:`hyperpod_cdk.api_constraints` (``validate``, synth, the cfn-lint rules) and by the
+is read at run time by :mod:`hyperpod_cdk.aws_data.api_constraints` (``validate``, synth, the cfn-lint rules) and by the
 emulated control plane; botocore's 20 MB model never is::
 
     .venv/bin/python scripts/gen_api_constraints.py          # rewrite the table

@@ -31,8 +31,8 @@ sys.path.insert(0, str(ROOT / "src"))
 
 import docgen  # noqa: E402
 
-from hyperpod_cdk.docstrings import field_docstrings  # noqa: E402
-from hyperpod_cdk.node_banner import silence_node_end_of_life_banner  # noqa: E402
+from hyperpod_cdk.core.docstrings import field_docstrings  # noqa: E402
+from hyperpod_cdk.core.node_banner import silence_node_end_of_life_banner  # noqa: E402
 
 silence_node_end_of_life_banner()  # a command of ours: it imports the constructs (aws_cdk, jsii)
 

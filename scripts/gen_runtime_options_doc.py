@@ -25,7 +25,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from hyperpod_cdk.docstrings import field_docstrings  # noqa: E402
+from hyperpod_cdk.core.docstrings import field_docstrings  # noqa: E402
 from training_runtime import options  # noqa: E402
 
 DOC = ROOT / "docs" / "configuration.md"

@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from hyperpod_cdk.update_policy import (  # noqa: E402
+from hyperpod_cdk.aws_data.update_policy import (  # noqa: E402
     Kind,
     declarations,
     dedicated_rule,

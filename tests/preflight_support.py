@@ -30,7 +30,7 @@ from moto.ec2.models.amis import Ami as MotoAmi
 from moto.fsx.models import FileSystem as MotoFileSystem
 
 from hyperpod_cdk.aws.session import make_session
-from hyperpod_cdk.config import parse_model
+from hyperpod_cdk.core.config import parse_model
 from hyperpod_cdk.preflight.account import Account
 from hyperpod_cdk.preflight.runner import run_online
 from hyperpod_cdk.rules import ClusterView, all_rules

@@ -15,7 +15,7 @@ from typing import Any
 import aws_cdk as cdk
 
 from hyperpod_cdk import TrainingClusterStack, load_config
-from hyperpod_cdk.deployment import deployment
+from hyperpod_cdk.core.deployment import deployment
 from training_runtime.params import PARAMETERS_FILE_BY_MODE
 from training_runtime.users import USERS_FILE
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from hyperpod_cdk.api_constraints import TABLE, check_request, table, validation_message
-from hyperpod_cdk.config import parse_model
+from hyperpod_cdk.aws_data.api_constraints import TABLE, check_request, table, validation_message
+from hyperpod_cdk.core.config import parse_model
 from hyperpod_cdk.rules.api_model import api_model, disagreement_reference
 from hyperpod_cdk.rules.view import ClusterView
 from support import cfn_lint

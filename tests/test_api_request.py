@@ -1,4 +1,4 @@
-"""The CreateCluster request ``validate`` checks (:func:`hyperpod_cdk.api_request.cluster_request`) is the one the
+"""The CreateCluster request ``validate`` checks (:func:`hyperpod_cdk.core.api_request.cluster_request`) is the one the
 construct renders: for every example, equal to the cluster's properties in its synthesized template (the committed
 snapshots, which tests/test_snapshots.py keeps current), member by member; it carries every member the API model
 requires; and every member the templates emit is in the constraint table, so none goes unchecked."""
@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from hyperpod_cdk.api_constraints import table
-from hyperpod_cdk.api_request import cluster_request, is_unknown
-from hyperpod_cdk.config import load_file, parse_model
+from hyperpod_cdk.aws_data.api_constraints import table
+from hyperpod_cdk.core.api_request import cluster_request, is_unknown
+from hyperpod_cdk.core.config import load_file, parse_model
 from hyperpod_cdk.rules.view import ClusterView
 from support import ROOT
 

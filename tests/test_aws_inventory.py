@@ -10,13 +10,16 @@ from typing import Any
 import pytest
 import yaml
 
-from hyperpod_cdk import aws_inventory
-from hyperpod_cdk.aws_inventory import InventoryError, Row, RowTest, inventory_problems, load_directory, load_page
-from hyperpod_cdk.config import load_file, parse_model
-from hyperpod_cdk.errors import ConfigurationError
-from hyperpod_cdk.inventory_checks import apply_patch, cross_problems
+from hyperpod_cdk.aws_data import inventory as aws_inventory
+from hyperpod_cdk.aws_data.inventory import InventoryError, Row, RowTest, inventory_problems, load_directory, load_page
+from hyperpod_cdk.aws_data.inventory_checks import apply_patch, cross_problems
+from hyperpod_cdk.core.config import load_file, parse_model
+from hyperpod_cdk.core.errors import ConfigurationError
+from hyperpod_cdk.preflight import load as load_online_rules
 from hyperpod_cdk.rules import REGISTRY
 from training_runtime import hyperpod_facts
+
+load_online_rules()  # rows name online (preflight) rules
 
 ROOT = Path(__file__).resolve().parent.parent
 LEVELS = {r.id: r.level for r in REGISTRY.rules}
@@ -36,8 +39,8 @@ TESTED = [r for r in ROWS if r.test is not None]
 
 
 def _shipped_cfn_lint_ids() -> set[str]:
-    from hyperpod_cdk.cfnlint_infra import RULES as INFRA_RULES
     from hyperpod_cdk.cfnlint_rules import INVENTORY_RULES, RULES
+    from hyperpod_cdk.cfnlint_rules.infra import RULES as INFRA_RULES
 
     return {cls.id for cls in RULES.values()} | set(INVENTORY_RULES) | {cls.id for cls in INFRA_RULES}
 
@@ -218,7 +221,7 @@ def test_apply_patch_sets_deletes_and_indexes() -> None:
 
 
 def test_docs_show_the_coverage_of_every_page_and_every_out_of_scope_reason() -> None:
-    from hyperpod_cdk.inventory_coverage import coverage_reference
+    from hyperpod_cdk.aws_data.inventory_coverage import coverage_reference
 
     text = coverage_reference()
     assert text in (ROOT / "docs" / "rules.md").read_text(), "run `python -m hyperpod_cdk.rules > docs/rules.md`"
@@ -244,7 +247,7 @@ def test_every_api_limit_is_a_row_that_quotes_its_value() -> None:
 
 
 def test_every_support_row_cites_known_inventory_rows() -> None:
-    from hyperpod_cdk.api_support import support_table
+    from hyperpod_cdk.aws_data.api_support import support_table
 
     known = {r.id for r in ROWS}
     unknown = {s.id: sorted(set(s.aws) - known) for s in support_table() if set(s.aws) - known}

@@ -12,12 +12,15 @@ from typing import Any
 import pytest
 import yaml
 
-from hyperpod_cdk.api_support import support_table
-from hyperpod_cdk.cfnlint_infra import RULES as INFRA_CFN_RULES
-from hyperpod_cdk.cfnlint_infra import self_rules
-from hyperpod_cdk.config import parse_model
+from hyperpod_cdk.aws_data.api_support import support_table
+from hyperpod_cdk.cfnlint_rules.infra import RULES as INFRA_CFN_RULES
+from hyperpod_cdk.cfnlint_rules.infra import self_rules
+from hyperpod_cdk.core.config import parse_model
+from hyperpod_cdk.preflight import load as load_online_rules
 from hyperpod_cdk.rules import all_rules
 from support import ROOT, build_example, cfn_lint, fast_app, template_of
+
+load_online_rules()  # rows name online (preflight) rules
 
 INVENTORY = ROOT / "src" / "hyperpod_cdk" / "data" / "aws_inventory"
 FILES = (

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from hyperpod_cdk.aws_quotes import (
+from hyperpod_cdk.aws_data.quotes import (
     CONTROLLER_QUOTE,
     DEEP_HEALTH_DOC,
     LOGIN_QUOTE,
@@ -21,7 +21,7 @@ from hyperpod_cdk.aws_quotes import (
     STRATEGY_QUOTE,
 )
 from hyperpod_cdk.cfnlint_rules import RULES
-from hyperpod_cdk.config import ClusterConfig
+from hyperpod_cdk.core.config import ClusterConfig
 from hyperpod_cdk.rules import all_rules
 from hyperpod_cdk.rules.hardware import CONNECTIVITY_QUOTE
 from support import cfn_lint

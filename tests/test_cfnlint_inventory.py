@@ -1,4 +1,4 @@
-"""The cfn-lint rules for rows of the AWS inventory (hyperpod_cdk.cfnlint_inventory, E9240-E9259): each fires on a
+"""The cfn-lint rules for rows of the AWS inventory (hyperpod_cdk.cfnlint_rules.inventory, E9240-E9259): each fires on a
 small Slurm template that breaks its row, not on one that keeps it, and takes its text and URL from the row."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from hyperpod_cdk.aws_inventory import row
-from hyperpod_cdk.cfnlint_inventory import INVENTORY_CHECKS, INVENTORY_RULES
+from hyperpod_cdk.aws_data.inventory import row
+from hyperpod_cdk.cfnlint_rules.inventory import INVENTORY_CHECKS, INVENTORY_RULES
 from support import cfn_lint
 
 ROLE = "arn:aws:iam::111122223333:role/hyperpod"

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from example_builds import LintOnce
-from hyperpod_cdk.api_support import support_row, support_table
+from hyperpod_cdk.aws_data.api_support import support_row, support_table
 from hyperpod_cdk.cfnlint_rules import CHECKS, RULES
 from support import HYPERPOD_CFN_LINT_RULES, ROOT, cfn_lint
 

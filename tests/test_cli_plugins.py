@@ -118,7 +118,7 @@ def test_importing_the_library_changes_no_environment_variable() -> None:
 
 
 def test_the_banner_variable_keeps_what_the_user_listed(monkeypatch: pytest.MonkeyPatch) -> None:
-    from hyperpod_cdk.node_banner import VARIABLE, silence_node_end_of_life_banner
+    from hyperpod_cdk.core.node_banner import VARIABLE, silence_node_end_of_life_banner
 
     monkeypatch.setenv(VARIABLE, "18")
     silence_node_end_of_life_banner()

@@ -51,7 +51,7 @@ def test_strict_validator_catches_a_schema_error(tmp_path: Path) -> None:
 def test_a_template_validator_finding_is_a_problem_by_config_field(tmp_path: Path) -> None:
     """CDK's built-in validator runs on every synth; app.py fails on any finding, named by config field."""
     from hyperpod_cdk import ClusterConfig, TrainingClusterStack
-    from hyperpod_cdk.template_findings import findings_in
+    from hyperpod_cdk.core.template_findings import findings_in
 
     app = cdk.App(outdir=str(tmp_path))
     stack = TrainingClusterStack(app, "s", config=ClusterConfig())

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from hyperpod_cdk import ClusterConfig, ConfigurationError, NodeRole, load_config, parse_config
-from hyperpod_cdk.config import json_schema, parse_model
+from hyperpod_cdk.core.config import json_schema, parse_model
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -133,7 +133,7 @@ def test_every_field_docstring_of_the_config_models_follows_its_field() -> None:
     import ast
 
     stray = []
-    for module in ("config.py", "model.py"):
+    for module in ("core/config.py", "model.py"):
         tree = ast.parse((ROOT / "src" / "hyperpod_cdk" / module).read_text())
         for cls in (node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)):
             for index, statement in enumerate(cls.body):

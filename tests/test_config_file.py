@@ -1,5 +1,5 @@
 """A hostile config file is refused fast, with a short report: size, node count (aliases expanded) and depth are
-bounded (hyperpod_cdk.config_file), and every value a problem shows is cut (training_runtime.problems).
+bounded (hyperpod_cdk.core.config_file), and every value a problem shows is cut (training_runtime.problems).
 
 No timing assertion: each test bounds what a hang would grow instead (output length, memory, the parser never
 running), and runs the CLI under a generous timeout only so that a regression fails instead of hanging."""
@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from hyperpod_cdk import config_file
-from hyperpod_cdk.config import MAX_SHAPE_PROBLEMS, load_config, load_file
-from hyperpod_cdk.config_file import MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH, MAX_CONFIG_NODES
-from hyperpod_cdk.errors import ConfigurationError
+from hyperpod_cdk.core import config_file
+from hyperpod_cdk.core.config import MAX_SHAPE_PROBLEMS, load_config, load_file
+from hyperpod_cdk.core.config_file import MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH, MAX_CONFIG_NODES
+from hyperpod_cdk.core.errors import ConfigurationError
 from hyperpod_cdk.validate import validate_command
 from training_runtime.problems import SHOWN_CHARS, Problem
 
@@ -184,7 +184,7 @@ def test_a_problem_shows_a_bounded_value() -> None:
 
 
 def test_shape_errors_are_capped_and_counted() -> None:
-    from hyperpod_cdk.config import parse_model
+    from hyperpod_cdk.core.config import parse_model
 
     with pytest.raises(ConfigurationError) as raised:
         parse_model({f"unknown_{i}": i for i in range(5_000)})

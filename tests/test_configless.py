@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hyperpod_cdk.config import parse_config
+from hyperpod_cdk.core.config import parse_config
 from hyperpod_local import hyperpod_platform as emulated
 from hyperpod_local.layout import plan_layout
 from runtime_fakes import RecordingRunner, fake_node, touch

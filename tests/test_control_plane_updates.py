@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from hyperpod_cdk.update_policy import Kind, declarations, policy_for
+from hyperpod_cdk.aws_data.update_policy import Kind, declarations, policy_for
 from hyperpod_local.control_plane.refusals import REFUSED
 from test_control_plane import GPU, ROLE, Harness, code, groups, make
 

@@ -13,7 +13,7 @@ import pytest
 
 from hyperpod_cdk import ClusterConfig, TrainingClusterStack
 from hyperpod_cdk.constructs.budget import COST_TAG_KEY
-from hyperpod_cdk.deployment import deployment
+from hyperpod_cdk.core.deployment import deployment
 from support import STRICT_VALIDATION, assert_nag_clean, fast_app, template_of
 
 PRICED = {t: {"per_hour": 2.5, "source": "savings plan SP-1"} for t in ("ml.m5.xlarge", "ml.trn1.32xlarge")}

@@ -20,10 +20,10 @@ from aws_cdk.assertions import Annotations, Match, Template
 
 from builders import CONTROLLER, WORKERS, new_stack
 from hyperpod_cdk import ClusterNetwork, ConfigurationError, HyperPodCluster, LifecycleScripts, TrainingClusterStack
-from hyperpod_cdk.config import parse_model
-from hyperpod_cdk.deployed_roles import kept_roles
-from hyperpod_cdk.deployment import deployment
-from hyperpod_cdk.synth_context import cached_roles
+from hyperpod_cdk.core.config import parse_model
+from hyperpod_cdk.core.deployment import deployment
+from hyperpod_cdk.deployed.roles import kept_roles
+from hyperpod_cdk.deployed.synth_context import cached_roles
 from iam_support import group_roles
 from ops_support import ROLE, MotoCluster, aws_env, moto_url  # noqa: F401
 from support import fast_app, synth_bundled_app

@@ -1,4 +1,4 @@
-"""One value says what a deployment puts on its nodes (hyperpod_cdk.deployment): the example snapshots pin it, the
+"""One value says what a deployment puts on its nodes (hyperpod_cdk.core.deployment): the example snapshots pin it, the
 stack uploads it (with only its resources' CloudFormation values filled in), and the local cluster stages it."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 from aws_cdk import Stack, Token
 
 from hyperpod_cdk import ClusterConfig, TrainingClusterStack
-from hyperpod_cdk.config import load_config, parse_model
-from hyperpod_cdk.deployment import deployment
+from hyperpod_cdk.core.config import load_config, parse_model
+from hyperpod_cdk.core.deployment import deployment
 from hyperpod_local.staging import from_config
 from support import fast_app
 from training_runtime.params import ProvisioningParameters
@@ -134,9 +134,9 @@ def test_the_deployment_carries_its_stack_name_cluster_name_and_modes() -> None:
 def test_preflight_and_the_synth_look_up_the_deployed_name() -> None:
     """The organization's prefix is applied in one place (deployed_name), read by preflight's look-ups and the
     synth's DescribeCluster."""
+    from hyperpod_cdk.deployed.scaler_counts import counts_for_synth
     from hyperpod_cdk.preflight.online import cluster_name
     from hyperpod_cdk.rules.view import ClusterView
-    from hyperpod_cdk.scaler_counts import counts_for_synth
 
     data = {
         "cluster_name": "research",

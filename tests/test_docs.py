@@ -180,7 +180,7 @@ def test_the_operator_permissions_name_every_cluster_command_of_the_cli() -> Non
     """A new operator command gets a row (and so a place in a grant) before the docs can be current."""
     import argparse
 
-    from hyperpod_cdk.operator_permissions import COMMANDS, GRANTS
+    from hyperpod_cdk.core.operator_permissions import COMMANDS, GRANTS
     from hyperpod_cdk.ops.parser import register
 
     parser = argparse.ArgumentParser()

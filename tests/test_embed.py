@@ -263,7 +263,7 @@ def test_the_configs_existing_storage_keeps_its_associations_under_the_import() 
 def test_the_examples_operators_may_operate_its_cluster(templates: dict[str, dict[str, Any]]) -> None:
     """``examples/embed/app.py`` grants its operators' role ``grant_operate``: their policy allows every SageMaker
     call that reboot, replace and delete make (operator_permissions), on that cluster's ARN."""
-    from hyperpod_cdk.operator_permissions import Resource, calls
+    from hyperpod_cdk.core.operator_permissions import Resource, calls
 
     template = templates["example"]
     [cluster] = [k for k, r in template["Resources"].items() if r["Type"] == "AWS::SageMaker::Cluster"]

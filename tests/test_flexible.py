@@ -12,9 +12,9 @@ import pytest
 from aws_cdk.assertions import Template
 
 from builders import CONTROLLER, cluster_stack, only
-from hyperpod_cdk.config import parse_config
+from hyperpod_cdk.core.config import parse_config
+from hyperpod_cdk.core.parameters import parameters_file
 from hyperpod_cdk.model import InstanceGroup
-from hyperpod_cdk.parameters import parameters_file
 from hyperpod_local.layout import plan_layout, resource_config
 from hyperpod_local.overlay import host_hardware, local_parameters
 from runtime_fakes import FakeHost, fake_node

@@ -15,7 +15,7 @@ import pytest
 from moto.ec2.models.instance_types import INSTANCE_TYPES
 from moto.server import ThreadedMotoServer
 
-from hyperpod_cdk import instance_catalog
+from hyperpod_cdk.aws_data import instance_catalog
 from test_docs import _script
 from training_runtime.hardware import INSTANCE_HARDWARE, gres_type
 from training_runtime.instance_facts import INSTANCE_FACTS, facts_for

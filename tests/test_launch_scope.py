@@ -11,8 +11,8 @@ import pytest
 from aws_cdk.assertions import Template
 
 from cfn_parameters import rejections
-from hyperpod_cdk.config import load_file, parse_model
-from hyperpod_cdk.template_parameters import bucket_name_id, template_parameters
+from hyperpod_cdk.core.config import load_file, parse_model
+from hyperpod_cdk.core.template_parameters import bucket_name_id, template_parameters
 from support import ROOT, build_example, fast_app
 
 REPOSITORY = {"name": "datasets", "file_system_path": "/datasets", "bucket_name": "team-a-datasets"}

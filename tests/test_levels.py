@@ -16,11 +16,11 @@ import yaml
 from aws_cdk import assertions
 
 from hyperpod_cdk import TrainingClusterStack
-from hyperpod_cdk.api_support import row_problems, support_row, support_table
+from hyperpod_cdk.aws_data.api_support import row_problems, support_row, support_table
 from hyperpod_cdk.cfnlint_rules import RULES
-from hyperpod_cdk.config import parse_model
+from hyperpod_cdk.core.config import parse_model
+from hyperpod_cdk.core.suppress import ACCEPTED_REASON, Suppression, silenced
 from hyperpod_cdk.rules import REGISTRY, all_rules
-from hyperpod_cdk.suppress import ACCEPTED_REASON, Suppression, silenced
 from hyperpod_cdk.validate import validate_command, validate_file
 from support import cfn_lint, fast_app, template_of
 from training_runtime.problems import ERROR, LEVEL_LETTERS, Rule

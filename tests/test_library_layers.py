@@ -40,6 +40,10 @@ def test_publishing_does_not_load_the_operator_cli(module: str) -> None:
 
 PUBLISHING_FREE = [
     *(ROOT / "src" / "hyperpod_cdk").glob("*.py"),
+    *(ROOT / "src" / "hyperpod_cdk" / "core").rglob("*.py"),
+    *(ROOT / "src" / "hyperpod_cdk" / "aws_data").rglob("*.py"),
+    *(ROOT / "src" / "hyperpod_cdk" / "deployed").rglob("*.py"),
+    *(ROOT / "src" / "hyperpod_cdk" / "cfnlint_rules").rglob("*.py"),
     *(ROOT / "src" / "hyperpod_cdk" / "constructs").rglob("*.py"),
     *(ROOT / "src" / "hyperpod_cdk" / "stacks").rglob("*.py"),
     *(ROOT / "src" / "hyperpod_cdk" / "organization").rglob("*.py"),
@@ -50,7 +54,7 @@ PUBLISHING_FREE = [
 
 
 def test_the_core_and_the_constructs_do_not_import_the_publish_command() -> None:
-    """What the published layout is (keys, tree hash) is core (``hyperpod_cdk.published_layout``); the
+    """What the published layout is (keys, tree hash) is core (``hyperpod_cdk.core.published_layout``); the
     ``publishing`` package is the tool that uploads it, and nothing below it imports it."""
     upward = {
         str(path.relative_to(ROOT)): found
@@ -60,3 +64,33 @@ def test_the_core_and_the_constructs_do_not_import_the_publish_command() -> None
         if found
     }
     assert upward == {}
+
+
+ROOMS = {
+    "aws_data": set(),
+    "cfnlint_rules": {"aws_data"},
+    "core": {"aws_data", "model", "rules"},
+    "deployed": {"aws", "aws_data", "core", "model"},
+}
+"""The rooms of ``hyperpod_cdk``'s lower floors -> the other rooms they may import (every import counts, as in
+tests/test_import_cycles.py): AWS's data and its readers stand on nothing of ours; the cfn-lint rules read only
+that; the core reads that, the model and (to judge a config, the one allowed cycle) the rules; what is deployed
+reads the core. None of them reaches the constructs, the stacks, the operator CLI, preflight or publishing."""
+
+
+def test_the_rooms_import_only_the_rooms_below_them() -> None:
+    from test_import_cycles import LOCAL_SRC, SRC, import_graph
+
+    graph = import_graph(SRC, LOCAL_SRC)
+
+    def room(module: str) -> str:
+        return module.split(".")[1] if module.count(".") >= 1 else ""
+
+    wrong = {
+        f"{name} -> {target}"
+        for name, targets in graph.items()
+        if name.startswith("hyperpod_cdk.") and room(name) in ROOMS
+        for target in targets
+        if target.startswith("hyperpod_cdk.") and room(target) != room(name) and room(target) not in ROOMS[room(name)]
+    }
+    assert wrong == set()

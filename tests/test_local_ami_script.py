@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hyperpod_cdk.config import parse_config
+from hyperpod_cdk.core.config import parse_config
 from hyperpod_local import ami
 from hyperpod_local.hyperpod_platform import agent_script
 from hyperpod_local.layout import plan_layout

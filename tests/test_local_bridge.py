@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hyperpod_cdk.config import load_config
+from hyperpod_cdk.core.config import load_config
 from hyperpod_local import bridge, imds, metrics
 from hyperpod_local.control_plane import local as control_plane
 from hyperpod_local.layout import DEFAULT_SUBNET, plan_layout

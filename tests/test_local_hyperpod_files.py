@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hyperpod_cdk.config import load_config, parse_config
+from hyperpod_cdk.core.config import load_config, parse_config
 from hyperpod_local.hyperpod_files import (
     DEV_PARTITION,
     HYPERPOD_SETTINGS,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from hyperpod_cdk.config import ClusterConfig, load_config, parse_config
+from hyperpod_cdk.core.config import ClusterConfig, load_config, parse_config
 from hyperpod_local.layout import (
     LayoutError,
     LocalLayout,

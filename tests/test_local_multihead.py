@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hyperpod_cdk.config import load_config
+from hyperpod_cdk.core.config import load_config
 from hyperpod_local import LocalCluster
 from hyperpod_local.layout import plan_layout
 from hyperpod_local.plan import UpOptions

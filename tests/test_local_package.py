@@ -22,7 +22,7 @@ import hyperpod_local
 from hyperpod_local import agent, cli, cluster, drill, hyperpod_platform, layout, metrics, staging
 from hyperpod_local.layout import plan_layout
 from hyperpod_local.overlay import local_parameters
-from hyperpod_cdk.config import load_config
+from hyperpod_cdk.core.config import load_config
 config = load_config(sys.argv[1])
 params = local_parameters(config)
 print(params.cluster_name, len(plan_layout(config).nodes))

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from hyperpod_cdk.config import parse_config
+from hyperpod_cdk.core.config import parse_config
 from hyperpod_local.layout import LayoutError, cluster_agent_config, plan_layout, resource_config, stale_instances
 from hyperpod_local.staging import DeployedModes, StagedPrefix, provision, stage
 from hyperpod_local.state import ClusterState

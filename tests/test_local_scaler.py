@@ -29,9 +29,9 @@ from typing import Any
 
 import pytest
 
-from hyperpod_cdk.config import load_config
-from hyperpod_cdk.deployment import deployment
-from hyperpod_cdk.scaler_counts import at_template_counts, counts_for_synth
+from hyperpod_cdk.core.config import load_config
+from hyperpod_cdk.core.deployment import deployment
+from hyperpod_cdk.deployed.scaler_counts import at_template_counts, counts_for_synth
 from hyperpod_local import LocalCluster
 from hyperpod_local.control_plane import local as control_plane
 from hyperpod_local.hyperpod_files import SLURM_ETC

@@ -33,8 +33,8 @@ def assembly(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _stack(example: Path | None) -> str:
-    from hyperpod_cdk.config import load_config
-    from hyperpod_cdk.deployment import deployment
+    from hyperpod_cdk.core.config import load_config
+    from hyperpod_cdk.core.deployment import deployment
 
     return DEFAULT_STACK if example is None else deployment(load_config(example)).stack_name
 

@@ -148,7 +148,7 @@ def test_a_cluster_built_from_python_tells_its_nodes_where_openzfs_is(tmp_path: 
 
 
 def test_without_openzfs_the_parameters_file_has_no_openzfs_key(tmp_path: Path) -> None:
-    from hyperpod_cdk.parameters import parameters_file
+    from hyperpod_cdk.core.parameters import parameters_file
 
     config = parse_config({})
     params = parameters_file(

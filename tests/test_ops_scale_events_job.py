@@ -215,10 +215,10 @@ def test_training_job_config_without_fsx_and_unknown_stack() -> None:
 
 def test_output_names_match_the_synthesized_stacks() -> None:
     """The names read here are the ones TrainingClusterStack writes (snapshots of the example stacks), and every
-    output of every snapshot is one of hyperpod_cdk.stack_outputs' names: one definition, read by both."""
+    output of every snapshot is one of hyperpod_cdk.core.stack_outputs' names: one definition, read by both."""
     import re
 
-    from hyperpod_cdk import stack_outputs
+    from hyperpod_cdk.core import stack_outputs
 
     read = {
         training_job.CLUSTER_NAME,
@@ -237,7 +237,7 @@ def test_output_names_match_the_synthesized_stacks() -> None:
     for template in clusters:
         outputs = template["Outputs"]
         unnamed = [o for o in outputs if o not in named and not bucket.fullmatch(o)]
-        assert unnamed == [], f"{template['Description']}: outputs not in hyperpod_cdk.stack_outputs: {unnamed}"
+        assert unnamed == [], f"{template['Description']}: outputs not in hyperpod_cdk.core.stack_outputs: {unnamed}"
 
 
 def test_scale_sets_a_scaled_groups_count_without_drift_inside_the_scalers_bounds() -> None:

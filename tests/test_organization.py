@@ -23,8 +23,8 @@ from aws_cdk.assertions import Annotations, Match
 from builders import cluster_stack, new_stack
 from cfn_parameters import rejections
 from hyperpod_cdk import ClusterNetwork, LustreStorage, OrganizationRules, TrainingClusterStack, load_config
-from hyperpod_cdk.config import ClusterConfig, OrganizationConfig
 from hyperpod_cdk.constructs import secure_bucket
+from hyperpod_cdk.core.config import ClusterConfig, OrganizationConfig
 from hyperpod_cdk.organization.names import NAMED_TYPES
 from support import (
     EXAMPLES,

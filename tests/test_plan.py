@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from hyperpod_cdk.aws.session import make_session
-from hyperpod_cdk.config import parse_model
-from hyperpod_cdk.deployed import Deployed
-from hyperpod_cdk.deployed_config import deployed_config
+from hyperpod_cdk.core.config import parse_model
+from hyperpod_cdk.deployed.config import deployed_config
+from hyperpod_cdk.deployed.stack import Deployed
 from ops_support import Operator, aws_env, moto_url  # noqa: F401
 from plan_support import cluster_groups, control_plane, deploy_stack, snapshot
 
@@ -171,7 +171,7 @@ def _read_back(example: str, edit: Any = None) -> list[tuple[str, Any, Any]]:
     """The changes between an example and its own snapshot read back as deployed, the template ``edit``ed."""
     import yaml
 
-    from hyperpod_cdk.update_policy import changes
+    from hyperpod_cdk.aws_data.update_policy import changes
 
     stack, template, parameters = snapshot(example)
     if edit is not None:

@@ -14,8 +14,8 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
+from hyperpod_cdk.aws_data.prices import parse_price_list, resolve, snapshot, snapshot_prices
 from hyperpod_cdk.ops.price_list import fetch_prices, filters
-from hyperpod_cdk.prices import parse_price_list, resolve, snapshot, snapshot_prices
 from training_runtime.billing_weights import InstancePrice, partition_weights
 from training_runtime.hardware import hardware_for
 

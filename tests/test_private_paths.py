@@ -14,7 +14,7 @@ from aws_cdk import aws_s3 as s3
 
 from builders import new_stack
 from hyperpod_cdk import ClusterNetwork, ConfigurationError, LustreStorage, S3DataRepository
-from hyperpod_cdk.config import ClusterConfig
+from hyperpod_cdk.core.config import ClusterConfig
 
 ZFS = {
     "existing": {

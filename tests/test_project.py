@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from hyperpod_cdk.cli import main
-from hyperpod_cdk.config import json_schema, load_config
+from hyperpod_cdk.core.config import json_schema, load_config
 from hyperpod_cdk.project import CLI_LOCK, SCHEMA_FILE, ProjectError, cdk_cli_version, init_project
 
 ROOT = Path(__file__).resolve().parent.parent

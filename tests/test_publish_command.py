@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from hyperpod_cdk.cli import main
-from hyperpod_cdk.published_layout import PublishTarget
+from hyperpod_cdk.core.published_layout import PublishTarget
 from ops_support import REGION, Run, aws_env, moto_url  # noqa: F401
 from support import ROOT
 from training_runtime.params import ProvisioningParameters

@@ -12,7 +12,7 @@ from typing import Any
 import boto3
 import pytest
 
-from hyperpod_cdk.published_layout import PublishTarget
+from hyperpod_cdk.core.published_layout import PublishTarget
 from hyperpod_cdk.publishing.command import publish
 from hyperpod_cdk.publishing.synth import config_stacks
 from ops_support import ACCOUNT, REGION, aws_env, moto_url  # noqa: F401

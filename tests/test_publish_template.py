@@ -14,7 +14,7 @@ import pytest
 
 from hyperpod_cdk import ClusterConfig, ConfigurationError, PublishedTrainingClusterStack, PublishTarget
 from hyperpod_cdk.constructs.network import DEFAULT_SG_FINDING
-from hyperpod_cdk.published_layout import LifecycleTree, tree_hash
+from hyperpod_cdk.core.published_layout import LifecycleTree, tree_hash
 from support import cfn_lint, fast_app
 from training_runtime.params import ProvisioningParameters
 

@@ -19,11 +19,11 @@ from aws_cdk import aws_iam as iam
 
 from hyperpod_cdk import HyperPodCluster
 from hyperpod_cdk.aws.session import make_session
-from hyperpod_cdk.config import parse_model
-from hyperpod_cdk.deployed import Deployed
-from hyperpod_cdk.deployed_config import deployed_config
-from hyperpod_cdk.operator_permissions import UPDATE_CLUSTER_CONDITION_KEYS
-from hyperpod_cdk.update_policy import Kind, changes
+from hyperpod_cdk.aws_data.update_policy import Kind, changes
+from hyperpod_cdk.core.config import parse_model
+from hyperpod_cdk.core.operator_permissions import UPDATE_CLUSTER_CONDITION_KEYS
+from hyperpod_cdk.deployed.config import deployed_config
+from hyperpod_cdk.deployed.stack import Deployed
 from ops_support import MotoCluster, Operator, aws_env, moto_url  # noqa: F401
 from plan_support import cluster_groups, control_plane, deploy_stack, snapshot
 

@@ -14,8 +14,8 @@ from aws_cdk.assertions import Template
 
 from builders import CONTROLLER, WORKERS, cluster_stack
 from hyperpod_cdk import InstanceGroup, NodeRole, TrainingClusterStack
-from hyperpod_cdk.config import parse_model
 from hyperpod_cdk.constructs.execution_role import ENI_ACTIONS, VOLUME_GRANT_OPERATIONS
+from hyperpod_cdk.core.config import parse_model
 from hyperpod_cdk.model import OverrideVpc
 from iam_support import allowed_actions, group_roles, mentions, resources, role_statements, statements_with
 from support import fast_app

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
-from hyperpod_cdk.config import NetworkConfig
+from hyperpod_cdk.core.config import NetworkConfig
 from hyperpod_cdk.model import InstanceGroup
 from hyperpod_cdk.preflight.account import Unchecked
 from hyperpod_cdk.preflight.resource_checks import each_resource

@@ -13,10 +13,10 @@ import pytest
 import yaml
 
 from hyperpod_cdk import ConfigurationError, TrainingClusterStack, parse_config
-from hyperpod_cdk.api_support import unconfirmed_rules
-from hyperpod_cdk.config import parse_model
+from hyperpod_cdk.aws_data.api_support import unconfirmed_rules
+from hyperpod_cdk.aws_data.update_policy import GENERIC_RULES
+from hyperpod_cdk.core.config import parse_model
 from hyperpod_cdk.rules import all_rules
-from hyperpod_cdk.update_policy import GENERIC_RULES
 from hyperpod_cdk.validate import validate_command, validate_file
 from support import fast_app
 

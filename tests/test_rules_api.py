@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from hyperpod_cdk.config import parse_model
-from hyperpod_cdk.errors import ConfigurationError
+from hyperpod_cdk.core.config import parse_model
+from hyperpod_cdk.core.errors import ConfigurationError
 from training_runtime.problems import errors
 
 CONTROLLER = {"name": "controller", "role": "controller", "instance_type": "ml.m5.xlarge", "count": 1}

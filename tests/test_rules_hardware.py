@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from hyperpod_cdk.config import ClusterConfig
+from hyperpod_cdk.core.config import ClusterConfig
 from training_runtime.problems import Problem
 
 HARDWARE_RULES = {

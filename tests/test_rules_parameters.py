@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hyperpod_cdk.config import parse_model
+from hyperpod_cdk.core.config import parse_model
 from training_runtime.problems import errors
 
 CONTROLLER = {"name": "controller", "role": "controller", "instance_type": "ml.m5.xlarge", "count": 1}

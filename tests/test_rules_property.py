@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hyperpod_cdk import TrainingClusterStack
-from hyperpod_cdk.config import parse_model
-from hyperpod_cdk.instance_catalog import types_in
+from hyperpod_cdk.aws_data.instance_catalog import types_in
+from hyperpod_cdk.core.config import parse_model
 from hyperpod_cdk.rules import errors
 from support import cfn_lint, fast_app, template_of
 from training_runtime.hardware import INSTANCE_HARDWARE

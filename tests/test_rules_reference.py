@@ -8,10 +8,13 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from hyperpod_cdk.config import ClusterConfig, parse_model
+from hyperpod_cdk.core.config import ClusterConfig, parse_model
+from hyperpod_cdk.preflight import load
 from hyperpod_cdk.rules import REGISTRY, RULE_MODULES, SECTIONS, ClusterView, Problem, Rule, all_rules
 from hyperpod_cdk.rules.reference import reference
-from hyperpod_cdk.rules.registry import run
+from hyperpod_cdk.rules.registry import modules_in_order, run
+
+load()  # the reference lists the online rules too
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -34,11 +37,36 @@ def module_of(rule: Rule) -> str:
     return module if module.startswith("hyperpod_cdk.preflight.") else module.rpartition(".")[2]
 
 
+def test_the_package_imports_each_listed_module_by_statement() -> None:
+    """rules/__init__.py imports exactly RULE_MODULES, by import statements (no module imported by name)."""
+    import ast
+
+    tree = ast.parse((ROOT / "src" / "hyperpod_cdk" / "rules" / "__init__.py").read_text())
+    imported = {
+        alias.name
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and node.module == "hyperpod_cdk.rules"
+        for alias in node.names
+    }
+    assert imported == set(RULE_MODULES)
+
+
+def test_preflight_registers_its_online_rules_after_the_offline_ones() -> None:
+    order = modules_in_order()
+    online = [m for m in order if m.startswith("hyperpod_cdk.preflight.")]
+    assert order[: len(RULE_MODULES)] == [f"hyperpod_cdk.rules.{m}" for m in RULE_MODULES]
+    assert order[len(RULE_MODULES) :] == online and len(online) == 6
+    assert all("aws" in r.needs for r in REGISTRY.rules if r.check.__module__ in online)
+    load()  # twice: nothing moves
+    assert modules_in_order() == order
+
+
 def test_report_order_is_the_listed_module_order_whatever_the_import_order(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert {module_of(r) for r in all_rules()} == set(RULE_MODULES)  # each listed module registers rules
+    order = [m.rpartition(".")[2] if m.startswith("hyperpod_cdk.rules.") else m for m in modules_in_order()]
+    assert {module_of(r) for r in all_rules()} == set(order)  # each known module registers rules
     # Registration follows import order; another import order (here: reversed) reports in the same module order.
     monkeypatch.setattr(REGISTRY, "rules", list(reversed(REGISTRY.rules)))
-    positions = [RULE_MODULES.index(module_of(r)) for r in all_rules()]
+    positions = [order.index(module_of(r)) for r in all_rules()]
     assert positions == sorted(positions)
     bad = {
         "cluster_name": "-bad",

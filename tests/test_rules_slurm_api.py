@@ -11,8 +11,8 @@ import pytest
 from aws_cdk.assertions import Template
 
 from hyperpod_cdk import TrainingClusterStack, parse_config
-from hyperpod_cdk.api_support import row_of_rule, support_row, support_table, unconfirmed_rules
-from hyperpod_cdk.config import ClusterConfig
+from hyperpod_cdk.aws_data.api_support import row_of_rule, support_row, support_table, unconfirmed_rules
+from hyperpod_cdk.core.config import ClusterConfig
 from hyperpod_cdk.rules import all_rules
 from support import fast_app
 from training_runtime.problems import Problem
@@ -130,7 +130,7 @@ def test_every_rule_of_a_row_is_registered_with_the_rows_level_and_source() -> N
 def test_an_unconfirmed_row_must_warn() -> None:
     from dataclasses import replace
 
-    from hyperpod_cdk.api_support import row_problems
+    from hyperpod_cdk.aws_data.api_support import row_problems
 
     row = support_row("spot-slurm")
     assert list(row_problems(row)) == []

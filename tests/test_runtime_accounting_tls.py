@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hyperpod_cdk.config import parse_model
+from hyperpod_cdk.core.config import parse_model
 from runtime_fakes import RecordingRunner, fake_node
 from training_runtime.errors import StepFailed
 from training_runtime.node import Node

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hyperpod_cdk.config import parse_config
-from hyperpod_cdk.errors import ConfigurationError
+from hyperpod_cdk.core.config import parse_config
+from hyperpod_cdk.core.errors import ConfigurationError
 from training_runtime.options import OptionsError, RuntimeOptions, options_problems, parse_options
 
 

@@ -134,8 +134,8 @@ def test_a_cluster_name_outside_hyperpods_grammar_never_reaches_a_path(tmp_path:
 def test_the_config_says_so_through_the_parameters_file() -> None:
     """``storage.existing.shared`` (or OpenZFS's) reaches the nodes as ``hyperpod_cdk.shared_file_system``; a
     cluster that does not share writes no such key, so its parameters file stays as it was."""
-    from hyperpod_cdk.config import ClusterConfig
-    from hyperpod_cdk.deployment import deployment
+    from hyperpod_cdk.core.config import ClusterConfig
+    from hyperpod_cdk.core.deployment import deployment
     from training_runtime.params import OUR_KEY, ParametersError, ProvisioningParameters
 
     lustre = {"file_system_id": "fs-0123456789abcdef0", "mount_name": "abcdefgh", "security_group_id": "sg-01234567"}

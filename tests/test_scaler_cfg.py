@@ -13,9 +13,9 @@ import yaml
 from aws_cdk.assertions import Template
 
 from hyperpod_cdk import ConfigurationError, TrainingClusterStack
-from hyperpod_cdk.config import parse_config
-from hyperpod_cdk.deployment import deployment
-from hyperpod_cdk.scaler_counts import counts_for_synth, deployed_counts
+from hyperpod_cdk.core.config import parse_config
+from hyperpod_cdk.core.deployment import deployment
+from hyperpod_cdk.deployed.scaler_counts import counts_for_synth, deployed_counts
 from ops_support import ROLE, aws_env, moto_url  # noqa: F401
 from support import fast_app, synth_bundled_app
 from training_runtime.params import ProvisioningParameters
@@ -190,7 +190,7 @@ def test_the_new_subnet_must_hold_a_scaled_group_at_its_max() -> None:
     grown = data(network=small, instance_groups=[CONTROLLER, {**CPU, "scaling": {"min": 0, "max": 300}}])
     found = [p for p in parse_config(data(network=small)).problems() if p.rule == "NET-SUBNET-CAPACITY"]
     assert found == []
-    from hyperpod_cdk.config import parse_model
+    from hyperpod_cdk.core.config import parse_model
 
     (problem,) = [p for p in parse_model(grown).problems() if p.rule == "NET-SUBNET-CAPACITY"]
     assert "cpu: 300 x 1" in problem

@@ -5,7 +5,7 @@ from aws_cdk.assertions import Template
 
 from builders import only
 from hyperpod_cdk import ClusterConfig, ConfigurationError, TrainingClusterStack, parse_config
-from hyperpod_cdk.config import NetworkConfig
+from hyperpod_cdk.core.config import NetworkConfig
 from support import fast_app
 
 GROUPS = [

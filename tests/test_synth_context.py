@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hyperpod_cdk.config import parse_config
-from hyperpod_cdk.deployment import deployment
-from hyperpod_cdk.synth_context import cached_counts, context_key, write_context
+from hyperpod_cdk.core.config import parse_config
+from hyperpod_cdk.core.deployment import deployment
+from hyperpod_cdk.deployed.synth_context import cached_counts, context_key, write_context
 
 CONTROLLER = {"name": "controller", "role": "controller", "instance_type": "ml.m5.xlarge", "count": 1}
 GPU = {"name": "gpu", "instance_type": "ml.g5.xlarge", "count": 2, "scaling": {"min": 0, "max": 8}}

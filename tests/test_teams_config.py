@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from hyperpod_cdk.config import ClusterConfig, parse_model
-from hyperpod_cdk.deployment import deployment
+from hyperpod_cdk.core.config import ClusterConfig, parse_model
+from hyperpod_cdk.core.deployment import deployment
 
 USERS = [{"name": "alice", "uid": 2101}, {"name": "bob", "uid": 2102}]
 GOOD = [

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from hyperpod_cdk.template_findings import findings
+from hyperpod_cdk.core.template_findings import findings
 
 REPORT = {
     "pluginReports": [

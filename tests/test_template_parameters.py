@@ -17,9 +17,9 @@ import yaml
 
 from cfn_parameters import rejections, resolved
 from hyperpod_cdk import ConfigurationError, TrainingClusterStack, parse_config
-from hyperpod_cdk.config import load_file, parse_model
+from hyperpod_cdk.core.config import load_file, parse_model
+from hyperpod_cdk.core.template_parameters import template_parameters
 from hyperpod_cdk.rules.repositories import bucket_name_problem
-from hyperpod_cdk.template_parameters import template_parameters
 from support import ROOT, fast_app, uploaded_files
 
 EXAMPLE = ROOT / "examples" / "platform-template.yaml"

@@ -1,4 +1,5 @@
-"""Update policies (hyperpod_cdk.update_policy, data/update_policies.yaml, rules UPD-*): every config field has one,
+"""Update policies (hyperpod_cdk.aws_data.update_policy, data/update_policies.yaml, rules UPD-*): every config
+field has one,
 each that is not in-place cites AWS, ``changes`` pairs groups by name, and ``validate --previous`` reports each kind
 on a real field. The inventory rows' own breaks/passes run in tests/test_aws_inventory.py."""
 
@@ -10,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from hyperpod_cdk import update_policy as up
-from hyperpod_cdk.aws_inventory import POLICY_LEVELS
-from hyperpod_cdk.config import json_schema, load_file, parse_model
-from hyperpod_cdk.inventory_checks import apply_patch
+from hyperpod_cdk.aws_data import update_policy as up
+from hyperpod_cdk.aws_data.inventory import POLICY_LEVELS
+from hyperpod_cdk.aws_data.inventory_checks import apply_patch
+from hyperpod_cdk.aws_data.update_policy import Kind
+from hyperpod_cdk.core.config import json_schema, load_file, parse_model
 from hyperpod_cdk.rules import REGISTRY
-from hyperpod_cdk.update_policy import Kind
 
 ROOT = Path(__file__).resolve().parent.parent
 KIND_OF_ROW_POLICY = {

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from hyperpod_cdk.config import parse_config
-from hyperpod_cdk.errors import ConfigurationError
+from hyperpod_cdk.core.config import parse_config
+from hyperpod_cdk.core.errors import ConfigurationError
 from training_runtime import mount_paths
 from training_runtime.errors import StepFailed
 from training_runtime.groups import GroupSpec

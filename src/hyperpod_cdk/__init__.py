@@ -1,8 +1,8 @@
 """hyperpod-cdk: AWS CDK constructs for SageMaker HyperPod Slurm training clusters.
 
-The names below load on first use (PEP 562), so ``hyperpod_cdk.config``, ``hyperpod_cdk.rules`` and the
+The names below load on first use (PEP 562), so ``hyperpod_cdk.core.config``, ``hyperpod_cdk.rules`` and the
 command line work without importing aws_cdk or starting Node.js. Importing the package changes nothing in the
-process's environment (jsii's Node.js end-of-life banner: :mod:`hyperpod_cdk.node_banner`).
+process's environment (jsii's Node.js end-of-life banner: :mod:`hyperpod_cdk.core.node_banner`).
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import importlib
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (`hyperpod-cdk --help` stays light)
 
 _HOMES = {
-    "ClusterConfig": "hyperpod_cdk.config",
-    "load_config": "hyperpod_cdk.config",
-    "parse_config": "hyperpod_cdk.config",
-    "ConfigurationError": "hyperpod_cdk.errors",
+    "ClusterConfig": "hyperpod_cdk.core.config",
+    "load_config": "hyperpod_cdk.core.config",
+    "parse_config": "hyperpod_cdk.core.config",
+    "ConfigurationError": "hyperpod_cdk.core.errors",
     "DataRepositoryEvent": "hyperpod_cdk.model",
     "DeepHealthCheck": "hyperpod_cdk.model",
     "ExecutionRoleChoice": "hyperpod_cdk.model",
@@ -38,8 +38,8 @@ _HOMES = {
     "TrainingClusterStack": "hyperpod_cdk.stacks",
     "PublishedTrainingClusterStack": "hyperpod_cdk.stacks",
     "PublishedLifecycleScripts": "hyperpod_cdk.constructs",
-    "PublishTarget": "hyperpod_cdk.published_layout",
-    "silence_node_end_of_life_banner": "hyperpod_cdk.node_banner",
+    "PublishTarget": "hyperpod_cdk.core.published_layout",
+    "silence_node_end_of_life_banner": "hyperpod_cdk.core.node_banner",
 }
 
 __all__ = [
@@ -76,7 +76,6 @@ __all__ = [
 if TYPE_CHECKING:
     from typing import Any
 
-    from hyperpod_cdk.config import ClusterConfig, load_config, parse_config
     from hyperpod_cdk.constructs import (
         ClusterBase,
         ClusterNetwork,
@@ -89,7 +88,10 @@ if TYPE_CHECKING:
         PublishedLifecycleScripts,
         S3DataRepository,
     )
-    from hyperpod_cdk.errors import ConfigurationError
+    from hyperpod_cdk.core.config import ClusterConfig, load_config, parse_config
+    from hyperpod_cdk.core.errors import ConfigurationError
+    from hyperpod_cdk.core.node_banner import silence_node_end_of_life_banner
+    from hyperpod_cdk.core.published_layout import PublishTarget
     from hyperpod_cdk.model import (
         DataRepositoryEvent,
         DeepHealthCheck,
@@ -100,9 +102,7 @@ if TYPE_CHECKING:
         SlurmConfigStrategy,
         SlurmMode,
     )
-    from hyperpod_cdk.node_banner import silence_node_end_of_life_banner
     from hyperpod_cdk.organization import OrganizationRules
-    from hyperpod_cdk.published_layout import PublishTarget
     from hyperpod_cdk.stacks import PublishedTrainingClusterStack, TrainingCluster, TrainingClusterStack
 
 

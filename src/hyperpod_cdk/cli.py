@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 
 from hyperpod_cdk import ops as operator_commands
-from hyperpod_cdk.node_banner import silence_node_end_of_life_banner
+from hyperpod_cdk.core.node_banner import silence_node_end_of_life_banner
 from hyperpod_cdk.preflight import command as preflight
 from hyperpod_cdk.publishing import command as publishing
 
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None, plugins: Callable[[str], Plugin | None] 
     if args.command == "schema":
         import json
 
-        from hyperpod_cdk.config import json_schema  # pydantic loads only for the commands that use it
+        from hyperpod_cdk.core.config import json_schema  # pydantic loads only for the commands that use it
 
         json.dump(json_schema(), sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")

@@ -357,5 +357,5 @@ def pascal_case(name: str) -> str:
 def prefixed(prefix: str, name: str) -> str:
     """``name`` with an organization's name ``prefix``, unchanged when it already has it (so applying twice changes
     nothing). The one home of the prefix rule: the rules, the organization's aspects and
-    :func:`hyperpod_cdk.deployment.deployment` use it."""
+    :func:`hyperpod_cdk.core.deployment.deployment` use it."""
     return name if name.startswith(prefix) else prefix + name

@@ -74,7 +74,7 @@ def requirements() -> str:
 
 def project_files() -> dict[str, str]:
     """Every file of a new project: its name in the project, its text."""
-    from hyperpod_cdk.config import json_schema
+    from hyperpod_cdk.core.config import json_schema
 
     template = resources.files("hyperpod_cdk").joinpath(TEMPLATE)
     cdk_json = {

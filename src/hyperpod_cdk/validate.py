@@ -11,9 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from hyperpod_cdk.config import ClusterConfig, load_file, parse_model
-from hyperpod_cdk.errors import ConfigurationError
-from hyperpod_cdk.suppress import Suppressed
+from hyperpod_cdk.core.config import ClusterConfig, load_file, parse_model
+from hyperpod_cdk.core.errors import ConfigurationError
+from hyperpod_cdk.core.suppress import Suppressed
+from hyperpod_cdk.preflight import load as load_online_rules
 from training_runtime.problems import ERROR, INFO, WARNING, Problem, errors, infos, warnings
 
 
@@ -28,7 +29,9 @@ def validate_file(
 def judge_file(
     path: str | Path, region: str | None = None, previous: str | Path | None = None
 ) -> tuple[ClusterConfig | None, list[Problem], list[Suppressed]]:
-    """:func:`validate_file`, and the findings the config's ``suppress`` silenced (each with its reason)."""
+    """:func:`validate_file`, and the findings the config's ``suppress`` silenced (each with its reason). The
+    online rules are loaded (not run): a suppression may name one."""
+    load_online_rules()
     try:
         config = parse_model(load_file(path), str(path))
         before = parse_model(load_file(previous), str(previous)) if previous is not None else None

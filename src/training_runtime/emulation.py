@@ -1,6 +1,6 @@
 """``hyperpod_cdk.emulation``: what only the local cluster (``hyperpod_local``) writes into the parameters file.
 
-The emulator's knobs are not runtime options: the CDK builder (``hyperpod_cdk.parameters``) has no argument for
+The emulator's knobs are not runtime options: the CDK builder (``hyperpod_cdk.core.parameters``) has no argument for
 this key, so a deployed cluster's file never carries it and a config cannot reach it. Absent, a node runs as on
 HyperPod. Runs on the node's system Python.
 """

@@ -12,7 +12,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from hyperpod_cdk.errors import ConfigurationError
+from hyperpod_cdk.core.errors import ConfigurationError
 from hyperpod_local import LocalCluster, LocalClusterError, NamespaceError
 from hyperpod_local.control_plane import cli as control_plane_cli
 from hyperpod_local.layout import DEFAULT_MAX_PER_GROUP, DEFAULT_MAX_WORKERS, DEFAULT_SUBNET

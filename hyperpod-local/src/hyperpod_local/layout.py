@@ -1,6 +1,6 @@
 """Which nodes a local cluster has and what HyperPod would tell them (pure: no side effects).
 
-A local cluster is a capped-down copy of a :class:`~hyperpod_cdk.config.ClusterConfig`: the controller,
+A local cluster is a capped-down copy of a :class:`~hyperpod_cdk.core.config.ClusterConfig`: the controller,
 the login node (if any) and a few nodes of each compute group, named as HyperPod names instances
 (``<group>-<n>``, n from 1), on one private subnet. A flexible group's nodes take its instance types in turn
 (HyperPod fills by priority and capacity; in turn, a job across the group meets every type).
@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hyperpod_cdk.config import ClusterConfig
-from hyperpod_cdk.errors import ConfigurationError
+from hyperpod_cdk.core.config import ClusterConfig
+from hyperpod_cdk.core.errors import ConfigurationError
 from hyperpod_local.bridge import FIRST_NODE_HOST
 from training_runtime.groups import COMPUTE, CONTROLLER, LOGIN, MAX_NAME_LENGTH, NAME_PATTERN, GroupSpec
 from training_runtime.node_names import INSTANCE_NAMES, ip_name

@@ -1,5 +1,5 @@
 """The emulation's overlays: what the local cluster changes in the parameters file a deployment puts on its nodes
-(:func:`hyperpod_cdk.deployment.deployment`), and nothing else (pure, but :func:`host_hardware` reads this
+(:func:`hyperpod_cdk.core.deployment.deployment`), and nothing else (pure, but :func:`host_hardware` reads this
 machine's CPU count)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hyperpod_cdk.config import ClusterConfig
-from hyperpod_cdk.deployment import deployment
+from hyperpod_cdk.core.config import ClusterConfig
+from hyperpod_cdk.core.deployment import deployment
 from hyperpod_local.layout import LayoutError
 from training_runtime.emulation import Emulation
 from training_runtime.hardware import hardware_for
@@ -87,7 +87,7 @@ def local_options(
 
 def local_parameters(config: ClusterConfig, *, cpus: int | None = None) -> ProvisioningParameters:
     """The parameters file of the local cluster of ``config``: what a deployment puts on the nodes
-    (:func:`hyperpod_cdk.deployment.deployment`) with :func:`emulated`'s overlays, launched at the defaults."""
+    (:func:`hyperpod_cdk.core.deployment.deployment`) with :func:`emulated`'s overlays, launched at the defaults."""
     deployed = deployment(config)
     chosen = [g.instance_type for g in deployed.groups_as_launched if g.instance_type]
     return emulated(deployed.parameters, cpus=cpus, instance_types=chosen)

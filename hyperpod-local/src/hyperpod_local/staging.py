@@ -3,7 +3,7 @@
 Two sources, one result (:class:`LocalInputs`):
 
 * a config file (:func:`from_config`): the prefix built by the functions the constructs use
-  (:func:`hyperpod_cdk.lifecycle_files.prefix_files` of :func:`hyperpod_cdk.deployment.deployment`);
+  (:func:`hyperpod_cdk.core.lifecycle_files.prefix_files` of :func:`hyperpod_cdk.core.deployment.deployment`);
 * a synthesized cloud assembly (:func:`from_assembly`, ``local up --from cdk.out``): the files the stack's
   lifecycle upload names, read from the assembly as plain JSON and files.
 
@@ -112,9 +112,9 @@ class LocalInputs:
 
 def from_config(config_path: Path | str | None) -> LocalInputs:
     """The prefix the constructs upload for a config file (None: ClusterConfig's defaults, as ``app.py``)."""
-    from hyperpod_cdk.config import ClusterConfig, load_config
-    from hyperpod_cdk.deployment import deployment
-    from hyperpod_cdk.lifecycle_files import prefix_files, staged_assets
+    from hyperpod_cdk.core.config import ClusterConfig, load_config
+    from hyperpod_cdk.core.deployment import deployment
+    from hyperpod_cdk.core.lifecycle_files import prefix_files, staged_assets
 
     config = load_config(config_path) if config_path is not None else ClusterConfig()
     deployed = deployment(config)  # a type chosen at launch is null in its file; the config's default runs
@@ -204,7 +204,7 @@ def _uploaded_files(
 ) -> dict[str, bytes]:
     """The files under the cluster's ``SourceS3Uri``: the upload's sources in order (a later one wins, as the
     upload unpacks them in order), or the published tree the URI names."""
-    from hyperpod_cdk.published_layout import read_tree
+    from hyperpod_cdk.core.published_layout import read_tree
 
     uri = json.dumps(cluster["Properties"]["InstanceGroups"][0]["LifeCycleConfig"]["SourceS3Uri"])
     for tree in sorted((directory / PUBLISHED_DIR).glob("*.json")):
@@ -327,7 +327,7 @@ def deployed_modes(directory: Path) -> DeployedModes:
 def restage(directory: Path, mode: str) -> None:
     """Refresh the local prefix's scripts and runtime in ``directory`` from this installation (the parameters
     and users files stay): the edit-and-retry loop for lifecycle code."""
-    from hyperpod_cdk.lifecycle_files import staged_assets
+    from hyperpod_cdk.core.lifecycle_files import staged_assets
 
     bucket = directory / "bucket"
     generated = (PARAMETERS_FILE_BY_MODE[mode], USERS_FILE)

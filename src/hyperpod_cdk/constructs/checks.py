@@ -8,7 +8,8 @@ from typing import Any
 from aws_cdk import Annotations, Stack, Token
 from constructs import Construct
 
-from hyperpod_cdk.errors import raise_if_any
+from hyperpod_cdk.core.errors import raise_if_any
+from hyperpod_cdk.preflight import load as load_online_rules
 from hyperpod_cdk.rules import ClusterView, check
 from training_runtime.problems import errors, infos, warnings
 
@@ -26,6 +27,7 @@ def check_props(
     construct's own problems with its props, which replace the rules named in ``instead_of``), annotate
     warnings and infos."""
     fields.setdefault("region", stack_region(construct))
+    load_online_rules()  # not run (no account here), but a suppression may name one
     view = ClusterView(sections=frozenset(sections), is_unresolved=Token.is_unresolved, **fields)
     found = [p for p in check(view) if p.rule not in instead_of]
     raise_if_any(f"{subject} {construct.node.path}", [*also, *errors(found)])

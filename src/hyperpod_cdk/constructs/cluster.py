@@ -29,7 +29,9 @@ from hyperpod_cdk.constructs.placement import (
     storage_dependencies,
 )
 from hyperpod_cdk.constructs.scaler import ScalerPolicy
-from hyperpod_cdk.errors import raise_if_any
+from hyperpod_cdk.core.errors import raise_if_any
+from hyperpod_cdk.core.parameters import parameters_file, with_resources, written_group
+from hyperpod_cdk.core.suppress import Suppression, merged, silenced, template_metadata
 from hyperpod_cdk.model import (
     DEFAULT_FSX_MOUNT_PATH,
     InstanceGroup,
@@ -39,14 +41,13 @@ from hyperpod_cdk.model import (
     SlurmConfigStrategy,
     SlurmMode,
 )
-from hyperpod_cdk.parameters import parameters_file, with_resources, written_group
+from hyperpod_cdk.preflight import load as load_online_rules
 from hyperpod_cdk.rules import REGISTRY
-from hyperpod_cdk.suppress import Suppression, merged, silenced, template_metadata
 from training_runtime.options import parse_options
 from training_runtime.params import ENTRYPOINT_BY_MODE, MetricsTarget, ProvisioningParameters
 
 if TYPE_CHECKING:
-    from hyperpod_cdk.deployment import Deployment
+    from hyperpod_cdk.core.deployment import Deployment
 
 
 @jsii.implements(ec2.IConnectable)
@@ -116,13 +117,13 @@ class HyperPodCluster(ClusterBase):
         Default: none.
     :param metrics: where the nodes remote-write their metrics (``ClusterObservability.metrics_target``; the
         role needs ``aps:RemoteWrite`` there, which ``ClusterObservability.watch`` grants). Default: nowhere.
-    :param deployment: what the nodes get (:func:`hyperpod_cdk.deployment.deployment` of the config these props
+    :param deployment: what the nodes get (:func:`hyperpod_cdk.core.deployment.deployment` of the config these props
         come from, as ``TrainingCluster`` passes it): its parameters file is uploaded, with only the values this
         construct's resources give it filled in (the FSx names, ``metrics``). Its cluster name, mode and node
         provisioning mode must be these props'. Default: a file built from these props
-        (:func:`hyperpod_cdk.parameters.parameters_file`; an instance type that is a token is left to each node).
+        (:func:`hyperpod_cdk.core.parameters.parameters_file`; an instance type that is a token is left to each node).
     :param deployed_roles: each group's ``ExecutionRole`` ARN in the deployed cluster (read by
-        :func:`hyperpod_cdk.deployed_roles.deployed_roles`): a deployed group keeps its role, as AWS's guide asks
+        :func:`hyperpod_cdk.deployed.roles.deployed_roles`): a deployed group keeps its role, as AWS's guide asks
         (a group on the controller's deployed role stays on the controller's, with a warning; a template that would
         change a group's role, ``role``'s included, is an error; docs/execution-roles.md). Default: None (no
         cluster yet: each group gets the role its ``execution_role`` says).
@@ -261,6 +262,7 @@ class HyperPodCluster(ClusterBase):
             ],
         )
         suppressions = merged((Suppression.of(s) for s in suppress), accept_unconfirmed)
+        load_online_rules()  # a suppression may name an online rule
         for key, value in template_metadata(silenced(suppressions, REGISTRY.rules)).items():
             self.resource.add_metadata(key, value)
         for key, value in (tags or {}).items():

@@ -1,6 +1,6 @@
 """ClusterBase: what a HyperPod cluster, owned or imported, lets a principal do with the operator CLI (``grant_*``).
 
-Each grant is the union of its commands' rows in :mod:`hyperpod_cdk.operator_permissions` (the table
+Each grant is the union of its commands' rows in :mod:`hyperpod_cdk.core.operator_permissions` (the table
 docs/operations.md "Permissions" is generated from), on this cluster's resources only: its ARN, its log group, and
 the session documents the commands use. tests/test_cluster_grants.py runs the commands against moto and checks
 both ways that every call is allowed and every granted action is called.
@@ -15,8 +15,8 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from hyperpod_cdk.constructs.nag import acknowledge_wildcard_resource
+from hyperpod_cdk.core.operator_permissions import Resource, actions, documents
 from hyperpod_cdk.model import cluster_log_group
-from hyperpod_cdk.operator_permissions import Resource, actions, documents
 
 LOG_GROUP_REASON = (
     "the cluster's own log group in the ARN form CloudWatch Logs' API reference tells IAM policies to use (trailing :*)"
@@ -80,7 +80,7 @@ class ClusterBase(Construct):
         principal can delete instance groups (``InstanceGroupsToDelete``), point every group at other lifecycle
         scripts (``LifeCycleConfig``: root on every new node), change the AMI (``ImageId``) and the groups'
         subnets and security groups (``OverrideVpcConfig``). IAM cannot narrow it to counts: UpdateCluster has no
-        condition key on the request (:data:`hyperpod_cdk.operator_permissions.UPDATE_CLUSTER_CONDITION_KEYS`).
+        condition key on the request (:data:`hyperpod_cdk.core.operator_permissions.UPDATE_CLUSTER_CONDITION_KEYS`).
         Give it to whom you would give the cluster."""
         return self._grant(grantee, "reconfigure")
 
@@ -101,7 +101,7 @@ class ClusterBase(Construct):
         four session documents the commands use (SSM-SessionManagerRunShell, AWS-StartPortForwardingSession,
         AWS-StartSSHSession, AWS-StartNonInteractiveCommand). HyperPod's guide grants StartSession on ``*``;
         the cluster's ARN as the ``sagemaker-cluster:`` target's resource is inferred and unverified
-        (:mod:`hyperpod_cdk.operator_permissions`): wrong, it denies, it never widens. The commands never call
+        (:mod:`hyperpod_cdk.core.operator_permissions`): wrong, it denies, it never widens. The commands never call
         ``ssm:TerminateSession`` (sessions end themselves); it is not granted."""
         return self._grant(grantee, "connect")
 

@@ -30,13 +30,13 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
 from constructs import Construct, IDependable, IValidation
 
-from hyperpod_cdk.config import LifecycleConfig
 from hyperpod_cdk.constructs.buckets import secure_bucket
 from hyperpod_cdk.constructs.checks import check_props
 from hyperpod_cdk.constructs.nag import acknowledge, acknowledge_wildcard_resource
 from hyperpod_cdk.constructs.scanners import explain_deploy_time_handler
-from hyperpod_cdk.errors import raise_if_any
-from hyperpod_cdk.lifecycle_files import staged_assets
+from hyperpod_cdk.core.config import LifecycleConfig
+from hyperpod_cdk.core.errors import raise_if_any
+from hyperpod_cdk.core.lifecycle_files import staged_assets
 from hyperpod_cdk.model import DEFAULT_LIFECYCLE_PREFIX
 from training_runtime.params import ProvisioningParameters
 from training_runtime.users import USERS_FILE, User, dumps

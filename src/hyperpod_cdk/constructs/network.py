@@ -8,7 +8,6 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from hyperpod_cdk.config import NetworkConfig
 from hyperpod_cdk.constructs.checks import check_props
 from hyperpod_cdk.constructs.scanners import (
     DEFAULT_SG_FINDING,
@@ -18,6 +17,7 @@ from hyperpod_cdk.constructs.scanners import (
     explain_deploy_time_handler,
     skip_checkov,
 )
+from hyperpod_cdk.core.config import NetworkConfig
 
 _DEFAULTS = NetworkConfig()
 """The config file's defaults are the props' defaults (one definition)."""

@@ -13,7 +13,7 @@ during cluster creation. For adding a new instance group, specify an IAM role yo
 blocks on each existing login or compute group that would move off the shared role (``instance_groups[].
 execution_role``, policy refused, rule UPD-REFUSED), ``execution_role: controller`` keeps such a group on it
 until it is replaced, and given the deployed cluster's roles (``deployed_roles``, which the bundled app reads at
-synth) :func:`keep_deployed` does so itself (:mod:`hyperpod_cdk.deployed_roles`; docs/execution-roles.md).
+synth) :func:`keep_deployed` does so itself (:mod:`hyperpod_cdk.deployed.roles`; docs/execution-roles.md).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from hyperpod_cdk.constructs.execution_role import NodeExecutionRole
-from hyperpod_cdk.deployed_roles import kept_roles, role_mismatches
-from hyperpod_cdk.errors import raise_if_any
+from hyperpod_cdk.core.errors import raise_if_any
+from hyperpod_cdk.deployed.roles import kept_roles, role_mismatches
 from hyperpod_cdk.model import InstanceGroup, NodeRole
 from training_runtime.problems import errors, warnings
 
@@ -48,7 +48,7 @@ def keep_deployed(
     role: iam.IRole | None,
 ) -> tuple[InstanceGroup, ...]:
     """``instance_groups`` with each group the deployed cluster has (``deployed_roles``: its ExecutionRole ARN by
-    group name) kept on its deployed role (:func:`hyperpod_cdk.deployed_roles.kept_roles`; a warning annotation on
+    group name) kept on its deployed role (:func:`hyperpod_cdk.deployed.roles.kept_roles`; a warning annotation on
     ``scope`` for each group put on the controller's role); an error when the template would change a deployed
     group's role, ``role`` (one for every group) included when its ARN is known at synth."""
     subject = f"HyperPodCluster {scope.node.path}"

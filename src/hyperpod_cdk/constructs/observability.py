@@ -39,7 +39,7 @@ from hyperpod_cdk.constructs.alert_rules import (
 )
 from hyperpod_cdk.constructs.checks import check_props
 from hyperpod_cdk.constructs.cluster import HyperPodCluster
-from hyperpod_cdk.errors import raise_if_any
+from hyperpod_cdk.core.errors import raise_if_any
 from hyperpod_cdk.model import NodeProvisioningMode, cluster_log_group
 from hyperpod_cdk.rules.observability import WORKSPACE_ARN
 from training_runtime.params import MetricsTarget
@@ -96,7 +96,7 @@ class ClusterObservability(Construct):
         emails: Sequence[str] = (),
     ) -> None:
         super().__init__(scope, id)
-        from hyperpod_cdk.config import AlarmsConfig, ObservabilityConfig
+        from hyperpod_cdk.core.config import AlarmsConfig, ObservabilityConfig
 
         check_props(
             self,

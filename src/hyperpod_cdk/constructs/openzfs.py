@@ -11,11 +11,11 @@ from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from hyperpod_cdk.config import ExistingOpenZfsConfig, OpenZfsConfig, OpenZfsDeploymentType
 from hyperpod_cdk.constructs.checks import check_props
 from hyperpod_cdk.constructs.interfaces import NodeNetwork
 from hyperpod_cdk.constructs.nag import RULE_ORDER, lint_accepts
-from hyperpod_cdk.errors import raise_if_any
+from hyperpod_cdk.core.config import ExistingOpenZfsConfig, OpenZfsConfig, OpenZfsDeploymentType
+from hyperpod_cdk.core.errors import raise_if_any
 from hyperpod_cdk.rules.openzfs import MULTI_AZ, default_throughput
 
 _DEFAULTS = OpenZfsConfig()

@@ -12,13 +12,13 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_fsx as fsx
 from constructs import Construct, IConstruct
 
-from hyperpod_cdk.config import ExistingOpenZfsConfig, NetworkConfig, OpenZfsConfig
 from hyperpod_cdk.constructs.interfaces import LustreTarget, NodeNetwork, OpenZfsTarget
 from hyperpod_cdk.constructs.lifecycle import LifecycleSource
 from hyperpod_cdk.constructs.network import ClusterNetwork, efa_security_group, network_view
 from hyperpod_cdk.constructs.openzfs import ImportedOpenZfsFileSystem, OpenZfsStorage
 from hyperpod_cdk.constructs.storage import ImportedLustreFileSystem, LustreStorage
-from hyperpod_cdk.errors import raise_if_any
+from hyperpod_cdk.core.config import ExistingOpenZfsConfig, NetworkConfig, OpenZfsConfig
+from hyperpod_cdk.core.errors import raise_if_any
 from hyperpod_cdk.model import InstanceGroup, SlurmMode
 
 

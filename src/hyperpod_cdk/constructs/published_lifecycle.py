@@ -20,9 +20,9 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct, IConstruct, IDependable
 
 from hyperpod_cdk.constructs.lifecycle import ParametersAdded, acknowledge_prefix_read, grant_prefix_read
-from hyperpod_cdk.errors import raise_if_any
-from hyperpod_cdk.lifecycle_files import prefix_files, staged_assets
-from hyperpod_cdk.published_layout import (
+from hyperpod_cdk.core.errors import raise_if_any
+from hyperpod_cdk.core.lifecycle_files import prefix_files, staged_assets
+from hyperpod_cdk.core.published_layout import (
     ACCOUNT_ID,
     LifecycleTree,
     lifecycle_key_prefix,

@@ -12,10 +12,10 @@ from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from hyperpod_cdk.config import DataRepositoryConfig, ExistingFileSystemConfig, StorageConfig
 from hyperpod_cdk.constructs.checks import check_props
 from hyperpod_cdk.constructs.interfaces import NodeNetwork
 from hyperpod_cdk.constructs.nag import RULE_ORDER, lint_accepts
+from hyperpod_cdk.core.config import DataRepositoryConfig, ExistingFileSystemConfig, StorageConfig
 from hyperpod_cdk.model import ALL_EVENTS, DEFAULT_THROUGHPUT_MB_PER_TIB, DataRepositoryEvent, pascal_case
 from hyperpod_cdk.rules.repositories import prefix_default
 

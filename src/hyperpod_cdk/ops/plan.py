@@ -1,10 +1,12 @@
 """``plan CONFIG``: what deploying CONFIG would do to the running cluster, before ``cdk deploy``.
 
 The deployed side is the stack's template and parameters file with DescribeCluster and ListClusterNodes
-(:mod:`hyperpod_cdk.deployed`, rebuilt into a config by :mod:`hyperpod_cdk.deployed_config`), or ``--previous
+(:mod:`hyperpod_cdk.deployed.stack`, rebuilt into a config by :mod:`hyperpod_cdk.deployed.config`), or ``--previous
 FILE`` (the deployed config, offline). Every change is reported with its update policy
-(:func:`hyperpod_cdk.update_policy.changes`: the consequence, what to do, AWS's words and page); the exit status
-is 1 when a change blocks (the API refuses it, or it would lose data), else 0. Drift (:mod:`hyperpod_cdk.drift`)
+(:func:`hyperpod_cdk.aws_data.update_policy.changes`: the consequence, what to do, AWS's words and page); the exit
+status
+is 1 when a change blocks (the API refuses it, or it would lose data), else 0. Drift
+(:mod:`hyperpod_cdk.deployed.drift`)
 gets its own table; it does not change the exit status.
 """
 
@@ -25,8 +27,8 @@ VALUE_WIDTH = 60
 
 
 def _load(path: str, region: str | None, *, shape_only: bool = False) -> Any:
-    from hyperpod_cdk.config import load_config, load_file, parse_model
-    from hyperpod_cdk.errors import ConfigurationError
+    from hyperpod_cdk.core.config import load_config, load_file, parse_model
+    from hyperpod_cdk.core.errors import ConfigurationError
 
     try:
         return parse_model(load_file(path), path) if shape_only else load_config(path, region)
@@ -62,10 +64,10 @@ def _deployed(args: argparse.Namespace, ctx: OpsContext, new: Any) -> tuple[Any,
     if args.previous:
         return _load(args.previous, None, shape_only=True), None, [], f"previous config {args.previous}"
     from hyperpod_cdk.aws.clients import Aws
-    from hyperpod_cdk.deployed import read_deployed
-    from hyperpod_cdk.deployed_config import deployed_config
-    from hyperpod_cdk.deployment import deployment
-    from hyperpod_cdk.errors import ConfigurationError
+    from hyperpod_cdk.core.deployment import deployment
+    from hyperpod_cdk.core.errors import ConfigurationError
+    from hyperpod_cdk.deployed.config import deployed_config
+    from hyperpod_cdk.deployed.stack import read_deployed
     from training_runtime.params import PARAMETERS_FILE_BY_MODE
 
     planned = deployment(new)
@@ -88,7 +90,8 @@ def _deployed(args: argparse.Namespace, ctx: OpsContext, new: Any) -> tuple[Any,
 
 
 def _recorded(context_file: str, key: str) -> dict[str, int] | None:
-    """The deployed counts synth recorded in CDK's context file under ``key`` (:mod:`hyperpod_cdk.synth_context`)."""
+    """The deployed counts synth recorded in CDK's context file under ``key``
+    (:mod:`hyperpod_cdk.deployed.synth_context`)."""
     path = Path(context_file)
     try:
         value = json.loads(path.read_text()).get(key) if path.is_file() else None
@@ -102,9 +105,9 @@ def _new_counts(
 ) -> tuple[dict[str, int], dict[str, Any]]:
     """The counts and types the new config's template gives each group: a scaled group's count is what synth
     writes, the counts ``cdk.context.json`` records, else the deployed cluster's within its range
-    (:func:`hyperpod_cdk.scaler_counts.template_counts`)."""
-    from hyperpod_cdk.scaler_counts import counts_of, template_counts
-    from hyperpod_cdk.synth_context import context_key
+    (:func:`hyperpod_cdk.deployed.scaler_counts.template_counts`)."""
+    from hyperpod_cdk.deployed.scaler_counts import counts_of, template_counts
+    from hyperpod_cdk.deployed.synth_context import context_key
 
     key = context_key(found.cluster_name, region)
     recorded = _recorded(context_file, key) if any(g.scaling for g in new.instance_groups) else None
@@ -120,8 +123,8 @@ def _new_counts(
 
 
 def plan(args: argparse.Namespace, ctx: OpsContext) -> int:
-    from hyperpod_cdk.drift import drift
-    from hyperpod_cdk.update_policy import changes
+    from hyperpod_cdk.aws_data.update_policy import changes
+    from hyperpod_cdk.deployed.drift import drift
 
     new = _load(args.config, args.region)
     before, found, notes, against = _deployed(args, ctx, new)

@@ -3,14 +3,14 @@
 ``GetProducts`` is served from ``us-east-1`` (among a few Regions) for every Region's prices (AWS Price List API,
 https://docs.aws.amazon.com/awsaccountbilling/latest/aboutv2/using-price-list-query-api.html); the caller needs
 ``pricing:GetProducts``. The filters select SageMaker's HyperPod instance entries of one Region (``regionCode``) whose
-usage type contains ``-Cluster:ml.``; :func:`hyperpod_cdk.prices.parse_price_list` reads them.
+usage type contains ``-Cluster:ml.``; :func:`hyperpod_cdk.aws_data.prices.parse_price_list` reads them.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from hyperpod_cdk.prices import DEFAULT_CURRENCY, Price, parse_price_list
+from hyperpod_cdk.aws_data.prices import DEFAULT_CURRENCY, Price, parse_price_list
 
 PRICING_REGION = "us-east-1"
 SERVICE_CODE = "AmazonSageMaker"

@@ -62,8 +62,8 @@ def scaled_group(tags: dict[str, str], group: str) -> GroupLine | None:
 def config_scaling(path: str, group: str, target: int) -> GroupLine | None:
     """The group's scaling bounds in the config file: None for a group the config does not scale (or does not
     have: :func:`config_change` names that)."""
-    from hyperpod_cdk.config import load_file, parse_model
-    from hyperpod_cdk.errors import ConfigurationError
+    from hyperpod_cdk.core.config import load_file, parse_model
+    from hyperpod_cdk.core.errors import ConfigurationError
 
     try:
         config = parse_model(load_file(path), path)
@@ -91,8 +91,8 @@ def config_change(path: str | None, group: str, count: int) -> dict[str, Any]:
             "path": f"instance_groups[name={group}].count",
             "text": f"in the cluster config, set `count: {count}` on the instance group named {group}, then deploy",
         }
-    from hyperpod_cdk.config import load_file, parse_config
-    from hyperpod_cdk.errors import ConfigurationError
+    from hyperpod_cdk.core.config import load_file, parse_config
+    from hyperpod_cdk.core.errors import ConfigurationError
 
     data = load_file(path)
     groups = data.get("instance_groups") if isinstance(data, dict) else None

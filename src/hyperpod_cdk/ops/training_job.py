@@ -12,15 +12,15 @@ from typing import Any
 
 from hyperpod_cdk.aws.clients import Aws, error_code, error_message
 from hyperpod_cdk.aws.errors import Exit, OpsError
-from hyperpod_cdk.ops.context import OpsContext
-from hyperpod_cdk.ops.render import to_json
-from hyperpod_cdk.stack_outputs import (
+from hyperpod_cdk.core.stack_outputs import (
     CLUSTER_NAME,
     FSX_FILE_SYSTEM_ID,
     FSX_MOUNT_NAME,
     TRAINING_JOB_SECURITY_GROUPS,
     TRAINING_JOB_SUBNETS,
 )
+from hyperpod_cdk.ops.context import OpsContext
+from hyperpod_cdk.ops.render import to_json
 
 REQUIRED = (TRAINING_JOB_SUBNETS, TRAINING_JOB_SECURITY_GROUPS)
 

@@ -26,7 +26,7 @@ from hyperpod_cdk.organization.identity import PermissionBoundary, RequiredTagsC
 from hyperpod_cdk.organization.names import NAMED_TYPES, NamePrefix
 
 if TYPE_CHECKING:
-    from hyperpod_cdk.config import OrganizationConfig
+    from hyperpod_cdk.core.config import OrganizationConfig
 
 KEY_GRANT_WILDCARDS = ("kms:GenerateDataKey*", "kms:ReEncrypt*")
 """The wildcard actions CDK's read-write grant on a KMS-encrypted bucket adds for its key."""

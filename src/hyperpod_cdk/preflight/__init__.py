@@ -9,3 +9,25 @@ Modules: ``account`` (calls, memo, errors), ``lookups`` (one per resource), ``on
 IAM policy), ``resource_checks`` (the guarded look-up shape), ``checks_*`` (the rules), ``runner`` (concurrent
 run), ``command`` (the CLI).
 """
+
+from __future__ import annotations
+
+
+def load() -> None:
+    """Register the online rules (``checks_*``) into the one rule registry, after the offline rules in report order.
+
+    The offline rules never import ``preflight`` (its checks read the config the rules judge, so that import would
+    close a cycle); whoever runs or lists every rule calls this: ``validate``, ``preflight``, the constructs' checks,
+    ``python -m hyperpod_cdk.rules``. Loading twice changes nothing."""
+    from hyperpod_cdk.preflight import (
+        checks_access,
+        checks_capacity,
+        checks_network,
+        checks_scaling,
+        checks_storage,
+        checks_updates,
+    )
+    from hyperpod_cdk.rules.registry import register_modules
+
+    modules = (checks_access, checks_capacity, checks_network, checks_scaling, checks_storage, checks_updates)
+    register_modules(tuple(module.__name__ for module in modules))

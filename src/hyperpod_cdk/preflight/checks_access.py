@@ -7,7 +7,12 @@ import functools
 from collections.abc import Iterator
 from typing import Any
 
-from hyperpod_cdk.accounting import ACCOUNTING_DATABASE_API, EXTERNAL_ACCOUNTING_DOC, external_database, slurmdbd_owner
+from hyperpod_cdk.core.accounting import (
+    ACCOUNTING_DATABASE_API,
+    EXTERNAL_ACCOUNTING_DOC,
+    external_database,
+    slurmdbd_owner,
+)
 from hyperpod_cdk.preflight import lookups
 from hyperpod_cdk.preflight.account import Account
 from hyperpod_cdk.preflight.online import online_rule

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from hyperpod_cdk.deployed.scaler_counts import counts_of, template_counts
 from hyperpod_cdk.preflight import lookups
 from hyperpod_cdk.preflight.online import account_of, cluster_name, guarded, online_rule
 from hyperpod_cdk.rules.view import ClusterView
-from hyperpod_cdk.scaler_counts import counts_of, template_counts
 from training_runtime.problems import Problem
 
 SCALE_DOWN_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/smcluster-scale-down.html"

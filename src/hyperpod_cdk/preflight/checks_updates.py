@@ -1,9 +1,9 @@
 """Online rule on updates: the config against the cluster it would update, by the same update policies as
-``validate --previous`` and ``hyperpod-cdk plan`` (:func:`hyperpod_cdk.update_policy.changes`).
+``validate --previous`` and ``hyperpod-cdk plan`` (:func:`hyperpod_cdk.aws_data.update_policy.changes`).
 
 When the account has a cluster of the config's name, the deployed config is rebuilt from the stack's template
 (CloudFormation DescribeStacks and GetTemplate on the deployment's stack name) and DescribeCluster
-(:mod:`hyperpod_cdk.deployed_config`); a change that blocks (the API refuses it, or data would be lost) is an
+(:mod:`hyperpod_cdk.deployed.config`); a change that blocks (the API refuses it, or data would be lost) is an
 error, any other change that is not in place a warning. The parameters file is not read here (no S3 action in the
 preflight policy): ``hyperpod-cdk plan`` also compares the mode, the FSx mount path and the runtime options.
 """
@@ -44,10 +44,10 @@ def deployed_changes(view: ClusterView) -> Iterator[Problem]:
     name = cluster_name(view)
 
     def check() -> Iterator[Problem]:
-        from hyperpod_cdk.deployed import Deployed, parameters_of, template_body
-        from hyperpod_cdk.deployed_config import deployed_config
-        from hyperpod_cdk.deployment import deployment
-        from hyperpod_cdk.update_policy import Kind, changes
+        from hyperpod_cdk.aws_data.update_policy import Kind, changes
+        from hyperpod_cdk.core.deployment import deployment
+        from hyperpod_cdk.deployed.config import deployed_config
+        from hyperpod_cdk.deployed.stack import Deployed, parameters_of, template_body
 
         described = lookups.deployed_cluster(account, name)
         if described is None:

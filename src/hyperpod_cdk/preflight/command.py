@@ -80,8 +80,8 @@ def run(args: argparse.Namespace, ctx: OpsContext | None = None) -> int:
     if not args.config:
         (ctx.stderr or sys.stderr).write("error: preflight needs a CONFIG file (or --policy)\n")
         return int(Exit.USAGE)
-    from hyperpod_cdk.config import load_file, parse_model
-    from hyperpod_cdk.errors import ConfigurationError
+    from hyperpod_cdk.core.config import load_file, parse_model
+    from hyperpod_cdk.core.errors import ConfigurationError
 
     try:
         config = parse_model(load_file(args.config), args.config)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from hyperpod_cdk.rules.registry import REGISTRY
 from training_runtime.problems import ERROR, WARNING, Problem
 
 if TYPE_CHECKING:
@@ -38,9 +39,6 @@ def online_rule(
     """Register a rule that reads the account: ``needs`` gains ``aws``; ``actions`` are recorded for the policy."""
 
     def register(check: Callable[..., Iterable[Problem]]) -> Callable[..., Iterable[Problem]]:
-        # Imported here: hyperpod_cdk.rules imports the preflight check modules, which import this module.
-        from hyperpod_cdk.rules.registry import REGISTRY
-
         ACTIONS[id] = tuple(actions)
         return REGISTRY.rule(id, section, field, needs=(AWS, *needs), level=level, source=source)(check)
 
@@ -48,8 +46,10 @@ def online_rule(
 
 
 def online_rules() -> list[Any]:
-    from hyperpod_cdk.rules import REGISTRY
+    """Every online rule (loaded first: :func:`hyperpod_cdk.preflight.load`)."""
+    from hyperpod_cdk.preflight import load
 
+    load()
     return [r for r in REGISTRY.rules if AWS in r.needs]
 
 
@@ -58,7 +58,9 @@ def policy() -> dict[str, Any]:
 
     The look-ups name resources the config chooses, and most Describe/List actions take no resource-level
     permission, so the statement is on ``*``; sts:GetCallerIdentity needs no permission."""
-    import hyperpod_cdk.rules  # noqa: F401  # registers the rules, and with them their actions
+    from hyperpod_cdk.preflight import load
+
+    load()  # registers the online rules, and with them their actions
 
     actions = sorted({a for listed in ACTIONS.values() for a in listed})
     return {
@@ -75,8 +77,8 @@ def account_of(view: ClusterView) -> Account:
 
 
 def cluster_name(view: ClusterView) -> str:
-    """The cluster's physical name (:func:`hyperpod_cdk.deployment.deployed_name`): how ListClusters knows it."""
-    from hyperpod_cdk.deployment import deployed_name
+    """The cluster's physical name (:func:`hyperpod_cdk.core.deployment.deployed_name`): how ListClusters knows it."""
+    from hyperpod_cdk.core.deployment import deployed_name
 
     return deployed_name(view.cluster_name, view.organization)
 

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from hyperpod_cdk.core.suppress import silenced
 from hyperpod_cdk.preflight.account import Account, Unchecked
 from hyperpod_cdk.preflight.online import AWS, online_rules, unchecked
 from hyperpod_cdk.rules.view import FACTS, ClusterView
-from hyperpod_cdk.suppress import silenced
 from training_runtime.problems import WARNING, Problem
 
 WORKERS = 16

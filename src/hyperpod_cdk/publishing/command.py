@@ -14,7 +14,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (`hyperp
 if TYPE_CHECKING:  # `hyperpod-cdk --help` builds this command's parser: it loads only what the parser needs
     from typing import Any, TextIO
 
-    from hyperpod_cdk.published_layout import PublishTarget
+    from hyperpod_cdk.core.published_layout import PublishTarget
     from hyperpod_cdk.publishing.synth import BuildApp
 
 EXIT_CONFIG = 1
@@ -53,8 +53,8 @@ def register(commands: Any) -> None:
 
 def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     """``hyperpod-cdk publish`` for a config file."""
-    from hyperpod_cdk.errors import ConfigurationError
-    from hyperpod_cdk.published_layout import ACCOUNT_ID, PublishTarget, prefix_problem
+    from hyperpod_cdk.core.errors import ConfigurationError
+    from hyperpod_cdk.core.published_layout import ACCOUNT_ID, PublishTarget, prefix_problem
     from hyperpod_cdk.publishing.synth import app_stacks, config_stacks
     from hyperpod_cdk.rules.repositories import bucket_name_problem
 
@@ -113,7 +113,7 @@ def publish(
     from hyperpod_cdk.aws.clients import aws_errors
     from hyperpod_cdk.aws.errors import OpsError
     from hyperpod_cdk.aws.session import make_session
-    from hyperpod_cdk.errors import ConfigurationError
+    from hyperpod_cdk.core.errors import ConfigurationError
     from hyperpod_cdk.publishing.synth import PUBLISH_CONTEXT, synthesize
     from hyperpod_cdk.publishing.upload import PublishError, plan, upload
 

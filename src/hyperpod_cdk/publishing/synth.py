@@ -7,8 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hyperpod_cdk.errors import ConfigurationError
-from hyperpod_cdk.published_layout import PublishTarget
+from hyperpod_cdk.core.errors import ConfigurationError
+from hyperpod_cdk.core.published_layout import PublishTarget
 
 if TYPE_CHECKING:
     import aws_cdk as cdk
@@ -22,8 +22,8 @@ def config_stacks(
 ) -> BuildApp:
     """Builds the config file's cluster as one :class:`PublishedTrainingClusterStack` (the config is read and
     checked now, so its problems are reported before any synthesis)."""
-    from hyperpod_cdk.config import load_config
-    from hyperpod_cdk.deployment import deployment
+    from hyperpod_cdk.core.config import load_config
+    from hyperpod_cdk.core.deployment import deployment
 
     config = load_config(config_path, region=region)
     name = stack_name or deployment(config).stack_name
@@ -92,7 +92,7 @@ def synthesize(build: BuildApp, outdir: Path, *, source: str, context: dict[str,
     where one is known."""
     import aws_cdk as cdk
 
-    from hyperpod_cdk.template_findings import findings_in
+    from hyperpod_cdk.core.template_findings import findings_in
 
     app = cdk.App(outdir=str(outdir), context=context)
     build(app)

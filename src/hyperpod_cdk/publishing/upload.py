@@ -1,7 +1,7 @@
 """What a cloud assembly publishes, and the content-addressed upload of it.
 
 Three kinds of objects: the lifecycle prefixes the constructs wrote into the assembly
-(:class:`~hyperpod_cdk.published_layout.LifecycleTree`), the file assets of ``<stack>.assets.json`` (a
+(:class:`~hyperpod_cdk.core.published_layout.LifecycleTree`), the file assets of ``<stack>.assets.json`` (a
 ``file`` as is, a ``zip`` directory zipped deterministically), and each stack's template under
 ``<prefix>templates/<stack>/<sha256>.template.json``. Every key names its content, so a key that exists with the
 same bytes is skipped: a re-publish of unchanged input uploads nothing, and nothing published is ever overwritten.
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hyperpod_cdk.published_layout import LifecycleTree, PublishTarget, template_key, tree_hash
+from hyperpod_cdk.core.published_layout import LifecycleTree, PublishTarget, template_key, tree_hash
 
 STACK_ARTIFACT = "aws:cloudformation:stack"
 ASSET_MANIFEST_ARTIFACT = "cdk:asset-manifest"

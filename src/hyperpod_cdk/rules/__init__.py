@@ -8,14 +8,41 @@ CDK tokens skipped (the construct injects ``Token.is_unresolved``; a YAML file n
 
 from __future__ import annotations
 
-import importlib
-
-from hyperpod_cdk.rules.registry import REGISTRY, RULE_MODULES, SECTIONS, all_rules, judge, module_name, run
+# Importing a rule module registers its rules; the report order is RULE_MODULES' (tests/test_rules_reference.py holds
+# these imports and that list to each other). The online rules are preflight's: hyperpod_cdk.preflight.load().
+from hyperpod_cdk.rules import (  # noqa: F401
+    accounting,
+    api_model,
+    aws_infra,
+    aws_provisioning,
+    capacity,
+    cluster,
+    cost,
+    flexible,
+    group_network,
+    groups,
+    hardware,
+    images,
+    lifecycle,
+    multihead,
+    network,
+    observability,
+    openzfs,
+    organization,
+    parameters,
+    repositories,
+    runtime,
+    scaling,
+    slurm_api,
+    storage,
+    suppression,
+    teams,
+    updates,
+    volumes,
+)
+from hyperpod_cdk.rules.registry import REGISTRY, RULE_MODULES, SECTIONS, all_rules, judge, run
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime.problems import ERROR, INFO, WARNING, Problem, Rule, errors, infos, warnings
-
-for _module in RULE_MODULES:  # importing a rule module registers its rules (report order: RULE_MODULES)
-    importlib.import_module(module_name(_module))
 
 
 def check(view: ClusterView) -> list[Problem]:

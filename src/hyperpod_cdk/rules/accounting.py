@@ -1,6 +1,6 @@
 """Rules on the external accounting database HyperPod is given (``Orchestrator.Slurm.AccountingDatabase``), which
 API-driven mode with continuous provisioning renders from ``runtime.accounting``
-(:func:`hyperpod_cdk.accounting.slurmdbd_owner`). The port and the secret's ARN are the runtime's rules already
+(:func:`hyperpod_cdk.core.accounting.slurmdbd_owner`). The port and the secret's ARN are the runtime's rules already
 (RT-ACCOUNTING-PORT: 1-65535, as the API; RT-ACCOUNTING-EXTERNAL: a stricter ARN pattern than the API's)."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from hyperpod_cdk.accounting import (
+from hyperpod_cdk.aws_data.api_support import api_rule, support_row
+from hyperpod_cdk.core.accounting import (
     ACCOUNTING_DATABASE_API,
     external_database,
     slurmdbd_owner,
 )
-from hyperpod_cdk.api_support import api_rule, support_row
 from hyperpod_cdk.model import SlurmMode
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.view import ClusterView

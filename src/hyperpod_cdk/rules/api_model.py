@@ -1,7 +1,8 @@
 """API-MODEL: the CreateCluster request a config produces, against the SageMaker API model's constraints.
 
-The request is :func:`hyperpod_cdk.api_request.cluster_request` of the view; the constraints are the generated
-table of :mod:`hyperpod_cdk.api_constraints` (botocore's ``service-2.json``, with the CloudFormation schema's where
+The request is :func:`hyperpod_cdk.core.api_request.cluster_request` of the view; the constraints are the generated
+table of :mod:`hyperpod_cdk.aws_data.api_constraints` (botocore's ``service-2.json``, with the CloudFormation
+schema's where
 that is stricter). Every violation is reported at once, at the config field the member comes from. A construct runs
 it on its props too (synth), with CDK tokens skipped.
 """
@@ -10,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from hyperpod_cdk.api_constraints import check_request, table
-from hyperpod_cdk.api_request import cluster_request, config_field, is_unknown
+from hyperpod_cdk.aws_data.api_constraints import check_request, table
+from hyperpod_cdk.core.api_request import cluster_request, config_field, is_unknown
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime.problems import Problem

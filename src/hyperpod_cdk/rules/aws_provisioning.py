@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from hyperpod_cdk.aws_quotes import (
+from hyperpod_cdk.aws_data.quotes import (
     AUTO_RESUME_DOC,
     MIGRATION_DOC,
     NO_REVERT_QUOTE,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from hyperpod_cdk.api_support import api_rule
+from hyperpod_cdk.aws_data.api_support import api_rule
 from hyperpod_cdk.model import Capacity, NodeProvisioningMode, NodeRole
 from hyperpod_cdk.rules.groups import MAX_INSTANCE_COUNT, group_path
 from hyperpod_cdk.rules.registry import REGISTRY

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from hyperpod_cdk.prices import snapshot
+from hyperpod_cdk.aws_data.prices import snapshot
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime.problems import WARNING, Problem
@@ -93,7 +93,7 @@ def price_source(view: ClusterView) -> Iterator[Problem]:
     cost = view.cost
     if cost is None:
         return
-    from hyperpod_cdk.prices import resolve
+    from hyperpod_cdk.aws_data.prices import resolve
 
     types = _types(view, compute_only=True)
     found = resolve(types, view.region, {t: (o.per_hour, o.source) for t, o in cost.prices.items()}, cost.currency)

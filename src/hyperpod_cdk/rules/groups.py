@@ -6,8 +6,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from hyperpod_cdk import instance_catalog
-from hyperpod_cdk.api_support import api_rule
+from hyperpod_cdk.aws_data import instance_catalog
+from hyperpod_cdk.aws_data.api_support import api_rule
 from hyperpod_cdk.model import DeepHealthCheck, NodeRole
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.shapes import ViewValues, matches, within

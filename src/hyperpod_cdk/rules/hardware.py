@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from hyperpod_cdk.api_support import api_rule
+from hyperpod_cdk.aws_data.api_support import api_rule
 from hyperpod_cdk.model import DeepHealthCheck, InstanceGroup
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.view import ClusterView

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from hyperpod_cdk.api_support import api_rule
+from hyperpod_cdk.aws_data.api_support import api_rule
 from hyperpod_cdk.model import BatchSize, BatchSizeType, InstanceGroup, RollingDeployment
 from hyperpod_cdk.rules.groups import group_path
 from hyperpod_cdk.rules.network import aws_id_pattern, id_format_problem

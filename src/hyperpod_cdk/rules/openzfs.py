@@ -14,7 +14,7 @@ from hyperpod_cdk.rules.storage import DNS_NAME, FILE_SYSTEM_ID, SECURITY_GROUP_
 from hyperpod_cdk.rules.view import ClusterView
 
 if TYPE_CHECKING:
-    from hyperpod_cdk.config import OpenZfsConfig
+    from hyperpod_cdk.core.config import OpenZfsConfig
 from training_runtime.params import LIFECYCLE_DRIVEN
 from training_runtime.problems import WARNING, Problem
 

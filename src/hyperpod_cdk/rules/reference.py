@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from hyperpod_cdk import config_file
-from hyperpod_cdk.api_support import CONFIDENCE_TEXT, support_table
-from hyperpod_cdk.inventory_coverage import coverage_reference
+from hyperpod_cdk.aws_data.api_support import CONFIDENCE_TEXT, support_table
+from hyperpod_cdk.aws_data.inventory_coverage import coverage_reference
+from hyperpod_cdk.core import config_file
 from hyperpod_cdk.rules import all_rules
 from hyperpod_cdk.rules.api_model import disagreement_reference
 from hyperpod_cdk.rules.registry import SECTIONS
@@ -80,7 +80,7 @@ EXTRA = (
         'nodes with every alias counted as the nodes it names ("billion laughs"), '
         f"{config_file.MAX_CONFIG_DEPTH} levels of nesting, no alias inside its own anchor. Anchors, aliases and "
         "`<<` merge keys work below the bounds.",
-        "hyperpod-cdk (hyperpod_cdk/config_file.py)",
+        "hyperpod-cdk (hyperpod_cdk/core/config_file.py)",
     ),
     (
         "CFG-SHAPE",

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from hyperpod_cdk.core.suppress import Suppressed, silenced
 from hyperpod_cdk.rules.view import FACTS, ClusterView
 from hyperpod_cdk.rules.view import SECTIONS as SECTIONS  # re-exported: the rule modules import it from here
-from hyperpod_cdk.suppress import Suppressed, silenced
 from training_runtime.problems import ERROR, Problem, Rule, RuleBook
 
 RULE_MODULES = (
@@ -40,17 +40,12 @@ RULE_MODULES = (
     "aws_provisioning",
     # The whole CreateCluster request against the SageMaker API model, after the rules that explain a value better.
     "api_model",
-    # The online rules (needs aws): only `hyperpod-cdk preflight` / `validate --online` run them; no boto3 import.
-    "hyperpod_cdk.preflight.checks_access",
-    "hyperpod_cdk.preflight.checks_capacity",
-    "hyperpod_cdk.preflight.checks_network",
-    "hyperpod_cdk.preflight.checks_scaling",
-    "hyperpod_cdk.preflight.checks_storage",
-    "hyperpod_cdk.preflight.checks_updates",
 )
-"""The rule modules (``hyperpod_cdk.rules.<name>``, or a dotted module name): the package imports each, which
-registers its rules. Problems are reported, and docs/rules.md lists rules, in this order, then in each module's
-own order: explicit here, whatever order the modules happen to be imported in. A new rule module is added here."""
+"""The offline rule modules (``hyperpod_cdk.rules.<name>``), in report order: the package imports each by a plain
+import statement (``rules/__init__.py``), which registers its rules. Problems are reported, and docs/rules.md lists
+rules, in this order, then in each module's own order. A new rule module is imported there and named here (a test
+holds the two to each other). The online rules come after them: :func:`hyperpod_cdk.preflight.load` registers
+its own modules with :func:`register_modules` (the rules never import ``preflight``)."""
 
 
 def module_name(entry: str) -> str:
@@ -59,6 +54,19 @@ def module_name(entry: str) -> str:
 
 
 _POSITIONS = {module_name(entry): index for index, entry in enumerate(RULE_MODULES)}
+
+
+def register_modules(names: tuple[str, ...]) -> None:
+    """Put the rule modules ``names`` (full names, already imported: they registered their rules) after every module
+    known so far in report order; a module already known keeps its place (loading twice changes nothing)."""
+    for name in names:
+        _POSITIONS.setdefault(name, len(_POSITIONS))
+
+
+def modules_in_order() -> list[str]:
+    """Every rule module known to the registry, in report order."""
+    return sorted(_POSITIONS, key=_POSITIONS.__getitem__)
+
 
 REGISTRY = RuleBook("hyperpod-cdk")
 """Rules that take a :class:`ClusterView`."""

@@ -1,5 +1,6 @@
 """Rules on what the HyperPod API accepts on a Slurm cluster, each from its row of the support table
-(``data/api_support.yaml``, :mod:`hyperpod_cdk.api_support`): continuous provisioning's combinations, the external
+(``data/api_support.yaml``, :mod:`hyperpod_cdk.aws_data.api_support`): continuous provisioning's combinations, the
+external
 accounting database's prerequisites, and the settings whose Slurm support AWS has not confirmed (those warn, say
 what to check, and can be suppressed once checked: ``suppress``, or its former form ``accept_unconfirmed``)."""
 
@@ -7,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from hyperpod_cdk.accounting import slurmdbd_owner
-from hyperpod_cdk.api_support import api_rule, support_row, unconfirmed_rules
+from hyperpod_cdk.aws_data.api_support import api_rule, support_row, unconfirmed_rules
+from hyperpod_cdk.core.accounting import slurmdbd_owner
 from hyperpod_cdk.model import Capacity, NodeProvisioningMode, NodeRole, SlurmMode
 from hyperpod_cdk.rules.groups import group_path
 from hyperpod_cdk.rules.images import DEFAULT_IMAGE

@@ -1,14 +1,14 @@
 """Rules on ``suppress`` (and its former form, ``accept_unconfirmed``): a suppression names a rule that exists and
-may be suppressed, says why, and has something to silence (:mod:`hyperpod_cdk.suppress`)."""
+may be suppressed, says why, and has something to silence (:mod:`hyperpod_cdk.core.suppress`)."""
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Iterator
 
+from hyperpod_cdk.core.suppress import ACCEPTED_REASON, why_not_suppressible
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.view import FACTS, ClusterView
-from hyperpod_cdk.suppress import ACCEPTED_REASON, why_not_suppressible
 from training_runtime.problems import INFO, Problem
 
 OURS = "hyperpod-cdk (docs/rules.md, Levels and suppression)"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from hyperpod_cdk.accounting import slurmdbd_owner
+from hyperpod_cdk.core.accounting import slurmdbd_owner
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime.params import SLURMDBD_BY_HYPERPOD

@@ -1,5 +1,6 @@
 """The update policies (``validate --previous``): one rule per policy kind over every changed field
-(:func:`hyperpod_cdk.update_policy.changes`, groups paired by name). Each finding names the field, the deployed and
+(:func:`hyperpod_cdk.aws_data.update_policy.changes`, groups paired by name). Each finding names the field, the
+deployed and
 the new value, the consequence, AWS's words with the page, and what to do instead. A field whose inventory row names
 its own rule (GRP-ROLE-IMMUTABLE, NET-REPLACES, CL-NAME-REPLACES, CL-MODE-NO-REVERT, CL-ACCOUNTING-NO-REVERT,
 CL-PROVISIONING) is reported by that rule alone."""
@@ -9,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from hyperpod_cdk.aws_data.update_policy import Change, Kind, changes, dedicated_rule, holds_data
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.view import ClusterView
-from hyperpod_cdk.update_policy import Change, Kind, changes, dedicated_rule, holds_data
 from training_runtime.problems import Problem
 
 SOURCE = "the update policy of every field (src/hyperpod_cdk/data/update_policies.yaml; docs/configuration.md)"

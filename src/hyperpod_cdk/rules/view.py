@@ -7,13 +7,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from hyperpod_cdk.core.suppress import Suppression, merged
 from hyperpod_cdk.model import DEFAULT_FSX_MOUNT_PATH, InstanceGroup, SlurmMode
-from hyperpod_cdk.suppress import Suppression, merged
 from training_runtime.hardware import NodeHardware, hardware_for
 from training_runtime.options import RuntimeOptions, parse_options
 
 if TYPE_CHECKING:
-    from hyperpod_cdk.config import (
+    from hyperpod_cdk.core.config import (
         ClusterConfig,
         CostConfig,
         LifecycleConfig,
@@ -96,7 +96,7 @@ class ClusterView:
     """Rules of unconfirmed Slurm support whose warnings the config accepts (``accept_unconfirmed``, the former
     form of ``suppress``)."""
     suppress: tuple[Suppression, ...] = ()
-    """The rules the config silences, each with a reason (``suppress``; :mod:`hyperpod_cdk.suppress`)."""
+    """The rules the config silences, each with a reason (``suppress``; :mod:`hyperpod_cdk.core.suppress`)."""
     previous: ClusterView | None = None
     """The deployed config (``validate --previous``): rules warn about changes that replace resources."""
     config: ClusterConfig | None = field(default=None, compare=False, repr=False)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from hyperpod_cdk.api_support import api_rule
+from hyperpod_cdk.aws_data.api_support import api_rule
 from hyperpod_cdk.model import NodeProvisioningMode
 from hyperpod_cdk.rules.groups import each_group, group_path
 from hyperpod_cdk.rules.organization import KMS_KEY_ARN

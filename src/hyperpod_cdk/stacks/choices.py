@@ -1,7 +1,7 @@
 """LaunchChoices: a config's ``parameters`` section as ``CfnParameter``s, and the values they stand for.
 
 The parameters are ``scope``'s own children, so their logical IDs are the IDs of
-:mod:`hyperpod_cdk.template_parameters` wherever the composition is used. Where the config makes no
+:mod:`hyperpod_cdk.core.template_parameters` wherever the composition is used. Where the config makes no
 choice, each accessor returns the config's own value, so a config without ``parameters`` builds the
 same template as before.
 """
@@ -14,11 +14,10 @@ from aws_cdk import CfnCondition, CfnParameter, Fn, Stack
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from hyperpod_cdk.config import ClusterConfig, DataRepositoryConfig
 from hyperpod_cdk.constructs.group_api import capacity_document
-from hyperpod_cdk.deployment import may_be_spot
-from hyperpod_cdk.model import Capacity, InstanceGroup
-from hyperpod_cdk.template_parameters import (
+from hyperpod_cdk.core.config import ClusterConfig, DataRepositoryConfig
+from hyperpod_cdk.core.deployment import may_be_spot
+from hyperpod_cdk.core.template_parameters import (
     CLUSTER_NAME_ID,
     STORAGE_CAPACITY_ID,
     TemplateParameter,
@@ -30,6 +29,7 @@ from hyperpod_cdk.template_parameters import (
     interface_metadata,
     template_parameters,
 )
+from hyperpod_cdk.model import Capacity, InstanceGroup
 
 INTERFACE = "AWS::CloudFormation::Interface"
 
@@ -71,7 +71,7 @@ class LaunchChoices:
             if count is not None:
                 changes["count"] = count.value_as_number
             if may_be_spot(self.config, group.name):
-                # As the parameters file names it (hyperpod_cdk.deployment.launched_group).
+                # As the parameters file names it (hyperpod_cdk.core.deployment.launched_group).
                 changes["capacity"] = Capacity.SPOT
             groups.append(dataclasses.replace(group, **changes))  # type: ignore[arg-type]
         return groups

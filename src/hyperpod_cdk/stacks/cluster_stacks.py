@@ -12,13 +12,13 @@ from aws_cdk import CliCredentialsStackSynthesizer, Stack
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from hyperpod_cdk.config import ClusterConfig
 from hyperpod_cdk.constructs import ClusterNetwork, HyperPodCluster, ImportedLustreFileSystem, LustreStorage
 from hyperpod_cdk.constructs.lifecycle import LifecycleSource
 from hyperpod_cdk.constructs.observability import ClusterObservability
 from hyperpod_cdk.constructs.openzfs import ImportedOpenZfsFileSystem, OpenZfsStorage
-from hyperpod_cdk.deployment import Deployment
-from hyperpod_cdk.published_layout import PublishTarget, assets_key_prefix
+from hyperpod_cdk.core.config import ClusterConfig
+from hyperpod_cdk.core.deployment import Deployment
+from hyperpod_cdk.core.published_layout import PublishTarget, assets_key_prefix
 from hyperpod_cdk.stacks.training_cluster import TrainingCluster
 
 

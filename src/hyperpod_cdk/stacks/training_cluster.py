@@ -15,15 +15,6 @@ from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from hyperpod_cdk import stack_outputs as out
-from hyperpod_cdk.config import (
-    ClusterConfig,
-    ExistingFileSystemConfig,
-    NetworkConfig,
-    ObservabilityConfig,
-    OpenZfsConfig,
-    StorageConfig,
-)
 from hyperpod_cdk.constructs import (
     ClusterNetwork,
     HyperPodCluster,
@@ -46,15 +37,24 @@ from hyperpod_cdk.constructs.storage import (
     default_dns_name,
     fsx_version,
 )
-from hyperpod_cdk.deployment import deployment
-from hyperpod_cdk.errors import raise_if_any
+from hyperpod_cdk.core import stack_outputs as out
+from hyperpod_cdk.core.config import (
+    ClusterConfig,
+    ExistingFileSystemConfig,
+    NetworkConfig,
+    ObservabilityConfig,
+    OpenZfsConfig,
+    StorageConfig,
+)
+from hyperpod_cdk.core.deployment import deployment
+from hyperpod_cdk.core.errors import raise_if_any
+from hyperpod_cdk.core.published_layout import PublishTarget, lifecycle_key_prefix
+from hyperpod_cdk.core.suppress import Suppression
+from hyperpod_cdk.core.template_parameters import CLUSTER_NAME_ID
+from hyperpod_cdk.deployed.scaler_counts import at_template_counts
 from hyperpod_cdk.model import pascal_case
 from hyperpod_cdk.organization import OrganizationRules
-from hyperpod_cdk.published_layout import PublishTarget, lifecycle_key_prefix
-from hyperpod_cdk.scaler_counts import at_template_counts
 from hyperpod_cdk.stacks.choices import LaunchChoices
-from hyperpod_cdk.suppress import Suppression
-from hyperpod_cdk.template_parameters import CLUSTER_NAME_ID
 from training_runtime.problems import errors, infos, warnings
 
 PUBLISHED_WORKSPACE = "OBS-PUBLISHED-WORKSPACE"
@@ -77,11 +77,12 @@ class TrainingCluster:
         a stack whose synthesizer needs no bootstrap (``PublishedTrainingClusterStack`` does both).
         Default: None (a deployable stack).
     :param deployed_counts: each group's count in the deployed cluster (``TargetCount``, read by
-        :func:`hyperpod_cdk.scaler_counts.deployed_counts`): a scaled group's ``InstanceCount`` is that count, so an
+        :func:`hyperpod_cdk.deployed.scaler_counts.deployed_counts`): a scaled group's ``InstanceCount`` is that
+        count, so an
         update changes none of what the scaler did (docs/scaler-cloudformation.md). Default: None (no cluster
         yet: each scaled group starts at its ``count``).
     :param deployed_roles: each group's ``ExecutionRole`` ARN in the deployed cluster (read by
-        :func:`hyperpod_cdk.deployed_roles.deployed_roles`): a deployed group keeps its role, as AWS's guide asks
+        :func:`hyperpod_cdk.deployed.roles.deployed_roles`): a deployed group keeps its role, as AWS's guide asks
         (:class:`HyperPodCluster`; docs/execution-roles.md). Default: None (no cluster yet).
     """
 

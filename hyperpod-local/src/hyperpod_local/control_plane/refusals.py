@@ -1,5 +1,6 @@
 """The instance-group members UpdateCluster refuses to change once the group exists, from hyperpod-cdk's update
-policies (:mod:`hyperpod_cdk.update_policy`, kind ``refused``): each names the config field whose policy carries
+policies (:mod:`hyperpod_cdk.aws_data.update_policy`, kind ``refused``): each names the config field whose policy
+carries
 AWS's sentence, so the emulator and ``validate --previous`` refuse the same changes with the same words.
 
 AWS documents that these cannot change ("Cannot be modified after the instance group is created", ...) but no
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from hyperpod_cdk.update_policy import policy_for
+from hyperpod_cdk.aws_data.update_policy import policy_for
 from hyperpod_local.control_plane.model import Group
 
 Read = Callable[[dict[str, Any]], Any]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from hyperpod_cdk.api_constraints import check_request, validation_message
+from hyperpod_cdk.aws_data.api_constraints import check_request, validation_message
 from hyperpod_local.control_plane.model import validation
 
 ADD_GROUPS_MAX = 5
@@ -41,7 +41,8 @@ LOGICAL_ID = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9\-]*[a-zA-Z0-9]")
 
 def api_model(operation: str, params: dict[str, Any]) -> None:
     """The request against the SageMaker API model's constraints on the members hyperpod-cdk emits (the generated
-    table of :mod:`hyperpod_cdk.api_constraints`: botocore's service-2.json alone, as the API has no CloudFormation
+    table of :mod:`hyperpod_cdk.aws_data.api_constraints`: botocore's service-2.json alone, as the API has no
+    CloudFormation
     schema): one ValidationException in the service's words, e.g. ``1 validation error detected: Value 'a_b' at
     'instanceGroups.1.member.instanceGroupName' failed to satisfy constraint: Member must satisfy regular
     expression pattern: ...``. The format (count, ``Value '<v>' at '<member>'``, members in lowerCamel, list items

@@ -1,6 +1,6 @@
 """What the AWS inventory's rows get wrong about the code (:func:`cross_problems`: rule ids, levels, cfn-lint ids,
 fact values), and the patches its row tests apply to an example config (:func:`apply_patch`). The format itself is
-checked where the files are loaded (:mod:`hyperpod_cdk.aws_inventory`); tests/test_aws_inventory.py runs both."""
+checked where the files are loaded (:mod:`hyperpod_cdk.aws_data.inventory`); tests/test_aws_inventory.py runs both."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from hyperpod_cdk.aws_inventory import NO_CFN_LINT, POLICY_LEVELS, Row
+from hyperpod_cdk.aws_data.inventory import NO_CFN_LINT, POLICY_LEVELS, Row
 
 
 def cross_problems(

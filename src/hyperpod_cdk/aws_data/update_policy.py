@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from hyperpod_cdk.aws_inventory import Row, rows
+from hyperpod_cdk.aws_data.inventory import Row, rows
 
 GROUPS = "instance_groups[*]"
 _BRACES = re.compile(r"^(.*)\{([^}]+)\}$")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from hyperpod_cdk.aws_inventory import ENFORCEMENTS, Page, Row, pages
+from hyperpod_cdk.aws_data.inventory import ENFORCEMENTS, Page, Row, pages
 
 HEADER = """
 ## AWS inventory coverage
@@ -95,7 +95,7 @@ def _conflicts(rows: tuple[Row, ...]) -> list[str]:
 
 
 def _support_links() -> list[str]:
-    from hyperpod_cdk.api_support import support_table
+    from hyperpod_cdk.aws_data.api_support import support_table
 
     lines = [
         "",

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from hyperpod_cdk.deployed import Deployed
+from hyperpod_cdk.deployed.stack import Deployed
 
 SCALE_DOWN_URL = "https://docs.aws.amazon.com/sagemaker/latest/dg/smcluster-scale-down.html"
 
@@ -53,7 +53,8 @@ def _type(group: Mapping[str, Any]) -> Any:
 
 def drift(deployed: Deployed, new_counts: Mapping[str, int], new_types: Mapping[str, Any]) -> list[Drift]:
     """The drift between the running cluster (DescribeCluster, ListClusterNodes), the deployed template and the
-    new config (its groups' template counts, :func:`hyperpod_cdk.scaler_counts.template_counts` for scaled ones,
+    new config (its groups' template counts, :func:`hyperpod_cdk.deployed.scaler_counts.template_counts` for scaled
+    ones,
     and instance types). None without both a template and a cluster: there is nothing to tell apart."""
     if deployed.described is None or deployed.template is None:
         return []

@@ -21,17 +21,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from hyperpod_cdk.aws_data.prices import Resolved, resolve
+from hyperpod_cdk.core.parameters import parameters_file, with_resources, written_group
+from hyperpod_cdk.core.template_parameters import group_capacity_id, group_type_id, template_parameters
 from hyperpod_cdk.model import Capacity, NodeProvisioningMode, SlurmMode, prefixed
-from hyperpod_cdk.parameters import parameters_file, with_resources, written_group
-from hyperpod_cdk.prices import Resolved, resolve
-from hyperpod_cdk.template_parameters import group_capacity_id, group_type_id, template_parameters
 from training_runtime.billing_weights import InstancePrice
 from training_runtime.groups import COMPUTE, GroupSpec
 from training_runtime.params import MetricsTarget, ProvisioningParameters
 from training_runtime.users import User
 
 if TYPE_CHECKING:
-    from hyperpod_cdk.config import ClusterConfig, OrganizationConfig
+    from hyperpod_cdk.core.config import ClusterConfig, OrganizationConfig
 
 STACK_NAME_PREFIX = "hyperpod-"
 """A deployment's stack is ``hyperpod-<cluster_name>`` (the config's name, before the organization's prefix),
@@ -83,7 +83,7 @@ class Deployment:
         self, *, fsx_dns_name: str | None, fsx_mountname: str | None, fsx: bool | None, metrics: MetricsTarget | None
     ) -> ProvisioningParameters:
         """The parameters file with the values the stack's resources give it
-        (:func:`hyperpod_cdk.parameters.with_resources`)."""
+        (:func:`hyperpod_cdk.core.parameters.with_resources`)."""
         return with_resources(
             self.parameters, fsx_dns_name=fsx_dns_name, fsx_mountname=fsx_mountname, fsx=fsx, metrics=metrics
         )
@@ -176,7 +176,7 @@ def launched_group(
     """A group as the parameters file names it when ``config`` leaves choices to the launching team
     (``stacks/choices.py`` makes them CloudFormation parameters):
 
-    * a type chosen at launch (or a token) is left to the launch (:func:`hyperpod_cdk.parameters.written_group`);
+    * a type chosen at launch (or a token) is left to the launch (:func:`hyperpod_cdk.core.parameters.written_group`);
     * a group that may launch on Spot is Spot: its interruption watcher just never sees a notice on On-Demand.
     """
     chosen = {p.logical_id: p for p in template_parameters(config)}

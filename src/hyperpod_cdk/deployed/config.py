@@ -1,10 +1,11 @@
-"""The deployed config, rebuilt from what is deployed (:class:`hyperpod_cdk.deployed.Deployed`) so that
+"""The deployed config, rebuilt from what is deployed (:class:`hyperpod_cdk.deployed.stack.Deployed`) so that
 ``update_policy.changes(before, after)`` compares it with the new one.
 
 Only the fields :data:`COMPARED` names are read back from the stack's template and parameters file; every other
 field keeps the new config's value, so it shows no change (``plan --previous FILE`` compares every field). A value
 the template holds as an intrinsic (a ``Ref`` to a launch choice, a ``GetAtt``) is not the config's and is not
-compared either. A scaled group's count is the deployed cluster's at every synth (:mod:`hyperpod_cdk.scaler_counts`),
+compared either. A scaled group's count is the deployed cluster's at every synth
+(:mod:`hyperpod_cdk.deployed.scaler_counts`),
 not the config's, so it is not compared: the drift table shows it.
 
 No ``aws_cdk`` import.
@@ -15,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from hyperpod_cdk.config import ClusterConfig, parse_model
-from hyperpod_cdk.deployed import LUSTRE_TYPE, Deployed
+from hyperpod_cdk.core.config import ClusterConfig, parse_model
+from hyperpod_cdk.deployed.stack import LUSTRE_TYPE, Deployed
 from hyperpod_cdk.model import DEFAULT_THROUGHPUT_MB_PER_TIB, NodeProvisioningMode, SlurmMode
 
 GROUP_FIELDS = {

@@ -1,5 +1,5 @@
 """AWS's own words that a config rule (:mod:`hyperpod_cdk.rules.aws_provisioning`) and its cfn-lint rule
-(:mod:`hyperpod_cdk.cfnlint_provisioning`) both quote, with their pages: one copy, no heavy import (cfn-lint loads
+(:mod:`hyperpod_cdk.cfnlint_rules.provisioning`) both quote, with their pages: one copy, no heavy import (cfn-lint loads
 it). Each quote is a row of the AWS inventory (``data/aws_inventory``)."""
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-TABLE = Path(__file__).parent / "data" / "api_constraints.json"
+TABLE = Path(__file__).parent.parent / "data" / "api_constraints.json"
 """The generated table."""
 
 

@@ -18,10 +18,10 @@ from typing import Any
 
 from cfnlint.rules import CloudFormationLintRule, RuleMatch
 
-from hyperpod_cdk.api_support import CONFIDENCE_TEXT, support_row
-from hyperpod_cdk.cfnlint_provisioning import PROVISIONING_RULES
-from hyperpod_cdk.cfnlint_template import CLUSTER, Cluster, Finding
-from hyperpod_cdk.cfnlint_template import literal as _literal
+from hyperpod_cdk.aws_data.api_support import CONFIDENCE_TEXT, support_row
+from hyperpod_cdk.cfnlint_rules.provisioning import PROVISIONING_RULES
+from hyperpod_cdk.cfnlint_rules.template import CLUSTER, Cluster, Finding
+from hyperpod_cdk.cfnlint_rules.template import literal as _literal
 from training_runtime.hyperpod_facts import ACCOUNTING_DATABASE
 from training_runtime.instance_facts import NVIDIA_GPU, InstanceFacts, facts_for
 
@@ -316,10 +316,10 @@ RULES.update(PROVISIONING_RULES)  # the AWS inventory's rules (cfnlint_provision
 globals().update({cls.__name__: cls for cls in RULES.values()})
 
 # The SageMaker API model's constraints (E9200), in their own module; named here so that cfn-lint finds the rule.
-from hyperpod_cdk.cfnlint_api_model import E9200ApiModel as E9200ApiModel  # noqa: E402
-from hyperpod_cdk.cfnlint_inventory import INVENTORY_RULES as INVENTORY_RULES  # noqa: E402  (the AWS inventory's rules, E9240-E9259)
+from hyperpod_cdk.cfnlint_rules.api_model import E9200ApiModel as E9200ApiModel  # noqa: E402
+from hyperpod_cdk.cfnlint_rules.inventory import INVENTORY_RULES as INVENTORY_RULES  # noqa: E402  (the AWS inventory's rules, E9240-E9259)
 
 globals().update({cls.__name__: cls for cls in INVENTORY_RULES.values()})
 
 # The inventory's network rules (E9280-E9299), loaded by the same --append-rules module.
-from hyperpod_cdk.cfnlint_infra import E9280EfaSecurityGroupSelf as E9280EfaSecurityGroupSelf  # noqa: E402
+from hyperpod_cdk.cfnlint_rules.infra import E9280EfaSecurityGroupSelf as E9280EfaSecurityGroupSelf  # noqa: E402

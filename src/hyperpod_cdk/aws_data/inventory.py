@@ -5,7 +5,7 @@ construction, an online preflight check, an update policy, or out of scope with 
 One file per AWS page; the file's name is the page's (``sagemaker-hyperpod-scaling-slurm``, ``API_CreateCluster``).
 This module loads every file and checks its format, raising :class:`InventoryError` naming the file, the row and
 the field. What it cannot know alone (that a rule id exists, that its level fits the row's word, that a row's
-``test`` block breaks and passes) is checked by :func:`hyperpod_cdk.inventory_checks.cross_problems` and
+``test`` block breaks and passes) is checked by :func:`hyperpod_cdk.aws_data.inventory_checks.cross_problems` and
 ``tests/test_aws_inventory.py``.
 No aws_cdk import (``hyperpod-cdk validate`` reads the update policies from here).
 """

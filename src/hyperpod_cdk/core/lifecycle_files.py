@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
-from hyperpod_cdk.published_layout import read_tree
+from hyperpod_cdk.core.published_layout import read_tree
 from training_runtime.params import ProvisioningParameters
 from training_runtime.users import USERS_FILE, User, dumps
 

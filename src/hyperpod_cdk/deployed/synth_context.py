@@ -1,8 +1,8 @@
 """Synth's look-ups of the deployed cluster, cached in CDK's context so that a synth is reproducible.
 
-A scaled group's template count is the deployed cluster's (:func:`hyperpod_cdk.scaler_counts.counts_for_synth`,
+A scaled group's template count is the deployed cluster's (:func:`hyperpod_cdk.deployed.scaler_counts.counts_for_synth`,
 DescribeCluster at synth), and so is each deployed group's execution role
-(:func:`hyperpod_cdk.deployed_roles.roles_for_synth`). CDK's rule for values an app reads from the account is to
+(:func:`hyperpod_cdk.deployed.roles.roles_for_synth`). CDK's rule for values an app reads from the account is to
 record them in ``cdk.context.json`` and reuse them: "The CDK Toolkit uses context to cache values retrieved from
 your AWS account during synthesis ... The CDK Toolkit's caching behavior 'freezes' these values for your CDK app
 until you decide to accept the new values" (https://docs.aws.amazon.com/cdk/v2/guide/context.html); the CDK CLI's
@@ -30,11 +30,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hyperpod_cdk.deployed_roles import CONFIG_ROLES, ROLES_CONTEXT, lookup_failed, roles_for_synth, wrong_account
-from hyperpod_cdk.scaler_counts import CONFIG_COUNTS, COUNTS_CONTEXT, counts_for_synth, sagemaker_client
+from hyperpod_cdk.deployed.roles import CONFIG_ROLES, ROLES_CONTEXT, lookup_failed, roles_for_synth, wrong_account
+from hyperpod_cdk.deployed.scaler_counts import CONFIG_COUNTS, COUNTS_CONTEXT, counts_for_synth, sagemaker_client
 
 if TYPE_CHECKING:
-    from hyperpod_cdk.deployment import Deployment
+    from hyperpod_cdk.core.deployment import Deployment
 
 CONTEXT_FILE = "cdk.context.json"
 KEY_PREFIX = "hyperpod-cdk:deployed-counts"
@@ -69,7 +69,7 @@ def write_context(path: Path, key: str, value: Any) -> None:
 
 
 def _region() -> str | None:
-    """The Region synth's look-up asks (:func:`hyperpod_cdk.scaler_counts.sagemaker_client`'s): the CDK CLI's
+    """The Region synth's look-up asks (:func:`hyperpod_cdk.deployed.scaler_counts.sagemaker_client`'s): the CDK CLI's
     ``CDK_DEFAULT_REGION``, else the standard AWS settings' (``AWS_REGION``, the profile)."""
     from hyperpod_cdk.aws.session import make_session
 
@@ -132,7 +132,7 @@ def cached_roles(
     say: Callable[[str], None] = _say,
 ) -> dict[str, str] | None:
     """What an app passes as ``deployed_roles``: each deployed group's ``ExecutionRole``, read from CDK's context when
-    recorded there (:func:`roles_key`), else looked up (:func:`hyperpod_cdk.deployed_roles.roles_for_synth`) and
+    recorded there (:func:`roles_key`), else looked up (:func:`hyperpod_cdk.deployed.roles.roles_for_synth`) and
     recorded in ``cdk.context.json``. Nothing is looked up, and None returned, with ``-c execution_roles=config``,
     or (with one line through ``say``) without a Region or credentials: no cluster can be read or deployed to then
     (``make synth`` on a fresh machine), and each group gets the role its ``execution_role`` says. The credentials

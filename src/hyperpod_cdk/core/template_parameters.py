@@ -17,7 +17,7 @@ from hyperpod_cdk.rules.repositories import S3_PREFIX_PARAMETER, bucket_name_pat
 from training_runtime.groups import MAX_NAME_LENGTH, NAME_PATTERN
 
 if TYPE_CHECKING:
-    from hyperpod_cdk.config import ClusterConfig
+    from hyperpod_cdk.core.config import ClusterConfig
 
 STRING = "String"
 NUMBER = "Number"

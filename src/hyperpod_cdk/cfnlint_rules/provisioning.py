@@ -12,7 +12,7 @@ from typing import Any
 
 from cfnlint.rules import CloudFormationLintRule, RuleMatch
 
-from hyperpod_cdk.aws_quotes import (
+from hyperpod_cdk.aws_data.quotes import (
     AUTO_RESUME_DOC,
     CONTROLLER_QUOTE,
     LOGIN_QUOTE,
@@ -23,8 +23,8 @@ from hyperpod_cdk.aws_quotes import (
     REF_DOC,
     STRATEGY_QUOTE,
 )
-from hyperpod_cdk.cfnlint_template import CLUSTER, Cluster, Finding, Path
-from hyperpod_cdk.cfnlint_template import literal as _literal
+from hyperpod_cdk.cfnlint_rules.template import CLUSTER, Cluster, Finding, Path
+from hyperpod_cdk.cfnlint_rules.template import literal as _literal
 
 NOT_MERGE = ("Managed", "Overwrite")
 CONNECTIVITY = "InstanceConnectivity"

@@ -1,6 +1,7 @@
 """cfn-lint rule E9200: every literal value of an ``AWS::SageMaker::Cluster`` against the SageMaker API model.
 
-The same table and checker as ``validate`` (:mod:`hyperpod_cdk.api_constraints`): required members, enums, ranges,
+The same table and checker as ``validate`` (:mod:`hyperpod_cdk.aws_data.api_constraints`): required members, enums,
+ranges,
 lengths and patterns of botocore's ``service-2.json``, with the CloudFormation schema's where that is stricter. A
 value cfn-lint cannot know (``Ref``, ``Fn::GetAtt``, ``Fn::If``…) is skipped, and so is a missing ``ClusterName``
 (CloudFormation generates one). Loaded with the other rules: ``cfn-lint --append-rules hyperpod_cdk.cfnlint_rules``.
@@ -13,8 +14,8 @@ from typing import Any
 
 from cfnlint.rules import CloudFormationLintRule, RuleMatch
 
-from hyperpod_cdk.api_constraints import NOT_NULL, check_request
-from hyperpod_cdk.cfnlint_template import CLUSTER
+from hyperpod_cdk.aws_data.api_constraints import NOT_NULL, check_request
+from hyperpod_cdk.cfnlint_rules.template import CLUSTER
 
 _STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 

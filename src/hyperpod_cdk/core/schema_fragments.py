@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from hyperpod_cdk.docstrings import field_docstrings
+from hyperpod_cdk.core.docstrings import field_docstrings
 from training_runtime import options as runtime_options
 from training_runtime import team_model as runtime_teams
 from training_runtime.users import MAX_ID, MIN_ID, USER_NAME, User

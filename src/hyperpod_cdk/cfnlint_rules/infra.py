@@ -14,7 +14,7 @@ from typing import Any
 
 from cfnlint.rules import CloudFormationLintRule, RuleMatch
 
-from hyperpod_cdk.cfnlint_template import CLUSTER
+from hyperpod_cdk.cfnlint_rules.template import CLUSTER
 from training_runtime.hardware import hardware_for
 
 SECURITY_GROUP = "AWS::EC2::SecurityGroup"

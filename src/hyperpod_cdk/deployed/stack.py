@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from hyperpod_cdk.stack_outputs import LIFECYCLE_BUCKET, LIFECYCLE_PREFIX
+from hyperpod_cdk.core.stack_outputs import LIFECYCLE_BUCKET, LIFECYCLE_PREFIX
 
 CLUSTER_TYPE = "AWS::SageMaker::Cluster"
 LUSTRE_TYPE = "AWS::FSx::FileSystem"

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hyperpod_cdk.api_support import cfn_lint_rules_of, row_of_rule, unconfirmed_rules
+from hyperpod_cdk.aws_data.api_support import cfn_lint_rules_of, row_of_rule, unconfirmed_rules
 from training_runtime.problems import ERROR, Problem, Rule
 
 ACCEPTED_REASON = "checked: unconfirmed Slurm support accepted"

@@ -19,12 +19,12 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from hyperpod_cdk.errors import ConfigurationError, raise_if_any
+from hyperpod_cdk.core.errors import ConfigurationError, raise_if_any
 from hyperpod_cdk.model import InstanceGroup
 from training_runtime.problems import Problem
 
 if TYPE_CHECKING:
-    from hyperpod_cdk.deployment import Deployment
+    from hyperpod_cdk.core.deployment import Deployment
 
 COUNTS_CONTEXT = "scaler_counts"
 """The app's context key (``-c scaler_counts=config``): synthesize with the config's counts instead of the
@@ -128,7 +128,7 @@ def sagemaker_client() -> Any:
 def counts_for_synth(
     deployed: Deployment, context: object, client: Callable[[], Any] = sagemaker_client
 ) -> dict[str, int] | None:
-    """What an app passes as ``deployed_counts`` for a deployment (:func:`hyperpod_cdk.deployment.deployment`):
+    """What an app passes as ``deployed_counts`` for a deployment (:func:`hyperpod_cdk.core.deployment.deployment`):
     None without a scaled group (no AWS call: such a synth needs no credentials) or with the context value
     ``config`` (:data:`COUNTS_CONTEXT`); else the deployed cluster's counts (None when it does not exist yet). A
     failed look-up is a :class:`ConfigurationError`: a template with guessed counts could terminate busy nodes."""

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from hyperpod_cdk.errors import ConfigurationError
+from hyperpod_cdk.core.errors import ConfigurationError
 from training_runtime.problems import Problem
 
 MAX_CONFIG_BYTES = 2 * 1024 * 1024

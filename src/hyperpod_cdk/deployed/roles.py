@@ -9,7 +9,7 @@ one whose logical ID the controller's role kept (:data:`hyperpod_cdk.constructs.
 template that gives its login and compute groups roles of their own would change their ``ExecutionRole``.
 
 So synth reads each deployed group's ``ExecutionRole`` (DescribeCluster, :func:`deployed_roles`; the bundled app
-records it in ``cdk.context.json``, :func:`hyperpod_cdk.synth_context.cached_roles`) and
+records it in ``cdk.context.json``, :func:`hyperpod_cdk.deployed.synth_context.cached_roles`) and
 :func:`kept_roles` decides, per group the cluster already has:
 
 * on the controller's deployed role and ``own`` in the config: put on the controller's role, as ``execution_role:
@@ -27,13 +27,13 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from hyperpod_cdk.errors import ConfigurationError
+from hyperpod_cdk.core.errors import ConfigurationError
+from hyperpod_cdk.deployed.scaler_counts import describe_deployed, sagemaker_client
 from hyperpod_cdk.model import ExecutionRoleChoice, InstanceGroup, NodeRole
-from hyperpod_cdk.scaler_counts import describe_deployed, sagemaker_client
 from training_runtime.problems import ERROR, WARNING, Problem
 
 if TYPE_CHECKING:
-    from hyperpod_cdk.deployment import Deployment
+    from hyperpod_cdk.core.deployment import Deployment
 
 ROLES_CONTEXT = "execution_roles"
 """The app's context key (``-c execution_roles=config``): synthesize with the config's execution roles, without
@@ -54,7 +54,7 @@ def roles_of(described: Mapping[str, Any]) -> dict[str, str]:
 
 def deployed_roles(sagemaker: Any, cluster_name: str) -> dict[str, str] | None:
     """Each group's ``ExecutionRole`` in the deployed cluster; None when there is no such cluster. Any other error
-    propagates (:func:`hyperpod_cdk.scaler_counts.describe_deployed`)."""
+    propagates (:func:`hyperpod_cdk.deployed.scaler_counts.describe_deployed`)."""
     described = describe_deployed(sagemaker, cluster_name)
     return None if described is None else roles_of(described)
 
@@ -104,7 +104,7 @@ def wrong_account(cluster_name: str, actual: str, expected: str) -> Configuratio
 
 
 def _aws() -> str:
-    from hyperpod_cdk.aws_inventory import row
+    from hyperpod_cdk.aws_data.inventory import row
 
     found = row(KEEP_ROLE_ROW)
     return f'AWS\'s guide says "{found.quote}" ({found.url})'

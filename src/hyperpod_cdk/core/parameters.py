@@ -2,7 +2,7 @@
 
 :func:`parameters_file` writes what a config (or a construct's props) decides; :func:`with_resources` fills in
 the values only the stack's resources know (the FSx names and flag, the metrics target). ``HyperPodCluster``
-uploads ``with_resources`` of either :func:`hyperpod_cdk.deployment.deployment`'s file (``TrainingCluster``, the
+uploads ``with_resources`` of either :func:`hyperpod_cdk.core.deployment.deployment`'s file (``TrainingCluster``, the
 app) or of :func:`parameters_file` of its props (embedded in your own stack); the local cluster starts from the
 same deployment and then overlays only what the emulation must change. A field added to the contract is
 therefore added here once, for all.
@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from hyperpod_cdk.accounting import slurmdbd_owner
+from hyperpod_cdk.core.accounting import slurmdbd_owner
 from training_runtime.groups import GroupSpec
 from training_runtime.options import OptionsError, parse_options
 from training_runtime.params import SLURMDBD_BY_RUNTIME, MetricsTarget, ProvisioningParameters
@@ -54,7 +54,7 @@ def parameters_file(
     ``shared_file_system``: another cluster uses these file systems (``ClusterConfig.shares_file_system``), so the
     nodes keep their state and homes in directories of this cluster's own.
     ``node_provisioning_mode`` with ``mode`` and the options' accounting decides who runs slurmdbd
-    (:func:`hyperpod_cdk.accounting.slurmdbd_owner`, written as ``slurmdbd_owner``).
+    (:func:`hyperpod_cdk.core.accounting.slurmdbd_owner`, written as ``slurmdbd_owner``).
     """
     return ProvisioningParameters(
         cluster_name=cluster_name,

@@ -11,8 +11,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from hyperpod_cdk.config_file import read_config_file
-from hyperpod_cdk.errors import ConfigurationError, raise_if_any
+from hyperpod_cdk.core.config_file import read_config_file
+from hyperpod_cdk.core.errors import ConfigurationError, raise_if_any
+from hyperpod_cdk.core.suppress import Suppressed
 from hyperpod_cdk.model import (
     ALL_EVENTS,
     DEFAULT_FSX_MOUNT_PATH,
@@ -26,7 +27,6 @@ from hyperpod_cdk.model import (
     SlurmConfigStrategy,
     SlurmMode,
 )
-from hyperpod_cdk.suppress import Suppressed
 from training_runtime.problems import Problem, errors, warnings
 from training_runtime.team_model import Teams
 from training_runtime.teams import parse_teams
@@ -430,7 +430,7 @@ def load_config(path: str | Path, region: str | None = None) -> ClusterConfig:
 
 def load_file(path: str | Path) -> Any:
     """A config file's data (YAML or JSON); ConfigurationError when it cannot be read or passes a bound (size,
-    nodes with aliases expanded, depth: :mod:`hyperpod_cdk.config_file`)."""
+    nodes with aliases expanded, depth: :mod:`hyperpod_cdk.core.config_file`)."""
     return read_config_file(path)
 
 
@@ -471,8 +471,8 @@ def _describe(error: Any) -> Problem:
 
 
 def json_schema() -> dict[str, Any]:
-    from hyperpod_cdk.schema_fragments import add_to
-    from hyperpod_cdk.update_policy import annotate
+    from hyperpod_cdk.aws_data.update_policy import annotate
+    from hyperpod_cdk.core.schema_fragments import add_to
 
     schema = annotate(add_to(ClusterConfig.model_json_schema()))
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from hyperpod_cdk.accounting import slurmdbd_owner
+from hyperpod_cdk.core.accounting import slurmdbd_owner
 from hyperpod_cdk.model import (
     AutoPatch,
     BatchSize,

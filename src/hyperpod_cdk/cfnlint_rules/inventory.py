@@ -16,9 +16,9 @@ from typing import Any
 
 from cfnlint.rules import CloudFormationLintRule, RuleMatch
 
-from hyperpod_cdk.aws_inventory import row
-from hyperpod_cdk.cfnlint_template import CLUSTER, Cluster, Finding
-from hyperpod_cdk.cfnlint_template import literal as _literal
+from hyperpod_cdk.aws_data.inventory import row
+from hyperpod_cdk.cfnlint_rules.template import CLUSTER, Cluster, Finding
+from hyperpod_cdk.cfnlint_rules.template import literal as _literal
 
 IMAGE_ID = re.compile(r"ami-[0-9a-fA-F]{8,17}|default")
 """The API's ImageId pattern, whole (CloudFormation's ``^ami-[0-9a-fA-F]{8,17}|default$`` anchors each side only
