@@ -110,9 +110,11 @@ def fires_on(schedule: Schedule, years: Iterable[int]) -> set[date]:
 
 def closest(first: Schedule, second: Schedule, within: int) -> tuple[int, date] | None:
     """Minutes from a firing of ``first`` to the nearest firing of ``second`` when that is under ``within`` minutes
-    (negative: ``second`` fires before), with the day ``first`` fires on; None when they are always further apart."""
+    (negative: ``second`` fires before), with a day ``first`` fires on then (the next one from today where there is
+    one); None when they are always further apart."""
     start = today().year
-    years = range(start, min(start + HORIZON_YEARS, YEAR_MAX) + 1)
+    fixed = {s.year for s in (first, second) if s.year is not None}  # a one-time schedule's year, for the other's *
+    years = sorted(set(range(start, min(start + HORIZON_YEARS, YEAR_MAX) + 1)) | fixed)
     ours, theirs = fires_on(first, years), fires_on(second, years)
     delta = second.minute_of_day - first.minute_of_day
     for shift in sorted((-1, 0, 1), key=lambda s: abs(s * 1440 + delta)):
@@ -121,5 +123,6 @@ def closest(first: Schedule, second: Schedule, within: int) -> tuple[int, date] 
             continue
         days = sorted(d for d in ours if d + timedelta(days=shift) in theirs)
         if days:
-            return gap, days[0]
+            coming = [d for d in days if d >= today()]
+            return gap, (coming or days)[0]
     return None

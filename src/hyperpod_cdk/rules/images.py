@@ -138,10 +138,10 @@ def update_schedule_buffer(view: ClusterView) -> Iterator[Problem]:
                 continue
             gap, day = found
             quote = row("ami-update-schedules-buffer")
-            when = "at the same minute" if gap == 0 else f"{abs(gap)} minutes {'after' if gap > 0 else 'before'}"
+            when = "at the same minute as" if gap == 0 else f"{abs(gap)} minutes {'after' if gap > 0 else 'before'}"
             yield Problem(
                 group_path(view, index, "scheduled_update.schedule_expression"),
-                f"fires {when} group {other!r}'s schedule (e.g. {other}'s run on {day.isoformat()}, UTC); "
+                f"fires {when} the schedule of group {other!r} (e.g. on {day.isoformat()}, UTC); "
                 f'AWS: "{quote.quote}" ({quote.url})',
                 got=value,
                 fix=f"move one of the two schedules at least {SCHEDULE_BUFFER_MINUTES} minutes (or a day) away from "
