@@ -99,7 +99,7 @@ def group_count_guide(view: ClusterView) -> Iterator[Problem]:
 
 @rule("GRP-NEW-GROUP-COUNT", "instance_groups", "instance_groups[*].count", source=CLI_COMMAND_DOC)
 def new_group_count(view: ClusterView) -> Iterator[Problem]:
-    """A group added to a deployed cluster (validate --previous) starts with at least one instance."""
+    """A group added to a deployed cluster starts with at least one instance (--previous)."""
     previous = view.previous
     if previous is None:
         return
@@ -117,8 +117,7 @@ def new_group_count(view: ClusterView) -> Iterator[Problem]:
 
 @rule("GRP-CONTROLLER-REMOVE", "instance_groups", "instance_groups[*].count", source=CLI_COMMAND_DOC)
 def controller_removed(view: ClusterView) -> Iterator[Problem]:
-    """A deployed controller group keeps its instances (validate --previous): its count does not go down, nor does
-    the group go away."""
+    """A deployed controller group keeps its nodes: its count does not go down and it is not removed (--previous)."""
     previous = view.previous
     if previous is None:
         return

@@ -1,6 +1,6 @@
 """HyperPod's update schedules (``ScheduledUpdateConfig.ScheduleExpression``): the six fields of ``cron(...)`` and the
-days a schedule fires on, so that two groups' schedules can be compared (AWS's AMI update page: "we recommend that
-you have a time buffer in between schedules. If schedules overlap, updates might fail"). Only expressions that
+days a schedule fires on, so that two groups' schedules can be compared. AWS's AMI update page: "we recommend that
+you have a time buffer in between schedules. If schedules overlap, updates might fail". Only expressions that
 already match the schema's pattern (:data:`hyperpod_cdk.rules.images.SCHEDULE_EXPRESSION_PATTERN`) are parsed: each
 field is one value, ``?``, ``*``, ``*/N``, ``L``, ``N#K`` or ``NL``.
 

@@ -73,8 +73,10 @@ def auto_patch_slurm(view: ClusterView) -> Iterator[Problem]:
     + " (Cron expressions)",
 )
 def update_schedule(view: ClusterView) -> Iterator[Problem]:
-    """The update schedule is cron(minute hour day-of-month month day-of-week year), as HyperPod's pattern and AWS's
-    field table allow: all six fields given, the year not past."""
+    """The update schedule is cron(minute hour day-of-month month day-of-week year), all six given, the year not past.
+
+    HyperPod's pattern holds the values and wildcards; AWS's field table adds that every field is given and that the
+    year runs from the current one."""
     for index, group in enumerate(view.groups):
         update = group.scheduled_update
         if update is None or not view.concrete(update.schedule_expression):
@@ -123,8 +125,9 @@ in between schedules"); an hour is hyperpod-cdk's choice, a floor rather than ho
     source=AMI_UPDATE_DOC,
 )
 def update_schedule_buffer(view: ClusterView) -> Iterator[Problem]:
-    """Two groups' update schedules fire at least an hour apart: AWS recommends a time buffer between schedules
-    (overlapping updates might fail)."""
+    """Two groups' update schedules fire at least an hour apart (AWS: a time buffer between schedules).
+
+    Overlapping updates might fail; AWS gives no length, the hour is hyperpod-cdk's floor."""
     schedules = []
     for index, group in enumerate(view.groups):
         update = group.scheduled_update
