@@ -203,3 +203,50 @@ def test_cfn_lint_warns_on_node_recovery_none() -> None:
     assert _ids(template) == ["W9266"] and RECOVERY_QUOTE in _ours(template)[0]
     template["Resources"]["Cluster"]["Properties"]["NodeRecovery"] = "Automatic"
     assert _ids(template) == []
+
+
+# --- the Slurm CLI page's instance groups (sagemaker-hyperpod-operate-slurm-cli-command)
+
+
+def _judged(rule: str, config: dict[str, Any], previous: dict[str, Any] | None = None) -> list[Problem]:
+    new = ClusterConfig.model_validate({**BASE, **config})
+    old = ClusterConfig.model_validate({**BASE, **previous}) if previous is not None else None
+    return [p for p in new.problems(previous=old) if p.rule == rule]
+
+
+def _cpu(name: str, count: int = 1) -> dict[str, Any]:
+    return {"name": name, "instance_type": "ml.c5.xlarge", "count": count}
+
+
+def test_more_than_twenty_groups_warn_as_the_cli_page_says_and_the_api_allows_more() -> None:
+    twenty = {"instance_groups": [CONTROLLER, *(_cpu(f"w{i}") for i in range(19))]}
+    assert _judged("GRP-COUNT-GUIDE", twenty) == []
+    (problem,) = _judged("GRP-COUNT-GUIDE", {"instance_groups": [*twenty["instance_groups"], _cpu("w19")]})
+    assert (problem.path, problem.level) == ("instance_groups", "warning")
+    assert "up to 20 instance groups" in str(problem) and "allows 100" in str(problem)
+
+
+def test_a_new_group_starts_with_an_instance_but_an_existing_one_may_go_to_zero() -> None:
+    deployed = {"instance_groups": [CONTROLLER, _cpu("workers")]}
+    added = {"instance_groups": [CONTROLLER, _cpu("workers"), _cpu("extra", 0)]}
+    (problem,) = _judged("GRP-NEW-GROUP-COUNT", added, deployed)
+    assert (problem.path, problem.level) == ("instance_groups[2].count", "error")
+    assert "specify an integer greater or equal to 1" in str(problem)
+    assert _judged("GRP-NEW-GROUP-COUNT", added) == []  # at creation 0 is the API's own minimum
+    lowered = {"instance_groups": [CONTROLLER, _cpu("workers", 0)]}
+    assert _judged("GRP-NEW-GROUP-COUNT", lowered, deployed) == []  # "down to 0"
+
+
+def test_a_deployed_controller_group_keeps_its_nodes() -> None:
+    lifecycle = {"mode": "lifecycle-driven"}
+    two = {**lifecycle, "instance_groups": [{**CONTROLLER, "count": 2}, _cpu("workers")]}
+    one = {**lifecycle, "instance_groups": [CONTROLLER, _cpu("workers")]}
+    (problem,) = _judged("GRP-CONTROLLER-REMOVE", one, two)
+    assert (problem.path, problem.level) == ("instance_groups[0].count", "error")
+    assert "You cannot remove instances that are configured as Slurm controller nodes" in str(problem)
+    assert _judged("GRP-CONTROLLER-REMOVE", two, one) == []  # adding a controller is not removing one
+    renamed = {**lifecycle, "instance_groups": [{**CONTROLLER, "name": "head"}, _cpu("workers")]}
+    (gone,) = _judged("GRP-CONTROLLER-REMOVE", renamed, one)
+    assert gone.path == "instance_groups" and "'controller' is gone" in str(gone)
+    fewer_workers = {**lifecycle, "instance_groups": [CONTROLLER, _cpu("workers", 0)]}
+    assert _judged("GRP-CONTROLLER-REMOVE", fewer_workers, one) == []

@@ -36,6 +36,8 @@ def _refused(cp: Harness, change: dict[str, Any]) -> str:
     ("change", "member", "quote"),
     [
         ({"SlurmConfig": {"NodeType": "Login"}}, "SlurmConfig.NodeType", "NodeType"),
+        ({"InstanceType": "ml.p5e.48xlarge"}, "InstanceType", "you must match the instance type you initially"),
+        ({"ThreadsPerCore": 2}, "ThreadsPerCore", "keep using the same value you specified"),
         ({"CapacityRequirements": {"Spot": {}}}, "CapacityRequirements", "CapacityRequirements cannot be modified"),
         (
             {

@@ -337,6 +337,15 @@ ROWS = [
         "cron(minute hour day-of-month",
     ),
     row(
+        "GRP-UPDATE-SCHEDULE-BUFFER",
+        groups(
+            {**CPU_WORKERS, "scheduled_update": {"schedule_expression": "cron(0 3 ? * SUN *)"}},
+            {**CPU_WORKERS, "name": "more", "scheduled_update": {"schedule_expression": "cron(0 3 ? * SUN *)"}},
+        ),
+        "instance_groups[2].scheduled_update.schedule_expression",
+        "we recommend that you have a time buffer in between schedules",
+    ),
+    row(
         "GRP-UPDATE-BATCH",
         groups({**CPU_WORKERS, "scheduled_update": update(maximum_batch_size={"type": "INSTANCE_COUNT", "value": 3})}),
         "instance_groups[1].scheduled_update.deployment.maximum_batch_size.value",
@@ -1223,6 +1232,29 @@ ROWS = [
         has_previous=True,
     ),
     row("CL-NODE-RECOVERY", {"node_recovery": "None"}, "node_recovery", "We recommend setting the Automatic option"),
+    # --- the Slurm CLI page (sagemaker-hyperpod-operate-slurm-cli-command)
+    row(
+        "GRP-COUNT-GUIDE",
+        groups(*({**CPU_WORKERS, "name": f"w{i}", "count": 1} for i in range(20))),
+        "instance_groups",
+        "you can configure up to 20 instance groups",
+    ),
+    row(
+        "GRP-NEW-GROUP-COUNT",
+        groups(CPU_WORKERS, {**CPU_WORKERS, "name": "extra", "count": 0}),
+        "instance_groups[2].count",
+        "specify an integer greater or equal to 1",
+        previous=groups(CPU_WORKERS),
+        has_previous=True,
+    ),
+    row(
+        "GRP-CONTROLLER-REMOVE",
+        {"mode": "lifecycle-driven", **groups(CPU_WORKERS)},
+        "instance_groups[0].count",
+        "You cannot remove instances that are configured as Slurm controller nodes",
+        previous={"mode": "lifecycle-driven", **groups({**CONTROLLER, "count": 2}, CPU_WORKERS)},
+        has_previous=True,
+    ),
 ]
 # A role outside controller/login/compute never gets past the config's schema or InstanceGroup's type; the
 # rule guards the parameters file the node reads (test_node_checks_group_roles_in_its_parameters_file).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Any
 
 import pytest
@@ -54,7 +55,7 @@ def test_a_scheduled_deployment_is_refused_on_slurm() -> None:
 
 
 @pytest.mark.parametrize(
-    "expression", ["cron(0 3 ? * SUN *)", "cron(30 23 1 * ? 2027)", "cron(0 0 ? * 5L *)", "cron(5 4 ? */3 2#1 *)"]
+    "expression", ["cron(0 3 ? * SUN *)", "cron(30 23 1 * ? 2099)", "cron(0 0 ? * 5L *)", "cron(5 4 ? */3 2#1 *)"]
 )
 def test_schedules_the_schema_allows_pass(expression: str) -> None:
     assert found(update(expression)) == []
@@ -66,6 +67,102 @@ def test_schedules_the_schema_allows_pass(expression: str) -> None:
 def test_schedules_outside_the_pattern_fail_whole(expression: str) -> None:
     assert found(update(expression)) == [
         ("GRP-UPDATE-SCHEDULE", "instance_groups[1].scheduled_update.schedule_expression")
+    ]
+
+
+SCHEDULE = ("GRP-UPDATE-SCHEDULE", "instance_groups[1].scheduled_update.schedule_expression")
+
+
+@pytest.mark.parametrize("expression", ["cron(0 3 ? * SUN )", "cron( 3 ? * SUN *)", "cron(0 3 ?  SUN *)"])
+def test_a_schedule_needs_all_six_fields(expression: str) -> None:
+    """The schema's pattern lets the minutes, month and year be empty; AWS's AMI update page: "All six fields are
+    required"."""
+    assert found(update(expression)) == [SCHEDULE]
+    (problem,) = [p for p in _problems(expression) if p.rule == SCHEDULE[0]]
+    assert "left empty" in str(problem) and "All six fields are required" in str(problem)
+
+
+def _problems(expression: str) -> list[Any]:
+    config = parse_model(
+        {
+            "storage": None,
+            "instance_groups": [
+                CONTROLLER,
+                {
+                    "name": "w",
+                    "instance_type": "ml.c5.xlarge",
+                    "count": 1,
+                    "scheduled_update": {"schedule_expression": expression},
+                },
+            ],
+        }
+    )
+    return list(config.problems())
+
+
+@pytest.mark.calendar
+def test_a_schedule_year_runs_from_the_current_one() -> None:
+    """AWS's field table: "Year Current year - 2099"; a past year never runs. The rule reads the real clock."""
+    year = date.today().year
+    assert found(update(f"cron(0 3 1 1 ? {year - 1})")) == [SCHEDULE]
+    (problem,) = [p for p in _problems(f"cron(0 3 1 1 ? {year - 1})") if p.rule == SCHEDULE[0]]
+    assert f"the year {year - 1} is past" in str(problem)
+    assert found(update(f"cron(0 3 ? 12 MON {year})")) == []
+
+
+def buffer(*expressions: str) -> list[str]:
+    """The GRP-UPDATE-SCHEDULE-BUFFER warnings of a cluster whose compute groups have these schedules."""
+    workers = [
+        {"name": f"w{i}", "instance_type": "ml.c5.xlarge", "count": 1, "scheduled_update": {"schedule_expression": e}}
+        for i, e in enumerate(expressions)
+    ]
+    config = parse_model({"storage": None, "instance_groups": [CONTROLLER, *workers]})
+    return [str(p) for p in config.problems() if p.rule == "GRP-UPDATE-SCHEDULE-BUFFER"]
+
+
+@pytest.mark.calendar
+@pytest.mark.parametrize(
+    ("first", "second", "words"),
+    [
+        ("cron(0 3 ? * SUN *)", "cron(0 3 ? * SUN *)", "at the same minute as the schedule of group 'w0'"),
+        ("cron(0 3 ? * SUN *)", "cron(30 3 ? * SUN *)", "30 minutes after"),
+        ("cron(30 23 ? * SAT *)", "cron(10 0 ? * SUN *)", "40 minutes after"),  # across midnight
+        ("cron(10 0 ? * SUN *)", "cron(30 23 ? * SAT *)", "40 minutes before"),
+        ("cron(0 3 15 * ? *)", "cron(0 3 ? * MON *)", "at the same minute"),  # some 15th is a Monday
+        ("cron(0 3 1 1 ? 2099)", "cron(0 3 ? * THU *)", "on 2099-01-01"),  # a one-time schedule's year is compared
+        # the page numbers days two ways (Monday 1 in its table, Sunday 1 in its # example): both are compared
+        ("cron(0 3 ? * 1 *)", "cron(0 3 ? * SUN *)", "at the same minute"),
+        ("cron(0 3 ? * 1 *)", "cron(0 3 ? * MON *)", "at the same minute"),
+        ("cron(0 3 ? */3 1#2 *)", "cron(0 3 ? * MON *)", "at the same minute"),
+    ],
+)
+def test_schedules_under_an_hour_apart_warn(first: str, second: str, words: str) -> None:
+    (warning,) = buffer(first, second)
+    assert warning.startswith("instance_groups[2].scheduled_update.schedule_expression")  # the later group
+    assert words in warning and "we recommend that you have a time buffer in between schedules" in warning
+
+
+@pytest.mark.calendar
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("cron(0 3 ? * SUN *)", "cron(0 4 ? * SUN *)"),  # an hour is the floor
+        ("cron(0 3 ? * SUN *)", "cron(0 3 ? * SAT *)"),
+        ("cron(0 3 ? * 2 *)", "cron(0 3 ? * WED *)"),  # 2 is Tuesday or Monday, never Wednesday
+        ("cron(0 3 1 1 ? 2099)", "cron(0 3 ? * FRI *)"),
+        ("cron(0 3 31 2 ? *)", "cron(0 3 ? * MON *)"),  # never fires
+    ],
+)
+def test_schedules_an_hour_or_more_apart_do_not(first: str, second: str) -> None:
+    assert buffer(first, second) == []
+
+
+def test_one_warning_per_later_group_and_none_for_one_schedule() -> None:
+    assert buffer("cron(0 3 ? * SUN *)") == []
+    three = buffer("cron(0 3 ? * SUN *)", "cron(0 3 ? * SUN *)", "cron(0 3 ? * SUN *)")
+    assert [w.split(":")[0] for w in three] == [
+        "instance_groups[2].scheduled_update.schedule_expression",
+        "instance_groups[3].scheduled_update.schedule_expression",
     ]
 
 

@@ -158,12 +158,40 @@ def test_in_place_is_nothing() -> None:
 
 
 def test_new_instance_group_warns_that_aws_is_silent() -> None:
-    config, previous = _configs({}, {"instance_groups.2.instance_type": "ml.p5e.48xlarge"})
+    config, previous = _configs({}, {"instance_groups.2.ebs_volume_gib": 2000})
     (problem,) = _found(config, previous, "UPD-NEW-INSTANCE-GROUP")
     assert problem.level == "warning" and "AWS does not document" in str(problem)
     assert "API_ClusterInstanceGroupSpecification" in str(problem)
     (change,) = up.changes(previous, config)
     assert change.blocks
+
+
+@pytest.mark.parametrize(
+    ("patch", "path", "words"),
+    [
+        ({"instance_groups.2.instance_type": "ml.p5e.48xlarge"}, "instance_type", "you must match the instance type"),
+        ({"instance_groups.2.threads_per_core": 2}, "threads_per_core", "keep using the same value you specified"),
+        # a move to a flexible group: the group had an instance type, which the new config no longer matches
+        (
+            {"instance_groups.2.instance_type": None, "instance_groups.2.instance_types": ["ml.p5.48xlarge"]},
+            "instance_type",
+            "you must match the instance type",
+        ),
+    ],
+)
+def test_an_existing_groups_type_and_threads_per_core_are_refused(patch: dict[str, Any], path: str, words: str) -> None:
+    """AWS's Slurm CLI page: "To update an existing instance group, you must match the instance type you initially
+    specified to the group"; for ThreadsPerCore "keep using the same value you specified during cluster creation"."""
+    config, previous = _configs({}, patch)
+    problems = _found(config, previous, "UPD-REFUSED")
+    (problem,) = [p for p in problems if p.path == f"instance_groups[2].{path}"]
+    assert problem.level == "error" and words in str(problem)
+    assert "sagemaker-hyperpod-operate-slurm-cli-command.html" in str(problem)
+    assert "add a new instance group" in (problem.fix or "")
+    # a new group takes any type and any threads per core
+    new_group = {"instance_groups.3": {"name": "p5e", "instance_type": "ml.p5e.48xlarge", "count": 1}}
+    config, previous = _configs({}, {**new_group, "instance_groups.3.threads_per_core": 2})
+    assert _found(config, previous, "UPD-REFUSED") == []
 
 
 @pytest.mark.parametrize(

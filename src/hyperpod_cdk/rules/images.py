@@ -7,12 +7,14 @@ import re
 from collections.abc import Iterator
 
 from hyperpod_cdk.aws_data.api_support import api_rule
+from hyperpod_cdk.aws_data.inventory import row
 from hyperpod_cdk.model import BatchSize, BatchSizeType, InstanceGroup, RollingDeployment
+from hyperpod_cdk.rules import cron
 from hyperpod_cdk.rules.groups import group_path
 from hyperpod_cdk.rules.network import aws_id_pattern, id_format_problem
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.view import ClusterView
-from training_runtime.problems import Problem
+from training_runtime.problems import WARNING, Problem
 
 AMI_ID_PATTERN = aws_id_pattern("ami")
 SCHEDULE_EXPRESSION_PATTERN = re.compile(
@@ -30,6 +32,7 @@ MAX_PERCENTAGE = 100
 DEFAULT_IMAGE = "default"
 """``ImageId: default``: HyperPod's latest image (the API reference accepts ``ami-...`` and ``default``)."""
 AUTO_PATCH_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-ami-auto-patching.html"
+AMI_UPDATE_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-ami-update.html"
 
 rule = REGISTRY.rule
 
@@ -65,23 +68,89 @@ def auto_patch_slurm(view: ClusterView) -> Iterator[Problem]:
     "GRP-UPDATE-SCHEDULE",
     "instance_groups",
     "instance_groups[*].scheduled_update.schedule_expression",
-    source="AWS::SageMaker::Cluster ScheduledUpdateConfig.ScheduleExpression (pattern, 1-256 characters)",
+    source="AWS::SageMaker::Cluster ScheduledUpdateConfig.ScheduleExpression (pattern, 1-256 characters); "
+    + AMI_UPDATE_DOC
+    + " (Cron expressions)",
 )
 def update_schedule(view: ClusterView) -> Iterator[Problem]:
-    """The update schedule is cron(minute hour day-of-month month day-of-week year), as HyperPod's pattern allows."""
+    """The update schedule is cron(minute hour day-of-month month day-of-week year), all six given, the year not past.
+
+    HyperPod's pattern holds the values and wildcards; AWS's field table adds that every field is given and that the
+    year runs from the current one."""
     for index, group in enumerate(view.groups):
         update = group.scheduled_update
         if update is None or not view.concrete(update.schedule_expression):
             continue
         value = update.schedule_expression
+        where = group_path(view, index, "scheduled_update.schedule_expression")
         if len(value) > MAX_SCHEDULE_LENGTH or not SCHEDULE_EXPRESSION_PATTERN.fullmatch(value):
             yield Problem(
-                group_path(view, index, "scheduled_update.schedule_expression"),
+                where,
                 "expected cron(minute hour day-of-month month day-of-week year), one value per field, e.g. "
                 "cron(0 3 ? * SUN *) for Sundays at 03:00 UTC; ranges, lists and '*' for minutes or hours are not "
                 "accepted",
                 got=value,
             )
+            continue
+        schedule = cron.parse(value)
+        if schedule.empty:
+            quote = row("ami-update-cron-six-fields")
+            yield Problem(
+                where,
+                f'{" and ".join(schedule.empty)} left empty; AWS: "{quote.quote}" ({quote.url})',
+                got=value,
+                fix="give every field: '*' for every month or year, e.g. cron(0 3 ? * SUN *)",
+            )
+        elif schedule.year is not None and schedule.year < cron.today().year:
+            quote = row("ami-update-cron-fields")
+            yield Problem(
+                where,
+                f"the year {schedule.year} is past: AWS's field table allows the current year to {cron.YEAR_MAX} "
+                f"({quote.url}); the schedule would never run",
+                got=value,
+                fix="give a year from this one on, or '*' for every year",
+            )
+
+
+SCHEDULE_BUFFER_MINUTES = 60
+"""How far apart two groups' schedules should fire. AWS gives no figure ("we recommend that you have a time buffer
+in between schedules"); an hour is hyperpod-cdk's choice, a floor rather than how long an update takes."""
+
+
+@rule(
+    "GRP-UPDATE-SCHEDULE-BUFFER",
+    "instance_groups",
+    "instance_groups[*].scheduled_update.schedule_expression",
+    level=WARNING,
+    source=AMI_UPDATE_DOC,
+)
+def update_schedule_buffer(view: ClusterView) -> Iterator[Problem]:
+    """Two groups' update schedules fire at least an hour apart (AWS: a time buffer between schedules).
+
+    Overlapping updates might fail; AWS gives no length, the hour is hyperpod-cdk's floor."""
+    schedules = []
+    for index, group in enumerate(view.groups):
+        update = group.scheduled_update
+        value = None if update is None else update.schedule_expression
+        if value is not None and view.concrete(value) and SCHEDULE_EXPRESSION_PATTERN.fullmatch(value):
+            schedules.append((index, group.name, value, cron.parse(value)))
+    for later, (index, _name, value, schedule) in enumerate(schedules):
+        for _, other, _value, earlier in schedules[:later]:
+            found = cron.closest(earlier, schedule, SCHEDULE_BUFFER_MINUTES)
+            if found is None:
+                continue
+            gap, day = found
+            quote = row("ami-update-schedules-buffer")
+            when = "at the same minute as" if gap == 0 else f"{abs(gap)} minutes {'after' if gap > 0 else 'before'}"
+            yield Problem(
+                group_path(view, index, "scheduled_update.schedule_expression"),
+                f"fires {when} the schedule of group {other!r} (e.g. on {day.isoformat()}, UTC); "
+                f'AWS: "{quote.quote}" ({quote.url})',
+                got=value,
+                fix=f"move one of the two schedules at least {SCHEDULE_BUFFER_MINUTES} minutes (or a day) away from "
+                "the other",
+            )
+            break
 
 
 def _deployments(view: ClusterView) -> Iterator[tuple[str, InstanceGroup, RollingDeployment]]:
@@ -151,7 +220,6 @@ def update_deployment(view: ClusterView) -> Iterator[Problem]:
                 )
 
 
-AMI_UPDATE_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-ami-update.html"
 BATCHES_EKS_ONLY = (
     "Updating your cluster in batches is available only for HyperPod clusters integrated with Amazon EKS."
 )

@@ -328,10 +328,6 @@ class ControlPlane:
                 continue
             count = check.integer(spec, "InstanceCount", 0, check.INSTANCE_COUNT_MAX, problems)
             check.integer(spec, "MinInstanceCount", 0, check.INSTANCE_COUNT_MAX, problems)
-            if spec.get("InstanceType") not in (None, group.instance_type):
-                problems.append(
-                    f"{where}.InstanceType: {spec['InstanceType']} is not {group.instance_type}; only counts change"
-                )
             problems.extend(refused(spec, group, where))
             if group.node_type != "Compute" and count is not None and count != group.target:
                 problems.append(

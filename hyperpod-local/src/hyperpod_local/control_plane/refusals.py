@@ -36,6 +36,18 @@ def _kms(spec: dict[str, Any]) -> Any:
 
 REFUSED: dict[str, tuple[str, Callable[[dict[str, Any]], bool], Read, Callable[[Group], Any]]] = {
     # member: (config field, whether the request gives it, its value in the request, the group's value)
+    "InstanceType": (
+        "instance_groups[].instance_type",
+        lambda s: "InstanceType" in s,
+        lambda s: s["InstanceType"],
+        lambda g: g.instance_type,
+    ),
+    "ThreadsPerCore": (
+        "instance_groups[].threads_per_core",
+        lambda s: "ThreadsPerCore" in s,
+        lambda s: s["ThreadsPerCore"],
+        lambda g: g.threads_per_core,
+    ),
     "SlurmConfig.NodeType": (
         "instance_groups[].role",
         lambda s: "NodeType" in (s.get("SlurmConfig") or {}),
