@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Write the update-policy table of docs/configuration.md (section "Update policies") from
-``src/hyperpod_cdk/data/update_policies.yaml``: every config field, its policy, the rule ``validate --previous``
+``src/hyperpod_cdk/data/fields.yaml``: every config field, its policy, the rule ``validate --previous``
 reports a change with, and the AWS source. Between ``<!-- BEGIN GENERATED: update-policies -->`` and
 ``<!-- END GENERATED -->``::
 
@@ -66,7 +66,7 @@ def _cited(path: str) -> str:
 def render() -> str:
     lines = [
         BEGIN,
-        "<!-- Generated from src/hyperpod_cdk/data/update_policies.yaml by scripts/gen_update_policies_doc.py. -->",
+        "<!-- Generated from src/hyperpod_cdk/data/fields.yaml by scripts/gen_update_policies_doc.py. -->",
         "",
         "| Field | On a deployed cluster | `validate --previous` | AWS |",
         "|---|---|---|---|",

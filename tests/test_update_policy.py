@@ -1,4 +1,4 @@
-"""Update policies (hyperpod_cdk.aws_data.update_policy, data/update_policies.yaml, rules UPD-*): every config
+"""Update policies (hyperpod_cdk.aws_data.update_policy, data/fields.yaml, rules UPD-*): every config
 field has one,
 each that is not in-place cites AWS, ``changes`` pairs groups by name, and ``validate --previous`` reports each kind
 on a real field. The inventory rows' own breaks/passes run in tests/test_aws_inventory.py."""
@@ -35,7 +35,7 @@ def _schema_paths() -> list[str]:
 
 def test_every_field_has_a_policy_and_every_line_a_field() -> None:
     fields, declared = _schema_paths(), list(up.declarations())
-    assert [f for f in fields if f not in declared] == [], "add a line to src/hyperpod_cdk/data/update_policies.yaml"
+    assert [f for f in fields if f not in declared] == [], "add a line to src/hyperpod_cdk/data/fields.yaml"
     assert [d for d in declared if d not in fields] == [], "a line names no field of the schema"
     assert len(fields) > 200
 
@@ -57,7 +57,11 @@ def test_every_kind_has_a_field() -> None:
 def test_a_replacement_cites_a_create_only_property_of_cfn_lints_schema() -> None:
     from cfnlint.schema.manager import PROVIDER_SCHEMA_MANAGER
 
-    cited = [e["cfn"] for e in up.declarations().values() if isinstance(e, dict) and "cfn" in e]
+    cited = [
+        e["cfn"]
+        for e in up.declarations().values()
+        if isinstance(e, dict) and "cfn" in e and e["kind"] == "replaces-resource"
+    ]
     assert len(cited) >= 5
     for reference in cited:
         resource, _, prop = reference.partition("/properties/")

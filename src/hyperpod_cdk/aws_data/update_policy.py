@@ -1,6 +1,6 @@
 """Update policies: what changing each config field does to a deployed cluster (issue #31).
 
-Every field of the config has one line in ``data/update_policies.yaml`` (the one place they are declared; the JSON
+Every field of the config has one line in ``data/fields.yaml`` (the one place they are declared; the JSON
 Schema shows it as ``x-update-policy`` and docs/configuration.md lists them): in place, or a kind that AWS documents
 — an AWS inventory row (``data/aws_inventory``) with its quote, or a CloudFormation resource property that requires
 replacement. :func:`changes` compares a deployed config with a new one (instance groups paired by name) and gives each
@@ -15,11 +15,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
-from importlib import resources
 from typing import Any
 
-import yaml
-
+from hyperpod_cdk.aws_data.fields import fields
 from hyperpod_cdk.aws_data.inventory import Row, rows
 
 GROUPS = "instance_groups[*]"
@@ -115,12 +113,9 @@ def update_policies() -> tuple[Row, ...]:
     return tuple(r for r in rows() if r.enforced_by == "update-policy")
 
 
-@cache
 def declarations() -> dict[str, Any]:
-    """``data/update_policies.yaml``: each schema path's declaration, in the schema's order."""
-    text = resources.files("hyperpod_cdk").joinpath("data/update_policies.yaml").read_text()
-    found: dict[str, Any] = yaml.safe_load(text)
-    return found
+    """Each schema path's update policy, in the schema's order (the field map's policy part, data/fields.yaml)."""
+    return {f.path: f.policy for f in fields()}
 
 
 def schema_path(path: str) -> str:
@@ -137,7 +132,7 @@ def declared_path(path: str) -> str:
         if candidate in declarations():
             return candidate
     raise KeyError(
-        f"{path}: no update policy; the fields with one are listed in src/hyperpod_cdk/data/update_policies.yaml "
+        f"{path}: no update policy; the fields with one are listed in src/hyperpod_cdk/data/fields.yaml "
         "(add the field there)"
     )
 
@@ -151,7 +146,7 @@ def _entry(path: str) -> dict[str, Any]:
 def _row(row_id: str) -> Row:
     found = next((r for r in rows() if r.id == row_id), None)
     if found is None:
-        raise KeyError(f"data/update_policies.yaml names the inventory row {row_id!r}, which does not exist")
+        raise KeyError(f"data/fields.yaml names the inventory row {row_id!r}, which does not exist")
     return found
 
 
@@ -180,7 +175,7 @@ def _policy(declared: str) -> FieldPolicy:
     if "row" in entry:
         row = _row(entry["row"])
         return FieldPolicy(kind, why, todo, row.url, row.quote, row.id)
-    if "cfn" in entry:
+    if "cfn" in entry and kind is Kind.REPLACES_RESOURCE:  # the map's cfn: the create-only property it quotes
         resource, _, prop = entry["cfn"].partition("/properties/")
         quote = f"{prop.split('/')[-1]}: Update requires: Replacement"
         return FieldPolicy(kind, f"{why} ({resource})", todo, cfn_source(resource), quote, None)

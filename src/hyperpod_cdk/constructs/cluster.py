@@ -399,13 +399,10 @@ class HyperPodCluster(ClusterBase):
         slurm_config, storage_configs = slurm_and_storage(self.mode, group, storage, fsx_mount_path, openzfs)
         return sagemaker.CfnCluster.ClusterInstanceGroupProperty(
             instance_group_name=group.name,
-            instance_count=group.count,
             execution_role=self.execution_roles[group.name].role_arn,
             life_cycle_config=life_cycle_config,
-            threads_per_core=group.threads_per_core,
             slurm_config=slurm_config,
             instance_storage_configs=storage_configs or None,
             on_start_deep_health_checks=[str(c) for c in group.deep_health_checks] or None,
-            training_plan_arn=group.training_plan_arn,
             **group_api_properties(group),
         )

@@ -4,10 +4,12 @@ networking and volume key; the cluster's external accounting database. A setting
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from aws_cdk import aws_sagemaker as sagemaker
 
+from hyperpod_cdk.aws_data.fields import plain_group_members
 from hyperpod_cdk.constructs.interfaces import LustreTarget, OpenZfsTarget
 from hyperpod_cdk.model import (
     AutoPatch,
@@ -110,18 +112,23 @@ def accounting_database(accounting: AccountingOptions) -> Any:
     )
 
 
+def _snake(member: str) -> str:
+    """``MinInstanceCount`` -> ``min_instance_count`` (the L1 property's keyword)."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", member).lower()
+
+
 def group_api_properties(group: InstanceGroup) -> dict[str, Any]:
     """The ``ClusterInstanceGroupProperty`` keyword arguments of the group's settings that are set."""
     override = group.override_vpc
     return {
+        # The plain members (data/fields.yaml, render: plain): the group's value as it is.
+        **{_snake(member): getattr(group, name) for member, name in plain_group_members()},
         # Exactly one of the two (rule GRP-FLEX-EXCLUSIVE): a flexible group's priority list, or its one type.
         "instance_type": None if group.flexible else group.instance_type,
         "instance_requirements": Cfn.InstanceRequirementsProperty(instance_types=list(group.instance_types))
         if group.flexible
         else None,
         "capacity_requirements": capacity_requirements(group.capacity) if group.capacity else None,
-        "min_instance_count": group.min_count,
-        "image_id": group.image_id,
         "scheduled_update_config": scheduled_update_config(group.scheduled_update) if group.scheduled_update else None,
         "auto_patch_config": auto_patch_config(group.auto_patch) if group.auto_patch else None,
         "override_vpc_config": None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from hyperpod_cdk.aws_data.fields import field_of_member, plain_group_members
 from hyperpod_cdk.core.accounting import slurmdbd_owner
 from hyperpod_cdk.model import (
     AutoPatch,
@@ -117,13 +118,12 @@ def group_request(group: InstanceGroup, view: ClusterView) -> dict[str, Any]:
     return _compact(
         {
             "InstanceGroupName": group.name,
-            "InstanceCount": group.count,
+            **{member: getattr(group, name) for member, name in plain_group_members()},
             "ExecutionRole": UNKNOWN,
             "LifeCycleConfig": {
                 "SourceS3Uri": UNKNOWN,
                 "OnCreate" if not api_driven else "OnInitComplete": UNKNOWN,
             },
-            "ThreadsPerCore": group.threads_per_core,
             "SlurmConfig": _compact(
                 {"NodeType": group.role.value.capitalize(), "PartitionNames": [partition] if partition else None}
             )
@@ -131,12 +131,9 @@ def group_request(group: InstanceGroup, view: ClusterView) -> dict[str, Any]:
             else None,
             "InstanceStorageConfigs": _storage(group, view) or None,
             "OnStartDeepHealthChecks": [str(c) for c in group.deep_health_checks] or None,
-            "TrainingPlanArn": group.training_plan_arn,
             "InstanceType": None if group.flexible else group.instance_type,
             "InstanceRequirements": {"InstanceTypes": list(group.instance_types)} if group.flexible else None,
             "CapacityRequirements": {CAPACITY_OPTIONS[group.capacity]: {}} if group.capacity else None,
-            "MinInstanceCount": group.min_count,
-            "ImageId": group.image_id,
             "ScheduledUpdateConfig": _compact(
                 {
                     "ScheduleExpression": group.scheduled_update.schedule_expression,
@@ -202,121 +199,26 @@ def _compact(members: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in members.items() if v is not None}
 
 
-_FIELDS: tuple[tuple[str, str, str], ...] = (
-    ("cluster", r"^ClusterName$", "cluster_name"),
-    ("cluster", r"^NodeProvisioningMode$", "node_provisioning_mode"),
-    ("cluster", r"^NodeRecovery$", "node_recovery"),
-    ("cluster", r"^Orchestrator\.Slurm\.SlurmConfigStrategy$", "slurm_config_strategy"),
-    ("runtime", r"^Orchestrator\.Slurm\.AccountingDatabase\.Endpoint$", "accounting.host"),
-    ("runtime", r"^Orchestrator\.Slurm\.AccountingDatabase\.Port$", "accounting.port"),
-    ("runtime", r"^Orchestrator\.Slurm\.AccountingDatabase\.SecretArn$", "accounting.password_secret_arn"),
-    ("cluster", r"^Tags\[(\d+)\]", "tags"),
-    ("network", r"^VpcConfig\.Subnets", "subnet_id"),
-    ("network", r"^VpcConfig\.SecurityGroupIds", "security_group_id"),
-    ("instance_groups", r"^InstanceGroups\[(\d+)\]\.InstanceGroupName$", "[{0}].name"),
-    ("instance_groups", r"^InstanceGroups\[(\d+)\]\.InstanceType$", "[{0}].instance_type"),
-    ("instance_groups", r"^InstanceGroups\[(\d+)\]\.InstanceRequirements\.InstanceTypes", "[{0}].instance_types"),
-    ("instance_groups", r"^InstanceGroups\[(\d+)\]\.InstanceCount$", "[{0}].count"),
-    ("instance_groups", r"^InstanceGroups\[(\d+)\]\.MinInstanceCount$", "[{0}].min_count"),
-    ("instance_groups", r"^InstanceGroups\[(\d+)\]\.ThreadsPerCore$", "[{0}].threads_per_core"),
-    ("instance_groups", r"^InstanceGroups\[(\d+)\]\.OnStartDeepHealthChecks", "[{0}].deep_health_checks"),
-    ("instance_groups", r"^InstanceGroups\[(\d+)\]\.TrainingPlanArn$", "[{0}].training_plan_arn"),
-    ("instance_groups", r"^InstanceGroups\[(\d+)\]\.ImageId$", "[{0}].image_id"),
-    ("instance_groups", r"^InstanceGroups\[(\d+)\]\.SlurmConfig\.PartitionNames", "[{0}].partition"),
-    ("instance_groups", r"^InstanceGroups\[(\d+)\]\.NetworkInterface", "[{0}].network_interface"),
-    ("instance_groups", r"^InstanceGroups\[(\d+)\]\.OverrideVpcConfig\.Subnets", "[{0}].override_vpc.subnet_ids"),
-    (
-        "instance_groups",
-        r"^InstanceGroups\[(\d+)\]\.OverrideVpcConfig\.SecurityGroupIds",
-        "[{0}].override_vpc.security_group_ids",
-    ),
-    (
-        "instance_groups",
-        r"^InstanceGroups\[(\d+)\]\.InstanceStorageConfigs\[\d+\]\.EbsVolumeConfig\.VolumeSizeInGB$",
-        "[{0}].ebs_volume_gib",
-    ),
-    (
-        "instance_groups",
-        r"^InstanceGroups\[(\d+)\]\.InstanceStorageConfigs\[\d+\]\.EbsVolumeConfig\.VolumeKmsKeyId$",
-        "[{0}].volume_kms_key_arn",
-    ),
-    (
-        "cluster",
-        r"^InstanceGroups\[\d+\]\.InstanceStorageConfigs\[\d+\]\.FsxLustreConfig\.MountPath$",
-        "fsx_mount_path",
-    ),
-    (
-        "storage",
-        r"^InstanceGroups\[\d+\]\.InstanceStorageConfigs\[\d+\]\.FsxLustreConfig\.DnsName$",
-        "existing.dns_name",
-    ),
-    (
-        "storage",
-        r"^InstanceGroups\[\d+\]\.InstanceStorageConfigs\[\d+\]\.FsxLustreConfig\.MountName$",
-        "existing.mount_name",
-    ),
-    ("storage", r"^InstanceGroups\[\d+\]\.InstanceStorageConfigs\[\d+\]\.FsxLustreConfig\.", "existing"),
-    (
-        "storage_openzfs",
-        r"^InstanceGroups\[\d+\]\.InstanceStorageConfigs\[\d+\]\.FsxOpenZfsConfig\.MountPath$",
-        "mount_path",
-    ),
-    (
-        "storage_openzfs",
-        r"^InstanceGroups\[\d+\]\.InstanceStorageConfigs\[\d+\]\.FsxOpenZfsConfig\.DnsName$",
-        "existing.dns_name",
-    ),
-    ("storage_openzfs", r"^InstanceGroups\[\d+\]\.InstanceStorageConfigs\[\d+\]\.FsxOpenZfsConfig\.", "existing"),
-    (
-        "instance_groups",
-        r"^InstanceGroups\[(\d+)\]\.ScheduledUpdateConfig\.ScheduleExpression$",
-        "[{0}].scheduled_update.schedule_expression",
-    ),
-    ("instance_groups", r"^InstanceGroups\[(\d+)\]\.AutoPatchConfig\.PatchingStrategy$", "[{0}].auto_patch.strategy"),
-    (
-        "instance_groups",
-        r"^InstanceGroups\[(\d+)\]\.(?:ScheduledUpdateConfig|AutoPatchConfig)\.DeploymentConfig\.WaitIntervalInSeconds$",
-        "[{0}].{setting}.deployment.wait_interval_s",
-    ),
-    (
-        "instance_groups",
-        r"^InstanceGroups\[(\d+)\]\.(?:ScheduledUpdateConfig|AutoPatchConfig)\.DeploymentConfig\.AutoRollbackConfiguration(\[\d+\])?",
-        "[{0}].{setting}.deployment.rollback_alarms{1}",
-    ),
-    (
-        "instance_groups",
-        r"^InstanceGroups\[(\d+)\]\.(?:ScheduledUpdateConfig|AutoPatchConfig)\.DeploymentConfig\.RollingUpdatePolicy\.MaximumBatchSize(\.Type|\.Value)?",
-        "[{0}].{setting}.deployment.maximum_batch_size{1}",
-    ),
-    (
-        "instance_groups",
-        r"^InstanceGroups\[(\d+)\]\.(?:ScheduledUpdateConfig|AutoPatchConfig)\.DeploymentConfig\.RollingUpdatePolicy\.RollbackMaximumBatchSize(\.Type|\.Value)?",
-        "[{0}].{setting}.deployment.rollback_maximum_batch_size{1}",
-    ),
-    ("instance_groups", r"^InstanceGroups\[(\d+)\]\.ScheduledUpdateConfig", "[{0}].scheduled_update"),
-    ("instance_groups", r"^InstanceGroups\[(\d+)\]\.AutoPatchConfig", "[{0}].auto_patch"),
-    ("instance_groups", r"^InstanceGroups\[(\d+)\]", "[{0}]"),
-    ("instance_groups", r"^InstanceGroups", ""),
-)
-"""(section, request member pattern, field in the section): the config field a member comes from, first match."""
-
-
 def config_field(view: ClusterView, member_path: str) -> str:
-    """The config field (as ``view`` names it) that request member ``member_path`` comes from; the member path
-    itself when none maps."""
-    for section, pattern, rest in _FIELDS:
-        match = re.search(pattern, member_path)
-        if match:
-            setting = "scheduled_update" if ".ScheduledUpdateConfig." in member_path else "auto_patch"
-            parts = [(g or "").lower() for g in match.groups()]  # .Type -> .type; a missing part -> ""
-            field = rest.format(*parts, setting=setting)
-            if section == "cluster" and rest == "tags":  # the file's tags are a mapping: name the key
-                keys = sorted(view.tags)
-                index = int(match.group(1))
-                field = f"tags.{keys[index]}" if index < len(keys) else field
-            if ".PartitionNames" in member_path:  # a compute group's partition is its name unless given
-                index = int(match.group(1))
-                given = index < len(view.groups) and view.groups[index].partition
-                field = field if given else field.replace(".partition", ".name")
-            return view.path(section, field)
-    return member_path
+    """The config field (as ``view`` names it) that request member ``member_path`` comes from, by the field map
+    (:func:`hyperpod_cdk.aws_data.fields.field_of_member`); the member path itself when none maps."""
+    found = field_of_member(member_path)
+    if found is None:
+        return member_path
+    field, indexes = found
+    path = field.in_section
+    for index in indexes:
+        path = path.replace("[]", f"[{index}]", 1)
+    rest = member_path[len(re.sub(r"\[\]", "[0]", field.api or "")) :]  # an item of a counted list: its index
+    if re.fullmatch(r"\[\d+\]", rest) and field.path != "tags":
+        path += rest
+    if field.path == "tags" and rest:  # the file's tags are a mapping: name the key
+        keys = sorted(view.tags)
+        index = int(rest.strip("[]").split("]")[0])
+        path = f"{keys[index]}" if index < len(keys) else ""
+        return view.path("cluster", f"tags.{path}" if path else "tags")
+    if field.path == "instance_groups[].partition":  # a compute group's partition is its name unless given
+        index = int(indexes[0])
+        given = index < len(view.groups) and view.groups[index].partition
+        path = path if given else path.replace(".partition", ".name")
+    return view.path(field.section, path)

@@ -15,7 +15,7 @@ from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime.problems import Problem
 
-SOURCE = "the update policy of every field (src/hyperpod_cdk/data/update_policies.yaml; docs/configuration.md)"
+SOURCE = "the update policy of every field (src/hyperpod_cdk/data/fields.yaml; docs/configuration.md)"
 
 
 def _shown(value: Any) -> str:

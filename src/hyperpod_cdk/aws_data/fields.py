@@ -1,0 +1,149 @@
+"""The field map (``data/fields.yaml``): for every config field, the API member and CloudFormation property it
+reaches, its classes for the principles, whether ``plan`` reads it back, and its update policy.
+
+One declaration per config path; the readers derive from it: the request's member -> field map
+(:func:`field_of_member`, used by API-MODEL's findings), the deployed config's read-back
+(:mod:`hyperpod_cdk.deployed.config`), CDK's validator findings by field (:mod:`hyperpod_cdk.core.template_findings`),
+the plain group members the construct and the request write (:func:`plain_group_members`), the principles' rules
+(:func:`of_class`) and the update policies (:mod:`hyperpod_cdk.aws_data.update_policy`). No aws_cdk import.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+CLUSTER_TYPE = "AWS::SageMaker::Cluster"
+MAP_KEYS = frozenset({"api", "render", "class", "plan"})
+"""The map's own keys; ``cfn`` is shared with the update policy (the create-only property it quotes)."""
+CLASSES = ("arn:", "endpoint", "az", "volume-key", "counted")
+"""The principle classes (``arn:<service>`` names the service)."""
+
+
+@dataclass(frozen=True)
+class Field:
+    """One line of the map."""
+
+    path: str
+    """The config's schema path (``instance_groups[].instance_type``)."""
+    api: str | None
+    """The CreateCluster/UpdateCluster member path (``InstanceGroups[].InstanceType``), or None."""
+    cfn: str | None
+    """``TYPE/properties/A/B``: the CloudFormation property (the cluster's is the API member path)."""
+    render: str | None
+    classes: tuple[str, ...]
+    plan: bool
+    policy: Any
+    """The update policy's declaration (a kind, or a mapping), as data/fields.yaml writes it."""
+
+    @property
+    def section(self) -> str:
+        """The config section the field lies in (``cluster`` for a top-level scalar)."""
+        head = re.split(r"[.\[]", self.path, maxsplit=1)[0]
+        return head if head != self.path or self.path in _SECTIONS else "cluster"
+
+    @property
+    def in_section(self) -> str:
+        """The field's path inside its section (``[].instance_type``; the field itself for the cluster's)."""
+        return self.path if self.section == "cluster" else self.path[len(self.section) :].lstrip(".")
+
+    @property
+    def leaf(self) -> str:
+        return re.split(r"[.\]]", self.path)[-1]
+
+    @property
+    def cfn_property(self) -> tuple[str, str] | None:
+        """(resource type, property pointer ``InstanceGroups/*/InstanceType``) where the value lands in a template."""
+        if self.cfn:
+            resource, _, pointer = self.cfn.partition("/properties/")
+            return resource, pointer
+        if self.api:
+            return CLUSTER_TYPE, self.api.replace("[].", "/*/").replace("[]", "/*").replace(".", "/")
+        return None
+
+
+_SECTIONS = frozenset(
+    {"instance_groups", "network", "storage", "storage_openzfs", "lifecycle", "runtime", "users", "teams"}
+    | {"parameters", "organization", "observability", "suppress", "cost"}
+)
+
+
+@cache
+def declarations() -> dict[str, Any]:
+    """``data/fields.yaml`` as written: each schema path's line, in the schema's order."""
+    text = resources.files("hyperpod_cdk").joinpath("data/fields.yaml").read_text()
+    found: dict[str, Any] = yaml.safe_load(text)
+    return found
+
+
+@cache
+def fields() -> tuple[Field, ...]:
+    """Every line of the map, in the schema's order."""
+    out = []
+    for path, entry in declarations().items():
+        entry = {"kind": entry} if isinstance(entry, str) else dict(entry)
+        policy = {k: v for k, v in entry.items() if k not in MAP_KEYS}
+        out.append(
+            Field(
+                path=path,
+                api=entry.get("api"),
+                cfn=entry.get("cfn"),
+                render=entry.get("render"),
+                classes=tuple(entry.get("class") or ()),
+                plan=bool(entry.get("plan")),
+                policy=policy["kind"] if set(policy) == {"kind"} else policy,
+            )
+        )
+    return tuple(out)
+
+
+def field(path: str) -> Field:
+    found = next((f for f in fields() if f.path == path), None)
+    if found is None:
+        raise KeyError(f"{path}: not in src/hyperpod_cdk/data/fields.yaml (add its line)")
+    return found
+
+
+def of_class(name: str) -> tuple[Field, ...]:
+    """The fields of a principle class: ``arn:`` is every ARN-valued one, ``arn:kms`` those of one service."""
+    wanted = (lambda c: c.startswith(name)) if name.endswith(":") else (lambda c: c == name)
+    return tuple(f for f in fields() if any(wanted(c) for c in f.classes))
+
+
+def plain_group_members() -> tuple[tuple[str, str], ...]:
+    """(API member, group field) of every plain group member: the value as the group holds it."""
+    return tuple(
+        (f.api.removeprefix("InstanceGroups[]."), f.leaf)
+        for f in fields()
+        if f.render == "plain" and f.api and f.api.startswith("InstanceGroups[].")
+    )
+
+
+@cache
+def _member_patterns() -> tuple[tuple[re.Pattern[str], Field], ...]:
+    """Each field with an API member, its member path as a pattern (``[]`` a captured index), most specific first."""
+    found = []
+    for f in fields():
+        if f.api is None:
+            continue
+        pattern = re.escape(f.api).replace(r"\[\]", r"\[(\d+)\]")
+        found.append((re.compile(f"^{pattern}(?=$|[.\\[])"), f))
+    return tuple(sorted(found, key=lambda pf: -len(pf[1].api or "")))
+
+
+def field_of_member(member_path: str) -> tuple[Field, tuple[str, ...]] | None:
+    """The field a request member (``InstanceGroups[2].InstanceType``) comes from, with the list indexes it passed
+    through; the nearest enclosing member's field when the member itself has none; None when none maps. Where
+    several fields reach one member, the first in the map is the one named (the config's own before organization
+    defaults)."""
+    best: tuple[Field, tuple[str, ...]] | None = None
+    for pattern, f in _member_patterns():
+        match = pattern.match(member_path)
+        if match and (best is None or len(f.api or "") > len(best[0].api or "")):
+            best = (f, match.groups())
+    return best
