@@ -12,32 +12,49 @@ import re
 from pathlib import Path
 from typing import Any
 
+from hyperpod_cdk.aws_data.fields import fields
 from training_runtime.problems import Problem
 
 VALIDATOR_PLUGIN = "CloudFormation Validate"
 RULE_PREFIX = "CFN-"
 
-# (construct path pattern, property path pattern) -> config field; groups carry list indexes.
-_FIELDS: tuple[tuple[str, str, str], ...] = (
-    (r"/Cluster/Resource$", r"^ClusterName$", "cluster_name"),
-    (r"/Cluster/Resource$", r"^InstanceGroups\.(\d+)\.InstanceType$", "instance_groups[{0}].instance_type"),
-    (r"/Cluster/Resource$", r"^InstanceGroups\.InstanceType$", "instance_groups[*].instance_type"),
-    (r"/Cluster/Resource$", r"^InstanceGroups\.(\d+)\.InstanceCount$", "instance_groups[{0}].count"),
-    (r"/Cluster/Resource$", r"^InstanceGroups\.(\d+)\.InstanceGroupName$", "instance_groups[{0}].name"),
-    (r"/Cluster/Resource$", r"^InstanceGroups\.(\d+)\.ThreadsPerCore$", "instance_groups[{0}].threads_per_core"),
-    (r"/Cluster/Resource$", r"^InstanceGroups\.(\d+)\.TrainingPlanArn$", "instance_groups[{0}].training_plan_arn"),
+CONSTRUCTS = {
+    "AWS::SageMaker::Cluster": r"/Cluster/Resource$",
+    "AWS::FSx::FileSystem": r"/Storage/FileSystem/Resource$",
+}
+"""Where the construct puts each resource the field map names a property of (the stack's construct paths)."""
+FALLBACKS: tuple[tuple[str, str, str], ...] = (
     (r"/Cluster/Resource$", r"^InstanceGroups\.(\d+)\.", "instance_groups[{0}]"),
-    (r"/Storage/FileSystem/Resource$", r"^StorageCapacity$", "storage.storage_capacity_gib"),
-    (r"/Storage/FileSystem/Resource$", r"PerUnitStorageThroughput$", "storage.throughput_mb_per_tib"),
-    (r"/Storage/FileSystem/Resource$", r"DeploymentType$", "storage.deployment_type"),
-    (r"/Storage/FileSystem/Resource$", r"FileSystemTypeVersion$", "storage.file_system_type_version"),
-    (r"/Storage/FileSystem/Resource$", r"MetadataConfiguration", "storage.metadata_iops"),
     (r"/Storage/FileSystem/Resource$", r"", "storage"),
     (r"/Storage/Repository(\w+)$", r"", "storage.data_repositories ({0})"),
     (r"/Network/Vpc/Resource$", r"^CidrBlock$", "network.cidr"),
     (r"/Network/", r"", "network"),
     (r"/LifecycleScripts/", r"", "lifecycle"),
 )
+"""What a finding the map does not place is about: the group, the resource, the section."""
+
+
+def _from_map() -> tuple[tuple[str, str, str], ...]:
+    """(construct pattern, property pattern, field) of every field map line whose property a construct above
+    renders, most specific first; a group's index is kept (``InstanceGroups.2.X``), a list without one is ``[*]``."""
+    found = []
+    for f in fields():
+        where = f.cfn_property
+        if where is None or where[0] not in CONSTRUCTS or "[]" in f.path.partition("[]")[2]:
+            continue
+        pointer = where[1]
+        if pointer.startswith("InstanceGroups/*/"):
+            member = (
+                re.escape(pointer.removeprefix("InstanceGroups/*/")).replace("/\\*/", r"\.\d+\.").replace("/", r"\.")
+            )
+            found.append((CONSTRUCTS[where[0]], rf"^InstanceGroups\.(\d+)\.{member}", f.path.replace("[]", "[{0}]", 1)))
+            found.append((CONSTRUCTS[where[0]], rf"^InstanceGroups\.{member}", f.path.replace("[]", "[*]", 1)))
+        elif "*" not in pointer:
+            found.append((CONSTRUCTS[where[0]], "^" + re.escape(pointer).replace("/", r"\.") + "$", f.path))
+    return tuple(sorted(found, key=lambda entry: -len(entry[1])))
+
+
+_FIELDS = (*_from_map(), *FALLBACKS)
 
 
 def field_of(construct_path: str, property_path: str) -> str:

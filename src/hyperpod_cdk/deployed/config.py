@@ -16,49 +16,26 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from hyperpod_cdk.aws_data.fields import field, fields, plain_group_members
 from hyperpod_cdk.core.config import ClusterConfig, parse_model
 from hyperpod_cdk.deployed.stack import LUSTRE_TYPE, Deployed
 from hyperpod_cdk.model import DEFAULT_THROUGHPUT_MB_PER_TIB, NodeProvisioningMode, SlurmMode
 
 GROUP_FIELDS = {
-    "InstanceType": "instance_type",
-    "InstanceCount": "count",
-    "ThreadsPerCore": "threads_per_core",
-    "TrainingPlanArn": "training_plan_arn",
-    "ImageId": "image_id",
-    "MinInstanceCount": "min_count",
+    **{member: name for member, name in plain_group_members() if field(f"instance_groups[].{name}").plan},
+    "InstanceType": "instance_type",  # as it is, unless the group is flexible (InstanceRequirements, below)
 }
-"""A template instance group's property -> the config's group field (the value as it is)."""
+"""A template instance group's property -> the config's group field (the value as it is): the field map's plain
+group members that ``plan`` reads back (data/fields.yaml, ``plan: true``), and the instance type."""
 REQUIRED = frozenset({"InstanceCount", "ThreadsPerCore"})
 """Properties whose absence does not mean the config's none (the construct always writes them)."""
 LUSTRE_FIELDS = {
-    ("StorageCapacity",): "storage_capacity_gib",
-    ("FileSystemTypeVersion",): "file_system_type_version",
-    ("LustreConfiguration", "DeploymentType"): "deployment_type",
-    ("LustreConfiguration", "DataCompressionType"): "data_compression",
-    ("LustreConfiguration", "PerUnitStorageThroughput"): "throughput_mb_per_tib",
-    ("LustreConfiguration", "EfaEnabled"): "efa_enabled",
+    tuple(f.cfn_property[1].split("/")): f.leaf
+    for f in fields()
+    if f.plan and f.path.startswith("storage.") and f.cfn_property and f.cfn_property[0] == LUSTRE_TYPE
 }
-"""The template's ``AWS::FSx::FileSystem`` (Lustre) property -> the config's ``storage`` field."""
-COMPARED = (
-    "cluster_name",
-    "mode",
-    "node_recovery",
-    "node_provisioning_mode",
-    "slurm_config_strategy",
-    "fsx_mount_path",
-    "runtime",
-    "instance_groups (the set, by name)",
-    *(f"instance_groups[].{f}" for f in GROUP_FIELDS.values()),
-    "instance_groups[].instance_types",
-    "instance_groups[].ebs_volume_gib",
-    "instance_groups[].deep_health_checks",
-    "instance_groups[].role",
-    "instance_groups[].partition",
-    "instance_groups[].execution_role",
-    *(f"storage.{f}" for f in LUSTRE_FIELDS.values()),
-    "storage.removal_policy",
-)
+"""The template's ``AWS::FSx::FileSystem`` (Lustre) property -> the config's ``storage`` field (the field map's)."""
+COMPARED = tuple(f.path for f in fields() if f.plan)
 """The fields ``plan`` reads back from a deployed stack (docs/operations.md lists them)."""
 
 
