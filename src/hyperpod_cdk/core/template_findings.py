@@ -46,6 +46,7 @@ def _from_map() -> tuple[tuple[str, str, str], ...]:
         if pointer.startswith("InstanceGroups/*/"):
             member = (
                 re.escape(pointer.removeprefix("InstanceGroups/*/")).replace("/\\*/", r"\.\d+\.").replace("/", r"\.")
+                + "(?![A-Za-z])"  # InstanceType is not InstanceTypes
             )
             found.append((CONSTRUCTS[where[0]], rf"^InstanceGroups\.(\d+)\.{member}", f.path.replace("[]", "[{0}]", 1)))
             found.append((CONSTRUCTS[where[0]], rf"^InstanceGroups\.{member}", f.path.replace("[]", "[*]", 1)))
