@@ -111,7 +111,10 @@ def field(path: str) -> Field:
 
 def of_class(name: str) -> tuple[Field, ...]:
     """The fields of a principle class: ``arn:`` is every ARN-valued one, ``arn:kms`` those of one service."""
-    wanted = (lambda c: c.startswith(name)) if name.endswith(":") else (lambda c: c == name)
+
+    def wanted(given: str) -> bool:
+        return given.startswith(name) if name.endswith(":") else given == name
+
     return tuple(f for f in fields() if any(wanted(c) for c in f.classes))
 
 
@@ -136,14 +139,15 @@ def _member_patterns() -> tuple[tuple[re.Pattern[str], Field], ...]:
     return tuple(sorted(found, key=lambda pf: -len(pf[1].api or "")))
 
 
-def field_of_member(member_path: str) -> tuple[Field, tuple[str, ...]] | None:
+def field_of_member(member_path: str) -> tuple[Field, tuple[str, ...], str] | None:
     """The field a request member (``InstanceGroups[2].InstanceType``) comes from, with the list indexes it passed
-    through; the nearest enclosing member's field when the member itself has none; None when none maps. Where
+    through and the rest of the path below the field's member; the nearest enclosing member's field when the member
+    itself has none; None when none maps. Where
     several fields reach one member, the first in the map is the one named (the config's own before organization
     defaults)."""
-    best: tuple[Field, tuple[str, ...]] | None = None
+    best: tuple[Field, tuple[str, ...], str] | None = None
     for pattern, f in _member_patterns():
         match = pattern.match(member_path)
         if match and (best is None or len(f.api or "") > len(best[0].api or "")):
-            best = (f, match.groups())
+            best = (f, match.groups(), member_path[match.end() :])
     return best

@@ -205,18 +205,17 @@ def config_field(view: ClusterView, member_path: str) -> str:
     found = field_of_member(member_path)
     if found is None:
         return member_path
-    field, indexes = found
+    field, indexes, rest = found
     path = field.in_section
-    for index in indexes:
-        path = path.replace("[]", f"[{index}]", 1)
-    rest = member_path[len(re.sub(r"\[\]", "[0]", field.api or "")) :]  # an item of a counted list: its index
-    if re.fullmatch(r"\[\d+\]", rest) and field.path != "tags":
-        path += rest
-    if field.path == "tags" and rest:  # the file's tags are a mapping: name the key
+    for position in indexes:
+        path = path.replace("[]", f"[{position}]", 1)
+    item = re.match(r"\[(\d+)\]", rest)  # an item of a list the field holds
+    if field.path == "tags" and item:  # the file's tags are a mapping: name the key
         keys = sorted(view.tags)
-        index = int(rest.strip("[]").split("]")[0])
-        path = f"{keys[index]}" if index < len(keys) else ""
-        return view.path("cluster", f"tags.{path}" if path else "tags")
+        index = int(item.group(1))
+        return view.path("cluster", f"tags.{keys[index]}" if index < len(keys) else "tags")
+    if item and re.fullmatch(r"\[\d+\]", rest):
+        path += rest
     if field.path == "instance_groups[].partition":  # a compute group's partition is its name unless given
         index = int(indexes[0])
         given = index < len(view.groups) and view.groups[index].partition
