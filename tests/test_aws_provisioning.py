@@ -17,6 +17,7 @@ from hyperpod_cdk.aws_quotes import (
     MULTI_HEAD_QUOTE,
     NO_REVERT_QUOTE,
     PARTITION_QUOTE,
+    PRIMARY_QUOTE,
     RECOVERY_QUOTE,
     STRATEGY_QUOTE,
 )
@@ -33,7 +34,7 @@ BASE: dict[str, Any] = {
     "storage": None,
     "instance_groups": [CONTROLLER, {"name": "workers", "instance_type": "ml.p5.48xlarge", "count": 2}],
 }
-OURS = {"W9260", "E9221", "E9262", "E9263", "E9264", "E9265", "W9266"}
+OURS = {"W9260", "E9221", "E9262", "E9263", "E9264", "E9265", "W9266", "W9267"}
 
 
 def _found(rule: str, **changes: Any) -> list[Problem]:
@@ -202,4 +203,19 @@ def test_cfn_lint_warns_on_node_recovery_none() -> None:
     template["Resources"]["Cluster"]["Properties"]["NodeRecovery"] = "None"
     assert _ids(template) == ["W9266"] and RECOVERY_QUOTE in _ours(template)[0]
     template["Resources"]["Cluster"]["Properties"]["NodeRecovery"] = "Automatic"
+    assert _ids(template) == []
+
+
+def test_a_training_plan_on_the_controller_warns_in_config_and_template() -> None:
+    plan = "arn:aws:sagemaker:us-west-2:111122223333:training-plan/p"
+    groups = [{**CONTROLLER, "training_plan_arn": plan}, BASE["instance_groups"][1]]
+    (problem,) = _found("GRP-TRAINING-PLAN-CONTROLLER", instance_groups=groups)
+    assert (problem.path, problem.level) == ("instance_groups[0].training_plan_arn", "warning")
+    assert PRIMARY_QUOTE in str(problem)
+    assert _found("GRP-TRAINING-PLAN-CONTROLLER", instance_groups=_workers(training_plan_arn=plan)) == []
+    template = _template()
+    _groups(template)[0]["TrainingPlanArn"] = plan
+    assert _ids(template) == ["W9267"] and PRIMARY_QUOTE in _ours(template)[0]
+    _groups(template)[0].pop("TrainingPlanArn")
+    _groups(template)[1]["TrainingPlanArn"] = plan
     assert _ids(template) == []

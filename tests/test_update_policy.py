@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from hyperpod_cdk import update_policy as up
-from hyperpod_cdk.aws_inventory import POLICY_LEVELS
+from hyperpod_cdk.aws_inventory import POLICY_LEVELS, row
 from hyperpod_cdk.config import json_schema, load_file, parse_model
 from hyperpod_cdk.inventory_checks import apply_patch
 from hyperpod_cdk.rules import REGISTRY
@@ -42,7 +42,10 @@ def test_every_field_has_a_policy_and_every_line_a_field() -> None:
 def test_every_policy_that_is_not_in_place_cites_aws() -> None:
     for path in up.declarations():
         policy = up.policy_for(path)
-        if policy.kind is Kind.IN_PLACE:
+        if policy.kind is Kind.IN_PLACE and policy.row is not None:
+            # AWS documents the change as made in place: the row is its permission ("You can ...")
+            assert row(policy.row).word == "can" and (policy.source or "").startswith("https://docs.aws"), path
+        elif policy.kind is Kind.IN_PLACE:
             assert policy.source is None and policy.quote is None and policy.row is None, path
         else:
             assert (policy.source or "").startswith("https://docs.aws.amazon.com/"), path

@@ -19,6 +19,8 @@ from hyperpod_cdk.aws_quotes import (
     MIGRATION_DOC,
     MULTI_HEAD_QUOTE,
     PARTITION_QUOTE,
+    PLANS_DOC,
+    PRIMARY_QUOTE,
     RECOVERY_QUOTE,
     REF_DOC,
     STRATEGY_QUOTE,
@@ -115,6 +117,14 @@ def _node_recovery(cluster: Any) -> Iterator[Finding]:
         yield [*cluster.path, "NodeRecovery"], f"NodeRecovery None: AWS says {RECOVERY_QUOTE}"
 
 
+def _plan_on_controller(cluster: Any) -> Iterator[Finding]:
+    if not cluster.slurm:
+        return
+    for group, path in cluster.groups():
+        if cluster.node_type(group) == "Controller" and "TrainingPlanArn" in group:
+            yield [*path, "TrainingPlanArn"], f"TrainingPlanArn on the Controller group: AWS says {PRIMARY_QUOTE}"
+
+
 class _ProvisioningRule:
     """What each rule here shares: ``match`` runs its check over every cluster of the template."""
 
@@ -188,6 +198,14 @@ PROVISIONING_RULES: dict[str, type] = {
         "NodeRecovery None, which AWS does not recommend (config rule CL-NODE-RECOVERY)",
         AUTO_RESUME_DOC,
         _node_recovery,
+    ),
+    "plan-on-controller": _rule(
+        "W9267",
+        "PlanOnController",
+        "a training plan on the Controller group, which AWS does not recommend (config rule "
+        "GRP-TRAINING-PLAN-CONTROLLER)",
+        PLANS_DOC,
+        _plan_on_controller,
     ),
 }
 """Each rule class by a short name; the config rule each mirrors is named in its description."""
