@@ -469,6 +469,18 @@ ROWS = [
         "expected a KMS key ARN",
     ),
     row(
+        "GRP-VOLUME-KEY-SHARED",
+        {
+            "instance_groups": [
+                {**CONTROLLER, "volume_kms_key_arn": VOLUME_KEY},
+                {**CPU_WORKERS, "volume_kms_key_arn": VOLUME_KEY},
+            ],
+            **CONTINUOUS,
+        },
+        "instance_groups[1].volume_kms_key_arn",
+        "the same key as group 'controller'",
+    ),
+    row(
         "GRP-VOLUME-KEY-CONTINUOUS",
         groups({**CPU_WORKERS, "volume_kms_key_arn": VOLUME_KEY}),
         "instance_groups[1].volume_kms_key_arn",

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from hyperpod_cdk import update_policy as up
-from hyperpod_cdk.aws_inventory import POLICY_LEVELS, row
+from hyperpod_cdk.aws_inventory import POLICY_LEVELS
+from hyperpod_cdk.aws_inventory import row as inventory_row
 from hyperpod_cdk.config import json_schema, load_file, parse_model
 from hyperpod_cdk.inventory_checks import apply_patch
 from hyperpod_cdk.rules import REGISTRY
@@ -44,7 +45,9 @@ def test_every_policy_that_is_not_in_place_cites_aws() -> None:
         policy = up.policy_for(path)
         if policy.kind is Kind.IN_PLACE and policy.row is not None:
             # AWS documents the change as made in place: the row is its permission ("You can ...")
-            assert row(policy.row).word == "can" and (policy.source or "").startswith("https://docs.aws"), path
+            assert inventory_row(policy.row).word == "can" and (policy.source or "").startswith("https://docs.aws"), (
+                path
+            )
         elif policy.kind is Kind.IN_PLACE:
             assert policy.source is None and policy.quote is None and policy.row is None, path
         else:

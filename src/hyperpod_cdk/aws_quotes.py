@@ -40,3 +40,9 @@ PRIMARY_QUOTE = (
     'nature of training plan capacities."'
 )
 """Row tpu-not-primary."""
+CMK_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/smcluster-cmk.html"
+KEY_PER_GROUP_QUOTE = (
+    '"When using customer managed keys, we strongly recommend that you use different KMS keys for each instance group '
+    'in your cluster."'
+)
+"""Row cmk-key-per-group."""
