@@ -235,3 +235,43 @@ def test_each_generic_rule_is_registered_at_its_level() -> None:
     assert levels["UPD-REFUSED"] == POLICY_LEVELS["immutable"] == "error"
     assert levels["UPD-NEW-NODES-ONLY"] == POLICY_LEVELS["new-nodes-only"] == "warning"
     assert levels["UPD-IRREVERSIBLE"] == "error" and levels["UPD-REPLACES-DATA"] == "error"
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [(None, "plan-a"), ("plan-a", "plan-b"), ("plan-a", None)],
+    ids=["added", "changed", "removed"],
+)
+def test_a_training_plan_is_added_changed_or_removed_in_place(before: str | None, after: str | None) -> None:
+    """AWS: "You can add, update, or remove a training plan by updating the instance group of an existing cluster"."""
+
+    def arn(name: str | None) -> str | None:
+        return None if name is None else f"arn:aws:sagemaker:us-west-2:111122223333:training-plan/{name}"
+
+    config, previous = _configs(
+        {"instance_groups.2.training_plan_arn": arn(before)}, {"instance_groups.2.training_plan_arn": arn(after)}
+    )
+    assert _updates(config, previous) == []
+    (change,) = up.changes(previous, config)
+    assert change.policy.kind is Kind.IN_PLACE and not change.blocks
+    assert change.policy.row == "tpup-add-update-remove" and "add, update, or remove" in (change.policy.quote or "")
+
+
+def test_a_flexible_groups_types_change_in_place() -> None:
+    flexible = {"instance_groups.2.instance_type": None, "instance_groups.2.instance_types": ["ml.p5.48xlarge"]}
+    more = {**flexible, "instance_groups.2.instance_types": ["ml.p5.48xlarge", "ml.p5e.48xlarge"]}
+    config, previous = _configs(flexible, more)
+    assert _updates(config, previous) == []
+    (change,) = up.changes(previous, config)
+    assert change.policy.kind is Kind.IN_PLACE and change.policy.row == "eks-update-flexible-types"
+
+
+def test_continuous_provisioning_turned_on_warns_and_turned_off_is_refused() -> None:
+    config, previous = _configs({}, {"node_provisioning_mode": "continuous"})
+    (on,) = _found(config, previous, "CL-PROVISIONING")
+    assert on.level == "warning" and "in your CreateCluster request" in str(on)
+    assert _found(config, previous, "UPD-IRREVERSIBLE") == []
+    config, previous = _configs({}, {"node_provisioning_mode": None}, base="continuous-cluster.yaml")
+    (off,) = _found(config, previous, "UPD-IRREVERSIBLE")
+    assert off.level == "error" and off.path == "node_provisioning_mode" and "Valid Values: Continuous" in str(off)
+    assert _found(config, previous, "CL-PROVISIONING") == []
