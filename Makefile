@@ -182,6 +182,7 @@ docs: setup schema
 	$(PYTHON) scripts/gen_dashboards.py
 	$(PYTHON) scripts/gen_hyperpod_facts.py
 	$(PYTHON) scripts/gen_instance_facts.py
+	$(PYTHON) scripts/gen_instance_regions.py
 
 bench: setup
 	$(PYTHON) bench/synth.py

@@ -51,7 +51,7 @@ def _rule(path: str, kind: Kind) -> str:
 
 def _cited(path: str) -> str:
     policy, entry = policy_for(path), declarations()[path]
-    if policy.kind is Kind.IN_PLACE:
+    if policy.kind is Kind.IN_PLACE and not policy.row:
         return ""
     if policy.row:
         return f"[{policy.row}]({policy.source})"

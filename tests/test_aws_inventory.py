@@ -4,6 +4,7 @@ update policy shows it: its ``test.breaks`` is refused by that rule, its ``test.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -202,6 +203,28 @@ def test_cross_problems_name_unknown_ids_and_wrong_levels() -> None:
     assert "not shipped" in cross_problems(_row(rule="R-ERR", cfn_lint="E9999"), levels, {"E9001"}, {})[0]
     assert "not at the level" in cross_problems(_row(rule="R-ERR", cfn_lint="W9001"), levels, {"W9001"}, {})[0]
     assert "rule_previous R-NONE" in cross_problems(_row(rule_previous="R-NONE"), levels, (), {})[0]
+
+
+def test_an_eks_pages_row_may_warn_and_errs_only_where_a_slurm_page_says_the_same() -> None:
+    """An EKS page's sentence about a member Slurm clusters also send is unconfirmed on Slurm: its rule may warn
+    (the README); where its rule is an error, a row that covers Slurm names the same rule."""
+    levels = {"R-ERR": "error", "R-WARN": "warning"}
+    assert cross_problems(_row(rule="R-WARN", applies="eks"), levels, (), {}) == []
+    assert "asks for error" in cross_problems(_row(rule="R-WARN", applies="both"), levels, (), {})[0]
+    on_slurm = {r.rule for r in ROWS if r.applies != "eks" and r.rule}
+    for row in ROWS:
+        # a sentence that scopes the setting to EKS ("available only for HyperPod Amazon EKS clusters") is definite
+        # for Slurm: it leaves Slurm out
+        eks_only = row.word == "only" and re.search(r"only for .*EKS", row.quote) is not None
+        if row.applies == "eks" and row.rule and LEVELS[row.rule] == "error" and not eks_only:
+            assert row.rule in on_slurm, f"{row.where}: an error only where a Slurm page says the same"
+
+
+def test_can_is_a_permission_honoured_by_construction(tmp_path: Path) -> None:
+    """AWS's "You can ..." is no constraint: no rule refuses it, and the update policies cite it for in-place."""
+    assert _problems(tmp_path, {**GOOD_ROW, "word": "can"}) == []
+    (problem,) = _problems(tmp_path, {**GOOD_ROW, "word": "can", "enforced_by": "preflight", "preflight": "AWS-X"})
+    assert "word 'can' (AWS allows it) is honoured by construction, not by preflight" in problem
 
 
 def test_a_fact_row_states_the_value() -> None:

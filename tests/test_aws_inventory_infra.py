@@ -15,6 +15,7 @@ import yaml
 from hyperpod_cdk.aws_data.api_support import support_table
 from hyperpod_cdk.cfnlint_rules.infra import RULES as INFRA_CFN_RULES
 from hyperpod_cdk.cfnlint_rules.infra import self_rules
+from hyperpod_cdk.cfnlint_rules.provisioning import PROVISIONING_RULES
 from hyperpod_cdk.core.config import parse_model
 from hyperpod_cdk.preflight import load as load_online_rules
 from hyperpod_cdk.rules import all_rules
@@ -32,6 +33,7 @@ FILES = (
 )
 ERROR_WORDS = {"must", "only", "cannot", "not-supported", "required"}
 WARNING_WORDS = {"avoid", "recommend"}
+PERMISSION_WORDS = {"can"}
 ENFORCEMENTS = {"rule", "cfn-lint", "construction", "preflight", "update-policy", "out-of-scope"}
 POLICIES = {"immutable", "new-nodes-only", "replaces-root-volume", "irreversible", "replaces-cluster"}
 
@@ -48,7 +50,11 @@ def rows() -> list[tuple[str, dict[str, Any]]]:
 
 
 RULES = {r.id: r for r in all_rules()}
-CFN_LINT_IDS = {row.cfn_lint for row in support_table() if row.cfn_lint} | {cls.id for cls in INFRA_CFN_RULES}
+CFN_LINT_IDS = (
+    {row.cfn_lint for row in support_table() if row.cfn_lint}
+    | {cls.id for cls in INFRA_CFN_RULES}
+    | {cls.id for cls in PROVISIONING_RULES.values()}
+)
 
 
 def test_every_row_names_an_enforcement_that_exists() -> None:
@@ -58,7 +64,9 @@ def test_every_row_names_an_enforcement_that_exists() -> None:
         assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)+", row["id"]) and row["id"] not in seen, where
         seen[row["id"]] = row
         assert row["quote"].strip() and row["applies"] in {"slurm", "eks", "both"}, where
-        assert row["word"] in ERROR_WORDS | WARNING_WORDS and row["enforced_by"] in ENFORCEMENTS, where
+        assert row["word"] in ERROR_WORDS | WARNING_WORDS | PERMISSION_WORDS, where
+        assert row["enforced_by"] in ENFORCEMENTS, where
+        assert row["word"] not in PERMISSION_WORDS or row["enforced_by"] == "construction", where
         kind = row["enforced_by"]
         if kind == "rule":
             rule = RULES[row["rule"]]
@@ -86,6 +94,10 @@ def test_the_egress_row_quotes_both_aws_sources_and_says_why() -> None:
     assert "avoid using `0.0.0.0/0` for outbound rules" in avoid["quote"]
     assert "slurm-security-group-template.yaml" in avoid["how"] and "CidrIp: 0.0.0.0/0" in avoid["how"]
     assert "NET-EGRESS-CLOSED" in avoid["how"] and "E9280" in avoid["how"]
+    # scoped, and saying so: the stack's own group keeps 0.0.0.0/0 and nothing reports it, --strict included
+    assert "The stack's own node group is not held to the sentence, and no rule reports" in " ".join(
+        avoid["how"].split()
+    )
     assert by_id["prereq-efa-sg-self"]["cfn_lint"] == "E9280"
 
 

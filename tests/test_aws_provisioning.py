@@ -12,11 +12,13 @@ import pytest
 from hyperpod_cdk.aws_data.quotes import (
     CONTROLLER_QUOTE,
     DEEP_HEALTH_DOC,
+    KEY_PER_GROUP_QUOTE,
     LOGIN_QUOTE,
     MIGRATION_DOC,
     MULTI_HEAD_QUOTE,
     NO_REVERT_QUOTE,
     PARTITION_QUOTE,
+    PRIMARY_QUOTE,
     RECOVERY_QUOTE,
     STRATEGY_QUOTE,
 )
@@ -33,7 +35,7 @@ BASE: dict[str, Any] = {
     "storage": None,
     "instance_groups": [CONTROLLER, {"name": "workers", "instance_type": "ml.p5.48xlarge", "count": 2}],
 }
-OURS = {"W9260", "E9221", "E9262", "E9263", "E9264", "E9265", "W9266"}
+OURS = {"W9260", "E9221", "E9262", "E9263", "E9264", "E9265", "W9266", "W9267", "W9268"}
 
 
 def _found(rule: str, **changes: Any) -> list[Problem]:
@@ -250,3 +252,31 @@ def test_a_deployed_controller_group_keeps_its_nodes() -> None:
     assert gone.path == "instance_groups" and "'controller' is gone" in str(gone)
     fewer_workers = {**lifecycle, "instance_groups": [CONTROLLER, _cpu("workers", 0)]}
     assert _judged("GRP-CONTROLLER-REMOVE", fewer_workers, one) == []
+
+
+def test_a_training_plan_on_the_controller_warns_in_config_and_template() -> None:
+    plan = "arn:aws:sagemaker:us-west-2:111122223333:training-plan/p"
+    groups = [{**CONTROLLER, "training_plan_arn": plan}, BASE["instance_groups"][1]]
+    (problem,) = _found("GRP-TRAINING-PLAN-CONTROLLER", instance_groups=groups)
+    assert (problem.path, problem.level) == ("instance_groups[0].training_plan_arn", "warning")
+    assert PRIMARY_QUOTE in str(problem)
+    assert _found("GRP-TRAINING-PLAN-CONTROLLER", instance_groups=_workers(training_plan_arn=plan)) == []
+    template = _template()
+    _groups(template)[0]["TrainingPlanArn"] = plan
+    assert _ids(template) == ["W9267"] and PRIMARY_QUOTE in _ours(template)[0]
+    _groups(template)[0].pop("TrainingPlanArn")
+    _groups(template)[1]["TrainingPlanArn"] = plan
+    assert _ids(template) == []
+
+
+def test_one_volume_key_on_two_groups_warns_in_the_template() -> None:
+    key = "arn:aws:kms:us-west-2:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    template = _template()
+    for group in _groups(template):
+        group["InstanceStorageConfigs"] = [{"EbsVolumeConfig": {"RootVolume": True, "VolumeKmsKeyId": key}}]
+    assert _ids(template) == ["W9268"] and KEY_PER_GROUP_QUOTE in _ours(template)[0]
+    _groups(template)[1]["InstanceStorageConfigs"] = [
+        {"EbsVolumeConfig": {"VolumeSizeInGB": 100, "VolumeKmsKeyId": key.replace("1234abcd", "5678abcd")}},
+        {"EbsVolumeConfig": {"RootVolume": True, "VolumeKmsKeyId": key.replace("1234abcd", "5678abcd")}},
+    ]
+    assert _ids(template) == []  # one key per group; a group's root and extra volume may share it

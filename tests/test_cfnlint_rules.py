@@ -98,6 +98,11 @@ BREAKS: dict[str, Callable[[dict[str, Any]], object]] = {
         AccountingDatabase={k: v for k, v in DATABASE.items() if k != "Name"}
     ),
     "flexible-slurm": _flexible,
+    "flexible-continuous": lambda t: (_not_continuous(t), _flexible(t)),
+    "flexible-duplicates": lambda t: (
+        _flexible(t),
+        _group(t, 1).update(InstanceRequirements={"InstanceTypes": ["ml.g5.xlarge", "ml.g5.xlarge"]}),
+    ),
     "spot-slurm": lambda t: _group(t, 1).update(CapacityRequirements={"Spot": {}}),
     "spot-continuous": lambda t: (_not_continuous(t), _group(t, 1).update(CapacityRequirements={"Spot": {}})),
     "image-release-version": lambda t: _group(t, 1).update(ImageReleaseVersion="1.2.3"),
@@ -108,6 +113,7 @@ BREAKS: dict[str, Callable[[dict[str, Any]], object]] = {
         ScheduledUpdateConfig={"ScheduleExpression": "cron(0 3 ? * SUN *)", "DeploymentConfig": {}}
     ),
     "min-count": lambda t: _group(t, 1).update(MinInstanceCount=3),
+    "min-count-continuous": lambda t: (_not_continuous(t), _group(t, 1).update(MinInstanceCount=1)),
     "deep-health-continuous": lambda t: (
         _not_continuous(t),
         _group(t, 1).update(OnStartDeepHealthChecks=["InstanceStress"]),

@@ -238,7 +238,8 @@ def _rules_of(**group: Any) -> list[tuple[str, str]]:
 
 def test_the_construct_runs_the_rules_on_its_groups() -> None:
     assert _rules_of(capacity=Capacity.SPOT) == [("GRP-CAPACITY", "instance_groups[0].capacity")]
-    assert _rules_of(min_count=1) == [("GRP-MIN-COUNT", "instance_groups[0].min_count")]
+    # a controller's MinInstanceCount is AWS's own default (1): what the construct refuses is one without continuous
+    assert _rules_of(min_count=1) == [("GRP-MIN-COUNT-CONTINUOUS", "instance_groups[0].min_count")]
     assert _rules_of(image_id="ami-xyz") == [("GRP-IMAGE-ID", "instance_groups[0].image_id")]
     assert _rules_of(network_interface=NetworkInterfaceType.EFA) == [
         ("GRP-NETWORK-INTERFACE", "instance_groups[0].network_interface")
@@ -268,6 +269,7 @@ def test_a_minimum_against_a_count_parameter_is_left_to_cloudformation() -> None
         network=network,
         lifecycle=LifecycleScripts(stack, "Scripts"),
         instance_groups=[CONTROLLER, group],
+        node_provisioning_mode=NodeProvisioningMode.CONTINUOUS,  # MinCount is only available there
     )
     groups = {g["InstanceGroupName"]: g for g in _cluster(Template.from_stack(stack))["InstanceGroups"]}
     assert groups["w"]["MinInstanceCount"] == 3 and groups["w"]["InstanceCount"] == {"Ref": "Count"}

@@ -173,3 +173,25 @@ def test_refresh_writes_the_fields_from_ec2s_answer(
     assert written["types"][UNKNOWN] == before["types"][UNKNOWN]
     assert (written["layout"], written["gpudirect_storage"]) == (before["layout"], before["gpudirect_storage"])
     assert set(written["types"]) == set(before["types"])
+
+
+def test_the_region_lists_are_what_their_generator_reads_from_cfn_lint_and_botocore() -> None:
+    """data/instance_types_by_region.json is scripts/gen_instance_regions.py's output (its Regions and types; the
+    tools' versions in its source lines may be older than the installed ones)."""
+    wanted = _script("gen_instance_regions").document()
+    committed = json.loads(
+        (Path(instance_catalog.__file__).parent.parent / "data/instance_types_by_region.json").read_text()
+    )
+    assert {k: committed[k] for k in ("regions", "api_only")} == {k: wanted[k] for k in ("regions", "api_only")}, (
+        "run scripts/gen_instance_regions.py"
+    )
+
+
+def test_every_region_of_the_landing_page_has_a_price_list() -> None:
+    """AWS's landing page and its price list (the Region lists) agree on every listed Region; the price list's
+    extra Regions are the ones GRP-REGION-UNLISTED warns about."""
+    from training_runtime.hyperpod_facts import HYPERPOD_REGIONS
+
+    assert [r for r in HYPERPOD_REGIONS if instance_catalog.types_in(r) is None] == []
+    extra = sorted(set(instance_catalog.regions()) - set(HYPERPOD_REGIONS))
+    assert extra == ["ap-northeast-2", "ap-south-2", "ap-southeast-5", "ca-central-1", "eu-central-2"]

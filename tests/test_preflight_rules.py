@@ -128,6 +128,30 @@ def test_training_plan_in_use_elsewhere_is_a_warning(acct: MotoAccount, fakes: A
     assert "1 instances available (3 in use)" in problem.expected
 
 
+def test_groups_sharing_a_training_plan_fit_it_together(acct: MotoAccount, fakes: AccountFakes) -> None:
+    """AWS's update example puts two groups on one plan: their counts add up against the plan's reservation."""
+    fakes.plans["p5-plan"] = plan("p5-plan", count=4)
+    data = with_plan(acct)
+    data["instance_groups"][1]["count"] = 2
+    second = {**data["instance_groups"][1], "name": "more", "count": 1, "partition": "more"}
+    data["instance_groups"].append(second)
+    assert check("AWS-TRAINING-PLAN", data, fakes)[0] == []  # 2 + 1 of 4
+    second["count"] = 3
+    problem = only(check("AWS-TRAINING-PLAN", data, fakes)[0])
+    assert problem.path == "instance_groups[2].count" and problem.level == "error"
+    assert "ask for 5 instances; it reserves 4" in problem.expected
+
+
+def test_a_training_plan_of_another_account_is_refused(acct: MotoAccount, fakes: AccountFakes) -> None:
+    fakes.plans["p5-plan"] = plan("p5-plan")
+    data = with_plan(acct)
+    data["instance_groups"][1]["training_plan_arn"] = f"arn:aws:sagemaker:{REGION}:999988887777:training-plan/p5-plan"
+    problem = only(check("AWS-TRAINING-PLAN", data, fakes)[0])
+    assert problem.path == "instance_groups[1].training_plan_arn" and "cannot be shared across AWS accounts" in str(
+        problem
+    )
+
+
 def test_training_plan_missing(acct: MotoAccount, fakes: AccountFakes) -> None:
     problem = only(check("AWS-TRAINING-PLAN", with_plan(acct, "nope"), fakes)[0])
     assert problem.path == "instance_groups[1].training_plan_arn" and "no such training plan" in problem.expected

@@ -26,6 +26,14 @@ TRN_WORKERS = {"name": "workers", "instance_type": "ml.trn1.32xlarge", "count": 
 P4D_WORKERS = {"name": "workers", "instance_type": "ml.p4d.24xlarge", "count": 2}
 P5_WORKERS = {"name": "workers", "instance_type": "ml.p5.48xlarge", "count": 2}
 FLEX_WORKERS = {"name": "workers", "instance_types": ["ml.c5.xlarge", "ml.c5.2xlarge"], "count": 2}
+ULTRA_WORKERS = {"name": "workers", "instance_type": "ml.p6e-gb200.36xlarge", "count": 2}
+ULTRA_ZONE = {"availability_zone": "us-east-1-dfw-2a"}
+"""The one Local Zone AWS names for UltraServers (GRP-ULTRASERVER-ZONE)."""
+TWENTY_ONE_TYPES = [
+    *(f"ml.c5.{size}" for size in ("large", "xlarge", "2xlarge", "4xlarge", "9xlarge", "12xlarge", "18xlarge")),
+    *(f"ml.m5.{size}" for size in ("large", "xlarge", "2xlarge", "4xlarge", "8xlarge", "12xlarge", "16xlarge")),
+    *(f"ml.c6i.{size}" for size in ("large", "xlarge", "2xlarge", "4xlarge", "8xlarge", "12xlarge", "16xlarge")),
+]
 LOGIN = {"name": "login", "role": "login", "instance_type": "ml.m5.large", "count": 1}
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ0kXkqj7y1o0n8v2k8yHqRzY2yq8f1m3mJ2b9c3d4e5 alice@laptop"
 EXISTING_NET = {
@@ -167,7 +175,8 @@ ROWS = [
         "instance_groups[1].instance_type",
         "did you mean 'ml.p5.48xlarge'",
     ),
-    row("GRP-REGION", {}, "region", "no HyperPod instance-type list", region="xx-nowhere-1"),
+    row("GRP-REGION", {}, "region", "HyperPod is not offered there", region="eu-west-3"),
+    row("GRP-REGION-UNLISTED", groups(CPU_WORKERS), "region", "The sources disagree", region="ca-central-1"),
     row("GRP-INSTANCE-COUNT", groups({**CPU_WORKERS, "count": 6759}), "instance_groups[1].count", "0 to 6758"),
     # --- multi-head controllers (a controller group of two or more)
     row(
@@ -194,9 +203,44 @@ ROWS = [
     ),
     row(
         "GRP-FLEX-TYPES",
-        groups({"name": "workers", "count": 2, "instance_types": ["ml.c5.xlarge", "ml.c5.2xlarge", "ml.c5.xlarge"]}),
+        groups({"name": "workers", "count": 2, "instance_types": TWENTY_ONE_TYPES}),
         "instance_groups[1].instance_types",
-        "list each type once",
+        "HyperPod takes 1 to 20",
+    ),
+    row(
+        "GRP-FLEX-DUPLICATE",
+        {
+            **groups(
+                {"name": "workers", "count": 2, "instance_types": ["ml.c5.xlarge", "ml.c5.2xlarge", "ml.c5.xlarge"]}
+            ),
+            **CONTINUOUS,
+            "accept_unconfirmed": ["GRP-FLEX-SLURM"],
+        },
+        "instance_groups[1].instance_types",
+        "the list must not contain duplicates",
+    ),
+    row(
+        "GRP-FLEX-CONTINUOUS",
+        {**groups(FLEX_WORKERS), "accept_unconfirmed": ["GRP-FLEX-SLURM"]},
+        "instance_groups[1].instance_types",
+        "Flexible instance groups require continuous node provisioning mode",
+    ),
+    row(
+        "GRP-FLEX-SWITCH",
+        groups(FLEX_WORKERS),
+        "instance_groups[1].instance_types",
+        "cannot switch between InstanceType and InstanceRequirements",
+        previous=groups(CPU_WORKERS),
+        has_previous=True,
+        also=frozenset({"UPD-REFUSED"}),  # instance_type leaves: an existing group keeps its type (Slurm CLI page)
+    ),
+    row(
+        "GRP-FLEX-TYPE-REMOVED",
+        groups(FLEX_WORKERS),
+        "instance_groups[1].instance_types",
+        "drops ml.c5.4xlarge from the deployed list",
+        previous=groups({**FLEX_WORKERS, "instance_types": [*FLEX_WORKERS["instance_types"], "ml.c5.4xlarge"]}),
+        has_previous=True,
     ),
     row(
         "GRP-FLEX-ACCELERATOR",
@@ -227,9 +271,14 @@ ROWS = [
     ),
     row(
         "GRP-HARDWARE-KNOWN",
-        {"mode": "lifecycle-driven", **groups({**CPU_WORKERS, "instance_type": "ml.p6e-gb200.36xlarge"})},
+        {
+            "mode": "lifecycle-driven",
+            **groups({**CPU_WORKERS, "instance_type": "ml.p6e-gb200.36xlarge"}),
+            "network": ULTRA_ZONE,
+        },
         "instance_groups[1].instance_type",
         "runtime.node_hardware.ml.p6e-gb200.36xlarge",
+        also=frozenset({"NET-LOCAL-ZONE"}),  # the controller's type in the UltraServers' Local Zone
     ),
     row(
         "GRP-COMPUTE-INSTANCES",
@@ -263,9 +312,15 @@ ROWS = [
     ),
     row(
         "GRP-HARDWARE-UNKNOWN",
-        groups({**CPU_WORKERS, "instance_type": "ml.p6e-gb200.36xlarge", "deep_health_checks": ["InstanceStress"]}),
+        {
+            **groups(
+                {**CPU_WORKERS, "instance_type": "ml.p6e-gb200.36xlarge", "deep_health_checks": ["InstanceStress"]}
+            ),
+            "network": ULTRA_ZONE,
+        },
         "instance_groups[1].instance_type",
         "aws ec2 describe-instance-types --instance-types p6e-gb200.36xlarge",
+        also=frozenset({"NET-LOCAL-ZONE"}),
     ),
     row(
         "GRP-TRAINING-PLAN",
@@ -302,7 +357,36 @@ ROWS = [
         "instance_groups[0].capacity",
         "controller group cannot run on Spot",
     ),
-    row("GRP-MIN-COUNT", groups({**CPU_WORKERS, "min_count": 3}), "instance_groups[1].min_count", "count 2"),
+    row(
+        "GRP-MIN-COUNT",
+        {**groups({**CPU_WORKERS, "min_count": 3}), **CONTINUOUS},
+        "instance_groups[1].min_count",
+        "count 2",
+    ),
+    row(
+        "GRP-MIN-COUNT-CONTINUOUS",
+        groups({**CPU_WORKERS, "min_count": 1}),
+        "instance_groups[1].min_count",
+        "MinCount is only available for clusters with NodeProvisioningMode set to Continuous",
+    ),
+    row(
+        "GRP-TRAINING-PLAN-CONTROLLER",
+        {"instance_groups": [{**CONTROLLER, "training_plan_arn": PLAN}, CPU_WORKERS]},
+        "instance_groups[0].training_plan_arn",
+        "primary instance group",
+    ),
+    row(
+        "GRP-ULTRASERVER-ZONE",
+        {**groups(ULTRA_WORKERS), "network": {"availability_zone": "us-east-1a"}},
+        "network.availability_zone",
+        "available only in the Dallas Local Zone",
+    ),
+    row(
+        "NET-LOCAL-ZONE",
+        {"network": {"availability_zone": "us-west-2-lax-1a"}},
+        "network.availability_zone",
+        "AWS documents HyperPod in one Local Zone only",
+    ),
     row(
         "GRP-SPOT-CONTINUOUS",
         groups({**CPU_WORKERS, "capacity": "spot"}),
@@ -394,6 +478,18 @@ ROWS = [
         "expected a KMS key ARN",
     ),
     row(
+        "GRP-VOLUME-KEY-SHARED",
+        {
+            "instance_groups": [
+                {**CONTROLLER, "volume_kms_key_arn": VOLUME_KEY},
+                {**CPU_WORKERS, "volume_kms_key_arn": VOLUME_KEY},
+            ],
+            **CONTINUOUS,
+        },
+        "instance_groups[1].volume_kms_key_arn",
+        "the same key as group 'controller'",
+    ),
+    row(
         "GRP-VOLUME-KEY-CONTINUOUS",
         groups({**CPU_WORKERS, "volume_kms_key_arn": VOLUME_KEY}),
         "instance_groups[1].volume_kms_key_arn",
@@ -462,7 +558,7 @@ ROWS = [
     ),
     row(
         "GRP-FLEX-SLURM",
-        groups(FLEX_WORKERS),
+        {**groups(FLEX_WORKERS), **CONTINUOUS},
         "instance_groups[1].instance_types",
         "Slurm support is unconfirmed",
     ),

@@ -124,7 +124,13 @@ def test_every_rule_of_a_row_is_registered_with_the_rows_level_and_source() -> N
         if row.rule is not None:
             assert registered[row.rule].level == row.level, row.id
             assert registered[row.rule].source == row.cited, row.id
-    assert unconfirmed_rules() == {"GRP-FLEX-SLURM", "GRP-SPOT-SLURM", "GRP-DHC-CONTINUOUS"}
+    assert unconfirmed_rules() == {
+        "GRP-FLEX-SLURM",
+        "GRP-FLEX-CONTINUOUS",
+        "GRP-FLEX-DUPLICATE",
+        "GRP-SPOT-SLURM",
+        "GRP-DHC-CONTINUOUS",
+    }
 
 
 def test_an_unconfirmed_row_must_warn() -> None:

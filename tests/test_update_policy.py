@@ -13,6 +13,7 @@ import pytest
 
 from hyperpod_cdk.aws_data import update_policy as up
 from hyperpod_cdk.aws_data.inventory import POLICY_LEVELS
+from hyperpod_cdk.aws_data.inventory import row as inventory_row
 from hyperpod_cdk.aws_data.inventory_checks import apply_patch
 from hyperpod_cdk.aws_data.update_policy import Kind
 from hyperpod_cdk.core.config import json_schema, load_file, parse_model
@@ -43,7 +44,12 @@ def test_every_field_has_a_policy_and_every_line_a_field() -> None:
 def test_every_policy_that_is_not_in_place_cites_aws() -> None:
     for path in up.declarations():
         policy = up.policy_for(path)
-        if policy.kind is Kind.IN_PLACE:
+        if policy.kind is Kind.IN_PLACE and policy.row is not None:
+            # AWS documents the change as made in place: the row is its permission ("You can ...")
+            assert inventory_row(policy.row).word == "can" and (policy.source or "").startswith("https://docs.aws"), (
+                path
+            )
+        elif policy.kind is Kind.IN_PLACE:
             assert policy.source is None and policy.quote is None and policy.row is None, path
         else:
             assert (policy.source or "").startswith("https://docs.aws.amazon.com/"), path
@@ -262,3 +268,43 @@ def test_each_generic_rule_is_registered_at_its_level() -> None:
     assert levels["UPD-REFUSED"] == POLICY_LEVELS["immutable"] == "error"
     assert levels["UPD-NEW-NODES-ONLY"] == POLICY_LEVELS["new-nodes-only"] == "warning"
     assert levels["UPD-IRREVERSIBLE"] == "error" and levels["UPD-REPLACES-DATA"] == "error"
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [(None, "plan-a"), ("plan-a", "plan-b"), ("plan-a", None)],
+    ids=["added", "changed", "removed"],
+)
+def test_a_training_plan_is_added_changed_or_removed_in_place(before: str | None, after: str | None) -> None:
+    """AWS: "You can add, update, or remove a training plan by updating the instance group of an existing cluster"."""
+
+    def arn(name: str | None) -> str | None:
+        return None if name is None else f"arn:aws:sagemaker:us-west-2:111122223333:training-plan/{name}"
+
+    config, previous = _configs(
+        {"instance_groups.2.training_plan_arn": arn(before)}, {"instance_groups.2.training_plan_arn": arn(after)}
+    )
+    assert _updates(config, previous) == []
+    (change,) = up.changes(previous, config)
+    assert change.policy.kind is Kind.IN_PLACE and not change.blocks
+    assert change.policy.row == "tpup-add-update-remove" and "add, update, or remove" in (change.policy.quote or "")
+
+
+def test_a_flexible_groups_types_change_in_place() -> None:
+    flexible = {"instance_groups.2.instance_type": None, "instance_groups.2.instance_types": ["ml.p5.48xlarge"]}
+    more = {**flexible, "instance_groups.2.instance_types": ["ml.p5.48xlarge", "ml.p5e.48xlarge"]}
+    config, previous = _configs(flexible, more)
+    assert _updates(config, previous) == []
+    (change,) = up.changes(previous, config)
+    assert change.policy.kind is Kind.IN_PLACE and change.policy.row == "eks-update-flexible-types"
+
+
+def test_continuous_provisioning_turned_on_warns_and_turned_off_is_refused() -> None:
+    config, previous = _configs({}, {"node_provisioning_mode": "continuous"})
+    (on,) = _found(config, previous, "CL-PROVISIONING")
+    assert on.level == "warning" and "in your CreateCluster request" in str(on)
+    assert _found(config, previous, "UPD-IRREVERSIBLE") == []
+    config, previous = _configs({}, {"node_provisioning_mode": None}, base="continuous-cluster.yaml")
+    (off,) = _found(config, previous, "UPD-IRREVERSIBLE")
+    assert off.level == "error" and off.path == "node_provisioning_mode" and "Valid Values: Continuous" in str(off)
+    assert _found(config, previous, "CL-PROVISIONING") == []

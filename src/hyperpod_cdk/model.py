@@ -261,8 +261,8 @@ class InstanceGroup:
     :param training_plan_arn: SageMaker training plan that reserves this group's capacity. Default: none.
     :param capacity: ``Capacity.SPOT`` or ``Capacity.ON_DEMAND`` (compute groups only for Spot). Default:
         HyperPod's (nothing written).
-    :param min_count: fewest instances for the group to be InService (compute groups; at most ``count``).
-        Default: none.
+    :param min_count: fewest instances for the group to be InService (any group, at most ``count``; continuous
+        provisioning only). Default: none.
     :param image_id: a custom AMI (``ami-`` + 8 or 17 hex digits; unencrypted, in this account) built from
         HyperPod's AMI. Default: HyperPod's AMI.
     :param scheduled_update: a schedule and rolling deployment for AMI updates. Default: none.

@@ -16,13 +16,13 @@ def cross_problems(
     row: Row, levels: Mapping[str, str], cfn_lint_ids: Iterable[str], facts: Mapping[str, Any]
 ) -> list[str]:
     """What ``row`` gets wrong about the code: a rule not in ``levels`` (rule id → level, the registry), a rule
-    whose level is not the word's (a row whose pages disagree, ``conflicts_with``, may warn instead; an update
-    policy's ``rule_previous`` is at its policy's level, :data:`POLICY_LEVELS`), a cfn-lint id
-    not shipped (``cfn_lint_ids``) or of the wrong letter, a preflight id that is not an online rule, a fact whose
-    value the quote does not state."""
+    whose level is not the word's (a row whose pages disagree, ``conflicts_with``, or an EKS page's row, whose
+    Slurm support is unconfirmed, may warn instead; an update policy's ``rule_previous`` is at its policy's level,
+    :data:`POLICY_LEVELS`), a cfn-lint id not shipped (``cfn_lint_ids``) or of the wrong letter, a preflight id that
+    is not an online rule, a fact whose value the quote does not state."""
     problems = []
     shipped = set(cfn_lint_ids)
-    allowed = {row.level} | ({"warning"} if row.conflicts_with else set())
+    allowed = {row.level} | ({"warning"} if row.conflicts_with or row.applies == "eks" else set())
     for key in ("rule", "rule_previous", "preflight"):
         rule = getattr(row, key)
         if rule is None:

@@ -17,8 +17,10 @@ Every sentence of the AWS pages below that puts a constraint on a Slurm cluster,
 (`rule`: an error, or a warning for *avoid* / *recommend*), a cfn-lint rule (`cfn-lint`), correct by construction
 (`construction`: the construct always emits a compliant template), an online check (`preflight`), a field that
 cannot change once deployed (`update-policy`: `validate --previous` refuses the change), or out of scope with the
-reason (listed below). tests/test_aws_inventory.py proves each row enforced by a rule or an update policy: a config
-that breaks it is refused, one that does not passes.
+reason (listed below). A sentence from an EKS page about a member Slurm clusters also send warns (its Slurm support
+is unconfirmed) unless a page that covers Slurm says the same; AWS's permissions (*you can*) are rows too, honoured by
+construction, which the in-place update policies cite. tests/test_aws_inventory.py proves each row enforced by a rule
+or an update policy: a config that breaks it is refused, one that does not passes.
 """
 
 

@@ -33,3 +33,16 @@ MULTI_HEAD_QUOTE = (
     'node support, you cannot fully migrate to the API-driven configuration model at this time."'
 )
 """Row migration-multi-head."""
+PLANS_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/training-plan-utilization-for-hyperpod.html"
+PRIMARY_QUOTE = (
+    '"we do not recommend using a training plan for the primary instance group of a cluster, as primary nodes '
+    "require continuous, stable resources that don't align with the fixed duration and potentially discontinuous "
+    'nature of training plan capacities."'
+)
+"""Row tpu-not-primary."""
+CMK_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/smcluster-cmk.html"
+KEY_PER_GROUP_QUOTE = (
+    '"When using customer managed keys, we strongly recommend that you use different KMS keys for each instance group '
+    'in your cluster."'
+)
+"""Row cmk-key-per-group."""

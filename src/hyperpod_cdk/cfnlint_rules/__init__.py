@@ -157,6 +157,16 @@ def _min_count(cluster: Cluster, group: dict[str, Any]) -> str | None:
     return None
 
 
+def _duplicate_types(cluster: Cluster, group: dict[str, Any]) -> str | None:
+    requirements = _literal(group.get("InstanceRequirements"))
+    listed = _literal(requirements.get("InstanceTypes")) if isinstance(requirements, dict) else None
+    types = [t for t in listed if isinstance(t, str)] if isinstance(listed, list) else []
+    repeated = sorted({t for t in types if types.count(t) > 1})
+    if not repeated:
+        return None
+    return f"InstanceRequirements.InstanceTypes lists {', '.join(repeated)} more than once"
+
+
 def _volume_key(cluster: Cluster, group: dict[str, Any]) -> str | None:
     configs = _literal(group.get("InstanceStorageConfigs"))
     for config in configs if isinstance(configs, list) else []:
@@ -230,6 +240,15 @@ CHECKS: dict[str, Callable[[Cluster], Iterator[Finding]]] = {
         ),
         "InstanceRequirements",
     ),
+    "flexible-continuous": _group_check(
+        lambda c, g: (
+            "InstanceRequirements (a flexible instance group) without NodeProvisioningMode Continuous"
+            if "InstanceRequirements" in g and c.not_continuous
+            else None
+        ),
+        "InstanceRequirements",
+    ),
+    "flexible-duplicates": _group_check(_duplicate_types, "InstanceRequirements"),
     "spot-slurm": _group_check(
         lambda c, g: "Spot capacity on a Slurm cluster" if _spot(g) else None, "CapacityRequirements"
     ),
@@ -250,6 +269,14 @@ CHECKS: dict[str, Callable[[Cluster], Iterator[Finding]]] = {
     "auto-patch": _group_check(_auto_patch, "AutoPatchConfig"),
     "scheduled-update-batches": _group_check(_update_batches, "ScheduledUpdateConfig"),
     "min-count": _group_check(_min_count, "MinInstanceCount"),
+    "min-count-continuous": _group_check(
+        lambda c, g: (
+            "MinInstanceCount without NodeProvisioningMode Continuous: MinCount is only available there"
+            if "MinInstanceCount" in g and c.not_continuous
+            else None
+        ),
+        "MinInstanceCount",
+    ),
     "deep-health-continuous": _group_check(
         lambda c, g: (
             "OnStartDeepHealthChecks on a Slurm cluster without NodeProvisioningMode Continuous"

@@ -14,11 +14,15 @@ from cfnlint.rules import CloudFormationLintRule, RuleMatch
 
 from hyperpod_cdk.aws_data.quotes import (
     AUTO_RESUME_DOC,
+    CMK_DOC,
     CONTROLLER_QUOTE,
+    KEY_PER_GROUP_QUOTE,
     LOGIN_QUOTE,
     MIGRATION_DOC,
     MULTI_HEAD_QUOTE,
     PARTITION_QUOTE,
+    PLANS_DOC,
+    PRIMARY_QUOTE,
     RECOVERY_QUOTE,
     REF_DOC,
     STRATEGY_QUOTE,
@@ -115,6 +119,40 @@ def _node_recovery(cluster: Any) -> Iterator[Finding]:
         yield [*cluster.path, "NodeRecovery"], f"NodeRecovery None: AWS says {RECOVERY_QUOTE}"
 
 
+def _plan_on_controller(cluster: Any) -> Iterator[Finding]:
+    if not cluster.slurm:
+        return
+    for group, path in cluster.groups():
+        if cluster.node_type(group) == "Controller" and "TrainingPlanArn" in group:
+            yield [*path, "TrainingPlanArn"], f"TrainingPlanArn on the Controller group: AWS says {PRIMARY_QUOTE}"
+
+
+def _group_keys(group: dict[str, Any]) -> set[str]:
+    configs = _literal(group.get("InstanceStorageConfigs"))
+    keys = set()
+    for config in configs if isinstance(configs, list) else []:
+        volume = _literal(config.get("EbsVolumeConfig")) if isinstance(config, dict) else None
+        key = _literal(volume.get("VolumeKmsKeyId")) if isinstance(volume, dict) else None
+        if isinstance(key, str):
+            keys.add(key)
+    return keys
+
+
+def _shared_volume_key(cluster: Any) -> Iterator[Finding]:
+    if not cluster.slurm:
+        return
+    seen: set[str] = set()
+    for group, path in cluster.groups():
+        keys = _group_keys(group)
+        if keys & seen:
+            yield (
+                [*path, "InstanceStorageConfigs"],
+                f"VolumeKmsKeyId {', '.join(sorted(keys & seen))} also encrypts another group's volumes: AWS says "
+                f"{KEY_PER_GROUP_QUOTE}",
+            )
+        seen |= keys
+
+
 class _ProvisioningRule:
     """What each rule here shares: ``match`` runs its check over every cluster of the template."""
 
@@ -188,6 +226,22 @@ PROVISIONING_RULES: dict[str, type] = {
         "NodeRecovery None, which AWS does not recommend (config rule CL-NODE-RECOVERY)",
         AUTO_RESUME_DOC,
         _node_recovery,
+    ),
+    "plan-on-controller": _rule(
+        "W9267",
+        "PlanOnController",
+        "a training plan on the Controller group, which AWS does not recommend (config rule "
+        "GRP-TRAINING-PLAN-CONTROLLER)",
+        PLANS_DOC,
+        _plan_on_controller,
+    ),
+    "shared-volume-key": _rule(
+        "W9268",
+        "SharedVolumeKey",
+        "one customer managed key on several instance groups' volumes, against AWS's recommendation (config rule "
+        "GRP-VOLUME-KEY-SHARED)",
+        CMK_DOC,
+        _shared_volume_key,
     ),
 }
 """Each rule class by a short name; the config rule each mirrors is named in its description."""

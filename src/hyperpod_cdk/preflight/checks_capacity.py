@@ -18,6 +18,7 @@ PLANS_DOC = (
     "https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_DescribeTrainingPlan.html; "
     "https://docs.aws.amazon.com/sagemaker/latest/dg/training-plan.html"
 )
+RESERVE_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/reserve-capacity-with-training-plans.html"
 QUOTA_NAME = "{} for cluster usage"
 """SageMaker's per-type HyperPod quota, as Service Quotas names it (e.g. "ml.p5.48xlarge for cluster usage")."""
 USABLE_PLAN = ("Active", "Scheduled")
@@ -111,6 +112,15 @@ def _plan_name(arn: str) -> str:
     return arn.rsplit("/", 1)[-1]
 
 
+def _sharing(view: ClusterView) -> dict[str, list[Any]]:
+    """The groups of each training plan, in order (AWS's update example puts two groups on one plan)."""
+    groups: dict[str, list[Any]] = {}
+    for group in view.groups:
+        if view.concrete(group.training_plan_arn) and view.concrete(group.count):
+            groups.setdefault(str(group.training_plan_arn), []).append(group)
+    return groups
+
+
 @online_rule(
     "AWS-TRAINING-PLAN",
     "instance_groups",
@@ -120,8 +130,10 @@ def _plan_name(arn: str) -> str:
     source=PLANS_DOC,
 )
 def training_plans(view: ClusterView) -> Iterator[Problem]:
-    """A group's training plan is active or scheduled, for HyperPod, of the group's type and AZ, with room and time."""
+    """A group's training plan is active or scheduled, for HyperPod, in this account, of the group's type and AZ,
+    with room (for every group that shares it) and time."""
     account = account_of(view)
+    sharing = _sharing(view)
     for index, group in enumerate(view.groups):
         arn = group.training_plan_arn
         if not view.concrete(arn):
@@ -129,6 +141,16 @@ def training_plans(view: ClusterView) -> Iterator[Problem]:
         where = group_path(view, index, "training_plan_arn")
 
         def check(arn: str = str(arn), where: str = where, group: Any = group, index: int = index) -> Iterator[Problem]:
+            owner = arn.split(":")[4] if arn.count(":") >= 5 else ""
+            if owner and owner != account.account_id:
+                yield Problem(
+                    where,
+                    f'a training plan of account {owner}; AWS: "Training plans cannot be shared across AWS accounts '
+                    f'or within your AWS Organization." ({RESERVE_DOC})',
+                    got=arn,
+                    fix=f"use a plan bought in account {account.account_id}",
+                )
+                return
             plan = lookups.training_plan(account, _plan_name(arn))
             if plan is None:
                 yield Problem(where, f"no such training plan in {account.region}", got=arn)
@@ -170,12 +192,22 @@ def training_plans(view: ClusterView) -> Iterator[Problem]:
                 return
             total = sum(int(r.get("TotalInstanceCount") or 0) for r in reserved)
             available = plan.get("AvailableInstanceCount")
+            shared = sharing.get(arn, [])
+            together = sum(int(g.count) for g in shared)
             if view.concrete(group.count) and int(group.count) > total:
                 yield Problem(
                     group_path(view, index, "count"),
                     f"the training plan reserves {total} {'/'.join(sorted(types))} instances",
                     got=group.count,
                     fix=f"lower the count to {total}, or extend the plan",
+                )
+            elif len(shared) > 1 and group is shared[-1] and together > total:
+                yield Problem(
+                    group_path(view, index, "count"),
+                    f"the groups on this training plan ({', '.join(g.name for g in shared)}) ask for {together} "
+                    f"instances; it reserves {total}",
+                    got=group.count,
+                    fix=f"lower their counts to {total} in all, or give a group another plan",
                 )
             elif view.concrete(group.count) and available is not None and int(group.count) > int(available):
                 yield Problem(

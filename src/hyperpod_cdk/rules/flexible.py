@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from hyperpod_cdk.aws_data.api_support import api_rule
+from hyperpod_cdk.model import InstanceGroup, NodeProvisioningMode
 from hyperpod_cdk.rules.groups import group_path
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.view import ClusterView
@@ -15,6 +17,12 @@ from training_runtime.problems import WARNING, Problem
 MAX_INSTANCE_TYPES = 20
 """``ClusterInstanceRequirements.InstanceTypes``: 1 to 20 items."""
 API_DOC = "SageMaker API ClusterInstanceGroupSpecification.InstanceRequirements, ClusterInstanceRequirements"
+EKS_CREATE_DOC = (
+    "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-operate-cli-command-create-cluster.html"
+)
+EKS_UPDATE_DOC = (
+    "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-operate-cli-command-update-cluster.html"
+)
 
 rule = REGISTRY.rule
 
@@ -50,15 +58,103 @@ def exclusive(view: ClusterView) -> Iterator[Problem]:
     source=f"{API_DOC} (1-20 instance types, in priority order)",
 )
 def listed_types(view: ClusterView) -> Iterator[Problem]:
-    """A flexible group lists 1 to 20 instance types, each once (the order is HyperPod's launch priority)."""
+    """A flexible group lists 1 to 20 instance types (the order is HyperPod's launch priority)."""
     for index, group in enumerate(view.groups):
         types = list(group.instance_types)
-        where = group_path(view, index, "instance_types")
         if len(types) > MAX_INSTANCE_TYPES:
-            yield Problem(where, f"got {len(types)} types; HyperPod takes 1 to {MAX_INSTANCE_TYPES}", fix="shorten it")
+            yield Problem(
+                group_path(view, index, "instance_types"),
+                f"got {len(types)} types; HyperPod takes 1 to {MAX_INSTANCE_TYPES}",
+                fix="shorten it",
+            )
+
+
+@api_rule(rule, "flexible-duplicates", "instance_groups", "instance_groups[*].instance_types")
+def duplicate_types(view: ClusterView) -> Iterator[Problem]:
+    """A flexible group lists each type once: AWS's EKS page says the list must not contain duplicates."""
+    for index, group in enumerate(view.groups):
+        types = list(group.instance_types)
         repeated = sorted({t for t in types if types.count(t) > 1 and view.concrete(t)})
         if repeated:
-            yield Problem(where, "list each type once (the order is the launch priority)", got=repeated)
+            yield Problem(
+                group_path(view, index, "instance_types"),
+                f'listed more than once; AWS ({EKS_CREATE_DOC}): "the list must not contain duplicates"',
+                got=repeated,
+                fix="list each type once (the order is the launch priority)",
+            )
+
+
+@api_rule(rule, "flexible-continuous", "instance_groups", "instance_groups[*].instance_types", needs=("cluster",))
+def flexible_continuous(view: ClusterView) -> Iterator[Problem]:
+    """A flexible group needs node_provisioning_mode continuous (AWS's EKS pages: "Flexible instance groups require
+    continuous node provisioning mode")."""
+    if view.node_provisioning_mode == NodeProvisioningMode.CONTINUOUS:
+        return
+    for index, group in enumerate(view.groups):
+        if group.flexible:
+            yield Problem(
+                group_path(view, index, "instance_types"),
+                f'AWS ({EKS_CREATE_DOC}): "Flexible instance groups require continuous node provisioning mode."',
+                got=list(group.instance_types),
+                fix="set node_provisioning_mode: continuous (a new cluster), or give the group one instance_type",
+            )
+
+
+def _deployed_groups(view: ClusterView) -> Iterator[tuple[int, InstanceGroup, InstanceGroup]]:
+    """(index, group, its deployed self) for each group the deployed config (validate --previous) also has."""
+    previous = view.previous
+    if previous is None:
+        return
+    deployed = {g.name: g for g in previous.groups}
+    for index, group in enumerate(view.groups):
+        if group.name in deployed:
+            yield index, group, deployed[group.name]
+
+
+@rule(
+    "GRP-FLEX-SWITCH",
+    "instance_groups",
+    "instance_groups[*].{instance_type,instance_types}",
+    level=WARNING,
+    source=f"{EKS_UPDATE_DOC} (for EKS clusters; on Slurm flexible groups are unconfirmed: GRP-FLEX-SLURM)",
+)
+def switch(view: ClusterView) -> Iterator[Problem]:
+    """A deployed group keeps its kind: AWS's EKS update page says an existing group cannot switch between one
+    instance type and a flexible list."""
+    for index, group, before in _deployed_groups(view):
+        if group.flexible != before.flexible and group.types and before.types:
+            yield Problem(
+                group_path(view, index, "instance_types" if group.flexible else "instance_type"),
+                f"the deployed group has {'instance_types' if before.flexible else 'instance_type'}; AWS "
+                f'({EKS_UPDATE_DOC}): "You also cannot switch between InstanceType and InstanceRequirements when '
+                'updating an existing instance group."',
+                got=list(group.types),
+                fix="keep the group's kind; for the other kind add a new group, move the work, then remove this one",
+            )
+
+
+@rule(
+    "GRP-FLEX-TYPE-REMOVED",
+    "instance_groups",
+    "instance_groups[*].instance_types",
+    level=WARNING,
+    source=f"{EKS_UPDATE_DOC} (for EKS clusters; on Slurm flexible groups are unconfirmed: GRP-FLEX-SLURM)",
+)
+def type_removed(view: ClusterView) -> Iterator[Problem]:
+    """A type dropped from a deployed flexible group's list may still run nodes, which AWS's EKS update page says
+    cannot be removed (whether any do is known only on the cluster)."""
+    for index, group, before in _deployed_groups(view):
+        if not (group.flexible and before.flexible):
+            continue
+        dropped = [t for t in before.instance_types if t not in group.instance_types]
+        if dropped:
+            yield Problem(
+                group_path(view, index, "instance_types"),
+                f'drops {", ".join(dropped)} from the deployed list; AWS ({EKS_UPDATE_DOC}): "you cannot remove '
+                'an instance type that has active nodes running on it"',
+                got=list(group.instance_types),
+                fix="check that no node of the group runs on it (hyperpod-cdk status), or scale the group down first",
+            )
 
 
 def _kind(hardware: NodeHardware) -> str:

@@ -9,12 +9,13 @@ from typing import Any
 from hyperpod_cdk.aws_data import instance_catalog
 from hyperpod_cdk.aws_data.api_support import api_rule
 from hyperpod_cdk.model import DeepHealthCheck, NodeRole
+from hyperpod_cdk.rules.network import cluster_region
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.shapes import ViewValues, matches, within
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime.group_rules import GROUP_RULES, group_problems
 from training_runtime.groups import GroupSpec
-from training_runtime.hyperpod_facts import INSTANCE_COUNT_MAX, INSTANCE_GROUPS_MAX
+from training_runtime.hyperpod_facts import HYPERPOD_REGIONS, INSTANCE_COUNT_MAX, INSTANCE_GROUPS_MAX
 from training_runtime.params import LIFECYCLE_DRIVEN
 from training_runtime.problems import WARNING, Problem
 
@@ -126,21 +127,53 @@ def _near(value: str) -> str:
     return repr(match[0]) if match else ""
 
 
+LANDING_DOC = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod.html"
+REGIONS_QUOTE = '"SageMaker HyperPod is available in the following AWS Regions."'
+"""Row landing-regions (the list: training_runtime.hyperpod_facts.HYPERPOD_REGIONS)."""
+
+
 @rule(
     "GRP-REGION",
     "instance_groups",
     "(region)",
     needs=("region",),
-    level=WARNING,
-    source="AWS::SageMaker::Cluster InstanceType enum, per Region",
+    source=f"{LANDING_DOC} (AWS Regions supported by SageMaker HyperPod); AWS's price list (the "
+    "AWS::SageMaker::Cluster InstanceType enum per Region, data/instance_types_by_region.json)",
 )
 def known_region(view: ClusterView) -> Iterator[Problem]:
-    """The Region is one whose HyperPod instance types we know (else types are checked against all Regions)."""
-    if view.region and instance_catalog.types_in(view.region) is None:
+    """The cluster's Region (the stack's, else network.availability_zone's) is one AWS offers HyperPod in: its
+    landing page's list, or its price list."""
+    region = cluster_region(view)
+    if region and region not in HYPERPOD_REGIONS and instance_catalog.types_in(region) is None:
         yield Problem(
             "region",
-            "no HyperPod instance-type list for this Region; types were checked against every Region's",
-            got=view.region,
+            f"HyperPod is not offered there: AWS ({LANDING_DOC}): {REGIONS_QUOTE}, and its price list names no "
+            "HyperPod instance type there",
+            got=region,
+            fix="deploy to one of " + ", ".join(HYPERPOD_REGIONS),
+        )
+
+
+@rule(
+    "GRP-REGION-UNLISTED",
+    "instance_groups",
+    "(region)",
+    needs=("region",),
+    level=WARNING,
+    source=f"{LANDING_DOC} (AWS Regions supported by SageMaker HyperPod), against AWS's price list",
+)
+def unlisted_region(view: ClusterView) -> Iterator[Problem]:
+    """The cluster's Region is one AWS's price list has HyperPod instance types in but its landing page does not
+    list: the sources disagree."""
+    region = cluster_region(view)
+    if region and region not in HYPERPOD_REGIONS and instance_catalog.types_in(region) is not None:
+        yield Problem(
+            "region",
+            f"AWS's price list has HyperPod instance types here, but AWS's HyperPod page ({LANDING_DOC}) does not "
+            f"list it: {REGIONS_QUOTE} The sources disagree",
+            got=region,
+            fix="check that HyperPod takes clusters there (a small test cluster), or deploy to one of "
+            + ", ".join(HYPERPOD_REGIONS),
         )
 
 

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.view import ClusterView
+from training_runtime.hyperpod_facts import ULTRASERVER_INSTANCE_TYPES, ULTRASERVER_ZONE
 from training_runtime.problems import WARNING, Problem
 
 VPC_PREFIX = (16, 28)
@@ -38,6 +39,9 @@ ID_PATTERNS = {
     "security_group_id": aws_id_pattern("sg"),
 }
 AZ_NAME = re.compile(r"^([a-z]{2}(-[a-z]+)+-\d+)[a-z]$")
+LOCAL_ZONE_NAME = re.compile(r"^([a-z]{2}(-[a-z]+)+-\d+)-[a-z]+-\d+[a-z]$")
+"""A Local Zone's name: its parent Region, a location and a zone (us-east-1-dfw-2a, the one AWS names for HyperPod:
+hyperpod_facts.ULTRASERVER_ZONE)."""
 AZ_ID = re.compile(r"^[a-z]{3,4}\d+-az\d+$")
 
 rule = REGISTRY.rule
@@ -167,32 +171,90 @@ def id_formats(view: ClusterView) -> Iterator[Problem]:
             yield problem
 
 
+def zone_region(zone: str) -> str | None:
+    """The Region of an AZ or Local Zone name (us-west-2a, us-east-1-dfw-2a); None for anything else."""
+    match = AZ_NAME.fullmatch(zone) or LOCAL_ZONE_NAME.fullmatch(zone)
+    return match.group(1) if match else None
+
+
+def cluster_region(view: ClusterView) -> str | None:
+    """The Region the cluster deploys in: the stack's when known, else the one network.availability_zone names."""
+    if view.region:
+        return view.region
+    net = view.network
+    zone = net.availability_zone if net is not None else None
+    return zone_region(zone) if isinstance(zone, str) and view.concrete(zone) else None
+
+
 @rule(
     "NET-AZ",
     "network",
     "network.availability_zone",
     needs=("region",),
-    source="Amazon EC2: Regions and Availability Zones",
+    source="Amazon EC2: Regions and Availability Zones (zone names; Local Zones such as us-east-1-dfw-2a, which "
+    "https://docs.aws.amazon.com/sagemaker/latest/dg/reserve-capacity-with-training-plans.html names for UltraServers)",
 )
 def availability_zone(view: ClusterView) -> Iterator[Problem]:
-    """The AZ is a zone name such as us-west-2a (not a zone ID), in the stack's Region when it is known."""
+    """The AZ is a zone name such as us-west-2a or a Local Zone's such as us-east-1-dfw-2a (not a zone ID), in the
+    stack's Region when it is known."""
     net = view.network
     if net is None or not view.concrete(net.availability_zone):
         return
-    az = net.availability_zone
+    az = str(net.availability_zone)
     where = view.path("network", "availability_zone")
-    match = AZ_NAME.fullmatch(az)  # type: ignore[arg-type]
-    if AZ_ID.fullmatch(az):  # type: ignore[arg-type]
+    region = zone_region(az)
+    if AZ_ID.fullmatch(az):
         yield Problem(
             where,
             "this is an AZ ID; give the AZ name (IDs map to different names in each account)",
             got=az,
-            fix="aws ec2 describe-availability-zones --zone-ids " + str(az),
+            fix="aws ec2 describe-availability-zones --zone-ids " + az,
         )
-    elif not match:
-        yield Problem(where, "expected an AZ name such as us-west-2a", got=az)
-    elif view.region and match.group(1) != view.region:
+    elif region is None:
+        yield Problem(
+            where, "expected an AZ name such as us-west-2a, or a Local Zone's such as us-east-1-dfw-2a", got=az
+        )
+    elif view.region and region != view.region:
         yield Problem(where, f"not in the stack's Region {view.region}", got=az)
+
+
+@rule(
+    "NET-LOCAL-ZONE",
+    "network",
+    "network.availability_zone",
+    needs=("instance_groups",),
+    level=WARNING,
+    source="https://docs.aws.amazon.com/sagemaker/latest/dg/reserve-capacity-with-training-plans.html (UltraServers "
+    "in the Dallas Local Zone; AWS names no other Local Zone, nor other instance types there)",
+)
+def local_zone(view: ClusterView) -> Iterator[Problem]:
+    """A Local Zone is documented for HyperPod only as the Dallas zone of UltraServers: another Local Zone, or other
+    instance types in it, AWS does not document."""
+    net = view.network
+    zone = net.availability_zone if net is not None else None
+    if not (isinstance(zone, str) and view.concrete(zone) and LOCAL_ZONE_NAME.fullmatch(zone)):
+        return
+    where = view.path("network", "availability_zone")
+    if zone != ULTRASERVER_ZONE:
+        yield Problem(
+            where,
+            f"a Local Zone: AWS documents HyperPod in one Local Zone only, {ULTRASERVER_ZONE}, for UltraServers; "
+            "whether HyperPod launches nodes in this one is not documented",
+            got=zone,
+            fix=f"use an Availability Zone of {zone_region(zone)}, or {ULTRASERVER_ZONE} for UltraServers",
+        )
+        return
+    others = sorted({t for g in view.groups for t in view.types_of(g) if t not in ULTRASERVER_INSTANCE_TYPES})
+    if others:
+        yield Problem(
+            where,
+            f"AWS documents {ULTRASERVER_ZONE} for UltraServers ({', '.join(ULTRASERVER_INSTANCE_TYPES)}); whether "
+            f"{', '.join(others)} launch in it is not documented (the stack's new VPC puts every group's nodes there)",
+            got=zone,
+            fix="check that EC2 offers these types in the Local Zone (aws ec2 describe-instance-type-offerings "
+            f"--location-type availability-zone --filters Name=location,Values={zone}), or keep only UltraServer "
+            "groups in it (override_vpc with an existing VPC)",
+        )
 
 
 def addresses_per_instance(efa_interfaces: int) -> int:

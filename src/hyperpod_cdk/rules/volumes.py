@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from hyperpod_cdk.aws_data.api_support import api_rule
+from hyperpod_cdk.aws_data.quotes import KEY_PER_GROUP_QUOTE
 from hyperpod_cdk.model import NodeProvisioningMode
 from hyperpod_cdk.rules.groups import each_group, group_path
 from hyperpod_cdk.rules.organization import KMS_KEY_ARN
@@ -51,6 +52,32 @@ volume_key_continuous = api_rule(
         fix="set node_provisioning_mode: continuous (new clusters only), or remove the key",
     )
 )
+
+
+@rule(
+    "GRP-VOLUME-KEY-SHARED",
+    "instance_groups",
+    "instance_groups[*].volume_kms_key_arn",
+    level=WARNING,
+    source=f"{CMK_DOC} (How to use your KMS key)",
+)
+def volume_key_shared(view: ClusterView) -> Iterator[Problem]:
+    """Each group's volume key is its own: AWS strongly recommends a different KMS key for each instance group (a
+    grant revoked for one group is not revoked for the others); the organization's one key is a platform's choice."""
+    first: dict[str, str] = {}
+    for index, group in enumerate(view.groups):
+        key = group.volume_kms_key_arn
+        if not view.concrete(key):
+            continue
+        if str(key) in first:
+            yield Problem(
+                group_path(view, index, "volume_kms_key_arn"),
+                f"the same key as group {first[str(key)]!r}; AWS: {KEY_PER_GROUP_QUOTE} ({CMK_DOC})",
+                got=key,
+                fix="give each instance group a key of its own",
+            )
+        else:
+            first[str(key)] = group.name
 
 
 @rule(
