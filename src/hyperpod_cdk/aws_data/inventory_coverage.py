@@ -5,6 +5,10 @@ policies, the pages that disagree, and every out-of-scope row with its reason (g
 from __future__ import annotations
 
 from collections import Counter
+from importlib import resources
+from typing import Any
+
+import yaml
 
 from hyperpod_cdk.aws_data.inventory import ENFORCEMENTS, Page, Row, pages
 
@@ -54,8 +58,25 @@ def coverage_reference() -> str:
         read = f"{page.read} (partial: {_cell(page.partial)})" if page.partial else page.read
         cells = [_page_link(page), read, *(str(counts[k] or "") for k in ENFORCEMENTS), str(len(page.rows))]
         lines.append("| " + " | ".join(cells) + " |")
+    lines += _unread()
     lines += _update_policies(every) + _conflicts(every) + _support_links() + _out_of_scope(every)
     return "\n".join(lines) + "\n"
+
+
+def unread_pages() -> list[dict[str, Any]]:
+    """``data/aws_pages_unread.yaml``: the pages no copy of which could be read, with what was tried."""
+    text = resources.files("hyperpod_cdk").joinpath("data/aws_pages_unread.yaml").read_text()
+    found: list[dict[str, Any]] = yaml.safe_load(text)
+    return found
+
+
+def _unread() -> list[str]:
+    lines = ["", "### Pages not read", "", "No copy of these could be read, so they have no rows yet.", ""]
+    lines += ["| page | searched | tried | meanwhile |", "|---|---|---|---|"]
+    for page in unread_pages():
+        cells = [page["page"], page["searched"], page["tried"], page["meanwhile"]]
+        lines.append("| " + " | ".join(_cell(str(c)) for c in cells) + " |")
+    return lines
 
 
 def _update_policies(rows: tuple[Row, ...]) -> list[str]:
