@@ -38,11 +38,19 @@ OPERATIONS: dict[str, tuple[str, ...]] = {
         "NodeRecovery",
         "NodeProvisioningMode",
     ),
-    "UpdateCluster": ("ClusterName", "InstanceGroups", "NodeRecovery", "NodeProvisioningMode", "Orchestrator"),
+    "UpdateCluster": (
+        "ClusterName",
+        "InstanceGroups",
+        "InstanceGroupsToDelete",
+        "NodeRecovery",
+        "NodeProvisioningMode",
+        "Orchestrator",
+    ),
     "UpdateClusterSoftware": ("ClusterName", "InstanceGroups", "DeploymentConfig", "ImageId"),
 }
 """Each operation's request members that hyperpod-cdk emits (the ``AWS::SageMaker::Cluster`` properties the
-construct renders; CloudFormation calls UpdateCluster with the same members, UpdateClusterSoftware for an AMI)."""
+construct renders; CloudFormation calls UpdateCluster with the same members and the removed groups' names,
+``InstanceGroupsToDelete``, UpdateClusterSoftware for an AMI)."""
 
 KEPT_MEMBERS: dict[str, tuple[str, ...]] = {
     "ClusterInstanceGroupSpecification": (

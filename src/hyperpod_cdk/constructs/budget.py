@@ -28,8 +28,8 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-COST_TAG_KEY = "hyperpod-cdk:cluster"
-"""The tag on every resource of a cluster with an AWS budget; activate it as a cost allocation tag."""
+from hyperpod_cdk.core.merged_values import COST_TAG_KEY
+
 BUDGETS = "budgets.amazonaws.com"
 
 

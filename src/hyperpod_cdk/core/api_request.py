@@ -1,10 +1,15 @@
-"""The CreateCluster request a config produces, API-shaped, for the API-MODEL rule (no aws_cdk import).
+"""The requests a config produces, API-shaped, for the API-MODEL rule (no aws_cdk import): the CreateCluster request
+and, given the deployed config, the UpdateCluster request the change produces.
 
-The same members, from the same model values, as :class:`~hyperpod_cdk.constructs.cluster.HyperPodCluster` and
-:mod:`~hyperpod_cdk.constructs.group_api` render into ``AWS::SageMaker::Cluster`` (whose property names are the
-API's member names). What only a deployment knows (the execution role's ARN, the lifecycle prefix's URI, a new
-file system's DNS name, a new VPC's subnet) is :data:`UNKNOWN`, which the checker skips. tests/test_api_request.py
-holds this request against every example's synthesized template, so the two cannot drift apart unseen.
+The request is the one the stack sends: the same members, from the same model values, as
+:class:`~hyperpod_cdk.constructs.cluster.HyperPodCluster` and :mod:`~hyperpod_cdk.constructs.group_api` render into
+``AWS::SageMaker::Cluster`` (whose property names are the API's member names), with what the stack merges in: the
+cluster name with the organization's prefix (:func:`~hyperpod_cdk.core.merged_values.deployed_name`), the tags every
+resource gets and the organization's key on the node volumes (:mod:`hyperpod_cdk.core.merged_values`). What only a
+deployment knows (the execution role's ARN, the lifecycle prefix's URI, a new file system's DNS name, a new VPC's
+subnet) is :data:`UNKNOWN`, which the checker skips. tests/test_api_request.py holds this request against every
+example's synthesized template, and against examples synthesized with an organization section, so the two cannot
+drift apart unseen.
 """
 
 from __future__ import annotations
@@ -14,6 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 from hyperpod_cdk.aws_data.fields import field_of_member, plain_group_members
 from hyperpod_cdk.core.accounting import slurmdbd_owner
+from hyperpod_cdk.core.merged_values import (
+    MergedTag,
+    deployed_name,
+    has_budget,
+    merged_tags,
+    organization_volume_key,
+    with_volume_key,
+)
 from hyperpod_cdk.model import (
     AutoPatch,
     BatchSize,
@@ -78,6 +91,18 @@ def _auto_patch(patch: AutoPatch) -> dict[str, Any]:
 
 
 def _storage(group: InstanceGroup, view: ClusterView) -> list[dict[str, Any]]:
+    configs = _own_storage(group, view)
+    organization_key = sent_volume_key(view)
+    return with_volume_key(configs, organization_key) if organization_key is not None else configs
+
+
+def sent_volume_key(view: ClusterView) -> str | None:
+    """The organization's key, when the stack puts it on the node volumes (the ``KmsEncryption`` aspect)."""
+    key = view.organization.kms_key_arn if view.organization is not None else None
+    return organization_volume_key(key, view.node_provisioning_mode) if key is not None else None
+
+
+def _own_storage(group: InstanceGroup, view: ClusterView) -> list[dict[str, Any]]:
     key = group.volume_kms_key_arn
     configs: list[dict[str, Any]] = []
     if group.ebs_volume_gib is not None:
@@ -176,21 +201,59 @@ def _orchestrator(view: ClusterView) -> dict[str, Any] | None:
     return {"Slurm": _compact({"SlurmConfigStrategy": strategy, "AccountingDatabase": database})}
 
 
+def sent_cluster_name(view: ClusterView) -> str:
+    """The name HyperPod gets: the cluster's with the organization's prefix."""
+    return deployed_name(view.cluster_name, view.organization, view.is_unresolved)
+
+
+def sent_tags(view: ClusterView) -> dict[str, MergedTag]:
+    """The cluster's tags as the stack merges them (:func:`~hyperpod_cdk.core.merged_values.merged_tags`), by key."""
+    budget = sent_cluster_name(view) if has_budget(view.cost, view.observability) else None
+    return merged_tags(view.tags, view.organization, budget)
+
+
 def cluster_request(view: ClusterView) -> dict[str, Any]:
-    """The CreateCluster request of ``view``."""
+    """The CreateCluster request of ``view``, as the stack sends it."""
     network = view.network
     subnet = network.subnet_id if network is not None and network.subnet_id else UNKNOWN
     group_id = network.security_group_id if network is not None and network.security_group_id else UNKNOWN
     mode = view.node_provisioning_mode
     return _compact(
         {
-            "ClusterName": view.cluster_name,
+            "ClusterName": sent_cluster_name(view),
             "InstanceGroups": [group_request(g, view) for g in view.groups],
             "VpcConfig": {"SecurityGroupIds": [group_id], "Subnets": [subnet]},
-            "Tags": [{"Key": k, "Value": v} for k, v in sorted(view.tags.items())] or None,  # CDK sorts them
+            "Tags": [{"Key": k, "Value": t.value} for k, t in sent_tags(view).items()] or None,
             "NodeRecovery": view.node_recovery,
             "Orchestrator": _orchestrator(view),
             "NodeProvisioningMode": NodeProvisioningMode(mode).cfn if mode else None,
+        }
+    )
+
+
+def update_request(view: ClusterView) -> dict[str, Any] | None:
+    """The UpdateCluster request the change from the deployed config (``view.previous``) to ``view`` produces:
+    the cluster's name, every group's new specification, the groups no longer there by name
+    (``InstanceGroupsToDelete``), node recovery, provisioning mode and orchestrator. Tags change through AddTags and
+    DeleteTags, not UpdateCluster. None without a deployed config, or when the name HyperPod gets changes:
+    CloudFormation then replaces the cluster (ClusterName is create-only), and the CreateCluster request is the one
+    sent."""
+    previous = view.previous
+    if previous is None:
+        return None
+    create = cluster_request(view)
+    if sent_cluster_name(previous) != create["ClusterName"]:
+        return None
+    names = {g.name for g in view.groups}
+    removed = [g.name for g in previous.groups if g.name not in names]
+    return _compact(
+        {
+            "ClusterName": create["ClusterName"],
+            "InstanceGroups": create["InstanceGroups"],
+            "InstanceGroupsToDelete": removed or None,
+            "NodeRecovery": create.get("NodeRecovery"),
+            "NodeProvisioningMode": create.get("NodeProvisioningMode"),
+            "Orchestrator": create.get("Orchestrator"),
         }
     )
 

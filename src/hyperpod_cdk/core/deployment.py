@@ -22,16 +22,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hyperpod_cdk.aws_data.prices import Resolved, resolve
+from hyperpod_cdk.core.merged_values import deployed_name
 from hyperpod_cdk.core.parameters import parameters_file, with_resources, written_group
 from hyperpod_cdk.core.template_parameters import group_capacity_id, group_type_id, template_parameters
-from hyperpod_cdk.model import Capacity, NodeProvisioningMode, SlurmMode, prefixed
+from hyperpod_cdk.model import Capacity, NodeProvisioningMode, SlurmMode
 from training_runtime.billing_weights import InstancePrice
 from training_runtime.groups import COMPUTE, GroupSpec
 from training_runtime.params import MetricsTarget, ProvisioningParameters
 from training_runtime.users import User
 
 if TYPE_CHECKING:
-    from hyperpod_cdk.core.config import ClusterConfig, OrganizationConfig
+    from hyperpod_cdk.core.config import ClusterConfig
+
+__all__ = ["STACK_NAME_PREFIX", "Deployment", "cluster_prices", "deployed_name", "deployment", "launched_group"]
 
 STACK_NAME_PREFIX = "hyperpod-"
 """A deployment's stack is ``hyperpod-<cluster_name>`` (the config's name, before the organization's prefix),
@@ -87,18 +90,6 @@ class Deployment:
         return with_resources(
             self.parameters, fsx_dns_name=fsx_dns_name, fsx_mountname=fsx_mountname, fsx=fsx, metrics=metrics
         )
-
-
-def deployed_name(
-    cluster_name: str, organization: OrganizationConfig | None, is_unresolved: Callable[[Any], bool] | None = None
-) -> str:
-    """The cluster name HyperPod gets: ``cluster_name`` with the organization's ``name_prefix``
-    (:func:`hyperpod_cdk.model.prefixed`); a name that ``is_unresolved`` is left alone (the prefix rule
-    constrains the template parameter instead)."""
-    prefix = organization.name_prefix if organization else None
-    if not prefix or (is_unresolved is not None and is_unresolved(cluster_name)):
-        return cluster_name
-    return prefixed(prefix, cluster_name)
 
 
 def deployment(

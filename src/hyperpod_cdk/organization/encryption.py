@@ -25,13 +25,9 @@ from constructs import Construct, IConstruct
 
 from hyperpod_cdk.constructs.execution_role import grant_volume_key
 from hyperpod_cdk.constructs.scanners import LOG_GROUP_WITHOUT_KEY, unskip_checkov
-from hyperpod_cdk.model import NodeProvisioningMode
+from hyperpod_cdk.core.merged_values import organization_volume_key, volume_keying
 from hyperpod_cdk.rules.organization import SCRATCH_TYPES
 from hyperpod_cdk.rules.volumes import NODE_VOLUMES_NEED_CONTINUOUS
-
-CONTINUOUS = NodeProvisioningMode.CONTINUOUS.cfn
-"""``NodeProvisioningMode`` of a cluster whose node volumes may take a customer managed key."""
-
 
 KeyOf = Callable[[Construct], kms.IKey]
 """The organization's key as seen from a construct's stack."""
@@ -125,14 +121,14 @@ class KmsEncryption:
         HyperPod takes a customer managed key for node volumes only in clusters with continuous node provisioning
         (rules.volumes.CMK_DOC), so another cluster keeps AWS's key, with a warning saying how to apply the
         organization's; the execution roles get the ``kms:CreateGrant`` the volumes need."""
-        if Stack.of(cluster).resolve(cluster.node_provisioning_mode) != CONTINUOUS:
+        key = organization_volume_key(self._key_arn(cluster), Stack.of(cluster).resolve(cluster.node_provisioning_mode))
+        if key is None:
             Annotations.of(cluster).add_warning_v2(
                 "hyperpod-cdk:organization-node-volumes",
                 f"{cluster.node.path}: {NODE_VOLUMES_NEED_CONTINUOUS}. Fix: set node_provisioning_mode: continuous "
                 "(new clusters only) to encrypt them with the organization's key",
             )
             return
-        key = self._key_arn(cluster)
         groups = Stack.of(cluster).resolve(cluster.instance_groups) or []
         self._grant_execution_roles(cluster, groups if isinstance(groups, list) else [])
         root = {"EbsVolumeConfig": {"RootVolume": True, "VolumeKmsKeyId": key}}
@@ -142,23 +138,17 @@ class KmsEncryption:
             if not configs:
                 cluster.add_property_override(at, [root])
                 continue
-            has_root = False
-            for position, config in enumerate(configs):
-                ebs = _field(config, "EbsVolumeConfig", "ebsVolumeConfig")
-                if ebs is None:
-                    continue
-                has_root = has_root or bool(_field(ebs, "RootVolume", "rootVolume"))
-                own = _field(ebs, "VolumeKmsKeyId", "volumeKmsKeyId")
-                if own is None:
-                    cluster.add_property_override(f"{at}.{position}.EbsVolumeConfig.VolumeKmsKeyId", key)
-                elif own != key:
-                    name = _field(group, "InstanceGroupName", "instanceGroupName")
-                    Annotations.of(cluster).add_error(
-                        f"{cluster.node.path}: instance group {name!r} encrypts its volumes with {own}, not the "
-                        "organization's KMS key. Fix: remove the group's volume_kms_key_arn (the organization's key "
-                        "applies to every node volume), or give it the organization's key"
-                    )
-            if not has_root:
+            keying = volume_keying([_volume(config) for config in configs], key)
+            for position in keying.keyed:
+                cluster.add_property_override(f"{at}.{position}.EbsVolumeConfig.VolumeKmsKeyId", key)
+            for own in dict.fromkeys(keying.other_keys):
+                name = _field(group, "InstanceGroupName", "instanceGroupName")
+                Annotations.of(cluster).add_error(
+                    f"{cluster.node.path}: instance group {name!r} encrypts its volumes with {own}, not the "
+                    "organization's KMS key. Fix: remove the group's volume_kms_key_arn (the organization's key "
+                    "applies to every node volume), or give it the organization's key"
+                )
+            if keying.append_root:
                 cluster.add_property_override(f"{at}.{len(configs)}", root)
 
     def _grant_execution_roles(self, cluster: sagemaker.CfnCluster, groups: list[Any]) -> None:
@@ -177,6 +167,13 @@ class KmsEncryption:
                 role = node.node.scope
                 if isinstance(role, iam.Role):
                     grant_volume_key(role, self._key_of(cluster).key_arn)
+
+
+def _volume(config: Any) -> tuple[bool, bool, Any]:
+    """A resolved storage config as :func:`~hyperpod_cdk.core.merged_values.volume_keying` reads it."""
+    ebs = _field(config, "EbsVolumeConfig", "ebsVolumeConfig")
+    root = bool(_field(ebs, "RootVolume", "rootVolume"))
+    return ebs is not None, root, _field(ebs, "VolumeKmsKeyId", "volumeKmsKeyId")
 
 
 def _field(value: Any, *names: str) -> Any:

@@ -38,7 +38,8 @@ RULE_MODULES = (
     "updates",
     # The rules from AWS's provisioning, Slurm-configuration and resiliency pages (data/aws_inventory).
     "aws_provisioning",
-    # The whole CreateCluster request against the SageMaker API model, after the rules that explain a value better.
+    # The whole CreateCluster (and UpdateCluster) request against the SageMaker API model, after the rules that
+    # explain a value better.
     "api_model",
 )
 """The offline rule modules (``hyperpod_cdk.rules.<name>``), in report order: the package imports each by a plain

@@ -48,6 +48,7 @@ from hyperpod_cdk.core.config import (
 )
 from hyperpod_cdk.core.deployment import deployment
 from hyperpod_cdk.core.errors import raise_if_any
+from hyperpod_cdk.core.merged_values import has_budget, merged_tags
 from hyperpod_cdk.core.published_layout import PublishTarget, lifecycle_key_prefix
 from hyperpod_cdk.core.suppress import Suppression
 from hyperpod_cdk.core.template_parameters import CLUSTER_NAME_ID
@@ -160,8 +161,11 @@ class TrainingCluster:
         if self.observability is not None:
             self.observability.watch(self.cluster)
         self.choices.choose_capacity(self.cluster.resource)
-        for key, value in config.tags.items():
-            Tags.of(self.scope).add(key, value)
+        # Every resource's tags, as the request validate checks has them (the organization's were added by its rules
+        # already, the cost tag is the budget's too: adding the same value again changes nothing).
+        budget_name = config.cluster_name if has_budget(config.cost, config.observability) else None
+        for key, tag in merged_tags(config.tags, config.organization, budget_name).items():
+            Tags.of(self.scope).add(key, tag.value)
         self.budget = self._budget(config)
         self._outputs()
 
@@ -170,7 +174,7 @@ class TrainingCluster:
         (rule COST-BUDGET-TOPIC makes sure there is one)."""
         wanted = config.cost.aws_budget if config.cost else None
         topic = self.observability.topic if self.observability else None
-        if wanted is None or topic is None or config.cost is None:
+        if not has_budget(config.cost, config.observability) or wanted is None or topic is None or config.cost is None:
             return None
         return ClusterBudget(
             self.scope,
