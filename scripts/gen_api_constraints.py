@@ -25,56 +25,39 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hyperpod_cdk.aws_data.fields import fields
+
 ROOT = Path(__file__).resolve().parent.parent
 TABLE = ROOT / "src" / "hyperpod_cdk" / "data" / "api_constraints.json"
 
+
+def _members(prefix: str) -> tuple[str, ...]:
+    """The members under ``prefix`` (``""``: the request's own) that the field map's ``api`` paths name."""
+    found: dict[str, None] = {}
+    for f in fields():
+        if f.api and f.api.startswith(prefix):
+            found[f.api[len(prefix) :].split(".")[0].removesuffix("[]")] = None
+    return tuple(m for m in found if m)
+
+
+CREATE = _members("")
+UPDATE_TAKES = ("ClusterName", "InstanceGroups", "NodeRecovery", "NodeProvisioningMode", "Orchestrator")
+"""CreateCluster's members that UpdateClusterRequest has too (botocore's model; the rest are create-only)."""
 OPERATIONS: dict[str, tuple[str, ...]] = {
-    "CreateCluster": (
-        "ClusterName",
-        "InstanceGroups",
-        "VpcConfig",
-        "Tags",
-        "Orchestrator",
-        "NodeRecovery",
-        "NodeProvisioningMode",
-    ),
-    "UpdateCluster": (
-        "ClusterName",
-        "InstanceGroups",
-        "InstanceGroupsToDelete",
-        "NodeRecovery",
-        "NodeProvisioningMode",
-        "Orchestrator",
-    ),
+    "CreateCluster": CREATE,
+    # CloudFormation sends UpdateCluster with the members it takes and the removed groups' names.
+    "UpdateCluster": (*(m for m in CREATE if m in UPDATE_TAKES), "InstanceGroupsToDelete"),
     "UpdateClusterSoftware": ("ClusterName", "InstanceGroups", "DeploymentConfig", "ImageId"),
 }
-"""Each operation's request members that hyperpod-cdk emits (the ``AWS::SageMaker::Cluster`` properties the
-construct renders; CloudFormation calls UpdateCluster with the same members and the removed groups' names,
-``InstanceGroupsToDelete``, UpdateClusterSoftware for an AMI)."""
+"""Each operation's request members that hyperpod-cdk emits: CreateCluster's are the field map's (data/fields.yaml,
+``api``: the ``AWS::SageMaker::Cluster`` properties the construct renders); CloudFormation calls UpdateCluster with
+those UpdateClusterRequest has and the removed groups' names (``InstanceGroupsToDelete``); ``hyperpod-cdk
+update-software`` sends UpdateClusterSoftware for an AMI."""
 
 KEPT_MEMBERS: dict[str, tuple[str, ...]] = {
-    "ClusterInstanceGroupSpecification": (
-        "InstanceCount",
-        "MinInstanceCount",
-        "InstanceGroupName",
-        "InstanceType",
-        "InstanceRequirements",
-        "LifeCycleConfig",
-        "ExecutionRole",
-        "ThreadsPerCore",
-        "InstanceStorageConfigs",
-        "OnStartDeepHealthChecks",
-        "TrainingPlanArn",
-        "OverrideVpcConfig",
-        "ScheduledUpdateConfig",
-        "ImageId",
-        "AutoPatchConfig",
-        "SlurmConfig",
-        "CapacityRequirements",
-        "NetworkInterface",
-    ),
-    "ClusterOrchestrator": ("Slurm",),
-    "ClusterAutoPatchConfig": ("PatchingStrategy", "DeploymentConfig"),
+    "ClusterInstanceGroupSpecification": _members("InstanceGroups[]."),
+    "ClusterOrchestrator": _members("Orchestrator."),
+    "ClusterAutoPatchConfig": _members("InstanceGroups[].AutoPatchConfig."),
 }
 """Structures of which we emit only some members (the rest are EKS's or not rendered): only these are kept, so a
 model change elsewhere in the structure does not touch the table. Other structures keep every member."""
@@ -127,7 +110,7 @@ def api_shapes(model: dict[str, Any]) -> dict[str, dict[str, Any]]:
         out[name] = {
             "type": "structure",
             "required": [m for m in request.get("required", []) if m in members],
-            "members": {m: request["members"][m]["shape"] for m in members},
+            "members": {m: request["members"][m]["shape"] for m in request["members"] if m in members},  # model order
         }
         todo.extend(out[name]["members"].values())
     while todo:
@@ -138,7 +121,7 @@ def api_shapes(model: dict[str, Any]) -> dict[str, dict[str, Any]]:
         entry = _facets(shape)
         if shape["type"] == "structure":
             kept = KEPT_MEMBERS.get(name, tuple(shape["members"]))
-            entry["members"] = {m: shape["members"][m]["shape"] for m in kept}
+            entry["members"] = {m: shape["members"][m]["shape"] for m in shape["members"] if m in kept}
             entry["required"] = [m for m in shape.get("required", []) if m in kept]
             todo.extend(entry["members"].values())
         elif shape["type"] == "list":
