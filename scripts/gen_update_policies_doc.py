@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Write the update-policy table of docs/configuration.md (section "Update policies") from
-``src/hyperpod_cdk/data/fields.yaml``: every config field, its policy, the rule ``validate --previous``
-reports a change with, and the AWS source. Between ``<!-- BEGIN GENERATED: update-policies -->`` and
-``<!-- END GENERATED -->``::
+"""Write the field map's two tables in docs/configuration.md from ``src/hyperpod_cdk/data/fields.yaml``: "The field
+map" (each field's API member and botocore shape or CloudFormation property, its principle classes, whether
+``plan`` reads it back, the AWS inventory rows on it) and "Update policies" (every config field, its policy, the
+rule ``validate --previous`` reports a change with, and the AWS source). Between ``<!-- BEGIN GENERATED: field-map
+-->`` / ``<!-- BEGIN GENERATED: update-policies -->`` and ``<!-- END GENERATED -->``::
 
     .venv/bin/python scripts/gen_update_policies_doc.py          # rewrite the table
     .venv/bin/python scripts/gen_update_policies_doc.py --check  # exit 1 if the committed copy is stale
@@ -17,10 +18,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
+from docgen import replace_block  # noqa: E402
+
+from hyperpod_cdk.aws_data.fields import fields, shape_of  # noqa: E402
+from hyperpod_cdk.aws_data.inventory import rows  # noqa: E402
 from hyperpod_cdk.aws_data.update_policy import (  # noqa: E402
     Kind,
     declarations,
     dedicated_rule,
+    expand,
     holds_data,
     policy_for,
     update_api_citation,
@@ -28,6 +34,7 @@ from hyperpod_cdk.aws_data.update_policy import (  # noqa: E402
 
 DOC = ROOT / "docs" / "configuration.md"
 BEGIN = "<!-- BEGIN GENERATED: update-policies -->"
+BEGIN_MAP = "<!-- BEGIN GENERATED: field-map -->"
 END = "<!-- END GENERATED -->"
 RULE = {
     Kind.IN_PLACE: "-",
@@ -78,9 +85,46 @@ def render() -> str:
     return "\n".join(lines)
 
 
+def _rows_on(path: str, rule_fields: dict[str, str]) -> list[str]:
+    """The inventory rows that bear on ``path``: update-policy rows naming it, rule rows whose rule's field it is."""
+    found = []
+    for row in rows():
+        if (row.field and path in (p.replace("[*]", "[]") for p in expand(row.field))) or (
+            row.rule and rule_fields.get(row.rule, "").replace("[*]", "[]") == path
+        ):
+            found.append(row.id)
+    return found
+
+
+def render_map() -> str:
+    from hyperpod_cdk.preflight import load
+    from hyperpod_cdk.rules import REGISTRY
+
+    load()
+    rule_fields = {r.id: r.field for r in REGISTRY.rules}
+    lines = [
+        BEGIN_MAP,
+        "<!-- Generated from src/hyperpod_cdk/data/fields.yaml by scripts/gen_update_policies_doc.py. -->",
+        "",
+        "| Field | API member (botocore shape) or CloudFormation property | classes | `plan` | AWS inventory rows |",
+        "|---|---|---|---|---|",
+    ]
+    for f in fields():
+        if not (f.api or f.cfn or f.classes):
+            continue
+        if f.api:
+            where = f"`{f.api}` ({shape_of(f.api) or 'not in the API model table'})"
+        else:
+            where = f"`{f.cfn}`" if f.cfn else "-"
+        classes = ", ".join(f"`{c}`" for c in f.classes) or "-"
+        on = ", ".join(f"`{r}`" for r in _rows_on(f.path, rule_fields)) or "-"
+        lines.append(f"| `{f.path}` | {where} | {classes} | {'yes' if f.plan else '-'} | {on} |")
+    lines.append(END)
+    return "\n".join(lines)
+
+
 def updated(text: str) -> str:
-    start, end = text.index(BEGIN), text.index(END, text.index(BEGIN))
-    return text[:start] + render() + text[end + len(END) :]
+    return replace_block(replace_block(text, BEGIN_MAP, END, render_map()), BEGIN, END, render())
 
 
 def main() -> int:

@@ -226,3 +226,14 @@ def test_the_plan_example_is_the_workers_whole_plan_with_metrics() -> None:
     steps = re.findall(r"^(\S+)\s+WILL CHANGE$", generator.plan_text(), flags=re.MULTILINE)
     assert steps[0] == "installed-runtime" and "daemon:slurmd" in steps
     assert steps[-1] == "daemon:hyperpod-cdk-metrics-agent"
+
+
+def test_the_field_map_and_update_policy_tables_are_current() -> None:
+    """docs/configuration.md's two tables of the field map (data/fields.yaml): each field's member, shape, classes
+    and rows, and each field's update policy."""
+    generator = _script("gen_update_policies_doc")
+    text = generator.DOC.read_text()
+    assert generator.updated(text) == text, "docs/configuration.md is stale: run scripts/gen_update_policies_doc.py"
+    table = generator.render_map()
+    assert "| `instance_groups[].instance_type` | `InstanceGroups[].InstanceType` (" in table
+    assert "ClusterInstanceGroupSpecification.InstanceType" in table and "cli-command-keep-instance-type" in table

@@ -151,3 +151,25 @@ def field_of_member(member_path: str) -> tuple[Field, tuple[str, ...], str] | No
         if match and (best is None or len(f.api or "") > len(best[0].api or "")):
             best = (f, match.groups(), member_path[match.end() :])
     return best
+
+
+def shape_of(member_path: str, operation: str = "CreateCluster") -> str | None:
+    """The botocore shape and member a request member path lands on (``InstanceGroups[].InstanceType`` ->
+    ``ClusterInstanceGroupSpecification.InstanceType``), walked through the API model's table
+    (data/api_constraints.json); None where the table does not hold it."""
+    from hyperpod_cdk.aws_data.api_constraints import table
+
+    shapes = table()["shapes"]
+    parent, name = table()["operations"][operation], None
+    for part in member_path.split("."):
+        member = part.removesuffix("[]")
+        if name is not None:
+            parent = name
+            while shapes.get(parent, {}).get("type") == "list":
+                parent = shapes[parent]["member"]
+        members = shapes.get(parent, {}).get("members") or {}
+        if member not in members:
+            return None
+        name = members[member]
+        last = (parent, member)
+    return f"{last[0]}.{last[1]}"
