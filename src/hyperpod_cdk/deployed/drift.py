@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from hyperpod_cdk.aws_data.fields import plain_group_members
 from hyperpod_cdk.deployed.stack import Deployed
 
 SCALE_DOWN_URL = "https://docs.aws.amazon.com/sagemaker/latest/dg/smcluster-scale-down.html"
@@ -30,7 +31,8 @@ class Drift:
 
     group: str
     what: str
-    """``count``, ``instance_type`` or ``group`` (the group's presence)."""
+    """``count``, ``instance_type``, ``group`` (the group's presence), or another plain group field the cluster
+    reports by its member's name (``threads_per_core``, ``training_plan_arn``: the field map's)."""
     deployed: Any
     old: Any
     new: Any
@@ -49,6 +51,20 @@ def _count(group: Mapping[str, Any]) -> int | None:
 def _type(group: Mapping[str, Any]) -> Any:
     types = (group.get("InstanceRequirements") or {}).get("InstanceTypes")
     return group.get("InstanceType") or (",".join(types) if types else None)
+
+
+def _plain(name: str, live: Mapping[str, Any], template: Mapping[str, Any], deployed: Deployed) -> list[Drift]:
+    """The field map's plain group members (data/fields.yaml, ``render: plain``) that DescribeCluster reports under
+    the same name, where the cluster's value is not the template's: the count has its own comparison above."""
+    found = []
+    for member, field in plain_group_members():
+        if member == "InstanceCount" or member not in live:
+            continue
+        old, value = deployed.value(template.get(member)), live.get(member)
+        if old is not None and value != old:
+            note = "changed outside CloudFormation (template and cluster disagree): a deploy sends the config's"
+            found.append(Drift(name, field, value, old, None, note))
+    return found
 
 
 def drift(deployed: Deployed, new_counts: Mapping[str, int], new_types: Mapping[str, Any]) -> list[Drift]:
@@ -99,6 +115,7 @@ def drift(deployed: Deployed, new_counts: Mapping[str, int], new_types: Mapping[
                     "changed outside CloudFormation: the template and the cluster disagree on the group's type",
                 )
             )
+        found += _plain(name, live, template[name], deployed)
     for name in template:
         if name not in deployed.live_groups():
             found.append(
