@@ -36,7 +36,7 @@ LUSTRE_FIELDS = {
 }
 """The template's ``AWS::FSx::FileSystem`` (Lustre) property -> the config's ``storage`` field (the field map's)."""
 COMPARED = tuple(f.path for f in fields() if f.plan)
-"""The fields ``plan`` reads back from a deployed stack (docs/operations.md lists them)."""
+"""The fields ``plan`` reads back from a deployed stack: the field map's ``plan: true`` ones (docs/configuration.md)."""
 
 
 def _known(raw: Any) -> bool:
