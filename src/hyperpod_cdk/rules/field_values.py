@@ -48,8 +48,14 @@ def values_at(view: ClusterView, path: str | Field, *, concrete: bool = True) ->
     return [
         (view.path(found.section, rest), value)
         for rest, value in _walk(start, steps, found.path)
-        if is_set(value) and (view.concrete(value) or not concrete)
+        if is_set(value) and (not concrete or _known(view, value))
     ]
+
+
+def _known(view: ClusterView, value: Any) -> bool:
+    """Whether a value is known now: only a scalar can be a CDK token (a construct's structure, a model, is not one,
+    and the CDK cannot be asked about it)."""
+    return not isinstance(value, str | int | float) or view.concrete(value)
 
 
 def _walk(nodes: list[tuple[str, Any]], steps: list[str], path: str) -> Iterator[tuple[str, Any]]:

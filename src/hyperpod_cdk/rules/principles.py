@@ -107,9 +107,11 @@ def cluster_region_of(view: ClusterView) -> tuple[str | None, str]:
     source=f"{PREREQ_DOC} (Make sure that all resources are deployed in the same AWS Region)",
 )
 def same_region(view: ClusterView) -> Iterator[Problem]:
-    """Every ARN, AWS endpoint name and Availability Zone the config gives is in the cluster's Region (the stack's,
-    else network.availability_zone's; neither known: not judged). An ARN without a Region part (IAM) or a DNS name
-    that embeds none is not judged; observability.workspace_arn is OBS-WORKSPACE-REGION's (it works across Regions)."""
+    """Every ARN, AWS endpoint name and Availability Zone the config gives is in the cluster's Region.
+
+    The cluster's Region is the stack's, else network.availability_zone's; neither known, nothing is judged. An ARN
+    without a Region part (IAM) or a DNS name that embeds none is not judged; observability.workspace_arn is
+    OBS-WORKSPACE-REGION's (the nodes sign for the workspace's own Region)."""
     region, whence = cluster_region_of(view)
     if region is None:
         return
@@ -176,9 +178,10 @@ def _refused_by_its_policy(f: Field) -> bool:
     source=f"{CMK_DOC} (KMS key transition isn't currently supported)",
 )
 def volume_key_kept(view: ClusterView) -> Iterator[Problem]:
-    """An existing group's volume key does not change, whichever volume-key field sets it (validate --previous): the
-    organization's key reaches every group without its own in a continuous cluster, so changing, adding or removing
-    it changes theirs (a group's own key is UPD-REFUSED's). A new group takes any key."""
+    """An existing group's volume key does not change, whichever volume-key field sets it (the organization's too).
+
+    The organization's key reaches every group without its own in a continuous cluster, so changing, adding or
+    removing it changes theirs (a group's own key is UPD-REFUSED's). A new group takes any key."""
     previous = view.previous
     if previous is None:
         return
