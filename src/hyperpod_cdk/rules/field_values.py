@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping, Sequence
+from functools import cache
 from typing import Any
 
 from hyperpod_cdk.aws_data.api_support import support_row
@@ -95,6 +96,7 @@ node volumes' ``VolumeKmsKeyId`` only in a cluster with continuous provisioning
 tests/test_organization.py shows the template). Such a field cannot break its member's scope."""
 
 
+@cache
 def member_fields(member: str) -> tuple[Field, ...]:
     """The fields the map sends to API member ``member`` or to a member below it (``InstanceGroups[].AutoPatchConfig``
     takes ``instance_groups[].auto_patch`` and its sub-fields), in the map's order."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping
+from functools import cache
 from typing import Any
 
 from hyperpod_cdk.aws_data.fields import Field, of_class
@@ -83,6 +84,7 @@ def region_class(f: Field) -> str | None:
     return None
 
 
+@cache
 def region_fields() -> tuple[Field, ...]:
     """Every field of a Region-bound class, in the map's order."""
     return tuple({f.path: f for name in REGION_OF for f in of_class(name)}.values())
