@@ -27,6 +27,7 @@ from hyperpod_cdk import ClusterNetwork, LustreStorage, OrganizationRules, Train
 from hyperpod_cdk.constructs import secure_bucket
 from hyperpod_cdk.core.config import ClusterConfig, OrganizationConfig
 from hyperpod_cdk.organization.names import NAMED_TYPES
+from hyperpod_cdk.rules.network import zone_region
 from support import (
     EXAMPLES,
     STRICT_VALIDATION,
@@ -59,6 +60,7 @@ class Synthesized:
         app = fast_app()
         stacks = _build(path, app)
         self.cluster_names = {PREFIX + load_config(path).cluster_name} if path.suffix == ".yaml" else set()
+        self.key = key_of(path)
         # One synth: what Template.from_stack and Annotations.from_stack read, each after a synth of its own.
         assembly = app.synth()
         artifacts = {s.stack_name: assembly.get_stack_artifact(s.artifact_id) for s in stacks}
@@ -124,7 +126,7 @@ def test_every_bucket_is_sse_kms_with_the_key_and_logs_its_access(synthesized: S
         (rule,) = properties["BucketEncryption"]["ServerSideEncryptionConfiguration"]
         assert rule == {
             "BucketKeyEnabled": True,
-            "ServerSideEncryptionByDefault": {"KMSMasterKeyID": KEY, "SSEAlgorithm": "aws:kms"},
+            "ServerSideEncryptionByDefault": {"KMSMasterKeyID": synthesized.key, "SSEAlgorithm": "aws:kms"},
         }, logical_id
         assert properties["LoggingConfiguration"] == {
             "DestinationBucketName": LOG_BUCKET,
@@ -156,7 +158,7 @@ def test_every_policy_that_reaches_an_encrypted_bucket_can_use_the_key(synthesiz
         ]
         if not on_buckets:
             continue
-        key_actions = {a for s in statements if KEY in _list(s["Resource"]) for a in _list(s["Action"])}
+        key_actions = {a for s in statements if synthesized.key in _list(s["Resource"]) for a in _list(s["Action"])}
         assert "kms:Decrypt" in key_actions, logical_id
         writes = any(a.startswith(("s3:Put", "s3:DeleteObject")) for s in on_buckets for a in _list(s["Action"]))
         if writes:
@@ -170,7 +172,7 @@ def _list(value: Any) -> list[Any]:
 def test_every_log_group_and_file_system_uses_the_key(synthesized: Synthesized) -> None:
     for resource_type in ("AWS::Logs::LogGroup", "AWS::FSx::FileSystem"):
         for logical_id, properties in synthesized.resources(resource_type):
-            assert properties.get("KmsKeyId") == KEY, logical_id
+            assert properties.get("KmsKeyId") == synthesized.key, logical_id
 
 
 def test_every_node_volume_of_a_continuous_cluster_uses_the_key_and_its_role_may_grant_it(
@@ -182,7 +184,7 @@ def test_every_node_volume_of_a_continuous_cluster_uses_the_key_and_its_role_may
         _list(p["Roles"])[0]["Ref"]
         for _, p in synthesized.resources("AWS::IAM::Policy")
         for s in p["PolicyDocument"]["Statement"]
-        if KEY in _list(s["Resource"]) and "kms:CreateGrant" in _list(s["Action"])
+        if synthesized.key in _list(s["Resource"]) and "kms:CreateGrant" in _list(s["Action"])
     }
     for logical_id, properties in synthesized.resources("AWS::SageMaker::Cluster"):
         continuous = properties.get("NodeProvisioningMode") == "Continuous"
@@ -191,7 +193,7 @@ def test_every_node_volume_of_a_continuous_cluster_uses_the_key_and_its_role_may
             volumes = [c["EbsVolumeConfig"] for c in group.get("InstanceStorageConfigs", []) if "EbsVolumeConfig" in c]
             if continuous:
                 assert any(v.get("RootVolume") for v in volumes), where
-                assert all(v["VolumeKmsKeyId"] == KEY for v in volumes), where
+                assert all(v["VolumeKmsKeyId"] == synthesized.key for v in volumes), where
                 role = group["ExecutionRole"]
                 assert "Fn::GetAtt" not in role or role["Fn::GetAtt"][0] in may_grant, where
             else:
@@ -271,13 +273,22 @@ def test_the_stack_outputs_the_prefixed_cluster_name(synthesized: Synthesized) -
             assert {_launch_value(template, output["Value"])} == synthesized.cluster_names
 
 
+def key_of(path: Path) -> str:
+    """The organization's key for an example: in the example's Region (PRINCIPLE-REGION), us-west-2 where the
+    example names none (a network.availability_zone names it)."""
+    network = load_config(path).network if path.suffix == ".yaml" else None
+    region = zone_region(network.availability_zone) if network and network.availability_zone else None
+    return KEY.replace(":us-west-2:", f":{region}:") if region else KEY
+
+
 def _build(path: Path, app: cdk.App) -> list[cdk.Stack]:
     """One example with every rule on: a YAML example through its config, a Python one through its app."""
     if path.suffix == ".yaml":
         config = load_config(path)
         # the organization's key encrypts every node volume (ORG-VOLUME-KEY): a team under it drops its own keys
         groups = [dataclasses.replace(g, volume_kms_key_arn=None) for g in config.instance_groups]
-        config = config.model_copy(update={"organization": ORGANIZATION, "instance_groups": groups})
+        organization = ORGANIZATION.model_copy(update={"kms_key_arn": key_of(path)})
+        config = config.model_copy(update={"organization": organization, "instance_groups": groups})
         return [TrainingClusterStack(app, "org", config=config)]
     OrganizationRules.from_config(ORGANIZATION).apply(app)
     return build_example(path, app)

@@ -705,10 +705,9 @@ ROWS = [
     ),
     row(
         "NET-AZ",
-        {"network": {"availability_zone": "us-east-1a"}},
+        {"network": {"availability_zone": "use1-az1"}},
         "network.availability_zone",
-        "not in the stack's Region us-west-2",
-        region="us-west-2",
+        "this is an AZ ID",
     ),
     row(
         "NET-SUBNET-CAPACITY",
@@ -1193,6 +1192,23 @@ ROWS = [
         },
         "organization.kms_key_arn",
         "SCRATCH_2 cannot be encrypted",
+    ),
+    # --- principles: AWS's rules over the field map's classes (tests/test_principles.py sets every field)
+    row(
+        "PRINCIPLE-REGION",
+        {"network": {"availability_zone": "us-east-1a"}},
+        "network.availability_zone",
+        "an Availability Zone in us-east-1, but the cluster is in us-west-2 (the stack's Region)",
+        region="us-west-2",
+    ),
+    row(
+        "PRINCIPLE-VOLUME-KEY",
+        {"organization": {"kms_key_arn": VOLUME_KEY}, **CONTINUOUS},
+        "organization.kms_key_arn",
+        "changes the volume key of existing instance group(s) controller, workers from none to " + VOLUME_KEY,
+        previous=CONTINUOUS,
+        has_previous=True,
+        also=frozenset({"UPD-REPLACES-DATA"}),  # the file system takes the key too, and is replaced
     ),
     row(
         "ORG-VOLUME-KEY-CONTINUOUS",

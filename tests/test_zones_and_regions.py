@@ -40,9 +40,11 @@ def test_what_is_no_zone_name_is_refused(zone: str, words: str) -> None:
 
 
 def test_a_local_zone_is_in_its_parent_region() -> None:
-    assert found("NET-AZ", {"availability_zone": "us-east-1-dfw-2a"}, region="us-east-1") == []
-    (problem,) = found("NET-AZ", {"availability_zone": "us-east-1-dfw-2a"}, region="us-west-2")
-    assert "not in the stack's Region us-west-2" in str(problem)
+    """NET-AZ takes the name; PRINCIPLE-REGION (every az field) holds it to the stack's Region."""
+    assert found("PRINCIPLE-REGION", {"availability_zone": "us-east-1-dfw-2a"}, region="us-east-1") == []
+    (problem,) = found("PRINCIPLE-REGION", {"availability_zone": "us-east-1-dfw-2a"}, region="us-west-2")
+    assert "an Availability Zone in us-east-1, but the cluster is in us-west-2" in str(problem)
+    assert found("NET-AZ", {"availability_zone": "us-east-1-dfw-2a"}, region="us-west-2") == []
 
 
 def test_ultraservers_run_in_the_dallas_local_zone_only() -> None:

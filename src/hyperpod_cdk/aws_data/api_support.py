@@ -26,6 +26,10 @@ CONFIDENCE_TEXT = {
     "inferred": "inferred",
     "third-party-summary": "third-party summary",
 }
+SCOPES = ("continuous-only", "eks-only")
+"""What a row may say its member needs (``scope``): continuous node provisioning, or an EKS cluster. The rule of such a
+row judges every field the field map (data/fields.yaml) sends to its member (:func:`hyperpod_cdk.rules.field_values.
+member_values`), whatever field sets it."""
 CFN_LINT_LEVELS = {letter: level for level, letter in LEVEL_LETTERS.items()}
 """cfn-lint's rule-id letter to our level (E error, W warning, I info): ``training_runtime.problems.LEVEL_LETTERS``
 read backwards, so a row's config rule and its cfn-lint rule cannot disagree."""
@@ -60,6 +64,14 @@ class SupportRow:
     """What to check before relying on an unconfirmed setting."""
     aws: tuple[str, ...] = ()
     """The AWS inventory rows (``data/aws_inventory``) whose quotes the row rests on."""
+    scope: str = ""
+    """continuous-only or eks-only: the member is accepted only with continuous provisioning, or only on EKS
+    (:data:`SCOPES`); empty for another row."""
+
+    @property
+    def member(self) -> str:
+        """The API member the row is about: the first of its ``property`` (``InstanceGroups[].MinInstanceCount``)."""
+        return self.setting.split(",")[0].split(" ")[0].strip()
 
     @property
     def unconfirmed(self) -> bool:
@@ -97,6 +109,7 @@ def _row(entry: dict[str, Any]) -> SupportRow:
         emitted=entry.get("emitted", ""),
         check=entry.get("check", ""),
         aws=tuple(entry.get("aws", ())),
+        scope=entry.get("scope", ""),
     )
     problems = list(row_problems(row))
     if problems:
@@ -110,6 +123,8 @@ def row_problems(row: SupportRow) -> Iterable[str]:
         yield f"slurm {row.slurm!r} is not one of {', '.join(SLURM_SUPPORT)}"
     if row.confidence not in CONFIDENCE:
         yield f"confidence {row.confidence!r} is not one of {', '.join(CONFIDENCE)}"
+    if row.scope and row.scope not in SCOPES:
+        yield f"scope {row.scope!r} is not one of {', '.join(SCOPES)}"
     if row.level not in LEVELS:
         yield f"level {row.level!r} is not one of {', '.join(LEVELS)}"
     if not row.source.startswith("https://docs.aws.amazon.com/"):
@@ -207,6 +222,7 @@ __all__ = [
     "CONFIDENCE",
     "CONFIDENCE_TEXT",
     "ERROR",
+    "SCOPES",
     "SLURM_SUPPORT",
     "SupportRow",
     "accepted_cfn_lint_rules",

@@ -30,6 +30,7 @@ from hyperpod_cdk.rules import (  # noqa: F401
     openzfs,
     organization,
     parameters,
+    principles,
     repositories,
     runtime,
     scaling,

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from hyperpod_cdk.aws_data.api_support import api_rule
 from hyperpod_cdk.aws_data.quotes import PLANS_DOC, PRIMARY_QUOTE
 from hyperpod_cdk.model import Capacity, NodeProvisioningMode, NodeRole
+from hyperpod_cdk.rules.field_values import scoped_values
 from hyperpod_cdk.rules.groups import MAX_INSTANCE_COUNT, group_path
 from hyperpod_cdk.rules.network import cluster_region, zone_region
 from hyperpod_cdk.rules.registry import REGISTRY
@@ -115,17 +116,17 @@ def min_count(view: ClusterView) -> Iterator[Problem]:
 
 @api_rule(rule, "min-count-continuous", "instance_groups", "instance_groups[*].min_count", needs=("cluster",))
 def min_count_continuous(view: ClusterView) -> Iterator[Problem]:
-    """min_count (MinInstanceCount) needs node_provisioning_mode continuous: AWS offers MinCount only there."""
+    """min_count (MinInstanceCount) needs node_provisioning_mode continuous: AWS offers MinCount only there (every
+    field that sets MinInstanceCount, by the field map)."""
     if view.node_provisioning_mode == NodeProvisioningMode.CONTINUOUS:
         return
-    for index, group in enumerate(view.groups):
-        if group.min_count is not None:
-            yield Problem(
-                group_path(view, index, "min_count"),
-                'AWS: "MinCount is only available for clusters with NodeProvisioningMode set to Continuous"',
-                got=group.min_count,
-                fix="set node_provisioning_mode: continuous (a new cluster), or remove min_count",
-            )
+    for where, value in scoped_values(view, "min-count-continuous"):
+        yield Problem(
+            where,
+            'AWS: "MinCount is only available for clusters with NodeProvisioningMode set to Continuous"',
+            got=value,
+            fix="set node_provisioning_mode: continuous (a new cluster), or remove it",
+        )
 
 
 @api_rule(rule, "spot-continuous", "instance_groups", "instance_groups[*].capacity", needs=("cluster",))

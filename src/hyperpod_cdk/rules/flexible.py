@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 from hyperpod_cdk.aws_data.api_support import api_rule
 from hyperpod_cdk.model import InstanceGroup, NodeProvisioningMode
+from hyperpod_cdk.rules.field_values import scoped_values
 from hyperpod_cdk.rules.groups import group_path
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.view import ClusterView
@@ -90,14 +91,13 @@ def flexible_continuous(view: ClusterView) -> Iterator[Problem]:
     continuous node provisioning mode")."""
     if view.node_provisioning_mode == NodeProvisioningMode.CONTINUOUS:
         return
-    for index, group in enumerate(view.groups):
-        if group.flexible:
-            yield Problem(
-                group_path(view, index, "instance_types"),
-                f'AWS ({EKS_CREATE_DOC}): "Flexible instance groups require continuous node provisioning mode."',
-                got=list(group.instance_types),
-                fix="set node_provisioning_mode: continuous (a new cluster), or give the group one instance_type",
-            )
+    for where, value in scoped_values(view, "flexible-continuous"):
+        yield Problem(
+            where,
+            f'AWS ({EKS_CREATE_DOC}): "Flexible instance groups require continuous node provisioning mode."',
+            got=list(value) if isinstance(value, tuple) else value,
+            fix="set node_provisioning_mode: continuous (a new cluster), or give the group one instance_type",
+        )
 
 
 def _deployed_groups(view: ClusterView) -> Iterator[tuple[int, InstanceGroup, InstanceGroup]]:

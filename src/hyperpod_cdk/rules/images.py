@@ -10,6 +10,7 @@ from hyperpod_cdk.aws_data.api_support import api_rule
 from hyperpod_cdk.aws_data.inventory import row
 from hyperpod_cdk.model import BatchSize, BatchSizeType, InstanceGroup, RollingDeployment
 from hyperpod_cdk.rules import cron
+from hyperpod_cdk.rules.field_values import scoped_values
 from hyperpod_cdk.rules.groups import group_path
 from hyperpod_cdk.rules.network import aws_id_pattern, id_format_problem
 from hyperpod_cdk.rules.registry import REGISTRY
@@ -53,15 +54,14 @@ def image_id(view: ClusterView) -> Iterator[Problem]:
 @api_rule(rule, "auto-patch", "instance_groups", "instance_groups[*].auto_patch")
 def auto_patch_slurm(view: ClusterView) -> Iterator[Problem]:
     """auto_patch (AutoPatchConfig) is refused: AWS documents automatic patching for EKS clusters only."""
-    for index, group in enumerate(view.groups):
-        if group.auto_patch is not None:
-            yield Problem(
-                group_path(view, index, "auto_patch"),
-                'AWS documents auto-patching for EKS clusters only ("Auto-patching is available only for HyperPod '
-                f"Amazon EKS clusters\", {AUTO_PATCH_DOC}); HyperPod's Slurm clusters update their AMI otherwise",
-                got="set",
-                fix="remove auto_patch; roll AMI updates out with scheduled_update, or run UpdateClusterSoftware",
-            )
+    for where, _ in scoped_values(view, "auto-patch"):
+        yield Problem(
+            where,
+            'AWS documents auto-patching for EKS clusters only ("Auto-patching is available only for HyperPod '
+            f"Amazon EKS clusters\", {AUTO_PATCH_DOC}); HyperPod's Slurm clusters update their AMI otherwise",
+            got="set",
+            fix="remove auto_patch; roll AMI updates out with scheduled_update, or run UpdateClusterSoftware",
+        )
 
 
 @rule(
@@ -230,15 +230,13 @@ BATCHES_EKS_ONLY = (
 def update_batches_slurm(view: ClusterView) -> Iterator[Problem]:
     """scheduled_update.deployment (batches, wait interval, rollback alarms) is refused: AWS documents updates in
     batches for EKS clusters only; a Slurm group's update re-images all of its nodes."""
-    for index, group in enumerate(view.groups):
-        update = group.scheduled_update
-        if update is not None and update.deployment is not None:
-            yield Problem(
-                group_path(view, index, "scheduled_update.deployment"),
-                f'AWS documents updates in batches for EKS clusters only ("{BATCHES_EKS_ONLY}", {AMI_UPDATE_DOC}); '
-                "on Slurm an update re-images every node of the group",
-                got="set",
-                fix="remove scheduled_update.deployment (the schedule alone updates the whole group); to roll an "
-                "update through a Slurm cluster with drained nodes, run `hyperpod-cdk update-software` group by group "
-                "(docs/operations.md, Rolling software updates)",
-            )
+    for where, _ in scoped_values(view, "scheduled-update-batches"):
+        yield Problem(
+            where,
+            f'AWS documents updates in batches for EKS clusters only ("{BATCHES_EKS_ONLY}", {AMI_UPDATE_DOC}); '
+            "on Slurm an update re-images every node of the group",
+            got="set",
+            fix="remove scheduled_update.deployment (the schedule alone updates the whole group); to roll an "
+            "update through a Slurm cluster with drained nodes, run `hyperpod-cdk update-software` group by group "
+            "(docs/operations.md, Rolling software updates)",
+        )

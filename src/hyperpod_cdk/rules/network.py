@@ -190,13 +190,12 @@ def cluster_region(view: ClusterView) -> str | None:
     "NET-AZ",
     "network",
     "network.availability_zone",
-    needs=("region",),
     source="Amazon EC2: Regions and Availability Zones (zone names; Local Zones such as us-east-1-dfw-2a, which "
     "https://docs.aws.amazon.com/sagemaker/latest/dg/reserve-capacity-with-training-plans.html names for UltraServers)",
 )
 def availability_zone(view: ClusterView) -> Iterator[Problem]:
-    """The AZ is a zone name such as us-west-2a or a Local Zone's such as us-east-1-dfw-2a (not a zone ID), in the
-    stack's Region when it is known."""
+    """The AZ is a zone name such as us-west-2a or a Local Zone's such as us-east-1-dfw-2a (not a zone ID); that it is
+    in the cluster's Region is PRINCIPLE-REGION's (every az field)."""
     net = view.network
     if net is None or not view.concrete(net.availability_zone):
         return
@@ -214,8 +213,6 @@ def availability_zone(view: ClusterView) -> Iterator[Problem]:
         yield Problem(
             where, "expected an AZ name such as us-west-2a, or a Local Zone's such as us-east-1-dfw-2a", got=az
         )
-    elif view.region and region != view.region:
-        yield Problem(where, f"not in the stack's Region {view.region}", got=az)
 
 
 @rule(

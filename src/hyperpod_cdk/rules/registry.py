@@ -38,6 +38,8 @@ RULE_MODULES = (
     "updates",
     # The rules from AWS's provisioning, Slurm-configuration and resiliency pages (data/aws_inventory).
     "aws_provisioning",
+    # The principles: AWS's rules over the field map's classes (data/fields.yaml), after the rules on one field.
+    "principles",
     # The whole CreateCluster (and UpdateCluster) request against the SageMaker API model, after the rules that
     # explain a value better.
     "api_model",
@@ -91,6 +93,11 @@ BACKSTOPS = frozenset({"API-MODEL"})
 below it (the API model's words are less helpful than the specific rule's, and one fault is reported once)."""
 
 
+EVERY_VIEW = frozenset({"PRINCIPLE-REGION"})
+"""Rules over the field map's classes that run on every view, whatever sections it has: each reads only the sections
+the view has (a construct's props: ClusterNetwork's zone, HyperPodCluster's groups), so no view escapes them."""
+
+
 def _covered(path: str, judged: set[str]) -> bool:
     return any(
         path == p or path.startswith((p + ".", p + "[")) or p.startswith((path + ".", path + "[")) for p in judged
@@ -110,7 +117,7 @@ def judge(view: ClusterView) -> tuple[list[Problem], list[Suppressed]]:
     hidden: list[Suppressed] = []
     for rule in all_rules():
         wanted = {rule.section, *(n for n in rule.needs if n not in FACTS)}
-        if not wanted <= view.sections:
+        if not wanted <= view.sections and rule.id not in EVERY_VIEW:
             continue
         judged = {p.path for p in found if p.level == ERROR} if rule.id in BACKSTOPS else set()
         for problem in rule.check(view):

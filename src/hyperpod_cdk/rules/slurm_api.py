@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from hyperpod_cdk.aws_data.api_support import api_rule, support_row, unconfirmed_rules
 from hyperpod_cdk.core.accounting import slurmdbd_owner
 from hyperpod_cdk.model import Capacity, NodeProvisioningMode, NodeRole, SlurmMode
+from hyperpod_cdk.rules.field_values import scoped_values
 from hyperpod_cdk.rules.groups import group_path
 from hyperpod_cdk.rules.images import DEFAULT_IMAGE
 from hyperpod_cdk.rules.registry import REGISTRY
@@ -154,16 +155,15 @@ def deep_health_continuous(view: ClusterView) -> Iterator[Problem]:
     """Deep health checks without continuous provisioning are of unconfirmed support on Slurm."""
     if _continuous(view):
         return
-    for index, group in enumerate(view.groups):
-        if group.deep_health_checks:
-            yield Problem(
-                group_path(view, index, "deep_health_checks"),
-                "on Slurm, on-start deep health checks were announced with continuous provisioning, and this "
-                "cluster does not use it",
-                got=[str(c) for c in group.deep_health_checks],
-                fix="set node_provisioning_mode: continuous (mode api-driven), drop them, or "
-                "suppress: [{rule: GRP-DHC-CONTINUOUS, reason: ...}] once checked",
-            )
+    for where, value in scoped_values(view, "deep-health-continuous"):
+        yield Problem(
+            where,
+            "on Slurm, on-start deep health checks were announced with continuous provisioning, and this "
+            "cluster does not use it",
+            got=[str(c) for c in value] if isinstance(value, list | tuple) else value,
+            fix="set node_provisioning_mode: continuous (mode api-driven), drop them, or "
+            "suppress: [{rule: GRP-DHC-CONTINUOUS, reason: ...}] once checked",
+        )
 
 
 @rule("deep-health-workers", "instance_groups", "instance_groups[*].deep_health_checks")

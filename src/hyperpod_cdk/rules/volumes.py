@@ -9,6 +9,7 @@ from typing import Any
 from hyperpod_cdk.aws_data.api_support import api_rule
 from hyperpod_cdk.aws_data.quotes import KEY_PER_GROUP_QUOTE
 from hyperpod_cdk.model import NodeProvisioningMode
+from hyperpod_cdk.rules.field_values import scoped_values
 from hyperpod_cdk.rules.groups import each_group, group_path
 from hyperpod_cdk.rules.organization import KMS_KEY_ARN
 from hyperpod_cdk.rules.registry import REGISTRY
@@ -45,8 +46,9 @@ volume_key_continuous = api_rule(
     rule, "volume-key-continuous", "instance_groups", "instance_groups[*].volume_kms_key_arn", needs=("cluster",)
 )(
     needs(
-        "A group's volume key needs node_provisioning_mode continuous: HyperPod supports customer keys only there.",
-        each_group("volume_kms_key_arn", set_only=True),
+        "A group's volume key needs node_provisioning_mode continuous: HyperPod supports customer keys only there "
+        "(every field that sets VolumeKmsKeyId, by the field map; the organization's key reaches it only there).",
+        lambda view: scoped_values(view, "volume-key-continuous"),
         lambda view: view.node_provisioning_mode == NodeProvisioningMode.CONTINUOUS,
         "HyperPod encrypts node volumes with a customer managed key only in clusters with continuous node provisioning",
         fix="set node_provisioning_mode: continuous (new clusters only), or remove the key",
