@@ -67,6 +67,9 @@ class SupportRow:
     scope: str = ""
     """continuous-only or eks-only: the member is accepted only with continuous provisioning, or only on EKS
     (:data:`SCOPES`); empty for another row."""
+    refusal: str = ""
+    """For a scoped row whose rule no module writes: what its rule says of a field that sets the member (the rule is
+    registered from the row, :mod:`hyperpod_cdk.rules.principles`), so a new member's rule is data."""
 
     @property
     def member(self) -> str:
@@ -110,6 +113,7 @@ def _row(entry: dict[str, Any]) -> SupportRow:
         check=entry.get("check", ""),
         aws=tuple(entry.get("aws", ())),
         scope=entry.get("scope", ""),
+        refusal=entry.get("refusal", ""),
     )
     problems = list(row_problems(row))
     if problems:
@@ -131,6 +135,8 @@ def row_problems(row: SupportRow) -> Iterable[str]:
         yield "source is not an AWS documentation URL"
     if row.unconfirmed and (row.level != WARNING or not row.check or not row.cfn_lint.startswith("W")):
         yield "an unconfirmed row warns (level warning, a W cfn-lint rule) and says what to check"
+    if row.refusal and not (row.scope and row.rule):
+        yield "a row whose rule is registered from it (refusal) has a scope and a rule id"
     if row.rule is None and not row.emitted:
         yield "a row without a config rule says how the template complies (emitted)"
     if row.cfn_lint != NO_CFN_LINT_RULE and row.cfn_lint[:1] not in CFN_LINT_LEVELS:

@@ -7,7 +7,8 @@ to the map with that class is judged without a line here (tests/test_principles.
 - PRINCIPLE-VOLUME-KEY: an existing group's volume key does not change, whichever ``volume-key`` field sets it.
 
 The continuous-only and EKS-only members are judged by member in their own rules
-(:func:`~hyperpod_cdk.rules.field_values.scoped_values`, rows with ``scope`` in data/api_support.yaml).
+(:func:`~hyperpod_cdk.rules.field_values.scoped_values`, rows with ``scope`` in data/api_support.yaml); a scoped row
+with a ``refusal`` has its rule registered here from the row itself (:func:`_member_rule`).
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from collections.abc import Callable, Iterator, Mapping
 from functools import cache
 from typing import Any
 
+from hyperpod_cdk.aws_data.api_support import SupportRow, api_rule, support_table
 from hyperpod_cdk.aws_data.fields import Field, of_class
 from hyperpod_cdk.model import NodeProvisioningMode
-from hyperpod_cdk.rules.field_values import APPLIED_WHEN, values_at
+from hyperpod_cdk.rules.field_values import APPLIED_WHEN, member_fields, scoped_values, values_at
 from hyperpod_cdk.rules.network import zone_region
 from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.view import ClusterView
@@ -208,3 +210,31 @@ def volume_key_kept(view: ClusterView) -> Iterator[Problem]:
             fix=f"keep the deployed {f.leaf}; for another key add new instance groups (they take it) and remove "
             "the old ones",
         )
+
+
+def _member_rule(row: SupportRow) -> None:
+    """Register the rule of scoped support row ``row`` (one with a ``refusal``): every field that sets its member is
+    refused where the scope does not hold (an EKS-only member on any Slurm cluster; a continuous-only one without
+    continuous provisioning), in the row's words and level."""
+    fields = member_fields(row.member)
+    if not fields:
+        raise LookupError(f"data/api_support.yaml row {row.id}: no field of data/fields.yaml sends {row.member}")
+
+    def check(view: ClusterView) -> Iterator[Problem]:
+        if row.scope == "continuous-only" and view.node_provisioning_mode == NodeProvisioningMode.CONTINUOUS:
+            return
+        for where, value in scoped_values(view, row.id):
+            yield Problem(
+                where, f"{row.member}: {row.refusal} ({row.source})", got=value, fix=f"remove it: {row.constraint}"
+            )
+
+    check.__doc__ = f"{row.member} is refused where AWS does not take it: {row.refusal}"
+    check.__name__ = f"member_{row.id.replace('-', '_')}"
+    check.__module__ = __name__
+    first = fields[0]
+    api_rule(rule, row.id, first.section, first.path.replace("[]", "[*]"))(check)
+
+
+for _row in support_table():
+    if _row.refusal:
+        _member_rule(_row)
