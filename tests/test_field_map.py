@@ -78,6 +78,7 @@ def resources_of(kind: str) -> list[dict[str, Any]]:
 
 NOT_IN_EXAMPLES = frozenset(
     {"InstanceGroups[].TrainingPlanArn", "InstanceGroups[].InstanceRequirements.InstanceTypes"}
+    | {"InstanceGroups[].ImageReleaseVersion"}  # EKS only: a Slurm example cannot set it
     | {f"InstanceGroups[].AutoPatchConfig{m}" for m in ("", ".PatchingStrategy")}
     | {
         f"InstanceGroups[].{setting}.DeploymentConfig{m}"
@@ -179,3 +180,25 @@ def test_each_line_names_a_known_key() -> None:
     for path, entry in fm.declarations().items():
         if isinstance(entry, dict):
             assert set(entry) <= policy_keys | fm.MAP_KEYS, path
+
+
+def test_a_new_member_is_the_model_field_its_map_line_and_its_support_row() -> None:
+    """instance_groups[].image_release_version (ImageReleaseVersion, botocore 1.44.8) came in through model.py,
+    data/fields.yaml and data/api_support.yaml alone: the construct renders it, the request carries it, the API
+    model's table holds it, and its rule (registered from the row) refuses it on a Slurm cluster."""
+    from hyperpod_cdk.aws_data.api_constraints import table
+    from hyperpod_cdk.constructs.group_api import group_api_properties
+    from hyperpod_cdk.model import InstanceGroup
+
+    group = InstanceGroup(name="w", count=1, instance_type="ml.c5.xlarge", image_release_version="1.2.3")
+    assert group_api_properties(group)["image_release_version"] == "1.2.3"
+    raw = load_file(ROOT / "examples" / "cpu-cluster.yaml")
+    raw["instance_groups"][1]["image_release_version"] = "1.2.3"
+    config = parse_model(raw)
+    assert cluster_request(ClusterView.of_config(config))["InstanceGroups"][1]["ImageReleaseVersion"] == "1.2.3"
+    assert "ImageReleaseVersion" in table()["shapes"]["ClusterInstanceGroupSpecification"]["members"]
+    found = [p for p in config.problems() if p.rule == "GRP-IMAGE-RELEASE-VERSION"]
+    assert [(p.path, p.level) for p in found] == [("instance_groups[1].image_release_version", "error")]
+    assert "Supported only for EKS" in str(found[0])
+    raw["instance_groups"][1].pop("image_release_version")
+    assert not [p for p in parse_model(raw).problems() if p.rule == "GRP-IMAGE-RELEASE-VERSION"]

@@ -293,6 +293,7 @@ SAMPLES: dict[str, Any] = {
     "organization.kms_key_arn": KEY_A,
     "instance_groups[].auto_patch": {"strategy": "when-idle"},
     "instance_groups[].scheduled_update.deployment": {"wait_interval_s": 120},
+    "instance_groups[].image_release_version": "1.2.3",
 }
 """A value that sets each field sending a value to a scoped member (a new field: add one)."""
 PLAIN_BASE = {"instance_groups": [{"name": "c", "role": "controller", "instance_type": "ml.m5.xlarge", "count": 1}]}
@@ -328,10 +329,8 @@ def test_a_scoped_members_rule_judges_every_field_that_sets_it(row: Any, f: fm.F
 
 
 def test_a_scoped_row_without_a_rule_holds_by_construction() -> None:
-    """accounting-continuous: the request carries AccountingDatabase only with continuous provisioning;
-    image-release-version: no field sends ImageReleaseVersion."""
-    assert {r.id for r in SCOPED if r.rule is None} == {"accounting-continuous", "image-release-version"}
-    assert member_fields("InstanceGroups[].ImageReleaseVersion") == ()
+    """accounting-continuous: the request carries AccountingDatabase only with continuous provisioning."""
+    assert {r.id for r in SCOPED if r.rule is None} == {"accounting-continuous"}
     view = ClusterView.of_config(parse_model(apply_patch(BASE, {"node_provisioning_mode": None})), region=STACK)
     assert "AccountingDatabase" not in cluster_request(view)["Orchestrator"]["Slurm"]
     view = ClusterView.of_config(parse_model(BASE), region=STACK)

@@ -403,6 +403,12 @@ ROWS = [
     ),
     row("GRP-IMAGE-ID", groups({**CPU_WORKERS, "image_id": "ami-12345"}), "instance_groups[1].image_id", "8 or 17"),
     row(
+        "GRP-IMAGE-RELEASE-VERSION",
+        groups({**CPU_WORKERS, "image_release_version": "1.2.3"}),
+        "instance_groups[1].image_release_version",
+        "Supported only for EKS",
+    ),
+    row(
         "GRP-AUTO-PATCH-SLURM",
         groups({**CPU_WORKERS, "auto_patch": {"strategy": "when-idle"}}),
         "instance_groups[1].auto_patch",

@@ -280,6 +280,9 @@ class InstanceGroup:
         of the controller's; ``controller``: they assume the controller group's role, as every group did before
         roles per group, for a group deployed that way (rule GRP-CONTROLLER-ROLE warns;
         docs/execution-roles.md). The controller group always has its own. Default: ``own``.
+    :param image_release_version: the HyperPod AMI version (``MAJOR.MINOR.PATCH``) the group runs: the API's
+        ``ImageReleaseVersion``, which CloudFormation documents for EKS clusters only, so a Slurm cluster refuses it
+        (GRP-IMAGE-RELEASE-VERSION); pin an AMI with ``image_id``. Default: none (the latest).
     """
 
     name: str
@@ -302,6 +305,7 @@ class InstanceGroup:
     volume_kms_key_arn: str | None = None
     scaling: Scaling | None = None
     execution_role: ExecutionRoleChoice = ExecutionRoleChoice.OWN
+    image_release_version: str | None = None
 
     @property
     def shares_controller_role(self) -> bool:
