@@ -9,6 +9,10 @@ module of constants that every layer imports, and the table as a doc::
     .venv/bin/python scripts/gen_hyperpod_facts.py          # rewrite both
     .venv/bin/python scripts/gen_hyperpod_facts.py --check  # exit 1 if a committed copy is stale
 
+An inferred fact names its evidence (``evidence:``): files in the repository, mostly the team's research notes as
+copied into docs/research/, each with the section it relies on. The script refuses a link whose file is missing or
+whose ``#anchor`` or ``§section`` is no heading of it, so the evidence stays reviewable from a clone.
+
 tests/test_hyperpod_facts.py fails while either is stale, or while a fact lacks a source or a date.
 """
 
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import textwrap
@@ -33,6 +38,11 @@ BOUNDS = ("min", "max")
 NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 WIDTH = 120
+LINK = re.compile(r"^(?P<path>[\w./-]+?)(?:#(?P<anchor>[\w-]+)| §(?P<section>\w+(?:\.\w+)*))?$")
+"""An evidence link: a path from the repository's root, optionally with ``#anchor`` or `` §section`` (the number a
+heading of the file starts with: ``§2``, ``§1a``, ``§5.20``)."""
+HEADING = re.compile(r"^ {0,3}#{1,6}\s+(.*?)\s*#*\s*$")
+NUMBER = re.compile(r"^(\w+(?:\.\w+)*)\.?\s")
 HEADLINE = (
     "HyperPod's facts as hyperpod-cdk takes them: the node's layout, the API's per-call limits and where AWS offers it."
 )
@@ -62,9 +72,11 @@ class Fact:
     """``Shape.Member`` of botocore's SageMaker model (API facts)."""
     bound: str = ""
     """``min`` or ``max``: the model's bound on ``model`` that equals the value; empty when only its text states it."""
+    evidence: tuple[str, ...] = ()
+    """Links to what an inferred note relies on (see LINK); every one resolves in the repository."""
 
     @property
-    def evidence(self) -> str:
+    def cited(self) -> str:
         """The source with its quote, or the inferred note, as the module and the doc cite it."""
         if self.inferred:
             return f"Inferred: {self.inferred}"
@@ -72,9 +84,70 @@ class Fact:
         return f'Source: {where if self.model else self.source}: "{self.quote}"'
 
 
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading (as tests/test_doc_links.py computes it): the text without links' targets, HTML
+    and backticks, lower-cased, every character but letters, digits, spaces, hyphens and underscores removed, each
+    space a hyphen."""
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading)
+    text = re.sub(r"<[^>]+>", "", text).replace("`", "").lower()
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def headings(path: Path) -> dict[str, str]:
+    """Each heading's anchor in a Markdown file and its text (fenced code skipped; a repeated anchor gets -1, -2)."""
+    found: dict[str, str] = {}
+    fenced = False
+    for line in path.read_text().splitlines():
+        if line.lstrip().startswith(("```", "~~~")):
+            fenced = not fenced
+            continue
+        match = None if fenced else HEADING.match(line)
+        if match:
+            base, count = slug(match.group(1)), 0
+            while (f"{base}-{count}" if count else base) in found:
+                count += 1
+            found[f"{base}-{count}" if count else base] = match.group(1)
+    return found
+
+
+def resolve(link: str, root: Path | None = None) -> tuple[Path, str]:
+    """The file an evidence link names and the anchor of its heading ("" for the whole file); a ValueError says why
+    the link does not resolve."""
+    root = ROOT if root is None else root
+    match = LINK.match(link)
+    if not match:
+        raise ValueError(f"evidence {link!r} is not a path from the repository's root, with #anchor or §section")
+    path = (root / match["path"]).resolve()
+    if ".." in Path(match["path"]).parts or not path.is_relative_to(root.resolve()):
+        raise ValueError(f"evidence {link!r} is outside the repository")
+    if not path.is_file():
+        raise ValueError(f"evidence {link!r}: no file {match['path']} in the repository")
+    if not (match["anchor"] or match["section"]):
+        return path, ""
+    found = headings(path) if path.suffix == ".md" else {}
+    if match["anchor"]:
+        if match["anchor"] not in found:
+            raise ValueError(f"evidence {link!r}: no heading with the anchor #{match['anchor']} in {match['path']}")
+        return path, match["anchor"]
+    numbered = [a for a, text in found.items() if (n := NUMBER.match(text)) and n.group(1) == match["section"]]
+    if not numbered:
+        raise ValueError(f"evidence {link!r}: no heading numbered {match['section']} in {match['path']}")
+    return path, numbered[0]
+
+
+def evidence_problem(link: str, root: Path | None = None) -> str | None:
+    """Why an evidence link does not resolve, or None."""
+    try:
+        resolve(link, root)
+    except ValueError as error:
+        return str(error)
+    return None
+
+
 def problems(entry: dict[str, object]) -> list[str]:
     """What makes a row unusable: a missing field, an unknown table, a value of another type, neither a source with
-    its quote nor an inferred note (or both), a date that is not one, a model bound without a model."""
+    its quote nor an inferred note (or both), a date that is not one, a model bound without a model, an inferred
+    note without evidence, an evidence link that does not resolve in the repository."""
     found = []
     name = entry.get("name")
     if not isinstance(name, str) or not NAME.match(name):
@@ -100,6 +173,14 @@ def problems(entry: dict[str, object]) -> list[str]:
         found.append("an API fact names its shape in botocore's model (model: Shape.Member)")
     if entry.get("bound") and (entry.get("bound") not in BOUNDS or not entry.get("model")):
         found.append(f"bound is one of {', '.join(BOUNDS)}, with a model")
+    evidence = entry.get("evidence", [])
+    links = [evidence] if isinstance(evidence, str) else evidence
+    if not isinstance(links, list) or not all(isinstance(link, str) for link in links):
+        found.append("evidence is a link or a list of links")
+        links = []
+    if inferred and not links:
+        found.append("an inferred note names its evidence (evidence: a file in the repository, with #anchor or §n)")
+    found += [p for link in links if (p := evidence_problem(link))]
     unknown = set(entry) - {f for f in Fact.__dataclass_fields__}
     if unknown:
         found.append(f"unknown keys: {', '.join(sorted(unknown))}")
@@ -115,8 +196,16 @@ def load(text: str | None = None) -> list[Fact]:
         if found:
             errors.append(f"{entry.get('name')}: " + "; ".join(found))
             continue
-        value = entry["value"]
-        facts.append(Fact(**{**entry, "value": tuple(value) if isinstance(value, list) else value}))
+        value, evidence = entry["value"], entry.get("evidence", [])
+        facts.append(
+            Fact(
+                **{
+                    **entry,
+                    "value": tuple(value) if isinstance(value, list) else value,
+                    "evidence": (evidence,) if isinstance(evidence, str) else tuple(evidence),
+                }
+            )
+        )
     names = [f.name for f in facts]
     errors += [f"{n}: listed twice" for n in sorted({n for n in names if names.count(n) > 1})]
     if errors:
@@ -136,7 +225,9 @@ def literal(name: str, value: Value) -> list[str]:
 
 
 def docstring(fact: Fact) -> list[str]:
-    paragraphs = [fact.what, f"{fact.evidence.rstrip('.')} (checked {fact.checked})."]
+    paragraphs = [fact.what, f"{fact.cited.rstrip('.')} (checked {fact.checked})."]
+    if fact.evidence:
+        paragraphs.append("Evidence: " + ", ".join(fact.evidence) + ".")
     lines: list[str] = []
     for paragraph in paragraphs:
         lines += [*textwrap.wrap(paragraph, WIDTH - 3, break_on_hyphens=False), ""]
@@ -166,6 +257,19 @@ def cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|").replace("<", "&lt;")
 
 
+def evidence_links(fact: Fact) -> str:
+    """The fact's evidence as Markdown links from docs/ (tests/test_doc_links.py checks them again), each named by
+    its file and the section number of the heading it points at."""
+    shown = []
+    for link in fact.evidence:
+        path, anchor = resolve(link)
+        number = NUMBER.match(headings(path)[anchor]) if anchor else None
+        name = os.path.relpath(path, DOC.parent)
+        text = f"{name} §{number.group(1)}" if number else (f"{name}#{anchor}" if anchor else name)
+        shown.append(f"[{text}]({name}{'#' + anchor if anchor else ''})")
+    return ", ".join(shown)
+
+
 def shown(value: Value) -> str:
     return "<br>".join(f"`{v}`" for v in value) if isinstance(value, tuple) else f"`{value}`"
 
@@ -182,15 +286,17 @@ def render_doc(facts: list[Fact]) -> str:
         "read these values from one module, `training_runtime.hyperpod_facts`, generated from this table; the local "
         "cluster's control plane keeps its own copy of the API limits on purpose and a test compares the two. "
         "When AWS changes the AMI or the API, this is the file to check ([local-cluster.md](local-cluster.md) says "
-        "what the local cluster plays of it).",
+        "what the local cluster plays of it). An inferred fact links its evidence: the team's research notes, "
+        "copied into [research/](research/) with the sections the facts rely on, so a reader outside the team can "
+        "check them; the generator refuses a link whose file or section is not in the repository.",
     ]
     for table, title in TABLES.items():
         lines += ["", f"## {title}", "", "| Fact | Value | What | Source | Checked |", "|---|---|---|---|---|"]
         for fact in (f for f in facts if f.table == table):
-            source = f"**inferred**: {fact.inferred}" if fact.inferred else fact.evidence.removeprefix("Source: ")
-            lines.append(
-                f"| `{fact.name}` | {shown(fact.value)} | {cell(fact.what)} | {cell(source)} | {fact.checked} |"
-            )
+            source = cell(f"**inferred**: {fact.inferred}" if fact.inferred else fact.cited.removeprefix("Source: "))
+            if fact.evidence:
+                source += f" Evidence: {evidence_links(fact)}."
+            lines.append(f"| `{fact.name}` | {shown(fact.value)} | {cell(fact.what)} | {source} | {fact.checked} |")
     return "\n".join(lines) + "\n"
 
 

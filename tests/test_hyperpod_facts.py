@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import botocore
+import cfnlint
 import pytest
 
 from hyperpod_local.control_plane import validation
+from test_doc_links import anchors as doc_anchors
 from test_docs import _script
 from training_runtime import hyperpod_facts
 
@@ -56,12 +58,81 @@ def test_every_fact_has_a_source_or_an_inferred_note_and_a_date() -> None:
 def test_a_fact_without_a_source_a_date_or_a_known_shape_is_refused(change: dict[str, Any], problem: str) -> None:
     generator = _generator()
     row = {"name": "X", "table": "node", "value": "/x", "what": "a path", "inferred": "seen", "checked": "2026-11-28"}
+    row["evidence"] = EVIDENCE
     assert generator.problems(row) == []
     broken = {k: v for k, v in {**row, **change}.items() if v is not None}
     assert any(problem in p for p in generator.problems(broken))
     text = "- " + json.dumps(broken)
     with pytest.raises(ValueError, match="X: "):
         generator.load(text)
+
+
+EVIDENCE = "docs/research/hyperpod-lifecycle.md §2"
+
+
+@pytest.mark.parametrize(
+    ("evidence", "problem"),
+    [
+        (None, "names its evidence"),
+        ([], "names its evidence"),
+        ("/work/shared/research/hyperpod-lifecycle.md", "outside the repository"),
+        ("../shared/research/hyperpod-lifecycle.md", "outside the repository"),
+        ("docs/research/no-such-note.md", "no file docs/research/no-such-note.md"),
+        ("docs/research/hyperpod-lifecycle.md §99", "no heading numbered 99"),
+        ("docs/research/hyperpod-lifecycle.md#no-such-heading", "no heading with the anchor #no-such-heading"),
+        ("research note hyperpod-lifecycle.md", "is not a path"),
+        ({"file": "docs/research/hyperpod-lifecycle.md"}, "a link or a list of links"),
+    ],
+)
+def test_an_inferred_fact_without_evidence_in_the_repository_is_refused(evidence: Any, problem: str) -> None:
+    """Evidence kept outside the repository (a machine path, a note nobody else can open) or pointing at a section
+    the file does not have is refused, and the generator writes nothing from such a table."""
+    generator = _generator()
+    row = {"name": "X", "table": "node", "value": "/x", "what": "a path", "inferred": "seen", "checked": "2026-11-28"}
+    assert generator.problems({**row, "evidence": [EVIDENCE, "docs/research/local-slurm.md#1-verdict"]}) == []
+    broken = {**row, "evidence": evidence} if evidence is not None else row
+    assert any(problem in p for p in generator.problems(broken)), generator.problems(broken)
+    with pytest.raises(ValueError, match="X: "):
+        generator.load("- " + json.dumps(broken))
+
+
+def test_every_inferred_fact_links_evidence_that_resolves_as_the_docs_links_do() -> None:
+    """Each link names a file of the repository and a heading of it; the doc's rendered links are the ones
+    tests/test_doc_links.py checks, and the generator's anchors are GitHub's (the same as that test's)."""
+    generator = _generator()
+    inferred = [f for f in generator.load() if f.inferred]
+    assert inferred and all(f.evidence for f in inferred)
+    for fact in inferred:
+        for link in fact.evidence:
+            path, anchor = generator.resolve(link)
+            assert path.is_relative_to(generator.ROOT) and (not anchor or anchor in doc_anchors(path)), link
+            assert f"(research/{path.name}{'#' + anchor if anchor else ''})" in generator.DOC.read_text(), link
+    for note in sorted((generator.ROOT / "docs" / "research").glob("*.md")):
+        assert set(generator.headings(note)) == doc_anchors(note), note.name
+
+
+def test_a_fact_from_cfn_lints_bundled_schema_is_what_the_schema_says() -> None:
+    """A source that is cfn-lint's bundled registry schema is public: the quote is in the schema cfn-lint ships."""
+    generator = _generator()
+    cited = [f for f in generator.load() if f.source.startswith("cfn-lint's bundled")]
+    assert cited, "ACCOUNTING_DATABASE cites cfn-lint's bundled schema"
+    schemas = Path(cfnlint.__file__).parent / "data" / "schemas"
+    providers = json.loads((schemas / "providers" / "us-east-1.json").read_text())
+    for fact in cited:
+        type_name = re.search(r"AWS::\w+::\w+", fact.source)
+        assert type_name, fact.name
+        schema = json.loads((schemas / "resources" / f"{providers[type_name.group(0)]}.json").read_text())
+        assert any(fact.quote in d for d in _descriptions(schema)), fact.name
+
+
+def _descriptions(node: Any) -> list[str]:
+    """Every ``description`` in a schema, at any depth."""
+    if isinstance(node, dict):
+        own = [node["description"]] if isinstance(node.get("description"), str) else []
+        return own + [d for value in node.values() for d in _descriptions(value)]
+    if isinstance(node, list):
+        return [d for value in node for d in _descriptions(value)]
+    return []
 
 
 def test_a_sourced_fact_needs_its_quote_and_an_api_fact_its_model_shape() -> None:

@@ -12,7 +12,9 @@ HYPERPOD_MARKER = "/opt/sagemaker_cluster"
 """A directory present on HyperPod's AMI only; the runtime takes its HyperPod platform path when it exists.
 
 Inferred: AWS's own sbatch samples test for this directory to tell a HyperPod node (awslabs/awsome-distributed-ai PR
-#231; research note training-runtime-anchors.md). No AWS page documents it (checked 2026-11-28)."""
+#231; docs/research/training-runtime-anchors.md §3.1). No AWS page documents it (checked 2026-11-28).
+
+Evidence: docs/research/training-runtime-anchors.md §3.1."""
 
 SLURM_PREFIX = "/opt/slurm"
 """Where the AMI's Slurm lives (bin, sbin, etc, lib, include); on 2026 AMIs a link to /opt/slurm-<version>. HyperPod
@@ -20,123 +22,162 @@ writes etc/slurm.conf on the controller.
 
 Inferred: AWS's lifecycle scripts build pyxis with `-I /opt/slurm/include/` and include
 /opt/slurm/etc/plugstack.conf.d/pyxis.conf; AWS's field notes (devops-agent hyperpod-mental-model.md) say the slurmd
-unit deletes a local /opt/slurm/etc/slurm.conf (research notes hyperpod-lifecycle.md §2 item 5,
-hyperpod-2026-fidelity.md §1c and §4) (checked 2026-11-28)."""
+unit deletes a local /opt/slurm/etc/slurm.conf (docs/research/hyperpod-lifecycle.md §2 item 5,
+docs/research/hyperpod-2026-fidelity.md §1c and §4) (checked 2026-11-28).
+
+Evidence: docs/research/hyperpod-lifecycle.md §2, docs/research/hyperpod-2026-fidelity.md §1c,
+docs/research/hyperpod-2026-fidelity.md §4."""
 
 AMI_SLURM_VERSIONS = ("24.11", "25.11")
 """The Slurm majors a 2026 AMI carries side by side as /opt/slurm-<version>; the first is active.
 
 Inferred: awslabs/awsome-distributed-ai PR #1107 (the AMI's /opt/slurm-24.11 and /opt/slurm-25.11 behind the
-/opt/slurm link; research note hyperpod-lifecycle.md §2 item 5) (checked 2026-11-28)."""
+/opt/slurm link; docs/research/hyperpod-lifecycle.md §2 item 5, docs/research/hyperpod-2026-fidelity.md §2) (checked
+2026-11-28).
+
+Evidence: docs/research/hyperpod-lifecycle.md §2, docs/research/hyperpod-2026-fidelity.md §2."""
 
 RESOURCE_CONFIG_PATH = "/opt/ml/config/resource_config.json"
 """The cluster's instance groups and instances, written by HyperPod on every node before the lifecycle script;
 SAGEMAKER_RESOURCE_CONFIG_PATH overrides it.
 
-Inferred: AWS's lifecycle_script.py defaults SAGEMAKER_RESOURCE_CONFIG_PATH to it; detect-node's README (AWS sample):
-"HyperPod writes two JSON config files to `/opt/ml/config/` on every node before any lifecycle scripts run" (research
-notes hyperpod-lifecycle.md §2 item 3, hyperpod-2026-fidelity.md §1a) (checked 2026-11-28)."""
+Inferred: AWS's on_create.sh defaults SAGEMAKER_RESOURCE_CONFIG_PATH to it; detect-node's README (AWS sample):
+"HyperPod writes two JSON config files to `/opt/ml/config/` on every node before any lifecycle scripts run"
+(docs/research/hyperpod-lifecycle.md §2 item 3 and §4.1, docs/research/hyperpod-2026-fidelity.md §1a) (checked
+2026-11-28).
+
+Evidence: docs/research/hyperpod-lifecycle.md §2, docs/research/hyperpod-lifecycle.md §4.1,
+docs/research/hyperpod-2026-fidelity.md §1a."""
 
 CLUSTER_AGENT_CONFIG_PATH = "/opt/ml/config/cluster_agent.json"
 """HyperPod's cluster agent settings, on the controller only; SlurmConfiguration.UseInstanceNames says how Slurm nodes
 are named.
 
 Inferred: AWS's field notes for its DevOps agent (awslabs/awsome-distributed-ai, devops-agent
-hyperpod-mental-model.md) list the file and its keys (research note hyperpod-2026-fidelity.md §1a) (checked
-2026-11-28)."""
+hyperpod-mental-model.md) list the file and its keys (docs/research/hyperpod-2026-fidelity.md §1a) (checked
+2026-11-28).
+
+Evidence: docs/research/hyperpod-2026-fidelity.md §1a."""
 
 SLURM_LOG_DIR = "/var/log/slurm"
 """slurmctld's, slurmd's and slurmdbd's log files; the AMI's log rotation rotates its *.log.
 
-Inferred: AWS's enable_slurm_log_rotation.sh rotates /var/log/slurm/*.log and AWS's troubleshooting runbook tails
-/var/log/slurm/slurmctld.log (research notes hyperpod-lifecycle.md §5.20, operator-cli-anchors.md) (checked
-2026-11-28)."""
+Inferred: AWS's enable_slurm_log_rotation.sh rotates /var/log/slurm/*.log, and the first-day checks drawn from AWS's
+samples tail /var/log/slurm/slurmctld.log (docs/research/hyperpod-lifecycle.md §5.20,
+docs/research/operator-cli-anchors.md §1.4) (checked 2026-11-28).
+
+Evidence: docs/research/hyperpod-lifecycle.md §5.20, docs/research/operator-cli-anchors.md §1.4."""
 
 SLURMD_SPOOL_DIR = "/var/spool/slurmd"
 """slurmd's SlurmdSpoolDir (Slurm's default); job scripts and state on the node's own disk.
 
-Inferred: Slurm's built-in SlurmdSpoolDir; AWS's lifecycle scripts read the configless cache under it (research note
-hyperpod-lifecycle.md, "Paths") (checked 2026-11-28)."""
+Inferred: Slurm's built-in SlurmdSpoolDir; AWS's lifecycle scripts read the configless cache under it
+(docs/research/hyperpod-lifecycle.md §7, "Paths") (checked 2026-11-28).
+
+Evidence: docs/research/hyperpod-lifecycle.md §7."""
 
 SLURMD_CONF_CACHE = "/var/spool/slurmd/conf-cache"
 """Where a configless slurmd keeps the files slurmctld sent it (slurm.conf, plugstack.conf and their includes); login
 and compute nodes' commands read them there.
 
 Inferred: AWS's field notes: workers run `slurmd --conf-server` and read /var/spool/slurmd/conf-cache/; AWS's
-login-node setup starts slurmd only to fill it (research notes hyperpod-2026-fidelity.md §1c, hyperpod-lifecycle.md
-§5.3) (checked 2026-11-28)."""
+login-node setup starts slurmd only to fill it (docs/research/hyperpod-2026-fidelity.md §1c,
+docs/research/hyperpod-lifecycle.md §4.2 and §5.11) (checked 2026-11-28).
+
+Evidence: docs/research/hyperpod-2026-fidelity.md §1c, docs/research/hyperpod-lifecycle.md §4.2,
+docs/research/hyperpod-lifecycle.md §5.11."""
 
 SLURMCTLD_PID_FILE = "/run/slurmctld.pid"
 """slurmctld's pid file where the runtime or the emulator starts it without systemd, and in the slurm.conf the runtime
 renders.
 
 Inferred: Not read from the AMI: Slurm's own default is /var/run/slurmctld.pid, which is this file where /var/run
-links to /run (Ubuntu, Debian). The research lab's slurm.conf uses it (research note local-slurm-emulation.md)
-(checked 2026-11-28)."""
+links to /run (Ubuntu, Debian). The research lab's slurm.conf uses it (docs/research/local-slurm.md §3.1) (checked
+2026-11-28).
+
+Evidence: docs/research/local-slurm.md §3.1."""
 
 SLURMD_PID_FILE = "/run/slurmd.pid"
 """slurmd's pid file, as SLURMCTLD_PID_FILE.
 
 Inferred: Not read from the AMI: Slurm's own default is /var/run/slurmd.pid (the same file where /var/run links to
-/run). The research lab's slurm.conf uses it (research note local-slurm-emulation.md) (checked 2026-11-28)."""
+/run). The research lab's slurm.conf uses it (docs/research/local-slurm.md §3.1) (checked 2026-11-28).
+
+Evidence: docs/research/local-slurm.md §3.1."""
 
 SLURMDBD_PID_FILE = "/run/slurmdbd.pid"
 """slurmdbd's pid file, in the slurmdbd.conf the runtime writes and the one the emulated AMI writes.
 
-Inferred: Not read from the AMI (its slurmdbd.conf.template was not seen); Slurm's default is /var/run/slurmdbd.pid
-(research note local-slurm-emulation.md) (checked 2026-11-28)."""
+Inferred: Not read from the AMI (its slurmdbd.conf.template was not seen); Slurm's default is /var/run/slurmdbd.pid.
+The research lab's slurmdbd.conf uses it (docs/research/local-slurm.md §3.1) (checked 2026-11-28).
+
+Evidence: docs/research/local-slurm.md §3.1."""
 
 SLURMDBD_PORT = 6819
 """slurmdbd's port (AccountingStoragePort in slurm.conf's accounting keys).
 
 Inferred: Slurm's default DbdPort; AWS's setup_mariadb_accounting.sh writes an accounting.conf with port 6819
-(research note hyperpod-lifecycle.md, "Slurm settings") (checked 2026-11-28)."""
+(docs/research/hyperpod-lifecycle.md §5.5, and §7 "Slurm settings") (checked 2026-11-28).
+
+Evidence: docs/research/hyperpod-lifecycle.md §5.5, docs/research/hyperpod-lifecycle.md §7."""
 
 ACCOUNTING_DATABASE = "slurm_acct_db"
 """The accounting database (slurmdbd.conf StorageLoc) of every cluster; the constructs give it as the AccountingDatabase
 Name, since the API's own default is per cluster (slurm_acct_db_<cluster id>).
 
-Source: cfn-lint's bundled AWS::SageMaker::Cluster schema, ClusterAccountingDatabase.Name
-(research/schema-sagemaker-cluster.json): "Name of the accounting database schema. Defaults to slurm_acct_db when
+Source: cfn-lint's bundled CloudFormation registry schema of AWS::SageMaker::Cluster (cfn-lint 1.58.0, schema_date
+2026-10-20), ClusterAccountingDatabase.Name: "Name of the accounting database schema. Defaults to slurm_acct_db when
 omitted." (checked 2026-11-28)."""
 
 PYXIS_PLUGIN = "spank_pyxis.so"
 """Pyxis's SPANK plug-in's file name; a plugstack.conf line naming it loads Pyxis.
 
-Inferred: NVIDIA/pyxis builds spank_pyxis.so; AWS's install_enroot_pyxis.sh registers it through pyxis.conf (research
-note hyperpod-2026-fidelity.md §4) (checked 2026-11-28)."""
+Inferred: NVIDIA/pyxis builds spank_pyxis.so; AWS's install_enroot_pyxis.sh registers it through pyxis.conf
+(docs/research/hyperpod-2026-fidelity.md §4) (checked 2026-11-28).
+
+Evidence: docs/research/hyperpod-2026-fidelity.md §4."""
 
 PYXIS_PLUGIN_AMI = "/opt/slurm/lib/slurm/spank_pyxis.so"
 """Where a HyperPod DLAMI's own Pyxis plug-in is looked for.
 
 Inferred: Where AWS's install_enroot_pyxis.sh looks for an already installed plug-in (awslabs/awsome-distributed-ai
-PR #1218; research note hyperpod-2026-fidelity.md §4). Not confirmed on an AMI (checked 2026-11-28)."""
+PR #1218; docs/research/hyperpod-2026-fidelity.md §4). Not confirmed on an AMI (checked 2026-11-28).
+
+Evidence: docs/research/hyperpod-2026-fidelity.md §4."""
 
 PYXIS_PLUGIN_INSTALLED = "/usr/local/lib/slurm/spank_pyxis.so"
 """Where pyxis's own `make install` puts the plug-in (prefix /usr/local): the runtime's install, AWS's sample's, and the
 file the emulated AMI's plugstack names.
 
 Inferred: AWS's install_enroot_pyxis.sh runs pyxis's `make install` and links /usr/local/share/pyxis/pyxis.conf into
-plugstack.conf.d (research note hyperpod-2026-fidelity.md §4) (checked 2026-11-28)."""
+plugstack.conf.d (docs/research/hyperpod-2026-fidelity.md §4) (checked 2026-11-28).
+
+Evidence: docs/research/hyperpod-2026-fidelity.md §4."""
 
 ENROOT_BIN = "/usr/bin/enroot"
 """Enroot's program, as its Debian packages install it; found there, the AMI (or a script) installed Enroot.
 
-Inferred: AWS's install_enroot_pyxis.sh installs NVIDIA's enroot .deb packages (research note
-hyperpod-2026-fidelity.md §4, "detect an existing /usr/bin/enroot") (checked 2026-11-28)."""
+Inferred: AWS's install_enroot_pyxis.sh installs NVIDIA's enroot .deb packages
+(docs/research/hyperpod-2026-fidelity.md §4, "detect an existing /usr/bin/enroot") (checked 2026-11-28).
+
+Evidence: docs/research/hyperpod-2026-fidelity.md §4."""
 
 ENROOT_CONF = "/etc/enroot/enroot.conf"
 """Enroot's configuration; the 2026 AMI's points its paths at the instance store. The runtime edits it key by key.
 
 Inferred: AWS's install_enroot_pyxis.sh rewrites /etc/enroot/enroot.conf; AWS's review of PR #1218 warned that
-copying a static one "wipes the HostAgent's mount-aware paths" (research note hyperpod-2026-fidelity.md §4) (checked
-2026-11-28)."""
+copying a static one "wipes the HostAgent's mount-aware paths" (docs/research/hyperpod-2026-fidelity.md §4) (checked
+2026-11-28).
+
+Evidence: docs/research/hyperpod-2026-fidelity.md §4."""
 
 DLAMI_NVME = "/opt/dlami/nvme"
 """The DLAMI's instance-store mount (dlami-nvme.service); the AMI points Enroot's paths there.
 
 Inferred: AWS's install_enroot_pyxis.sh waits for dlami-nvme.service and puts Enroot's paths under /opt/dlami/nvme
-(research notes hyperpod-2026-fidelity.md §4, hyperpod-lifecycle.md §2 item 5) (checked 2026-11-28)."""
+(docs/research/hyperpod-2026-fidelity.md §4, docs/research/hyperpod-lifecycle.md §2 item 5) (checked 2026-11-28).
+
+Evidence: docs/research/hyperpod-2026-fidelity.md §4, docs/research/hyperpod-lifecycle.md §2."""
 
 ENROOT_NVME_PATHS = (
     "ENROOT_RUNTIME_PATH /opt/dlami/nvme/tmp/enroot/user-$(id -u)",
@@ -146,28 +187,37 @@ ENROOT_NVME_PATHS = (
 )
 """The enroot.conf lines with the instance store mounted, as the emulated 2026 AMI writes them.
 
-Inferred: The values AWS's install_enroot_pyxis.sh writes when dlami-nvme.service is active (research note
-hyperpod-2026-fidelity.md §4); that the AMI's HostAgent writes the same is inferred from PR #1218 (checked
-2026-11-28)."""
+Inferred: The values AWS's install_enroot_pyxis.sh writes when dlami-nvme.service is active
+(docs/research/hyperpod-2026-fidelity.md §4); that the AMI's HostAgent writes the same is inferred from PR #1218
+(checked 2026-11-28).
+
+Evidence: docs/research/hyperpod-2026-fidelity.md §4."""
 
 LOGROTATE_DIR = "/etc/logrotate.d"
 """Where the AMI's log rotation for SLURM_LOG_DIR is found (any file there naming it).
 
-Inferred: The 2026 AMI configures "log rotation" (third-party summary of AWS's What's New, research note
-hyperpod-2026-fidelity.md §2); AWS's script writes /etc/logrotate.d/sagemaker-hyperpod-slurm (research note
-hyperpod-lifecycle.md §5.20) (checked 2026-11-28)."""
+Inferred: The 2026 AMI configures "log rotation" (third-party summary of AWS's What's New,
+docs/research/hyperpod-2026-fidelity.md §2); AWS's script writes /etc/logrotate.d/sagemaker-hyperpod-slurm
+(docs/research/hyperpod-lifecycle.md §5.20) (checked 2026-11-28).
+
+Evidence: docs/research/hyperpod-2026-fidelity.md §2, docs/research/hyperpod-lifecycle.md §5.20."""
 
 SSH_HOST_KEYS = "/etc/ssh/ssh_host_*_key"
 """The node's SSH host keys (a glob); the AMI generates them and the runtime never replaces them.
 
-Inferred: The 2026 AMI configures "SSH key generation" (third-party summary of AWS's What's New, research note
-hyperpod-2026-fidelity.md §2); the file names are OpenSSH's (ssh-keygen -A) (checked 2026-11-28)."""
+Inferred: The 2026 AMI configures "SSH key generation" (third-party summary of AWS's What's New,
+docs/research/hyperpod-2026-fidelity.md §2); the file names are OpenSSH's (ssh-keygen -A) (checked 2026-11-28).
+
+Evidence: docs/research/hyperpod-2026-fidelity.md §2."""
 
 AMI_DEFAULT_USER = "ubuntu"
 """The AMI's default account, with a home and a key pair.
 
 Inferred: AWS's install_docker.sh runs `usermod -aG docker ubuntu` and gen-keypair-ubuntu.sh sets up /fsx/ubuntu
-(research notes hyperpod-2026-fidelity.md §4, hyperpod-lifecycle.md §5.13); the AMI is Ubuntu (checked 2026-11-28)."""
+(docs/research/hyperpod-2026-fidelity.md §4, docs/research/hyperpod-lifecycle.md §5.13); the AMI is Ubuntu (checked
+2026-11-28).
+
+Evidence: docs/research/hyperpod-2026-fidelity.md §4, docs/research/hyperpod-lifecycle.md §5.13."""
 
 IMDS_ENDPOINT = "http://169.254.169.254"
 """EC2's instance metadata service (IMDSv2): the Spot watcher's notices, the scaler's role credentials, a flexible

@@ -1,11 +1,11 @@
 """The pieces HyperPod's 2026 AMI sets up before the lifecycle script, laid down on an emulated node as files.
 
-``hyperpod-local up --preconfigured-ami`` (``Variant(preconfigured_ami=True)``): since 2026-05 HyperPod's
-Slurm AMI configures "Slurm accounting, SSH key generation, log rotation, user home directory" and ships "Docker,
-Enroot, Pyxis" (third-party summaries of AWS's What's New posts, research note ``hyperpod-2026-fidelity.md`` §2,
-§4), and carries Slurm 24.11 and 25.11 as ``/opt/slurm-24.11`` and ``/opt/slurm-25.11`` behind the ``/opt/slurm``
-link (awslabs/awsome-distributed-ai PR #1107). Without the switch a node is an older AMI: one ``/opt/slurm``, none
-of these files.
+``hyperpod-local up --preconfigured-ami`` (``Variant(preconfigured_ami=True)``): since 2026-05 HyperPod's Slurm AMI
+configures "Slurm accounting, SSH key generation, log rotation, user home directory" and ships "Docker, Enroot, Pyxis"
+(third-party summaries of AWS's What's New posts, research note ``docs/research/hyperpod-2026-fidelity.md`` §2, §4), and
+carries Slurm 24.11 and 25.11 as ``/opt/slurm-24.11`` and ``/opt/slurm-25.11`` behind the ``/opt/slurm`` link
+(awslabs/awsome-distributed-ai PR #1107). Without the switch a node is an older AMI: one ``/opt/slurm``, none of these
+files.
 
 The files are the AMI's as far as its sources show them, so the runtime's detection (``training_runtime.steps.ami``)
 reads what it would read on HyperPod. What is not emulated: Docker; Enroot and Pyxis themselves (``/usr/bin/enroot``
@@ -46,7 +46,7 @@ ENROOT_STANDIN = (
 )
 PYXIS_CONF = f"optional {PYXIS_PLUGIN_INSTALLED}\n"
 LOGROTATE = SLURM_LOG_DIR + "/*.log {\n    weekly\n    rotate 4\n    compress\n    missingok\n    copytruncate\n}\n"
-"""As AWS's ``enable_slurm_log_rotation.sh`` rotates Slurm's logs (research note ``hyperpod-lifecycle.md`` §1.2)."""
+"""As AWS's ``enable_slurm_log_rotation.sh`` rotates Slurm's logs (``docs/research/hyperpod-lifecycle.md`` §1.2)."""
 DEFAULT_USER, DEFAULT_UID = AMI_DEFAULT_USER, 1000
 """The AMI's default account (Ubuntu's first user) with its home and key pair."""
 
@@ -82,9 +82,10 @@ def image(slurm_etc: str) -> list[str]:
 
 
 def setup(role: str, controller_address: str, slurm_etc: str) -> list[str]:
-    """What the AMI configures itself where no ``OnCreate`` script takes over (api-driven mode: no lifecycle
-    script or ``OnInitComplete``, research note §2 "Lifecycle modes"): log rotation, the default user's home and
-    key pair, and on the controller the accounting files (``slurmdbd.conf`` with a password made on the node)."""
+    """What the AMI configures itself where no ``OnCreate`` script takes over (api-driven mode: no lifecycle script or
+    ``OnInitComplete``, ``docs/research/hyperpod-2026-fidelity.md`` §2 "Lifecycle modes"): log rotation, the default
+    user's home and key pair, and on the controller the accounting files (``slurmdbd.conf`` with a password made on the
+    node)."""
     lines = [
         "install -d -m 0755 " + LOGROTATE_DIR,
         _file(LOGROTATE_DIR + "/slurm", LOGROTATE),

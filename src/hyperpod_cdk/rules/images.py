@@ -23,8 +23,8 @@ SCHEDULE_EXPRESSION_PATTERN = re.compile(
     r"(?:[1-9]|0[1-9]|1[0-2]|\*|\*/(?:[1-9]|1[0-2])|) "
     r"(?:MON|TUE|WED|THU|FRI|SAT|SUN|[1-7]|\?|L|(?:[1-7]#[1-5])|(?:[1-7]L)) (?:20[2-9][0-9]|\*|)\)"
 )
-"""AWS::SageMaker::Cluster ScheduledUpdateConfig.ScheduleExpression's pattern, as the schema states it
-(../shared/research/schema-sagemaker-cluster.json); matched against the whole value."""
+"""AWS::SageMaker::Cluster ScheduledUpdateConfig.ScheduleExpression's pattern, as its CloudFormation registry schema
+states it (the one cfn-lint bundles: cfn-lint 1.58.0, schema_date 2026-10-20); matched against the whole value."""
 MAX_SCHEDULE_LENGTH = 256
 MAX_WAIT_INTERVAL_S = 3600
 MAX_ROLLBACK_ALARMS = 10

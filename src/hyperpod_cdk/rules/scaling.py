@@ -227,7 +227,9 @@ def count_parameter(view: ClusterView) -> Iterator[Problem]:
     "instance_groups",
     "instance_groups[*].deep_health_checks",
     level=WARNING,
-    source=f"{DEEP_HEALTH}; research hyperpod-2026-fidelity.md §5 (deep health checks add 45-90 minutes per launch)",
+    source=(
+        f"{DEEP_HEALTH}; docs/research/hyperpod-2026-fidelity.md §5 (deep health checks add 45-90 minutes per launch)"
+    ),
 )
 def deep_health_checks(view: ClusterView) -> Iterator[Problem]:
     """A scaled group with deep health checks waits 45-90 more minutes for every node it adds."""

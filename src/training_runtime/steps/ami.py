@@ -2,7 +2,8 @@
 
 Since 2026-05 HyperPod's Slurm AMI configures "Slurm accounting, SSH key generation, log rotation, user home
 directory" and ships "Docker, Enroot, Pyxis" (third-party summaries of AWS's What's New posts of 2026-05-07 and
-2026-07-10, in the team's research note ``hyperpod-2026-fidelity.md`` §2 and §4; AWS's own page was not read).
+2026-07-10, in the team's research note ``docs/research/hyperpod-2026-fidelity.md`` §2 and §4; AWS's own page
+was not read).
 Our ``OnInitComplete`` script runs after that ("This script runs after HyperPod configures the default software
 on the instance", ``ClusterLifeCycleConfig.OnInitComplete``,
 https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ClusterLifeCycleConfig.html), so the runtime

@@ -2,11 +2,11 @@
 
 As AWS's lifecycle sample does on older AMIs and bare Ubuntu (``install_enroot_pyxis.sh`` in
 awslabs/awsome-distributed-ai, ``1.architectures/5.sagemaker-hyperpod/LifecycleScripts/base-config/utils``; research
-note ``hyperpod-2026-fidelity.md`` §4), with three differences: every download is checked against a sha256 before it
-is used (the sample checks none), pyxis comes from a pinned source archive rather than a tag's git clone, and a
-piece the node already has is never installed again (the sample's newer revision skips what the DLAMI provides, for
-the duplicate registration a second pyxis causes). Pins: ``training_runtime/pins.py``. Downloads and apt are
-retried (``apt.download``, ``apt.apt_install``).
+note ``docs/research/hyperpod-2026-fidelity.md`` §4), with three differences: every download is checked against a sha256
+before it is used (the sample checks none), pyxis comes from a pinned source archive rather than a tag's git clone, and
+a piece the node already has is never installed again (the sample's newer revision skips what the DLAMI provides, for
+the duplicate registration a second pyxis causes). Pins: ``training_runtime/pins.py``. Downloads and apt are retried
+(``apt.download``, ``apt.apt_install``).
 
 * enroot: ``apt-get install`` of its dependencies and the two pinned packages (``enroot``, ``enroot+caps``).
 * pyxis: built with the node's own Slurm headers (HyperPod: ``/opt/slurm/include``, as AWS's sample builds it;

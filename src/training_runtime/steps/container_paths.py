@@ -4,13 +4,13 @@ Pure functions of a file's text and the node's volumes, used by ``steps/containe
 
 AWS's lifecycle sample (``install_enroot_pyxis.sh`` in awslabs/awsome-distributed-ai,
 ``1.architectures/5.sagemaker-hyperpod/LifecycleScripts/base-config/utils``; research note
-``hyperpod-2026-fidelity.md`` §4) puts enroot's runtime, data and temp paths on ``/opt/dlami/nvme`` when the DLAMI's
-instance store is mounted there, else on ``/opt/sagemaker`` (HyperPod's secondary EBS volume), and the cache on
-``/fsx/enroot`` when FSx is mounted; ``install_docker.sh`` moves Docker's ``data-root`` the same way. Users' most
-frequent container complaint is enroot's data filling the root volume (awslabs/awsome-distributed-ai issues #427,
-#187), and the AMI's own NVMe-aware ``enroot.conf`` must not be overwritten (PR #1218). So: only the four
-``ENROOT_*_PATH`` keys below are ours; a value already on a mounted instance-store volume (or, for the cache, on the
-shared file system) is kept byte for byte; every other key and line is never touched.
+``docs/research/hyperpod-2026-fidelity.md`` §4) puts enroot's runtime, data and temp paths on ``/opt/dlami/nvme`` when
+the DLAMI's instance store is mounted there, else on ``/opt/sagemaker`` (HyperPod's secondary EBS volume), and the cache
+on ``/fsx/enroot`` when FSx is mounted; ``install_docker.sh`` moves Docker's ``data-root`` the same way. Users' most
+frequent container complaint is enroot's data filling the root volume (awslabs/awsome-distributed-ai issues #427, #187),
+and the AMI's own NVMe-aware ``enroot.conf`` must not be overwritten (PR #1218). So: only the four ``ENROOT_*_PATH``
+keys below are ours; a value already on a mounted instance-store volume (or, for the cache, on the shared file system)
+is kept byte for byte; every other key and line is never touched.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Containers on every node (``runtime.containers``): enroot and pyxis for ``srun --container-image``, and Docker.
 
 Most of AWS's HyperPod Slurm samples run their jobs in containers through pyxis and enroot, and HyperPod's Slurm AMI
-ships "Docker, Enroot, Pyxis" since 2026-05 (research note ``hyperpod-2026-fidelity.md`` §2, §4; third-party
+ships "Docker, Enroot, Pyxis" since 2026-05 (``docs/research/hyperpod-2026-fidelity.md`` §2, §4; third-party
 summaries of AWS's What's New posts). What users get wrong (same note, §3 "Containers"): enroot's data filling the
 small root volume (awslabs/awsome-distributed-ai #427, #187), a lifecycle script overwriting the AMI's NVMe-aware
 ``enroot.conf`` (PR #1218), a wildcard ``plugstack.conf`` include that configless Slurm cannot expand, and no

@@ -3,7 +3,7 @@
 * **No wildcard includes.** "Slurm cannot expand wildcard in etc/plugstack.conf while used with configless"
   (AWS's ``slurm_fix_plugstackconf.sh``, awslabs/awsome-distributed-ai
   ``1.architectures/5.sagemaker-hyperpod/LifecycleScripts/base-config/utils``; research note
-  ``hyperpod-2026-fidelity.md`` §4), and HyperPod's compute and login nodes are configless: an ``include
+  ``docs/research/hyperpod-2026-fidelity.md`` §4), and HyperPod's compute and login nodes are configless: an ``include
   <dir>/*`` line becomes one explicit ``include`` per file it matches now, under a comment that names the original.
 * **Pyxis registered once.** Where pyxis's plugin is on the node but no uncommented ``plugstack.conf`` line (or
   included file) loads it, ``<conf dir>/plugstack.conf.d/pyxis.conf`` gets ``required <plugin>`` (pyxis's own

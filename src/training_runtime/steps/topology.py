@@ -1,7 +1,7 @@
 """HyperPod's automatic Slurm topology: the runtime leaves it alone and says what it found in its plan.
 
 Since 2026-04-23 HyperPod's cluster agent writes ``topology.conf`` next to slurm.conf and sets
-``TopologyPlugin=topology/tree`` (research note hyperpod-2026-fidelity.md §2; awslabs/awsome-distributed-ai,
+``TopologyPlugin=topology/tree`` (docs/research/hyperpod-2026-fidelity.md §2; awslabs/awsome-distributed-ai,
 tools/devops-agent/docs/hyperpod-mental-model.md: the ClusterAgent "Writes ``slurm.conf`` and
 ``topology.{conf,yaml}``"). Both files are HyperPod's: the runtime writes neither there. A slurm.conf that names
 the plugin without the file breaks ``sbatch`` ("Requested topology configuration is not available":
