@@ -121,8 +121,13 @@ def group_api_properties(group: InstanceGroup) -> dict[str, Any]:
     """The ``ClusterInstanceGroupProperty`` keyword arguments of the group's settings that are set."""
     override = group.override_vpc
     return {
-        # The plain members (data/fields.yaml, render: plain): the group's value as it is.
-        **{_snake(member): getattr(group, name) for member, name in plain_group_members()},
+        # The plain members (data/fields.yaml, render: plain): the group's value as it is, where it is set. An unset
+        # one is not passed at all: the oldest aws-cdk-lib we support lacks a newer member's keyword.
+        **{
+            _snake(member): getattr(group, name)
+            for member, name in plain_group_members()
+            if getattr(group, name) is not None
+        },
         # Exactly one of the two (rule GRP-FLEX-EXCLUSIVE): a flexible group's priority list, or its one type.
         "instance_type": None if group.flexible else group.instance_type,
         "instance_requirements": Cfn.InstanceRequirementsProperty(instance_types=list(group.instance_types))
