@@ -2,7 +2,7 @@
 #             and npm, nothing else: it installs the package (pinned, requirements/constraints.txt) and the CDK CLI.
 # make test:  set up everything (dev tools, the scanner's venv, and, where the machine can have them, the local
 #             cluster's Debian packages and node root file system) and run every check: lint, types, the tests.
-# make test-fast: the same checks without the local clusters (the `unit` tier, lint, the Python 3.8 run).
+# make test-fast: the quick loop: the `unit` tier less its `slow` and `compliance` tests, lint, the Python 3.8 run.
 # make drill-hostile: the hostile-user drill alone (an ordinary user's ways in, each must fail; in make test).
 # make test-calendar: the date-sensitive tests (marker `calendar`) under three clocks moved by libfaketime (part of make test).
 # make mutants: check that every curated mutation (tests/mutations/*.yaml) still applies, then run them all.
@@ -101,8 +101,10 @@ PARTS = $(MAKE) --no-print-directory --keep-going -j5 --output-sync=target
 test: setup
 	@$(PARTS) _lint _typecheck _unit-tier _local-tier _unit38 _calendar
 
+# The quick loop: the unit tier less its slow and compliance tests (each 15 s or more, or CDK's validator and
+# cdk-nag: `make test` runs them), beside lint and the 3.8 run.
 test-fast: setup
-	@$(PARTS) _lint _unit-tier _unit38
+	@$(PARTS) _lint _unit-quick _unit38
 
 lint: setup
 	@$(MAKE) --no-print-directory _lint
@@ -134,6 +136,9 @@ _typecheck:
 
 _unit-tier:
 	$(PYTEST_LANE) -m "not local"
+
+_unit-quick:
+	$(PYTEST_LANE) -m "not local and not slow and not compliance"
 
 _local-tier:
 	$(PYTEST_LANE) -m local
