@@ -20,7 +20,7 @@ from cfnlint.rules import CloudFormationLintRule, RuleMatch
 
 from hyperpod_cdk.aws_data.api_support import CONFIDENCE_TEXT, support_row
 from hyperpod_cdk.cfnlint_rules.provisioning import PROVISIONING_RULES
-from hyperpod_cdk.cfnlint_rules.template import CLUSTER, Cluster, Finding
+from hyperpod_cdk.cfnlint_rules.template import CLUSTER, Cluster, Finding, rule_class
 from hyperpod_cdk.cfnlint_rules.template import literal as _literal
 from training_runtime.hyperpod_facts import ACCOUNTING_DATABASE
 from training_runtime.instance_facts import NVIDIA_GPU, InstanceFacts, facts_for
@@ -321,18 +321,9 @@ class _SupportRule:
 
 def _rule_class(row_id: str) -> type[CloudFormationLintRule]:
     row = support_row(row_id)
-    name = row.cfn_lint + "".join(part.capitalize() for part in row_id.split("-"))
-    rule: type[CloudFormationLintRule] = type(
-        name,
-        (_SupportRule, CloudFormationLintRule),
-        {
-            "id": row.cfn_lint,
-            "shortdesc": f"HyperPod on Slurm: {row.setting}",
-            "description": row.constraint,
-            "source_url": row.source,
-            "tags": ["resources", "sagemaker", "hyperpod", "slurm"],
-            "row_id": row_id,
-        },
+    name = "".join(part.capitalize() for part in row_id.split("-"))
+    rule: type[CloudFormationLintRule] = rule_class(
+        _SupportRule, row.cfn_lint, name, row.setting, row.constraint, row.source, row_id=row_id
     )
     return rule
 

@@ -17,7 +17,7 @@ from typing import Any
 from cfnlint.rules import CloudFormationLintRule, RuleMatch
 
 from hyperpod_cdk.aws_data.inventory import row
-from hyperpod_cdk.cfnlint_rules.template import CLUSTER, Cluster, Finding
+from hyperpod_cdk.cfnlint_rules.template import CLUSTER, Cluster, Finding, rule_class
 from hyperpod_cdk.cfnlint_rules.template import literal as _literal
 
 IMAGE_ID = re.compile(r"ami-[0-9a-fA-F]{8,17}|default")
@@ -106,18 +106,9 @@ class _InventoryRule:
 
 def _rule_class(cfn_id: str) -> type[CloudFormationLintRule]:
     source = row(INVENTORY_CHECKS[cfn_id][0])
-    name = cfn_id + "".join(part.capitalize() for part in source.id.split("-"))
-    rule: type[CloudFormationLintRule] = type(
-        name,
-        (_InventoryRule, CloudFormationLintRule),
-        {
-            "id": cfn_id,
-            "shortdesc": f"HyperPod on Slurm: {source.id}",
-            "description": source.quote,
-            "source_url": source.url,
-            "tags": ["resources", "sagemaker", "hyperpod", "slurm"],
-            "cfn_id": cfn_id,
-        },
+    name = "".join(part.capitalize() for part in source.id.split("-"))
+    rule: type[CloudFormationLintRule] = rule_class(
+        _InventoryRule, cfn_id, name, source.id, source.quote, source.url, cfn_id=cfn_id
     )
     return rule
 

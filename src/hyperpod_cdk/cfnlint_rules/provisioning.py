@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from cfnlint.rules import CloudFormationLintRule, RuleMatch
+from cfnlint.rules import RuleMatch
 
 from hyperpod_cdk.aws_data.quotes import (
     AUTO_RESUME_DOC,
@@ -27,7 +27,7 @@ from hyperpod_cdk.aws_data.quotes import (
     REF_DOC,
     STRATEGY_QUOTE,
 )
-from hyperpod_cdk.cfnlint_rules.template import CLUSTER, Cluster, Finding, Path
+from hyperpod_cdk.cfnlint_rules.template import CLUSTER, Cluster, Finding, Path, rule_class
 from hyperpod_cdk.cfnlint_rules.template import literal as _literal
 
 NOT_MERGE = ("Managed", "Overwrite")
@@ -170,18 +170,7 @@ class _ProvisioningRule:
 
 
 def _rule(rule_id: str, name: str, shortdesc: str, source: str, check: Callable[..., Iterator[Finding]]) -> type:
-    return type(
-        rule_id + name,
-        (_ProvisioningRule, CloudFormationLintRule),
-        {
-            "id": rule_id,
-            "shortdesc": f"HyperPod on Slurm: {shortdesc}",
-            "description": shortdesc,
-            "source_url": source,
-            "tags": ["resources", "sagemaker", "hyperpod", "slurm"],
-            "check": staticmethod(check),
-        },
-    )
+    return rule_class(_ProvisioningRule, rule_id, name, shortdesc, shortdesc, source, check=staticmethod(check))
 
 
 PROVISIONING_RULES: dict[str, type] = {

@@ -1,7 +1,7 @@
 """What every hyperpod-cdk cfn-lint rule reads from a template: an ``AWS::SageMaker::Cluster``'s properties, its
 literal values (an intrinsic function's value is unknown before deployment) and both branches of an ``Fn::If``.
-One definition for the rule modules (cfnlint_rules, cfnlint_inventory, cfnlint_provisioning, cfnlint_infra,
-cfnlint_api_model)."""
+One definition for the rule modules (the package's ``__init__``, ``inventory``, ``provisioning``, ``infra``,
+``api_model``), and the one way they make a rule class (:func:`rule_class`)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from typing import Any
 
 CLUSTER = "AWS::SageMaker::Cluster"
+TAGS = ["resources", "sagemaker", "hyperpod", "slurm"]
+"""The cfn-lint tags of every hyperpod-cdk rule."""
 CONTINUOUS = "Continuous"
 
 Path = list[str | int]
@@ -81,3 +83,24 @@ class Cluster:
         config = literal(group.get("SlurmConfig"))
         node_type = literal(config.get("NodeType")) if isinstance(config, dict) else None
         return node_type if isinstance(node_type, str) else None
+
+
+def rule_class(
+    base: type, rule_id: str, name: str, shortdesc: str, description: str, source_url: str, **attrs: Any
+) -> type:
+    """A cfn-lint rule class ``<rule_id><name>`` on ``base`` (which holds ``match``), with the id, texts and source
+    cfn-lint shows, hyperpod-cdk's tags, and ``attrs`` (what ``base`` reads: a row id, a check)."""
+    from cfnlint.rules import CloudFormationLintRule
+
+    return type(
+        rule_id + name,
+        (base, CloudFormationLintRule),
+        {
+            "id": rule_id,
+            "shortdesc": f"HyperPod on Slurm: {shortdesc}",
+            "description": description,
+            "source_url": source_url,
+            "tags": TAGS,
+            **attrs,
+        },
+    )
