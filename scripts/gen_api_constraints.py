@@ -41,12 +41,11 @@ def _members(prefix: str) -> tuple[str, ...]:
 
 
 CREATE = _members("")
-UPDATE_TAKES = ("ClusterName", "InstanceGroups", "NodeRecovery", "NodeProvisioningMode", "Orchestrator")
-"""CreateCluster's members that UpdateClusterRequest has too (botocore's model; the rest are create-only)."""
 OPERATIONS: dict[str, tuple[str, ...]] = {
     "CreateCluster": CREATE,
-    # CloudFormation sends UpdateCluster with the members it takes and the removed groups' names.
-    "UpdateCluster": (*(m for m in CREATE if m in UPDATE_TAKES), "InstanceGroupsToDelete"),
+    # CloudFormation sends UpdateCluster with the members it takes (api_shapes keeps those of CreateCluster's that
+    # UpdateClusterRequest has: the rest are create-only) and the removed groups' names.
+    "UpdateCluster": (*CREATE, "InstanceGroupsToDelete"),
     "UpdateClusterSoftware": ("ClusterName", "InstanceGroups", "DeploymentConfig", "ImageId"),
 }
 """Each operation's request members that hyperpod-cdk emits: CreateCluster's are the field map's (data/fields.yaml,

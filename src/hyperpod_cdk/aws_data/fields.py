@@ -45,7 +45,7 @@ class Field:
     def section(self) -> str:
         """The config section the field lies in (``cluster`` for a top-level scalar)."""
         head = re.split(r"[.\[]", self.path, maxsplit=1)[0]
-        return head if head != self.path or self.path in _SECTIONS else "cluster"
+        return head if head != self.path or self.path in _sections() else "cluster"
 
     @property
     def in_section(self) -> str:
@@ -67,10 +67,14 @@ class Field:
         return None
 
 
-_SECTIONS = frozenset(
-    {"instance_groups", "network", "storage", "storage_openzfs", "lifecycle", "runtime", "users", "teams"}
-    | {"parameters", "organization", "observability", "suppress", "cost"}
-)
+@cache
+def _sections() -> frozenset[str]:
+    """The config's sections: the top-level paths with fields of their own under them in the map (``tags``, a free
+    mapping, is a scalar of the cluster section, as the rules' view has it)."""
+    paths = list(declarations())
+    return frozenset(
+        p for p in paths if re.fullmatch(r"\w+", p) and any(q.startswith((p + ".", p + "[")) for q in paths)
+    )
 
 
 @cache

@@ -277,7 +277,7 @@ def config_field(view: ClusterView, member_path: str) -> str:
         keys = sorted(view.tags)
         index = int(item.group(1))
         return view.path("cluster", f"tags.{keys[index]}" if index < len(keys) else "tags")
-    if item and re.fullmatch(r"\[\d+\]", rest):
+    if re.fullmatch(r"\[\d+\]", rest):
         path += rest
     if field.path == "instance_groups[].partition":  # a compute group's partition is its name unless given
         index = int(indexes[0])
