@@ -67,7 +67,8 @@ def _cited(path: str) -> str:
     if isinstance(entry, dict) and "update_api" in entry:
         service, shape, member = update_api_citation(entry)
         return f"[{shape}]({policy.source}) has no `{member}` ({service} API model)"
-    return f"AWS silent: [{entry['silent']}]({policy.source})"
+    checked = ", ".join(f"`{slug}`" for slug in entry.get("checked", ()))
+    return f"AWS silent: [{entry['silent']}]({policy.source}); pages read that say nothing of it: {checked}"
 
 
 def render() -> str:

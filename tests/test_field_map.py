@@ -177,6 +177,7 @@ def test_classes_are_known_and_each_is_used() -> None:
 
 def test_each_line_names_a_known_key() -> None:
     policy_keys = {"kind", "row", "cfn", "rule", "update_api", "member", "why", "todo", "silent", "source", "quote"}
+    policy_keys |= {"checked"}
     for path, entry in fm.declarations().items():
         if isinstance(entry, dict):
             assert set(entry) <= policy_keys | fm.MAP_KEYS, path
@@ -202,3 +203,16 @@ def test_a_new_member_is_the_model_field_its_map_line_and_its_support_row() -> N
     assert "Supported only for EKS" in str(found[0])
     raw["instance_groups"][1].pop("image_release_version")
     assert not [p for p in parse_model(raw).problems() if p.rule == "GRP-IMAGE-RELEASE-VERSION"]
+
+
+def test_a_silent_policy_names_the_pages_read_that_say_nothing() -> None:
+    """ "AWS silent" is a claim about pages: each such line names inventory pages read end to end (not partial)."""
+    from hyperpod_cdk.aws_data.inventory import pages
+
+    read = {p.url.rsplit("/", 1)[-1].removesuffix(".html"): p for p in pages()}
+    silent = {path: e for path, e in fm.declarations().items() if isinstance(e, dict) and "silent" in e}
+    assert len(silent) >= 3
+    for path, entry in silent.items():
+        assert entry.get("checked"), f"{path}: name the pages read (checked)"
+        for slug in entry["checked"]:
+            assert slug in read and not read[slug].partial, (path, slug)
