@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -62,8 +63,11 @@ def leaves(value: Any, path: str = "", sep: str = ".", indexed: bool = False) ->
     return [path]
 
 
-def templates() -> list[dict[str, Any]]:
-    return [json.loads(p.read_text()) for p in sorted(SNAPSHOTS.glob("*.json")) if "Resources" in p.read_text()]
+@cache
+def templates() -> tuple[dict[str, Any], ...]:
+    """The examples' synthesized templates (their reviewed snapshots), read once."""
+    loaded = (json.loads(p.read_text()) for p in sorted(SNAPSHOTS.glob("*.json")))
+    return tuple(t for t in loaded if isinstance(t, dict) and "Resources" in t)
 
 
 def resources_of(kind: str) -> list[dict[str, Any]]:
