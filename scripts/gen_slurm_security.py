@@ -78,7 +78,9 @@ def advisory_problems(row: dict[str, Any], known_lines: set[str]) -> list[str]:
     """What is wrong with one advisory row."""
     found = [f"{key} is missing" for key, needed in ADVISORY_KEYS.items() if needed and key not in row]
     found += [f"unknown key {key!r}" for key in sorted(set(row) - set(ADVISORY_KEYS))]
-    if not DATE.match(str(row.get("date", ""))):
+    if row.get("date") is None and row.get("verified") is not False:
+        found.append("date is the advisory's date (null only in an unverified row, whose why says it is not read)")
+    elif row.get("date") is not None and not DATE.match(str(row.get("date"))):
         found.append(f"date {row.get('date')!r} is not a date (YYYY-MM-DD, quoted)")
     cves = row.get("cves")
     if not isinstance(cves, list) or not cves or not all(isinstance(c, str) and CVE.match(c) for c in cves):
@@ -261,7 +263,8 @@ def render_block(data: dict[str, Any]) -> str:
     for row in rows:
         verified = "yes" if row["verified"] else f"**no**: {cell(row['why'])}"
         lines.append(
-            f"| [{cell(row['title'])}]({row['url']}) ({row['date']}) | {_fixed(row)} | {', '.join(row['cves'])} | "
+            f"| [{cell(row['title'])}]({row['url']}) ({row['date'] or 'date not read'}) | {_fixed(row)} | "
+            f"{', '.join(row['cves'])} | "
             f"{cell(row['severity'] or 'not given')} | {_sources(row)} | {verified} |"
         )
     lines += [

@@ -879,6 +879,12 @@ ROWS = [
         "such as '24.11' or '25.11'",
     ),
     row(
+        "RT-SLURM-SECURITY",
+        {"mode": "lifecycle-driven", "runtime": {"slurm": {"version": "24.11"}}},
+        "runtime.slurm.version",
+        "no fixed release exists for the 24.11 line",
+    ),
+    row(
         "CL-SLURM-VERSION-MODE",
         {"mode": "api-driven", "runtime": {"slurm": {"version": "24.11"}}},
         "runtime.slurm.version",

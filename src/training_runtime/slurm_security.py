@@ -194,14 +194,14 @@ class Verdict:
             else "Slurm {}".format(self.release)
         )
         if not self.affected:
-            text = "{}: affected by no advisory in the table".format(what)
+            text = "{} is affected by no advisory in the table".format(what)
         else:
             some = " (before {})".format(self.line_fix) if self.release.patch is None and self.line_fix else ""
-            text = "{}{} affected by {} CVE(s): {}. Fix: {}".format(
+            text = "{}{} is affected by {} CVE(s): {}; what fixes it: {}".format(
                 what, some, len(self.cves), ", ".join(self.cves), self.fixed_by()
             )
         if self.unknown_cves:
-            text += ". Not known for this line (the advisories do not say): {}".format(", ".join(self.unknown_cves))
+            text += "; not known for this line (the advisories do not say): {}".format(", ".join(self.unknown_cves))
         return text
 
 
@@ -240,6 +240,35 @@ def verdict(version: str, rows: Optional[Rows] = None) -> Verdict:
             findings.append(Finding(advisory, state, fix))
     affecting = [f.advisory for f in findings if f.state == AFFECTED]
     return Verdict(version.strip(), release, tuple(findings), _upgrades(release, affecting))
+
+
+def ami_release(line: str) -> Optional[str]:
+    """The release of ``line`` HyperPod's newest Slurm AMI ships, as the table's versions give it from AWS's release
+    notes (``24.11`` -> ``24.11.0``); None where they give none (25.11)."""
+    found = [
+        parse(v["version"])
+        for v in table.VERSIONS
+        if v["kind"] == "ami" and parse(v["version"]).line == line and parse(v["version"]).patch is not None
+    ]
+    return str(max(found, key=lambda r: r.key)) if found else None
+
+
+def ami_verdict(major: str) -> Verdict:
+    """The answer for the release of ``major`` HyperPod's AMI ships (:func:`ami_release`), or for the whole line
+    where AWS's release notes give none."""
+    return verdict(ami_release(major) or major)
+
+
+def ami_summary(major: str) -> str:
+    """One line for a config's Slurm major (``runtime.slurm.version``, or the AMI's default): which release the AMI
+    ships, and :meth:`Verdict.summary` of it."""
+    shipped = ami_release(major)
+    where = (
+        "HyperPod's newest Slurm AMI ships {} of this major (AWS's release notes)".format(shipped)
+        if shipped
+        else "AWS's release notes give no release of {}: `status --slurm` reads the one running".format(major)
+    )
+    return "{}; {} (table checked {})".format(where, ami_verdict(major).summary(), table_date())
 
 
 def table_date() -> str:

@@ -293,6 +293,36 @@ _TABLE = r"""{
    ],
    "verified": false,
    "why": "Older lines are not stated in the sources read."
+  },
+  {
+   "id": "2022-05-04",
+   "date": "2022-05-04",
+   "title": "Slurm 21.08.8 and 20.11.9",
+   "cves": [
+    "CVE-2022-29500",
+    "CVE-2022-29501",
+    "CVE-2022-29502"
+   ],
+   "fixed": {
+    "20.11": "20.11.9",
+    "21.08": "21.08.8",
+    "22.05": "22.05.0"
+   },
+   "older": "affected",
+   "severity": "critical (SchedMD's announcement)",
+   "url": "https://www.schedmd.com/news.php?id=260",
+   "sources": [
+    {
+     "source": "https://github.com/aws-samples/aws-eda-slurm-cluster/issues/15 (SchedMD's announcement, quoted whole)",
+     "quote": "Slurm versions 21.08.8 and 20.11.9 are now available to address a critical security issue with Slurm's authentication handling. [...] CVE-2022-29500: An architectural flaw with how credentials are handled can be exploited to allow an unprivileged user to impersonate the SlurmUser account. [...] This issue impacts all Slurm releases since at least Slurm 1.0.0."
+    },
+    {
+     "source": "https://github.com/SchedMD/slurm/blob/master/CHANGELOG/slurm-22.05.md",
+     "quote": "CVE-2022-29500 - Prevent credential abuse. CVE-2022-29501 - Prevent abuse of REQUEST_FORWARD_DATA. CVE-2022-29502 - Correctly validate io keys."
+    }
+   ],
+   "note": "SchedMD's CHANGELOG lists the fixes under 22.05.0rc1, so every 22.05 release has them.",
+   "verified": true
   }
  ],
  "versions": [

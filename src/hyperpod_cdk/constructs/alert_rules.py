@@ -13,6 +13,7 @@ import yaml
 
 from training_runtime.health.results import LOGIN_REASON_START
 from training_runtime.log import FAILURE_MARKER
+from training_runtime.metrics import security as security_metrics
 from training_runtime.metrics import slurm as slurm_metrics
 
 # --- metric and label names: the collector's (training_runtime.metrics), defined once there ------------------
@@ -20,6 +21,8 @@ UP = "up"
 """Prometheus' own per-target health: 1 when the last scrape of an exporter worked."""
 SLURM_NODE_STATE = slurm_metrics.NODE_STATE
 SLURM_COLLECTOR_SUCCESS = slurm_metrics.SUCCESS
+SLURM_SECURITY_AFFECTED = security_metrics.AFFECTED
+SECURITY_DOC = "docs/operations.md, Slurm security releases"
 CLUSTER_LABEL = "cluster"
 """Added to every series by the node's scrape configuration: the Slurm cluster name."""
 UNAVAILABLE_STATES = slurm_metrics.OUT_OF_SERVICE_STATES
@@ -88,6 +91,14 @@ def alert_rules(cluster_name: str) -> list[AlertRule]:
             f"{SLURM_COLLECTOR_SUCCESS}{{{selector}}} == 0",
             "10m",
             "The Slurm collector on {{ $labels.instance }} has failed for 10 minutes (Slurm metrics are stale)",
+            severity="warning",
+        ),
+        AlertRule(
+            "SlurmSecurityAffected",
+            f"{SLURM_SECURITY_AFFECTED}{{{selector}}} == 1",
+            "10m",
+            f"Slurm {{{{ $labels.version }}}} on cluster {cluster_name} is affected by {{{{ $labels.cves }}}}. Fix: "
+            f"{{{{ $labels.fixed_by }}}} ({SECURITY_DOC})",
             severity="warning",
         ),
     ]

@@ -15,10 +15,11 @@ from hyperpod_cdk.rules.registry import REGISTRY
 from hyperpod_cdk.rules.shapes import ViewValues, needs
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime import options as runtime_options
-from training_runtime import pins
+from training_runtime import pins, slurm_security
 from training_runtime.option_rules import OPTION_RULES
+from training_runtime.option_types import SLURM_MAJOR
 from training_runtime.params import LIFECYCLE_DRIVEN
-from training_runtime.problems import Problem
+from training_runtime.problems import WARNING, Problem
 from training_runtime.users import USER_RULES, users_problems
 
 rule = REGISTRY.rule
@@ -187,3 +188,33 @@ containers_shared_cache = rule(
         fix="add a storage section, or use enroot_cache: auto or nvme (the instance store)",
     )
 )
+
+
+SECURITY_SOURCE = (
+    "SchedMD's security advisories as data/slurm_security.yaml cites them; AWS's SageMaker HyperPod AMI releases for "
+    "Slurm (docs/operations.md, Slurm security releases)"
+)
+SECURITY_FIX = (
+    "run a fixed Slurm: a new AMI, or runtime.slurm.version on an AMI whose release of it is fixed, rolled out drain "
+    "first with `hyperpod-cdk update-software` (docs/operations.md, Slurm security releases); `hyperpod-cdk status "
+    "CLUSTER --slurm` reads the release running. Or suppress this rule, saying why"
+)
+
+
+@rule(
+    "RT-SLURM-SECURITY", "runtime", "runtime.slurm.version", needs=("cluster",), level=WARNING, source=SECURITY_SOURCE
+)
+def slurm_security_version(view: ClusterView) -> Iterator[Problem]:
+    """The Slurm major runtime.slurm.version chooses has no release a known security advisory affects.
+
+    Unset, the AMI's default is answered by `plan` and `status --slurm`, not here: the finding would be every
+    config's."""
+    options = view.runtime_options
+    version = options.slurm.version if options is not None else None
+    if version is None or view.mode != LIFECYCLE_DRIVEN or not SLURM_MAJOR.match(version):
+        return  # unset: the AMI's default (plan and status --slurm answer for it); api-driven: CL-SLURM-VERSION-MODE
+    answer = slurm_security.ami_verdict(version)
+    if answer.affected:
+        yield Problem(
+            view.path("runtime", "slurm.version"), slurm_security.ami_summary(version), got=version, fix=SECURITY_FIX
+        )

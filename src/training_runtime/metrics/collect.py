@@ -1,5 +1,5 @@
-"""The metrics collector: writes the Slurm metrics (controller) and EFA counters (EFA nodes) into
-node_exporter's textfile directory, once or every ``--loop`` seconds.
+"""The metrics collector: writes the Slurm metrics, the cost metrics and the Slurm security gate's metric
+(controller) and EFA counters (EFA nodes) into node_exporter's textfile directory, once or every ``--loop`` seconds.
 
 ``python3 -m training_runtime.metrics.collect [--slurm] [--efa] [--dir DIR] [--slurm-bin DIR] [--loop S]``
 
@@ -20,7 +20,14 @@ from typing import List, Optional, Sequence
 from training_runtime.metrics.cost import cost_families
 from training_runtime.metrics.efa import efa_families
 from training_runtime.metrics.exposition import render, write_textfile
-from training_runtime.metrics.layout import COST_TEXTFILE, EFA_TEXTFILE, SLURM_TEXTFILE, TEXTFILE_DIR
+from training_runtime.metrics.layout import (
+    COST_TEXTFILE,
+    EFA_TEXTFILE,
+    SECURITY_TEXTFILE,
+    SLURM_TEXTFILE,
+    TEXTFILE_DIR,
+)
+from training_runtime.metrics.security import security_families
 from training_runtime.metrics.slurm import slurm_families
 
 COMMAND_TIMEOUT_S = 20.0
@@ -48,13 +55,16 @@ def collect_once(args: argparse.Namespace) -> None:
         write_textfile(args.dir, SLURM_TEXTFILE, render(slurm_families(command_runner(args.slurm_bin))))
         now = datetime.utcnow().replace(microsecond=0)
         write_textfile(args.dir, COST_TEXTFILE, render(cost_families(command_runner(args.slurm_bin), now)))
+        write_textfile(args.dir, SECURITY_TEXTFILE, render(security_families(command_runner(args.slurm_bin))))
     if args.efa:
         write_textfile(args.dir, EFA_TEXTFILE, render(efa_families(Path(args.root))))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="collect", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--slurm", action="store_true", help="Slurm metrics (sinfo, squeue, sdiag)")
+    parser.add_argument(
+        "--slurm", action="store_true", help="Slurm metrics (sinfo, squeue, sdiag), cost and Slurm security"
+    )
     parser.add_argument("--efa", action="store_true", help="EFA hardware counters")
     parser.add_argument("--dir", default=TEXTFILE_DIR, help="textfile directory (default %(default)s)")
     parser.add_argument("--slurm-bin", default=None, help="directory of Slurm's commands (default: PATH)")

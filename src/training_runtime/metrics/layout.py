@@ -10,6 +10,8 @@ file here is served with the node's metrics."""
 SLURM_TEXTFILE = "slurm.prom"
 EFA_TEXTFILE = "efa.prom"
 COST_TEXTFILE = "hyperpod_cost.prom"
+SECURITY_TEXTFILE = "slurm_security.prom"
+"""The Slurm security gate's metric (:mod:`.security`), from the controller's collector."""
 GPU_JOB_DIR = "/run/hyperpod-cdk/gpu-jobs"
 """dcgm-exporter's ``--hpc-job-mapping-dir``: one file per GPU index listing the Slurm jobs on that GPU.
 Under /run, so a reboot forgets jobs that died with the node."""
