@@ -31,12 +31,14 @@ def gpu_cluster() -> MotoCluster:
     ).create()
 
 
-def scontrol_line(name: str, address: str, state: str, reason: str = "", cpus: int = 0) -> str:
+def scontrol_line(
+    name: str, address: str, state: str, reason: str = "", cpus: int = 0, version: str = "24.11.5"
+) -> str:
     """One ``scontrol -o show nodes`` line as Slurm 24.11 prints it (fields cut to the usual ones)."""
     line = (
         f"NodeName={name} Arch=x86_64 CoresPerSocket=48 CPUAlloc={cpus} CPUEfctv=192 CPUTot=192 CPULoad=0.01 "
         f"AvailableFeatures=(null) ActiveFeatures=(null) Gres=gpu:8 NodeAddr={address} NodeHostName={name} "
-        f"Version=24.11.5 OS=Linux 6.8.0 RealMemory=2000000 AllocMem=0 FreeMem=1900000 Sockets=2 Boards=1 "
+        f"Version={version} OS=Linux 6.8.0 RealMemory=2000000 AllocMem=0 FreeMem=1900000 Sockets=2 Boards=1 "
         f"State={state} ThreadsPerCore=2 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A Partitions=p5 "
         "BootTime=2026-11-20T10:00:00 SlurmdStartTime=2026-11-20T10:05:00 LastBusyTime=2026-11-20T11:00:00 "
         "ResumeAfterTime=None CfgTRES=cpu=192,mem=2000000M AllocTRES= CurrentWatts=0 AveWatts=0"
@@ -91,7 +93,7 @@ def test_slurm_state_is_read_on_the_controller_and_joined_to_each_instance() -> 
             "--document-name",
             "AWS-StartNonInteractiveCommand",
             "--parameters",
-            json.dumps({"command": ["scontrol -o show nodes"]}, separators=(",", ":")),
+            json.dumps({"command": ["scontrol -o show nodes; scontrol --version"]}, separators=(",", ":")),
             "--region",
             "us-west-2",
         ]
@@ -214,3 +216,37 @@ def test_the_default_capture_reports_a_missing_program_and_a_timeout() -> None:
     assert slow.code == 124 and "no answer" in slow.stderr
     done = capture_process(["sh", "-c", "echo out; echo err >&2; exit 3"], 5.0)
     assert (done.code, done.stdout, done.stderr) == (3, "out\n", "err\n")
+
+
+def test_the_releases_running_are_read_and_each_says_whether_it_is_affected_and_what_fixes_it() -> None:
+    """The security gate on the running cluster: the controller's `scontrol --version` and each node's slurmd
+    `Version=`, each judged by the table; one line per release, and `slurm_security` in --json."""
+    cluster = gpu_cluster()
+    says = ControllerSays(
+        [
+            scontrol_line("ip-10-1-0-3", "10.1.0.3", "IDLE", version="25.11.8"),
+            scontrol_line("ip-10-1-0-4", "10.1.0.4", "IDLE", version="24.11.0"),
+            "slurm 25.11.8",
+        ]
+    )
+    report = Operator(ssm_command=says)("status", "gpu", "--slurm", "--json").json()
+    found = {entry["version"]: entry for entry in report["slurm_security"]}
+    assert set(found) == {"24.11.0", "25.11.8"}
+    assert found["25.11.8"]["where"] == ["controller", "ip-10-1-0-3"] and found["25.11.8"]["affected"] is False
+    old = found["24.11.0"]
+    assert old["where"] == ["ip-10-1-0-4"] and old["affected"] is True
+    assert "CVE-2026-65107" in old["cves"] and "CVE-2025-43904" in old["cves"]
+    assert old["fixed_by"].startswith("no fixed release exists for the 24.11 line")
+    human = Operator(ssm_command=says)("status", "gpu", "--slurm")
+    lines = [line for line in human.out.splitlines() if line.startswith("Slurm security:")]
+    assert len(lines) == 2 and any("Slurm 24.11.0 is affected by 9 CVE(s)" in line for line in lines), lines
+    assert any("Slurm 25.11.8 is affected by no advisory" in line for line in lines), lines
+    plain = Operator(ssm_command=says)("status", "gpu", "--json").json()
+    assert "slurm_security" not in plain  # without --slurm nothing is read on the controller
+
+
+def test_a_cluster_one_patch_release_short_of_the_fix_is_affected() -> None:
+    gpu_cluster()
+    says = ControllerSays([scontrol_line("ip-10-1-0-3", "10.1.0.3", "IDLE", version="25.11.7"), "slurm 25.11.7"])
+    (entry,) = Operator(ssm_command=says)("status", "gpu", "--slurm", "--json").json()["slurm_security"]
+    assert entry["version"] == "25.11.7" and entry["affected"] is True and entry["fixed_by"] == "Slurm 25.11.8 or later"

@@ -261,3 +261,24 @@ def test_drift_from_the_counts_synth_recorded_in_cdk_context(tmp_path: Path, dep
     assert (row["group"], row["what"], row["deployed"], row["old"], row["new"]) == ("gpu", "count", 6, 4, 4)
     assert "removes 2 nodes" in row["note"]
     assert any(f"cdk context --reset {key}" in n for n in report["notes"])
+
+
+def test_plan_says_whether_the_slurm_it_deploys_is_affected(tmp_path: Path) -> None:
+    """The security gate in plan: the AMI's default (24.11.0: no fixed 24.11 release) for a config without
+    runtime.slurm.version; the 25.11 line in lifecycle-driven mode; a custom AMI's Slurm is not known."""
+    previous = str(EXAMPLES / "cpu-cluster.yaml")
+    result = Operator()("plan", previous, "--previous", previous, "--json")
+    found = result.json()["slurm_security"]
+    assert (found["major"], found["release"], found["affected"]) == ("24.11", "24.11.0", True)
+    assert found["fixed_by"].startswith("no fixed release exists for the 24.11 line") and len(found["cves"]) == 9
+    text = Operator()("plan", previous, "--previous", previous)
+    assert text.code == 0 and "Slurm security: 24.11, the AMI's default" in text.out
+    lifecycle = ("cluster_name:", "mode: lifecycle-driven\ncluster_name:")
+    chosen = edited(tmp_path, "cpu-cluster", lifecycle, ("runtime:\n", "runtime:\n  slurm: {version: '25.11'}\n"))
+    found = Operator()("plan", chosen, "--previous", previous, "--json").json()["slurm_security"]
+    assert (found["major"], found["from"], found["release"]) == ("25.11", "runtime.slurm.version", None)
+    assert found["affected"] is True and found["fixed_by"] == "Slurm 25.11.8 or later"
+    custom = edited(tmp_path, "cpu-cluster", ("    count: 1\n", "    count: 1\n    image_id: ami-0123456789abcdef0\n"))
+    found = Operator()("plan", custom, "--previous", previous, "--json").json()["slurm_security"]
+    assert found["custom_ami_groups"] == ["controller-machine"]
+    assert "use a custom AMI: its Slurm is not known here" in Operator()("plan", custom, "--previous", previous).out

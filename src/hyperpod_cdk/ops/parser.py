@@ -43,8 +43,9 @@ def register(commands: Any) -> None:
     status.add_argument(
         "--slurm",
         action="store_true",
-        help="also each node's Slurm state, read on the controller through SSM (`scontrol -o show nodes`; needs the "
-        "Session Manager plugin and ssm:StartSession)",
+        help="also each node's Slurm state and the Slurm releases running, each judged by the security table, read "
+        "on the controller through SSM (`scontrol -o show nodes; scontrol --version`; needs the Session Manager "
+        "plugin and ssm:StartSession)",
     )
 
     wait = _cluster(

@@ -7,7 +7,8 @@ FILE`` (the deployed config, offline). Every change is reported with its update 
 status
 is 1 when a change blocks (the API refuses it, or it would lose data), else 0. Drift
 (:mod:`hyperpod_cdk.deployed.drift`)
-gets its own table; it does not change the exit status.
+gets its own table; it does not change the exit status. A last line says whether the Slurm the config deploys is
+affected by a known security advisory (:mod:`hyperpod_cdk.ops.security`); it does not change the exit status either.
 """
 
 from __future__ import annotations
@@ -125,6 +126,7 @@ def _new_counts(
 def plan(args: argparse.Namespace, ctx: OpsContext) -> int:
     from hyperpod_cdk.aws_data.update_policy import changes
     from hyperpod_cdk.deployed.drift import drift
+    from hyperpod_cdk.ops.security import config_line, for_config
 
     new = _load(args.config, args.region)
     before, found, notes, against = _deployed(args, ctx, new)
@@ -134,6 +136,7 @@ def plan(args: argparse.Namespace, ctx: OpsContext) -> int:
     region = args.region or (found.region if found is not None else "")
     drifts = drift(found, *_new_counts(new, found, region, args.context_file, notes)) if found is not None else []
     code = Exit.FAILED if any(c.blocks for c in found_changes) else Exit.OK
+    security = for_config(new)
     if args.json:
         print_json(
             ctx,
@@ -143,11 +146,13 @@ def plan(args: argparse.Namespace, ctx: OpsContext) -> int:
                 "changes": [_change_json(c) for c in found_changes],
                 "drift": [d.as_json() for d in drifts],
                 "notes": notes,
+                "slurm_security": security,
                 "exit_status": int(code),
             },
         )
         return code
     _print(ctx, args.config, against, found_changes, drifts, notes)
+    ctx.out.print(config_line(security), markup=False)
     return code
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,8 +38,10 @@ from training_runtime.node_names import IP_NAMES, address_of, slurm_name
 from training_runtime.scaler.slurm_view import BUSY_STATES, NodeRecord, parse_nodes
 
 NON_INTERACTIVE_DOCUMENT = "AWS-StartNonInteractiveCommand"
-SLURM_COMMAND = "scontrol -o show nodes"
-"""Read-only; one ``Key=Value`` line per node, printed alike by Slurm 22.05 through 25.11 (slurm_view)."""
+SLURM_COMMAND = "scontrol -o show nodes; scontrol --version"
+"""Read-only; one ``Key=Value`` line per node, printed alike by Slurm 22.05 through 25.11 (slurm_view), each with
+the node's slurmd ``Version=``; then the controller's own release (``slurm 24.11.0``), for the security gate."""
+VERSION_LINE = re.compile(r"^slurm\s+(\d+\.\d+\S*)\s*$", re.MULTILINE)
 TIMEOUT_S = 60.0
 NOT_LISTED = "not in Slurm"
 """What a node Slurm does not list shows (the controller and login nodes are not Slurm nodes; a node still
@@ -51,6 +54,20 @@ class SlurmView:
 
     records: dict[str, NodeRecord] = field(default_factory=dict)
     note: str | None = None
+    controller_version: str | None = None
+    """``scontrol --version`` on the controller."""
+    every: tuple[NodeRecord, ...] = ()
+    """Every Slurm node listed, joined to an instance or not."""
+
+    def versions(self) -> dict[str, list[str]]:
+        """Each Slurm release running -> where: ``controller`` and the Slurm nodes whose slurmd reports it."""
+        found: dict[str, list[str]] = {}
+        if self.controller_version:
+            found.setdefault(self.controller_version, []).append("controller")
+        for record in self.every:
+            if record.version:
+                found.setdefault(record.version, []).append(record.name)
+        return found
 
     def cell(self, node: Node) -> str:
         record = self.records.get(node.instance_id)
@@ -111,4 +128,7 @@ def read(args: argparse.Namespace, ctx: OpsContext, cluster: Cluster, everyone: 
         how = f"exited {answer.code}" if answer.code else "printed no Slurm node"
         return SlurmView(note=f"`aws ssm start-session` to {target} {how}: {said}")
     # The plugin can exit non-zero after the command ran (AWS's skill notes it): parsed lines are the answer.
-    return SlurmView(records=join(records, everyone))
+    own = VERSION_LINE.search(answer.stdout.replace("\r\n", "\n"))
+    return SlurmView(
+        records=join(records, everyone), controller_version=own.group(1) if own else None, every=tuple(records)
+    )

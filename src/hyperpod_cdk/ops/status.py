@@ -29,6 +29,7 @@ from hyperpod_cdk.aws.errors import Exit
 from hyperpod_cdk.ops.context import OpsContext
 from hyperpod_cdk.ops.lookup import Cluster, Node, get_cluster, list_nodes, log_stream
 from hyperpod_cdk.ops.render import node_table, print_json, styled, table, when
+from hyperpod_cdk.ops.security import for_running, running_lines
 from hyperpod_cdk.ops.slurm_state import SlurmView
 from hyperpod_cdk.ops.slurm_state import read as read_slurm
 from training_runtime.scaler.heartbeat import TAG_KEY, describe, parse_heartbeat
@@ -186,6 +187,7 @@ def status(args: argparse.Namespace, ctx: OpsContext) -> int:
         if slurm is not None:
             found["nodes"] = [{**row, "slurm": slurm.as_json(n)} for row, n in zip(found["nodes"], nodes, strict=True)]
             extra["slurm_note"] = slurm.note
+            extra["slurm_security"] = for_running(slurm.versions())
         print_json(ctx, {**found, **extra})
         return code
     mode = "  [Continuous provisioning]" if cluster.continuous else ""
@@ -249,6 +251,9 @@ def status(args: argparse.Namespace, ctx: OpsContext) -> int:
     ctx.out.print(node_table(nodes, slurm=slurm.cell if slurm is not None else None))
     if slurm is not None and slurm.note:
         ctx.out.print(f"[yellow]Slurm state not shown:[/yellow] {slurm.note}")
+    if slurm is not None:
+        for line in running_lines(for_running(slurm.versions())):
+            ctx.out.print(line, markup=False)
     return code
 
 

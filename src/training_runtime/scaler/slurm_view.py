@@ -53,6 +53,8 @@ class NodeRecord:
     last_busy: Optional[float]
     address: Optional[str] = None
     """``NodeAddr``: the address slurmctld reaches the node at (Slurm's default: the node name)."""
+    version: Optional[str] = None
+    """``Version``: the node's slurmd release, as slurmctld last heard it (``status --slurm``'s security line)."""
 
 
 def parse_fields(line: str) -> Dict[str, str]:
@@ -104,6 +106,7 @@ def parse_nodes(text: str, to_epoch: Callable[[time.struct_time], float] = time.
                 cpu_alloc=int(alloc) if alloc.isdigit() else 0,
                 last_busy=parse_time(fields.get("LastBusyTime"), to_epoch),
                 address=fields.get("NodeAddr") or None,
+                version=fields.get("Version") or None,
             )
         )
     return records
