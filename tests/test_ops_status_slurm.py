@@ -221,7 +221,7 @@ def test_the_default_capture_reports_a_missing_program_and_a_timeout() -> None:
 def test_the_releases_running_are_read_and_each_says_whether_it_is_affected_and_what_fixes_it() -> None:
     """The security gate on the running cluster: the controller's `scontrol --version` and each node's slurmd
     `Version=`, each judged by the table; one line per release, and `slurm_security` in --json."""
-    cluster = gpu_cluster()
+    gpu_cluster()
     says = ControllerSays(
         [
             scontrol_line("ip-10-1-0-3", "10.1.0.3", "IDLE", version="25.11.8"),

@@ -12,7 +12,7 @@ import json
 _TABLE = r"""{
  "format": 1,
  "checked": "2026-12-05",
- "scope": "SchedMD's security fixes from 2023 on: every Slurm the project can deploy is 22.05 or newer, and 22.05.0 already carries the 2022 fixes (CVE-2022-29500, -29501, -29502 are in SchedMD's CHANGELOG under 22.05.0rc1).",
+ "scope": "SchedMD's security fixes from 2022 on: every Slurm the project can deploy or run is 22.05 or newer.",
  "advisories": [
   {
    "id": "2026-09-02",
