@@ -147,7 +147,8 @@ def problems(data: Any) -> list[str]:
     advisories = data.get("advisories")
     if not isinstance(advisories, list) or not advisories:
         return [*found, "advisories is a non-empty list"]
-    versions = data.get("versions") if isinstance(data.get("versions"), list) else []
+    listed = data.get("versions")
+    versions: list[Any] = listed if isinstance(listed, list) else []
     known = {k for a in advisories if isinstance(a, dict) and isinstance(a.get("fixed"), dict) for k in a["fixed"]}
     known |= {r.line for v in versions if isinstance(v, dict) and (r := _release(v.get("version")))}
     known = {k for k in known if isinstance(k, str) and LINE.match(k)}

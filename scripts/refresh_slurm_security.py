@@ -218,9 +218,9 @@ def merge(
     groups: dict[tuple[tuple[str, str], ...], list[str]] = {}
     for cve, fixes in sorted(new.items()):
         groups.setdefault(tuple(sorted((x, f[0]) for x, f in fixes.items())), []).append(cve)
-    for cves in groups.values():
-        row = _new_advisory(cves, new[cves[0]], today)
-        changes.append(f"new advisory {row['id']}: {', '.join(cves)} ({row['title']}), unverified: read and source it")
+    for ids in groups.values():
+        row = _new_advisory(ids, new[ids[0]], today)
+        changes.append(f"new advisory {row['id']}: {', '.join(ids)} ({row['title']}), unverified: read and source it")
         advisories.insert(0, row)
     if data["checked"] != today:
         changes.append(f"checked: {today} (was {data['checked']})")
