@@ -131,7 +131,8 @@ def test_the_changelog_parser_finds_each_cves_first_release_of_the_line(refresh:
         "CVE-2022-29502": "22.05.0",
     }
     assert refresh.parse_changelog((FIXTURES / "slurm-25.11.md").read_text(), "25.11")["CVE-2026-65107"][0] == "25.11.8"
-    twice = "## Changes in 24.11.9\n\n* A follow-up. CVE-2026-11111.\n\n## Changes in 24.11.8\n\n* The fix. CVE-2026-11111.\n"
+    twice = "## Changes in 24.11.9\n\n* A follow-up. CVE-2026-11111.\n\n"
+    twice += "## Changes in 24.11.8\n\n* The fix. CVE-2026-11111.\n"
     assert refresh.parse_changelog(twice, "24.11") == {"CVE-2026-11111": ("24.11.8", "The fix. CVE-2026-11111.")}
 
 
