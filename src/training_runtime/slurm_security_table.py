@@ -336,7 +336,7 @@ _TABLE = r"""{
   {
    "version": "25.11",
    "kind": "ami",
-   "where": "The second Slurm major of the 2026 AMIs (/opt/slurm-25.11), runtime.slurm.version '25.11'; AWS's release notes give no 25.11 release, so the answer is per release of the line",
+   "where": "The second Slurm major of the 2026 AMIs (/opt/slurm-25.11), runtime.slurm.version '25.11'; AWS's release notes (as stored, to 2026-01-25) give no 25.11 release, so the answer is per release of the line (a third-party summary of a 2026-07-09 AMI names 25.11.4, unverified)",
    "source": "training_runtime.hyperpod_facts.AMI_SLURM_VERSIONS (inferred there from awslabs/awsome-distributed-ai PR #1107)"
   },
   {
