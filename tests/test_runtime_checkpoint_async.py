@@ -388,3 +388,53 @@ def test_the_manifest_lists_every_file_with_its_size(tmp_path: Path, made: list[
         on_disk = {p.name: p.stat().st_size for p in found.path.iterdir() if p.name != "manifest.json"}
         assert found.manifest["files"] == on_disk
         assert json.loads((found.path / "manifest.json").read_text()) == found.manifest
+
+
+# --- pinning ---------------------------------------------------------------------------------------------------------
+
+
+class FakeCudart:
+    def __init__(self, result: int = 0) -> None:
+        self.result = result
+        self.calls: list[tuple[Any, ...]] = []
+
+    def cudaHostRegister(self, pointer: int, size: int, flags: int) -> int:
+        self.calls.append(("register", pointer, size, flags))
+        return self.result
+
+    def cudaHostUnregister(self, pointer: int) -> int:
+        self.calls.append(("unregister", pointer))
+        return 0
+
+
+def test_where_cuda_is_available_the_whole_shared_mapping_is_pinned_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from training_runtime.checkpoint.shards import flatten
+    from training_runtime.checkpoint.staging import StagingBuffers
+
+    cudart = FakeCudart()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "cudart", lambda: cudart)
+    buffers = StagingBuffers()
+    flat = flatten(state_for(1))
+    buffers.prepare(flat)
+    buffers.stage(flat)
+    assert buffers.pinned
+    pointer = buffers._base.data_ptr()
+    assert cudart.calls == [("register", pointer, flat.size, 1)]  # cudaHostRegisterPortable, the whole mapping
+    assert buffers.prepare(flatten(state_for(2))) is False  # same layout: no second registration
+    buffers.release()
+    assert cudart.calls[1:] == [("unregister", pointer)]
+
+
+def test_a_refused_pin_falls_back_to_plain_shared_memory(capsys: pytest.CaptureFixture[str]) -> None:
+    from training_runtime.checkpoint.shards import flatten
+    from training_runtime.checkpoint.staging import StagingBuffers
+
+    buffers = StagingBuffers(pin=True)  # this torch has no CUDA: cudaHostRegister cannot work
+    flat = flatten(state_for(1))
+    buffers.prepare(flat)
+    buffers.stage(flat)
+    assert not buffers.pinned
+    assert "staging unpinned" in capsys.readouterr().out
+    buffers.release()
+    assert not StagingBuffers().pinned and not torch.cuda.is_available()
