@@ -244,6 +244,21 @@ def test_a_killed_writer_is_reported_and_the_next_save_starts_a_new_one(
     assert_same(target, 3)
 
 
+def test_the_writer_outlives_sigterm_so_the_trainer_can_flush(tmp_path: Path, made: list[AsyncCheckpointer]) -> None:
+    """Slurm's SIGTERM reaches every process of the job: the writer must finish the save the trainer flushes."""
+    ckpt = checkpointer(made, tmp_path / "shared", breakpoints=Breakpoints(str(tmp_path), ("writing",)))
+    ckpt.save(1, state_for(1))
+    wait_for(tmp_path / "writing.reached")
+    assert ckpt.writer_pid is not None
+    os.kill(ckpt.writer_pid, signal.SIGTERM)
+    os.kill(ckpt.writer_pid, signal.SIGINT)
+    released(tmp_path, "writing")
+    ckpt.flush(timeout=30)
+    target = blank()
+    assert checkpointer(made, tmp_path / "shared").resume(target) == 1
+    assert_same(target, 1)
+
+
 def test_flush_with_a_timeout_says_the_save_is_still_in_flight(tmp_path: Path, made: list[AsyncCheckpointer]) -> None:
     ckpt = checkpointer(made, tmp_path / "shared", breakpoints=Breakpoints(str(tmp_path), ("publishing",)))
     ckpt.save(1, state_for(1))
