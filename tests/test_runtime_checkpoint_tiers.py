@@ -82,6 +82,22 @@ def test_rank_0_publishes_only_once_every_rank_s_shard_is_complete(tmp_path: Pat
     assert (tmp_path / "shared" / "step_000000002.tmp").is_dir()
 
 
+def test_a_rank_whose_writer_failed_says_so_and_rank_0_stops_waiting_for_it(tmp_path: Path) -> None:
+    def broken(fd: int, halfway: Callable[[], None]) -> None:
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        execute(job(tmp_path, 1, world=2, rank=1), index(1, 1), broken)
+    with pytest.raises(CheckpointError, match=r"rank 1 on node-1 could not save its shard \(OSError: .*No space left"):
+        save(tmp_path, 1, world=2, rank=0, shard_timeout=30)  # only the failure marker names the error
+    assert checkpoint.latest(tmp_path / "shared") is None
+
+    # the next save of the same step (another id) ignores that failure marker
+    save(tmp_path, 1, world=2, rank=1, save_id="a2")
+    saved = save(tmp_path, 1, world=2, rank=0, save_id="a2")
+    assert saved is not None and not any(p.name.endswith(".failed") for p in saved.path.iterdir())
+
+
 def test_a_marker_of_another_save_does_not_count_and_its_files_are_not_published(tmp_path: Path) -> None:
     # a killed earlier attempt at step 3 left rank 1's shard and marker (save id "old") and a rank 2 shard
     save(tmp_path, 3, world=2, rank=1, save_id="old")
