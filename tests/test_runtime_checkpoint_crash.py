@@ -101,6 +101,9 @@ def crash(tmp_path: Path, stage: str, victim: str, local: Path | None) -> None:
         pids = json.loads((points / "pids.json").read_text())
         if victim in ("writer", "node"):
             os.kill(pids["writer"], signal.SIGKILL)
+            # dead before anyone goes on: a writer still dying when the trainer hands it the save takes the save
+            # with it (reported at flush as lost, never silently), which is another case than "died before it had it"
+            wait_until(lambda: gone(pids["writer"]), "the killed writer lives on")
         if victim in ("trainer", "node"):
             trainer.kill()
         (points / (stage + ".go")).touch()  # whoever survived goes on
