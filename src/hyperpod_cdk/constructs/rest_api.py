@@ -18,7 +18,7 @@ Create it before the cluster (the controller's parameters name the key's secret)
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from aws_cdk import Duration, Stack
 from aws_cdk import aws_certificatemanager as acm
@@ -31,24 +31,33 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
+from hyperpod_cdk.constructs.hyperpod_events import CLUSTER_EVENT, CLUSTER_STATE_CHANGE, EVENT_SOURCE, NODE_HEALTH_EVENT
 from hyperpod_cdk.constructs.interfaces import NodeNetwork
 from hyperpod_cdk.constructs.nag import acknowledge
-from hyperpod_cdk.constructs.observability import CLUSTER_EVENT, CLUSTER_STATE_CHANGE, EVENT_SOURCE, NODE_HEALTH_EVENT
 from hyperpod_cdk.constructs.rest_functions import RestFunction, TokenMinter, decrypt_via_secrets_manager
 from hyperpod_cdk.constructs.scanners import explain
-from hyperpod_cdk.core.rest_api_config import DEFAULT_PORT, DEFAULT_TOKEN_LIFETIME_S
-from hyperpod_cdk.model import NodeRole
+from hyperpod_cdk.core.rest_api_config import DEFAULT_PORT, DEFAULT_TOKEN_LIFETIME_S, KEY_LENGTH
+from hyperpod_cdk.model import InstanceGroup, NodeRole
 from hyperpod_cdk.rest.minter.identity import principal_key
 from hyperpod_cdk.rest.targets import handler as targets
 from training_runtime.rest.params import RestApiParams
 
-if TYPE_CHECKING:
-    from hyperpod_cdk.constructs.cluster import HyperPodCluster
-
 TLS_POLICY = "ELBSecurityPolicy-TLS13-1-2-Res-PQ-2025-09"
-KEY_LENGTH = 64
-"""The signing key: 64 characters Secrets Manager generates (letters and digits, about 381 bits), whose UTF-8 bytes
-are the HS256 key (SchedMD's jwt.html example key is 32 random bytes)."""
+
+
+class ServedCluster(ec2.IConnectable, Protocol):
+    """What :meth:`SlurmRestApi.serve` needs of the cluster (``HyperPodCluster`` is one)."""
+
+    @property
+    def instance_groups(self) -> Sequence[InstanceGroup]: ...
+
+    @property
+    def cluster_name(self) -> str: ...
+
+    @property
+    def cluster_arn(self) -> str: ...
+
+
 SYNC_EVERY = Duration.minutes(5)
 ACCESS_LOGS_REASON = (
     "every request is logged where it is decided: the minting function logs each token with the caller's IAM ARN "
@@ -195,7 +204,7 @@ class SlurmRestApi(Construct):
             statements.append(decrypt_via_secrets_manager(self, key_arn))
         return iam.Policy(self, "ControllerReadsKey", roles=[role], statements=statements)
 
-    def serve(self, cluster: HyperPodCluster) -> None:
+    def serve(self, cluster: ServedCluster) -> None:
         """Point the load balancer at ``cluster``'s controller: admit it to the controller's security groups on the
         port and register the controller group's running nodes (a function run on HyperPod's events and every five
         minutes)."""

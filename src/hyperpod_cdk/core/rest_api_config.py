@@ -13,6 +13,10 @@ DEFAULT_TOKEN_LIFETIME_S = 900
 """15 minutes: a leaked token is worth little for long."""
 MAX_TOKEN_LIFETIME_S = 3600
 """The longest lifetime a config may ask for (the minting function caps it too)."""
+KEY_LENGTH = 64
+"""The signing key: 64 characters Secrets Manager generates (letters and digits, about 381 bits; at creation and by
+``hyperpod-cdk rest rotate-key``), whose UTF-8 bytes are the HS256 key (SchedMD's jwt.html example key is 32 random
+bytes)."""
 
 
 class _Model(BaseModel):
