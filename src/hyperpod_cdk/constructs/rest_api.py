@@ -35,7 +35,7 @@ from hyperpod_cdk.constructs.hyperpod_events import CLUSTER_EVENT, CLUSTER_STATE
 from hyperpod_cdk.constructs.interfaces import NodeNetwork
 from hyperpod_cdk.constructs.nag import acknowledge
 from hyperpod_cdk.constructs.rest_functions import RestFunction, TokenMinter, decrypt_via_secrets_manager
-from hyperpod_cdk.constructs.scanners import explain
+from hyperpod_cdk.constructs.scanners import SECRET_KEY_REASON, SECRET_WITHOUT_KEY, explain, skip_checkov
 from hyperpod_cdk.core.rest_api_config import DEFAULT_PORT, DEFAULT_TOKEN_LIFETIME_S, KEY_LENGTH
 from hyperpod_cdk.model import InstanceGroup, NodeRole
 from hyperpod_cdk.rest.minter.identity import principal_key
@@ -114,6 +114,8 @@ class SlurmRestApi(Construct):
             ),
         )
         explain(self.key, ROTATION_REASON, checkov=("CKV2_AWS_57",), nag=("AwsSolutions-SMG4",))
+        if self.key.encryption_key is None:
+            skip_checkov(self.key, SECRET_WITHOUT_KEY, SECRET_KEY_REASON)
         vpc = network.vpc
         self.security_group = ec2.SecurityGroup(
             self,

@@ -17,13 +17,14 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from hyperpod_cdk.constructs.nag import acknowledge_wildcard_resource
-from hyperpod_cdk.constructs.scanners import skip_checkov
+from hyperpod_cdk.constructs.nag import acknowledge_wildcard_resource, lint_accepts
+from hyperpod_cdk.constructs.scanners import LOG_GROUP_KEY_REASON, LOG_GROUP_WITHOUT_KEY, skip_checkov
 from hyperpod_cdk.rest.minter import handler as minter
 
 REST_CODE = Path(__file__).resolve().parent.parent / "rest"
 """``hyperpod_cdk/rest``: each function's asset is one of its folders (its ``*.py`` files, nothing cached)."""
-RUNTIME = lambda_.Runtime.PYTHON_3_13
+RUNTIME = lambda_.Runtime.PYTHON_3_14
+"""The newest Python runtime CDK names (cdk-nag AwsSolutions-L1 asks for the latest)."""
 LOG_RETENTION = logs.RetentionDays.ONE_YEAR
 FUNCTION_REASONS = {
     "CKV_AWS_115": "a small, short function; reserved concurrency would take capacity from the account's unreserved "
@@ -36,6 +37,11 @@ FUNCTION_REASONS = {
     "with an AWS-owned key",
 }
 """checkov's Lambda findings on these functions, and why each is by design (the template carries the reasons)."""
+FUNCTION_WAITS_FOR_ROLE = (
+    "W3005",
+    "CDK's Function waits for its role and the role's policy (so the first invocation has its permissions); the "
+    "role's GetAtt already implies the role part",
+)
 
 
 def function_code(folder: str) -> lambda_.Code:
@@ -62,6 +68,7 @@ class RestFunction(Construct):
     ) -> None:
         super().__init__(scope, id)
         self.log_group = logs.LogGroup(self, "Logs", retention=LOG_RETENTION, removal_policy=RemovalPolicy.RETAIN)
+        skip_checkov(self.log_group, LOG_GROUP_WITHOUT_KEY, LOG_GROUP_KEY_REASON)  # the organization's key unskips
         self.role = iam.Role(
             self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"), description=description
         )
@@ -94,6 +101,7 @@ class RestFunction(Construct):
         )
         for check_id, reason in FUNCTION_REASONS.items():
             skip_checkov(self.function, check_id, reason)
+        lint_accepts(self.function.node.default_child, FUNCTION_WAITS_FOR_ROLE)  # type: ignore[arg-type]
 
 
 class TokenMinter(Construct):
