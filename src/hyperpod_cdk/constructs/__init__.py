@@ -10,6 +10,7 @@ from hyperpod_cdk.constructs.network import ClusterNetwork
 from hyperpod_cdk.constructs.observability import ClusterObservability
 from hyperpod_cdk.constructs.openzfs import ImportedOpenZfsFileSystem, OpenZfsStorage
 from hyperpod_cdk.constructs.published_lifecycle import PublishedLifecycleScripts
+from hyperpod_cdk.constructs.rest_api import SlurmRestApi
 from hyperpod_cdk.constructs.storage import ImportedLustreFileSystem, LustreStorage, S3DataRepository
 from hyperpod_cdk.model import (
     DataRepositoryEvent,
@@ -43,6 +44,7 @@ __all__ = [
     "PublishedLifecycleScripts",
     "S3DataRepository",
     "SlurmConfigStrategy",
+    "SlurmRestApi",
     "SlurmMode",
     "secure_bucket",
 ]
