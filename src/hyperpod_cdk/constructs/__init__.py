@@ -44,7 +44,7 @@ __all__ = [
     "PublishedLifecycleScripts",
     "S3DataRepository",
     "SlurmConfigStrategy",
-    "SlurmRestApi",
     "SlurmMode",
+    "SlurmRestApi",
     "secure_bucket",
 ]
