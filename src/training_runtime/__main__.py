@@ -36,6 +36,7 @@ from training_runtime.params import (
 from training_runtime.paths import RESOURCE_CONFIG_PATH, STATE_DIR
 from training_runtime.plan import StepError, apply_plan, describe_plan, step_status
 from training_runtime.resources import ResourceConfig, ResourceConfigError
+from training_runtime.rest.cli import main as rest_main
 from training_runtime.retry import NotReady, RetryPolicy
 from training_runtime.run import CommandError, Runner
 from training_runtime.scaler.cli import main as scaler_main
@@ -44,10 +45,16 @@ from training_runtime.users import load_users
 
 FAILED = 2
 
-TOOLS: Dict[str, Callable[[List[str]], int]] = {"launch": launch_main, "health": health_main, "scaler": scaler_main}
+TOOLS: Dict[str, Callable[[List[str]], int]] = {
+    "launch": launch_main,
+    "health": health_main,
+    "scaler": scaler_main,
+    "rest": rest_main,
+}
 """Commands for after the boot, each with its own options: ``launch`` (the training launcher) and
 ``health`` (the checks Slurm runs as HealthCheckProgram and Prolog) and ``scaler`` (the capacity scaler service on
-the controller, :mod:`training_runtime.scaler.cli`)."""
+the controller, :mod:`training_runtime.scaler.cli`) and ``rest`` (the REST API's endpoint and key refresh on the
+controller, :mod:`training_runtime.rest.cli`)."""
 
 
 PARAMETERS_FILES = (PARAMETERS_FILE_BY_MODE[API_DRIVEN], PARAMETERS_FILE_BY_MODE[LIFECYCLE_DRIVEN])

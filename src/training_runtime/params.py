@@ -18,6 +18,7 @@ from training_runtime.errors import InputError
 from training_runtime.group_rules import group_problems
 from training_runtime.groups import CAPACITIES, COMPUTE, CONTROLLER, LOGIN, GroupSpec
 from training_runtime.mount_paths import mount_path_problem
+from training_runtime.rest.params import REST_API_KEY, RestApiParams, parse_rest_api
 from training_runtime.scaling import parse_scaling
 from training_runtime.team_model import Teams
 from training_runtime.teams import parse_teams
@@ -115,6 +116,8 @@ class ProvisioningParameters:
     """``hyperpod_cdk.teams``: the config's teams and ``enforce_accounts`` (Slurm accounts, QOS, budgets), applied
     by the controller's ``slurm-teams`` step; None (the key absent): none, and nothing enforced."""
     emulation: Optional[Emulation] = None
+    rest_api: Optional[RestApiParams] = None
+    """``hyperpod_cdk.rest_api``: Slurm's REST API on the controller (:mod:`training_runtime.rest`); None: off."""
     prices: Dict[str, InstancePrice] = field(default_factory=dict)
     """Instance type -> price per hour and its source (config ``cost``): the partitions' ``TRESBillingWeights``
     (:mod:`training_runtime.billing_weights`). Empty: Slurm's default billing."""
@@ -216,6 +219,8 @@ class ProvisioningParameters:
             data[OUR_KEY]["slurmdbd_owner"] = self.slurmdbd_owner
         if self.teams is not None:  # only then: other clusters' files stay as they were
             data[OUR_KEY]["teams"] = self.teams.to_json()
+        if self.rest_api is not None:  # only then: other clusters' files stay as they were
+            data[OUR_KEY][REST_API_KEY] = self.rest_api.to_json()
         if self.emulation is not None:
             data[OUR_KEY][EMULATION_KEY] = self.emulation.to_json()
         if self.prices:  # only then: other clusters' files stay as they were
@@ -301,6 +306,7 @@ class ProvisioningParameters:
                 "api-driven mode. Fix: regenerate the file with hyperpod-cdk".format(OUR_KEY, mode)
             )
         teams = _parse_teams_key(ours.get("teams"), OUR_KEY + ".teams", problems)
+        rest_api = parse_rest_api(ours.get(REST_API_KEY), OUR_KEY + "." + REST_API_KEY, problems)
         if problems:
             raise ParametersError(problems)
         params = cls(
@@ -318,6 +324,7 @@ class ProvisioningParameters:
             options=dict(options),
             emulation=emulation,
             teams=teams,
+            rest_api=rest_api,
             prices=prices,
         )
         _check_hyperpod_keys_agree(data, params, problems)

@@ -233,6 +233,69 @@ def register(commands: Any) -> None:
     spend.add_argument("--until", help="window end: ISO date or time, UTC, or an age (1h). Default: now")
     spend.add_argument("--by", choices=COST_GROUPINGS, default="account", help="group spend by this (default account)")
 
+    _jobs(commands)
+
+    rest = commands.add_parser(
+        "rest",
+        help="the cluster's REST API: rotate-key writes a new signing key and has the controller load it",
+        description=f"The REST API's signing key (docs/rest-api.md). {EXIT_NOTE}",
+    )
+    rest_actions = rest.add_subparsers(dest="action", required=True)
+    rotate = rest_actions.add_parser(
+        "rotate-key",
+        help="a new key from Secrets Manager (AWSCURRENT), loaded on the controller through SSM at once",
+        description="Secrets Manager generates a new key as the secret's AWSCURRENT version; the controller installs "
+        f"it through an SSM session (its timer would within five minutes). {EXIT_NOTE}",
+    )
+    rotate.set_defaults(operator="rest_key:rotate_key")
+    _cluster(rotate)
+    rotate.add_argument("--stack", help="the cluster's stack (default: hyperpod-<cluster>)")
+    rotate.add_argument("--region", help="AWS Region (default: AWS_REGION or the profile's)")
+    rotate.add_argument("--profile", help="AWS profile (default: AWS_PROFILE)")
+    rotate.add_argument("--json", action="store_true", help="print JSON")
+    rotate.add_argument("--no-refresh", action="store_true", help="leave the controller to its five-minute timer")
+    rotate.add_argument("--dry-run", action="store_true", help="name the secret; change nothing")
+
+
+def _jobs(commands: Any) -> None:
+    """``jobs submit|list|show|cancel`` (hyperpod_cdk.ops.jobs): each action takes the cluster and the options."""
+    jobs = commands.add_parser(
+        "jobs",
+        help="submit, list, show and cancel Slurm jobs through the cluster's REST API (rest_api in the config)",
+        description="Slurm jobs over HTTPS: the endpoint from the stack's outputs, a token minted for your AWS "
+        f"identity's Slurm user (docs/rest-api.md). {EXIT_NOTE}",
+    )
+    actions = jobs.add_subparsers(dest="action", required=True)
+    for action, help_text in (
+        ("submit", "submit a batch script (a file, - for stdin, or --wrap COMMAND)"),
+        ("list", "every job slurmctld knows"),
+        ("show", "one job, as slurmrestd describes it"),
+        ("cancel", "cancel a job, or send it a signal"),
+    ):
+        parser = actions.add_parser(action, help=help_text, description=f"{help_text}. {EXIT_NOTE}")
+        parser.set_defaults(operator="jobs:jobs")
+        _cluster(parser)
+        parser.add_argument("--stack", help="the cluster's stack (default: hyperpod-<cluster>)")
+        parser.add_argument("--region", help="AWS Region (default: AWS_REGION or the profile's)")
+        parser.add_argument("--profile", help="AWS profile (default: AWS_PROFILE)")
+        parser.add_argument("--json", action="store_true", help="print JSON")
+        parser.add_argument("--ca-bundle", help="CA certificates to verify the API with (default: the system's)")
+        if action in ("show", "cancel"):
+            parser.add_argument("job_id", help="the Slurm job id")
+        if action == "cancel":
+            parser.add_argument("--signal", help="send this signal (e.g. SIGUSR1) instead of cancelling")
+        if action == "submit":
+            parser.add_argument("script", nargs="?", help="the batch script (starts with #!); - or none: stdin")
+            parser.add_argument("--wrap", help="submit this command in a #!/bin/bash script instead")
+            parser.add_argument("--name", help="job name")
+            parser.add_argument("--partition", "-p", help="partition (default: Slurm's default partition)")
+            parser.add_argument("--nodes", "-N", help="node count or range")
+            parser.add_argument("--time", "-t", type=int, help="time limit in minutes")
+            parser.add_argument("--cwd", help="working directory on the nodes")
+            parser.add_argument("--account", "-A", help="Slurm account (default: the user's default)")
+            parser.add_argument("--output", "-o", help="stdout file on the nodes")
+            parser.add_argument("--env", action="append", metavar="NAME=VALUE", help="the job's environment")
+
 
 def _node_choice(parser: Any) -> None:
     parser.add_argument("--group", help="the first Running node of this group")

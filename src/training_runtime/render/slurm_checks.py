@@ -12,6 +12,7 @@ from typing import Callable, Dict, List, Mapping, Sequence, Set, Tuple
 
 from training_runtime.groups import MAX_PARTITION_LENGTH
 from training_runtime.options import MAX_SLURM_SECONDS, MIN_CRED_EXPIRE, RETURN_TO_SERVICE
+from training_runtime.render.jwt_keys import KEY_PATH
 from training_runtime.render.slurm_types import Partition, SlurmNode, SlurmSettings
 from training_runtime.render.topology_conf import topology_problems
 from training_runtime.users import USER_NAME
@@ -95,6 +96,8 @@ def _settings_problems(s: SlurmSettings) -> List[str]:
         _check_path(s, field, False, bad)
     for field in ("health_check_program", "prolog", "epilog"):
         _check_path(s, field, True, bad)
+    if s.jwt_key is not None and (not isinstance(s.jwt_key, str) or not KEY_PATH.match(s.jwt_key)):
+        bad("jwt_key", s.jwt_key, "expected an absolute path of letters, digits, '.', '_', '-' and '/'")
     include = s.accounting_include
     if include is not None and not (isinstance(include, str) and re.fullmatch(r"^[A-Za-z0-9._-]+$", include)):
         _check_path(s, "accounting_include", True, bad)  # not a bare file name: an absolute path, then

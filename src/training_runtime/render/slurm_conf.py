@@ -17,6 +17,7 @@ from training_runtime.options import MIN_CRED_EXPIRE
 from training_runtime.render import slurm_checks
 from training_runtime.render.accounting_keys import accounting_keys
 from training_runtime.render.hostlist import compress
+from training_runtime.render.jwt_keys import JWT_KEY_PATH, jwt_keys
 from training_runtime.render.slurm_types import Partition, SlurmNode, SlurmSettings
 
 # The value rules (timeouts, cred_expire, return_to_service, names) are checked before deploy by the
@@ -137,6 +138,10 @@ def _global_lines(settings: SlurmSettings, any_gpu: bool) -> Tuple[List[str], Di
         ),
         "RPCs that failed against a dead node about 60 s later, and a stale signal kills the restarted job.",
     )
+    if s.jwt_key is not None:
+        first, second = jwt_keys(s.jwt_key)
+        put(*first, "jwt_key", "Slurm's REST API: tokens signed with the key from Secrets Manager (rest_api).")
+        put(*second, "jwt_key", "disable_token_creation: tokens come from the IAM-authorized minting function only.")
     if s.configless:
         put("SlurmctldParameters", "enable_configless", "configless", "Nodes may run slurmd --conf-server.")
 
@@ -244,6 +249,7 @@ def managed_keys() -> Dict[str, str]:
         epilog="/c",
         prolog_flags="Alloc",
         configless=True,
+        jwt_key=JWT_KEY_PATH,
         topology=(),
     )
     return _global_lines(everything, any_gpu=True)[1]

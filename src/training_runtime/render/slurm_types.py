@@ -110,6 +110,8 @@ class SlurmSettings:
     nohold_on_prolog_fail: bool = False
     """``SchedulerParameters=...,nohold_on_prolog_fail``: a batch job requeued because the prolog failed on
     a node runs elsewhere at once instead of being held (Slurm's default holds it)."""
+    jwt_key: Optional[str] = None
+    """Slurm's REST API: ``AuthAltTypes=auth/jwt`` with this HS256 key file (:mod:`.jwt_keys`). None: munge only."""
     configless: bool = False
     """``SlurmctldParameters=enable_configless``: nodes may fetch this file with ``slurmd --conf-server``."""
     extra_lines: Tuple[str, ...] = ()

@@ -3,6 +3,9 @@
 The file holds the database password and nothing else does, so the caller writes it mode 0600, owner
 ``slurm_user`` (slurmdbd refuses to start otherwise). Problems are reported without echoing the password.
 
+With ``jwt_key`` (Slurm's REST API on), slurmdbd also accepts JSON Web Tokens signed with that key
+(:mod:`.jwt_keys`).
+
 With ``ssl_ca`` (an external database), slurmdbd connects over TLS: ``StorageParameters=SSL_CA=<bundle>``.
 slurmdbd.conf(5): "StorageParameters: Comma separated list of key-value pair parameters. Currently supported values
 include options to establish a secure connection to the database: [...] SSL_CA: The path name of the Certificate
@@ -17,6 +20,7 @@ from typing import List, Optional
 
 from training_runtime.hyperpod_facts import ACCOUNTING_DATABASE, SLURM_LOG_DIR, SLURMDBD_PID_FILE
 from training_runtime.options import TCP_PORTS
+from training_runtime.render.jwt_keys import KEY_PATH, jwt_lines
 from training_runtime.render.slurm_checks import ADDRESS, NODE_NAME
 from training_runtime.render.slurm_conf import RenderError
 from training_runtime.users import USER_NAME
@@ -51,6 +55,7 @@ def render_slurmdbd_conf(
     log_dir: str = SLURM_LOG_DIR,
     slurm_user: str = "slurm",
     ssl_ca: Optional[str] = None,
+    jwt_key: Optional[str] = None,
 ) -> str:
     """The complete slurmdbd.conf. Raises :class:`RenderError` listing every problem in the inputs."""
     problems: List[str] = []
@@ -80,6 +85,8 @@ def render_slurmdbd_conf(
         bad("slurm_user", slurm_user, "expected a Linux user name")
     if ssl_ca is not None and (not isinstance(ssl_ca, str) or not SSL_PATH.match(ssl_ca)):
         bad("ssl_ca", ssl_ca, "expected an absolute path of letters, digits, '.', '_', '-' and '/'")
+    if jwt_key is not None and (not isinstance(jwt_key, str) or not KEY_PATH.match(jwt_key)):
+        bad("jwt_key", jwt_key, "expected an absolute path of letters, digits, '.', '_', '-' and '/'")
     if problems:
         raise RenderError("slurmdbd.conf", problems)
     return (
@@ -87,6 +94,7 @@ def render_slurmdbd_conf(
         "# Rewritten on the controller at every boot; edits made here are lost.\n"
         "# Holds the database password: keep it mode 0600, owned by {user} (slurmdbd checks).\n"
         "AuthType=auth/munge\n"
+        "{jwt}"
         "DbdHost={dbd_host}\n"
         "SlurmUser={user}\n"
         "LogFile={log_dir}/slurmdbd.log\n"
@@ -109,4 +117,5 @@ def render_slurmdbd_conf(
         storage_pass=escape_value(storage_pass),
         storage_loc=storage_loc,
         tls="" if ssl_ca is None else TLS_LINES.format(ssl_ca),
+        jwt="" if jwt_key is None else jwt_lines(jwt_key, slurmdbd=True),
     )

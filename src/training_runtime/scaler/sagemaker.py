@@ -129,7 +129,14 @@ class DeleteResult:
     """Instance id -> ``Code: Message`` from the response's ``Failed`` list."""
 
 
-class SageMaker:
+class AwsJsonClient:
+    """One AWS service over the JSON protocol (``POST /`` with ``X-Amz-Target: <target_prefix><Operation>``), signed
+    with SigV4 for :attr:`service`; retried as the module says. :class:`SageMaker` is the scaler's; the REST API's
+    key is read with another (:mod:`training_runtime.rest.secret`)."""
+
+    service = SERVICE
+    target_prefix = TARGET_PREFIX
+
     def __init__(
         self,
         endpoint: str,
@@ -153,12 +160,12 @@ class SageMaker:
     def _once(self, operation: str, payload: Mapping[str, Any]) -> Dict[str, Any]:
         body = json.dumps(payload, sort_keys=True).encode("utf-8")
         now = datetime.datetime.fromtimestamp(self.clock(), tz=datetime.timezone.utc)
-        headers = {"Content-Type": CONTENT_TYPE, "X-Amz-Target": TARGET_PREFIX + operation}
+        headers = {"Content-Type": CONTENT_TYPE, "X-Amz-Target": self.target_prefix + operation}
         try:
             credentials = self.credentials()
         except CredentialsError as error:
             raise ApiError(CREDENTIALS, "NoCredentials", str(error)) from None
-        signed = sign("POST", self.endpoint, headers, body, credentials, self.region, SERVICE, now)
+        signed = sign("POST", self.endpoint, headers, body, credentials, self.region, self.service, now)
         request = urllib.request.Request(self.endpoint, data=body, method="POST", headers=signed)
         try:
             with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
@@ -191,6 +198,10 @@ class SageMaker:
                     raise
                 self.sleep(random.uniform(0, min(self.cap_s, self.base_s * 2 ** (attempt - 1))))
                 attempt += 1
+
+
+class SageMaker(AwsJsonClient):
+    """The SageMaker operations the scaler calls."""
 
     def describe_cluster(self, cluster: str) -> Tuple[str, List[Group]]:
         """(``ClusterArn``, the instance groups)."""

@@ -22,6 +22,7 @@ from training_runtime.paths import (
     SLURMCTLD_STATE_DIR,
     STATE_DIR,
 )
+from training_runtime.render.jwt_keys import JWT_KEY_PATH
 from training_runtime.render.slurmdbd_conf import DATABASE_NAME, render_slurmdbd_conf
 from training_runtime.retry import NotReady
 from training_runtime.run import CommandError
@@ -226,6 +227,7 @@ def slurmdbd_conf(node: Node, password: str) -> str:
         storage_pass=password,
         storage_loc=DB_NAME,
         ssl_ca=ca_bundle_path(node),
+        jwt_key=JWT_KEY_PATH if node.params.rest_api is not None else None,
     )
 
 
@@ -241,8 +243,10 @@ class SlurmdbdConfig(Step):
     def needed(self, node: Node) -> bool:
         password = self._password(node)
         path = conf_path(node, "slurmdbd.conf")
-        if password is None:
-            return not node.path(path).exists() or not ca_bundle_current(node)
+        if password is None:  # the external database's: not read back here, so the file's other lines are checked
+            text = read_text(node, path)
+            jwt_wanted = node.params.rest_api is not None
+            return text is None or not ca_bundle_current(node) or ("AuthAltTypes=" in text) != jwt_wanted
         return not file_matches(node, path, slurmdbd_conf(node, password), 0o600, SLURM_USER, SLURM_USER)
 
     def apply(self, node: Node) -> None:

@@ -6,7 +6,8 @@ from typing import List
 
 from training_runtime.node import GENERIC, Node
 from training_runtime.params import LIFECYCLE_DRIVEN
-from training_runtime.steps import Step
+from training_runtime.render.jwt_keys import JWT_KEY_PATH
+from training_runtime.steps import Step, rest_api
 from training_runtime.steps.accelerators import accelerator_steps
 from training_runtime.steps.accounting import AccountingCluster, LocalDatabase, SlurmdbdConfig
 from training_runtime.steps.ami import AmiSetup, accounting_by_ami
@@ -54,6 +55,8 @@ def packages_for(node: Node) -> List[str]:
                 packages += ["mariadb-server", "mariadb-client"]
     if node.is_compute:
         packages.append("slurmd")
+    if node.is_controller and node.params.rest_api is not None:
+        packages += ["slurmrestd", "slurm-wlm-jwt-plugin", "openssl"]  # Debian's names (steps/rest_api.py)
     if node.options.security.imds_root_only:
         packages.append("iptables")  # the metadata service for root only (steps/imds.py)
     return packages
@@ -85,6 +88,7 @@ def steps_for(node: Node) -> List[Step]:
     # enroot, Docker and pyxis: after slurm.conf (and a Slurm switch, which copies etc/), before any daemon starts.
     steps += container_steps(node)
     if node.is_controller:
+        steps += rest_api.key_steps(node)  # the REST API's JWT key before any daemon that names it starts
         accounting = node.options.accounting
         # Given the external database (AccountingDatabase), HyperPod configures slurmdbd and the controller's
         # accounting itself: the runtime writes no second configuration (the generic platform has no HyperPod).
@@ -94,7 +98,8 @@ def steps_for(node: Node) -> List[Step]:
         if ours:
             if accounting.database == "local":
                 steps.append(LocalDatabase())
-            steps += [SlurmdbdConfig(), RunningDaemon(slurmdbd(node), [conf_path(node, "slurmdbd.conf")])]
+            dbd_files = [conf_path(node, "slurmdbd.conf")] + ([JWT_KEY_PATH] if node.params.rest_api else [])
+            steps += [SlurmdbdConfig(), RunningDaemon(slurmdbd(node), dbd_files)]
             if not generic:
                 # sacctmgr reads AccountingStorageType from HyperPod's slurm.conf, which takes it from the
                 # included accounting.conf: write that first, or sacctmgr refuses to add the cluster.
@@ -103,7 +108,9 @@ def steps_for(node: Node) -> List[Step]:
             if node.params.teams is not None and node.params.teams.teams:
                 steps.append(SlurmTeams(node.params.teams))
         controller_files = slurm_config_files(node) if generic else [conf_path(node, ACCOUNTING_INCLUDE)]
-        steps.append(RunningDaemon(slurmctld(node), controller_files if generic or ours else []))
+        # HyperPod: accounting.conf is watched when the runtime writes keys there (its accounting, the REST API's).
+        watched = generic or ours or node.params.rest_api is not None
+        steps.append(RunningDaemon(slurmctld(node), controller_files if watched else []))
         if ours and not generic:
             # HyperPod's compute and login nodes hold the configuration slurmctld sent them: send the new one.
             steps.append(ConfiglessPush(controller_files))
@@ -113,6 +120,7 @@ def steps_for(node: Node) -> List[Step]:
             # update (seen on Slurm 24.11, tests/test_local_cost.py).
             steps.append(HyperPodBillingWeights())
         steps += scaler_steps(node)  # after slurmctld: the service drives Slurm
+        steps += rest_api.service_steps(node, slurmdbd_ours=ours)  # after slurmctld: slurmrestd talks to it
     if node.is_compute or (node.is_login and not generic):
         if generic and node.has_systemd:
             steps.append(SlurmdOptions())

@@ -10,7 +10,6 @@ Without systemd (containers, the local cluster) it runs as a daemon with a pid f
 
 from __future__ import annotations
 
-import re
 from typing import List, Optional, Tuple
 
 from training_runtime.errors import StepFailed
@@ -43,7 +42,7 @@ from training_runtime.steps import Step
 from training_runtime.steps.configless import ConfiglessPush
 from training_runtime.steps.daemon import RunningDaemon, ServiceFiles
 from training_runtime.steps.installed import PACKAGE_NAME, program
-from training_runtime.steps.slurm import ACCOUNTING_INCLUDE, conf_path
+from training_runtime.steps.slurm import ACCOUNTING_INCLUDE, conf_path, includes_accounting
 
 SCALER_PROGRAM = BIN_DIR + "/scaler"
 UNIT = "hyperpod-cdk-scaler.service"
@@ -114,11 +113,6 @@ class ScalerFiles(ServiceFiles):
         return ["write {} (scaled groups: {})".format(path, groups) for path in self.stale(node)]
 
 
-_INCLUDES_ACCOUNTING = re.compile(
-    r"^[ \t]*include[ \t]+(\S*/)?" + re.escape(ACCOUNTING_INCLUDE) + r"[ \t]*$", re.MULTILINE | re.IGNORECASE
-)
-
-
 def job_submit_files(node: Node) -> Tuple[str, str]:
     """``job_submit.lua`` next to slurm.conf (where slurm.conf(5) has ``JobSubmitPlugins=lua`` read it) and the
     included ``accounting.conf`` that gets the key."""
@@ -136,7 +130,7 @@ def job_submit_conflict(node: Node) -> Optional[str]:
     slurm_conf = read_text(node, conf_path(node, "slurm.conf")) or ""
     if node.platform == GENERIC:
         return "the generic platform's slurm.conf has no accounting.conf include"
-    if not _INCLUDES_ACCOUNTING.search(slurm_conf):
+    if not includes_accounting(slurm_conf):
         return "{} does not include {}".format(conf_path(node, "slurm.conf"), ACCOUNTING_INCLUDE)
     for path, text in ((conf_path(node, "slurm.conf"), slurm_conf), (include, read_text(node, include) or "")):
         if plugins_set_elsewhere(text):

@@ -13,10 +13,12 @@ controller's file and its includes (docs/node-runtime.md, "Configless compute an
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Dict, List, Optional, Tuple
 
 from training_runtime.errors import StepFailed
 from training_runtime.files import ensure_dir, file_matches, read_text, write_file
+from training_runtime.files import with_block as files_with_block
 from training_runtime.hardware import NodeHardware, hardware_for
 from training_runtime.hyperpod_facts import SLURMCTLD_PID_FILE, SLURMD_PID_FILE, SLURMDBD_PID_FILE
 from training_runtime.node import Node
@@ -24,6 +26,7 @@ from training_runtime.paths import HEALTH_CHECK, SLURM_LOG_DIR, SLURMCTLD_STATE_
 from training_runtime.render.accounting_keys import accounting_keys, team_keys
 from training_runtime.render.cgroup_conf import render_cgroup_conf
 from training_runtime.render.gres_conf import render_gres_conf
+from training_runtime.render.jwt_keys import JWT_KEY_PATH, jwt_lines
 from training_runtime.render.slurm_conf import render_slurm_conf
 from training_runtime.render.slurm_types import Partition, SlurmNode, SlurmSettings
 from training_runtime.resources import instance_type_of
@@ -133,6 +136,7 @@ def settings(node: Node) -> SlurmSettings:
         epilog=EPILOG_PROGRAM if mapping else None,
         prolog_flags="Alloc" if health or mapping else None,
         nohold_on_prolog_fail=health,
+        jwt_key=JWT_KEY_PATH if node.params.rest_api is not None else None,
     )
 
 
@@ -170,13 +174,35 @@ def accounting_lines(node: Node) -> str:
     return "\n".join(lines) + "\n"
 
 
+REST_BLOCK = "rest-api"
+"""The managed block (:func:`training_runtime.files.with_block`) of ``auth/jwt`` keys in ``accounting.conf``."""
+_INCLUDES_ACCOUNTING = re.compile(
+    r"^[ \t]*include[ \t]+(\S*/)?" + re.escape(ACCOUNTING_INCLUDE) + r"[ \t]*$", re.MULTILINE | re.IGNORECASE
+)
+
+
+def includes_accounting(slurm_conf: str) -> bool:
+    """Whether HyperPod's slurm.conf text includes ``accounting.conf``."""
+    return bool(_INCLUDES_ACCOUNTING.search(slurm_conf))
+
+
+def with_rest_block(node: Node, text: str) -> str:
+    """``text`` (accounting.conf) with the REST API's ``auth/jwt`` keys in their block when ``rest_api`` is on
+    (:mod:`training_runtime.render.jwt_keys`), else as it is."""
+    if node.params.rest_api is None:
+        return text
+    return files_with_block(text, REST_BLOCK, jwt_lines(JWT_KEY_PATH).rstrip("\n"))
+
+
 class HyperPodAccounting(Step):
     name = "slurm-accounting-include"
 
     def _content(self, node: Node) -> str:
-        """The accounting keys, and the scaler's block where the scaler step added it (steps/scaler.py)."""
+        """The accounting keys, the REST API's block (steps/rest_api.py) and the scaler's block where the scaler step
+        added it (steps/scaler.py)."""
         current = read_text(node, conf_path(node, ACCOUNTING_INCLUDE)) or ""
-        return with_block(accounting_lines(node)) if BLOCK_START in current else accounting_lines(node)
+        lines = with_rest_block(node, accounting_lines(node))
+        return with_block(lines) if BLOCK_START in current else lines
 
     def needed(self, node: Node) -> bool:
         return read_text(node, conf_path(node, ACCOUNTING_INCLUDE)) != self._content(node)
