@@ -31,6 +31,7 @@ from hyperpod_local.overlay import emulated
 from hyperpod_local.state import ClusterHandle, LocalClusterError
 from training_runtime.groups import CONTROLLER, GroupSpec
 from training_runtime.params import LIFECYCLE_DRIVEN, PARAMETERS_FILE_BY_MODE, ProvisioningParameters
+from training_runtime.rest.params import RestApiParams
 from training_runtime.users import USERS_FILE
 
 
@@ -86,10 +87,12 @@ class LocalInputs:
         cpus: int | None = None,
         imds_url: str | None = None,
         sagemaker_url: str | None = None,
+        secretsmanager_url: str | None = None,
         scaler_timing: tuple[float, float] | None = None,
     ) -> StagedPrefix:
         """The local prefix: the deployed files, the parameters file with the emulation's overlays (``imds_url``:
         the cluster's fake metadata service, for the Spot watcher; ``sagemaker_url``: its emulated control plane;
+        ``secretsmanager_url``: its emulated Secrets Manager (the REST API's key);
         ``scaler_timing``: the scaler's cycle and idle minute in seconds, :func:`hyperpod_local.overlay.emulated`)."""
         chosen = [g.instance_type for g in self.groups if g.instance_type]
         local = emulated(
@@ -98,6 +101,7 @@ class LocalInputs:
             instance_types=chosen,
             imds_url=imds_url,
             sagemaker_url=sagemaker_url,
+            secretsmanager_url=secretsmanager_url,
             scaler_timing=scaler_timing,
         )
         text = local.dumps()
@@ -310,6 +314,15 @@ def stage(
     if naming is not None:
         (cluster / CLUSTER_AGENT_CONFIG).write_text(json.dumps(cluster_agent_config(naming), indent=2) + "\n")
     (directory / "shared").mkdir(exist_ok=True)
+
+
+def staged_rest_api(directory: Path) -> RestApiParams | None:
+    """The REST API of the staged parameters file in the work directory ``directory`` (None: off, or no prefix)."""
+    for name in PARAMETERS_FILE_BY_MODE.values():
+        path = directory / "bucket" / name
+        if path.is_file():
+            return ProvisioningParameters.loads(path.read_text()).rest_api
+    return None
 
 
 def deployed_modes(directory: Path) -> DeployedModes:
