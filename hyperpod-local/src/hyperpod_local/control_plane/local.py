@@ -19,7 +19,6 @@ changes them while it runs: :func:`set_capacity`, :func:`set_latency`.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import secrets
@@ -42,6 +41,7 @@ from hyperpod_local.control_plane.secrets import SecretStore, generated, rest_ke
 from hyperpod_local.control_plane.sigv4 import Key
 from hyperpod_local.host_service import HostService, module_argv
 from hyperpod_local.layout import LOCAL_REGION, cluster_arn, instance_id
+from hyperpod_local.netns import bound_in
 from hyperpod_local.state import ClusterHandle, LocalClusterError
 from training_runtime.groups import COMPUTE, CONTROLLER, LOGIN
 from training_runtime.params import ENTRYPOINT_BY_MODE
@@ -54,7 +54,6 @@ NODE_TYPES = {CONTROLLER: "Controller", LOGIN: "Login", COMPUTE: "Compute"}
 READY_TIMEOUT_S = 20.0
 RECONCILE_S = 0.5
 CREDENTIALS_TTL = timedelta(hours=12)
-CLONE_NEWNET = 0x40000000
 
 
 def address(subnet: str) -> str:
@@ -233,15 +232,7 @@ def rest_key_arn(cluster: ClusterHandle) -> str:
 # --- the process --------------------------------------------------------------------------------
 def bound_in_netns(netns: str, host: str, port: int) -> socket.socket:
     """A listening socket on ``host:port`` in the network namespace ``netns``; this process stays where it is."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    with open("/proc/self/ns/net") as own, open(f"/run/netns/{netns}") as target:
-        if libc.setns(target.fileno(), CLONE_NEWNET) != 0:
-            raise OSError(ctypes.get_errno(), f"setns into {netns}")
-        try:
-            return socket.create_server((host, port))
-        finally:
-            if libc.setns(own.fileno(), CLONE_NEWNET) != 0:
-                raise OSError(ctypes.get_errno(), "setns back to the host's network namespace")
+    return bound_in(netns, host, port)
 
 
 def serve(cluster: ClusterHandle, open_cluster: ClusterOpener) -> None:
