@@ -135,7 +135,8 @@ def uploaded_files(outdir: Path, template: dict[str, Any]) -> dict[str, dict[str
     Read from the cloud assembly in ``outdir`` (the assets each ``BucketDeployment`` names in its
     ``SourceObjectKeys``), so it is what would be uploaded. A CloudFormation value stands in the file as
     CDK's placeholder ``<<marker:0xbaba:N>>`` (deterministic), which the upload replaces with the quoted
-    value; here it is read as the string ``"<<marker:0xbaba:N>>"``.
+    value; here it is read as the string ``"<<marker:0xbaba:N>>"``, except a secret's ARN (a ``Ref`` to an
+    ``AWS::SecretsManager::Secret``), which reads as a secret's ARN: the node checks that form (the REST API's key).
     """
     uploads: dict[str, dict[str, Any]] = {}
     for resource in template["Resources"].values():
@@ -151,7 +152,10 @@ def uploaded_files(outdir: Path, template: dict[str, Any]) -> dict[str, dict[str
         if not names:
             continue
         (file_name,) = names
-        parameters = json.loads(_MARKER.sub(r'"\g<0>"', files[file_name]))
+        stand_ins = _secret_stand_ins(resource["Properties"].get("SourceMarkers") or [], template)
+        parameters = json.loads(
+            _MARKER.sub(lambda m, found=stand_ins: json.dumps(found.get(m[0], m[0])), files[file_name])  # type: ignore[misc]
+        )
         users = files.get(USERS_FILE)
         uploads[parameters["hyperpod_cdk"]["cluster_name"]] = {
             "file_name": file_name,
@@ -159,6 +163,19 @@ def uploaded_files(outdir: Path, template: dict[str, Any]) -> dict[str, dict[str
             "users": json.loads(users) if users is not None else None,
         }
     return uploads
+
+
+def _secret_stand_ins(markers: list[dict[str, Any]], template: dict[str, Any]) -> dict[str, str]:
+    """Each marker that stands for a secret's ARN (``"`` + ``Ref`` of a secret + ``"``), and a secret's ARN for it."""
+    found = {}
+    for source in markers:
+        for marker, value in source.items():
+            parts = value.get("Fn::Join", ["", []])[1] if isinstance(value, dict) else []
+            refs = [p["Ref"] for p in parts if isinstance(p, dict) and "Ref" in p]
+            kinds = [template["Resources"].get(r, {}).get("Type") for r in refs]
+            if len(parts) == 3 and kinds == ["AWS::SecretsManager::Secret"]:
+                found[marker] = f"arn:aws:secretsmanager:us-west-2:111122223333:secret:{refs[0]}-AbCdEf"
+    return found
 
 
 def synth_bundled_app(config: Path, stack: str, outdir: Path, **context: str) -> dict[str, Any]:

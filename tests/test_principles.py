@@ -45,6 +45,11 @@ PARENTS: dict[str, dict[str, Any]] = {
         "existing": {"file_system_id": "fs-0123456789abcdef1", "security_group_id": "sg-0123456789abcdef2"},
         "mount_path": "/home",
     },
+    "rest_api": {
+        "allowed_cidrs": ["10.0.0.0/16"],
+        "domain_name": "slurm.example.com",
+        "identities": [{"principal_arn": "arn:aws:iam::111122223333:role/pipeline", "slurm_user": "pipeline"}],
+    },
 }
 """What a section needs around a field that adopts an existing resource (the section replaces the base's)."""
 ARN_RESOURCES = {
@@ -53,6 +58,7 @@ ARN_RESOURCES = {
     "secretsmanager": "secret:slurm-accounting-AbCdEf",
     "aps": "workspace/ws-12345678-abcd-1234-abcd-123456789012",
     "iam": "policy/boundary",
+    "acm": "certificate/12345678-1234-1234-1234-123456789012",
 }
 """A resource of each service an ``arn:<service>`` field names (a new service: add one)."""
 REGIONLESS = {"iam"}

@@ -56,6 +56,19 @@ CONTINUOUS = {"node_provisioning_mode": "continuous"}
 PRICED = {t: {"per_hour": 1.0, "source": "test rate"} for t in ("ml.m5.xlarge", "ml.trn1.32xlarge")}
 SCALED = {**CPU_WORKERS, "scaling": {"min": 0, "max": 4}}
 PLAN = "arn:aws:sagemaker:us-west-2:111122223333:training-plan/plan-a"
+CERTIFICATE = "arn:aws:acm:us-west-2:111122223333:certificate/12345678-1234-1234-1234-123456789012"
+PIPELINE = "arn:aws:iam::111122223333:role/pipeline"
+REST = {
+    "certificate_arn": CERTIFICATE,
+    "domain_name": "slurm.example.com",
+    "allowed_cidrs": ["10.0.0.0/16"],
+    "identities": [{"principal_arn": PIPELINE, "slurm_user": "alice"}],
+}
+
+
+def rest(**fields: Any) -> dict[str, Any]:
+    """A valid ``rest_api`` section with ``fields`` replaced."""
+    return {"rest_api": {**REST, **fields}}
 
 
 def external_accounting(host: str = "acct.example.com") -> dict[str, Any]:
@@ -1338,6 +1351,25 @@ ROWS = [
         {"cost": {"prices": PRICED, "aws_budget": {"monthly": 100.0}}, "observability": {"enabled": False}},
         "cost.aws_budget",
         "alarm topic",
+    ),
+    # --- the REST API (rules/rest_api.py)
+    row("REST-CERTIFICATE", rest(certificate_arn=None), "rest_api.certificate_arn", "TLS listener needs"),
+    row("REST-PORT", rest(port=6817), "rest_api.port", "slurmctld's port"),
+    row("REST-TOKEN-LIFETIME", rest(token_lifetime_s=7200), "rest_api.token_lifetime_s", "60 to 3600 seconds"),
+    row("REST-CALLERS", rest(allowed_cidrs=["0.0.0.0/0"]), "rest_api.allowed_cidrs[0]", "admits every address"),
+    row("REST-CIDR-WIDE", rest(allowed_cidrs=["10.0.0.0/8"]), "rest_api.allowed_cidrs[0]", "wider than any VPC"),
+    row(
+        "REST-IDENTITY",
+        {"users": TEAM_USERS, **rest(identities=[{"principal_arn": PIPELINE, "slurm_user": "carol"}])},
+        "rest_api.identities[0].slurm_user",
+        "not one of the config's users",
+    ),
+    row("REST-PRINCIPAL-TAG", rest(principal_tag="aws:slurm"), "rest_api.principal_tag", "IAM tag key"),
+    row(
+        "REST-MAPPING-SIZE",
+        rest(identities=[{"principal_arn": f"{PIPELINE}-{i:03}", "slurm_user": "alice"} for i in range(80)]),
+        "rest_api.identities",
+        "more than Lambda's 4 KB",
     ),
     # --- AWS's provisioning and resiliency pages (rules/aws_provisioning.py)
     row("CL-STRATEGY-MERGE", {"slurm_config_strategy": "Managed"}, "slurm_config_strategy", "keep the default Merge"),

@@ -47,6 +47,7 @@ from training_runtime.options import parse_options
 from training_runtime.params import ENTRYPOINT_BY_MODE, MetricsTarget, ProvisioningParameters
 
 if TYPE_CHECKING:
+    from hyperpod_cdk.constructs.rest_api import SlurmRestApi
     from hyperpod_cdk.core.deployment import Deployment
 
 
@@ -127,6 +128,9 @@ class HyperPodCluster(ClusterBase):
         (a group on the controller's deployed role stays on the controller's, with a warning; a template that would
         change a group's role, ``role``'s included, is an error; docs/execution-roles.md). Default: None (no
         cluster yet: each group gets the role its ``execution_role`` says).
+    :param rest_api: Slurm's REST API (:class:`~hyperpod_cdk.constructs.rest_api.SlurmRestApi`, made before the
+        cluster): the controller gets its key's secret in the parameters and may read it, the load balancer is
+        pointed at the controller, and ``grant_mint_token`` lets a principal mint tokens. Default: none.
     """
 
     def __init__(
@@ -157,6 +161,7 @@ class HyperPodCluster(ClusterBase):
         deployment: Deployment | None = None,
         suppress: Sequence[Suppression | Mapping[str, str]] = (),
         deployed_roles: Mapping[str, str] | None = None,
+        rest_api: SlurmRestApi | None = None,
     ) -> None:
         super().__init__(scope, id)
         node_cluster_name = slurm_cluster_name or cluster_name
@@ -227,6 +232,7 @@ class HyperPodCluster(ClusterBase):
             fsx_mountname=fsx_mountname,
             fsx=fsx_flag,
             metrics=metrics,
+            rest_api=rest_api.node_parameters() if rest_api is not None else None,
         )
         lifecycle.add_parameters(parameters)
         life_cycle_config = sagemaker.CfnCluster.ClusterLifeCycleConfigProperty(
@@ -272,6 +278,11 @@ class HyperPodCluster(ClusterBase):
         # configs), the security groups' rules that let nodes mount the file systems (an adopted group's too), and
         # the data repository associations.
         self.resource.node.add_dependency(*lifecycle.upload_dependencies, *self._role_policies(role is None))
+        self.rest_api = rest_api
+        """Slurm's REST API, or None."""
+        if rest_api is not None:  # the controller reads the key at boot: the cluster waits for the grant
+            self.resource.node.add_dependency(rest_api.grant_read_key(self.controller_role))
+            rest_api.serve(self)
         file_systems = [s for s in (storage, openzfs) if s is not None]
         for file_system in file_systems:
             admit(file_system, self)
@@ -326,6 +337,14 @@ class HyperPodCluster(ClusterBase):
                 ],
             )
         return deployment.parameters
+
+    def grant_mint_token(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Let ``grantee`` call the REST API's minting URL: it gets tokens for the Slurm user ``rest_api`` maps it to,
+        and none if it maps it to none (docs/rest-api.md)."""
+        if self.rest_api is None:
+            raise_if_any(f"HyperPodCluster {self.node.path}", ["grant_mint_token: the cluster has no rest_api"])
+        assert self.rest_api is not None
+        return self.rest_api.grant_mint_token(grantee)
 
     def _role_policies(self, own: bool) -> list[IConstruct]:
         """What of the execution roles the cluster waits for: our own roles' policies (the roles themselves are

@@ -39,6 +39,7 @@ from hyperpod_cdk.constructs.alert_rules import (
 )
 from hyperpod_cdk.constructs.checks import check_props
 from hyperpod_cdk.constructs.cluster import HyperPodCluster
+from hyperpod_cdk.constructs.hyperpod_events import CLUSTER_EVENT, CLUSTER_STATE_CHANGE, EVENT_SOURCE, NODE_HEALTH_EVENT
 from hyperpod_cdk.core.errors import raise_if_any
 from hyperpod_cdk.model import NodeProvisioningMode, cluster_log_group
 from hyperpod_cdk.rules.observability import WORKSPACE_ARN
@@ -48,12 +49,6 @@ REMOTE_WRITE_ACTIONS = ("aps:RemoteWrite",)
 """What a node's metrics agent needs on the workspace (nothing else: it only pushes samples)."""
 QUERY_ACTIONS = ("aps:QueryMetrics", "aps:GetSeries", "aps:GetLabels", "aps:GetMetricMetadata")
 """What Grafana needs to read the workspace (the Prometheus query API)."""
-EVENT_SOURCE = "aws.sagemaker"
-CLUSTER_STATE_CHANGE = "SageMaker HyperPod Cluster State Change"
-NODE_HEALTH_EVENT = "SageMaker HyperPod Cluster Node Health Event"
-CLUSTER_EVENT = "SageMaker HyperPod Cluster Event"
-"""EventBridge detail-types HyperPod sends (SageMaker developer guide, "Events that Amazon SageMaker AI sends to
-Amazon EventBridge"); cluster events come only from clusters with continuous node provisioning."""
 FAILED_CLUSTER_STATES = ("Failed", "RollingBack")
 LIFECYCLE_METRIC = "LifecycleScriptFailures"
 HEALTH_AGENT_METRIC = "HealthAgentDetections"

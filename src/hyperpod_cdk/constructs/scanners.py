@@ -21,6 +21,8 @@ MISSING_ACCESS_LOGS = "CKV_AWS_18"
 """checkov's finding for a bucket without server access logs."""
 LOG_GROUP_WITHOUT_KEY = "CKV_AWS_158"
 """checkov's finding for a log group without a customer-managed key."""
+SECRET_WITHOUT_KEY = "CKV_AWS_149"
+"""checkov's finding for a Secrets Manager secret without a customer-managed key."""
 DEFAULT_SG_FINDING = "CKV2_AWS_12"
 """The scanners' finding "the VPC's default security group does not restrict all traffic" (checkov's id)."""
 
@@ -31,6 +33,10 @@ ACCESS_LOGS_REASON = (
 LOG_GROUP_KEY_REASON = (
     "CloudWatch Logs encrypts every log group at rest with a service-owned key; a customer-managed key is the "
     "organisation's choice (organization.kms_key_arn adds one)"
+)
+SECRET_KEY_REASON = (
+    "Secrets Manager encrypts every secret at rest with its AWS managed key (aws/secretsmanager); a customer-managed "
+    "key is the organisation's choice (organization.kms_key_arn adds one)"
 )
 DEFAULT_SG_REASON = (
     "Nothing in this stack uses the VPC's default security group (the nodes and the file system have their "

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from hyperpod_cdk.core.config_file import read_config_file
 from hyperpod_cdk.core.errors import ConfigurationError, raise_if_any
+from hyperpod_cdk.core.rest_api_config import RestApiConfig
 from hyperpod_cdk.core.suppress import Suppressed
 from hyperpod_cdk.model import (
     ALL_EVENTS,
@@ -376,6 +377,9 @@ class ClusterConfig(_Model):
     cost: CostConfig | None = None
     """Prices as Slurm billing, so Slurm's accounting is in money, and an AWS budget (docs/cost.md). Default: none,
     and partitions bill Slurm's default (allocated CPUs)."""
+    rest_api: RestApiConfig | None = None
+    """Slurm's REST API over HTTPS through an internal load balancer, with short-lived tokens an IAM identity gets
+    from a minting function (docs/rest-api.md). Default: none."""
     accept_unconfirmed: list[str] = Field(default_factory=list)
     """The former form of ``suppress`` (still read): rule ids of settings whose Slurm support AWS has not confirmed
     that you have checked, each suppressed with the reason "checked: unconfirmed Slurm support accepted"."""

@@ -29,6 +29,7 @@ from hyperpod_cdk.model import Capacity, NodeProvisioningMode, SlurmMode
 from training_runtime.billing_weights import InstancePrice
 from training_runtime.groups import COMPUTE, GroupSpec
 from training_runtime.params import MetricsTarget, ProvisioningParameters
+from training_runtime.rest.params import RestApiParams
 from training_runtime.users import User
 
 if TYPE_CHECKING:
@@ -83,13 +84,32 @@ class Deployment:
         return self.node_provisioning_mode == NodeProvisioningMode.CONTINUOUS
 
     def with_resources(
-        self, *, fsx_dns_name: str | None, fsx_mountname: str | None, fsx: bool | None, metrics: MetricsTarget | None
+        self,
+        *,
+        fsx_dns_name: str | None,
+        fsx_mountname: str | None,
+        fsx: bool | None,
+        metrics: MetricsTarget | None,
+        rest_api: RestApiParams | None = None,
     ) -> ProvisioningParameters:
         """The parameters file with the values the stack's resources give it
         (:func:`hyperpod_cdk.core.parameters.with_resources`)."""
         return with_resources(
-            self.parameters, fsx_dns_name=fsx_dns_name, fsx_mountname=fsx_mountname, fsx=fsx, metrics=metrics
+            self.parameters,
+            fsx_dns_name=fsx_dns_name,
+            fsx_mountname=fsx_mountname,
+            fsx=fsx,
+            metrics=metrics,
+            rest_api=rest_api,
         )
+
+    def rest_api_parameters(self, key_secret_arn: str, region: str) -> RestApiParams | None:
+        """``hyperpod_cdk.rest_api`` of the parameters file for the config's ``rest_api`` (None when off), with the
+        signing key's secret a stack (or the local cluster) created: its ARN is known only then."""
+        rest = self.config.rest_api
+        if rest is None or not rest.enabled:
+            return None
+        return RestApiParams(key_secret_arn, region, port=rest.port, token_lifetime_s=rest.token_lifetime_s)
 
 
 def deployment(

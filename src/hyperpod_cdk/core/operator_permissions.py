@@ -106,7 +106,10 @@ COMMANDS: dict[str, tuple[Call, ...]] = {
 }
 """Every cluster command's calls. ``training-job-config`` reads a stack (``cloudformation:DescribeStacks``), no
 cluster, and has no grant. ``plan`` reads a stack (``cloudformation:DescribeStacks``, ``cloudformation:GetTemplate``,
-``s3:GetObject`` on its parameters file) before the cluster, and has no grant either (docs/operations.md, plan)."""
+``s3:GetObject`` on its parameters file) before the cluster, and has no grant either (docs/operations.md, plan).
+``jobs`` reads a stack (``cloudformation:DescribeStacks``) and calls the REST API's minting URL: its grant is
+``HyperPodCluster.grant_mint_token``. ``rest rotate-key`` writes the REST API's key (``SlurmRestApi.grant_rotate_key``)
+and runs the controller's key refresh in a session (``connect``; docs/rest-api.md)."""
 
 GRANTS: dict[str, tuple[str, ...]] = {
     "describe": ("status", "wait", "events", "logs"),

@@ -20,6 +20,7 @@ from hyperpod_cdk.core.accounting import slurmdbd_owner
 from training_runtime.groups import GroupSpec
 from training_runtime.options import OptionsError, parse_options
 from training_runtime.params import SLURMDBD_BY_RUNTIME, MetricsTarget, ProvisioningParameters
+from training_runtime.rest.params import RestApiParams
 from training_runtime.team_model import Teams
 
 
@@ -41,6 +42,7 @@ def parameters_file(
     runtime_options: Mapping[str, object] | None,
     teams: Teams | None = None,
     shared_file_system: bool = False,
+    rest_api: RestApiParams | None = None,
 ) -> ProvisioningParameters:
     """The parameters file of a cluster whose nodes see ``groups`` (each as :func:`written_group` leaves it), but
     for the values only the stack's resources know (:func:`with_resources`; null here).
@@ -55,6 +57,8 @@ def parameters_file(
     nodes keep their state and homes in directories of this cluster's own.
     ``node_provisioning_mode`` with ``mode`` and the options' accounting decides who runs slurmdbd
     (:func:`hyperpod_cdk.core.accounting.slurmdbd_owner`, written as ``slurmdbd_owner``).
+    ``rest_api``: Slurm's REST API on the controller (its key's secret and port); None: off. Its secret is a stack
+    resource, so a config's deployment leaves it to :func:`with_resources`.
     """
     return ProvisioningParameters(
         cluster_name=cluster_name,
@@ -66,6 +70,7 @@ def parameters_file(
         slurmdbd_owner=_slurmdbd_owner(mode, node_provisioning_mode, runtime_options),
         options=dict(runtime_options or {}),
         teams=teams,
+        rest_api=rest_api,
     )
 
 
@@ -76,14 +81,22 @@ def with_resources(
     fsx_mountname: str | None,
     fsx: bool | None,
     metrics: MetricsTarget | None,
+    rest_api: RestApiParams | None = None,
 ) -> ProvisioningParameters:
     """``parameters`` with the values the stack's resources give it (CloudFormation values at synth).
 
     ``fsx`` is the explicit FSx flag (None: FSx exactly when ``fsx_dns_name`` is given).
     ``metrics`` is where the nodes remote-write their metrics (``hyperpod_cdk.metrics``; None: nowhere).
+    ``rest_api`` names the REST API's key secret (``SlurmRestApi.node_parameters``); None keeps what ``parameters``
+    says.
     """
     return dataclasses.replace(
-        parameters, fsx_dns_name=fsx_dns_name, fsx_mountname=fsx_mountname, fsx=fsx, metrics=metrics
+        parameters,
+        fsx_dns_name=fsx_dns_name,
+        fsx_mountname=fsx_mountname,
+        fsx=fsx,
+        metrics=metrics,
+        rest_api=rest_api if rest_api is not None else parameters.rest_api,
     )
 
 

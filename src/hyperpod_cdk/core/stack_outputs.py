@@ -28,6 +28,7 @@ REST_API_ENDPOINT = "RestApiEndpoint"
 REST_API_TLS_NAME = "RestApiTlsName"
 REST_API_TOKEN_URL = "RestApiTokenUrl"
 REST_API_LOAD_BALANCER = "RestApiLoadBalancerDnsName"
+REST_API_KEY_SECRET = "RestApiKeySecretArn"
 
 
 def data_repository_bucket(pascal_name: str) -> str:

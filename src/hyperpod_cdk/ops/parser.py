@@ -234,6 +234,27 @@ def register(commands: Any) -> None:
 
     _jobs(commands)
 
+    rest = commands.add_parser(
+        "rest",
+        help="the cluster's REST API: rotate-key writes a new signing key and has the controller load it",
+        description=f"The REST API's signing key (docs/rest-api.md). {EXIT_NOTE}",
+    )
+    rest_actions = rest.add_subparsers(dest="action", required=True)
+    rotate = rest_actions.add_parser(
+        "rotate-key",
+        help="a new key from Secrets Manager (AWSCURRENT), loaded on the controller through SSM at once",
+        description="Secrets Manager generates a new key as the secret's AWSCURRENT version; the controller installs "
+        f"it through an SSM session (its timer would within five minutes). {EXIT_NOTE}",
+    )
+    rotate.set_defaults(operator="rest_key:rotate_key")
+    _cluster(rotate)
+    rotate.add_argument("--stack", help="the cluster's stack (default: hyperpod-<cluster>)")
+    rotate.add_argument("--region", help="AWS Region (default: AWS_REGION or the profile's)")
+    rotate.add_argument("--profile", help="AWS profile (default: AWS_PROFILE)")
+    rotate.add_argument("--json", action="store_true", help="print JSON")
+    rotate.add_argument("--no-refresh", action="store_true", help="leave the controller to its five-minute timer")
+    rotate.add_argument("--dry-run", action="store_true", help="name the secret; change nothing")
+
 
 def _jobs(commands: Any) -> None:
     """``jobs submit|list|show|cancel`` (hyperpod_cdk.ops.jobs): each action takes the cluster and the options."""

@@ -21,7 +21,7 @@ from constructs import Construct
 from hyperpod_cdk.constructs.nag import acknowledge
 from hyperpod_cdk.model import prefixed
 from hyperpod_cdk.organization.access_logs import AccessLogs
-from hyperpod_cdk.organization.encryption import BucketKeyInjector, KmsEncryption
+from hyperpod_cdk.organization.encryption import BucketKeyInjector, KmsEncryption, SecretKeyInjector
 from hyperpod_cdk.organization.identity import PermissionBoundary, RequiredTagsCheck, boundary_of
 from hyperpod_cdk.organization.names import NAMED_TYPES, NamePrefix
 
@@ -98,7 +98,7 @@ class OrganizationRules:
         if self.kms_key is not None:
             if isinstance(self.kms_key, kms.Key):
                 self.kms_key.add_to_resource_policy(_logs_may_use_key(self.kms_key))
-            PropertyInjectors.of(scope).add(BucketKeyInjector(self._key_of))
+            PropertyInjectors.of(scope).add(BucketKeyInjector(self._key_of), SecretKeyInjector(self._key_of))
             for action in KEY_GRANT_WILDCARDS:
                 acknowledge(
                     scope,

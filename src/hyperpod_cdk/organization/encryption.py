@@ -21,6 +21,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
+from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct, IConstruct
 
 from hyperpod_cdk.constructs.execution_role import grant_volume_key
@@ -52,6 +53,22 @@ class BucketKeyInjector:
             "encryptionKey": self._key_of(scope),
             "bucketKeyEnabled": True,
         }
+
+
+@jsii.implements(IPropertyInjector)
+class SecretKeyInjector:
+    """Every ``secretsmanager.Secret`` created under the scope (the REST API's signing key) is encrypted with the key,
+    so the secret's own grants and its readers' ``kms:Decrypt`` name it."""
+
+    def __init__(self, key_of: KeyOf) -> None:
+        self._key_of = key_of
+
+    @property
+    def construct_unique_id(self) -> str:
+        return str(secretsmanager.Secret.PROPERTY_INJECTION_ID)
+
+    def inject(self, original_props: Any, *, scope: Construct, id: str) -> Any:
+        return {**dict(original_props), "encryptionKey": self._key_of(scope)}
 
 
 @jsii.implements(IAspect)

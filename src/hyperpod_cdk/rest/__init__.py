@@ -1,5 +1,4 @@
-"""Slurm's REST API from outside the cluster: the token minter (a Lambda's code), the client and the jobs command."""
+"""Slurm's REST API from outside the cluster: the minting function's code (``minter/``, a Lambda asset that imports
+nothing of ours), the client (:mod:`hyperpod_cdk.rest.client`: ``SlurmRestClient``) and what ``jobs`` prints.
 
-from hyperpod_cdk.rest.client import Endpoints, RestApiError, SlurmRestClient, TokenMinter
-
-__all__ = ["Endpoints", "RestApiError", "SlurmRestClient", "TokenMinter"]
+Nothing is imported here: the rules read the minter's identity rules without loading the client."""

@@ -2,7 +2,7 @@
 
 In a notebook::
 
-    from hyperpod_cdk.rest import SlurmRestClient
+    from hyperpod_cdk.rest.client import SlurmRestClient
     slurm = SlurmRestClient.from_stack("hyperpod-ml-cluster")
     job_id = slurm.submit("#!/bin/bash\\nsrun hostname", partition="workers", nodes=2)
 

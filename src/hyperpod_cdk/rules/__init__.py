@@ -32,6 +32,7 @@ from hyperpod_cdk.rules import (  # noqa: F401
     parameters,
     principles,
     repositories,
+    rest_api,
     runtime,
     scaling,
     slurm_api,

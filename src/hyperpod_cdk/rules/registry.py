@@ -33,6 +33,7 @@ RULE_MODULES = (
     "volumes",
     "scaling",
     "cost",
+    "rest_api",
     # The rules AWS's pages on the network state (the inventory, data/aws_inventory).
     "aws_infra",
     "updates",

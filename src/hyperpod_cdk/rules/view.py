@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         ParametersConfig,
         StorageConfig,
     )
+    from hyperpod_cdk.core.rest_api_config import RestApiConfig
     from hyperpod_cdk.preflight.account import Account
 
 
@@ -42,6 +43,7 @@ SECTIONS = (
     "observability",
     "suppress",
     "cost",
+    "rest_api",
 )
 """The config file's sections, in the order the reference lists them: ``cluster`` (the top-level scalars),
 then ClusterConfig's nested fields in their order (tests/test_rules_reference.py checks it against the model)."""
@@ -86,6 +88,8 @@ class ClusterView:
     """Metrics, Grafana and alarms (``observability`` section)."""
     cost: CostConfig | None = None
     """Prices as Slurm billing and the AWS budget (``cost`` section)."""
+    rest_api: RestApiConfig | None = None
+    """Slurm's REST API, its load balancer and the minting function (``rest_api`` section)."""
     region: str | None = None
     """The AWS Region when known (``validate --region``, or a stack's concrete Region)."""
     is_unresolved: Callable[[Any], bool] = never_unresolved
@@ -130,6 +134,7 @@ class ClusterView:
             organization=config.organization,
             observability=config.observability,
             cost=config.cost,
+            rest_api=config.rest_api,
             region=region,
             given=frozenset(config.model_fields_set),
             accepted=tuple(config.accept_unconfirmed),

@@ -16,6 +16,7 @@ from hyperpod_cdk.constructs import ClusterNetwork, HyperPodCluster, ImportedLus
 from hyperpod_cdk.constructs.lifecycle import LifecycleSource
 from hyperpod_cdk.constructs.observability import ClusterObservability
 from hyperpod_cdk.constructs.openzfs import ImportedOpenZfsFileSystem, OpenZfsStorage
+from hyperpod_cdk.constructs.rest_api import SlurmRestApi
 from hyperpod_cdk.core.config import ClusterConfig
 from hyperpod_cdk.core.deployment import Deployment
 from hyperpod_cdk.core.published_layout import PublishTarget, assets_key_prefix
@@ -64,6 +65,11 @@ class _ClusterStack(Stack):
     @property
     def cluster(self) -> HyperPodCluster:
         return self.parts.cluster
+
+    @property
+    def rest_api(self) -> SlurmRestApi | None:
+        """Slurm's REST API (config ``rest_api``), or None."""
+        return self.parts.rest_api
 
 
 class TrainingClusterStack(_ClusterStack):

@@ -56,6 +56,7 @@ from hyperpod_cdk.deployed.scaler_counts import at_template_counts
 from hyperpod_cdk.model import pascal_case
 from hyperpod_cdk.organization import OrganizationRules
 from hyperpod_cdk.stacks.choices import LaunchChoices
+from hyperpod_cdk.stacks.rest_api import rest_api_of, rest_outputs
 from training_runtime.problems import errors, infos, warnings
 
 PUBLISHED_WORKSPACE = "OBS-PUBLISHED-WORKSPACE"
@@ -131,6 +132,13 @@ class TrainingCluster:
         self.lifecycle = self._lifecycle()
         self.lifecycle.add_users(self.deployment.users)
         self.observability = self._observability(config.observability)
+        self.rest_api = rest_api_of(
+            self.scope,
+            config,
+            self.network,
+            published=self.published is not None,
+            source=f"cluster configuration of stack {scope.node.id}",
+        )
         self.cluster = HyperPodCluster(
             self.scope,
             "Cluster",
@@ -156,6 +164,7 @@ class TrainingCluster:
             suppress=[Suppression.of(s) for s in config.suppress],
             deployment=self.deployment,
             deployed_roles=deployed_roles,
+            rest_api=self.rest_api,
         )
         self._admit_to_imports()
         if self.observability is not None:
@@ -424,6 +433,7 @@ class TrainingCluster:
                 f"S3 bucket of data repository {name}",
             )
         outputs.update(self._observability_outputs())
+        outputs.update(rest_outputs(self.rest_api))
         for key, (value, description) in outputs.items():
             CfnOutput(self.scope, key, value=value, description=description)
 
