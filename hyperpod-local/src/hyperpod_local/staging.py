@@ -26,7 +26,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hyperpod_local.layout import LocalLayout, LocalNode, cluster_agent_config, hosts_file, resource_config
+from hyperpod_local.control_plane.secrets import rest_key_name, secret_arn
+from hyperpod_local.layout import (
+    LOCAL_REGION,
+    LocalLayout,
+    LocalNode,
+    cluster_agent_config,
+    hosts_file,
+    resource_config,
+)
 from hyperpod_local.overlay import emulated
 from hyperpod_local.state import ClusterHandle, LocalClusterError
 from training_runtime.groups import CONTROLLER, GroupSpec
@@ -123,14 +131,17 @@ def from_config(config_path: Path | str | None) -> LocalInputs:
     config = load_config(config_path) if config_path is not None else ClusterConfig()
     deployed = deployment(config)  # a type chosen at launch is null in its file; the config's default runs
     provisioning = deployed.node_provisioning_mode
+    # The REST API's key secret is one the stack creates; here the emulated Secrets Manager's (the overlay's ARN).
+    rest_api = deployed.rest_api_parameters(secret_arn(rest_key_name(deployed.cluster_name)), LOCAL_REGION)
+    parameters = dataclasses.replace(deployed.parameters, rest_api=rest_api)
     return LocalInputs(
         source=str(Path(config_path).absolute()) if config_path is not None else "the default configuration",
         modes=DeployedModes(str(deployed.mode), str(provisioning) if provisioning else None),
         cluster_name=deployed.cluster_name,
         groups=deployed.groups_as_launched,
         counts=dict(deployed.counts),
-        deployed=deployed.parameters,
-        files=prefix_files(staged_assets(), deployed.parameters, list(deployed.users)),
+        deployed=parameters,
+        files=prefix_files(staged_assets(), parameters, list(deployed.users)),
     )
 
 

@@ -110,21 +110,27 @@ def _key_dir_ok(node: Node) -> bool:
 
 
 class JwtKeyReload(Step):
-    """After a bootstrap replaced the key (a rotation, seen by a re-run): ``scontrol reconfigure``, so slurmctld loads
-    it without a restart (:mod:`training_runtime.rest.rotate`). slurmdbd restarts through its daemon step, which
-    watches the key file."""
+    """After a bootstrap replaced the key (a rotation, seen by a re-run): what ``rest refresh-key`` does
+    (:mod:`training_runtime.rest.rotate`): ``scontrol reconfigure``, so slurmctld loads it without a restart, and
+    the runtime's slurmdbd restarted (it reads the key at start only)."""
 
     name = "rest-api-key-reload"
+
+    def __init__(self, slurmdbd_ours: bool) -> None:
+        self.slurmdbd_ours = slurmdbd_ours
 
     def needed(self, node: Node) -> bool:
         return node.path(RELOAD_MARKER).exists()
 
     def apply(self, node: Node) -> None:
         reconfigure(node.slurm.command("scontrol"), node.run)
+        if self.slurmdbd_ours:
+            services.restart(node, slurmdbd(node))
         node.path(RELOAD_MARKER).unlink()
 
     def describe(self, node: Node) -> List[str]:
-        return ["scontrol reconfigure: slurmctld loads the new JWT key (running jobs go on)"]
+        more = ", restart slurmdbd" if self.slurmdbd_ours else ""
+        return ["scontrol reconfigure: slurmctld loads the new JWT key (running jobs go on){}".format(more)]
 
 
 # --- auth/jwt in HyperPod's slurm.conf --------------------------------------------------------------------
@@ -434,7 +440,7 @@ def service_steps(node: Node, slurmdbd_ours: bool) -> List[Step]:
     if node.has_systemd:
         watched.append(RestServiceFiles.unit_file)
     return [
-        JwtKeyReload(),
+        JwtKeyReload(slurmdbd_ours),
         RestUser(),
         RestCertificate(),
         RestServiceFiles(slurmdbd_ours),
