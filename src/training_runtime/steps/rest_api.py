@@ -12,7 +12,7 @@ from __future__ import annotations
 import http.client
 import re
 import ssl
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 from training_runtime import services
 from training_runtime.errors import StepFailed
@@ -62,21 +62,14 @@ class JwtKey(Step):
 
     name = "rest-api-key"
 
-    def __init__(self) -> None:
+    def __init__(self, read: Optional[Callable[[Node], bytes]] = None) -> None:
+        self.read = read if read is not None else read_key
         self._key: Optional[bytes] = None
 
     def _fetch(self, node: Node) -> bytes:
         if self._key is None:
-            rest = node.params.rest_api
-            assert rest is not None
-            emulation = node.params.emulation
-            client = client_for(
-                rest.region,
-                emulation.secretsmanager_url if emulation is not None else None,
-                emulation.imds_url if emulation is not None else None,
-            )
             try:
-                self._key = fetch_key(client, rest.key_secret_arn)
+                self._key = self.read(node)
             except SecretError as error:
                 raise StepFailed(str(error)) from None
         return self._key
@@ -99,6 +92,19 @@ class JwtKey(Step):
         rest = node.params.rest_api
         assert rest is not None
         return ["write {} (0400 {}) from secret {} (AWSCURRENT)".format(JWT_KEY_PATH, SLURM_USER, rest.key_secret_arn)]
+
+
+def read_key(node: Node) -> bytes:
+    """The secret's current key, read with the instance role (the emulation's endpoints on the local cluster)."""
+    rest = node.params.rest_api
+    assert rest is not None
+    emulation = node.params.emulation
+    client = client_for(
+        rest.region,
+        emulation.secretsmanager_url if emulation is not None else None,
+        emulation.imds_url if emulation is not None else None,
+    )
+    return fetch_key(client, rest.key_secret_arn)
 
 
 def _key_dir_ok(node: Node) -> bool:
