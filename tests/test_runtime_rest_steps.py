@@ -16,7 +16,10 @@ from runtime_fakes import RecordingRunner, fake_node, running_daemon, touch
 from training_runtime.errors import StepFailed
 from training_runtime.node import Node
 from training_runtime.params import ProvisioningParameters
-from training_runtime.render.jwt_keys import JWT_KEY_PATH
+from training_runtime.render.jwt_keys import JWT_KEY_PATH, jwt_keys
+from training_runtime.render.slurm_conf import RenderError, slurm_conf_problems
+from training_runtime.render.slurm_types import SlurmSettings
+from training_runtime.render.slurmdbd_conf import render_slurmdbd_conf
 from training_runtime.rest.config import CONFIG_PATH, RestServiceConfig
 from training_runtime.rest.params import RestApiParams
 from training_runtime.rest.secret import SecretError
@@ -259,3 +262,15 @@ def test_the_generic_controller_installs_debians_packages_for_it(tmp_path: Path)
 def test_a_parameters_file_round_trip_keeps_the_api(tmp_path: Path) -> None:
     node = controller(tmp_path)
     assert ProvisioningParameters.loads(node.params.dumps()).rest_api == RestApiParams(ARN, "us-east-1")
+
+
+@pytest.mark.parametrize("path", ["relative/key", "/with space/key", "/a,b", "/a=b", "/a#b"])
+def test_a_key_path_slurm_would_split_is_refused_by_every_renderer(path: str) -> None:
+    with pytest.raises(ValueError, match="jwt key path"):
+        jwt_keys(path)
+    with pytest.raises(RenderError, match="jwt_key"):
+        render_slurmdbd_conf(
+            dbd_host="c", storage_host="localhost", storage_port=3306, storage_user="u", storage_pass="p", jwt_key=path
+        )
+    settings = SlurmSettings(cluster_name="c", controller_name="c", controller_address="10.0.0.1", jwt_key=path)
+    assert any("settings.jwt_key" in p for p in slurm_conf_problems(settings, [], []))

@@ -117,8 +117,10 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
         pass
     finally:
         try:
-            if writer.can_write_eof():
+            if writer.can_write_eof():  # the UNIX socket: half-close, the answer may still come back
                 writer.write_eof()
+            else:  # TLS has no half-close: the other side ended, so does this connection
+                writer.close()
         except (OSError, RuntimeError, ssl.SSLError):
             writer.close()
 
@@ -160,8 +162,8 @@ class Service:
             code = await self.child.wait()
             if self.stopping.is_set():
                 break
-            failures = 0 if time.monotonic() - started >= STEADY_S else failures + 1
-            delay = BACKOFF_S[min(failures, len(BACKOFF_S) - 1)]
+            failures = 1 if time.monotonic() - started >= STEADY_S else failures + 1
+            delay = BACKOFF_S[min(failures, len(BACKOFF_S)) - 1]
             log("slurmrestd-exited", code=code, restart_in_s=delay)
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.stopping.wait(), timeout=delay)
