@@ -12,6 +12,7 @@ from typing import Any
 
 import boto3
 import pytest
+import yaml
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
@@ -21,7 +22,10 @@ from hyperpod_local.control_plane.model import ClusterInfo
 from hyperpod_local.control_plane.operations import ControlPlane
 from hyperpod_local.control_plane.protocol import Endpoint
 from hyperpod_local.control_plane.secrets import KEY_LENGTH, SecretStore, generated, rest_key_name, secret_arn
+from rest_node_support import CONFIG
 from test_control_plane import ARN, KEY
+from training_runtime.params import ProvisioningParameters
+from training_runtime.rest.params import RestApiParams
 from training_runtime.rest.secret import SecretError, SecretsManager, fetch_key
 from training_runtime.scaler.sigv4 import Credentials
 
@@ -126,3 +130,23 @@ def test_a_missing_secret_names_the_fix(secrets: Secrets) -> None:
 def test_generated_values_are_the_stacks_length_of_letters_and_digits() -> None:
     values = {generated() for _ in range(20)}
     assert len(values) == 20 and all(len(v) == KEY_LENGTH and v.isalnum() and v.isascii() for v in values)
+
+
+def test_the_local_cluster_names_its_own_secret_and_endpoint_for_the_api(tmp_path: Path) -> None:
+    """The emulator's overlay: the deployed secret is a stack's (only known at deploy); locally the control plane's,
+    read at the control plane's address on the bridge; off, nothing of it."""
+    from hyperpod_local.staging import from_config
+
+    config = tmp_path / "rest.yaml"
+    config.write_text(yaml.safe_dump(CONFIG))
+    inputs = from_config(config)
+    assert inputs.deployed.rest_api == RestApiParams(secret_arn(rest_key_name("rest-cluster")), "local")
+    url = "http://10.224.0.3:8112"
+    staged = inputs.staged_files(sagemaker_url=url, secretsmanager_url=url)
+    params = ProvisioningParameters.loads(staged[inputs.deployed.file_name].decode())
+    assert params.rest_api == inputs.deployed.rest_api
+    assert params.emulation is not None and params.emulation.secretsmanager_url == url
+    config.write_text(yaml.safe_dump({k: v for k, v in CONFIG.items() if k != "rest_api"}))
+    off = from_config(config)
+    plain = ProvisioningParameters.loads(off.staged_files(secretsmanager_url=url)[off.deployed.file_name].decode())
+    assert plain.rest_api is None and plain.emulation is not None and plain.emulation.secretsmanager_url is None

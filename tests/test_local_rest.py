@@ -29,6 +29,7 @@ from hyperpod_local.control_plane import local as control_plane
 from hyperpod_local.netns import entered
 from hyperpod_local.plan import UpOptions
 from local_support import requires_hyperpod_platform, variant
+from rest_node_support import CONFIG
 from training_runtime.node import HYPERPOD
 from training_runtime.rest.config import CERTIFICATE
 
@@ -38,26 +39,6 @@ CONTROLLER, WORKER = "controller-machine-1", "worker-group-1-1"
 PORT = 6820
 REFRESH = "/opt/hyperpod-cdk/bin/rest-key-refresh"
 SLURMCTLD_LOG = "/var/log/slurm/slurmctld.log"
-CONFIG = {
-    "cluster_name": "rest-cluster",
-    "instance_groups": [
-        {"name": "controller-machine", "role": "controller", "instance_type": "ml.m5.large", "count": 1},
-        {"name": "worker-group-1", "role": "compute", "instance_type": "ml.c5.4xlarge", "count": 1, "partition": "cpu"},
-    ],
-    "runtime": {"accounting": {"enabled": True}},
-    "users": [{"name": "alice", "uid": 2101}, {"name": "bob", "uid": 2102}],
-    "teams": [{"name": "vision", "users": ["alice"]}, {"name": "nlp", "users": ["bob"]}],
-    "enforce_accounts": True,
-    "rest_api": {
-        "certificate_arn": "arn:aws:acm:us-west-2:111122223333:certificate/12345678-1234-1234-1234-123456789012",
-        "domain_name": "slurm.example.com",
-        "allowed_cidrs": ["10.0.0.0/8"],
-        "identities": [
-            {"principal_arn": "arn:aws:iam::111122223333:role/vision-pipelines", "slurm_user": "alice"},
-            {"principal_arn": "arn:aws:iam::111122223333:role/nlp-pipelines", "slurm_user": "bob"},
-        ],
-    },
-}
 
 
 class Rest:

@@ -94,39 +94,24 @@ def config(tmp_path: Path, certificate: tuple[str, str], slurmrestd: str, **more
 
 
 class Running:
-    """:class:`Service` in a thread of its own, stopped at the end."""
+    """:meth:`Service.run` in a thread of its own on 127.0.0.1, stopped at the end."""
 
     def __init__(self, config: RestServiceConfig, context: ssl.SSLContext) -> None:
         os.makedirs(config.socket_dir, mode=0o700, exist_ok=True)
-        self.service = Service(config, context)
+        self.service = Service(config, context, host="127.0.0.1")
         self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread = threading.Thread(target=self.loop.run_until_complete, args=(self.service.run(False),))
         self.thread.start()
 
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        with contextlib.suppress(RuntimeError):  # add_signal_handler works in the main thread only
-            self.loop.run_until_complete(self._serve())
-
-    async def _serve(self) -> None:
-        self.service.stopping = asyncio.Event()
-        server = await asyncio.start_server(
-            self.service.handle, "127.0.0.1", self.service.config.port, ssl=self.service.context
-        )
-        supervisor = asyncio.ensure_future(self.service.supervise())
-        await self.service.stopping.wait()
-        server.close()
-        child = self.service.child
-        if child is not None and child.returncode is None:
-            child.terminate()
-            await child.wait()
-        await asyncio.gather(supervisor, return_exceptions=True)
-
     def stop(self) -> None:
+        deadline = time.monotonic() + 10
+        while self.service.stopping is None and time.monotonic() < deadline:
+            time.sleep(0.01)
         stopping = self.service.stopping
         if stopping is not None:
             self.loop.call_soon_threadsafe(stopping.set)
         self.thread.join(timeout=15)
+        self.loop.close()
 
 
 def get(port: int, cafile: str, path: str, token: str = "tok") -> tuple[int, str, str]:

@@ -128,9 +128,11 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 class Service:
     """One controller's REST endpoint: :meth:`run` until SIGTERM."""
 
-    def __init__(self, config: RestServiceConfig, context: ssl.SSLContext) -> None:
+    def __init__(self, config: RestServiceConfig, context: ssl.SSLContext, host: Optional[str] = None) -> None:
         self.config = config
         self.context = context
+        self.host = host
+        """Where to listen: None, every address of the controller (the load balancer's targets are its addresses)."""
         self.stopping: Optional[asyncio.Event] = None
         self.child: Optional[asyncio.subprocess.Process] = None
 
@@ -168,12 +170,14 @@ class Service:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.stopping.wait(), timeout=delay)
 
-    async def run(self) -> None:
+    async def run(self, signals: bool = True) -> None:
+        """Serve until SIGTERM (``signals``; a test sets :attr:`stopping` instead), then stop slurmrestd."""
         self.stopping = asyncio.Event()  # made in the running loop (Python 3.8 binds an Event to a loop at creation)
-        loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGTERM, self.stopping.set)
-        loop.add_signal_handler(signal.SIGINT, self.stopping.set)
-        server = await asyncio.start_server(self.handle, host=None, port=self.config.port, ssl=self.context)
+        if signals:
+            loop = asyncio.get_running_loop()
+            loop.add_signal_handler(signal.SIGTERM, self.stopping.set)
+            loop.add_signal_handler(signal.SIGINT, self.stopping.set)
+        server = await asyncio.start_server(self.handle, host=self.host, port=self.config.port, ssl=self.context)
         log("listening", port=self.config.port, socket=self.config.socket_path)
         supervisor = asyncio.ensure_future(self.supervise())
         await self.stopping.wait()
