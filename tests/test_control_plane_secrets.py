@@ -4,6 +4,7 @@ stdlib SigV4, :mod:`training_runtime.rest.secret`) reads the key through it as o
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from hyperpod_local.control_plane.model import ClusterInfo
 from hyperpod_local.control_plane.operations import ControlPlane
 from hyperpod_local.control_plane.protocol import Endpoint
 from hyperpod_local.control_plane.secrets import KEY_LENGTH, SecretStore, generated, rest_key_name, secret_arn
+from hyperpod_local.overlay import emulated
 from rest_node_support import CONFIG
 from test_control_plane import ARN, KEY
 from training_runtime.params import ProvisioningParameters
@@ -31,6 +33,7 @@ from training_runtime.scaler.sigv4 import Credentials
 
 NAME = rest_key_name("ml-cluster")
 VALUE = "A" * 64
+STACK_SECRET = "arn:aws:secretsmanager:us-west-2:111122223333:secret:rest-cluster-rest-key-AbCdEf"
 
 
 @dataclass
@@ -146,6 +149,10 @@ def test_the_local_cluster_names_its_own_secret_and_endpoint_for_the_api(tmp_pat
     params = ProvisioningParameters.loads(staged[inputs.deployed.file_name].decode())
     assert params.rest_api == inputs.deployed.rest_api
     assert params.emulation is not None and params.emulation.secretsmanager_url == url
+    deployed = dataclasses.replace(inputs.deployed, rest_api=RestApiParams(STACK_SECRET, "us-west-2", port=8443))
+    assert emulated(deployed, secretsmanager_url=url).rest_api == RestApiParams(
+        secret_arn(rest_key_name("rest-cluster")), "local", port=8443
+    )  # a synthesized assembly's file names the stack's secret: the local cluster's replaces it
     config.write_text(yaml.safe_dump({k: v for k, v in CONFIG.items() if k != "rest_api"}))
     off = from_config(config)
     plain = ProvisioningParameters.loads(off.staged_files(secretsmanager_url=url)[off.deployed.file_name].decode())
