@@ -26,14 +26,8 @@ from training_runtime.rest.secret import SecretError
 from training_runtime.steps import Step
 from training_runtime.steps.accounting import SlurmdbdConfig, slurmdbd_conf
 from training_runtime.steps.catalog import packages_for, steps_for
-from training_runtime.steps.rest_api import (
-    RELOAD_MARKER,
-    JwtKey,
-    JwtKeyReload,
-    RestServiceFiles,
-    SlurmAuthInclude,
-    service_steps,
-)
+from training_runtime.steps.rest_api import RELOAD_MARKER, JwtKey, JwtKeyReload, SlurmAuthInclude, SlurmRestInstalled
+from training_runtime.steps.rest_service import RestServiceFiles, service_steps
 from training_runtime.steps.slurm import HyperPodAccounting, SlurmConfig, conf_path, slurmdbd
 
 ARN = "arn:aws:secretsmanager:us-east-1:111122223333:secret:test-rest-api-key-AbCdEf"
@@ -274,3 +268,27 @@ def test_a_key_path_slurm_would_split_is_refused_by_every_renderer(path: str) ->
         )
     settings = SlurmSettings(cluster_name="c", controller_name="c", controller_address="10.0.0.1", jwt_key=path)
     assert any("settings.jwt_key" in p for p in slurm_conf_problems(settings, [], []))
+
+
+def test_a_slurm_without_slurmrestd_or_auth_jwt_fails_before_any_key_is_written(tmp_path: Path) -> None:
+    node = controller(tmp_path)
+    step = SlurmRestInstalled()
+    assert step.needed(node)
+    with pytest.raises(StepFailed) as error:
+        step.apply(node)
+    assert "no slurmrestd (/opt/slurm/sbin/slurmrestd) and no the auth/jwt plugin" in str(error.value)
+    assert "AWS does not document whether HyperPod's AMIs build Slurm's REST API" in str(error.value)
+    touch(tmp_path, "/opt/slurm/sbin/slurmrestd")
+    touch(tmp_path, "/opt/slurm/lib/slurm/auth_jwt.so")
+    assert not step.needed(node)
+    touch(tmp_path, "/opt/slurm/etc/slurm.conf", HYPERPOD_CONF + "PluginDir=/srv/slurm-plugins\n")
+    assert step.needed(node)  # slurm.conf's PluginDir is where slurmctld looks
+    touch(tmp_path, "/srv/slurm-plugins/auth_jwt.so")
+    assert not step.needed(node)
+    names_ = names(steps_for(node))
+    assert names_.index("rest-api-slurm-build") < names_.index("rest-api-key")
+
+
+def test_the_plan_says_where_aws_is_silent(tmp_path: Path) -> None:
+    left = SlurmAuthInclude().left_alone(controller(tmp_path))
+    assert len(left) == 1 and left[0].startswith("AWS documents no AuthAlt settings of HyperPod's slurm.conf")
