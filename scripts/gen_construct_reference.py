@@ -61,6 +61,7 @@ CLASSES: tuple[tuple[str, str], ...] = (
     ("hyperpod_cdk.model", "OverrideVpc"),
     ("hyperpod_cdk.model", "Scaling"),
     ("hyperpod_cdk.constructs", "ClusterObservability"),
+    ("hyperpod_cdk.constructs", "SlurmRestApi"),
 )
 """The documented classes, in the order the reference shows them (compositions first, then the parts)."""
 

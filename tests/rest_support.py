@@ -1,7 +1,8 @@
 """In-process stand-ins for the REST API's two HTTPS endpoints, for the client's and the jobs command's tests.
 
 ``FakeRestApi`` serves, over TLS with a certificate made here (a CA, then a server certificate for
-``slurm.example.com`` and 127.0.0.1):
+``slurm.example.com`` and ``localhost``, no IP address, so a client that verified the address it connects to rather than
+the name it is told fails):
 
 * the minting function's URL: the SigV4 signature is recomputed with botocore's signer (service ``lambda``), the
   access key names the caller's ARN, and the function's own code (:func:`hyperpod_cdk.rest.minter.handler.respond`)
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import datetime
 import hmac
-import ipaddress
 import json
 import re
 import ssl
@@ -57,7 +57,7 @@ def validate(schema: str, body: Any) -> None:
 
 
 def certificates(directory: Path) -> tuple[Path, Path, Path]:
-    """(CA bundle, server certificate, server key) for ``TLS_NAME`` and 127.0.0.1, valid around today."""
+    """(CA bundle, server certificate, server key) for ``TLS_NAME`` and ``localhost``, valid around today."""
     now = datetime.datetime.now(datetime.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test CA")])
@@ -84,7 +84,7 @@ def certificates(directory: Path) -> tuple[Path, Path, Path]:
         .not_valid_before(now - datetime.timedelta(days=1))
         .not_valid_after(now + datetime.timedelta(days=1))
         .add_extension(
-            x509.SubjectAlternativeName([x509.DNSName(TLS_NAME), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            x509.SubjectAlternativeName([x509.DNSName(TLS_NAME), x509.DNSName("localhost")]),
             critical=False,
         )
         .add_extension(x509.ExtendedKeyUsage([x509.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
@@ -230,7 +230,13 @@ class FakeRestApi:
 class Served:
     api: FakeRestApi
     url: str
+    """``https://127.0.0.1:<port>``: the API, whose certificate names ``TLS_NAME`` (not the address)."""
     ca: Path
+
+    @property
+    def mint_url(self) -> str:
+        """The minting URL, by a name on the certificate (``localhost``)."""
+        return self.url.replace("127.0.0.1", "localhost") + "/mint/"
 
 
 def serve(api: FakeRestApi, directory: Path) -> Iterator[Served]:

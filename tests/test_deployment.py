@@ -22,7 +22,7 @@ from training_runtime.users import dumps
 ROOT = Path(__file__).resolve().parent.parent
 SNAPSHOTS = ROOT / "tests" / "snapshots"
 EXAMPLES = sorted(ROOT.glob("examples/*.yaml"))
-RESOURCE_KEYS = ("fsx_dns_name", "fsx_mountname", "metrics", "fsx")
+RESOURCE_KEYS = ("fsx_dns_name", "fsx_mountname", "metrics", "fsx", "rest_api")
 """The parameters file's values that only the stack's resources know (CloudFormation values at synth)."""
 
 
@@ -56,8 +56,17 @@ def test_the_stack_uploads_and_the_local_cluster_stages_the_deployment(example: 
     stack = TrainingClusterStack(fast_app(), "Stack", config=config)
     held = stack.lifecycle.parameters
     assert isinstance(held, ProvisioningParameters)
+    # The REST API's key is a secret of the stack: the deployment says what to write once its ARN is known.
+    rest = held.rest_api
+    wanted = expected.rest_api_parameters("arn:the-key", "the-region")
+    assert (rest is None) == (wanted is None)
+    assert rest is None or rest == expected.rest_api_parameters(rest.key_secret_arn, rest.region)
     assert held == expected.with_resources(
-        fsx_dns_name=held.fsx_dns_name, fsx_mountname=held.fsx_mountname, fsx=held.fsx, metrics=held.metrics
+        fsx_dns_name=held.fsx_dns_name,
+        fsx_mountname=held.fsx_mountname,
+        fsx=held.fsx,
+        metrics=held.metrics,
+        rest_api=rest,
     )
     assert stack.lifecycle.users == list(expected.users)
     staged = from_config(example)

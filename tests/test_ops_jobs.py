@@ -30,7 +30,7 @@ def served(aws_env: str, tmp_path: Path) -> Iterator[Served]:  # noqa: F811
             out.CLUSTER_NAME: "ml",
             out.REST_API_ENDPOINT: running.url,
             out.REST_API_TLS_NAME: TLS_NAME,
-            out.REST_API_TOKEN_URL: running.url + "/mint/",
+            out.REST_API_TOKEN_URL: running.mint_url,
         }
         template = {
             "Resources": {"Topic": {"Type": "AWS::SNS::Topic"}},

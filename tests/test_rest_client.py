@@ -46,7 +46,7 @@ def session(key: tuple[str, str]) -> boto3.session.Session:
 
 
 def client(served: Served, key: tuple[str, str] = ALICE, tls_name: str | None = TLS_NAME) -> SlurmRestClient:
-    endpoints = Endpoints(served.url, served.url + "/mint/", tls_name)
+    endpoints = Endpoints(served.url, served.mint_url, tls_name)
     return SlurmRestClient.of_endpoints(endpoints, session(key), ca_certs=str(served.ca))
 
 
@@ -67,7 +67,7 @@ def test_submit_list_show_cancel_as_the_mapped_user(served: Served) -> None:
 
 def test_a_token_is_minted_again_a_minute_before_it_expires(served: Served) -> None:
     clock = [float(served.api.clock[0])]
-    minter = TokenMinter(served.url + "/mint/", session(ALICE), clock=lambda: clock[0], ca_certs=str(served.ca))
+    minter = TokenMinter(served.mint_url, session(ALICE), clock=lambda: clock[0], ca_certs=str(served.ca))
     first = minter()
     clock[0] += 900 - 61
     assert minter() == first

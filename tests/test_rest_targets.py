@@ -22,7 +22,14 @@ def cluster(aws_env: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Mot
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")  # Lambda sets it; botocore reads it
     describe = MotoNodeModel.describe
     monkeypatch.setattr(MotoNodeModel, "describe", lambda self: {**describe(self), **getattr(self, "details", {})})
-    made = MotoCluster("ml", {"controller": ("ml.m5.xlarge", 1, "Controller"), "workers": ("ml.c5.xlarge", 2, None)})
+    # A compute group whose name contains the controller group's: ListClusterNodes' InstanceGroupNameContains matches
+    # it too, so the function must keep the controller group's nodes alone.
+    groups = {
+        "controller": ("ml.m5.xlarge", 1, "Controller"),
+        "controller-spares": ("ml.c5.xlarge", 1, None),
+        "workers": ("ml.c5.xlarge", 2, None),
+    }
+    made = MotoCluster("ml", groups)
     made.create()
     for number, node in enumerate(made.model.nodes.values(), start=1):
         node.details = {"PrivatePrimaryIp": f"10.1.0.{number}"}

@@ -10,6 +10,7 @@ from hyperpod_cdk.constructs.network import ClusterNetwork
 from hyperpod_cdk.constructs.observability import ClusterObservability
 from hyperpod_cdk.constructs.openzfs import ImportedOpenZfsFileSystem, OpenZfsStorage
 from hyperpod_cdk.constructs.published_lifecycle import PublishedLifecycleScripts
+from hyperpod_cdk.constructs.rest_api import SlurmRestApi
 from hyperpod_cdk.constructs.storage import ImportedLustreFileSystem, LustreStorage, S3DataRepository
 from hyperpod_cdk.model import (
     DataRepositoryEvent,
@@ -44,5 +45,6 @@ __all__ = [
     "S3DataRepository",
     "SlurmConfigStrategy",
     "SlurmMode",
+    "SlurmRestApi",
     "secure_bucket",
 ]

@@ -75,12 +75,15 @@ class SlurmRestApi(Construct):
     """The REST API's AWS side: the signing key, the load balancer and its security group, the minting function.
 
     :param network: the nodes' VPC, subnet and security group; the load balancer is internal, in that subnet.
-    :param certificate: the listener's ACM certificate. :param tls_name: the name on it clients verify.
+    :param certificate: the listener's ACM certificate.
+    :param tls_name: the name on the certificate that clients verify (the stack's ``RestApiTlsName``).
     :param port: the listener's and the controller's port. Default: 6820.
     :param token_lifetime_s: each minted token's lifetime. Default: 900.
-    :param allowed_cidrs: IPv4 CIDRs admitted to the load balancer. :param allowed_security_groups: groups admitted.
-    :param identities: IAM role or user ARN -> Slurm user. :param principal_tag: an IAM tag key naming a caller's
-        Slurm user. Default: none. :param tag_users: the Slurm users a tag may name (the config's users).
+    :param allowed_cidrs: IPv4 CIDRs admitted to the load balancer on the port. Default: none.
+    :param allowed_security_groups: security groups whose members are admitted on the port. Default: none.
+    :param identities: IAM role or user ARN -> Slurm user. Default: none.
+    :param principal_tag: an IAM tag key whose value on the caller's role or user names its Slurm user. Default: none.
+    :param tag_users: the Slurm users a tag may name (the config's users). Default: any but root and slurm.
     :param encryption_key: the key of the signing key's secret. Default: Secrets Manager's AWS managed key (an
         ``OrganizationRules`` key reaches the secret through its property injector instead).
     """

@@ -1,7 +1,8 @@
 """The REST API's two small functions: the token minter (a Function URL with ``AWS_IAM`` auth) and the
 target registration (EventBridge and a schedule). Their code is ``hyperpod_cdk/rest/minter`` and ``.../targets``,
-stdlib and boto3 only, which Lambda's Python runtimes include: "The Python runtimes include the AWS SDK for Python
-(Boto3)" (Lambda Developer Guide, "Building Lambda functions with Python"). Each has its own role (its log group and
+stdlib and boto3 only, which Lambda's Python runtimes include: "Your code runs in an environment that includes the SDK
+for Python (Boto3), with credentials from an AWS Identity and Access Management (IAM) role that you manage" (Lambda
+Developer Guide, "Building Lambda functions with Python"). Each has its own role (its log group and
 its calls, nothing else; no managed policy) and its own log group, kept a year.
 """
 
