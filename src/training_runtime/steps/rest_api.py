@@ -1,11 +1,11 @@
-"""Slurm's REST API on every controller (``hyperpod_cdk.rest_api``): the JWT key from Secrets Manager, ``auth/jwt`` for
-slurmctld and slurmdbd, slurmrestd under its own account behind a TLS endpoint, and the key's refresh timer.
+"""Slurm's REST API on every controller (``hyperpod_cdk.rest_api``), before Slurm's daemons start: this Slurm has
+slurmrestd and ``auth/jwt``, the JWT key from Secrets Manager, ``auth/jwt`` in HyperPod's included ``accounting.conf``
+(the generic slurm.conf and slurmdbd.conf get it from their renderers), and the key loaded again after a rotation.
 
-Key steps run before any Slurm daemon starts (slurmctld refuses to start when ``jwt_key=`` names a missing file:
-``_check_key_permissions`` fatal()s "cannot stat" in 24.11's auth/jwt); service steps after slurmctld
-(:func:`key_steps` here, :func:`training_runtime.steps.rest_service.service_steps`; their places:
-:mod:`training_runtime.steps.catalog`). docs/rest-api.md, "On
-the controller", says what each does and where AWS is silent.
+slurmctld refuses to start when ``jwt_key=`` names a missing file (24.11's auth/jwt ``_check_key_permissions``
+fatal()s "cannot stat"), hence the order (:func:`key_steps` here, :func:`training_runtime.steps.rest_service.
+service_steps` after slurmctld; their places: :mod:`training_runtime.steps.catalog`). docs/rest-api.md, "On the
+controller", says what each does and where AWS is silent.
 """
 
 from __future__ import annotations
