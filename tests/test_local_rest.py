@@ -68,7 +68,7 @@ class Rest:
 
     def key(self) -> bytes:
         """The secret's AWSCURRENT value, read on the host (the minting function's read)."""
-        return self.secrets.get_secret_value(SecretId=self.arn)["SecretString"].encode()
+        return str(self.secrets.get_secret_value(SecretId=self.arn)["SecretString"]).encode()
 
     def token(self, user: str, key: bytes | None = None, *, lifetime_s: int = 900, now: int | None = None) -> str:
         """A token as the minting function mints it, with :attr:`current` (the key last read) unless ``key``."""

@@ -9,6 +9,7 @@ import hashlib
 import json
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,7 +37,7 @@ ACCOUNTING = {"accounting": {"enabled": True}}
 HYPERPOD_CONF = "SlurmctldHost=controller-1(10.1.0.10)\ninclude accounting.conf\n"
 
 
-def controller(root: Path, hyperpod: bool = True, options: dict | None = None, rest: bool = True) -> Node:
+def controller(root: Path, hyperpod: bool = True, options: dict[str, Any] | None = None, rest: bool = True) -> Node:
     node = fake_node(
         root, instance="controller-1", mode="api-driven", options=ACCOUNTING if options is None else options
     )
