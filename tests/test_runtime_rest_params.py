@@ -41,6 +41,15 @@ def test_the_key_round_trips_with_the_shared_contracts_shape() -> None:
     assert ProvisioningParameters.from_json(custom.to_json()).rest_api == RestApiParams(ARN, "eu-west-1", 8443, 300)
 
 
+def test_a_synthesized_files_marker_or_a_name_is_taken_as_the_secret() -> None:
+    """At synth the ARN is a CloudFormation value (a marker in the file); GetSecretValue takes a name too."""
+    for secret in ("<<marker:0xbaba:4>>", "ml-cluster-rest-api-key"):
+        data = base().to_json()
+        data["hyperpod_cdk"]["rest_api"] = {"key_secret_arn": secret, "region": "us-east-1"}
+        api = ProvisioningParameters.from_json(data).rest_api
+        assert api is not None and api.key_secret_arn == secret
+
+
 def test_defaults_apply_when_port_and_lifetime_are_absent() -> None:
     data = base().to_json()
     data["hyperpod_cdk"]["rest_api"] = {"key_secret_arn": ARN, "region": "us-east-1"}
@@ -51,7 +60,13 @@ def test_defaults_apply_when_port_and_lifetime_are_absent() -> None:
     "raw, count, fragment",
     [
         ("on", 1, "rest_api: got 'on'; expected an object"),
-        ({"key_secret_arn": "my-secret", "region": "us-east-1"}, 1, "key_secret_arn: got 'my-secret'"),
+        (
+            {"key_secret_arn": "arn:aws:s3:::bucket", "region": "us-east-1"},
+            1,
+            "key_secret_arn: got 'arn:aws:s3:::bucket'",
+        ),
+        ({"key_secret_arn": "", "region": "us-east-1"}, 1, "key_secret_arn: got ''"),
+        ({"key_secret_arn": "a secret", "region": "us-east-1"}, 1, "key_secret_arn: got 'a secret'"),
         ({"key_secret_arn": ARN, "region": ""}, 1, "region: got ''"),
         ({"key_secret_arn": ARN, "region": "r", "port": 0}, 1, "port: got 0; expected a TCP port"),
         ({"key_secret_arn": ARN, "region": "r", "port": True}, 1, "port: got True"),

@@ -83,7 +83,20 @@ class LocalCluster:
         require_root()
         check_tools()
         decided = plan(config_path, workdir, variant or Variant(), options or UpOptions())
+        rest_api = decided.inputs.deployed.rest_api is not None
+        if rest_api and not decided.variant.hyperpod:
+            raise LocalClusterError(
+                "rest_api: the local cluster runs Slurm's REST API on the HyperPod platform only (its emulated "
+                "control plane serves the key's secret and the instance role's credentials). Fix: drop --platform "
+                "generic, or rest_api from the config"
+            )
         cluster = cls._create(decided, say)
+        if rest_api:  # the controller reads the key at bootstrap: the stack's secret exists before the nodes boot
+            try:
+                say(f"control plane (the REST API's key): {control_plane.start(cluster)}")
+            except BaseException:
+                cluster.down()
+                raise
         if decided.options.bootstrap:
             cluster._converge(decided.options.bootstrap_timeout, decided.options.idle_timeout, say)
         name, directory = decided.layout.cluster_name, decided.directory

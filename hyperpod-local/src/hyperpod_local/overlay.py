@@ -12,12 +12,14 @@ from typing import Any
 
 from hyperpod_cdk.core.config import ClusterConfig
 from hyperpod_cdk.core.deployment import deployment
-from hyperpod_local.layout import LayoutError
+from hyperpod_local.control_plane.secrets import rest_key_name, secret_arn
+from hyperpod_local.layout import LOCAL_REGION, LayoutError
 from training_runtime.emulation import Emulation
 from training_runtime.hardware import hardware_for
 from training_runtime.option_types import MIN_CRED_EXPIRE
 from training_runtime.options import options_problems
 from training_runtime.params import ProvisioningParameters
+from training_runtime.rest.params import RestApiParams
 
 EMULATION_SLURM_OPTIONS: dict[str, int] = {
     "slurmd_timeout": 10,
@@ -100,6 +102,7 @@ def emulated(
     instance_types: Sequence[str] = (),
     imds_url: str | None = None,
     sagemaker_url: str | None = None,
+    secretsmanager_url: str | None = None,
     scaler_timing: tuple[float, float] | None = None,
 ) -> ProvisioningParameters:
     """``deployed`` as the local cluster runs it. The overlays, and nothing else:
@@ -121,6 +124,9 @@ def emulated(
       of the node (the scaler's) go to the emulated control plane (:mod:`hyperpod_local.control_plane`);
       ``scaler_timing`` (interval, minute), where given: the scaler's cycle and the length of its idle minute in
       seconds (``scaler_interval_s``, ``scaler_minute_s``: the drills' short scale-in);
+    * ``rest_api`` (Slurm's REST API), where on: its key is the emulated Secrets Manager's secret of the cluster
+      (:func:`hyperpod_local.control_plane.secrets.rest_key_name`, in the local Region), read at
+      ``secretsmanager_url`` (the emulation's ``secretsmanager_url``; the control plane serves it);
     * ``metrics`` becomes null: no remote write, the local Prometheus scrapes the nodes itself, so the emulation's
       ``exporters_on_network`` is true (on HyperPod the exporters listen on 127.0.0.1 only).
     """
@@ -139,7 +145,13 @@ def emulated(
         fsx=None,
         metrics=None,
         options=options,
-        emulation=Emulation(hardware=True, imds_url=imds_url, sagemaker_url=sagemaker_url),
+        emulation=Emulation(
+            hardware=True,
+            imds_url=imds_url,
+            sagemaker_url=sagemaker_url,
+            secretsmanager_url=secretsmanager_url if deployed.rest_api is not None else None,
+        ),
+        rest_api=local_rest_api(deployed),
     )
     if local.emulation is not None:  # the local Prometheus scrapes every node over the bridge
         local = dataclasses.replace(local, emulation=dataclasses.replace(local.emulation, exporters_on_network=True))
@@ -148,3 +160,12 @@ def emulated(
         timed = dataclasses.replace(local.emulation, scaler_interval_s=interval, scaler_minute_s=minute)
         local = dataclasses.replace(local, emulation=timed)
     return dataclasses.replace(local, openzfs_mount_path=None)
+
+
+def local_rest_api(deployed: ProvisioningParameters) -> RestApiParams | None:
+    """``deployed.rest_api`` with the local cluster's secret: its name from the cluster's, in the local Region
+    (the deployed ARN is a CloudFormation value, only known at deploy)."""
+    if deployed.rest_api is None:
+        return None
+    arn = secret_arn(rest_key_name(deployed.cluster_name))
+    return dataclasses.replace(deployed.rest_api, key_secret_arn=arn, region=LOCAL_REGION)

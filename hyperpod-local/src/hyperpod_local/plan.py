@@ -115,6 +115,7 @@ def plan(config_path: Path | str | None, workdir: Path | str | None, variant: Va
     files = inputs.staged_files(
         imds_url=imds_url(layout.subnet),
         sagemaker_url=sagemaker_url(layout.subnet),
+        secretsmanager_url=sagemaker_url(layout.subnet),  # the control plane serves Secrets Manager too
         scaler_timing=options.scaler_timing,
     )
     return Plan(directory, variant, options, inputs, layout, files)

@@ -26,11 +26,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hyperpod_local.layout import LocalLayout, LocalNode, cluster_agent_config, hosts_file, resource_config
+from hyperpod_local.control_plane.secrets import rest_key_name, secret_arn
+from hyperpod_local.layout import (
+    LOCAL_REGION,
+    LocalLayout,
+    LocalNode,
+    cluster_agent_config,
+    hosts_file,
+    resource_config,
+)
 from hyperpod_local.overlay import emulated
 from hyperpod_local.state import ClusterHandle, LocalClusterError
 from training_runtime.groups import CONTROLLER, GroupSpec
 from training_runtime.params import LIFECYCLE_DRIVEN, PARAMETERS_FILE_BY_MODE, ProvisioningParameters
+from training_runtime.rest.params import RestApiParams
 from training_runtime.users import USERS_FILE
 
 
@@ -86,10 +95,12 @@ class LocalInputs:
         cpus: int | None = None,
         imds_url: str | None = None,
         sagemaker_url: str | None = None,
+        secretsmanager_url: str | None = None,
         scaler_timing: tuple[float, float] | None = None,
     ) -> StagedPrefix:
         """The local prefix: the deployed files, the parameters file with the emulation's overlays (``imds_url``:
         the cluster's fake metadata service, for the Spot watcher; ``sagemaker_url``: its emulated control plane;
+        ``secretsmanager_url``: its emulated Secrets Manager (the REST API's key);
         ``scaler_timing``: the scaler's cycle and idle minute in seconds, :func:`hyperpod_local.overlay.emulated`)."""
         chosen = [g.instance_type for g in self.groups if g.instance_type]
         local = emulated(
@@ -98,6 +109,7 @@ class LocalInputs:
             instance_types=chosen,
             imds_url=imds_url,
             sagemaker_url=sagemaker_url,
+            secretsmanager_url=secretsmanager_url,
             scaler_timing=scaler_timing,
         )
         text = local.dumps()
@@ -119,14 +131,17 @@ def from_config(config_path: Path | str | None) -> LocalInputs:
     config = load_config(config_path) if config_path is not None else ClusterConfig()
     deployed = deployment(config)  # a type chosen at launch is null in its file; the config's default runs
     provisioning = deployed.node_provisioning_mode
+    # The REST API's key secret is one the stack creates; here the emulated Secrets Manager's (the overlay's ARN).
+    rest_api = deployed.rest_api_parameters(secret_arn(rest_key_name(deployed.cluster_name)), LOCAL_REGION)
+    parameters = dataclasses.replace(deployed.parameters, rest_api=rest_api)
     return LocalInputs(
         source=str(Path(config_path).absolute()) if config_path is not None else "the default configuration",
         modes=DeployedModes(str(deployed.mode), str(provisioning) if provisioning else None),
         cluster_name=deployed.cluster_name,
         groups=deployed.groups_as_launched,
         counts=dict(deployed.counts),
-        deployed=deployed.parameters,
-        files=prefix_files(staged_assets(), deployed.parameters, list(deployed.users)),
+        deployed=parameters,
+        files=prefix_files(staged_assets(), parameters, list(deployed.users)),
     )
 
 
@@ -310,6 +325,15 @@ def stage(
     if naming is not None:
         (cluster / CLUSTER_AGENT_CONFIG).write_text(json.dumps(cluster_agent_config(naming), indent=2) + "\n")
     (directory / "shared").mkdir(exist_ok=True)
+
+
+def staged_rest_api(directory: Path) -> RestApiParams | None:
+    """The REST API of the staged parameters file in the work directory ``directory`` (None: off, or no prefix)."""
+    for name in PARAMETERS_FILE_BY_MODE.values():
+        path = directory / "bucket" / name
+        if path.is_file():
+            return ProvisioningParameters.loads(path.read_text()).rest_api
+    return None
 
 
 def deployed_modes(directory: Path) -> DeployedModes:

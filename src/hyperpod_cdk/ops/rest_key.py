@@ -29,8 +29,8 @@ REFRESH_TIMEOUT_S = 120.0
 
 
 def refresh_command() -> str:
-    """The controller's key refresh, as root (the runtime installs it: training_runtime.steps.rest_api)."""
-    from training_runtime.steps.rest_api import REFRESH_PROGRAM
+    """The controller's key refresh, as root (the runtime installs it: training_runtime.steps.rest_service)."""
+    from training_runtime.steps.rest_service import REFRESH_PROGRAM
 
     return f"sudo -n {REFRESH_PROGRAM}"
 

@@ -6,6 +6,7 @@ JWT signing key lives (a Secrets Manager secret whose ``SecretString`` is the ke
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional
 
@@ -18,7 +19,8 @@ DEFAULT_PORT = 6820
 DEFAULT_TOKEN_LIFETIME_S = 900
 """Tokens live 15 minutes unless the config says otherwise."""
 
-SECRET_ARN_PREFIX = "arn:"
+SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]*:[0-9]{12}:secret:.+")
+"""botocore's pattern for a secret's ARN (``AccountingDatabase.SecretArn``, the same service)."""
 KEYS = ("key_secret_arn", "region", "port", "token_lifetime_s")
 
 
@@ -65,10 +67,16 @@ def parse_rest_api(raw: Any, path: str, problems: List[str]) -> Optional[RestApi
         if key not in KEYS:
             problems.append("{}.{}: unknown key; allowed: {}".format(path, key, ", ".join(KEYS)))
     arn, region = raw.get("key_secret_arn"), raw.get("region")
-    # At synth the values are CloudFormation tokens, so only their kind is checked (an ARN resolved at deploy).
-    if not isinstance(arn, str) or not arn.startswith(SECRET_ARN_PREFIX):
+    # A stack's value, resolved at deploy (a synthesized file holds a marker in its place): a non-empty string, and an
+    # ARN only of Secrets Manager (GetSecretValue's SecretId: "The ARN or name of the secret").
+    if (
+        not isinstance(arn, str)
+        or not arn.strip()
+        or any(c.isspace() for c in arn)
+        or (arn.startswith("arn:") and not SECRET_ARN.match(arn))
+    ):
         problems.append(
-            "{}.key_secret_arn: got {!r}; expected a Secrets Manager secret ARN "
+            "{}.key_secret_arn: got {!r}; expected a Secrets Manager secret's ARN "
             "(arn:aws:secretsmanager:<region>:<account>:secret:<name>). Fix: regenerate the parameters with "
             "hyperpod-cdk".format(path, arn)
         )

@@ -73,9 +73,14 @@ def write_key(path: str, data: bytes, owner: str, root: Path = Path("/")) -> boo
     return True
 
 
-def reconfigure(scontrol: str, run: Run, sleep: Callable[[float], None] = time.sleep) -> None:
-    """``scontrol reconfigure``, retried while slurmctld does not answer (up to :data:`RECONFIGURE_DEADLINE_S`)."""
-    deadline = time.monotonic() + RECONFIGURE_DEADLINE_S
+def reconfigure(
+    scontrol: str,
+    run: Run,
+    sleep: Callable[[float], None] = time.sleep,
+    deadline_s: float = RECONFIGURE_DEADLINE_S,
+) -> None:
+    """``scontrol reconfigure``, retried while slurmctld does not answer (up to ``deadline_s``)."""
+    deadline = time.monotonic() + deadline_s
     while True:
         result = run([scontrol, "reconfigure"], check=False, timeout=60)
         if result.ok:

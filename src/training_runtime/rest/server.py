@@ -117,8 +117,10 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
         pass
     finally:
         try:
-            if writer.can_write_eof():
+            if writer.can_write_eof():  # the UNIX socket: half-close, the answer may still come back
                 writer.write_eof()
+            else:  # TLS has no half-close: the other side ended, so does this connection
+                writer.close()
         except (OSError, RuntimeError, ssl.SSLError):
             writer.close()
 
@@ -126,9 +128,11 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 class Service:
     """One controller's REST endpoint: :meth:`run` until SIGTERM."""
 
-    def __init__(self, config: RestServiceConfig, context: ssl.SSLContext) -> None:
+    def __init__(self, config: RestServiceConfig, context: ssl.SSLContext, host: Optional[str] = None) -> None:
         self.config = config
         self.context = context
+        self.host = host
+        """Where to listen: None, every address of the controller (the load balancer's targets are its addresses)."""
         self.stopping: Optional[asyncio.Event] = None
         self.child: Optional[asyncio.subprocess.Process] = None
 
@@ -160,18 +164,20 @@ class Service:
             code = await self.child.wait()
             if self.stopping.is_set():
                 break
-            failures = 0 if time.monotonic() - started >= STEADY_S else failures + 1
-            delay = BACKOFF_S[min(failures, len(BACKOFF_S) - 1)]
+            failures = 1 if time.monotonic() - started >= STEADY_S else failures + 1
+            delay = BACKOFF_S[min(failures, len(BACKOFF_S)) - 1]
             log("slurmrestd-exited", code=code, restart_in_s=delay)
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.stopping.wait(), timeout=delay)
 
-    async def run(self) -> None:
+    async def run(self, signals: bool = True) -> None:
+        """Serve until SIGTERM (``signals``; a test sets :attr:`stopping` instead), then stop slurmrestd."""
         self.stopping = asyncio.Event()  # made in the running loop (Python 3.8 binds an Event to a loop at creation)
-        loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGTERM, self.stopping.set)
-        loop.add_signal_handler(signal.SIGINT, self.stopping.set)
-        server = await asyncio.start_server(self.handle, host=None, port=self.config.port, ssl=self.context)
+        if signals:
+            loop = asyncio.get_running_loop()
+            loop.add_signal_handler(signal.SIGTERM, self.stopping.set)
+            loop.add_signal_handler(signal.SIGINT, self.stopping.set)
+        server = await asyncio.start_server(self.handle, host=self.host, port=self.config.port, ssl=self.context)
         log("listening", port=self.config.port, socket=self.config.socket_path)
         supervisor = asyncio.ensure_future(self.supervise())
         await self.stopping.wait()

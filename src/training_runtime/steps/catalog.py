@@ -6,8 +6,7 @@ from typing import List
 
 from training_runtime.node import GENERIC, Node
 from training_runtime.params import LIFECYCLE_DRIVEN
-from training_runtime.render.jwt_keys import JWT_KEY_PATH
-from training_runtime.steps import Step, rest_api
+from training_runtime.steps import Step, rest_api, rest_service
 from training_runtime.steps.accelerators import accelerator_steps
 from training_runtime.steps.accounting import AccountingCluster, LocalDatabase, SlurmdbdConfig
 from training_runtime.steps.ami import AmiSetup, accounting_by_ami
@@ -98,8 +97,7 @@ def steps_for(node: Node) -> List[Step]:
         if ours:
             if accounting.database == "local":
                 steps.append(LocalDatabase())
-            dbd_files = [conf_path(node, "slurmdbd.conf")] + ([JWT_KEY_PATH] if node.params.rest_api else [])
-            steps += [SlurmdbdConfig(), RunningDaemon(slurmdbd(node), dbd_files)]
+            steps += [SlurmdbdConfig(), RunningDaemon(slurmdbd(node), [conf_path(node, "slurmdbd.conf")])]
             if not generic:
                 # sacctmgr reads AccountingStorageType from HyperPod's slurm.conf, which takes it from the
                 # included accounting.conf: write that first, or sacctmgr refuses to add the cluster.
@@ -120,7 +118,7 @@ def steps_for(node: Node) -> List[Step]:
             # update (seen on Slurm 24.11, tests/test_local_cost.py).
             steps.append(HyperPodBillingWeights())
         steps += scaler_steps(node)  # after slurmctld: the service drives Slurm
-        steps += rest_api.service_steps(node, slurmdbd_ours=ours)  # after slurmctld: slurmrestd talks to it
+        steps += rest_service.service_steps(node, slurmdbd_ours=ours)  # after slurmctld: slurmrestd talks to it
     if node.is_compute or (node.is_login and not generic):
         if generic and node.has_systemd:
             steps.append(SlurmdOptions())

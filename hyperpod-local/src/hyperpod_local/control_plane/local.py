@@ -9,7 +9,9 @@ stopped by :func:`stop` and by ``down``) serves:
   :mod:`hyperpod_local.bridge`): the socket is bound in the switch namespace (``setns``), the process stays on
   the host, so it can start and stop nodes;
 * the instance metadata service (:mod:`hyperpod_local.imds`) on its bridge address, with the instance role's
-  credentials (:func:`credentials`): the only keys the API accepts (SigV4, :mod:`.sigv4`).
+  credentials (:func:`credentials`): the only keys the API accepts (SigV4, :mod:`.sigv4`);
+* on the same endpoints, Secrets Manager (:mod:`.secrets`, :func:`secret_store`): the REST API's key, created with a
+  generated value when the staged parameters have ``rest_api`` (:func:`start`).
 
 Its knobs live in ``<workdir>/cluster/control-plane/settings.json``, read at every reconciliation, so a test
 changes them while it runs: :func:`set_capacity`, :func:`set_latency`.
@@ -17,7 +19,6 @@ changes them while it runs: :func:`set_capacity`, :func:`set_latency`.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import secrets
@@ -36,9 +37,11 @@ from hyperpod_local.control_plane.model import RUNNING, ClusterInfo, Group, Node
 from hyperpod_local.control_plane.nodes import ClusterOpener, LocalClusterBackend, instance_of
 from hyperpod_local.control_plane.operations import ControlPlane
 from hyperpod_local.control_plane.protocol import Endpoint
+from hyperpod_local.control_plane.secrets import SecretStore, generated, rest_key_name, secret_arn
 from hyperpod_local.control_plane.sigv4 import Key
 from hyperpod_local.host_service import HostService, module_argv
 from hyperpod_local.layout import LOCAL_REGION, cluster_arn, instance_id
+from hyperpod_local.netns import bound_in
 from hyperpod_local.state import ClusterHandle, LocalClusterError
 from training_runtime.groups import COMPUTE, CONTROLLER, LOGIN
 from training_runtime.params import ENTRYPOINT_BY_MODE
@@ -51,7 +54,6 @@ NODE_TYPES = {CONTROLLER: "Controller", LOGIN: "Login", COMPUTE: "Compute"}
 READY_TIMEOUT_S = 20.0
 RECONCILE_S = 0.5
 CREDENTIALS_TTL = timedelta(hours=12)
-CLONE_NEWNET = 0x40000000
 
 
 def address(subnet: str) -> str:
@@ -217,18 +219,20 @@ def build(cluster: ClusterHandle, open_cluster: ClusterOpener, events: EventLog 
     return ControlPlane(info, fleet)
 
 
+def secret_store(cluster: ClusterHandle) -> SecretStore:
+    """The cluster's emulated Secrets Manager (:mod:`.secrets`): the REST API's key, when the config has one."""
+    return SecretStore(directory(cluster) / "secrets.json")
+
+
+def rest_key_arn(cluster: ClusterHandle) -> str:
+    """The ARN of the REST API's key secret (as the nodes' parameters name it)."""
+    return secret_arn(rest_key_name(cluster.layout.cluster_name))
+
+
 # --- the process --------------------------------------------------------------------------------
 def bound_in_netns(netns: str, host: str, port: int) -> socket.socket:
     """A listening socket on ``host:port`` in the network namespace ``netns``; this process stays where it is."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    with open("/proc/self/ns/net") as own, open(f"/run/netns/{netns}") as target:
-        if libc.setns(target.fileno(), CLONE_NEWNET) != 0:
-            raise OSError(ctypes.get_errno(), f"setns into {netns}")
-        try:
-            return socket.create_server((host, port))
-        finally:
-            if libc.setns(own.fileno(), CLONE_NEWNET) != 0:
-                raise OSError(ctypes.get_errno(), "setns back to the host's network namespace")
+    return bound_in(netns, host, port)
 
 
 def serve(cluster: ClusterHandle, open_cluster: ClusterOpener) -> None:
@@ -254,7 +258,7 @@ def serve(cluster: ClusterHandle, open_cluster: ClusterOpener) -> None:
             )
 
     plane = build(cluster, open_cluster, EventLog(time.time, log))
-    endpoint = Endpoint(plane, lambda: keys(own / "credentials.json"))
+    endpoint = Endpoint(plane, lambda: keys(own / "credentials.json"), secret_store=secret_store(cluster))
     switch, subnet = cluster.namespaces.switch, cluster.layout.subnet
     node_sock = bound_in_netns(switch, address(subnet), PORT)
     imds_sock = bound_in_netns(switch, imds.imds_address(subnet), imds.PORT)
@@ -306,6 +310,12 @@ def start(
         set_capacity(cluster, instance_type, count)
     if running(cluster):
         return url(cluster)
+    from hyperpod_local.staging import staged_rest_api
+
+    if (
+        staged_rest_api(cluster.workdir) is not None
+    ):  # CloudFormation's part: the stack creates the key's secret, its value generated
+        secret_store(cluster).create(rest_key_name(cluster.layout.cluster_name), generated())
     notices = cluster.workdir / "imds-notices.json"
     if not notices.exists():
         notices.write_text("{}")

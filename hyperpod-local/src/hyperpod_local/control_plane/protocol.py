@@ -5,7 +5,9 @@ botocore's service model (``botocore/data/sagemaker/2017-07-24/service-2.json``:
 ``POST /`` with ``X-Amz-Target: SageMaker.<Operation>``, ``Content-Type: application/x-amz-json-1.1`` and the
 parameters as a JSON object; the answer is a JSON object (timestamps as epoch seconds), or an error with an HTTP
 status >= 400 and the body ``{"__type": "<Code>", "message": "..."}``, which botocore raises as ``ClientError``
-with that code. Every request is checked for its SigV4 signature first (:mod:`.sigv4`).
+with that code. Every request is checked for its SigV4 signature first (:mod:`.sigv4`). Requests for
+``secretsmanager.<Operation>`` (signed for ``secretsmanager``) go to the emulated Secrets Manager (:mod:`.secrets`)
+where the endpoint has one.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from socket import socket
 from typing import Any
 
+from hyperpod_local.control_plane import secrets
 from hyperpod_local.control_plane.model import ApiError
 from hyperpod_local.control_plane.operations import ControlPlane
-from hyperpod_local.control_plane.sigv4 import Key, verify
+from hyperpod_local.control_plane.secrets import SecretStore
+from hyperpod_local.control_plane.sigv4 import SERVICE, Key, verify
 
 TARGET_PREFIX = "SageMaker."
 CONTENT_TYPE = "application/x-amz-json-1.1"
@@ -34,6 +38,7 @@ class Server(ThreadingHTTPServer):
     keys: Callable[[], Iterable[Key]]
     clock: Callable[[], float]
     region: str
+    secrets: SecretStore | None
 
 
 def region_of(arn: str) -> str:
@@ -105,6 +110,8 @@ def make_handler() -> type[BaseHTTPRequestHandler]:
 
         def _answer(self, body: bytes) -> dict[str, Any]:
             host = self.headers.get("Host", "")
+            target = self.headers.get("X-Amz-Target", "")
+            store = self.server.secrets if target.startswith(secrets.TARGET_PREFIX) else None
             verify(
                 "POST",
                 f"http://{host}{self.path}",
@@ -113,9 +120,9 @@ def make_handler() -> type[BaseHTTPRequestHandler]:
                 self.server.keys,
                 self.server.region,
                 self.server.clock,
+                service=secrets.SERVICE if store is not None else SERVICE,
             )
-            target = self.headers.get("X-Amz-Target", "")
-            if not target.startswith(TARGET_PREFIX):
+            if not target.startswith(TARGET_PREFIX) and store is None:
                 raise ApiError(
                     "UnknownOperationException", f"X-Amz-Target: got {target!r}; expected SageMaker.<Operation>"
                 )
@@ -125,6 +132,8 @@ def make_handler() -> type[BaseHTTPRequestHandler]:
                 raise ApiError("SerializationException", "the body is not JSON") from None
             if not isinstance(params, dict):
                 raise ApiError("SerializationException", "the body is not a JSON object")
+            if store is not None:
+                return store.call(target[len(secrets.TARGET_PREFIX) :], params)
             return self.server.control_plane.call(target[len(TARGET_PREFIX) :], params)
 
     return Handler
@@ -138,10 +147,13 @@ class Endpoint:
         control_plane: ControlPlane,
         keys: Callable[[], Iterable[Key]],
         clock: Callable[[], float] = time.time,
+        secret_store: SecretStore | None = None,
     ) -> None:
         """``keys``: the credentials a request may be signed with; ``clock``: the time signatures are checked
-        against (the wall clock; the control plane's own clock may be a test's)."""
+        against (the wall clock; the control plane's own clock may be a test's); ``secret_store``: the emulated
+        Secrets Manager served beside SageMaker (:mod:`.secrets`), or None."""
         self.control_plane = control_plane
+        self.secret_store = secret_store
         self.keys = keys
         self.clock = clock
         self.servers: list[Server] = []
@@ -156,6 +168,7 @@ class Endpoint:
             server.server_address = sock.getsockname()
             server.server_activate()
         server.control_plane, server.keys, server.clock = self.control_plane, self.keys, self.clock
+        server.secrets = self.secret_store
         server.region = region_of(self.control_plane.cluster.arn)
         thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
         thread.start()

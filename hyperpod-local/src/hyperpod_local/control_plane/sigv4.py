@@ -1,4 +1,5 @@
-"""Signature Version 4 checks: each request must be signed, for the ``sagemaker`` service, by a key the
+"""Signature Version 4 checks: each request must be signed, for its service (``sagemaker``, or ``secretsmanager`` for
+the emulated Secrets Manager: :mod:`.secrets`), by a key the
 emulated instance metadata service hands out (the instance role's credentials) or the host's copy of them.
 
 The signature is recomputed with botocore's own signer over the headers the request says it signed, and
@@ -56,8 +57,9 @@ def verify(
     keys: Callable[[], Iterable[Key]],
     region: str,
     clock: Callable[[], float] = time.time,
+    service: str = SERVICE,
 ) -> Key:
-    """The key that signed the request for ``region``; raises AWS's error when none did."""
+    """The key that signed the request for ``service`` in ``region``; raises AWS's error when none did."""
     lower = {k.lower(): v for k, v in headers.items()}
     found = AUTHORIZATION.fullmatch(lower.get("authorization", "").strip())
     if not found:
@@ -88,7 +90,7 @@ def verify(
     signer = SigV4Auth(Credentials(key.access_key, key.secret_key, key.token), found["service"], found["region"])
     canonical = signer.canonical_request(request)
     expected = signer.signature(signer.string_to_sign(request, canonical), request)
-    if found["service"] != SERVICE or not hmac.compare_digest(expected, found["signature"]):
+    if found["service"] != service or not hmac.compare_digest(expected, found["signature"]):
         raise forbidden(
             "InvalidSignatureException",
             "The request signature we calculated does not match the signature you provided. Check your AWS Secret "
