@@ -170,6 +170,20 @@ def test_the_scripts_second_pyxis_include_is_commented_out_and_the_amis_kept(tmp
     assert finding.content == PYXIS_AMI + plugstack.DUPLICATE.format(f"include {ETC}/plugstack.conf.d/pyxis.conf\n")
 
 
+def test_a_copied_include_that_registers_pyxis_again_converges(tmp_path: Path) -> None:
+    """The script's include of the AMI's file on a configless controller: copied in, its line commented out, and
+    the next checks find nothing (a copy whose line the guard commented out is not a changed copy)."""
+    slurm_conf(tmp_path, CONFIGLESS)
+    touch(tmp_path, f"{ETC}/plugstack.conf", PYXIS_AMI + f"include {ETC}/plugstack.conf.d/pyxis.conf\n")
+    touch(tmp_path, f"{ETC}/plugstack.conf.d/pyxis.conf", PYXIS_SCRIPT)
+    findings = found(tmp_path)
+    assert [f.check for f in findings] == [table.CONFIGLESS_INCLUDE, table.PYXIS_TWICE]
+    assert findings[0].content == findings[1].content and findings[0].content is not None
+    assert [line for line in findings[0].content.splitlines() if conf.loads_pyxis(line)] == [PYXIS_AMI.strip()]
+    touch(tmp_path, f"{ETC}/plugstack.conf", findings[0].content)
+    assert found(tmp_path) == []
+
+
 def test_two_direct_registrations_keep_the_first(tmp_path: Path) -> None:
     slurm_conf(tmp_path)
     touch(tmp_path, f"{ETC}/plugstack.conf", PYXIS_AMI + "optional /usr/lib/x.so\n" + PYXIS_SCRIPT)

@@ -104,6 +104,18 @@ def test_a_compute_node_only_reports_even_what_the_controller_repairs(tmp_path: 
     assert made.runner.commands == []  # type: ignore[attr-defined]
 
 
+def test_a_finding_whose_repair_changes_nothing_writes_and_counts_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    touch(tmp_path, f"{ETC}/topology.conf", "as it is\n")
+    made, said = guard(tmp_path)
+    monkeypatch.setattr(made.tree, "write", lambda path, text: pytest.fail("wrote " + path))
+    same = checks.Finding(table.TOPOLOGY_TREE, f"{ETC}/topology.conf", "no-op", "as it is\n", refresh=True)
+    monkeypatch.setattr(service, "inspect", lambda *args: [same])
+    made.check()
+    assert said.events("guard_repair") == [] and not made.push_pending
+
+
 def test_the_guard_stops_repairing_a_file_something_keeps_breaking(tmp_path: Path) -> None:
     touch(tmp_path, f"{ETC}/slurm.conf", BROKEN_TREE)
     made, said = guard(tmp_path)

@@ -18,7 +18,8 @@ slurmctld deaf for up to 60 s). The kinds, each with the source that saw it (the
 * ``configless-plugstack``: the controller's plugstack.conf loads Pyxis through an include by a path, which the
   login and compute nodes do not have (PASK #5; SchedMD: configless ships no include with a path);
 * ``topology-flat``: not a breakage but an operator's choice the guard must leave alone
-  (``TopologyPlugin=topology/flat``, no topology file: AWS's "To disable topology-aware placement").
+  (``TopologyPlugin=topology/flat``, ``topology/default`` on 24.11, and no topology file: AWS's "To disable
+  topology-aware placement").
 
 The topology kinds stay the agent's way of writing until :func:`heal`: a node that joins or leaves meanwhile gets
 slurm.conf and the topology file written the same broken way (:func:`topology_as_written`, which
@@ -71,20 +72,26 @@ def tagged(slurm_conf: str, partitions: tuple[str, ...], tag: str = "tree") -> s
     return re.sub(rf"^(PartitionName=(?:{names})\s.*)$", rf"\1 Topology={tag}", slurm_conf, flags=re.MULTILINE)
 
 
-def flat(slurm_conf: str) -> str:
-    """``slurm_conf`` with topology-aware placement turned off (``TopologyPlugin=topology/flat``)."""
-    return re.sub(r"^TopologyPlugin=\S+", "TopologyPlugin=topology/flat", slurm_conf, flags=re.MULTILINE)
+def off_plugin(slurm: str) -> str:
+    """The plugin that turns topology-aware placement off: ``topology/flat``, which Slurm 24.11 has not yet (it has
+    ``topology/default``, which AWS names beside it)."""
+    return "topology/default" if slurm == "24.11" else "topology/flat"
 
 
-def topology_as_written(workdir: Path, slurm_conf: str, tree: str | None) -> tuple[str, str | None]:
+def flat(slurm_conf: str, slurm: str) -> str:
+    """``slurm_conf`` with topology-aware placement turned off (:func:`off_plugin`)."""
+    return re.sub(r"^TopologyPlugin=\S+", f"TopologyPlugin={off_plugin(slurm)}", slurm_conf, flags=re.MULTILINE)
+
+
+def topology_as_written(cluster: ClusterHandle, slurm_conf: str, tree: str | None) -> tuple[str, str | None]:
     """(slurm.conf, topology.conf or None for none) as the agent writes them while a topology kind is active."""
-    kind = record(workdir)
+    kind = record(cluster.workdir)
     if kind == TOPOLOGY_MISSING:
         return slurm_conf, None
     if kind in (TOPOLOGY_EMPTY, TOPOLOGY_YAML_EMPTY):
         return slurm_conf, EMPTY_TOPOLOGY
     if kind == TOPOLOGY_FLAT:
-        return flat(slurm_conf), None
+        return flat(slurm_conf, cluster.state.variant.slurm or ""), None
     return slurm_conf, tree
 
 
@@ -105,7 +112,7 @@ def break_slurm(cluster: ClusterHandle, kind: str, slurm: str) -> float:
     others = [n.name for n in cluster.layout.nodes if n.role in (COMPUTE, LOGIN) and cluster.namespaces.alive(n.name)]
     started = time.time()
     if kind in (TOPOLOGY_MISSING, TOPOLOGY_EMPTY, TOPOLOGY_FLAT):
-        written, tree = topology_as_written(cluster.workdir, conf, "")
+        written, tree = topology_as_written(cluster, conf, "")
         if written != conf:
             write(cluster, controller, f"{SLURM_ETC}/slurm.conf", written)
         topology = f"{SLURM_ETC}/{TOPOLOGY_CONF}"

@@ -160,14 +160,17 @@ def controller_plugstack(tree: Tree, directory: str) -> List[Finding]:
     if text is None or slurm is None:
         return []
     read = _reader(tree, directory)
-    wanted, added, refreshed = plugstack.inline(text, read) if conf.configless(slurm) else (text, [], [])
-    wanted, dropped, stuck = plugstack.dedupe(wanted, read)
+    wanted, added, _ = plugstack.inline(text, read) if conf.configless(slurm) else (text, [], [])
+    wanted = plugstack.dedupe(wanted, read)[0]
+    _, dropped, stuck = plugstack.dedupe(text, read)  # what the file loads twice now, not after copying
     found: List[Finding] = []
-    if added or refreshed:
-        detail = "includes by a path: {}".format(", ".join(added)) if added else "copied includes changed"
-        found.append(Finding(CONFIGLESS_INCLUDE, path, detail, wanted, refresh=not added))
-    if dropped:
-        found.append(Finding(PYXIS_TWICE, path, "Pyxis registered again by: {}".format("; ".join(dropped)), wanted))
+    if wanted != text:
+        if added or not dropped:  # not added: a copy refreshed from its changed file
+            detail = "includes by a path: {}".format(", ".join(added)) if added else "a copied include's file changed"
+            found.append(Finding(CONFIGLESS_INCLUDE, path, detail, wanted, refresh=not added))
+        if dropped:
+            detail = "Pyxis registered again by: {}".format("; ".join(dropped))
+            found.append(Finding(PYXIS_TWICE, path, detail, wanted))
     if stuck:
         detail = "Pyxis registered again in {}, among other plug-ins".format(", ".join(stuck))
         found.append(Finding(PYXIS_TWICE, path, detail))

@@ -32,7 +32,7 @@ LOG_FILE = "/var/log/hyperpod-cdk/slurm-guard.log"
 """Where the guard logs without systemd (with systemd: the journal of its unit)."""
 PROCESS_NAME = "hpcdk-guard"
 """The guard's ``/proc/<pid>/comm`` (what :mod:`training_runtime.services` checks its pid file against)."""
-SETTLE_S = 3.0
+SETTLE_S = 1.0
 """Quiet seconds after a change before the guard checks (a writer's files land together)."""
 MAX_SETTLE_S = 15.0
 """A directory that never goes quiet is checked after this long anyway."""
@@ -88,6 +88,8 @@ class Guard:
             if finding.content is None or not repairs(finding.check, self.role):
                 problems[finding.check] = finding.detail
                 continue
+            if finding.path not in written and self.tree.read(finding.path) == finding.content:
+                continue  # nothing to write: a repair that changes nothing is none (and starts no loop of events)
             if finding.path not in written and not finding.refresh and self.given_up(finding.path, now):
                 problems[finding.check] = finding.detail
                 problems[FIGHT] = "{} repaired {} times within the hour; left as it is".format(
