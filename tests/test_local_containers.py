@@ -199,7 +199,7 @@ def test_a_second_pyxis_registration_is_commented_out_and_the_amis_kept(cluster:
     text = run(cluster, CONTROLLER, "cat", ETC + "/plugstack.conf")
     loading = [line for line in text.splitlines() if conf.loads_pyxis(line)]
     assert loading == [ami.PYXIS_CONF.strip()], text
-    assert text.index(loading[0]) < text.index(plugstack.DUPLICATE.split(":")[0]), "the first one, the AMI's, stays"
+    assert text.index(loading[0]) < text.index(plugstack.DUPLICATE.format("")), "the first one, the AMI's, stays"
     assert run(cluster, CONTROLLER, "cat", breakage.PYXIS_INCLUDE) == ami.PYXIS_CONF, "the AMI's file is untouched"
     assert eventually(cluster, WORKER, "/var/spool/slurmd/conf-cache/plugstack.conf", text) == text
 

@@ -105,8 +105,9 @@ def wait_repair(
 
 def sbatch(cluster: ClusterHandle, node: str) -> Submitted:
     result = cluster.exec(node, ["sbatch", "--wrap", "true"], timeout=120)
-    lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
-    return Submitted(result.returncode, lines[-1] if lines else "")
+    submitted = [line for line in result.stdout.splitlines() if line.startswith("Submitted batch job")]
+    errors = [line for line in result.stderr.splitlines() if line.strip()]
+    return Submitted(result.returncode, (submitted or errors or [""])[-1])
 
 
 def drill(cluster: ClusterHandle, kind: str, check: str, submit_on: str | None = None) -> GuardDrill:
