@@ -54,7 +54,8 @@ def sample(cluster: LocalCluster, node: str) -> tuple[float, int]:
 
 
 def restart_guard(cluster: LocalCluster, node: str) -> None:
-    script = f"kill $(cat {PID_FILE}); while [ -e /proc/$(cat {PID_FILE}) ]; do sleep 0.1; done; {GUARD_PROGRAM} --daemon"
+    wait = f"while [ -e /proc/$(cat {PID_FILE}) ]; do sleep 0.1; done"
+    script = f"kill $(cat {PID_FILE}); {wait}; {GUARD_PROGRAM} --daemon"
     cluster.exec(node, ["sh", "-c", script], timeout=60)
     time.sleep(1.0)
 
