@@ -4,14 +4,15 @@ their queries against and the local cluster's end-to-end test checks Prometheus 
 ``METRICS`` is keyed by exporter: ``node`` (node_exporter, the names the dashboards use, plus Prometheus'
 own ``up``), ``slurm`` (our collector), ``dcgm`` (the counters written to dcgm-exporter's CSV, generated
 here), ``neuron`` (neuron-monitor's Prometheus bridge), ``efa`` (our collector) and ``scaler`` (the capacity
-scaler on the controller, :mod:`.scaler`).
+scaler on the controller, :mod:`.scaler`), ``cost`` and ``guard`` (the Slurm guard on every HyperPod node,
+:mod:`.guard`).
 """
 
 from __future__ import annotations
 
 from typing import Dict, FrozenSet, Tuple
 
-from training_runtime.metrics import cost, efa, scaler, slurm
+from training_runtime.metrics import cost, efa, guard, scaler, slurm
 
 NODE_METRICS = (
     "node_cpu_seconds_total",
@@ -54,6 +55,7 @@ METRICS: Dict[str, Tuple[str, ...]] = {
     "efa": efa.METRIC_NAMES,
     "scaler": scaler.METRIC_NAMES,
     "cost": cost.METRIC_NAMES,
+    "guard": guard.METRIC_NAMES,
 }
 ALL_METRICS: FrozenSet[str] = frozenset(name for names in METRICS.values() for name in names)
 
