@@ -169,17 +169,23 @@ def test_the_stat_poll_notices_a_change(tmp_path: Path) -> None:
 
 
 class OneChange:
+    """A watch that sees one change, then nothing: each wait takes its whole timeout on a fake clock."""
+
     kind = "test"
 
     def __init__(self) -> None:
         self.waits: list[float] = []
+        self.now = 0.0
 
     def watch(self, directories: list[str]) -> None:
         self.directories = directories
 
     def wait(self, timeout: float) -> bool:
         self.waits.append(timeout)
-        return len(self.waits) == 1
+        if len(self.waits) == 1:
+            return True
+        self.now += timeout
+        return False
 
     def close(self) -> None:
         pass
@@ -187,12 +193,28 @@ class OneChange:
 
 def test_the_loop_checks_at_start_after_a_settled_change_and_on_its_period(tmp_path: Path) -> None:
     made, _ = guard(tmp_path)
-    checked: list[int] = []
-    made.check = lambda: checked.append(1) or []  # type: ignore[method-assign]
+    checked: list[float] = []
     watcher = OneChange()
-    serve(made, watcher, settle_s=3.0, recheck_s=60.0, stop=lambda: len(checked) >= 3)
-    assert len(checked) == 3, "start, the change, the period"
-    assert watcher.waits[1] == 3.0 and watcher.waits[2] <= 60.0
+    made.check = lambda: checked.append(watcher.now) or []  # type: ignore[method-assign]
+    serve(made, watcher, settle_s=3.0, recheck_s=60.0, clock=lambda: watcher.now, stop=lambda: len(checked) >= 3)
+    assert checked == [0.0, 3.0, 60.0], "at start, once the change settled, a minute after the start"
+
+
+def test_an_event_that_does_not_matter_wakes_the_loop_but_checks_nothing(tmp_path: Path) -> None:
+    made, _ = guard(tmp_path)
+    checked: list[float] = []
+    made.check = lambda: checked.append(1) or []  # type: ignore[method-assign]
+    woken: list[float] = []
+
+    class Irrelevant(OneChange):
+        def wait(self, timeout: float) -> bool:
+            woken.append(timeout)
+            self.now += 1.0  # woken early, by an entry the watch filters out
+            return False
+
+    watcher = Irrelevant()
+    serve(made, watcher, recheck_s=60.0, clock=lambda: watcher.now, stop=lambda: len(woken) >= 30)
+    assert checked == [1], "only the start's check: thirty wake-ups in thirty seconds, none due"
 
 
 def test_the_command_line_dry_run_reports_and_changes_nothing(tmp_path: Path) -> None:
@@ -210,10 +232,14 @@ def test_the_daemon_repairs_within_seconds_of_a_rewrite(tmp_path: Path) -> None:
     touch(tmp_path, f"{ETC}/slurm.conf", "ClusterName=c\n")
     made, said = guard(tmp_path)
     done = threading.Event()
-    thread = threading.Thread(target=serve, args=(made, watch.Inotify()), kwargs={"settle_s": 0.2, "stop": done.is_set})
+    kwargs = {"settle_s": 0.2, "recheck_s": 60.0, "stop": done.is_set}  # a repair within 10 s is the watch's
+    thread = threading.Thread(target=serve, args=(made, watch.Inotify()), kwargs=kwargs)
     thread.start()
     try:
-        time.sleep(0.3)
+        deadline = time.monotonic() + 10
+        while not (tmp_path / "prom" / GUARD_TEXTFILE).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)  # the first check is done: what follows is the watch's, not the start's
+        time.sleep(0.2)
         touch(tmp_path, f"{ETC}/slurm.conf", BROKEN_TREE)  # the agent turns topology on without a tree
         deadline = time.monotonic() + 10
         while not said.events("guard_repair") and time.monotonic() < deadline:

@@ -163,6 +163,8 @@ def serve(
         if guard.push_pending:
             timeout = min(timeout, RETRY_S)
         changed = watcher.wait(timeout)
+        if not changed and clock() < due and not guard.push_pending:
+            continue  # woken by an entry that does not matter (a job's spool directory beside the conf-cache)
         if changed:
             settled_by = clock() + MAX_SETTLE_S
             while watcher.wait(min(settle_s, max(settled_by - clock(), 0.0))) and clock() < settled_by:

@@ -16,7 +16,7 @@ import os
 import select
 import struct
 import time
-from typing import Callable, Dict, List, Optional, Protocol, Tuple
+from typing import Callable, Dict, FrozenSet, List, Optional, Protocol, Tuple
 
 IN_MODIFY, IN_ATTRIB, IN_CLOSE_WRITE = 0x2, 0x4, 0x8
 IN_MOVED_FROM, IN_MOVED_TO, IN_CREATE, IN_DELETE = 0x40, 0x80, 0x100, 0x200
@@ -30,8 +30,8 @@ EVENT = struct.Struct("iIII")
 POLL_S = 5.0
 """The stat poll's period where inotify is not available."""
 
-Target = Tuple[str, Optional[str]]
-"""(directory to watch, the one entry name that matters in it, or None for every entry)."""
+Target = Tuple[str, Optional[FrozenSet[str]]]
+"""(directory to watch, the entry names that matter in it, or None for every entry)."""
 
 
 class Watcher(Protocol):
@@ -47,15 +47,18 @@ class Watcher(Protocol):
 
 
 def targets(directories: List[str]) -> List[Target]:
-    """Each directory, or for one that does not exist its nearest existing parent and the name leading down."""
-    found: List[Target] = []
+    """Each directory, or for one that does not exist its nearest existing parent and the name leading down; one
+    target per directory watched (inotify gives one watch per inode, whoever asks)."""
+    names: Dict[str, Optional[FrozenSet[str]]] = {}
     for directory in directories:
         path, name = os.path.normpath(directory), None
         while not os.path.isdir(path) and path != os.path.dirname(path):
             path, name = os.path.dirname(path), os.path.basename(path)
-        if (path, name) not in found:
-            found.append((path, name))
-    return found
+        if name is None or (path in names and names[path] is None):
+            names[path] = None
+        else:
+            names[path] = (names.get(path) or frozenset()) | {name}
+    return list(names.items())
 
 
 class Inotify:
@@ -108,7 +111,7 @@ class Inotify:
                     if mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF):
                         self.watches.pop(descriptor, None)
                     changed = True
-                elif target is not None and (target[1] is None or target[1] == name):
+                elif target is not None and (target[1] is None or name in target[1]):
                     changed = True
 
     def close(self) -> None:
@@ -127,7 +130,7 @@ class StatPoll:
 
     def _signature(self) -> Dict[str, object]:
         found: Dict[str, object] = {}
-        for directory, name in self.directories:
+        for directory, name in self.directories:  # name: the entries that matter (None: all)
             try:
                 entries = sorted(os.scandir(directory), key=lambda e: e.name)
             except OSError:
@@ -135,7 +138,7 @@ class StatPoll:
                 continue
             signature = []
             for entry in entries:
-                if name is None or entry.name == name:
+                if name is None or entry.name in name:
                     try:
                         info = entry.stat(follow_symlinks=True)
                     except OSError:
