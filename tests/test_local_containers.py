@@ -173,16 +173,18 @@ def test_a_topology_left_without_a_tree_gets_one_switch_and_hyperpods_own_tree_i
         DRILLS.append(result)
         assert result.seconds < drill_guard.REPAIR_TIMEOUT_S and result.after.accepted, result
         assert run(cluster, CONTROLLER, "cat", TREE) == checks.flat_tree([cluster.slurm_name(WORKER)])
-    healed_at = time.time()
     breakage.heal(cluster)  # HyperPod writes its own tree again: the guard leaves it as it is
+    healed_at = time.time()  # a check after this one saw every file heal wrote
     drill_guard.wait_checked(cluster, CONTROLLER, healed_at)
-    assert run(cluster, CONTROLLER, "cat", TREE) == hyperpod_files.topology_conf(cluster.layout, cluster.state.variant.naming)
+    hyperpods = hyperpod_files.topology_conf(cluster.layout, cluster.state.variant.naming)
+    assert run(cluster, CONTROLLER, "cat", TREE) == hyperpods
     assert repairs_since(cluster, CONTROLLER, healed_at) == []
     assert drill_guard.sbatch(cluster, CONTROLLER).accepted
 
 
 def test_topology_turned_off_by_the_operator_is_left_alone(cluster: LocalCluster) -> None:
-    off_at = breakage.break_slurm(cluster, breakage.TOPOLOGY_FLAT, cluster.state.variant.slurm or "")
+    breakage.break_slurm(cluster, breakage.TOPOLOGY_FLAT, cluster.state.variant.slurm or "")
+    off_at = time.time()  # a check after this one saw both files
     drill_guard.wait_checked(cluster, CONTROLLER, off_at)
     assert cluster.exec(CONTROLLER, ["test", "-e", TREE]).returncode != 0, "the guard wrote a topology.conf"
     plugin = breakage.off_plugin(cluster.state.variant.slurm or "")

@@ -131,13 +131,13 @@ def break_slurm(cluster: ClusterHandle, kind: str, slurm: str) -> float:
         for name in others:
             run(cluster, name, "rm", "-f", PYXIS_INCLUDE)
         write(cluster, controller, f"{SLURM_ETC}/plugstack.conf", f"include {PYXIS_INCLUDE}\n")
-    run(cluster, controller, "sh", "-c", "setsid scontrol reconfigure >/dev/null 2>&1 </dev/null &")
+    reconfigure(cluster, controller)
     return started
 
 
 def heal(cluster: ClusterHandle) -> None:
     """The agent writes HyperPod's files its normal way again: slurm.conf and topology.conf as at ``up`` (the same
-    functions), no topology.yaml; then slurmctld re-reads them."""
+    functions), no topology.yaml; then slurmctld is asked to re-read them (:func:`reconfigure`)."""
     (cluster.workdir / RECORD).unlink(missing_ok=True)
     controller = cluster.layout.controllers[0].name
     topology = cluster.state.variant.automatic_topology
@@ -150,7 +150,13 @@ def heal(cluster: ClusterHandle) -> None:
     else:
         write(cluster, controller, path, tree)
     run(cluster, controller, "rm", "-f", f"{SLURM_ETC}/topology.yaml")
-    run(cluster, controller, "scontrol", "reconfigure")
+    reconfigure(cluster, controller)
+
+
+def reconfigure(cluster: ClusterHandle, controller: str) -> None:
+    """``scontrol reconfigure`` in the background, as HyperPod's agent asks for it: the caller does not wait (over a
+    missing topology.conf slurmctld would not answer for up to a minute)."""
+    run(cluster, controller, "sh", "-c", "setsid scontrol reconfigure >/dev/null 2>&1 </dev/null &")
 
 
 def read(cluster: ClusterHandle, node: str, path: str) -> str:
