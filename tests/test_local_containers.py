@@ -26,6 +26,8 @@ import time
 import pytest
 
 from hyperpod_local import LocalCluster, LocalClusterError, ami, breakage, drill_guard, hyperpod_files
+from hyperpod_local.control_plane.model import Group
+from hyperpod_local.control_plane.nodes import LocalClusterBackend
 from hyperpod_local.plan import UpOptions
 from local_support import requires_hyperpod_platform, variant
 from training_runtime.guard import checks, conf, plugstack, table
@@ -165,7 +167,7 @@ def repairs_since(cluster: LocalCluster, node: str, since: float) -> list[dict[s
     return drill_guard.guard_events(cluster, node, "guard_repair", since)
 
 
-def test_a_topology_left_without_a_tree_gets_one_switch_and_hyperpods_own_tree_is_left_alone(
+def test_a_topology_left_without_a_tree_gets_one_switch_that_follows_the_nodes_and_hyperpods_own_tree_is_left(
     cluster: LocalCluster,
 ) -> None:
     for kind in (breakage.TOPOLOGY_EMPTY, breakage.TOPOLOGY_MISSING):
@@ -173,6 +175,17 @@ def test_a_topology_left_without_a_tree_gets_one_switch_and_hyperpods_own_tree_i
         DRILLS.append(result)
         assert result.seconds < drill_guard.REPAIR_TIMEOUT_S and result.after.accepted, result
         assert run(cluster, CONTROLLER, "cat", TREE) == checks.flat_tree([cluster.slurm_name(WORKER)])
+    # Topology on and off as nodes join and leave, while the agent still writes no tree: the guard's tree follows.
+    backend = LocalClusterBackend(cluster.workdir, LocalCluster.open)
+    workers = Group("workers", "Compute", "ml.c5.xlarge", 2, "", {})
+    joined = backend.allocate(workers)
+    backend.boot(workers, joined)
+    both = [cluster.slurm_name(WORKER), LocalCluster.open(cluster.workdir).slurm_name(joined.name)]
+    assert eventually(cluster, CONTROLLER, TREE, checks.flat_tree(both)) == checks.flat_tree(both)
+    assert drill_guard.sbatch(cluster, CONTROLLER).accepted
+    backend.terminate(joined)
+    one = checks.flat_tree([cluster.slurm_name(WORKER)])
+    assert eventually(cluster, CONTROLLER, TREE, one) == one
     breakage.heal(cluster)  # HyperPod writes its own tree again: the guard leaves it as it is
     healed_at = time.time()  # a check after this one saw every file heal wrote
     drill_guard.wait_checked(cluster, CONTROLLER, healed_at)
