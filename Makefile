@@ -183,7 +183,7 @@ docs: setup schema
 	$(PYTHON) -m hyperpod_cdk.rules > docs/rules.md
 	cp node_modules/aws-cdk/lib/init-templates/.recommended-feature-flags.json src/hyperpod_cdk/data/recommended-feature-flags.json
 	cp package-lock.json src/hyperpod_cdk/data/cdk-cli-lock.json
-	$(PYTHON) scripts/gen_runtime_options_doc.py && $(PYTHON) scripts/gen_update_policies_doc.py && $(PYTHON) scripts/gen_construct_reference.py && $(PYTHON) scripts/gen_parameters_example.py && $(PYTHON) scripts/gen_module_index.py && $(PYTHON) scripts/gen_step_list.py && $(PYTHON) scripts/gen_local_commands.py && $(PYTHON) scripts/gen_plan_example.py && $(PYTHON) scripts/gen_operator_permissions.py
+	$(PYTHON) scripts/gen_runtime_options_doc.py && $(PYTHON) scripts/gen_update_policies_doc.py && $(PYTHON) scripts/gen_construct_reference.py && $(PYTHON) scripts/gen_parameters_example.py && $(PYTHON) scripts/gen_module_index.py && $(PYTHON) scripts/gen_step_list.py && $(PYTHON) scripts/gen_local_commands.py && $(PYTHON) scripts/gen_plan_example.py && $(PYTHON) scripts/gen_operator_permissions.py && $(PYTHON) scripts/gen_guard_table.py
 	$(PYTHON) scripts/gen_dashboards.py
 	$(PYTHON) scripts/gen_hyperpod_facts.py
 	$(PYTHON) scripts/gen_slurm_security.py

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from training_runtime.guard import table as guard_table
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -202,6 +204,15 @@ def test_the_step_module_list_names_every_module_of_the_steps_package() -> None:
     listed = re.findall(r"^\| `(\w+\.py)` \|", generator.block(), flags=re.MULTILINE)
     on_disk = sorted(p.name for p in (ROOT / "src" / "training_runtime" / "steps").glob("*.py"))
     assert listed == on_disk and len(on_disk) > 20
+
+
+def test_the_slurm_guard_table_is_current_and_is_the_codes_table() -> None:
+    """What the guard repairs and leaves is one definition (training_runtime.guard.table), rendered into the doc."""
+    generator = _script("gen_guard_table")
+    text = generator.DOC.read_text()
+    assert generator.updated(text) == text, "docs/node-runtime.md is stale: run scripts/gen_guard_table.py"
+    rows = re.findall(r"^\| `([a-z-]+)` \|", generator.block(), flags=re.MULTILINE)
+    assert rows == [rule.check for rule in guard_table.RULES]
 
 
 def test_a_generated_block_ends_at_its_own_end_marker() -> None:

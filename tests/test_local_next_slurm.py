@@ -13,7 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from hyperpod_local import LocalCluster, breakage, drill_guard
 from local_support import cpu_cluster
+from training_runtime.groups import COMPUTE
+from training_runtime.guard import checks, table
 from training_runtime.node import GENERIC, HYPERPOD
 
 NEXT = "26.05"
@@ -51,7 +54,26 @@ def test_the_runtime_brings_up_slurms_next_major_and_a_two_node_job_runs(platfor
         dbd_log = cluster.exec(controller, ["cat", "/var/log/slurm/slurmdbd.log"]).stdout
         assert "innodb_snapshot_isolation is enabled" not in dbd_log, dbd_log
 
+        if platform == HYPERPOD:  # Slurm 25.11's empty topology.yaml, which 24.11 never reads (issue #43)
+            guard_repairs_an_empty_topology_yaml(cluster)
+
         python = cluster.exec(controller, ["python3", "-W", "error", "-c", IMPORT_EVERYTHING], cwd="/opt/ml/lifecycle")
         assert python.returncode == 0, python.stderr
         major, minor, modules = map(int, python.stdout.split())
         assert (major, minor) >= (3, 14) and modules > 50, python.stdout
+
+
+def guard_repairs_an_empty_topology_yaml(cluster: LocalCluster) -> None:
+    """HyperPod's 25.11 breakage (an empty topology.yaml, the compute partitions tagged ``Topology=tree``) on the
+    Slurm that reads topology.yaml: the Slurm guard gives each tag a flat topology, jobs run in a tagged partition,
+    and slurm.conf keeps HyperPod's tags (the guard never edits it)."""
+    controller = cluster.layout.controller.name
+    result = drill_guard.drill(cluster, breakage.TOPOLOGY_YAML_EMPTY, table.TOPOLOGY_YAML)
+    assert result.seconds < drill_guard.REPAIR_TIMEOUT_S and result.after.accepted, result
+    assert cluster.exec(controller, ["cat", "/opt/slurm/etc/topology.yaml"]).stdout == checks.flat_yaml(["tree"])
+    partition = next(g.partition or g.name for g in cluster.layout.groups if g.role == COMPUTE)
+    slurm_conf = cluster.exec(controller, ["cat", "/opt/slurm/etc/slurm.conf"]).stdout
+    assert any(line.startswith(f"PartitionName={partition} ") and line.endswith(" Topology=tree")
+               for line in slurm_conf.splitlines()), "HyperPod's tag is left in slurm.conf"  # fmt: skip
+    job = cluster.exec(controller, ["srun", "-p", partition, "-N1", "hostname"], timeout=120)
+    assert job.returncode == 0, job.stdout + job.stderr

@@ -37,7 +37,7 @@ def test_the_emulator_runs_without_aws_cdk_or_jsii() -> None:
     assert result.stdout.split()[0] == "cpu-cluster"
 
 
-COMMANDS = ["up", "control-plane", "exec", "crash", "boot", "reboot", "bootstrap", "replace", "status", "down"]
+COMMANDS = ["up", "control-plane", "exec", "crash", "boot", "reboot", "bootstrap", "replace", "break", "status", "down"]
 """The emulator's commands, in its parser's order (hyperpod-local/README.md lists them, generated)."""
 
 

@@ -40,6 +40,8 @@ from iam_support import group_roles
 from support import ROOT, fast_app, template_of, uploaded_files
 from training_runtime.health.results import LOGIN_REASON_START
 from training_runtime.log import FAILURE_MARKER
+from training_runtime.metrics import guard as guard_metrics
+from training_runtime.metrics.catalog import ALL_METRICS
 from training_runtime.params import OUR_KEY, ProvisioningParameters
 
 WORKSPACE = "arn:aws:aps:us-west-2:111122223333:workspace/ws-12345678-abcd-1234-abcd-123456789012"
@@ -390,6 +392,17 @@ def test_the_alert_rules_select_this_cluster_and_use_the_contract_metrics() -> N
     assert states is not None and {"drain", "down", "fail"} <= set(states.group(1).split("|"))
     # A HyperPod login node drained to keep batch jobs off it (HyperPod's dev partition) is not a fault.
     assert f'reason!~"{LOGIN_REASON_START}.*"' in exprs["NodeUnavailable"]
+
+
+def test_the_slurm_guard_alarms_on_each_repair_on_what_it_only_reports_and_on_its_silence() -> None:
+    """Each repair is alarmable (issue #43): the guard's metrics, by their names in the runtime's catalog."""
+    (group,) = yaml.safe_load(rule_groups_yaml("team-a"))["groups"]
+    rules = {r["alert"]: r for r in group["rules"]}
+    assert rules["SlurmGuardRepaired"]["expr"] == f'increase({guard_metrics.REPAIRS}{{cluster="team-a"}}[15m]) > 0'
+    assert rules["SlurmGuardProblem"]["expr"] == f'{guard_metrics.PROBLEM}{{cluster="team-a"}} == 1'
+    assert rules["SlurmGuardProblem"]["labels"]["severity"] == "critical"
+    assert rules["SlurmGuardSilent"]["expr"].startswith(f'time() - {guard_metrics.HEARTBEAT}{{cluster="team-a"}} > ')
+    assert set(guard_metrics.METRIC_NAMES) <= ALL_METRICS
 
 
 # --- Grafana and the organization's key ---------------------------------------------------------------------------

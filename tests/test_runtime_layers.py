@@ -29,6 +29,7 @@ BOOTSTRAP = ("training_runtime.plan", "training_runtime.steps", "training_runtim
         "training_runtime.spot",  # the Spot watcher, a daemon that runs for the node's life
         "training_runtime.metrics.collect",  # the metrics collector's loop
         "training_runtime.imds_guard",  # the metadata service's rules, put back at every boot
+        "training_runtime.guard.__main__",  # the Slurm guard, a daemon that runs for the node's life
     ],
 )
 def test_job_time_tools_do_not_load_bootstrap_machinery(module: str) -> None:

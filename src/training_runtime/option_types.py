@@ -57,8 +57,8 @@ class OptionsError(InputError):
 @dataclass(frozen=True)
 class SlurmOptions:
     """Failure detection and requeue, written into the slurm.conf the runtime renders (generic platform
-    only: on HyperPod's AMI HyperPod writes slurm.conf, and only ``health_check_interval`` and
-    ``login_node_jobs`` apply). The
+    only: on HyperPod's AMI HyperPod writes slurm.conf, and only ``health_check_interval``,
+    ``login_node_jobs``, ``version`` and ``guard`` apply). The
     defaults are Slurm's except ``return_to_service`` (2; Slurm's is 0) and ``health_check_interval``
     (300 s; Slurm's 0 runs no health check)."""
 
@@ -96,6 +96,13 @@ class SlurmOptions:
     (``/opt/slurm-<version>`` behind the ``/opt/slurm`` link). Null keeps the AMI's default. Lifecycle-driven mode
     only: the runtime switches the link before any Slurm daemon starts; in api-driven mode HyperPod starts Slurm
     before the script runs, so the config is refused (docs/node-runtime.md, "Slurm major")."""
+    guard: bool = True
+    """HyperPod only. The Slurm guard, a service on every node: within seconds of HyperPod's agent (or its AMI, or a
+    lifecycle script) leaving Slurm's files in a known-broken state (a topology plugin without a topology, Pyxis
+    loaded twice, a plugstack include configless nodes never get) it repairs the ones with a safe repair and reports
+    the others, each logged, counted as a metric and alarmed (docs/node-runtime.md, "The Slurm guard", has the table
+    of what it repairs and what it leaves). ``false``: not installed, and stopped where an earlier bootstrap
+    started it."""
 
 
 @dataclass(frozen=True)

@@ -112,6 +112,17 @@ def enable(node: Node, daemon: Daemon) -> None:
     write_file(node, ENABLED_DAEMONS, json.dumps(records, indent=2) + "\n", mode=0o644)
 
 
+def disable(node: Node, daemon: Daemon) -> None:
+    """Drop ``daemon`` from :data:`ENABLED_DAEMONS` (no systemd), as ``systemctl disable`` would."""
+    try:
+        daemons = enabled_daemons(read_text(node, ENABLED_DAEMONS))
+    except ValueError:
+        return
+    kept = [d for d in daemons if d.unit != daemon.unit]
+    if len(kept) != len(daemons):
+        write_file(node, ENABLED_DAEMONS, json.dumps([daemon_record(d) for d in kept], indent=2) + "\n", mode=0o644)
+
+
 BOOT_COMMANDS = STATE_DIR + "/boot-commands.json"
 """Without systemd: the one-shot commands the runtime enabled, as ``{"unit": ..., "argv": [...]}`` objects, first
 enabled first, as ``systemctl enable`` keeps a ``Type=oneshot`` unit; whatever boots the node runs them before the

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from hyperpod_cdk.core.errors import ConfigurationError
-from hyperpod_local import LocalCluster, LocalClusterError, NamespaceError
+from hyperpod_local import LocalCluster, LocalClusterError, NamespaceError, breakage
 from hyperpod_local.control_plane import cli as control_plane_cli
 from hyperpod_local.layout import DEFAULT_MAX_PER_GROUP, DEFAULT_MAX_WORKERS, DEFAULT_SUBNET
 from hyperpod_local.namespaces import DEFAULT_PREFIX
@@ -147,6 +147,15 @@ def add_commands(local: argparse.ArgumentParser) -> None:
     with_workdir(
         sub.add_parser("replace", help="replace NODE as HyperPod does: a fresh instance, same name, lifecycle script")
     ).add_argument("node")
+    breaking = with_workdir(
+        sub.add_parser(
+            "break",
+            help="write Slurm's files broken the way HyperPod broke them in 2026 (the Slurm guard's drills), or with "
+            "--heal the agent's normal ones again",
+        )
+    )
+    breaking.add_argument("kind", nargs="?", choices=breakage.KINDS, help="the broken state (docs/local-cluster.md)")
+    breaking.add_argument("--heal", action="store_true", help="write HyperPod's normal slurm.conf and topology again")
     status = with_workdir(sub.add_parser("status", help="nodes, addresses, alive, sinfo"))
     status.add_argument("--json", action="store_true", help="print JSON")
     down = with_workdir(sub.add_parser("down", help="remove every node; delete the work directory's content"))
@@ -209,6 +218,17 @@ def run(args: argparse.Namespace) -> int:
                 say(f"error: the lifecycle script failed on the replacement of {args.node} (exit {code})")
                 return 1
             say(f"node {args.node} replaced (a fresh disk, its lifecycle script run)")
+            return 0
+        if args.local_command == "break":
+            if args.heal == (args.kind is not None):
+                say("error: give a kind to write, or --heal, not both: hyperpod-local break KIND | --heal")
+                return 2
+            if args.heal:
+                breakage.heal(cluster)
+                say("HyperPod's slurm.conf and topology files written the normal way again")
+                return 0
+            breakage.break_slurm(cluster, args.kind, cluster.state.variant.slurm or "")
+            say(f"{args.kind} written on cluster {cluster.layout.cluster_name}; slurmctld asked to re-read it")
             return 0
         if args.local_command == "status":
             report = cluster.status()

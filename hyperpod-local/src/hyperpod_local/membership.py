@@ -26,7 +26,7 @@ import dataclasses
 import ipaddress
 import json
 
-from hyperpod_local import hyperpod_files
+from hyperpod_local import breakage, hyperpod_files
 from hyperpod_local.layout import (
     FIRST_HOST_INDEX,
     LayoutError,
@@ -83,6 +83,7 @@ def publish(cluster: ClusterHandle) -> None:
     topology = cluster.state.variant.automatic_topology
     conf = hyperpod_files.slurm_conf(layout, naming, topology=topology)
     tree = hyperpod_files.topology_conf(layout, naming) if topology else None
+    conf, tree = breakage.topology_as_written(cluster, conf, tree)  # a drill's broken agent, if any
     alive = [n for n in layout.nodes if cluster.namespaces.alive(n.name)]
     for node in alive:
         if node in layout.controllers:

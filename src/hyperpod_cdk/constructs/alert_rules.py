@@ -13,6 +13,7 @@ import yaml
 
 from training_runtime.health.results import LOGIN_REASON_START
 from training_runtime.log import FAILURE_MARKER
+from training_runtime.metrics import guard as guard_metrics
 from training_runtime.metrics import security as security_metrics
 from training_runtime.metrics import slurm as slurm_metrics
 
@@ -26,6 +27,12 @@ SECURITY_DOC = "docs/operations.md, Slurm security releases"
 CLUSTER_LABEL = "cluster"
 """Added to every series by the node's scrape configuration: the Slurm cluster name."""
 UNAVAILABLE_STATES = slurm_metrics.OUT_OF_SERVICE_STATES
+GUARD_REPAIRS = guard_metrics.REPAIRS
+GUARD_PROBLEM = guard_metrics.PROBLEM
+GUARD_HEARTBEAT = guard_metrics.HEARTBEAT
+GUARD_SILENT_S = 600
+"""The Slurm guard checks at least once a minute (training_runtime.guard.service.RECHECK_S): ten minutes without a
+check is a guard that stopped."""
 NOT_A_FAULT = LOGIN_REASON_START
 """The start of the drain reason a HyperPod login node gives itself to keep batch jobs off (it sits in HyperPod's
 ``dev`` partition; docs/node-runtime.md): drained on purpose, for good, so no alert."""
@@ -84,6 +91,28 @@ def alert_rules(cluster_name: str) -> list[AlertRule]:
             f'{SLURM_NODE_STATE}{{{selector},state=~"({states})[*~#!%$@^-]?",reason!~"{NOT_A_FAULT}.*"}} == 1',
             "10m",
             "Slurm node {{ $labels.node }} is {{ $labels.state }}: {{ $labels.reason }}",
+            severity="warning",
+        ),
+        AlertRule(
+            "SlurmGuardRepaired",
+            f"increase({GUARD_REPAIRS}{{{selector}}}[15m]) > 0",
+            "0m",
+            "The Slurm guard on {{ $labels.instance }} repaired {{ $labels.check }}: HyperPod's Slurm files were left "
+            "broken (docs/node-runtime.md, The Slurm guard)",
+            severity="warning",
+        ),
+        AlertRule(
+            "SlurmGuardProblem",
+            f"{GUARD_PROBLEM}{{{selector}}} == 1",
+            "5m",
+            "The Slurm guard on {{ $labels.instance }} finds {{ $labels.check }}, which it does not repair: its log "
+            "says what (docs/node-runtime.md, The Slurm guard)",
+        ),
+        AlertRule(
+            "SlurmGuardSilent",
+            f"time() - {GUARD_HEARTBEAT}{{{selector}}} > {GUARD_SILENT_S}",
+            "5m",
+            "The Slurm guard on {{ $labels.instance }} has not checked Slurm's files for 10 minutes (stopped?)",
             severity="warning",
         ),
         AlertRule(

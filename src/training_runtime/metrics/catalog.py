@@ -5,14 +5,14 @@ their queries against and the local cluster's end-to-end test checks Prometheus 
 own ``up``), ``slurm`` (our collector), ``dcgm`` (the counters written to dcgm-exporter's CSV, generated
 here), ``neuron`` (neuron-monitor's Prometheus bridge), ``efa`` (our collector), ``scaler`` (the capacity
 scaler on the controller, :mod:`.scaler`), ``cost`` and ``security`` (the collector's cost report and
-the Slurm security gate, :mod:`.security`).
+the Slurm security gate, :mod:`.security`) and ``guard`` (the Slurm guard on every HyperPod node, :mod:`.guard`).
 """
 
 from __future__ import annotations
 
 from typing import Dict, FrozenSet, Tuple
 
-from training_runtime.metrics import cost, efa, scaler, security, slurm
+from training_runtime.metrics import cost, efa, guard, scaler, security, slurm
 
 NODE_METRICS = (
     "node_cpu_seconds_total",
@@ -56,6 +56,7 @@ METRICS: Dict[str, Tuple[str, ...]] = {
     "scaler": scaler.METRIC_NAMES,
     "cost": cost.METRIC_NAMES,
     "security": security.METRIC_NAMES,
+    "guard": guard.METRIC_NAMES,
 }
 ALL_METRICS: FrozenSet[str] = frozenset(name for names in METRICS.values() for name in names)
 

@@ -14,6 +14,7 @@ from training_runtime.steps.billing import HyperPodBillingWeights
 from training_runtime.steps.configless import SLURMD_DROP_IN, ConfiglessPush, SlurmdConfServer
 from training_runtime.steps.containers import container_push_steps, container_steps
 from training_runtime.steps.daemon import RunningDaemon
+from training_runtime.steps.guard import guard_steps
 from training_runtime.steps.health import health_steps
 from training_runtime.steps.imds import imds_steps
 from training_runtime.steps.installed import InstalledRuntime
@@ -134,6 +135,7 @@ def steps_for(node: Node) -> List[Step]:
     if not node.is_controller:
         steps += pytorch_steps(node)
     steps += observability_steps(node)
+    steps += guard_steps(node)  # HyperPod: after Slurm runs and the metrics directory is there
     if not generic:  # what HyperPod's AMI set up before this script: found, reported (left alone), never overwritten
         steps.append(AmiSetup(tuple(u.name for u in users)))
     return steps

@@ -8,7 +8,9 @@ the plugin without the file breaks ``sbatch`` ("Requested topology configuration
 aws-samples/sample-physical-ai-scaffolding-kit PR #14), so the plan warns when it finds that, and when the file
 has no switch (a tree over no node: SchedMD/slurm ``src/plugins/topology/tree/switch_record.c``). The generic
 platform's renderer sets the plugin only together with a tree of at least one switch (``SlurmSettings.topology``;
-``render.topology_conf.automatic_topology`` gives None for a cluster with no Slurm node).
+``render.topology_conf.automatic_topology`` gives None for a cluster with no Slurm node). The plan only reports:
+the repairs, then and whenever HyperPod's agent rewrites the files later, are the Slurm guard's
+(:mod:`training_runtime.guard`, its table says which and why).
 """
 
 from __future__ import annotations
