@@ -16,6 +16,7 @@ disk, so a kill at any point leaves the previous complete checkpoint readable.
 ``torch`` is imported inside the functions that need it: the package imports on nodes without torch.
 """
 
+from training_runtime.checkpoint.budget import STAGING_SHARE_PERCENT, StagingBudget, StagingBudgetError, staging_fits
 from training_runtime.checkpoint.interrupt import CHECKPOINT_SIGNAL, StopRequest, any_rank, requeue_job
 from training_runtime.checkpoint.layout import (
     DCP,
@@ -47,11 +48,14 @@ __all__ = [
     "OLD",
     "POINTER",
     "REQUIRED_FILE",
+    "STAGING_SHARE_PERCENT",
     "STATE_FILE",
     "TMP",
     "TORCH_SAVE",
     "Checkpoint",
     "CheckpointError",
+    "StagingBudget",
+    "StagingBudgetError",
     "StopRequest",
     "any_rank",
     "complete_checkpoints",
@@ -61,5 +65,6 @@ __all__ = [
     "requeue_job",
     "save",
     "save_distributed",
+    "staging_fits",
     "step_name",
 ]
