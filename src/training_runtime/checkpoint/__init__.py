@@ -13,11 +13,17 @@ every data file), renames the directory to ``step_<N>`` (atomic within one file 
 not trust the pointer: :func:`latest` scans for the highest step whose manifest checks out against the files on
 disk, so a kill at any point leaves the previous complete checkpoint readable.
 
+:class:`AsyncCheckpointer` saves without stopping training: the trainer blocks only while its state is copied
+into host memory; a writer process writes and publishes it, first on a node-local tier, then on ``root``
+(docs/training.md, "Asynchronous, tiered checkpoints").
+
 ``torch`` is imported inside the functions that need it: the package imports on nodes without torch.
 """
 
+from training_runtime.checkpoint.async_save import POLICIES, SKIP, WAIT, AsyncCheckpointer
 from training_runtime.checkpoint.budget import STAGING_SHARE_PERCENT, StagingBudget, StagingBudgetError, staging_fits
 from training_runtime.checkpoint.interrupt import CHECKPOINT_SIGNAL, StopRequest, any_rank, requeue_job
+from training_runtime.checkpoint.jobs import STAGES, Breakpoints
 from training_runtime.checkpoint.layout import (
     DCP,
     DCP_METADATA,
@@ -27,6 +33,7 @@ from training_runtime.checkpoint.layout import (
     OLD,
     POINTER,
     REQUIRED_FILE,
+    SHARDS,
     STATE_FILE,
     TMP,
     TORCH_SAVE,
@@ -34,8 +41,12 @@ from training_runtime.checkpoint.layout import (
     CheckpointError,
     complete_checkpoints,
     latest,
+    shard_files,
     step_name,
 )
+from training_runtime.checkpoint.local_disk import has_instance_store, node_local_root
+from training_runtime.checkpoint.resume import Resumed
+from training_runtime.checkpoint.shards import state_bytes
 from training_runtime.checkpoint.torch_io import load, load_distributed, save, save_distributed
 
 __all__ = [
@@ -47,24 +58,36 @@ __all__ = [
     "MANIFEST",
     "OLD",
     "POINTER",
+    "POLICIES",
     "REQUIRED_FILE",
+    "SHARDS",
+    "SKIP",
+    "STAGES",
     "STAGING_SHARE_PERCENT",
     "STATE_FILE",
     "TMP",
     "TORCH_SAVE",
+    "WAIT",
+    "AsyncCheckpointer",
+    "Breakpoints",
     "Checkpoint",
     "CheckpointError",
+    "Resumed",
     "StagingBudget",
     "StagingBudgetError",
     "StopRequest",
     "any_rank",
     "complete_checkpoints",
+    "has_instance_store",
     "latest",
     "load",
     "load_distributed",
+    "node_local_root",
     "requeue_job",
     "save",
     "save_distributed",
+    "shard_files",
     "staging_fits",
+    "state_bytes",
     "step_name",
 ]

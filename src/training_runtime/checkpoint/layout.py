@@ -31,6 +31,11 @@ TORCH_SAVE = "torch.save"
 DCP = "dcp"
 
 
+SHARDS = "shards"
+"""The kind :class:`~training_runtime.checkpoint.AsyncCheckpointer` writes: one raw data file and one index per rank
+(``shard_<rank>.bin``, ``shard_<rank>.idx``); the manifest's ``ranks`` lists the ranks whose shards it holds."""
+
+
 REQUIRED_FILE = {TORCH_SAVE: STATE_FILE, DCP: DCP_METADATA}
 
 
@@ -57,6 +62,11 @@ class Checkpoint:
     step: int
     path: Path
     manifest: Dict[str, Any]
+
+
+def shard_files(rank: int) -> Tuple[str, str]:
+    """(data file, index file) of one rank's shard in a :data:`SHARDS` checkpoint."""
+    return "shard_{:05d}.bin".format(rank), "shard_{:05d}.idx".format(rank)
 
 
 def step_name(step: int) -> str:
@@ -121,8 +131,9 @@ def _inspect(path: Path, step: int) -> Tuple[Optional[Dict[str, Any]], str]:
         return None, "{} says step {!r}, the directory name says {}".format(MANIFEST, manifest.get("step"), step)
     kind = manifest.get("kind")
     files = manifest.get("files")
-    if kind not in REQUIRED_FILE or not isinstance(files, dict) or REQUIRED_FILE[kind] not in files:
-        return None, "{} has kind {!r} and does not list its required file".format(MANIFEST, kind)
+    required = _required_files(manifest)
+    if required is None or not isinstance(files, dict) or not all(name in files for name in required):
+        return None, "{} has kind {!r} and does not list its required files".format(MANIFEST, kind)
     for name, size in files.items():
         if not _safe_relative(name) or isinstance(size, bool) or not isinstance(size, int):
             return None, "{} lists {!r} with size {!r}".format(MANIFEST, name, size)
@@ -135,6 +146,19 @@ def _inspect(path: Path, step: int) -> Tuple[Optional[Dict[str, Any]], str]:
     return manifest, ""
 
 
+def _required_files(manifest: Dict[str, Any]) -> Optional[List[str]]:
+    """The files a manifest of its kind must list; None for an unknown kind or a shard manifest without ranks."""
+    kind = manifest.get("kind")
+    if kind in REQUIRED_FILE:
+        return [REQUIRED_FILE[kind]]
+    ranks = manifest.get("ranks")
+    if kind != SHARDS or not isinstance(ranks, list) or not ranks:
+        return None
+    if not all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in ranks):
+        return None
+    return [name for rank in ranks for name in shard_files(rank)]
+
+
 def _verified(checkpoint: Checkpoint, kind: str) -> Dict[str, Any]:
     manifest, problem = _inspect(checkpoint.path, checkpoint.step)
     if manifest is None:
@@ -144,7 +168,7 @@ def _verified(checkpoint: Checkpoint, kind: str) -> Dict[str, Any]:
             )
         )
     if manifest["kind"] != kind:
-        other = "load_distributed()" if manifest["kind"] == DCP else "load()"
+        other = {DCP: "load_distributed()", TORCH_SAVE: "load()"}.get(manifest["kind"], "AsyncCheckpointer.resume()")
         raise CheckpointError(
             "{} was written with {}; read it with {}".format(checkpoint.path, manifest["kind"], other)
         )

@@ -29,6 +29,7 @@ from training_runtime.checkpoint.layout import (
     _entries,
     _fsync_dir,
     _fsync_file,
+    _required_files,
     complete_checkpoints,
     step_name,
 )
@@ -73,16 +74,16 @@ def _finish(
     keep: int,
     extra: Optional[Dict[str, Any]],
     torch_version: str,
+    *,
+    fields: Optional[Dict[str, Any]] = None,
+    before_rename: Optional[Callable[[], None]] = None,
+    spare_newer: bool = False,
 ) -> Checkpoint:
-    """Make the data in ``tmp`` a complete checkpoint: manifest, rename, pointer, retention."""
+    """Make the data in ``tmp`` a complete checkpoint: manifest, rename, pointer, retention.
+
+    ``fields`` go into the manifest too; ``before_rename`` runs once the manifest is durable; ``spare_newer``: the
+    pruning keeps ``.tmp`` directories of steps above ``step`` (other ranks' writers may be filling them)."""
     files = _data_files(tmp)
-    if REQUIRED_FILE[kind] not in files:
-        raise CheckpointError(
-            "{} has no {} after the {} save finished. Fix: check the file system at {} (space, quota, errors in "
-            "the job log)".format(tmp, REQUIRED_FILE[kind], kind, root)
-        )
-    for name in files:
-        _fsync_file(tmp / name)
     manifest: Dict[str, Any] = {
         "format": FORMAT,
         "step": step,
@@ -93,12 +94,23 @@ def _finish(
         "files": files,
         "extra": extra if extra is not None else {},
     }
+    manifest.update(fields or {})
+    missing = [name for name in _required_files(manifest) or [REQUIRED_FILE.get(kind, kind)] if name not in files]
+    if missing:
+        raise CheckpointError(
+            "{} has no {} after the {} save finished. Fix: check the file system at {} (space, quota, errors in "
+            "the job log)".format(tmp, ", ".join(missing), kind, root)
+        )
+    for name in files:
+        _fsync_file(tmp / name)
     with open(str(tmp / MANIFEST), "w") as handle:
         json.dump(manifest, handle, indent=1, sort_keys=True)
         handle.write("\n")
         handle.flush()
         os.fsync(handle.fileno())
     _fsync_dir(tmp)
+    if before_rename is not None:
+        before_rename()
     final = _publish(root, step, tmp)
     checkpoint = Checkpoint(step=step, path=final, manifest=manifest)
     try:
@@ -111,7 +123,7 @@ def _finish(
             )
         ) from error
     try:
-        _prune(root, keep, checkpoint)
+        _prune(root, keep, checkpoint, spare_newer=spare_newer)
     except OSError as error:
         raise CheckpointError(
             "checkpoint step {} is complete at {}, but deleting older ones failed ({}). Fix: check the file "
@@ -158,13 +170,15 @@ def _write_pointer(root: Path, name: str) -> None:
     _fsync_dir(root)
 
 
-def _prune(root: Path, keep: int, saved: Checkpoint) -> None:
-    """Keep the newest ``keep`` complete checkpoints and ``saved``; delete older ones and every leftover."""
+def _prune(root: Path, keep: int, saved: Checkpoint, spare_newer: bool = False) -> None:
+    """Keep the newest ``keep`` complete checkpoints and ``saved``; delete older ones and every leftover (but, with
+    ``spare_newer``, the ``.tmp`` directories of steps above ``saved``'s: saves other writers are still filling)."""
     checkpoints = complete_checkpoints(root)
     kept = {c.path for c in checkpoints[-keep:]} | {saved.path}
-    for path, _, suffix in _entries(root):
+    for path, step, suffix in _entries(root):
         complete_and_ours = any(c.path == path for c in checkpoints)
-        if path not in kept and (suffix != "" or complete_and_ours):
+        in_progress = spare_newer and suffix == TMP and step > saved.step
+        if path not in kept and not in_progress and (suffix != "" or complete_and_ours):
             _remove(path)
     for stale in root.glob("." + POINTER + ".*"):
         stale.unlink()
