@@ -12,7 +12,7 @@ off:
   complete one on any tier every rank can read;
 * every batch is a function of the step number, so a resumed run sees the same data it would have seen;
 * rank 0 prints one ``step N loss X`` line per step, which is what the fault tests read, and on a resume the
-  tier each rank loaded from (``resumed tiers local,local,shared,shared``);
+  tier each rank loaded from and its host (``resumed tiers local@node-a,local@node-a,shared@node-b,shared@node-b``);
 * on the Spot watcher's signal (``checkpoint.StopRequest``) every rank stops after the same step, saves that
   step and waits for it to be published, and rank 0 requeues the job (``checkpoint.requeue_job``), so a Spot
   reclaim loses no step; on ``SIGTERM`` (scancel, requeue, time limit) every rank waits for the save in flight
@@ -96,7 +96,7 @@ def main() -> None:
         start = resumed + 1
         assert ckpt.resumed is not None
         tiers: list[object] = [None] * world
-        dist.all_gather_object(tiers, ckpt.resumed.tier)
+        dist.all_gather_object(tiers, f"{ckpt.resumed.tier}@{socket.gethostname()}")
         if rank == 0:
             print(f"resumed from {ckpt.resumed.checkpoint.path} at step {start}", flush=True)
             print(f"resumed tiers {','.join(map(str, tiers))}", flush=True)
