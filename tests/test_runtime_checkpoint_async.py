@@ -1,97 +1,24 @@
-"""AsyncCheckpointer in one process: what the trainer gets back, what lands on each tier, what a resume loads.
+"""AsyncCheckpointer in one process: what the trainer gets back, its buffers, its policies, its failures.
 
-Real torch, real writer processes, real files under tmp_path. Crashes at each stage of a save are in
-tests/test_runtime_checkpoint_crash.py; two ranks in tests/test_runtime_checkpoint_ranks.py.
+Real torch, real writer processes, real files under tmp_path. The tiers and resume are in
+tests/test_runtime_checkpoint_resume.py, crashes at each stage in tests/test_runtime_checkpoint_crash.py, two
+ranks in tests/test_runtime_checkpoint_ranks.py.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
+from checkpoint_support import assert_same, blank, checkpointer, made_fixture, released, state_for, wait_for  # noqa: F401
 from training_runtime import checkpoint
 from training_runtime.checkpoint import AsyncCheckpointer, Breakpoints, CheckpointError, state_bytes
-
-
-def state_for(step: int) -> dict[str, Any]:
-    """Every dtype and shape that needs care: bf16, bool, int, 0-dim, empty, non-contiguous, nested containers."""
-    generator = torch.Generator().manual_seed(step)
-    wide = torch.randn(8, 6, generator=generator)
-    return {
-        "model": {
-            "w": torch.randn(64, 32, generator=generator),
-            "half": torch.randn(7, generator=generator).to(torch.bfloat16),
-            "mask": torch.rand(5, generator=generator) > 0.5,
-            "count": torch.tensor(step, dtype=torch.int64),
-            "empty": torch.zeros(0, 3),
-            "strided": wide.t(),
-        },
-        "optim": {"state": {0: {"exp_avg": torch.randn(3, generator=generator)}}, "param_groups": [{"lr": 0.1 * step}]},
-        "trainer": {"step": step, "names": ("a", "b")},
-    }
-
-
-def blank() -> dict[str, Any]:
-    return {
-        "model": {
-            "w": torch.zeros(64, 32),
-            "half": torch.zeros(7, dtype=torch.bfloat16),
-            "mask": torch.zeros(5, dtype=torch.bool),
-            "count": torch.tensor(0, dtype=torch.int64),
-            "empty": torch.zeros(0, 3),
-            "strided": torch.zeros(6, 8).t().t(),
-        },
-        "optim": {"state": {}, "param_groups": [{"lr": 0.0}]},
-        "trainer": {"step": 0, "names": ()},
-    }
-
-
-def assert_same(loaded: dict[str, Any], step: int) -> None:
-    """Bit-identical: torch.equal on every tensor (and the same dtype), equal plain values."""
-    expected = state_for(step)
-    for name, tensor in expected["model"].items():
-        assert loaded["model"][name].dtype == tensor.dtype, name
-        assert torch.equal(loaded["model"][name], tensor), name
-    assert torch.equal(loaded["optim"]["state"][0]["exp_avg"], expected["optim"]["state"][0]["exp_avg"])
-    assert loaded["optim"]["param_groups"] == expected["optim"]["param_groups"]
-    assert loaded["trainer"] == expected["trainer"]
-
-
-@pytest.fixture
-def made(tmp_path: Path) -> Iterator[list[AsyncCheckpointer]]:
-    """Checkpointers a test makes; closed (writers stopped) at the end whatever happened."""
-    made: list[AsyncCheckpointer] = []
-    yield made
-    for ckpt in made:
-        with contextlib.suppress(CheckpointError):
-            ckpt.close(timeout=30)
-
-
-def checkpointer(made: list[AsyncCheckpointer], root: Path, **kwargs: Any) -> AsyncCheckpointer:
-    ckpt = AsyncCheckpointer(root, **kwargs)
-    made.append(ckpt)
-    return ckpt
-
-
-def released(directory: Path, stage: str) -> None:
-    (directory / (stage + ".go")).touch()
-
-
-def wait_for(path: Path, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.005)
-
 
 # --- round trip --------------------------------------------------------------------------------------------------
 
@@ -244,6 +171,21 @@ def test_a_killed_writer_is_reported_and_the_next_save_starts_a_new_one(
     assert_same(target, 3)
 
 
+def test_the_writer_outlives_sigterm_so_the_trainer_can_flush(tmp_path: Path, made: list[AsyncCheckpointer]) -> None:
+    """Slurm's SIGTERM reaches every process of the job: the writer must finish the save the trainer flushes."""
+    ckpt = checkpointer(made, tmp_path / "shared", breakpoints=Breakpoints(str(tmp_path), ("writing",)))
+    ckpt.save(1, state_for(1))
+    wait_for(tmp_path / "writing.reached")
+    assert ckpt.writer_pid is not None
+    os.kill(ckpt.writer_pid, signal.SIGTERM)
+    os.kill(ckpt.writer_pid, signal.SIGINT)
+    released(tmp_path, "writing")
+    ckpt.flush(timeout=30)
+    target = blank()
+    assert checkpointer(made, tmp_path / "shared").resume(target) == 1
+    assert_same(target, 1)
+
+
 def test_flush_with_a_timeout_says_the_save_is_still_in_flight(tmp_path: Path, made: list[AsyncCheckpointer]) -> None:
     ckpt = checkpointer(made, tmp_path / "shared", breakpoints=Breakpoints(str(tmp_path), ("publishing",)))
     ckpt.save(1, state_for(1))
@@ -289,102 +231,51 @@ def test_closed_checkpointer_refuses_work(tmp_path: Path) -> None:
         ckpt.save(2, state_for(2))
 
 
-# --- the local tier ------------------------------------------------------------------------------------------------
+# --- pinning ---------------------------------------------------------------------------------------------------------
 
 
-def test_the_local_tier_is_published_then_copied_and_each_keeps_its_own_count(
-    tmp_path: Path, made: list[AsyncCheckpointer]
-) -> None:
-    ckpt = checkpointer(made, tmp_path / "shared", local_root=tmp_path / "nvme", keep=3, keep_local=1)
-    for step in (1, 2, 3, 4):
-        ckpt.save(step, state_for(step))
-    ckpt.flush()
-    local = tmp_path / "nvme" / "rank_00000"
-    assert [c.step for c in checkpoint.complete_checkpoints(local)] == [4]
-    assert [c.step for c in checkpoint.complete_checkpoints(tmp_path / "shared")] == [2, 3, 4]
-    local_manifest = checkpoint.latest(local).manifest  # type: ignore[union-attr]
-    shared_manifest = checkpoint.latest(tmp_path / "shared").manifest  # type: ignore[union-attr]
-    assert (local_manifest["tier"], local_manifest["ranks"]) == ("local", [0])
-    assert local_manifest["save_id"] == shared_manifest["save_id"]
-    assert shared_manifest["local_copies"] == {"0": local_manifest["host"]}
-    assert (local / "latest").read_text() == "step_000000004\n"
+class FakeCudart:
+    def __init__(self, result: int = 0) -> None:
+        self.result = result
+        self.calls: list[tuple[Any, ...]] = []
+
+    def cudaHostRegister(self, pointer: int, size: int, flags: int) -> int:
+        self.calls.append(("register", pointer, size, flags))
+        return self.result
+
+    def cudaHostUnregister(self, pointer: int) -> int:
+        self.calls.append(("unregister", pointer))
+        return 0
 
 
-def test_resume_prefers_the_local_copy_and_falls_back_to_the_shared_one_after_a_replacement(
-    tmp_path: Path, made: list[AsyncCheckpointer]
-) -> None:
-    ckpt = checkpointer(made, tmp_path / "shared", local_root=tmp_path / "nvme")
-    ckpt.save(1, state_for(1))
-    ckpt.flush()
-    target = blank()
-    again = checkpointer(made, tmp_path / "shared", local_root=tmp_path / "nvme")
-    assert again.resume(target) == 1 and again.resumed is not None and again.resumed.tier == "local"
-    assert_same(target, 1)
+def test_where_cuda_is_available_the_whole_shared_mapping_is_pinned_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from training_runtime.checkpoint.shards import flatten
+    from training_runtime.checkpoint.staging import StagingBuffers
 
-    # the node is replaced: its instance store is a new, empty disk
-    import shutil
-
-    shutil.rmtree(tmp_path / "nvme")
-    target = blank()
-    replaced = checkpointer(made, tmp_path / "shared", local_root=tmp_path / "nvme")
-    assert replaced.resume(target) == 1 and replaced.resumed is not None and replaced.resumed.tier == "shared"
-    assert_same(target, 1)
+    cudart = FakeCudart()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "cudart", lambda: cudart)
+    buffers = StagingBuffers()
+    flat = flatten(state_for(1))
+    buffers.prepare(flat)
+    buffers.stage(flat)
+    assert buffers.pinned
+    pointer = buffers._base.data_ptr()
+    assert cudart.calls == [("register", pointer, flat.size, 1)]  # cudaHostRegisterPortable, the whole mapping
+    assert buffers.prepare(flatten(state_for(2))) is False  # same layout: no second registration
+    buffers.release()
+    assert cudart.calls[1:] == [("unregister", pointer)]
 
 
-def test_a_local_copy_newer_than_the_shared_tier_is_resumed(tmp_path: Path, made: list[AsyncCheckpointer]) -> None:
-    points = Breakpoints(str(tmp_path), ("copying",))
-    ckpt = checkpointer(made, tmp_path / "shared", local_root=tmp_path / "nvme")
-    ckpt.save(1, state_for(1))
-    ckpt.flush()
-    ckpt.breakpoints = points
-    ckpt.save(2, state_for(2))
-    wait_for(tmp_path / "copying.reached")  # step 2 is complete locally, half copied to the shared tier
-    target = blank()
-    assert checkpointer(made, tmp_path / "shared", local_root=tmp_path / "nvme").resume(target) == 2
-    assert_same(target, 2)
-    target = blank()
-    assert checkpointer(made, tmp_path / "shared").resume(target) == 1  # without the local tier: the shared one
-    assert_same(target, 1)
-    released(tmp_path, "copying")
-    ckpt.flush()
-    assert checkpoint.latest(tmp_path / "shared").step == 2  # type: ignore[union-attr]
+def test_a_refused_pin_falls_back_to_plain_shared_memory(capsys: pytest.CaptureFixture[str]) -> None:
+    from training_runtime.checkpoint.shards import flatten
+    from training_runtime.checkpoint.staging import StagingBuffers
 
-
-def test_resume_refuses_a_newer_checkpoint_it_cannot_read_rather_than_skip_it(
-    tmp_path: Path, made: list[AsyncCheckpointer]
-) -> None:
-    ckpt = checkpointer(made, tmp_path / "shared")
-    ckpt.save(1, state_for(1))
-    ckpt.flush()
-    checkpoint.save(tmp_path / "shared", 2, state_for(2))  # torch.save flavour: not resumable in place
-    with pytest.raises(CheckpointError, match=r"newest complete checkpoint .* \(step 2, kind torch.save, 1 rank"):
-        checkpointer(made, tmp_path / "shared").resume(blank())
-
-
-def test_resume_reads_a_save_distributed_checkpoint(tmp_path: Path, made: list[AsyncCheckpointer]) -> None:
-    checkpoint.save_distributed(tmp_path / "shared", 7, {"model": {"w": torch.arange(4.0)}})
-    target = {"model": {"w": torch.zeros(4)}}
-    assert checkpointer(made, tmp_path / "shared").resume(target) == 7
-    assert torch.equal(target["model"]["w"], torch.arange(4.0))
-
-
-def test_a_shape_mismatch_on_resume_names_the_tensor(tmp_path: Path, made: list[AsyncCheckpointer]) -> None:
-    ckpt = checkpointer(made, tmp_path / "shared")
-    ckpt.save(1, state_for(1))
-    ckpt.flush()
-    target = blank()
-    target["model"]["w"] = torch.zeros(32, 64)
-    with pytest.raises(CheckpointError, match=r"state\['model'\]\['w'\] holds float32 \[64, 32\] here"):
-        checkpointer(made, tmp_path / "shared").resume(target)
-
-
-def test_the_manifest_lists_every_file_with_its_size(tmp_path: Path, made: list[AsyncCheckpointer]) -> None:
-    ckpt = checkpointer(made, tmp_path / "shared", local_root=tmp_path / "nvme")
-    ckpt.save(1, state_for(1))
-    ckpt.flush()
-    for root in (tmp_path / "shared", tmp_path / "nvme" / "rank_00000"):
-        found = checkpoint.latest(root)
-        assert found is not None
-        on_disk = {p.name: p.stat().st_size for p in found.path.iterdir() if p.name != "manifest.json"}
-        assert found.manifest["files"] == on_disk
-        assert json.loads((found.path / "manifest.json").read_text()) == found.manifest
+    buffers = StagingBuffers(pin=True)  # this torch has no CUDA: cudaHostRegister cannot work
+    flat = flatten(state_for(1))
+    buffers.prepare(flat)
+    buffers.stage(flat)
+    assert not buffers.pinned
+    assert "staging unpinned" in capsys.readouterr().out
+    buffers.release()
+    assert not StagingBuffers().pinned and not torch.cuda.is_available()

@@ -12,6 +12,7 @@ plain ``write`` calls and never imports torch. ``torch`` is imported inside the 
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import io
 from dataclasses import dataclass
@@ -101,7 +102,7 @@ def flatten(state: Any) -> Flat:
             slots.append(Slot(start, nbytes, _dtype_name(local.dtype), tuple(local.shape), global_shape, global_offset))
             return torch.empty(tuple(local.shape), dtype=local.dtype, device="meta")
         if isinstance(value, dict):
-            kind = type(value) if type(value).__name__ == "OrderedDict" else dict
+            kind = collections.OrderedDict if isinstance(value, collections.OrderedDict) else dict
             return kind((key, walk(item, (*where, key))) for key, item in value.items())
         if isinstance(value, list):
             return [walk(item, (*where, i)) for i, item in enumerate(value)]

@@ -21,6 +21,7 @@ import os
 from typing import Any, Callable, List, Optional, Tuple
 
 from training_runtime.checkpoint.shards import Flat
+from training_runtime.log import log
 
 
 class StagingBuffers:
@@ -63,7 +64,7 @@ class StagingBuffers:
         base = torch.frombuffer(mapping, dtype=torch.uint8)
         pin = torch.cuda.is_available() if self._pin is None else self._pin
         if pin:
-            _register(base, size)
+            pin = _register(base, size)
         self.fd, self.size, self.pinned, self._map, self._base = fd, size, pin, mapping, base
         self._views = [
             base[slot.offset : slot.offset + slot.nbytes].view(getattr(torch, slot.dtype)).view(slot.shape)
@@ -111,12 +112,27 @@ class StagingBuffers:
         self.fd, self.size, self.used, self.pinned, self._signature = None, 0, 0, False, None
 
 
-def _register(base: Any, size: int) -> None:
+CUDA_HOST_REGISTER_PORTABLE = 1
+"""``cudaHostRegisterPortable``: pinned for every CUDA context (what torch's DCP stager passes for shared memory)."""
+
+
+def _register(base: Any, size: int) -> bool:
+    """Page-lock the mapping; False (and a warning in the log) where CUDA refuses: the copies still work, slower."""
     import torch
 
-    result = torch.cuda.cudart().cudaHostRegister(base.data_ptr(), size, 0)
-    if int(result) != 0:
-        raise RuntimeError("cudaHostRegister of the {} byte staging buffer failed ({})".format(size, result))
+    try:
+        result = int(torch.cuda.cudart().cudaHostRegister(base.data_ptr(), size, CUDA_HOST_REGISTER_PORTABLE))
+        problem = "cudaError {}".format(result) if result != 0 else ""
+    except Exception as error:  # a torch without CUDA, a driver that refuses
+        problem = "{}: {}".format(type(error).__name__, error)
+    if problem:
+        log(
+            "warning",
+            message="cudaHostRegister of the {} byte checkpoint staging buffer failed ({}); staging unpinned".format(
+                size, problem
+            ),
+        )
+    return not problem
 
 
 def _unregister(base: Any) -> None:

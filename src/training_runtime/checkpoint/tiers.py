@@ -40,6 +40,8 @@ from training_runtime.log import log
 LOCAL = "local"
 SHARED = "shared"
 DONE = ".done"
+FAILED = ".failed"
+"""A rank's writer that could not save its shard says so next to the shards, so rank 0 stops waiting for it."""
 POLL_S = (0.01, 0.5)
 """Rank 0's writer polls for the other shards' markers from the first to the second interval (doubling)."""
 CHUNK = 256 << 20
@@ -53,8 +55,8 @@ def rank_directory(local_root: Path, rank: int) -> Path:
     return local_root / "rank_{:05d}".format(rank)
 
 
-def marker_name(rank: int) -> str:
-    return "shard_{:05d}{}".format(rank, DONE)
+def marker_name(rank: int, suffix: str = DONE) -> str:
+    return "shard_{:05d}{}".format(rank, suffix)
 
 
 def execute(job: SaveJob, index: bytes, write_data: WriteData) -> Optional[Checkpoint]:
@@ -64,16 +66,21 @@ def execute(job: SaveJob, index: bytes, write_data: WriteData) -> Optional[Check
     root = Path(job.root)
     shared_tmp = root / (step_name(job.step) + TMP)
     data_name, index_name = shard_files(job.rank)
-    if job.local_root is not None:
-        local = _save_local(job, index, write_data)
-        root.mkdir(parents=True, exist_ok=True)
-        shared_tmp.mkdir(exist_ok=True)
-        _copy(local.path / data_name, shared_tmp / data_name, lambda: reach(job.breakpoints, "copying"))
-        _copy(local.path / index_name, shared_tmp / index_name, None)
-    else:
-        root.mkdir(parents=True, exist_ok=True)
-        shared_tmp.mkdir(exist_ok=True)
-        _write_shard(shared_tmp, job, index, write_data)
+    try:
+        if job.local_root is not None:
+            local = _save_local(job, index, write_data)
+            root.mkdir(parents=True, exist_ok=True)
+            shared_tmp.mkdir(exist_ok=True)
+            _copy(local.path / data_name, shared_tmp / data_name, lambda: reach(job.breakpoints, "copying"))
+            _copy(local.path / index_name, shared_tmp / index_name, None)
+        else:
+            root.mkdir(parents=True, exist_ok=True)
+            shared_tmp.mkdir(exist_ok=True)
+            _write_shard(shared_tmp, job, index, write_data)
+    except Exception as error:
+        if job.rank != 0:
+            _report_failure(shared_tmp, job, error)
+        raise
     _write_marker(shared_tmp, job)
     if job.rank != 0:
         return None
@@ -160,9 +167,9 @@ def _send_range(source: int, target: int, start: int, end: int, name: Path) -> N
         start += sent
 
 
-def _write_marker(directory: Path, job: SaveJob) -> None:
-    """Say, atomically, that this rank's shard of this save is complete in the shared ``step_<N>.tmp``."""
-    files = {name: (directory / name).stat().st_size for name in shard_files(job.rank)}
+def _write_marker(directory: Path, job: SaveJob, suffix: str = DONE, **fields: Any) -> None:
+    """Say, atomically, that this rank's shard of this save is complete in the shared ``step_<N>.tmp`` (or, with
+    ``suffix`` :data:`FAILED`, that it failed)."""
     marker = {
         "save_id": job.save_id,
         "step": job.step,
@@ -170,10 +177,12 @@ def _write_marker(directory: Path, job: SaveJob) -> None:
         "world_size": job.world,
         "host": job.host,
         "local": job.local_root is not None,
-        "files": files,
     }
-    final = directory / marker_name(job.rank)
-    temporary = directory / (marker_name(job.rank) + ".part")
+    if suffix == DONE:
+        marker["files"] = {name: (directory / name).stat().st_size for name in shard_files(job.rank)}
+    marker.update(fields)
+    final = directory / marker_name(job.rank, suffix)
+    temporary = directory / (marker_name(job.rank, suffix) + ".part")
     with open(str(temporary), "w") as handle:
         json.dump(marker, handle)
         handle.flush()
@@ -182,12 +191,21 @@ def _write_marker(directory: Path, job: SaveJob) -> None:
     _fsync_dir(directory)
 
 
-def _markers(directory: Path, job: SaveJob) -> Dict[int, Dict[str, Any]]:
+def _report_failure(directory: Path, job: SaveJob, error: Exception) -> None:
+    """Best effort: a failure marker for rank 0's writer (a file system that failed the shard may fail this too)."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        _write_marker(directory, job, FAILED, error="{}: {}".format(type(error).__name__, error))
+    except OSError:
+        pass
+
+
+def _markers(directory: Path, job: SaveJob, suffix: str = DONE) -> Dict[int, Dict[str, Any]]:
     """The markers of this save (same id and world) found in ``directory``, by rank."""
     found: Dict[int, Dict[str, Any]] = {}
     for rank in range(job.world):
         try:
-            marker = json.loads((directory / marker_name(rank)).read_text())
+            marker = json.loads((directory / marker_name(rank, suffix)).read_text())
         except (OSError, ValueError):
             continue
         if isinstance(marker, dict) and marker.get("save_id") == job.save_id and marker.get("world_size") == job.world:
@@ -198,13 +216,26 @@ def _markers(directory: Path, job: SaveJob) -> Dict[int, Dict[str, Any]]:
 def wait_for_shards(
     directory: Path, job: SaveJob, sleep: Callable[[float], None] = time.sleep
 ) -> Dict[int, Dict[str, Any]]:
-    """Every rank's marker of this save; CheckpointError naming the missing ranks after ``shard_timeout``."""
+    """Every rank's marker of this save; CheckpointError naming the ranks whose writer failed, at once, or the
+    missing ranks after ``shard_timeout``."""
     deadline = time.monotonic() + job.shard_timeout
     interval = POLL_S[0]
     while True:
         found = _markers(directory, job)
         if len(found) == job.world:
             return found
+        failed = {r: m for r, m in _markers(directory, job, FAILED).items() if r not in found}
+        if failed:
+            raise CheckpointError(
+                "checkpoint step {}: {}; the save is abandoned and the previous complete checkpoint stays the "
+                "newest. Fix: see those ranks' errors".format(
+                    job.step,
+                    "; ".join(
+                        "rank {} on {} could not save its shard ({})".format(r, m.get("host"), m.get("error"))
+                        for r, m in sorted(failed.items())
+                    ),
+                )
+            )
         if time.monotonic() >= deadline:
             missing = [r for r in range(job.world) if r not in found]
             raise CheckpointError(

@@ -62,6 +62,8 @@ class WriterProcess:
         """The writer's next answer, waiting up to ``timeout`` s (None: for ever); None when none came in time.
         Raises :class:`WriterGone` when the writer is gone."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        if self.sock.fileno() < 0:
+            raise WriterGone(self._ended("stopped"))
         while True:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             wait = 0.5 if left is None else min(left, 0.5)
