@@ -18,7 +18,8 @@ Run in the repository root: ``.venv/bin/python bench/async_checkpoint.py [--size
   writers included, is SIGKILLed, as a node crash does. Then the job resumes (every rank,
   ``AsyncCheckpointer.resume``) and the steps lost are the last step logged minus the step it resumed from. Three
   cases: no local tier (the writer writes the shared directory), a local tier on a node that survived, and the same
-  crash with rank 1's local tier deleted (its node replaced). Here both tiers are on the same disk, so the local tier's gain is only the lag of the copy.
+  crash with rank 1's local tier deleted (its node replaced). Here both tiers are on the same disk, so the local
+  tier's gain is only the lag of the copy.
 """
 
 from __future__ import annotations
