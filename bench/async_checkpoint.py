@@ -2,7 +2,9 @@
 the background write's throughput against ``dd`` of the same bytes, and the steps a crash loses with and without the
 node-local tier. Timings are reported, never asserted.
 
-Run in the repository root: ``.venv/bin/python bench/async_checkpoint.py [--sizes-gb 1 4] [--dir DIR]``.
+Run in the repository root: ``.venv/bin/python bench/async_checkpoint.py [--sizes-gb 1 4] [--dir DIR]``. And
+``bench/async_checkpoint.py job --mode async|sync --dir DIR``: a whole job (40 steps of 0.25 s, a save of 1 GB per rank
+every 5), for a whole-process timer to compare the two modes.
 
 * **Blocked per save.** Each rank holds ``SIZE`` GB of float32 state (decimal GB) and saves it ``--saves`` times
   with ``AsyncCheckpointer(asynchronous=False)`` (the trainer writes and publishes), then with the default
@@ -150,6 +152,39 @@ def train(shared: str, local: str, size: int, progress: str) -> None:
                 handle.write(f"{step}\n")
 
 
+def job_rank(mode: str, size: int, steps: int, every: int, directory: str) -> None:
+    """A training job's shape: ``steps`` steps of :data:`STEP_S` (the accelerator's time, no CPU), a save every
+    ``every`` steps, the last save flushed at the end."""
+    from training_runtime.checkpoint import AsyncCheckpointer
+
+    rank, _ = setup()
+    state = make_state(size, rank)
+    ckpt = AsyncCheckpointer(directory, keep=1, asynchronous=mode == "async")
+    for step in range(steps):
+        time.sleep(STEP_S)
+        ckpt.poll()
+        if (step + 1) % every == 0:
+            ckpt.save(step, state)
+    ckpt.close()
+
+
+def job(argv: list[str]) -> int:
+    """``job --mode async|sync [--gb 1] [--steps 40] [--every 5] --dir DIR``: one whole job, for a whole-process timer
+    (the two modes side by side)."""
+    parser = argparse.ArgumentParser(prog="async_checkpoint.py job")
+    parser.add_argument("--mode", choices=("async", "sync"), required=True)
+    parser.add_argument("--gb", type=float, default=1.0)
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--every", type=int, default=5)
+    parser.add_argument("--dir", type=Path, required=True)
+    args = parser.parse_args(argv)
+    root = args.dir / args.mode
+    shutil.rmtree(root, ignore_errors=True)
+    code = run_ranks(["job-rank", args.mode, str(int(args.gb * GB)), str(args.steps), str(args.every), str(root)])
+    shutil.rmtree(root, ignore_errors=True)
+    return code
+
+
 def resume(shared: str, local: str, size: int, out: str) -> None:
     import torch.distributed as dist
 
@@ -282,6 +317,12 @@ def main() -> None:
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "ranks":
         sys.exit(ranks(sys.argv[2], sys.argv[3:]))
+    if len(sys.argv) > 1 and sys.argv[1] == "job":
+        sys.exit(job(sys.argv[2:]))
+    if len(sys.argv) > 1 and sys.argv[1] == "job-rank":
+        sys.path.insert(0, str(ROOT / "src"))
+        job_rank(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6])
+        sys.exit(0)
     if len(sys.argv) > 1 and sys.argv[1] in ("blocked", "train", "resume"):
         sys.path.insert(0, str(ROOT / "src"))
         command, rest = sys.argv[1], sys.argv[2:]

@@ -145,8 +145,9 @@ def test_an_unusable_local_tier_is_said_and_skipped(made: list[dict[str, Any]], 
 
 
 class FakeSaves:
-    def __init__(self) -> None:
+    def __init__(self, in_flight: int | None = None) -> None:
         self.calls: list[str] = []
+        self.in_flight = in_flight
 
     def flush(self) -> None:
         self.calls.append("flush")
@@ -169,6 +170,7 @@ def test_a_step_without_a_signal_goes_on(stopping: lc.Stopping) -> None:
     saves = FakeSaves()
     assert stopping.check(saves, saves.save, saved=False) is None
     assert saves.calls == []
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # nothing in flight: SIGTERM kills at once
 
 
 def test_the_spot_signal_saves_the_step_and_flushes_it_before_the_requeue(stopping: lc.Stopping) -> None:
@@ -182,7 +184,19 @@ def test_the_spot_signal_saves_the_step_and_flushes_it_before_the_requeue(stoppi
 
 
 def test_sigterm_flushes_the_save_in_flight_and_stops(stopping: lc.Stopping) -> None:
-    saves = FakeSaves()
+    saves = FakeSaves(in_flight=9)
+    assert stopping.check(saves, saves.save, saved=True) is None  # step 9's save is in flight: SIGTERM is caught
     os.kill(os.getpid(), signal.SIGTERM)
     assert stopping.check(saves, saves.save, saved=False) == lc.ENDED
     assert saves.calls == ["flush"]
+
+
+def test_sigterm_kills_at_once_again_once_the_save_is_published(stopping: lc.Stopping) -> None:
+    """A rank waiting in a collective for a peer on a dead node runs no Python handler: with nothing to flush,
+    SIGTERM must kill it, not leave it to Slurm's SIGKILL after KillWait."""
+    saves = FakeSaves(in_flight=9)
+    stopping.check(saves, saves.save, saved=True)
+    assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+    saves.in_flight = None
+    assert stopping.check(saves, saves.save, saved=False) is None
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL and saves.calls == []

@@ -22,7 +22,7 @@ start with the numbers when it does not fit. The node-local tier is ``<parent>/h
 
 :class:`Stopping` is the examples' end of a step: the Spot watcher's request (``SIGUSR1``) saves the step and flushes
 it before the job is requeued; ``SIGTERM`` (``scancel``, a requeue, the time limit, a preemption: Slurm sends it
-``KillWait`` seconds before ``SIGKILL``) flushes the save in flight and stops.
+``KillWait`` seconds before ``SIGKILL``) flushes the save in flight and stops, and kills at once when there is none.
 
 Runs on the node's system Python (3.8 and newer): stdlib only; torch only through the checkpoint package's calls.
 """
@@ -165,14 +165,31 @@ SPOT, ENDED = "spot", "ended"
 
 class Stopping:
     """The end of every step in the examples: whether to stop, with the checkpoint made safe first. Create it in
-    the main thread of every rank, before the loop."""
+    the main thread of every rank, before the loop.
+
+    ``SIGTERM`` is caught only while a save is in flight (:meth:`check` arms and disarms it from ``ckpt.in_flight``):
+    with nothing to flush, a rank dies of it at once, as it did before, even while it waits in a collective for a
+    peer on a dead node (a Python handler would only run once that collective returned, so the job would linger until
+    ``SIGKILL``). While a save is in flight the rank stays alive, so its writer, in the same Slurm step, is not killed
+    with it; at the end of the step it flushes the save and stops."""
 
     def __init__(self, reduce: Optional[Callable[[bool], bool]] = any_rank) -> None:
         self.reduce = reduce
         self.spot = StopRequest()
         """The Spot watcher's request to checkpoint and stop (``SIGUSR1``)."""
-        self.ended = StopRequest(signal.SIGTERM)
-        """Slurm ends the step (``SIGTERM``, then ``SIGKILL`` after ``KillWait``)."""
+        self.terminated = False
+        """``SIGTERM`` arrived while a save was in flight (Slurm ends the step: ``SIGKILL`` follows ``KillWait``
+        seconds later)."""
+        self.armed = False
+
+    def _terminate(self, signum: int, frame: Any) -> None:
+        self.terminated = True
+
+    def arm(self, in_flight: bool) -> None:
+        """Catch ``SIGTERM`` while a save is in flight, else leave it to kill the process."""
+        if in_flight != self.armed:
+            signal.signal(signal.SIGTERM, self._terminate if in_flight else signal.SIG_DFL)
+            self.armed = in_flight
 
     def check(self, ckpt: Any, save: Callable[[], Any], saved: bool) -> Optional[str]:
         """Every rank, every step, after the step's own save (``saved``: this step was just saved). None: go on.
@@ -183,7 +200,9 @@ class Stopping:
                 save()
             ckpt.flush()
             return SPOT
-        if self.ended.agreed(self.reduce):
+        ended = self.reduce(self.terminated) if self.reduce is not None else self.terminated
+        if ended:
             ckpt.flush()
             return ENDED
+        self.arm(ckpt.in_flight is not None)
         return None
