@@ -45,6 +45,7 @@ SECTIONS: tuple[tuple[str, type], ...] = (
     ("runtime.observability", options.ObservabilityOptions),
     ("runtime.containers", options.ContainersOptions),
     ("runtime.security", options.SecurityOptions),
+    ("runtime.checkpoint", options.CheckpointOptions),
 )
 """Each section of the ``runtime:`` block, in the order the document shows them."""
 
@@ -55,6 +56,7 @@ TYPE_WORDS = {
     "int": "integer",
     "str": "string",
     "Optional[str]": "string or null",
+    "Optional[int]": "integer or null",
     "Tuple[str, ...]": "list of strings",
     "Dict[str, Dict[str, Any]]": "map of instance type to figures",
 }

@@ -3,7 +3,8 @@
 ``up`` with ``platform="hyperpod"`` starts the emulated HyperPod agent and puts the srun wrapper on every node in
 HyperPod's part, before the lifecycle script. A worker crashed inside the running step is replaced by a new
 instance under its name, the step runs again in the same job (no requeue) and training resumes from the newest
-complete checkpoint. Then ``Action:Reboot`` on a worker reboots it without its lifecycle script, and a reason
+complete checkpoint (first after a reboot from every node's local tier, then after the replacement from the shared
+one for the replaced node). Then ``Action:Reboot`` on a worker reboots it without its lifecycle script, and a reason
 that only starts with it is left alone (docs/local-cluster.md, "Reboot and replace"). About two minutes.
 """
 
@@ -29,6 +30,9 @@ pytestmark = [requires_hyperpod_platform, pytest.mark.slow]  # a drill of minute
 
 LOGIN = "login-group-1"
 WORKERS = ("worker-group-1-1", "worker-group-1-2")
+LOCAL_TIER = "/var/tmp"
+"""The node-local checkpoint tier's parent on the emulated nodes: on the node's disk, which a reboot keeps and a
+replacement does not (the emulated types have no instance store for the launcher to pick)."""
 
 
 def wrapper_before_script(cluster: LocalCluster, node: str) -> bool:
@@ -47,32 +51,59 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         yield cluster
 
 
-def test_a_crashed_worker_is_replaced_and_the_step_resumes_in_the_same_job(cluster: LocalCluster) -> None:
+def test_a_rebooted_worker_resumes_from_the_local_tier_and_a_replaced_one_from_the_shared_tier(
+    cluster: LocalCluster,
+) -> None:
+    """One job, two faults (docs/training.md, "Asynchronous checkpoints from the launcher"): HyperPod reboots the
+    second worker (its disk stays), the step is retried and every rank resumes from its node-local copy; then the
+    same worker crashes and is replaced (a new disk), the step is retried again and that node's ranks resume from
+    the shared tier."""
     # HyperPod's part gave every node srun --auto-resume before its script, and the agent runs.
     for node in cluster.nodes:
         assert wrapper_before_script(cluster, node.name), node.name
     assert agent.running(cluster)
     assert cluster.exec(WORKERS[1], ["touch", "/var/tmp/old-instance"]).returncode == 0
-    job = DdpJob(name="autoresume-drill", steps=40, checkpoint_every=5, step_seconds=0.4)
-    drill = crash_and_auto_resume(cluster, job, submit_from=LOGIN, crash=WORKERS[1], crash_after_step=7)
+    job = DdpJob(name="autoresume-drill", steps=45, checkpoint_every=5, step_seconds=0.3, local_tier=LOCAL_TIER)
+    drill = crash_and_auto_resume(
+        cluster,
+        job,
+        submit_from=LOGIN,
+        reboot=WORKERS[1],
+        reboot_after_step=7,
+        crash=WORKERS[1],
+        crash_after_step=25,
+    )
 
-    # Same job, never requeued: the batch script ran once, its step twice.
+    # Same job, never requeued: the batch script ran once, its step three times.
     assert (drill.state, drill.restarts) == ("COMPLETED", 0), drill.log
-    first, retry = drill.runs
-    assert (first.restart, first.attempt, retry.restart, retry.attempt) == (0, 0, 0, 1)
+    first, rebooted, retry = drill.runs
+    assert [(r.restart, r.attempt) for r in drill.runs] == [(0, 0), (0, 1), (0, 2)]
     assert first.steps == list(range(len(first.steps)))
-    # The node was replaced by a new instance: its old disk is gone (the file written on it before), and the
-    # new one got the wrapper before its lifecycle script ran. The job saw it under its Slurm name.
+    # The reboot kept the node's disk: every rank loaded its own node's copy, at most one interval back.
+    assert drill.reboot is not None and drill.reboot.node == WORKERS[1]
+    assert [tier for tier, _ in rebooted.resumed_tiers] == ["local"] * 4, drill.log
+    assert rebooted.resumed_from.startswith(f"{LOCAL_TIER}/hyperpod-cdk-checkpoints-")
+    assert rebooted.resumed_at is not None and rebooted.resumed_at % job.checkpoint_every == 0
+    assert rebooted.resumed_at >= drill.reboot.checkpoint_before + 1
+    assert 0 <= first.steps[-1] + 1 - rebooted.resumed_at <= job.checkpoint_every
+    # The node was replaced by a new instance: its old disk is gone (the file written on it before, and its local
+    # checkpoints), and the new one got the wrapper before its lifecycle script ran. The job saw it under its Slurm
+    # name.
     replaced = [e for e in drill.events if e["node"] == WORKERS[1] and e["event"] == "replaced"]
     assert replaced and replaced[-1]["exit_code"] == 0
     assert cluster.exec(WORKERS[1], ["test", "-e", "/var/tmp/old-instance"]).returncode == 1
     assert wrapper_before_script(cluster, WORKERS[1])
     assert f"Job failed - replaced nodes {cluster.slurm_name(WORKERS[1])}" in drill.log
-    # Resumed right after a complete checkpoint at least as new as the one at the crash: at most one
-    # interval of the first attempt's steps is lost; then every remaining step once, on both nodes.
+    # The replaced node's two ranks read the shared tier, the surviving node's their local copies. Resumed right
+    # after a complete checkpoint at least as new as the one at the crash: at most one interval of the retry's steps
+    # is lost; then every remaining step once, on both nodes.
+    by_host: dict[str, set[str]] = {}
+    for tier, host in retry.resumed_tiers:
+        by_host.setdefault(host, set()).add(tier)
+    assert len(retry.resumed_tiers) == 4 and sorted(map(sorted, by_host.values())) == [["local"], ["shared"]], drill.log
     assert retry.resumed_at is not None and retry.resumed_at % job.checkpoint_every == 0
     assert retry.resumed_at >= drill.checkpoint_before_crash + 1
-    assert 0 <= first.steps[-1] + 1 - retry.resumed_at <= job.checkpoint_every
+    assert 0 <= rebooted.steps[-1] + 1 - retry.resumed_at <= job.checkpoint_every
     assert retry.steps == list(range(retry.resumed_at, job.steps))
     assert retry.done_world == 4
     final = checkpoint.latest(job.host_path(cluster, job.checkpoint_dir(cluster)))

@@ -969,6 +969,18 @@ ROWS = [
         "under EC2's 120 s notice",
     ),
     row(
+        "RT-CHECKPOINT-SIZE",
+        {"runtime": {"checkpoint": {"state_gib_per_node": 0}}},
+        "runtime.checkpoint.state_gib_per_node",
+        "expected whole GiB, 1 or more",
+    ),
+    row(
+        "RT-CHECKPOINT-MEMORY",
+        {**groups(CPU_WORKERS), "runtime": {"checkpoint": {"state_gib_per_node": 4}}},
+        "runtime.checkpoint.state_gib_per_node",
+        "stage 4 GiB per node, over the staging budget of ml.c5.xlarge of group workers: 3.5 GiB (50% of 8.0 GiB",
+    ),
+    row(
         "RT-OBSERVABILITY-INTERVAL",
         {"runtime": {"observability": {"scrape_interval": 1}}},
         "runtime.observability.scrape_interval",

@@ -12,6 +12,7 @@ import pytest
 
 from training_runtime.facts import NodeFacts
 from training_runtime.launch import FAMILIES, NEURON_EFA, NVIDIA_EFA, RDZV_PORT, main, on_node, parse
+from training_runtime.launch_checkpoint import LOCAL_VARIABLE, MODE_VARIABLE
 from training_runtime.paths import FACTS_PATH
 
 SRC = Path(__file__).resolve().parent.parent / "src"
@@ -48,7 +49,16 @@ def root_with(tmp_path: Path, node: NodeFacts) -> Path:
 def dry_run(
     root: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str, **env: str
 ) -> tuple[int, list[str], str]:
-    for name in [*JOB, "SLURM_STEP_NODELIST", "SLURM_GPUS_ON_NODE", "NCCL_PROTO", "NCCL_ALGO", "NCCL_SOCKET_IFNAME"]:
+    for name in [
+        *JOB,
+        "SLURM_STEP_NODELIST",
+        "SLURM_GPUS_ON_NODE",
+        "NCCL_PROTO",
+        "NCCL_ALGO",
+        "NCCL_SOCKET_IFNAME",
+        MODE_VARIABLE,
+        LOCAL_VARIABLE,
+    ]:
         monkeypatch.delenv(name, raising=False)
     for name, value in {**JOB, **env}.items():
         monkeypatch.setenv(name, value)
@@ -103,6 +113,19 @@ def test_dry_run_sets_the_family_environment_and_processes_per_node(
     torchrun = command(lines, "torchrun")
     assert f"--nproc-per-node={nproc}" in torchrun
     assert not any(name in " ".join(lines) for name in ("NCCL_PROTO", "NCCL_ALGO"))
+
+
+def test_sync_checkpoints_turns_asynchronous_checkpoints_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = root_with(tmp_path, facts("ml.p5.48xlarge", gpus=8, efa_interfaces=32))
+    _, lines, _ = dry_run(root, monkeypatch, capsys, "--sync-checkpoints", "--", "train.py")
+    assert exports(lines)[MODE_VARIABLE] == "sync" and LOCAL_VARIABLE not in exports(lines)
+    assert "--sync-checkpoints" not in " ".join(command(lines, "torchrun"))  # the script's arguments are its own
+    _, lines, _ = dry_run(root, monkeypatch, capsys, "--", "train.py", **{MODE_VARIABLE: "sync"})
+    assert exports(lines)[MODE_VARIABLE] == "sync"
+    code, _, err = dry_run(root, monkeypatch, capsys, "--", "train.py", **{MODE_VARIABLE: "yes"})
+    assert code == 2 and "HYPERPOD_CDK_CHECKPOINT='yes': allowed: async, sync" in err
 
 
 def test_neuron_compile_cache_goes_on_shared_storage(

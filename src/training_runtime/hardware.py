@@ -36,6 +36,15 @@ THREADS_PER_CORE = (1, 2)
 """HyperPod's ThreadsPerCore: 1 (SMT off) or 2 (SMT on)."""
 GPU_TYPE_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 
+
+def usable_memory_mib(memory_mib: int) -> int:
+    """``memory_mib`` less the OS reserve (:attr:`NodeHardware.slurm_memory_mib`): 5 %, at least 1 GiB, at most a
+    quarter on tiny nodes. What Slurm may give jobs, and what the checkpoint staging budget is a share of."""
+    proportional = -(-memory_mib * OS_RESERVE_PERCENT // 100)  # rounded up
+    floor = min(OS_RESERVE_FLOOR_MIB, int(memory_mib * OS_RESERVE_FLOOR_SHARE))
+    return memory_mib - max(proportional, floor)
+
+
 _POSITIVE = ("cpus", "sockets", "cores_per_socket", "threads_per_core", "memory_mib")
 _COUNTS = ("gpus", "neuron_devices", "neuron_cores", "efa_interfaces")
 _TOPOLOGY = ("sockets", "cores_per_socket", "threads_per_core")
@@ -72,9 +81,7 @@ class NodeHardware:
         few GiB would put RealMemory above what a 2 TiB node reports, and slurmctld drains a node that
         reports less memory than configured ("Low RealMemory").
         """
-        proportional = -(-self.memory_mib * OS_RESERVE_PERCENT // 100)  # rounded up
-        floor = min(OS_RESERVE_FLOOR_MIB, int(self.memory_mib * OS_RESERVE_FLOOR_SHARE))
-        return self.memory_mib - max(proportional, floor)
+        return usable_memory_mib(self.memory_mib)
 
     def with_threads_per_core(self, threads_per_core: int) -> "NodeHardware":
         """The same instance with SMT set as given (HyperPod's ``ThreadsPerCore``: 1 or 2)."""

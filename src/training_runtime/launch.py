@@ -18,7 +18,9 @@ Run it from a batch script (``sbatch``), on the first node of the allocation. It
 
 ``--dry-run`` prints the environment, the srun command and the torchrun command each node will run,
 exactly as they would be executed, and runs nothing. ``--container-image`` runs each node's task in a
-container through pyxis (:mod:`training_runtime.launch_container`).
+container through pyxis (:mod:`training_runtime.launch_container`). Checkpoints are asynchronous and tiered
+unless ``--sync-checkpoints`` (:mod:`training_runtime.launch_checkpoint`: what is exported for the ranks, and
+the checkpointer, budget check and stop handling the example jobs use).
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 from training_runtime.checkpoint.interrupt import CHECKPOINT_SIGNAL
 from training_runtime.facts import FactsError, NodeFacts, facts_from, load_facts
 from training_runtime.hardware import hardware_for
+from training_runtime.launch_checkpoint import add_arguments as add_checkpoint_arguments
+from training_runtime.launch_checkpoint import environment as checkpoint_environment
 from training_runtime.launch_container import add_arguments, container_from, node_environment
 from training_runtime.launch_container import plan as container_plan
 from training_runtime.node import HYPERPOD, platform_at
@@ -222,6 +226,7 @@ def build(
     else:
         torchrun = find_torchrun(args.torchrun, env) if not args.dry_run else _dry_torchrun(args.torchrun, env)
     environment = family_environment(family, env)
+    environment.update(checkpoint_environment(args, env, facts, container is not None))
     if facts.emulated_hardware:
         environment[EMULATED_VARIABLE] = "1"
     if family.environment is NEURON_EFA and facts.shared_mount and "NEURON_COMPILE_CACHE_URL" not in env:
@@ -335,6 +340,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--instance-type", help="instead of the node facts' instance type (e.g. ml.p5.48xlarge)")
     p.add_argument("--on-node", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--root", type=Path, default=Path("/"), help=argparse.SUPPRESS)
+    add_checkpoint_arguments(p)
     add_arguments(p)
     p.add_argument("script", nargs=argparse.REMAINDER, help="-- SCRIPT [ARGS]: the training script and its arguments")
     return p

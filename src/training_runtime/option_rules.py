@@ -263,6 +263,24 @@ def spot_timing(options: RuntimeOptions, path: str) -> Iterable[Problem]:
         )
 
 
+def _declared_size(options: RuntimeOptions, path: str) -> Iterator[Located]:
+    return ((w, v) for w, v in _fields("checkpoint", "state_gib_per_node")(options, path) if v is not None)
+
+
+checkpoint_size = _rule(
+    "RT-CHECKPOINT-SIZE", "runtime", "runtime.checkpoint.state_gib_per_node", source="hyperpod-cdk"
+)(
+    within(
+        "A declared checkpoint size per node is a whole number of GiB, 1 or more (null: not declared).",
+        _declared_size,
+        1,
+        None,
+        "expected whole GiB, {low} or more (the state every rank of a node stages together)",
+        fix="round up to whole GiB, or remove it (null) to declare nothing",
+    )
+)
+
+
 pytorch_version = _rule("RT-PYTORCH-VERSION", "runtime", "runtime.pytorch.version", source="hyperpod-cdk")(
     matches(
         "The PyTorch version is an exact release, so every node gets the same build.",

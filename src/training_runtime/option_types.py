@@ -270,6 +270,17 @@ class SecurityOptions:
 
 
 @dataclass(frozen=True)
+class CheckpointOptions:
+    """What the cluster's training jobs checkpoint, declared for ``validate`` (docs/training.md, "Memory budget").
+    No node reads it: the job itself checks its actual state at start."""
+
+    state_gib_per_node: Optional[int] = None
+    """GiB of checkpoint state the ranks of one node stage together per asynchronous save (each rank's share of the
+    state, summed over the node). ``validate`` refuses a value over the staging budget of a compute group's instance
+    type: half its memory less the OS reserve. null: not declared, not checked."""
+
+
+@dataclass(frozen=True)
 class RuntimeOptions:
     """The parameters file's ``hyperpod_cdk.options``: the config's ``runtime:`` section."""
 
@@ -289,6 +300,8 @@ class RuntimeOptions:
     """enroot, pyxis and Docker tuned off the root volume (and installed on request); on by default."""
     security: SecurityOptions = field(default_factory=SecurityOptions)
     """The instance metadata service for root only (and allowed groups); on by default."""
+    checkpoint: CheckpointOptions = field(default_factory=CheckpointOptions)
+    """The checkpoint size the jobs stage per node, for the memory budget check; not declared by default."""
     install_accelerator_software: bool = True
     """Install missing EFA / NVIDIA (fabric manager, DCGM) / Neuron software on nodes that have the
     hardware. ``false`` leaves it all to the AMI. NVIDIA drivers are never installed."""

@@ -33,6 +33,7 @@ from training_runtime.option_types import (  # re-exported: callers import them 
     TCP_PORTS,
     VERSION,
     AccountingOptions,
+    CheckpointOptions,
     ContainersOptions,
     HealthOptions,
     ObservabilityOptions,
@@ -67,6 +68,7 @@ __all__ = [
     "TCP_PORTS",
     "VERSION",
     "AccountingOptions",
+    "CheckpointOptions",
     "ContainersOptions",
     "HealthOptions",
     "ObservabilityOptions",
@@ -93,6 +95,7 @@ _SECTIONS: Dict[str, Any] = {
     "observability": ObservabilityOptions,
     "containers": ContainersOptions,
     "security": SecurityOptions,
+    "checkpoint": CheckpointOptions,
 }
 
 
@@ -149,6 +152,8 @@ def _parse_shape(raw: Any, path: str, problems: List[str]) -> RuntimeOptions:
     containers = _section(raw.get("containers"), ContainersOptions, path + ".containers", problems)
     containers = containers or ContainersOptions()
     security = _section(raw.get("security"), SecurityOptions, path + ".security", problems) or SecurityOptions()
+    checkpoint = _section(raw.get("checkpoint"), CheckpointOptions, path + ".checkpoint", problems)
+    checkpoint = checkpoint or CheckpointOptions()
     install = raw.get("install_accelerator_software", True)
     if not isinstance(install, bool):
         problems.append("{}.install_accelerator_software: got {!r}; expected true or false".format(path, install))
@@ -167,6 +172,7 @@ def _parse_shape(raw: Any, path: str, problems: List[str]) -> RuntimeOptions:
         observability=observability,
         containers=containers,
         security=security,
+        checkpoint=checkpoint,
         install_accelerator_software=install,
         node_hardware={str(k): dict(v) for k, v in hardware.items()},
     )

@@ -24,12 +24,16 @@ from hyperpod_local.state import LocalClusterError
 from training_runtime import checkpoint
 from training_runtime.health.remedy import parse_node_state
 from training_runtime.health.results import SPOT_REASON
+from training_runtime.launch_checkpoint import LOCAL_VARIABLE
 
 """The example job scripts of this checkout (the nodes see the host's files through their overlay)."""
 POLL_S = 0.25
 
 STEP = re.compile(r"^step (\d+) loss ")
 RESUMED = re.compile(r"^resumed from (\S+) at step (\d+)$")
+TIERS = re.compile(r"^resumed tiers (\S+)$")
+"""The tier every rank loaded its shard from (``local`` or ``shared``) and its host, in rank order, after a resume:
+``local@node-a,local@node-a,shared@node-b,...``."""
 INCARNATION = re.compile(r"^job (\d+) restart (\d+) on ")
 DONE = re.compile(r"^done (\d+) steps world=(\d+)")
 STOPPED = re.compile(r"^stopping after step (\d+): checkpointed on the checkpoint signal")
@@ -50,6 +54,10 @@ class Incarnation:
     attempt: int = 0
     steps: list[int] = field(default_factory=list)
     resumed_at: int | None = None
+    resumed_from: str = ""
+    """The checkpoint rank 0 loaded (a node-local tier's path or the shared one's)."""
+    resumed_tiers: list[tuple[str, str]] = field(default_factory=list)
+    """(tier, host) of every rank's resume, in rank order."""
     done_world: int | None = None
     stopped_after: int | None = None
     """The step after which the run checkpointed and stopped on the Spot watcher's signal."""
@@ -68,7 +76,9 @@ def parse_job_log(text: str) -> list[Incarnation]:
         elif m := STEP.match(line):
             runs[-1].steps.append(int(m.group(1)))
         elif m := RESUMED.match(line):
-            runs[-1].resumed_at = int(m.group(2))
+            runs[-1].resumed_at, runs[-1].resumed_from = int(m.group(2)), m.group(1)
+        elif m := TIERS.match(line):
+            runs[-1].resumed_tiers = [tuple(item.partition("@")[::2]) for item in m.group(1).split(",")]
         elif m := DONE.match(line):
             runs[-1].done_world = int(m.group(2))
         elif m := STOPPED.match(line):
@@ -110,12 +120,17 @@ class DdpJob:
     checkpoint_every: int
     step_seconds: float
     nodes: int = 2
+    local_tier: str = ""
+    """The node-local checkpoint tier's parent on every node (``HYPERPOD_CDK_CHECKPOINT_LOCAL_DIR``, what the launcher
+    sets on an instance store); empty: the shared tier only (the emulated types have no instance store)."""
 
     def sbatch(self, cluster: LocalCluster) -> list[str]:
         torchrun = Path(hyperpod_platform.torchrun())
         if not torchrun.exists():
             raise DrillError(f"{torchrun} does not exist: install torch==2.13.0 in this environment (make setup does)")
         env = f"ALL,TORCHRUN={torchrun},JOBS_DIR={JOBS_DIR},CHECKPOINT_DIR={self.checkpoint_dir(cluster)}"
+        if self.local_tier:
+            env += f",{LOCAL_VARIABLE}={self.local_tier}"
         return [
             "sbatch",
             "--parsable",

@@ -16,6 +16,7 @@ from hyperpod_cdk.rules.shapes import ViewValues, needs
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime import options as runtime_options
 from training_runtime import pins, slurm_security
+from training_runtime.checkpoint.budget import FIX, GIB, MIB, StagingBudget
 from training_runtime.option_rules import OPTION_RULES
 from training_runtime.option_types import SLURM_MAJOR
 from training_runtime.params import LIFECYCLE_DRIVEN
@@ -217,4 +218,38 @@ def slurm_security_version(view: ClusterView) -> Iterator[Problem]:
     if answer.affected:
         yield Problem(
             view.path("runtime", "slurm.version"), slurm_security.ami_summary(version), got=version, fix=SECURITY_FIX
+        )
+
+
+@rule(
+    "RT-CHECKPOINT-MEMORY",
+    "runtime",
+    "runtime.checkpoint.state_gib_per_node",
+    needs=("instance_groups", "hardware"),
+    source="PyTorch distributed_async_checkpoint_recipe (staging raises CPU memory by checkpoint_size_per_rank x "
+    "number_of_ranks; pinned memory is scarce); hyperpod-cdk (training_runtime/checkpoint/budget.py)",
+)
+def checkpoint_memory(view: ClusterView) -> Iterator[Problem]:
+    """The checkpoint state a node stages per save fits half of each compute type's memory less the OS reserve."""
+    options = view.runtime_options
+    declared = options.checkpoint.state_gib_per_node if options is not None else None
+    if not isinstance(declared, int) or declared < 1:  # RT-CHECKPOINT-SIZE judges the value itself
+        return
+    staging = declared * GIB
+    over = []
+    for group in view.compute_groups:
+        for instance_type in view.types_of(group):
+            hardware = view.hardware(instance_type)
+            if hardware is None:  # not a type HyperPod offers: GRP-INSTANCE-TYPE says so
+                continue
+            budget = StagingBudget(hardware.memory_mib * MIB)
+            if not budget.fits(staging):
+                over.append(f"{instance_type} of group {group.name}: {budget.describe()}")
+    if over:
+        yield Problem(
+            view.path("runtime", "checkpoint.state_gib_per_node"),
+            f"asynchronous checkpoints would stage {declared} GiB per node, over the staging budget of "
+            f"{'; '.join(over)}",
+            got=declared,
+            fix=FIX,
         )

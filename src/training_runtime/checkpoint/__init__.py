@@ -21,6 +21,7 @@ into host memory; a writer process writes and publishes it, first on a node-loca
 """
 
 from training_runtime.checkpoint.async_save import POLICIES, SKIP, WAIT, AsyncCheckpointer
+from training_runtime.checkpoint.budget import STAGING_SHARE_PERCENT, StagingBudget, StagingBudgetError, staging_fits
 from training_runtime.checkpoint.interrupt import CHECKPOINT_SIGNAL, StopRequest, any_rank, requeue_job
 from training_runtime.checkpoint.jobs import STAGES, Breakpoints
 from training_runtime.checkpoint.layout import (
@@ -62,6 +63,7 @@ __all__ = [
     "SHARDS",
     "SKIP",
     "STAGES",
+    "STAGING_SHARE_PERCENT",
     "STATE_FILE",
     "TMP",
     "TORCH_SAVE",
@@ -71,6 +73,8 @@ __all__ = [
     "Checkpoint",
     "CheckpointError",
     "Resumed",
+    "StagingBudget",
+    "StagingBudgetError",
     "StopRequest",
     "any_rank",
     "complete_checkpoints",
@@ -83,6 +87,7 @@ __all__ = [
     "save",
     "save_distributed",
     "shard_files",
+    "staging_fits",
     "state_bytes",
     "step_name",
 ]

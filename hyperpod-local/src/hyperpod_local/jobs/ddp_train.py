@@ -4,13 +4,19 @@ The shape of the HyperPod CPU DDP workshop (a linear model on synthetic data, a 
 steps), written so that a requeued or auto-resumed job continues where the last complete checkpoint left
 off:
 
-* checkpoints go through ``training_runtime.checkpoint`` (temporary directory, manifest, atomic rename,
-  ``latest`` pointer, the newest ``--keep`` kept), so a crash in the middle of a save never leaves a
-  partial checkpoint to load;
+* checkpoints are asynchronous and tiered by default (``training_runtime.launch_checkpoint.checkpointer``: the
+  launcher's settings, ``launch --sync-checkpoints`` for synchronous ones): every rank stages its state in host
+  memory and goes on while a writer process publishes it on the node-local tier, where the node has one, and
+  on the shared one (temporary directory, manifest, atomic rename, pointer, the newest ``--keep`` kept), so a
+  crash in the middle of a save never leaves a partial checkpoint to load; a restart resumes from the newest
+  complete one on any tier every rank can read;
 * every batch is a function of the step number, so a resumed run sees the same data it would have seen;
-* rank 0 prints one ``step N loss X`` line per step, which is what the fault tests read;
-* on the Spot watcher's signal (``checkpoint.StopRequest``) every rank stops after the same step, rank 0
-  saves that step and requeues the job (``checkpoint.requeue_job``), so a Spot reclaim loses no step.
+* rank 0 prints one ``step N loss X`` line per step, which is what the fault tests read, and on a resume the
+  tier each rank loaded from and its host (``resumed tiers local@node-a,local@node-a,shared@node-b,shared@node-b``);
+* on the Spot watcher's signal (``checkpoint.StopRequest``) every rank stops after the same step, saves that
+  step and waits for it to be published, and rank 0 requeues the job (``checkpoint.requeue_job``), so a Spot
+  reclaim loses no step; on ``SIGTERM`` (scancel, requeue, time limit) every rank waits for the save in flight
+  and stops.
 
 Runs under torchrun (``python3 -m training_runtime launch -- ddp_train.py ...``): CPU with gloo, or one
 GPU per process with NCCL when CUDA is available.
@@ -19,16 +25,20 @@ GPU per process with NCCL when CUDA is available.
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import os
+import signal
 import socket
 import time
+from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from training_runtime import checkpoint
+from training_runtime.launch_checkpoint import ENDED, SPOT, Stopping, checkpointer
 
 
 def arguments() -> argparse.Namespace:
@@ -51,11 +61,14 @@ def batch(step: int, rank: int, size: int, features: int, device: torch.device) 
     return x.to(device), y.to(device)
 
 
-def save(
-    args: argparse.Namespace, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer, world: int
-) -> None:
-    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict()}
-    checkpoint.save(args.checkpoint_dir, step, state, keep=args.keep, extra={"world_size": world})
+def training_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    """What a checkpoint holds; the model's tensors are the parameters themselves (a resume loads into them)."""
+    return {"model": model.state_dict(), "optimizer": optimizer.state_dict()}
+
+
+def save(ckpt: Any, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer, world: int) -> None:
+    """Every rank: checkpoint ``step`` (returns once the state is staged, when asynchronous)."""
+    ckpt.save(step, training_state(model, optimizer), extra={"world_size": world})
 
 
 def main() -> None:
@@ -73,18 +86,24 @@ def main() -> None:
     torch.manual_seed(0)
     model = torch.nn.Linear(args.features, 1).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    ckpt = checkpointer(args.checkpoint_dir, training_state(model, optimizer), keep=args.keep)
     start = 0
-    found = checkpoint.latest(args.checkpoint_dir)
-    if found is not None:
-        state = checkpoint.load(found)
+    state = training_state(model, optimizer)
+    resumed = ckpt.resume(state)
+    if resumed is not None:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
-        start = found.step + 1
+        start = resumed + 1
+        assert ckpt.resumed is not None
+        tiers: list[object] = [None] * world
+        dist.all_gather_object(tiers, f"{ckpt.resumed.tier}@{socket.gethostname()}")
         if rank == 0:
-            print(f"resumed from {found.path} at step {start}", flush=True)
+            print(f"resumed from {ckpt.resumed.checkpoint.path} at step {start}", flush=True)
+            print(f"resumed tiers {','.join(map(str, tiers))}", flush=True)
     ddp = DistributedDataParallel(model, device_ids=[local_rank] if use_cuda else None)
 
-    stop = checkpoint.StopRequest()
+    stopping = Stopping()
+    stopped = None
     began = time.monotonic()
     for step in range(start, args.steps):
         x, y = batch(step, rank, args.batch_size, args.features, device)
@@ -92,30 +111,34 @@ def main() -> None:
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+        ckpt.poll()  # a background save that failed raises here, on every rank
         if rank == 0:
             print(f"step {step} loss {loss.item():.4f}", flush=True)
-            saved = (step + 1) % args.checkpoint_every == 0 or step + 1 == args.steps
-            if saved:
-                save(args, step, model, optimizer, world)
-        if stop.agreed(checkpoint.any_rank):
-            if rank == 0:
-                if not saved:
-                    save(args, step, model, optimizer, world)
-                print(f"stopping after step {step}: checkpointed on the checkpoint signal", flush=True)
+        saved = (step + 1) % args.checkpoint_every == 0 or step + 1 == args.steps
+        if saved:
+            save(ckpt, step, model, optimizer, world)
+        stopped = stopping.check(ckpt, functools.partial(save, ckpt, step, model, optimizer, world), saved)
+        if stopped == SPOT and rank == 0:
+            print(f"stopping after step {step}: checkpointed on the checkpoint signal", flush=True)
+        if stopped is not None:
             break
         if args.step_seconds:
             time.sleep(args.step_seconds)
+    ckpt.close()  # waits for the last save to be published on every tier
     dist.barrier()
     # Free what holds the process group (DDP/FSDP modules, DTensors) before destroying it: gloo's threads then
     # stop while Python runs; left to interpreter shutdown they can abort the process after a good run
     # (docs/local-cluster.md, "Job scripts").
     del ddp, model, optimizer
     gc.collect()
-    if stop.requested_anywhere:
+    if stopped == SPOT:
         if rank == 0:
             checkpoint.requeue_job()
         dist.destroy_process_group()
         return
+    if stopped == ENDED:
+        dist.destroy_process_group()
+        raise SystemExit(128 + signal.SIGTERM)
     if rank == 0:
         print(f"done {args.steps} steps world={world} in {time.monotonic() - began:.1f}s", flush=True)
     dist.destroy_process_group()

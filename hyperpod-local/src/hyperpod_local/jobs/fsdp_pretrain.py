@@ -10,6 +10,13 @@ Steps are numbered from 1. A checkpoint named step N holds the state after step 
 from a fixed random bigram table, so the loss falls; batch ``i`` of rank ``r`` is a pure function of
 (seed, i, r), which makes the data-loader position a single number saved with the checkpoint.
 
+Checkpoints are asynchronous and tiered by default (``training_runtime.launch_checkpoint.checkpointer``, the
+launcher's settings; ``launch --sync-checkpoints`` for synchronous ones): every rank stages its shard of the model
+and optimizer in host memory and trains on while a writer process publishes it, on the node-local tier first where
+the node has one. A resume needs the world size that saved (the shards are the ranks' own). On the Spot watcher's
+signal every rank saves the step it is at, waits for it to be published, and rank 0 requeues the job; on
+``SIGTERM`` every rank waits for the save in flight and stops.
+
 On GPUs (``cuda`` available) each rank uses ``cuda:$LOCAL_RANK`` with NCCL and bf16 compute; elsewhere it runs on
 CPU with gloo. The model is built in full on every rank before sharding: the ``1b`` preset needs about 5 GiB of
 host memory per rank for a moment.
@@ -18,9 +25,11 @@ host memory per rank for a moment.
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import math
 import os
+import signal
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +43,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
 from training_runtime import checkpoint
+from training_runtime.launch_checkpoint import SPOT, Stopping, checkpointer
 
 
 @dataclass(frozen=True)
@@ -165,27 +175,35 @@ def training_state(model: nn.Module, optimizer: torch.optim.Optimizer, step: int
     return {"model": model_state, "optim": optimizer_state, "trainer": {"step": step, "data_position": position}}
 
 
-def resume(directory: str, model: nn.Module, optimizer: torch.optim.Optimizer, size: str) -> tuple[int, int, str]:
-    """Load the newest complete checkpoint: (last step done, batches consumed, its path); (0, 0, "") if none.
+def save_step(
+    ckpt: checkpoint.AsyncCheckpointer,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    step: int,
+    position: int,
+    extra: dict[str, Any],
+) -> None:
+    """Every rank: checkpoint the state after ``step`` (returns once it is staged, when asynchronous)."""
+    ckpt.save(step, training_state(model, optimizer, step, position), extra=extra)
 
-    Rank 0 picks the checkpoint and tells the others, so every rank loads the same one and the shared file
-    system is scanned once.
-    """
-    chosen = [checkpoint.latest(directory) if dist.get_rank() == 0 else None]
-    dist.broadcast_object_list(chosen, src=0)
-    found = chosen[0]
-    if found is None:
+
+def resume(
+    ckpt: checkpoint.AsyncCheckpointer, model: nn.Module, optimizer: torch.optim.Optimizer, size: str
+) -> tuple[int, int, str]:
+    """Load the newest complete checkpoint every rank can read, from the nearest tier: (last step done, batches
+    consumed, its path); (0, 0, "") if none."""
+    state = training_state(model, optimizer, 0, 0)
+    if ckpt.resume(state) is None or ckpt.resumed is None:
         return 0, 0, ""
-    saved_size = found.manifest["extra"].get("model_size")
+    found = ckpt.resumed.checkpoint
+    saved_size = ckpt.resumed.extra.get("model_size")
     if saved_size != size:
         raise SystemExit(
             f"{found.path} holds a {saved_size!r} model, this run trains {size!r}. "
             "Fix: pass the same --model-size, or another --checkpoint-dir"
         )
-    state = training_state(model, optimizer, 0, 0)
-    checkpoint.load_distributed(found, state)
     set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
-    return state["trainer"]["step"], state["trainer"]["data_position"], str(found.path)
+    return int(state["trainer"]["step"]), int(state["trainer"]["data_position"]), str(found.path)
 
 
 def main(argv: list[str]) -> int:
@@ -206,14 +224,18 @@ def main(argv: list[str]) -> int:
     optimizer = torch.optim.AdamW(model.parameters(), lr=peak, betas=(0.9, 0.95), weight_decay=0.1)
 
     done, position = 0, 0
+    ckpt = None
     if args.checkpoint_dir:
-        done, position, path = resume(args.checkpoint_dir, model, optimizer, args.model_size)
+        ckpt = checkpointer(args.checkpoint_dir, training_state(model, optimizer, 0, 0), keep=args.keep)
+        done, position, path = resume(ckpt, model, optimizer, args.model_size)
         if path and rank == 0:
             print(f"resumed from {path} at step {done + 1}", flush=True)
     if rank == 0:
         print(f"model {args.model_size} parameters {parameters} world {world} device {device.type}", flush=True)
 
     data = SyntheticTokens(preset, args.seed, rank)
+    stopping, stopped = Stopping(), None
+    save: Any = None
     for step in range(done + 1, args.steps + 1):
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step, args.decay_steps or args.steps, preset, peak)
@@ -229,18 +251,33 @@ def main(argv: list[str]) -> int:
         dist.all_reduce(reported)  # gloo has no AVG
         if rank == 0:
             print(f"step {step} loss {reported.item() / world:.4f}", flush=True)
-        if args.checkpoint_dir and (step % args.checkpoint_every == 0 or step == args.steps):
-            checkpoint.save_distributed(
-                args.checkpoint_dir,
-                step,
-                training_state(model, optimizer, step, position),
-                keep=args.keep,
-                extra={
-                    "model_size": args.model_size,
-                    "seed": args.seed,
-                    "tokens_per_step": preset.batch * preset.seq_len * world,
-                },
-            )
+        if ckpt is None:
+            continue
+        ckpt.poll()  # a background save that failed raises here, on every rank
+        saved = step % args.checkpoint_every == 0 or step == args.steps
+        extra = {
+            "model_size": args.model_size,
+            "seed": args.seed,
+            "tokens_per_step": preset.batch * preset.seq_len * world,
+        }
+        save = functools.partial(save_step, ckpt, model, optimizer, step, position, extra)
+        if saved:
+            save()
+        stopped = stopping.check(ckpt, save, saved)
+        if stopped is not None:
+            break
+    save = None  # it holds the model
+    if ckpt is not None:
+        ckpt.close()  # waits for the last save to be published on every tier
+    if stopped == SPOT and rank == 0:
+        print(f"stopping after step {step}: checkpointed on the checkpoint signal", flush=True)
+        checkpoint.requeue_job()
+    if stopped is not None:
+        dist.barrier()
+        del model, optimizer, mesh
+        gc.collect()
+        dist.destroy_process_group()
+        return 0 if stopped == SPOT else 128 + signal.SIGTERM
     if rank == 0:
         print(f"done {args.steps} steps world={world}", flush=True)
     dist.barrier()
