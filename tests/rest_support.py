@@ -110,7 +110,7 @@ class FakeRestApi:
     callers: dict[str, tuple[str, str]]
     """Access key id -> (secret key, the caller's ARN as the Function URL reports it)."""
     region: str
-    clock: list[int] = field(default_factory=lambda: [1_800_000_000])
+    clock: list[int] = field(default_factory=lambda: [1_800_000_000])  # the fake server's injected clock
     jobs: dict[int, dict[str, Any]] = field(default_factory=dict)
     requests: list[tuple[str, str, dict[str, str], Any]] = field(default_factory=list)
     mints: int = 0

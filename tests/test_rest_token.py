@@ -30,13 +30,13 @@ def test_the_signature_is_rfc7515_appendix_a1s_hs256_example():
 
 
 def test_a_minted_token_carries_slurms_claims_and_hs256():
-    jwt = mint(KEY, "alice", 900, 1_700_000_000)
+    jwt = mint(KEY, "alice", 900, 1_700_000_000)  # an injected clock: mint and verify take `now`
     header, payload, signature = jwt.split(".")
     assert _part(header) == {"alg": "HS256", "typ": "JWT"}
-    assert _part(payload) == {"iat": 1_700_000_000, "exp": 1_700_000_900, "sun": "alice"}
+    assert _part(payload) == {"iat": 1_700_000_000, "exp": 1_700_000_900, "sun": "alice"}  # injected
     assert "=" not in jwt
     assert token._signature(KEY, header + "." + payload) == signature
-    assert verify(KEY, jwt, 1_700_000_899)["sun"] == "alice"
+    assert verify(KEY, jwt, 1_700_000_899)["sun"] == "alice"  # injected clock
 
 
 def test_verify_refuses_another_key_an_expired_token_and_a_changed_user():

@@ -65,7 +65,7 @@ class Release:
 def parse(text: str) -> Release:
     """``24.11.0``, ``slurm 24.11.0`` (what ``sinfo --version`` prints), ``25.05.0rc1``, ``25.11`` (a line). A
     ValueError for anything else. A suffix after the numbers (a distribution's ``-4+deb13u1``) is ignored."""
-    match = _RELEASE.match(text or "")
+    match = _RELEASE.fullmatch(text or "")
     if not match:
         raise ValueError("not a Slurm version: {!r} (expected e.g. 24.11.0 or 25.11)".format(text))
     major, minor, patch, candidate, _suffix = match.groups()

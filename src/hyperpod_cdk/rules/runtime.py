@@ -212,7 +212,7 @@ def slurm_security_version(view: ClusterView) -> Iterator[Problem]:
     config's."""
     options = view.runtime_options
     version = options.slurm.version if options is not None else None
-    if version is None or view.mode != LIFECYCLE_DRIVEN or not SLURM_MAJOR.match(version):
+    if version is None or view.mode != LIFECYCLE_DRIVEN or not SLURM_MAJOR.fullmatch(version):
         return  # unset: the AMI's default (plan and status --slurm answer for it); api-driven: CL-SLURM-VERSION-MODE
     answer = slurm_security.ami_verdict(version)
     if answer.affected:

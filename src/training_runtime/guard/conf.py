@@ -108,7 +108,7 @@ def includes(text: str) -> List[str]:
     """The targets of a config's uncommented ``include`` lines, in order."""
     found = []
     for line in text.splitlines():
-        match = INCLUDE.match(line.split("#", 1)[0])
+        match = INCLUDE.fullmatch(line.split("#", 1)[0])
         if match:
             found.append(match.group(1))
     return found
@@ -127,7 +127,7 @@ def loads_plugin(line: str) -> bool:
 
 def include_target(line: str) -> Optional[str]:
     """The target of an uncommented ``include`` line, else None."""
-    match = INCLUDE.match(line.split("#", 1)[0])
+    match = INCLUDE.fullmatch(line.split("#", 1)[0])
     return match.group(1) if match else None
 
 

@@ -73,7 +73,7 @@ def parse_rest_api(raw: Any, path: str, problems: List[str]) -> Optional[RestApi
         not isinstance(arn, str)
         or not arn.strip()
         or any(c.isspace() for c in arn)
-        or (arn.startswith("arn:") and not SECRET_ARN.match(arn))
+        or (arn.startswith("arn:") and not SECRET_ARN.fullmatch(arn))
     ):
         problems.append(
             "{}.key_secret_arn: got {!r}; expected a Secrets Manager secret's ARN "
