@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from hyperpod_cdk.core.config import load_config
 from hyperpod_local import LocalCluster, LocalClusterError, staging
 from hyperpod_local.plan import UpOptions
 from local_support import HYPERPOD_REASON, requires_local_cluster, variant
@@ -54,10 +55,14 @@ def partitions_of(cluster: LocalCluster, workers: list[str]) -> dict[str, list[s
 @pytest.mark.parametrize("example", [*EXAMPLES, None], ids=lambda p: p.name if p else "default")
 def test_every_example_comes_up_and_runs_a_step_on_every_worker(example: Path | None, tmp_path: Path) -> None:
     """The default config (API-driven, trn1 workers) on the emulated HyperPod platform - Slurm 24.11, HyperPod's
-    part, the runtime's HyperPod path - as a new user's cluster runs; the examples on the generic platform."""
-    if example is None and HYPERPOD_REASON is not None:
+    part, the runtime's HyperPod path - as a new user's cluster runs; the examples on the generic platform, but
+    an example with Slurm's REST API on, which the local cluster runs on the HyperPod platform only (its control
+    plane serves the key's secret)."""
+    rest_api = load_config(example).rest_api if example is not None else None
+    on_hyperpod = example is None or (rest_api is not None and rest_api.enabled)
+    if on_hyperpod and HYPERPOD_REASON is not None:
         pytest.skip(HYPERPOD_REASON)
-    platform = HYPERPOD if example is None else GENERIC
+    platform = HYPERPOD if on_hyperpod else GENERIC
     cluster = bring_up(example, tmp_path / "work", platform=platform)
     try:
         workers = [cluster.slurm_name(n.name) for n in cluster.layout.workers]
