@@ -44,6 +44,29 @@ SHARED_SCOPES = {
 }
 """Modules that share a session fixture with another (:func:`example_builds`, :func:`example_lint`,
 :func:`scanned_templates`): under pytest-xdist they go to that module's worker, so the fixture is built once."""
+MODULE_SECONDS = {
+    "tests/test_local_faults.py": 160,
+    "tests/test_local_spot.py": 125,
+    "tests/test_local_scaler.py": 95,
+    "tests/test_local_autoresume.py": 75,
+    "tests/test_local_jobs.py": 65,
+    "tests/test_local_cost.py": 50,
+    "tests/test_local_hyperpod.py": 45,
+    "tests/test_local_update_software.py": 40,
+    "tests/test_local_observability.py": 40,
+    "tests/test_local_multihead.py": 35,
+    "tests/test_local_cluster.py": 25,
+    "tests/test_local_control_plane.py": 25,
+    "tests/test_local_next_slurm.py": 25,
+    "tests/test_local_hostile_home.py": 20,
+    "tests/test_local_imds.py": 20,
+    "tests/test_local_ami.py": 15,
+}
+"""About how long each module of the ``local`` tier that takes 15 s or more runs on one worker (set-up, tests and
+tear-down: ``make local-tier``'s ``--durations=0`` on the 2-core machine): those modules are handed out longest
+first, so the two workers end within a short module of each other (the tier's wall time is the longer worker's).
+Modules not listed follow, their ``slow`` ones first. A figure a third off still orders well; a new long module
+belongs here (docs/testing.md, "Tiers")."""
 
 
 @pytest.fixture(scope="session")
@@ -79,7 +102,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     module's tests stay on one worker, which sets up its module-scoped fixtures (a local cluster, a synth) once,
     but for :data:`CLUSTER_PER_TEST`, and :data:`SHARED_SCOPES` join the module they share a fixture with; in
     collection order, where the ``slow`` modules come first, so that the workers end together. (xdist's own
-    ``loadgroup`` marks did not group here, with pytest 9.2 and xdist 3.8.)"""
+    ``loadgroup`` marks did not group here, with pytest 9.2 and xdist 3.8.) A worker gets its next module only
+    when it is down to its last test (xdist's own gives it at two): then the next module goes to the worker that
+    is about to be free, which is what handing out the longest modules first relies on."""
     from xdist.scheduler import LoadScopeScheduling
 
     class ModuleScheduling(LoadScopeScheduling):  # type: ignore[misc]
@@ -87,13 +112,25 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             module = nodeid.split("::", 1)[0]
             return nodeid if module in CLUSTER_PER_TEST else SHARED_SCOPES.get(module, module)
 
+        def _reschedule(self, node: Any) -> None:
+            # A worker runs a test once it knows the next one (for the tear-down of module-scoped fixtures), so one
+            # test left is the latest moment to give it more without leaving it idle.
+            if node.shutting_down:
+                return
+            if not self.workqueue:
+                node.shutdown()
+                return
+            if self._pending_of(self.assigned_work[node]) <= 1:
+                self._assign_work_unit(node)
+
     return ModuleScheduling(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The tiers: every test not marked ``local`` is ``unit``; a ``local`` test this machine cannot run is skipped
-    with the reason (root, Slurm's packages, a node root file system: tests/local_support.py); and the modules with
-    ``slow`` tests are handed out first, whole, so that the workers end together."""
+    with the reason (root, Slurm's packages, a node root file system: tests/local_support.py); and the modules of
+    :data:`MODULE_SECONDS` are handed out first, longest first, then those with ``slow`` tests, whole, so that the
+    workers end together."""
     reasons: dict[tuple[tuple[str, object], ...], str | None] = {}
     for item in items:
         marker = item.get_closest_marker("local")
@@ -110,4 +147,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # By module, so that a module's tests stay together: a module-scoped fixture (checkov's report, a wheel, a
     # cluster) is torn down when the next test is another module's, and would be built again for the rest.
     slow = {item.nodeid.split("::", 1)[0] for item in items if item.get_closest_marker("slow") is not None}
-    items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in slow)  # stable: otherwise collection order
+    items.sort(key=lambda item: hand_out_order(item.nodeid.split("::", 1)[0], slow))  # stable: else collection order
+
+
+def hand_out_order(module: str, slow: set[str]) -> tuple[int, bool]:
+    """The sort key of ``module``'s tests: the modules of :data:`MODULE_SECONDS`, longest first, then the ``slow``."""
+    return -MODULE_SECONDS.get(module, 0), module not in slow

@@ -156,13 +156,17 @@ def test_teams_are_accounts_with_their_budgets(cluster: LocalCluster) -> None:
 
 def test_over_budget_team_waits_while_the_other_runs_and_running_jobs_are_not_killed(cluster: LocalCluster) -> None:
     held = submit(cluster, "alice", "-t", "1", "--wrap", "true")
-    first = submit(cluster, "bob", "-t", "2", "-n", "1", "--wrap", "sleep 20")
+    release = cluster.workdir / "shared" / "cost-release"  # the first job runs until the test lets it end
+    first = submit(
+        cluster, "bob", "-t", "2", "-n", "1", "--wrap", f"while [ ! -e /fsx/{release.name} ]; do sleep 0.5; done"
+    )
     wait_for(lambda: job(cluster, first)[0] == "RUNNING", "nlp's first job to run")
     # 2 minutes' billing held by the running job's time limit + 2 for this one > the budget's 3: safe keeps it pending.
     second = submit(cluster, "bob", "-t", "2", "-n", "1", "--wrap", "true")
     wait_for(lambda: job(cluster, second) == ("PENDING", "AssocGrpBillingMinutes"), "nlp's second job to wait")
     wait_for(lambda: job(cluster, held) == ("PENDING", "AssocGrpBillingMinutes"), "vision's job to wait")
     assert job(cluster, first)[0] == "RUNNING"
+    release.touch()
     wait_for(lambda: job(cluster, first)[0] not in ("RUNNING", "COMPLETING"), "nlp's first job to end")
     assert job(cluster, first)[0] == "COMPLETED"
     wait_for(lambda: job(cluster, second)[0] == "COMPLETED", "nlp's second job to run once the first ended")

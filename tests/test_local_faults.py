@@ -2,7 +2,7 @@
 crash and a slurmctld restart.
 
 The cluster uses the emulation's fast-recovery settings (``slurmd_timeout`` 10 s, ``cred_expire`` 70 s),
-so a crash costs about 15 s to detect plus the 71 s requeue delay; the module takes about three minutes.
+so a crash costs about 15 s to detect plus the 71 s requeue delay; the module takes about two and a half minutes.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 def test_worker_crash_requeues_the_job_and_it_resumes_from_the_newest_complete_checkpoint(
     cluster: LocalCluster,
 ) -> None:
-    job = DdpJob(name="crash-drill", steps=60, checkpoint_every=5, step_seconds=0.4)
+    job = DdpJob(name="crash-drill", steps=24, checkpoint_every=5, step_seconds=0.4)
     drill = crash_and_resume(cluster, job, submit_from=LOGIN, crash=WORKERS[1], crash_after_step=7)
 
     assert (drill.state, drill.restarts) == ("COMPLETED", 1), drill.log

@@ -1,6 +1,8 @@
 """Multi-head controllers: the local layout of a controller group of two, and (root only) a failover drill on
 a local cluster: the primary controller is powered off under a running and a queued job; the backup takes over
-and both jobs finish; the primary, booted again without its lifecycle script, takes control back."""
+and both jobs finish; the primary, booted again without its lifecycle script, takes control back. The running job
+runs until the test releases it, once the backup is in control: it ends under the backup however long the
+takeover takes, and no fixed sleep pads the drill."""
 
 from __future__ import annotations
 
@@ -71,9 +73,9 @@ def job_state(job: str) -> list[str]:
     return ["scontrol", "show", "job", job]
 
 
-def primary_runs(cluster: LocalCluster) -> int:
-    """How many times the primary's slurmctld has taken control (its log survives the power-off)."""
-    log = run(cluster, PRIMARY, "cat", "/var/log/slurm/slurmctld.log")
+def primary_runs(cluster: LocalCluster, node: str = PRIMARY) -> int:
+    """How many times ``node``'s slurmctld has taken control (its log survives the power-off)."""
+    log = run(cluster, node, "cat", "/var/log/slurm/slurmctld.log")
     return log.count("Running as primary controller")
 
 
@@ -84,15 +86,19 @@ def test_backup_takes_over_without_losing_a_job_and_the_primary_takes_back(clust
     assert f"Slurmctld(primary) at {PRIMARY} is UP" in ping and f"Slurmctld(backup) at {BACKUP} is UP" in ping
     conf = run(cluster, BACKUP, "cat", "/etc/slurm/slurm.conf")
     assert "StateSaveLocation=/fsx/.hyperpod-cdk/slurmctld" in conf
-    # A job on both workers, and one queued behind it; each writes a file on the shared file system.
-    wrap = "sleep {0}; hostname > /fsx/mh-{1}.out"
-    running = run(cluster, worker, "sbatch", "--parsable", "-N2", "--exclusive", "--wrap", wrap.format(25, "a"))
-    queued = run(cluster, worker, "sbatch", "--parsable", "-N1", "--exclusive", "--wrap", wrap.format(1, "b"))
+    # A job on both workers that runs until the test releases it, and one queued behind it; each writes a file on
+    # the shared file system.
+    shared = cluster.workdir / "shared"
+    release = "while [ ! -e /fsx/mh-release ]; do sleep 0.5; done; "
+    wrap = "hostname > /fsx/mh-{0}.out"
+    running = run(cluster, worker, "sbatch", "--parsable", "-N2", "--exclusive", "--wrap", release + wrap.format("a"))
+    queued = run(cluster, worker, "sbatch", "--parsable", "-N1", "--exclusive", "--wrap", wrap.format("b"))
     running, queued = running.strip(), queued.strip()
     submitted = time.time()
     wait_for(cluster, worker, job_state(running), r"JobState=RUNNING")
     assert "JobState=PENDING" in run(cluster, worker, *job_state(queued))
     before = primary_runs(cluster)
+    assert primary_runs(cluster, BACKUP) == 0  # in standby
     # slurmctld saves job state a few seconds after a change, not on submission: a job accepted less than that
     # before a hard crash is lost (Slurm's behaviour). Crash once the queued job is in the saved state.
     saved = cluster.workdir / "shared/.hyperpod-cdk/slurmctld/job_state"
@@ -104,10 +110,16 @@ def test_backup_takes_over_without_losing_a_job_and_the_primary_takes_back(clust
     cluster.crash(PRIMARY)  # power off: slurmctld and every other process of the primary die at once
 
     wait_for(cluster, worker, ["scontrol", "ping"], rf"primary\) at {PRIMARY} is DOWN[\s\S]*backup\) at {BACKUP} is UP")
-    # The backup, reading the state the primary saved on shared storage, runs both jobs to the end.
+    # The backup takes control (SlurmctldTimeout after the primary went silent) with the job still running on it ...
+    deadline = time.monotonic() + 120
+    while primary_runs(cluster, BACKUP) == 0 and time.monotonic() < deadline:
+        time.sleep(1)
+    assert primary_runs(cluster, BACKUP) == 1, "the backup never took control"
+    assert "JobState=RUNNING" in run(cluster, worker, *job_state(running))
+    (shared / "mh-release").touch()
+    # ... and, reading the state the primary saved on shared storage, runs both jobs to the end.
     wait_for(cluster, worker, job_state(running), r"JobState=COMPLETED", timeout=180)
     wait_for(cluster, worker, job_state(queued), r"JobState=COMPLETED", timeout=180)
-    shared = cluster.workdir / "shared"
     assert (shared / "mh-a.out").read_text().strip() in WORKERS
     assert (shared / "mh-b.out").read_text().strip() in WORKERS
 

@@ -94,7 +94,9 @@ def submit(cluster: LocalCluster, *argv: str) -> str:
 
 
 def test_a_running_job_shows_on_its_nodes_then_its_completion(cluster: LocalCluster) -> None:
-    job = submit(cluster, "-N", "2", "-p", "cpu", "--wrap", "sleep 25")
+    # the job runs until the test lets it end (a file on the shared directory), once it has looked at it running
+    release = "while [ ! -e /fsx/obs-release ]; do sleep 0.5; done"
+    job = submit(cluster, "-N", "2", "-p", "cpu", "--wrap", release)
     rows = wait_series(
         cluster,
         f'slurm_job_nodes{{job_id="{job}"}}',
@@ -108,6 +110,8 @@ def test_a_running_job_shows_on_its_nodes_then_its_completion(cluster: LocalClus
     missing = [name for name in METRICS["node"] + METRICS["slurm"] if not series(cluster, f"count({name})")]
     assert not missing, f"catalogued metrics Prometheus does not have: {missing}"
     assert float(series(cluster, "slurm_collector_success")[0]["value"][1]) == 1
+    assert job in {r["metric"]["job_id"] for r in series(cluster, "slurm_job_nodes")}  # still running: shown until now
+    (cluster.workdir / "shared" / "obs-release").touch()
     wait_series(cluster, f'slurm_job_nodes{{job_id="{job}"}}', lambda rows: not rows, f"job {job} gone", 120)
     assert not series(cluster, 'slurm_jobs{state="RUNNING"}')
 

@@ -4,7 +4,7 @@ The fake instance metadata service (``hyperpod_local.imds.FakeImds``, an HTTP se
 switch namespace) posts EC2's interruption notice for one worker; the node's Spot watcher drains it and
 signals the DDP job (examples/jobs/ddp.sbatch through the launcher), which checkpoints the step it is at and
 requeues itself. Then the node is lost (crashed) and a replacement boots under its name; the job resumes from
-the checkpoint it took on the notice. About three minutes (the requeue delay is cred_expire + 1 = 71 s).
+the checkpoint it took on the notice. About two minutes (the requeue delay is cred_expire + 1 = 71 s).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def test_a_spot_notice_checkpoints_requeues_and_the_job_resumes_after_the_node_i
     cluster: tuple[LocalCluster, FakeImds],
 ) -> None:
     local, imds = cluster
-    job = DdpJob(name="spot-drill", steps=60, checkpoint_every=5, step_seconds=0.4)
+    job = DdpJob(name="spot-drill", steps=24, checkpoint_every=5, step_seconds=0.4)
     drill = spot_reclaim(local, job, imds, submit_from=LOGIN, reclaim=WORKERS[1], notice_after_step=7)
 
     assert drill.drain_reason.startswith("hyperpod-cdk:spot-reclaim: terminate at "), drill.drain_reason

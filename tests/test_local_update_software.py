@@ -6,8 +6,10 @@ One module-scoped cluster (tests/fixtures/update_software/cluster.yaml: two comp
 each) and one drill, so the budget stays small: a training job with ``--requeue`` runs on workers-b, keeping its
 progress on /fsx; the update is interrupted between the two groups (Ctrl-C as the command drains workers-b) and
 resumed with ``--resume``: workers-a is updated once, never again; workers-b is drained, waits for the job to finish,
-is updated and verified. The requeue at the drain deadline is the unit tests' (tests/test_ops_update_software.py): a
-requeued job waits ``cred_expire`` (at least 70 s) before it starts again, too long for this budget. A second test
+is updated and verified. The job runs until the drill lets it finish (a file on /fsx), once the resumed command has
+drained workers-b and found the job still running there: no fixed length of job pads the drill. The requeue at the
+drain deadline is the unit tests' (tests/test_ops_update_software.py): a requeued job waits ``cred_expire`` (at
+least 70 s) before it starts again, too long for this budget. A second test
 (issue #39, H3) runs a job whose name and comment try to put a command on the controller's requeue line
 (tests/hostile_slurm.py) up to that requeue, and shows that the requeue ran and the command did not.
 Alone: ``python -m pytest tests/test_local_update_software.py``.
@@ -43,10 +45,11 @@ pytestmark = requires_hyperpod_platform
 CONFIG = Path(__file__).resolve().parent / "fixtures" / "update_software" / "cluster.yaml"
 NAME = "rolling-cluster"
 JOB = (
-    "n=$(cat /fsx/rolling/count 2>/dev/null || echo 0); while [ $n -lt 45 ]; do n=$((n+1)); "
-    "echo $n >/fsx/rolling/count; sleep 1; done; hostname >/fsx/rolling/finished"
+    "n=$(cat /fsx/rolling/count 2>/dev/null || echo 0); while [ ! -e /fsx/rolling/release ]; do n=$((n+1)); "
+    'echo $n >/fsx/rolling/count; sleep 1; done; echo "$n $(hostname)" >/fsx/rolling/finished'
 )
-"""A training job in miniature: a step a second, its progress on /fsx (a requeued run carries on from it)."""
+"""A training job in miniature: a step a second, its progress on /fsx (a requeued run carries on from it), until
+the drill lets it finish (:class:`ReleaseOnceWaiting`); it writes its last step and its node."""
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +90,26 @@ class CtrlCAtDrain:
         return self.ssm(argv)
 
 
+class ReleaseOnceWaiting:
+    """The SSM fake that lets the job finish (``release``, a file on /fsx) once the command has drained ``node`` and
+    then found ``job`` still running there: the command is waiting for it, as it must, and the drill no longer."""
+
+    def __init__(self, ssm: SsmOnTheNode, node: str, job: str, release: Path) -> None:
+        self.ssm, self.node, self.job, self.release = ssm, node, job, release
+        self.drained = self.waited = False
+
+    def __call__(self, argv: list[str]) -> Captured:
+        command = json.loads(argv[argv.index("--parameters") + 1])["command"][0]
+        answer = self.ssm(argv)
+        if f"NodeName={self.node} State=DRAIN" in command:
+            self.drained = True
+        elif self.drained and not self.waited and "; squeue " in command:  # the command's look at the jobs
+            self.waited = any(line.split("|")[0] == self.job for line in answer.stdout.splitlines())
+            if self.waited:
+                self.release.touch()
+        return answer
+
+
 def reimages(cluster: LocalCluster) -> dict[str, int]:
     """How often the control plane re-imaged each instance (its event log)."""
     found: dict[str, int] = {}
@@ -109,7 +132,7 @@ def test_a_rolling_update_interrupted_and_resumed_while_a_job_runs(
     job = job.strip()
     operator = Operator(fakes=NoFakes(), home=tmp_path, sleep=time.sleep)
     operator.ssm_command = CtrlCAtDrain(SsmOnTheNode(cluster, sagemaker, NAME), b)
-    options = ("--yes", "--poll", "2", "--drain-deadline", "5m", "--update-timeout", "300", "--json")
+    options = ("--yes", "--poll", "2", "--drain-deadline", "2m", "--update-timeout", "300", "--json")
 
     interrupted = operator("update-software", NAME, *options)
     assert interrupted.code == 130, interrupted.err
@@ -119,15 +142,20 @@ def test_a_rolling_update_interrupted_and_resumed_while_a_job_runs(
     assert reimages(cluster) == {ids["workers-a"]: 1}
     assert cluster.exec("workers-a-1", ["test", "-e", "/var/tmp/root-marker"]).returncode == 1  # a fresh root
 
+    release = cluster.workdir / "shared/rolling/release"
+    waiting = ReleaseOnceWaiting(SsmOnTheNode(cluster, sagemaker, NAME), b, job, release)
+    operator.ssm_command = waiting
     resumed = operator("update-software", NAME, "--resume", *options)
     assert resumed.code == 0, resumed.err
+    assert waiting.waited, "the resumed command never found the job running on the drained workers-b"
     assert [(g["group"], g["phase"], g["verified_on"]) for g in resumed.json()["groups"]] == [
         ("workers-a", "done", [a]),
         ("workers-b", "done", [b]),
     ]
     assert reimages(cluster) == {ids["workers-a"]: 1, ids["workers-b"]: 1}  # no group twice, the controller never
-    assert run(cluster, "cat", "/fsx/rolling/count").strip() == "45"  # /fsx stayed
-    assert run(cluster, "cat", "/fsx/rolling/finished").strip() == b  # it finished where it ran, before b's update
+    steps = run(cluster, "cat", "/fsx/rolling/count").strip()
+    assert int(steps) > 0 and run(cluster, "cat", "/fsx/rolling/finished").split() == [steps, b]  # /fsx stayed
+    # (the job finished where it ran, before b's update)
     accounted = run(cluster, "sacct", "-X", "-n", "-P", "-o", "JobName,State,NodeList", "-S", "now-1hour")
     assert f"train|COMPLETED|{b}" in accounted.splitlines()  # the accounting records stayed
     verified = [line for line in accounted.splitlines() if line.startswith("hyperpod-cdk-verify|")]

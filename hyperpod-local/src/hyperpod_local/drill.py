@@ -314,7 +314,8 @@ def spot_reclaim(
 ) -> SpotReclaim:
     """Run ``job``; once it has logged ``notice_after_step`` post EC2's interruption notice for node ``reclaim``
     on the fake metadata service; wait for the watcher to drain the node and for the job to checkpoint and be
-    requeued; then lose the node (:meth:`LocalCluster.crash`) and bring a replacement up under its name
+    requeued (pending again: its first run ended on every node); then lose the node (:meth:`LocalCluster.crash`)
+    and bring a replacement up under its name
     (the notice withdrawn: a new instance); wait for the job to end."""
     drill = Drill(cluster, job, submit_from, timeout)
     drill.start(notice_after_step, lambda: imds.post(reclaim), checkpoint_first=False)
@@ -329,6 +330,11 @@ def spot_reclaim(
 
     drained = drill.wait(f"{reclaim} to be drained for the Spot reclaim", spot_drained)
     requeued = drill.wait("the job to be requeued", drill.requeued)
+    # EC2 takes the instance two minutes after the notice: by then the job's first run has ended on it. The node is
+    # lost once Slurm holds the job pending again, its first run's end (COMPLETING) confirmed by every node: lost
+    # while the job is still COMPLETING on it, the requeue would wait for slurmctld to resend the dead node's
+    # termination (about 45 s more) before the requeue delay even starts.
+    drill.wait("the requeued job's first run to end on every node", lambda: drill.fields().get("JobState") == "PENDING")
     at_requeue = checkpoint.latest(drill.checkpoints)
     if at_requeue is None:
         raise DrillError(f"no complete checkpoint when the job was requeued; job log:\n{drill.log.read_text()[-2000:]}")
