@@ -4,15 +4,19 @@ Jobs are submitted, listed and cancelled through it with tokens minted by the mi
 (``hyperpod_cdk.rest.minter.token.mint``) from the secret's value; an expired token, a token used for another user and
 a token signed with the key before a rotation are refused by slurmctld; a job submitted over REST is in ``sacct``
 under its user and their team's account; the rotation leaves a running job running; a replaced controller serves the
-API again. One cluster (controller and one worker, HyperPod platform) for the module; the tests run in file order.
+API again; and ``hyperpod-cdk jobs`` runs end to end with a token the minting function's handler mints for the
+caller's SigV4-signed IAM identity. One cluster (controller and one worker, HyperPod platform) for the module; the tests run in file order.
 """
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
+import socket
 import ssl
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,6 +26,8 @@ import boto3
 import pytest
 import yaml
 
+from hyperpod_cdk.aws.session import make_session
+from hyperpod_cdk.core import stack_outputs as out
 from hyperpod_cdk.rest.client import RestApiError, SlurmRestClient
 from hyperpod_cdk.rest.minter.token import mint
 from hyperpod_local import LocalCluster
@@ -29,7 +35,9 @@ from hyperpod_local.control_plane import local as control_plane
 from hyperpod_local.netns import entered
 from hyperpod_local.plan import UpOptions
 from local_support import requires_hyperpod_platform, variant
+from ops_support import REGION, Operator, aws_env, moto_url  # noqa: F401
 from rest_node_support import CONFIG
+from rest_support import FakeRestApi, serve
 from training_runtime.node import HYPERPOD
 from training_runtime.rest.config import CERTIFICATE
 
@@ -156,6 +164,87 @@ def test_jobs_are_submitted_listed_and_cancelled_over_rest_as_the_tokens_user(re
     assert (mine["user_name"], mine["account"]) == ("alice", "vision")  # the team's account, as sbatch would
     wait_for("the job to run", lambda: state(rest, alice, job_id) == "RUNNING")
     rest.call(lambda: alice.cancel(job_id))
+    wait_for("the job to be cancelled", lambda: state(rest, alice, job_id) == "CANCELLED")
+
+
+@contextlib.contextmanager
+def relayed(rest: Rest) -> Iterator[str]:
+    """``https://127.0.0.1:<port>`` on the host, relayed byte for byte to the controller's TLS endpoint through the
+    switch's namespace: the load balancer's place, so that a command on the host (moto and the minting URL on its
+    loopback) reaches the node. TLS is end to end: the relay sees only ciphertext."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def pump(source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                sink.sendall(data)
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                caller, _ = listener.accept()
+                with entered(rest.cluster.namespaces.switch):
+                    node = socket.create_connection((rest.address, PORT), timeout=30)
+                for ends in ((caller, node), (node, caller)):
+                    threading.Thread(target=pump, args=ends, daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield f"https://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        listener.close()
+
+
+def test_the_jobs_command_works_end_to_end_with_a_token_minted_for_the_callers_iam_identity(
+    rest: Rest,
+    aws_env: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """``hyperpod-cdk jobs`` as an operator runs it: the stack's outputs from (moto's) CloudFormation; a token from the
+    minting URL for the caller's IAM role session, SigV4-signed and checked, answered by the minting function's own
+    handler with the signing key's current value and the config's identity map (rest_support.FakeRestApi); the job
+    submitted, listed and cancelled on the controller's real slurmrestd as the Slurm user that role maps to."""
+    session_arn = "arn:aws:sts::111122223333:assumed-role/vision-pipelines/notebook"
+    identities = {i["principal_arn"]: i["slurm_user"] for i in CONFIG["rest_api"]["identities"]}
+    api = FakeRestApi(
+        key=rest.key(), identities=identities, callers={"testing": ("testing", session_arn)}, region=REGION
+    )
+    api.clock[0] = int(time.time())  # slurmctld judges the token by the real clock
+    running = serve(api, tmp_path)
+    served = next(running)
+    bundle = tmp_path / "ca-bundle.pem"
+    bundle.write_text(served.ca.read_text() + rest.certificate.read_text())
+    try:
+        with relayed(rest) as endpoint:
+            outputs = {
+                out.CLUSTER_NAME: "rest",
+                out.REST_API_ENDPOINT: endpoint,
+                out.REST_API_TLS_NAME: rest.address,  # the node's certificate names its address; the NLB's, its name
+                out.REST_API_TOKEN_URL: served.mint_url,
+            }
+            template = {
+                "Resources": {"Topic": {"Type": "AWS::SNS::Topic"}},
+                "Outputs": {key: {"Value": value} for key, value in outputs.items()},
+            }
+            make_session(None, None).client("cloudformation").create_stack(
+                StackName="hyperpod-rest", TemplateBody=json.dumps(template)
+            )
+
+            def jobs(*argv: str) -> Any:
+                found = Operator()("jobs", argv[0], "rest", *argv[1:], "--ca-bundle", str(bundle), "--json")
+                assert found.code == 0, found.err
+                return json.loads(found.out)
+
+            job_id = jobs("submit", "--wrap", "sleep 300", "-p", "cpu", "--cwd", "/tmp")["job_id"]
+            mine = [j for j in jobs("list") if j["job_id"] == job_id]
+            assert [(j["user"], j["account"]) for j in mine] == [("alice", "vision")], mine
+            assert jobs("cancel", str(job_id)) == {"cancelled": True, "job_id": str(job_id)}
+    finally:
+        running.close()
+    assert api.mints >= 1  # the tokens came from the minting URL, for the caller's role session
+    alice = rest.client(lambda: rest.token("alice"))
     wait_for("the job to be cancelled", lambda: state(rest, alice, job_id) == "CANCELLED")
 
 
