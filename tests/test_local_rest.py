@@ -5,7 +5,8 @@ Jobs are submitted, listed and cancelled through it with tokens minted by the mi
 a token signed with the key before a rotation are refused by slurmctld; a job submitted over REST is in ``sacct``
 under its user and their team's account; the rotation leaves a running job running; a replaced controller serves the
 API again; and ``hyperpod-cdk jobs`` runs end to end with a token the minting function's handler mints for the
-caller's SigV4-signed IAM identity. One cluster (controller and one worker, HyperPod platform) for the module; the tests run in file order.
+caller's SigV4-signed IAM identity. One cluster (controller and one worker, HyperPod platform) for the module; the
+tests run in file order.
 """
 
 from __future__ import annotations
