@@ -34,11 +34,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 from hyperpod_cdk.rest.client import SlurmRestClient, job_description  # noqa: E402
 from hyperpod_cdk.rest.minter.token import mint  # noqa: E402
 from hyperpod_local import LocalCluster  # noqa: E402
-from hyperpod_local.control_plane import local as control_plane  # noqa: E402
 from hyperpod_local.netns import entered  # noqa: E402
 from hyperpod_local.plan import UpOptions  # noqa: E402
 from hyperpod_local.variant import Variant  # noqa: E402
-from rest_node_support import CONFIG  # noqa: E402
+from rest_node_support import CONFIG, rest_key  # noqa: E402
 from training_runtime.node import HYPERPOD  # noqa: E402
 from training_runtime.rest.config import CERTIFICATE  # noqa: E402
 
@@ -75,18 +74,7 @@ def main() -> None:
         try:
             certificate = Path(scratch) / "controller.crt"
             certificate.write_text(cluster.exec(CONTROLLER, ["cat", CERTIFICATE], timeout=30).stdout)
-            env = control_plane.client_env(cluster)
-            import boto3
-
-            secrets = boto3.client(
-                "secretsmanager",
-                endpoint_url=env["AWS_ENDPOINT_URL"],
-                aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-                aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
-                aws_session_token=env["AWS_SESSION_TOKEN"],
-                region_name=env["AWS_REGION"],
-            )
-            key = secrets.get_secret_value(SecretId=control_plane.rest_key_arn(cluster))["SecretString"].encode()
+            key = rest_key(cluster)
             token = mint(key, "alice", 900, int(time.time()))
             address = cluster.node(CONTROLLER).ip
             client = SlurmRestClient(f"https://{address}:6820", lambda: token, ca_certs=str(certificate))

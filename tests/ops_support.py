@@ -52,6 +52,15 @@ def moto_url() -> Iterator[str]:
         server.stop()
 
 
+def stack_with_outputs(name: str, outputs: dict[str, str]) -> None:
+    """A stack in moto's CloudFormation holding only ``outputs`` (what the operator commands read of a stack)."""
+    template = {
+        "Resources": {"Topic": {"Type": "AWS::SNS::Topic"}},
+        "Outputs": {key: {"Value": value} for key, value in outputs.items()},
+    }
+    make_session(None, None).client("cloudformation").create_stack(StackName=name, TemplateBody=json.dumps(template))
+
+
 @pytest.fixture
 def aws_env(moto_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
     """Dummy credentials, the Region and the moto endpoint in the standard variables; moto's state reset."""

@@ -5,6 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import boto3
+
+from hyperpod_local.control_plane import local as control_plane
+from hyperpod_local.state import ClusterHandle
+
 CONFIG: dict[str, Any] = {
     "cluster_name": "rest-cluster",
     "instance_groups": [
@@ -25,3 +30,24 @@ CONFIG: dict[str, Any] = {
         ],
     },
 }
+
+
+def secrets_client(cluster: ClusterHandle) -> Any:
+    """boto3's Secrets Manager client of the cluster's emulated control plane, with the instance role's keys: the
+    REST key's secret (:func:`~hyperpod_local.control_plane.local.rest_key_arn`) read and rotated as the minting
+    function and an operator do."""
+    env = control_plane.client_env(cluster)
+    return boto3.client(
+        "secretsmanager",
+        endpoint_url=env["AWS_ENDPOINT_URL"],
+        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+        aws_session_token=env["AWS_SESSION_TOKEN"],
+        region_name=env["AWS_REGION"],
+    )
+
+
+def rest_key(cluster: ClusterHandle) -> bytes:
+    """The REST key secret's current value (``AWSCURRENT``), read on the host as the minting function reads it."""
+    arn = control_plane.rest_key_arn(cluster)
+    return str(secrets_client(cluster).get_secret_value(SecretId=arn)["SecretString"]).encode()

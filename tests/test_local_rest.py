@@ -23,11 +23,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 import yaml
 
-from hyperpod_cdk.aws.session import make_session
 from hyperpod_cdk.core import stack_outputs as out
 from hyperpod_cdk.rest.client import RestApiError, SlurmRestClient
 from hyperpod_cdk.rest.minter.token import mint
@@ -36,8 +34,8 @@ from hyperpod_local.control_plane import local as control_plane
 from hyperpod_local.netns import entered
 from hyperpod_local.plan import UpOptions
 from local_support import requires_hyperpod_platform, variant
-from ops_support import REGION, Operator, aws_env, moto_url  # noqa: F401
-from rest_node_support import CONFIG
+from ops_support import REGION, Operator, aws_env, moto_url, stack_with_outputs  # noqa: F401
+from rest_node_support import CONFIG, rest_key, secrets_client
 from rest_support import FakeRestApi, serve
 from training_runtime.node import HYPERPOD
 from training_runtime.rest.config import CERTIFICATE
@@ -58,15 +56,7 @@ class Rest:
         self.cluster = cluster
         self.address = cluster.node(CONTROLLER).ip
         self.workdir = workdir
-        env = control_plane.client_env(cluster)
-        self.secrets = boto3.client(
-            "secretsmanager",
-            endpoint_url=env["AWS_ENDPOINT_URL"],
-            aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
-            aws_session_token=env["AWS_SESSION_TOKEN"],
-            region_name=env["AWS_REGION"],
-        )
+        self.secrets = secrets_client(cluster)
         self.arn = control_plane.rest_key_arn(cluster)
         self.current = self.key()
         self.load_certificate()
@@ -77,7 +67,7 @@ class Rest:
 
     def key(self) -> bytes:
         """The secret's AWSCURRENT value, read on the host (the minting function's read)."""
-        return str(self.secrets.get_secret_value(SecretId=self.arn)["SecretString"]).encode()
+        return rest_key(self.cluster)
 
     def token(self, user: str, key: bytes | None = None, *, lifetime_s: int = 900, now: int | None = None) -> str:
         """A token as the minting function mints it, with :attr:`current` (the key last read) unless ``key``."""
@@ -225,13 +215,7 @@ def test_the_jobs_command_works_end_to_end_with_a_token_minted_for_the_callers_i
                 out.REST_API_TLS_NAME: rest.address,  # the node's certificate names its address; the NLB's, its name
                 out.REST_API_TOKEN_URL: served.mint_url,
             }
-            template = {
-                "Resources": {"Topic": {"Type": "AWS::SNS::Topic"}},
-                "Outputs": {key: {"Value": value} for key, value in outputs.items()},
-            }
-            make_session(None, None).client("cloudformation").create_stack(
-                StackName="hyperpod-rest", TemplateBody=json.dumps(template)
-            )
+            stack_with_outputs("hyperpod-rest", outputs)
 
             def jobs(*argv: str) -> Any:
                 found = Operator()("jobs", argv[0], "rest", *argv[1:], "--ca-bundle", str(bundle), "--json")

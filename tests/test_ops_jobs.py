@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from hyperpod_cdk.aws.session import make_session
 from hyperpod_cdk.core import stack_outputs as out
-from ops_support import ACCOUNT, REGION, Operator, aws_env, moto_url  # noqa: F401
+from ops_support import ACCOUNT, REGION, Operator, aws_env, moto_url, stack_with_outputs  # noqa: F401
 from rest_support import TLS_NAME, FakeRestApi, Served, serve
 
 KEY = b"j" * 64
@@ -32,13 +31,7 @@ def served(aws_env: str, tmp_path: Path) -> Iterator[Served]:  # noqa: F811
             out.REST_API_TLS_NAME: TLS_NAME,
             out.REST_API_TOKEN_URL: running.mint_url,
         }
-        template = {
-            "Resources": {"Topic": {"Type": "AWS::SNS::Topic"}},
-            "Outputs": {key: {"Value": value} for key, value in outputs.items()},
-        }
-        make_session(None, None).client("cloudformation").create_stack(
-            StackName="hyperpod-ml", TemplateBody=json.dumps(template)
-        )
+        stack_with_outputs("hyperpod-ml", outputs)
         yield running
 
 
@@ -79,9 +72,6 @@ def test_a_refused_token_exits_4_and_a_missing_job_3(served: Served) -> None:
 
 
 def test_a_stack_without_the_rest_api_exits_3(aws_env: str) -> None:  # noqa: F811
-    template = {"Resources": {"Topic": {"Type": "AWS::SNS::Topic"}}, "Outputs": {"ClusterName": {"Value": "x"}}}
-    make_session(None, None).client("cloudformation").create_stack(
-        StackName="hyperpod-x", TemplateBody=json.dumps(template)
-    )
+    stack_with_outputs("hyperpod-x", {out.CLUSTER_NAME: "x"})
     result = Operator()("jobs", "list", "x")
     assert result.code == 3 and "rest_api" in result.err

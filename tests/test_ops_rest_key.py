@@ -11,7 +11,7 @@ import pytest
 from hyperpod_cdk.aws.session import make_session
 from hyperpod_cdk.core import stack_outputs as out
 from hyperpod_cdk.ops.context import Captured
-from ops_support import MotoCluster, Operator, aws_env, moto_url  # noqa: F401
+from ops_support import MotoCluster, Operator, aws_env, moto_url, stack_with_outputs  # noqa: F401
 
 OLD = "o" * 64
 
@@ -20,14 +20,7 @@ OLD = "o" * 64
 def secret(aws_env: str) -> str:  # noqa: F811
     MotoCluster("ml", {"controller": ("ml.m5.xlarge", 1, "Controller"), "workers": ("ml.c5.xlarge", 1, None)}).create()
     arn = boto3.client("secretsmanager", region_name="us-west-2").create_secret(Name="key", SecretString=OLD)["ARN"]
-    outputs = {out.CLUSTER_NAME: "ml", out.REST_API_KEY_SECRET: arn}
-    template = {
-        "Resources": {"Topic": {"Type": "AWS::SNS::Topic"}},
-        "Outputs": {key: {"Value": value} for key, value in outputs.items()},
-    }
-    make_session(None, None).client("cloudformation").create_stack(
-        StackName="hyperpod-ml", TemplateBody=json.dumps(template)
-    )
+    stack_with_outputs("hyperpod-ml", {out.CLUSTER_NAME: "ml", out.REST_API_KEY_SECRET: arn})
     return arn
 
 

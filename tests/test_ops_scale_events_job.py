@@ -14,7 +14,7 @@ import pytest
 from clock import ago, utc
 from hyperpod_cdk.aws.session import make_session
 from hyperpod_cdk.ops import training_job
-from ops_support import MotoCluster, Operator, aws_env, moto_url  # noqa: F401
+from ops_support import MotoCluster, Operator, aws_env, moto_url, stack_with_outputs  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("aws_env")
 ROOT = Path(__file__).resolve().parent.parent
@@ -146,16 +146,8 @@ OUTPUTS = {
 }
 
 
-def make_stack(name: str, outputs: dict[str, str]) -> None:
-    template = {
-        "Resources": {"Topic": {"Type": "AWS::SNS::Topic"}},
-        "Outputs": {key: {"Value": value} for key, value in outputs.items()},
-    }
-    make_session(None, None).client("cloudformation").create_stack(StackName=name, TemplateBody=json.dumps(template))
-
-
 def test_training_job_config_from_stack_outputs() -> None:
-    make_stack("hyperpod-train", OUTPUTS)
+    stack_with_outputs("hyperpod-train", OUTPUTS)
     result = Operator()("training-job-config", "hyperpod-train", "--directory", "datasets/tokenized", "--json")
     assert result.code == 0, result.err
     config = result.json()
@@ -179,7 +171,7 @@ def test_training_job_config_from_stack_outputs() -> None:
 
 
 def test_the_python_snippet_builds_the_file_system_input(monkeypatch: pytest.MonkeyPatch) -> None:
-    make_stack("hyperpod-train", OUTPUTS)
+    stack_with_outputs("hyperpod-train", OUTPUTS)
     snippet = Operator()("training-job-config", "hyperpod-train", "--python", "--access-mode", "rw").out
     made: list[dict[str, Any]] = []
     inputs = types.ModuleType("sagemaker.inputs")
@@ -201,13 +193,13 @@ def test_the_python_snippet_builds_the_file_system_input(monkeypatch: pytest.Mon
 
 
 def test_training_job_config_without_fsx_and_unknown_stack() -> None:
-    make_stack("no-fsx", {k: v for k, v in OUTPUTS.items() if not k.startswith("Fsx")})
+    stack_with_outputs("no-fsx", {k: v for k, v in OUTPUTS.items() if not k.startswith("Fsx")})
     config = Operator()("training-job-config", "no-fsx", "--json").json()
     assert "InputDataConfig" not in config["CreateTrainingJob"]
     missing = Operator()("training-job-config", "nope")
     assert missing.code == 3
     assert "no CloudFormation stack 'nope'" in missing.err
-    make_stack("other", {"Foo": "bar"})
+    stack_with_outputs("other", {"Foo": "bar"})
     other = Operator()("training-job-config", "other")
     assert other.code == 3
     assert "is it a hyperpod-cdk TrainingClusterStack?" in other.err

@@ -11,6 +11,7 @@ from typing import Any
 import boto3
 import pytest
 
+from hyperpod_cdk.core.rest_api_config import MAX_TOKEN_LIFETIME_S
 from hyperpod_cdk.rest.minter import handler as minter
 from hyperpod_cdk.rest.minter.identity import principal_key
 from hyperpod_cdk.rest.minter.token import verify
@@ -72,6 +73,9 @@ def test_the_lifetime_is_capped_whatever_the_environment_says(secret: str, monke
     monkeypatch.setenv(minter.LIFETIME_ENV, "86400")
     claims = verify(KEY.encode(), body(minter.handler(event(SESSION), CONTEXT))["token"], 0)
     assert claims["exp"] - claims["iat"] == minter.MAX_LIFETIME_S
+    # the function's cap is the config's maximum: one fact, written twice because the function's code is an asset
+    # that cannot import the library
+    assert minter.MAX_LIFETIME_S == MAX_TOKEN_LIFETIME_S
 
 
 @pytest.mark.parametrize(

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-DEFAULT_PORT = 6820
-"""slurmrestd's customary port (Slurm's REST API quick start), here the load balancer's and the controller's."""
-DEFAULT_TOKEN_LIFETIME_S = 900
-"""15 minutes: a leaked token is worth little for long."""
+from training_runtime.rest.params import DEFAULT_PORT, DEFAULT_TOKEN_LIFETIME_S
+
+__all__ = ["DEFAULT_PORT", "DEFAULT_TOKEN_LIFETIME_S", "KEY_LENGTH", "MAX_TOKEN_LIFETIME_S", "RestApiConfig"]
 MAX_TOKEN_LIFETIME_S = 3600
 """The longest lifetime a config may ask for (the minting function caps it too)."""
 KEY_LENGTH = 64

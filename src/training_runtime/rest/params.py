@@ -14,10 +14,11 @@ REST_API_KEY = "rest_api"
 """The key under ``hyperpod_cdk`` in the parameters file."""
 
 DEFAULT_PORT = 6820
-"""slurmrestd's customary port (Slurm's REST quick start runs it on 6820); here the node's TLS endpoint."""
+"""slurmrestd's customary port (Slurm's REST quick start runs it on 6820); here the node's TLS endpoint, and the load
+balancer's (the config's default, :mod:`hyperpod_cdk.core.rest_api_config`)."""
 
 DEFAULT_TOKEN_LIFETIME_S = 900
-"""Tokens live 15 minutes unless the config says otherwise."""
+"""Tokens live 15 minutes unless the config says otherwise: a leaked token is worth little for long."""
 
 SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]*:[0-9]{12}:secret:.+")
 """botocore's pattern for a secret's ARN (``AccountingDatabase.SecretArn``, the same service)."""

@@ -28,14 +28,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from hyperpod_cdk.core.rest_api_config import KEY_LENGTH  # the length the stack generates (docs/rest-api.md)
 from hyperpod_local.control_plane.model import ApiError
 from hyperpod_local.layout import LOCAL_ACCOUNT, LOCAL_REGION
 
 TARGET_PREFIX = "secretsmanager."
 SERVICE = "secretsmanager"
 CURRENT, PREVIOUS = "AWSCURRENT", "AWSPREVIOUS"
-KEY_LENGTH = 64
-"""The REST API key's length as the stack generates it (docs/rest-api.md, "Tokens from IAM")."""
 
 
 def rest_key_name(cluster_name: str) -> str:
