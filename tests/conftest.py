@@ -45,16 +45,16 @@ SHARED_SCOPES = {
 """Modules that share a session fixture with another (:func:`example_builds`, :func:`example_lint`,
 :func:`scanned_templates`): under pytest-xdist they go to that module's worker, so the fixture is built once."""
 MODULE_SECONDS = {
-    "tests/test_local_faults.py": 160,
-    "tests/test_local_spot.py": 125,
+    "tests/test_local_faults.py": 155,
+    "tests/test_local_spot.py": 110,
     "tests/test_local_scaler.py": 95,
     "tests/test_local_autoresume.py": 75,
     "tests/test_local_jobs.py": 65,
-    "tests/test_local_cost.py": 50,
+    "tests/test_local_multihead.py": 55,
     "tests/test_local_hyperpod.py": 45,
-    "tests/test_local_update_software.py": 40,
-    "tests/test_local_observability.py": 40,
-    "tests/test_local_multihead.py": 35,
+    "tests/test_local_cost.py": 35,
+    "tests/test_local_observability.py": 35,
+    "tests/test_local_update_software.py": 30,
     "tests/test_local_cluster.py": 25,
     "tests/test_local_control_plane.py": 25,
     "tests/test_local_next_slurm.py": 25,
@@ -101,11 +101,14 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """How ``make test`` hands tests to pytest-xdist's workers (``--dist loadscope --no-loadscope-reorder``): a
     module's tests stay on one worker, which sets up its module-scoped fixtures (a local cluster, a synth) once,
     but for :data:`CLUSTER_PER_TEST`, and :data:`SHARED_SCOPES` join the module they share a fixture with; in
-    collection order, where the ``slow`` modules come first, so that the workers end together. (xdist's own
-    ``loadgroup`` marks did not group here, with pytest 9.2 and xdist 3.8.) A worker gets its next module only
-    when it is down to its last test (xdist's own gives it at two): then the next module goes to the worker that
-    is about to be free, which is what handing out the longest modules first relies on."""
+    collection order, where the longest modules come first (:func:`pytest_collection_modifyitems`), so that the
+    workers end together, also under ``--dist loadscope`` alone (xdist's reordering by test count would undo it).
+    (xdist's own ``loadgroup`` marks did not group here, with pytest 9.2 and xdist 3.8.) A worker gets its next
+    module only when it is down to its last test (xdist's own gives it at two): then the next module goes to the
+    worker that is about to be free, which is what handing out the longest modules first relies on."""
     from xdist.scheduler import LoadScopeScheduling
+
+    config.option.loadscopereorder = False
 
     class ModuleScheduling(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:

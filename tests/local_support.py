@@ -107,6 +107,34 @@ def cpu_cluster(
         cluster.down()
 
 
+@dataclass(frozen=True)
+class Release:
+    """A job that runs until the test lets it end, instead of sleeping for a length that has to outlast what the test
+    looks at: :attr:`wait` is the job's shell loop, waiting for a file on the cluster's shared directory, and
+    :meth:`now` creates the file."""
+
+    host: Path
+    on_node: str
+
+    @property
+    def wait(self) -> str:
+        return f"while [ ! -e {self.on_node} ]; do sleep 0.5; done"
+
+    def now(self) -> None:
+        self.host.touch()
+
+
+@contextmanager
+def release(cluster: LocalCluster, name: str) -> Iterator[Release]:
+    """A :class:`Release` by the file ``name`` at the top of the shared directory, created on the way out in any case:
+    a test that fails before it lets its job end leaves no job running into the module's next test."""
+    found = Release(cluster.workdir / "shared" / name, f"{cluster.state.fsx_mount_path}/{name}")
+    try:
+        yield found
+    finally:
+        found.now()
+
+
 SELF_QUERY = (
     'for i in $(seq 60); do r=$(sacct -n -X -P -j "$SLURM_JOB_ID" -o jobid,state); '
     'case "$r" in *RUNNING*) break;; esac; sleep 1; done; echo "$SLURM_JOB_ID $r"'

@@ -21,7 +21,7 @@ from hyperpod_local import LocalCluster
 from hyperpod_local.control_plane import local as control_plane
 from hyperpod_local.overlay import host_hardware
 from hyperpod_local.plan import UpOptions
-from local_support import CPU_CLUSTER, SsmOnTheNode, requires_hyperpod_platform, use_control_plane, variant
+from local_support import CPU_CLUSTER, SsmOnTheNode, release, requires_hyperpod_platform, use_control_plane, variant
 from ops_support import NoFakes, Operator
 from training_runtime.billing import billing_minutes, money, node_billing_per_minute
 from training_runtime.node import HYPERPOD
@@ -156,17 +156,15 @@ def test_teams_are_accounts_with_their_budgets(cluster: LocalCluster) -> None:
 
 def test_over_budget_team_waits_while_the_other_runs_and_running_jobs_are_not_killed(cluster: LocalCluster) -> None:
     held = submit(cluster, "alice", "-t", "1", "--wrap", "true")
-    release = cluster.workdir / "shared" / "cost-release"  # the first job runs until the test lets it end
-    first = submit(
-        cluster, "bob", "-t", "2", "-n", "1", "--wrap", f"while [ ! -e /fsx/{release.name} ]; do sleep 0.5; done"
-    )
-    wait_for(lambda: job(cluster, first)[0] == "RUNNING", "nlp's first job to run")
-    # 2 minutes' billing held by the running job's time limit + 2 for this one > the budget's 3: safe keeps it pending.
-    second = submit(cluster, "bob", "-t", "2", "-n", "1", "--wrap", "true")
-    wait_for(lambda: job(cluster, second) == ("PENDING", "AssocGrpBillingMinutes"), "nlp's second job to wait")
-    wait_for(lambda: job(cluster, held) == ("PENDING", "AssocGrpBillingMinutes"), "vision's job to wait")
-    assert job(cluster, first)[0] == "RUNNING"
-    release.touch()
+    with release(cluster, "cost-release") as ending:  # nlp's first job runs until the test has looked
+        first = submit(cluster, "bob", "-t", "2", "-n", "1", "--wrap", ending.wait)
+        wait_for(lambda: job(cluster, first)[0] == "RUNNING", "nlp's first job to run")
+        # 2 minutes' billing held by the running job's time limit + 2 for this one > the budget's 3: safe keeps it
+        # pending.
+        second = submit(cluster, "bob", "-t", "2", "-n", "1", "--wrap", "true")
+        wait_for(lambda: job(cluster, second) == ("PENDING", "AssocGrpBillingMinutes"), "nlp's second job to wait")
+        wait_for(lambda: job(cluster, held) == ("PENDING", "AssocGrpBillingMinutes"), "vision's job to wait")
+        assert job(cluster, first)[0] == "RUNNING"
     wait_for(lambda: job(cluster, first)[0] not in ("RUNNING", "COMPLETING"), "nlp's first job to end")
     assert job(cluster, first)[0] == "COMPLETED"
     wait_for(lambda: job(cluster, second)[0] == "COMPLETED", "nlp's second job to run once the first ended")

@@ -100,3 +100,58 @@ def test_the_outcome_is_the_ended_jobs_fields_and_log(setup: tuple[Drill, Path, 
     }
     assert [run.steps for run in outcome["runs"]] == [[1, 2]]
     assert drill.requeued() and drill.cluster.calls[-1] == ["scontrol", "show", "job", "-o", "42"]  # type: ignore[attr-defined]
+
+
+class SpotCluster:
+    """A cluster whose ``scontrol`` tells the Spot drill's story: the node drained on the notice, the job requeued but
+    still COMPLETING for a few looks, then PENDING; running again and completed once the replacement booted. Records
+    the job's state when the node is lost."""
+
+    def __init__(self, log: Path) -> None:
+        self.log, self.completing, self.lost, self.booted = log, 3, False, False
+        self.state_when_lost = ""
+
+    def job(self) -> str:
+        if self.booted:
+            self.log.write_text(self.log.read_text() + "job 42 restart 1 on cpu-1\nresumed from /c at step 3\n")
+            return "JobState=COMPLETED Restarts=1"
+        if self.completing:
+            self.completing -= 1
+            return "JobState=COMPLETING Restarts=1"
+        return "JobState=PENDING Restarts=1"
+
+    def exec(self, node: str, argv: list[str], timeout: float = 0) -> SimpleNamespace:
+        if argv[:3] == ["scontrol", "show", "node"]:
+            state = "IDLE+DRAIN+NOT_RESPONDING" if self.lost else "IDLE+DRAIN"
+            shown = f"NodeName={argv[3]} State={state}\n   Reason=hyperpod-cdk:spot-reclaim: terminate at x [root]\n"
+            return SimpleNamespace(returncode=0, stdout=shown, stderr="")
+        return SimpleNamespace(returncode=0, stdout=f"JobId=42 {self.job()}\n", stderr="")
+
+    def crash(self, name: str) -> None:
+        self.lost, self.state_when_lost = True, self.job()
+
+    def boot(self, name: str, bootstrap: bool = False) -> None:
+        self.booted = True
+
+
+def test_the_spot_drill_loses_the_node_only_once_the_requeued_job_is_pending(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lost while the job still COMPLETES on it, the requeue waits for slurmctld to resend the dead node's termination
+    (about 45 s on the local cluster) before the requeue delay starts."""
+    monkeypatch.setattr(drills.checkpoint, "latest", lambda root: SimpleNamespace(step=2))
+    log = tmp_path / "ddp-42.out"
+    log.write_text("job 42 restart 0 on cpu-1\nstep 1 loss 0.9\nstep 2 loss 0.8\n")
+    cluster = SpotCluster(log)
+    imds = SimpleNamespace(post=lambda node: None, withdraw=lambda node: None)
+    drill = drills.spot_reclaim(
+        cluster,  # type: ignore[arg-type]
+        FakeJob(tmp_path),  # type: ignore[arg-type]
+        imds,  # type: ignore[arg-type]
+        submit_from="login-1",
+        reclaim="cpu-2",
+        notice_after_step=2,
+        timeout=10,
+    )
+    assert cluster.state_when_lost == "JobState=PENDING Restarts=1" and cluster.completing == 0
+    assert (drill.state, drill.checkpoint_at_requeue) == ("COMPLETED", 2)

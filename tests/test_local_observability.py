@@ -15,7 +15,7 @@ import yaml
 from hyperpod_local import LocalCluster
 from hyperpod_local import metrics as metrics_server
 from hyperpod_local.plan import UpOptions
-from local_support import CPU_CLUSTER, requires_local_cluster, variant
+from local_support import CPU_CLUSTER, release, requires_local_cluster, variant
 from training_runtime.metrics.catalog import METRICS
 from training_runtime.node import GENERIC
 from training_runtime.steps.observability import COLLECTOR, NODE_EXPORTER, PID_DIR
@@ -94,24 +94,23 @@ def submit(cluster: LocalCluster, *argv: str) -> str:
 
 
 def test_a_running_job_shows_on_its_nodes_then_its_completion(cluster: LocalCluster) -> None:
-    # the job runs until the test lets it end (a file on the shared directory), once it has looked at it running
-    release = "while [ ! -e /fsx/obs-release ]; do sleep 0.5; done"
-    job = submit(cluster, "-N", "2", "-p", "cpu", "--wrap", release)
-    rows = wait_series(
-        cluster,
-        f'slurm_job_nodes{{job_id="{job}"}}',
-        lambda rows: sorted(r["metric"]["node"] for r in rows) == workers(cluster),
-        f"job {job} on both workers",
-    )
-    assert {r["metric"]["partition"] for r in rows} == {"cpu"} and {r["metric"]["user"] for r in rows} == {"root"}
-    assert series(cluster, 'slurm_jobs{state="RUNNING",partition="cpu"} >= 1')
-    assert {r["metric"]["state"] for r in series(cluster, "slurm_nodes")} & {"alloc", "mix"}
-    # while a job runs every catalogued node and Slurm metric has a series (the dashboards' names are real)
-    missing = [name for name in METRICS["node"] + METRICS["slurm"] if not series(cluster, f"count({name})")]
-    assert not missing, f"catalogued metrics Prometheus does not have: {missing}"
-    assert float(series(cluster, "slurm_collector_success")[0]["value"][1]) == 1
-    assert job in {r["metric"]["job_id"] for r in series(cluster, "slurm_job_nodes")}  # still running: shown until now
-    (cluster.workdir / "shared" / "obs-release").touch()
+    with release(cluster, "obs-release") as ending:  # the job runs until the test has looked at it running
+        job = submit(cluster, "-N", "2", "-p", "cpu", "--wrap", ending.wait)
+        rows = wait_series(
+            cluster,
+            f'slurm_job_nodes{{job_id="{job}"}}',
+            lambda rows: sorted(r["metric"]["node"] for r in rows) == workers(cluster),
+            f"job {job} on both workers",
+        )
+        assert {r["metric"]["partition"] for r in rows} == {"cpu"} and {r["metric"]["user"] for r in rows} == {"root"}
+        assert series(cluster, 'slurm_jobs{state="RUNNING",partition="cpu"} >= 1')
+        assert {r["metric"]["state"] for r in series(cluster, "slurm_nodes")} & {"alloc", "mix"}
+        # while a job runs every catalogued node and Slurm metric has a series (the dashboards' names are real)
+        missing = [name for name in METRICS["node"] + METRICS["slurm"] if not series(cluster, f"count({name})")]
+        assert not missing, f"catalogued metrics Prometheus does not have: {missing}"
+        assert float(series(cluster, "slurm_collector_success")[0]["value"][1]) == 1
+        running = {r["metric"]["job_id"] for r in series(cluster, "slurm_job_nodes")}
+        assert job in running  # shown as long as it runs
     wait_series(cluster, f'slurm_job_nodes{{job_id="{job}"}}', lambda rows: not rows, f"job {job} gone", 120)
     assert not series(cluster, 'slurm_jobs{state="RUNNING"}')
 

@@ -34,7 +34,7 @@ from hyperpod_local import LocalCluster
 from hyperpod_local.control_plane import local as control_plane
 from hyperpod_local.namespaces import list_netns
 from hyperpod_local.plan import UpOptions
-from local_support import SsmOnTheNode, requires_hyperpod_platform, use_control_plane, variant
+from local_support import Release, SsmOnTheNode, release, requires_hyperpod_platform, use_control_plane, variant
 from ops_support import NoFakes, Operator
 from test_local_control_plane import run
 from training_runtime.node import HYPERPOD
@@ -91,11 +91,11 @@ class CtrlCAtDrain:
 
 
 class ReleaseOnceWaiting:
-    """The SSM fake that lets the job finish (``release``, a file on /fsx) once the command has drained ``node`` and
+    """The SSM fake that lets the job finish (``ending``: a file on /fsx) once the command has drained ``node`` and
     then found ``job`` still running there: the command is waiting for it, as it must, and the drill no longer."""
 
-    def __init__(self, ssm: SsmOnTheNode, node: str, job: str, release: Path) -> None:
-        self.ssm, self.node, self.job, self.release = ssm, node, job, release
+    def __init__(self, ssm: SsmOnTheNode, node: str, job: str, ending: Release) -> None:
+        self.ssm, self.node, self.job, self.ending = ssm, node, job, ending
         self.drained = self.waited = False
 
     def __call__(self, argv: list[str]) -> Captured:
@@ -106,7 +106,7 @@ class ReleaseOnceWaiting:
         elif self.drained and not self.waited and "; squeue " in command:  # the command's look at the jobs
             self.waited = any(line.split("|")[0] == self.job for line in answer.stdout.splitlines())
             if self.waited:
-                self.release.touch()
+                self.ending.now()
         return answer
 
 
@@ -142,10 +142,10 @@ def test_a_rolling_update_interrupted_and_resumed_while_a_job_runs(
     assert reimages(cluster) == {ids["workers-a"]: 1}
     assert cluster.exec("workers-a-1", ["test", "-e", "/var/tmp/root-marker"]).returncode == 1  # a fresh root
 
-    release = cluster.workdir / "shared/rolling/release"
-    waiting = ReleaseOnceWaiting(SsmOnTheNode(cluster, sagemaker, NAME), b, job, release)
-    operator.ssm_command = waiting
-    resumed = operator("update-software", NAME, "--resume", *options)
+    with release(cluster, "rolling/release") as ending:  # JOB's file
+        waiting = ReleaseOnceWaiting(SsmOnTheNode(cluster, sagemaker, NAME), b, job, ending)
+        operator.ssm_command = waiting
+        resumed = operator("update-software", NAME, "--resume", *options)
     assert resumed.code == 0, resumed.err
     assert waiting.waited, "the resumed command never found the job running on the drained workers-b"
     assert [(g["group"], g["phase"], g["verified_on"]) for g in resumed.json()["groups"]] == [

@@ -33,7 +33,7 @@ class Worker:
 
 
 def scheduler(collection: list[str]) -> tuple[Any, Worker, Worker]:
-    config = SimpleNamespace(getvalue=lambda name: ["2*popen"], option=SimpleNamespace(loadscopereorder=False))
+    config = SimpleNamespace(getvalue=lambda name: ["2*popen"], option=SimpleNamespace(loadscopereorder=True))
     sched = conftest.pytest_xdist_make_scheduler(config, SimpleNamespace(loadscopesched=lambda *args: None))
     a, b = Worker("gw0"), Worker("gw1")
     for worker in (a, b):
@@ -55,7 +55,7 @@ def modules(collection: list[str], worker: Worker) -> list[str]:
 def test_a_worker_gets_its_next_module_at_its_last_test_not_before() -> None:
     collection = [f"tests/test_a.py::t{n}" for n in range(3)] + ["tests/test_b.py::t0", "tests/test_c.py::t0"]
     collection += ["tests/test_d.py::t0", "tests/test_d.py::t1"]
-    sched, a, b = scheduler(collection)
+    sched, a, b = scheduler(collection)  # in collection order, though asked to reorder by test count (test_d first)
     # b's module is one test: it needs the next one to start it; a has three and gets nothing more yet
     assert (modules(collection, a), modules(collection, b)) == (
         ["tests/test_a.py"],
