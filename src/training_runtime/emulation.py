@@ -27,6 +27,9 @@ class Emulation:
     sagemaker_url: Optional[str] = None
     """The SageMaker API endpoint the node's AWS calls go to (the emulator's control plane,
     ``hyperpod_local.control_plane``); None: AWS's regional endpoint."""
+    secretsmanager_url: Optional[str] = None
+    """The Secrets Manager endpoint the node's GetSecretValue calls go to (the directory's bind password; the
+    emulator's control plane answers them); None: AWS's regional endpoint."""
     scaler_interval_s: Optional[float] = None
     """Seconds between the capacity scaler's cycles (the drills' seconds, not AWS's minute); None: the service's
     default (:data:`training_runtime.scaler.config.DEFAULT_INTERVAL_S`)."""
@@ -43,6 +46,8 @@ class Emulation:
             data["imds_url"] = self.imds_url
         if self.sagemaker_url is not None:
             data["sagemaker_url"] = self.sagemaker_url
+        if self.secretsmanager_url is not None:
+            data["secretsmanager_url"] = self.secretsmanager_url
         for key in SECONDS_KEYS:
             if getattr(self, key) is not None:
                 data[key] = getattr(self, key)
@@ -51,8 +56,20 @@ class Emulation:
         return data
 
 
-KEYS = ("hardware", "imds_url", "sagemaker_url", "scaler_interval_s", "scaler_minute_s", "exporters_on_network")
-URL_KEYS = {"imds_url": "the metadata service", "sagemaker_url": "the SageMaker API endpoint"}
+KEYS = (
+    "hardware",
+    "imds_url",
+    "sagemaker_url",
+    "secretsmanager_url",
+    "scaler_interval_s",
+    "scaler_minute_s",
+    "exporters_on_network",
+)
+URL_KEYS = {
+    "imds_url": "the metadata service",
+    "sagemaker_url": "the SageMaker API endpoint",
+    "secretsmanager_url": "the Secrets Manager endpoint",
+}
 SECONDS_KEYS = {"scaler_interval_s": "the scaler's cycle", "scaler_minute_s": "the scaler's minute"}
 
 
@@ -88,6 +105,7 @@ def parse_emulation(raw: Any, path: str, problems: List[str]) -> Optional[Emulat
         hardware=hardware,
         imds_url=raw.get("imds_url"),
         sagemaker_url=raw.get("sagemaker_url"),
+        secretsmanager_url=raw.get("secretsmanager_url"),
         scaler_interval_s=None if raw.get("scaler_interval_s") is None else float(raw["scaler_interval_s"]),
         scaler_minute_s=None if raw.get("scaler_minute_s") is None else float(raw["scaler_minute_s"]),
         exporters_on_network=on_network,

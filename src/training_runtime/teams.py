@@ -115,11 +115,11 @@ def _parse(raw: Any, enforce: Any, known_users: Optional[Sequence[str]], path: s
                 got=group,
             )
             group = None
-        users = item.get("users", [] if group is not None else None)
+        users = item.get("users", [] if "directory_group" in item else None)
         if not isinstance(users, list) or not all(isinstance(u, str) for u in users):
             add(where + ".users", "expected a list of user names", "TEAM-SHAPE", fix="e.g. [alice, bob]", got=users)
             users = []
-        elif not users and group is None:
+        elif not users and "directory_group" not in item:
             add(
                 where + ".users",
                 "an account without users: nobody could charge jobs to it",

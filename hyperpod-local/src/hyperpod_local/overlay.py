@@ -118,7 +118,8 @@ def emulated(
       types' GPUs, Neuron devices and EFA interfaces are declared, not present (the health checks skip them and
       say so, the launcher runs CPU processes); ``imds_url``, where given: the Spot watcher reads the cluster's
       fake metadata service (:mod:`hyperpod_local.imds`); ``sagemaker_url``, where given: the SageMaker API calls
-      of the node (the scaler's) go to the emulated control plane (:mod:`hyperpod_local.control_plane`);
+      of the node (the scaler's) and its Secrets Manager calls (the directory's bind password) go to the emulated
+      control plane (:mod:`hyperpod_local.control_plane`), as ``sagemaker_url`` and ``secretsmanager_url``;
       ``scaler_timing`` (interval, minute), where given: the scaler's cycle and the length of its idle minute in
       seconds (``scaler_interval_s``, ``scaler_minute_s``: the drills' short scale-in);
     * ``metrics`` becomes null: no remote write, the local Prometheus scrapes the nodes itself, so the emulation's
@@ -139,7 +140,9 @@ def emulated(
         fsx=None,
         metrics=None,
         options=options,
-        emulation=Emulation(hardware=True, imds_url=imds_url, sagemaker_url=sagemaker_url),
+        emulation=Emulation(
+            hardware=True, imds_url=imds_url, sagemaker_url=sagemaker_url, secretsmanager_url=sagemaker_url
+        ),
     )
     if local.emulation is not None:  # the local Prometheus scrapes every node over the bridge
         local = dataclasses.replace(local, emulation=dataclasses.replace(local.emulation, exporters_on_network=True))

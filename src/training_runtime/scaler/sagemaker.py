@@ -130,6 +130,12 @@ class DeleteResult:
 
 
 class SageMaker:
+    """AWS's JSON 1.1 protocol for one service: SageMaker here; :class:`training_runtime.aws_secrets.SecretsManager`
+    speaks it to Secrets Manager with another signing name and target prefix."""
+
+    service = SERVICE
+    target_prefix = TARGET_PREFIX
+
     def __init__(
         self,
         endpoint: str,
@@ -153,12 +159,12 @@ class SageMaker:
     def _once(self, operation: str, payload: Mapping[str, Any]) -> Dict[str, Any]:
         body = json.dumps(payload, sort_keys=True).encode("utf-8")
         now = datetime.datetime.fromtimestamp(self.clock(), tz=datetime.timezone.utc)
-        headers = {"Content-Type": CONTENT_TYPE, "X-Amz-Target": TARGET_PREFIX + operation}
+        headers = {"Content-Type": CONTENT_TYPE, "X-Amz-Target": self.target_prefix + operation}
         try:
             credentials = self.credentials()
         except CredentialsError as error:
             raise ApiError(CREDENTIALS, "NoCredentials", str(error)) from None
-        signed = sign("POST", self.endpoint, headers, body, credentials, self.region, SERVICE, now)
+        signed = sign("POST", self.endpoint, headers, body, credentials, self.region, self.service, now)
         request = urllib.request.Request(self.endpoint, data=body, method="POST", headers=signed)
         try:
             with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
