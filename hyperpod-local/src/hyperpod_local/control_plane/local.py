@@ -51,6 +51,8 @@ NODE_TYPES = {CONTROLLER: "Controller", LOGIN: "Login", COMPUTE: "Compute"}
 READY_TIMEOUT_S = 20.0
 RECONCILE_S = 0.5
 CREDENTIALS_TTL = timedelta(hours=12)
+SECRETS_FILE = "secrets.json"
+"""The secrets the endpoint serves to the nodes (GetSecretValue), ARN -> value; root-only (0600)."""
 CLONE_NEWNET = 0x40000000
 
 
@@ -139,6 +141,23 @@ def make_credentials(cluster: ClusterHandle) -> dict[str, str]:
             0o600,
         )
     return credentials(cluster)
+
+
+def put_secret(cluster: ClusterHandle, arn: str, value: str) -> None:
+    """Hold ``value`` as the secret ``arn`` for the nodes' ``GetSecretValue`` (root-only on the host, read on every
+    call, so the running control plane serves it at once)."""
+    own = directory(cluster)
+    own.mkdir(parents=True, exist_ok=True)
+    found = read_secrets(own / SECRETS_FILE)
+    found[arn] = value
+    _write_json(own / SECRETS_FILE, found, 0o600)
+
+
+def read_secrets(path: Path) -> dict[str, str]:
+    try:
+        return {str(k): str(v) for k, v in json.loads(path.read_text()).items()}
+    except (OSError, ValueError):
+        return {}
 
 
 def credentials(cluster: ClusterHandle) -> dict[str, str]:
@@ -254,7 +273,7 @@ def serve(cluster: ClusterHandle, open_cluster: ClusterOpener) -> None:
             )
 
     plane = build(cluster, open_cluster, EventLog(time.time, log))
-    endpoint = Endpoint(plane, lambda: keys(own / "credentials.json"))
+    endpoint = Endpoint(plane, lambda: keys(own / "credentials.json"), secrets=lambda: read_secrets(own / SECRETS_FILE))
     switch, subnet = cluster.namespaces.switch, cluster.layout.subnet
     node_sock = bound_in_netns(switch, address(subnet), PORT)
     imds_sock = bound_in_netns(switch, imds.imds_address(subnet), imds.PORT)

@@ -14,7 +14,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from socket import socket
 from typing import Any
@@ -24,6 +24,10 @@ from hyperpod_local.control_plane.operations import ControlPlane
 from hyperpod_local.control_plane.sigv4 import Key, verify
 
 TARGET_PREFIX = "SageMaker."
+SECRETS_PREFIX = "secretsmanager."
+"""Secrets Manager's JSON 1.1 target prefix (botocore's ``secretsmanager/2017-10-17`` model: ``"targetPrefix":
+"secretsmanager"``, signing name ``secretsmanager``): the endpoint also answers ``GetSecretValue`` for the secrets
+the emulation was given (the directory's bind password, issue #41)."""
 CONTENT_TYPE = "application/x-amz-json-1.1"
 MAX_BODY = 1 << 20
 
@@ -34,6 +38,7 @@ class Server(ThreadingHTTPServer):
     keys: Callable[[], Iterable[Key]]
     clock: Callable[[], float]
     region: str
+    secrets: Callable[[], Mapping[str, str]]
 
 
 def region_of(arn: str) -> str:
@@ -105,6 +110,8 @@ def make_handler() -> type[BaseHTTPRequestHandler]:
 
         def _answer(self, body: bytes) -> dict[str, Any]:
             host = self.headers.get("Host", "")
+            target = self.headers.get("X-Amz-Target", "")
+            secrets = target.startswith(SECRETS_PREFIX)
             verify(
                 "POST",
                 f"http://{host}{self.path}",
@@ -113,8 +120,10 @@ def make_handler() -> type[BaseHTTPRequestHandler]:
                 self.server.keys,
                 self.server.region,
                 self.server.clock,
+                service="secretsmanager" if secrets else "sagemaker",
             )
-            target = self.headers.get("X-Amz-Target", "")
+            if secrets:
+                return get_secret_value(target[len(SECRETS_PREFIX) :], body, self.server.secrets())
             if not target.startswith(TARGET_PREFIX):
                 raise ApiError(
                     "UnknownOperationException", f"X-Amz-Target: got {target!r}; expected SageMaker.<Operation>"
@@ -130,6 +139,21 @@ def make_handler() -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+def get_secret_value(operation: str, body: bytes, secrets: Mapping[str, str]) -> dict[str, Any]:
+    """Secrets Manager's ``GetSecretValue`` (API reference: "SecretId ... The ARN or name of the secret"; the answer's
+    ``ARN``, ``Name``, ``SecretString``, ``VersionId``); ``ResourceNotFoundException`` for a secret it does not hold."""
+    if operation != "GetSecretValue":
+        raise ApiError("UnknownOperationException", f"secretsmanager.{operation}: only GetSecretValue is emulated")
+    try:
+        secret_id = json.loads(body or b"{}").get("SecretId")
+    except (ValueError, AttributeError):
+        raise ApiError("SerializationException", "the body is not a JSON object") from None
+    for arn, value in secrets.items():
+        if secret_id in (arn, arn.split(":secret:")[-1]):
+            return {"ARN": arn, "Name": arn.split(":secret:")[-1], "SecretString": value, "VersionId": "1"}
+    raise ApiError("ResourceNotFoundException", "Secrets Manager can't find the specified secret.", 400)
+
+
 class Endpoint:
     """The control plane served on one or more bound sockets (each its own thread): :meth:`start`, :meth:`stop`."""
 
@@ -138,12 +162,15 @@ class Endpoint:
         control_plane: ControlPlane,
         keys: Callable[[], Iterable[Key]],
         clock: Callable[[], float] = time.time,
+        secrets: Callable[[], Mapping[str, str]] = dict,
     ) -> None:
         """``keys``: the credentials a request may be signed with; ``clock``: the time signatures are checked
-        against (the wall clock; the control plane's own clock may be a test's)."""
+        against (the wall clock; the control plane's own clock may be a test's); ``secrets``: ARN -> value of the
+        secrets ``GetSecretValue`` serves (read on every call)."""
         self.control_plane = control_plane
         self.keys = keys
         self.clock = clock
+        self.secrets = secrets
         self.servers: list[Server] = []
         self.threads: list[threading.Thread] = []
 
@@ -156,6 +183,7 @@ class Endpoint:
             server.server_address = sock.getsockname()
             server.server_activate()
         server.control_plane, server.keys, server.clock = self.control_plane, self.keys, self.clock
+        server.secrets = self.secrets
         server.region = region_of(self.control_plane.cluster.arn)
         thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
         thread.start()

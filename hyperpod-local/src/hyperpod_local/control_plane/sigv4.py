@@ -56,8 +56,9 @@ def verify(
     keys: Callable[[], Iterable[Key]],
     region: str,
     clock: Callable[[], float] = time.time,
+    service: str = SERVICE,
 ) -> Key:
-    """The key that signed the request for ``region``; raises AWS's error when none did."""
+    """The key that signed the request for ``service`` in ``region``; raises AWS's error when none did."""
     lower = {k.lower(): v for k, v in headers.items()}
     found = AUTHORIZATION.fullmatch(lower.get("authorization", "").strip())
     if not found:
@@ -88,7 +89,7 @@ def verify(
     signer = SigV4Auth(Credentials(key.access_key, key.secret_key, key.token), found["service"], found["region"])
     canonical = signer.canonical_request(request)
     expected = signer.signature(signer.string_to_sign(request, canonical), request)
-    if found["service"] != SERVICE or not hmac.compare_digest(expected, found["signature"]):
+    if found["service"] != service or not hmac.compare_digest(expected, found["signature"]):
         raise forbidden(
             "InvalidSignatureException",
             "The request signature we calculated does not match the signature you provided. Check your AWS Secret "
