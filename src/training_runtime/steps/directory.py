@@ -29,7 +29,8 @@ SSHD_DROPIN = "/etc/ssh/sshd_config.d/00-hyperpod-cdk-directory.conf"
 """sshd_config(5): "For each keyword, the first obtained value will be used"; Debian and Ubuntu include
 ``sshd_config.d/*.conf`` at the top of sshd_config, in name order, so ``00-`` comes first."""
 MKHOMEDIR_PROFILE = "/usr/share/pam-configs/hyperpod-cdk-mkhomedir"
-PACKAGES = ["sssd", "sssd-ldap", "libnss-sss", "libpam-sss"]
+PACKAGES = ["sssd", "sssd-ldap", "libnss-sss", "libpam-sss", "sssd-tools"]
+"""sss_cache (the group sync's cache refresh) is in sssd-tools on Debian trixie."""
 SSSD = Daemon(name="sssd", unit="sssd.service", argv=("/usr/sbin/sssd", "-D"), pid_file="/run/sssd.pid")
 
 PasswordSource = Callable[[Node, Directory], str]
