@@ -18,6 +18,8 @@ from runtime_fakes import CLUSTER_GROUPS, RecordingRunner, fake_node, running_da
 from training_runtime.aws_secrets import SecretError, SecretsManager, password_of
 from training_runtime.directory import Directory, directory_problems, parse_directory, secret_resource
 from training_runtime.errors import StepFailed
+from training_runtime.hyperpod_facts import HYPERPOD_MARKER
+from training_runtime.node import HYPERPOD
 from training_runtime.params import ProvisioningParameters
 from training_runtime.render.sssd_conf import ADOPT_LINE, nsswitch_with_sss, sshd_pam_with_adopt, sssd_conf
 from training_runtime.scaler.sigv4 import Credentials
@@ -225,9 +227,16 @@ def test_sssd_starts_after_its_configuration_and_restarts_when_it_changes(tmp_pa
     assert names.index("directory-clash") < names.index("pam-slurm-adopt")
 
 
+@pytest.mark.parametrize("hyperpod", [True, False], ids=["hyperpod", "generic"])
 @pytest.mark.parametrize(("instance", "adopt"), [("workers-1", True), ("login-1", False), ("controller-1", False)])
-def test_pam_slurm_adopt_is_planned_on_compute_nodes_only(tmp_path: Path, instance: str, adopt: bool) -> None:
-    names = [s.name for s in steps_for(directory_node(tmp_path, instance=instance))]
+def test_pam_slurm_adopt_is_planned_on_compute_nodes_only(
+    tmp_path: Path, instance: str, adopt: bool, hyperpod: bool
+) -> None:
+    if hyperpod:  # HyperPod's login nodes run slurmd too (the dev partition): the same block of the plan
+        touch(tmp_path / "root", HYPERPOD_MARKER)
+    node = directory_node(tmp_path, instance=instance)
+    assert (node.platform == HYPERPOD) is hyperpod
+    names = [s.name for s in steps_for(node)]
     assert ("pam-slurm-adopt" in names) is adopt
     assert "directory-sssd" in names and "directory-pam" in names
 
