@@ -24,7 +24,15 @@ from training_runtime.params import ProvisioningParameters
 from training_runtime.render.sssd_conf import ADOPT_LINE, nsswitch_with_sss, sshd_pam_with_adopt, sssd_conf
 from training_runtime.scaler.sigv4 import Credentials
 from training_runtime.steps.catalog import steps_for
-from training_runtime.steps.directory import SSSD, SSSD_CONF, DirectoryClash, SssdConfig
+from training_runtime.steps.directory import (
+    EC2_INSTANCE_CONNECT,
+    SSHD_DROPIN,
+    SSSD,
+    SSSD_CONF,
+    DirectoryClash,
+    SshdDirectoryKeys,
+    SssdConfig,
+)
 from training_runtime.steps.directory_compute import SSHD_PAM, PamSlurmAdopt, unmet
 from training_runtime.team_model import Team, Teams
 from training_runtime.teams import teams_problems
@@ -217,6 +225,9 @@ def test_a_declared_user_the_directory_also_has_stops_the_bootstrap(tmp_path: Pa
         clash.apply(node)
     assert "bob" not in str(error.value) and "never renumbers" in str(error.value)
     assert not DirectoryClash([User("bob", 2002, 2002)]).needed(node)
+    runner.respond[("getent", "-s", "sss", "group", "dave")] = (0, "dave:*:5005:\n")
+    (group,) = DirectoryClash([User("dave", 2004, 2004)]).clashes(node)
+    assert group == "declared user dave's group dave (gid 2004) and the directory's group dave (gid 5005)"
 
 
 def test_sssd_starts_after_its_configuration_and_restarts_when_it_changes(tmp_path: Path) -> None:
@@ -325,3 +336,22 @@ def test_a_refused_read_names_the_secret_and_the_code_never_a_value(secrets_url:
     assert password_of("plain-value\n", ARN) == "plain-value"
     with pytest.raises(SecretError):
         password_of(json.dumps({"user": "x"}), ARN)
+    for bad in ("", "two\nlines", " padded"):
+        with pytest.raises(SecretError, match="one line"):
+            password_of(bad, ARN)
+
+
+def test_sshd_keys_from_the_directory_are_written_checked_and_ec2_instance_connects_override_reported(
+    tmp_path: Path,
+) -> None:
+    node = directory_node(tmp_path)
+    step = SshdDirectoryKeys(node.params.directory)
+    assert not step.needed(node) and "sshd is not installed" in step.left_alone(node)[0]
+    touch(node.root, "/usr/sbin/sshd").chmod(0o755)
+    assert step.needed(node)
+    step.apply(node)
+    text = node.path(SSHD_DROPIN).read_text()
+    assert "AuthorizedKeysCommand /usr/bin/sss_ssh_authorizedkeys" in text and "CommandUser nobody" in text
+    assert node.runner.ran("/usr/sbin/sshd", "-t") and not step.needed(node)
+    touch(node.root, EC2_INSTANCE_CONNECT)
+    assert "ec2-instance-connect" in step.left_alone(node)[0]

@@ -63,9 +63,10 @@ def password_of(secret_string: str, arn: str) -> str:
             raise SecretError("secret {} is JSON without a 'password' string".format(arn))
         value = parsed["password"]
     value = value.strip("\n")
-    if not value or "\n" in value or "\r" in value:
+    if not value or "\n" in value or "\r" in value or value != value.strip():
         raise SecretError(
-            "secret {}: the password is empty or spans lines (sssd.conf holds it on one line)".format(arn)
+            "secret {}: the password is empty, spans lines or starts or ends with a space (sssd.conf holds it on "
+            "one line, trimmed)".format(arn)
         )
     return value
 

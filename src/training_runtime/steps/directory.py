@@ -28,6 +28,8 @@ NSSWITCH = "/etc/nsswitch.conf"
 SSHD_DROPIN = "/etc/ssh/sshd_config.d/00-hyperpod-cdk-directory.conf"
 """sshd_config(5): "For each keyword, the first obtained value will be used"; Debian and Ubuntu include
 ``sshd_config.d/*.conf`` at the top of sshd_config, in name order, so ``00-`` comes first."""
+EC2_INSTANCE_CONNECT = "/lib/systemd/system/ssh.service.d/ec2-instance-connect.conf"
+"""Ubuntu's ec2-instance-connect package starts sshd with ``-o AuthorizedKeysCommand=...`` (a systemd drop-in)."""
 MKHOMEDIR_PROFILE = "/usr/share/pam-configs/hyperpod-cdk-mkhomedir"
 PACKAGES = ["sssd", "sssd-ldap", "libnss-sss", "libpam-sss", "sssd-tools"]
 """sss_cache (the group sync's cache refresh) is in sssd-tools on Debian trixie."""
@@ -188,6 +190,13 @@ class SshdDirectoryKeys(Step):
     def left_alone(self, node: Node) -> List[str]:
         if self._sshd(node) is None:
             return ["sshd is not installed: no AuthorizedKeysCommand for directory users' keys"]
+        if self.directory.ssh_public_key_attribute and node.path(EC2_INSTANCE_CONNECT).exists():
+            return [
+                "{} passes its own AuthorizedKeysCommand on sshd's command line, which wins over {}: directory users' "
+                "keys are not served (remove the ec2-instance-connect package to use them)".format(
+                    EC2_INSTANCE_CONNECT, SSHD_DROPIN
+                )
+            ]
         return []
 
 
@@ -212,10 +221,12 @@ class DirectoryClash(Step):
                         )
                     )
                     break
-            group = self._getent(node, "group", str(user.gid))
+            group = self._getent(node, "group", str(user.gid)) or self._getent(node, "group", user.name)
             if group is not None:
                 found.append(
-                    "declared user {}'s gid {} is the directory's group {}".format(user.name, user.gid, group[0])
+                    "declared user {}'s group {} (gid {}) and the directory's group {} (gid {})".format(
+                        user.name, user.name, user.gid, group[0], group[1]
+                    )
                 )
         return found
 
