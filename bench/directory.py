@@ -92,7 +92,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="hpcdk-bench-dir-") as scratch:
         workdir = Path(scratch)
         tls = make_tls(CONTROLLER)
-        options = UpOptions(prefix="hpbdir", subnet="10.252.0.0/24", bootstrap=False)
+        options = UpOptions(prefix="hpbdir", subnet="10.239.0.0/24", bootstrap=False)
         cluster = LocalCluster.up(directory_config(workdir, tls.ca), workdir, Variant(platform=HYPERPOD), options)
         try:
             control_plane.start(cluster)
