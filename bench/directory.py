@@ -136,7 +136,7 @@ def main() -> None:
     for step in DIRECTORY_STEPS:
         print(f"- {step}: {steps.get(step, 0.0):.2f} s")
     print(
-        "\n| Lookup | Directory user ms (warm / cold) | Declared user ms (warm / cold) | Directory / declared (warm) |"
+        "\n| Lookup (median ms) | Directory user warm / cold | Declared user warm / cold | Directory / declared warm |"
     )
     print("| --- | --: | --: | --: |")
     for what in ("getent passwd", "id"):
