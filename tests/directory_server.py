@@ -115,7 +115,7 @@ ou: groups
 """
 
 
-def user_ldif(name: str, uid: int, gid: int) -> str:
+def user_ldif(name: str, uid: int, gid: int, description: str = "hpc") -> str:
     return f"""dn: uid={name},ou=people,{SUFFIX}
 objectClass: inetOrgPerson
 objectClass: posixAccount
@@ -126,6 +126,7 @@ uidNumber: {uid}
 gidNumber: {gid}
 homeDirectory: /home/{name}
 loginShell: /bin/bash
+description: {description}
 """
 
 

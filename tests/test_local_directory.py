@@ -4,7 +4,8 @@ Debian's slapd runs on the controller node with LDAPS from a CA this test makes 
 config's ``directory:`` points every node at it, with the CA inline and the bind password in the emulated control
 plane's Secrets Manager (each node reads it with the role's keys from the metadata service at boot). The team
 ``vision`` follows the directory group ``vision`` (sync every 5 s). Checked: a directory user resolves on the login
-node with the directory's UID beside the declared ``researcher``; the first login (``su -l``: PAM's session, with
+node with the directory's UID beside the declared ``researcher``; one outside the access filter resolves but cannot
+log in; the first login (``su -l``: PAM's session, with
 pam_mkhomedir) makes the home on the shared file system with the user's owner; the user submits under ``vision``
 within the sync interval, and once removed from the group the next job is refused while the running one goes on and
 the association stays; a replaced login node resolves the same UID; the bind password is in no file a node wrote but
@@ -37,7 +38,7 @@ CONTROLLER, LOGIN, WORKER = "controller-machine-1", "login-group-1", "worker-gro
 ARN = "arn:aws:secretsmanager:local:000000000000:secret:hpcdk-ldap-bind-AbCdEf"
 PASSWORD = f"bind-{os.getpid()}-Zq7w"
 SYNC_S = 5
-ALICE_UID, VISION_GID = 3001, 5001
+ALICE_UID, CAROL_UID, VISION_GID = 3001, 3003, 5001
 
 
 def directory_config(workdir: Path, ca: str) -> Path:
@@ -55,6 +56,7 @@ def directory_config(workdir: Path, ca: str) -> Path:
         "bind_password_secret_arn": ARN,
         "ca_certificate": ca,
         "group_sync_interval_s": SYNC_S,
+        "access_filter": "(description=hpc)",
     }
     path = workdir / "directory-cluster.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -97,7 +99,16 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalClu
         control_plane.put_secret(cluster, ARN, PASSWORD)
         server = DirectoryServer(cluster, CONTROLLER)
         server.start(tls, PASSWORD)
-        server.modify("add", user_ldif("alice", ALICE_UID, VISION_GID) + "\n" + group_ldif("vision", VISION_GID, ()))
+        server.modify(
+            "add",
+            "\n".join(
+                [
+                    user_ldif("alice", ALICE_UID, VISION_GID),
+                    user_ldif("carol", CAROL_UID, VISION_GID, description="contractor"),
+                    group_ldif("vision", VISION_GID, ()),
+                ]
+            ),
+        )
         with CommandLines() as lines:
             cluster.bootstrap_all()
             cluster.wait_idle()
@@ -146,6 +157,14 @@ def test_the_first_login_makes_the_home_on_the_shared_file_system_with_the_users
     assert code == 0 and output.split()[:2] == [str(ALICE_UID), "/fsx/home/alice"], output
     info = home.stat()
     assert (info.st_uid, info.st_gid, info.st_mode & 0o777) == (ALICE_UID, VISION_GID, 0o750)
+
+
+def test_a_user_outside_the_access_filter_resolves_but_cannot_log_in(cluster: tuple) -> None:
+    local, _, _ = cluster
+    assert run(local, LOGIN, "id", "-u", "carol").strip() == str(CAROL_UID)
+    code, output = as_user(local, LOGIN, "carol", "true")
+    assert code != 0 and "denied" in output.lower(), output
+    assert not (local.workdir / "shared" / "home" / "carol").exists()
 
 
 def test_a_group_member_submits_under_the_team_and_a_leaver_is_refused_new_jobs_only(cluster: tuple) -> None:
