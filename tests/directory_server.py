@@ -21,6 +21,16 @@ READER = f"cn=reader,{SUFFIX}"
 CONFIG_DIR = "/etc/ldap/hpcdk-test.d"
 TLS_DIR = "/etc/ldap/hpcdk-test-tls"
 SCHEMAS = ("core", "cosine", "nis", "inetorgperson")
+SSH_KEY_SCHEMA = """dn: cn=openssh-lpk,cn=schema,cn=config
+objectClass: olcSchemaConfig
+cn: openssh-lpk
+olcAttributeTypes: ( 1.3.6.1.4.1.24552.500.1.1.1.13 NAME 'sshPublicKey' DESC 'an OpenSSH public key'
+  EQUALITY octetStringMatch SYNTAX 1.3.6.1.4.1.1466.115.121.1.40 )
+olcObjectClasses: ( 1.3.6.1.4.1.24552.500.1.1.2.0 NAME 'ldapPublicKey' SUP top AUXILIARY
+  DESC 'an entry with OpenSSH public keys' MAY ( sshPublicKey $ uid ) )
+"""
+"""The OpenSSH LPK attribute and class (their published OIDs), which SSSD's ``ldap_user_ssh_public_key`` reads by
+default (``sshPublicKey``); Debian's slapd ships no schema for them."""
 
 
 @dataclass(frozen=True)
@@ -49,7 +59,7 @@ def make_tls(hostname: str) -> Tls:
 
 
 def _config() -> str:
-    includes = "".join(f"include: file:///etc/ldap/schema/{s}.ldif\n" for s in SCHEMAS)
+    includes = "".join(f"include: file:///etc/ldap/schema/{s}.ldif\n" for s in SCHEMAS) + "\n" + SSH_KEY_SCHEMA
     return f"""dn: cn=config
 objectClass: olcGlobal
 cn: config
@@ -159,6 +169,13 @@ class DirectoryServer:
         """``ldapadd`` or ``ldapmodify`` as root over ldapi:// (SASL EXTERNAL)."""
         tool = "ldapadd" if how == "add" else "ldapmodify"
         self._run([tool, "-Q", "-Y", "EXTERNAL", "-H", "ldapi:///"], input=ldif)
+
+    def add_key(self, user: str, public_key: str) -> None:
+        self.modify(
+            "modify",
+            f"dn: uid={user},ou=people,{SUFFIX}\nchangetype: modify\nadd: objectClass\nobjectClass: ldapPublicKey\n"
+            f"-\nadd: sshPublicKey\nsshPublicKey: {public_key.strip()}\n",
+        )
 
     def set_members(self, group: str, members: tuple[str, ...]) -> None:
         change = f"dn: cn={group},ou=groups,{SUFFIX}\nchangetype: modify\nreplace: memberUid\n"

@@ -9,14 +9,16 @@ log in; the first login (``su -l``: PAM's session, with
 pam_mkhomedir) makes the home on the shared file system with the user's owner; the user submits under ``vision``
 within the sync interval, and once removed from the group the next job is refused while the running one goes on and
 the association stays; a replaced login node resolves the same UID; the bind password is in no file a node wrote but
-sssd.conf and SSSD's own configuration database (0600, root), in no log and in no process's command line. No sshd in
-the node root: SSH keys from the directory and pam_slurm_adopt are unit-tested (tests/test_runtime_directory.py).
+sssd.conf and SSSD's own configuration database (0600, root), in no log and in no process's command line; with sshd
+started on the login node, a key kept in the directory (``sshPublicKey``) logs the user in. pam_slurm_adopt is
+unit-tested (tests/test_runtime_directory.py): the emulated HyperPod slurm.conf does not meet its conditions.
 Alone: ``python -m pytest tests/test_local_directory.py``.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -117,8 +119,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalClu
         cluster.down()
 
 
-def run(cluster: LocalCluster, node: str, *argv: str) -> str:
-    done = cluster.exec(node, list(argv), timeout=60)
+def run(cluster: LocalCluster, node: str, *argv: str, input: str | None = None) -> str:
+    done = cluster.exec(node, list(argv), timeout=60, input=input)
     assert done.returncode == 0, f"{argv}: {done.stdout}{done.stderr}"
     return done.stdout
 
@@ -157,6 +159,22 @@ def test_the_first_login_makes_the_home_on_the_shared_file_system_with_the_users
     assert code == 0 and output.split()[:2] == [str(ALICE_UID), "/fsx/home/alice"], output
     info = home.stat()
     assert (info.st_uid, info.st_gid, info.st_mode & 0o777) == (ALICE_UID, VISION_GID, 0o750)
+
+
+def test_a_key_kept_in_the_directory_logs_the_user_in_over_ssh(cluster: tuple, tmp_path: Path) -> None:
+    local, server, _ = cluster
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "key")], check=True)
+    server.add_key("alice", (tmp_path / "key.pub").read_text())
+    effective = run(local, LOGIN, "sshd", "-T")  # sshd's effective settings, keywords in lower case
+    assert "authorizedkeyscommand /usr/bin/sss_ssh_authorizedkeys" in effective
+    run(local, LOGIN, "/usr/sbin/sshd")  # what HyperPod's AMI runs; the emulator starts no sshd
+    run(local, LOGIN, "sh", "-c", "umask 077 && cat > /root/alice-key", input=(tmp_path / "key").read_text())
+    options = ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null"]
+    run(local, LOGIN, "sss_cache", "-u", "alice")  # SSSD's cached entry predates the key (docs/directory.md)
+    served = local.exec(LOGIN, ["sss_ssh_authorizedkeys", "alice"])
+    assert served.stdout.strip() == (tmp_path / "key.pub").read_text().strip(), served.stdout + served.stderr
+    answer = run(local, LOGIN, "ssh", "-i", "/root/alice-key", *options, "alice@127.0.0.1", "id -u; pwd")
+    assert answer.split()[:2] == [str(ALICE_UID), "/fsx/home/alice"], answer
 
 
 def test_a_user_outside_the_access_filter_resolves_but_cannot_log_in(cluster: tuple) -> None:

@@ -13,7 +13,7 @@ from typing import Callable, List, Optional, Tuple
 from training_runtime.aws_secrets import SecretError, SecretsManager, password_of, s3_object, secrets_endpoint
 from training_runtime.directory import S3_URI, Directory, passwd_entry
 from training_runtime.errors import StepFailed
-from training_runtime.files import file_matches, read_text, write_file
+from training_runtime.files import ensure_dir, file_matches, read_text, write_file
 from training_runtime.node import Node
 from training_runtime.render.sssd_conf import MKHOMEDIR_UMASK, nsswitch_with_sss, sshd_dropin, sssd_conf
 from training_runtime.scaler.credentials import RoleCredentials
@@ -28,6 +28,7 @@ NSSWITCH = "/etc/nsswitch.conf"
 SSHD_DROPIN = "/etc/ssh/sshd_config.d/00-hyperpod-cdk-directory.conf"
 """sshd_config(5): "For each keyword, the first obtained value will be used"; Debian and Ubuntu include
 ``sshd_config.d/*.conf`` at the top of sshd_config, in name order, so ``00-`` comes first."""
+SSHD_RUN_DIR = "/run/sshd"
 EC2_INSTANCE_CONNECT = "/lib/systemd/system/ssh.service.d/ec2-instance-connect.conf"
 """Ubuntu's ec2-instance-connect package starts sshd with ``-o AuthorizedKeysCommand=...`` (a systemd drop-in)."""
 MKHOMEDIR_PROFILE = "/usr/share/pam-configs/hyperpod-cdk-mkhomedir"
@@ -183,6 +184,9 @@ class SshdDirectoryKeys(Step):
             write_file(node, SSHD_DROPIN, text, mode=0o644)
         sshd = self._sshd(node)
         assert sshd is not None
+        # sshd -t refuses to check without its privilege separation directory, which its unit makes at start
+        # (systemd's RuntimeDirectory): made here too, as Debian's init script does.
+        ensure_dir(node, SSHD_RUN_DIR, mode=0o755)
         node.run([sshd, "-t"], timeout=30)  # a broken sshd configuration fails here, not at the next login
         if node.has_systemd:
             node.run(["systemctl", "reload-or-restart", "ssh"], check=False, timeout=60)
