@@ -5,6 +5,7 @@ configuration meets Slurm's conditions)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 
 from runtime_fakes import CLUSTER_GROUPS, RecordingRunner, fake_node, running_daemon, touch
-from training_runtime.aws_secrets import SecretError, SecretsManager, password_of
+from training_runtime.aws_secrets import SecretError, SecretsManager, password_of, s3_object
 from training_runtime.directory import Directory, directory_problems, parse_directory, secret_resource
 from training_runtime.errors import StepFailed
 from training_runtime.hyperpod_facts import HYPERPOD_MARKER
@@ -355,3 +356,36 @@ def test_sshd_keys_from_the_directory_are_written_checked_and_ec2_instance_conne
     assert node.runner.ran("/usr/sbin/sshd", "-t") and not step.needed(node)
     touch(node.root, EC2_INSTANCE_CONNECT)
     assert "ec2-instance-connect" in step.left_alone(node)[0]
+
+
+class _Bucket(BaseHTTPRequestHandler):
+    seen: list[dict[str, Any]] = []
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        _Bucket.seen.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}})
+        data = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+        self.send_response(200 if self.path == "/pki/ca.pem" else 403)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def test_the_ca_certificate_is_read_from_s3_with_a_signed_get() -> None:
+    server = HTTPServer(("127.0.0.1", 0), _Bucket)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        keys = lambda: Credentials("AKIDEXAMPLE", "secret", "token")  # noqa: E731
+        body = s3_object("corp-pki", "pki/ca.pem", "us-west-2", keys, endpoint=url)
+        assert body.startswith(b"-----BEGIN CERTIFICATE-----")
+        (request,) = _Bucket.seen
+        assert "/us-west-2/s3/aws4_request" in request["headers"]["authorization"]
+        assert request["headers"]["x-amz-content-sha256"] == hashlib.sha256(b"").hexdigest()
+        with pytest.raises(SecretError, match="HTTP 403"):
+            s3_object("corp-pki", "other.pem", "us-west-2", keys, endpoint=url)
+    finally:
+        server.shutdown()
+        server.server_close()
