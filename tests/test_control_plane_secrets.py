@@ -26,9 +26,10 @@ from hyperpod_local.control_plane.secrets import KEY_LENGTH, SecretStore, genera
 from hyperpod_local.overlay import emulated
 from rest_node_support import CONFIG
 from test_control_plane import ARN, KEY
+from training_runtime.aws_secrets import SecretsManager
 from training_runtime.params import ProvisioningParameters
 from training_runtime.rest.params import RestApiParams
-from training_runtime.rest.secret import SecretError, SecretsManager, fetch_key
+from training_runtime.rest.secret import SecretError, fetch_key
 from training_runtime.scaler.sigv4 import Credentials
 
 NAME = rest_key_name("ml-cluster")
@@ -157,3 +158,19 @@ def test_the_local_cluster_names_its_own_secret_and_endpoint_for_the_api(tmp_pat
     off = from_config(config)
     plain = ProvisioningParameters.loads(off.staged_files(secretsmanager_url=url)[off.deployed.file_name].decode())
     assert plain.rest_api is None and plain.emulation is not None and plain.emulation.secretsmanager_url is None
+
+
+def test_a_secret_made_outside_the_stack_is_served_by_its_full_arn_and_its_name(secrets: Secrets) -> None:
+    """The directory's bind password (issue #41): the user's own secret, put by its ARN (``put_secret``)."""
+    bind = "arn:aws:secretsmanager:us-west-2:111122223333:secret:ldap-bind-AbCdEf"
+    secrets.store.put(bind, "s3cr3t")
+    answer = secrets.client().get_secret_value(SecretId=bind)
+    assert (answer["ARN"], answer["SecretString"], answer["VersionStages"]) == (bind, "s3cr3t", ["AWSCURRENT"])
+    assert secrets.client().get_secret_value(SecretId="ldap-bind-AbCdEf")["SecretString"] == "s3cr3t"
+    secrets.store.put(bind, "n3w")  # a changed password: one current version, the old one gone
+    stages = secrets.client().describe_secret(SecretId=bind)["VersionIdsToStages"]
+    assert list(stages.values()) == [["AWSCURRENT"]]
+    assert secrets.runtime().secret_string(bind) == "n3w"
+    with pytest.raises(ClientError) as missing:
+        secrets.client().get_secret_value(SecretId=bind.replace("ldap", "db"))
+    assert missing.value.response["Error"]["Code"] == "ResourceNotFoundException"

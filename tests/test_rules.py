@@ -130,6 +130,14 @@ def row(rule: str, config: dict[str, Any], path: str, words: str, **kw: Any) -> 
     return Row(rule, config, path, words, **kw)
 
 
+DIRECTORY = {
+    "uris": ["ldaps://ldap.corp.example.com"],
+    "search_base": "dc=corp,dc=example,dc=com",
+    "bind_dn": "cn=reader,dc=corp,dc=example,dc=com",
+    "bind_password_secret_arn": "arn:aws:secretsmanager:us-west-2:123456789012:secret:ldap-bind-AbCdEf",
+}
+GROUP_TEAM = {"name": "vision", "directory_group": "vision-researchers"}
+
 ROWS = [
     # --- cluster
     row("CL-NAME", {"cluster_name": "-bad-"}, "cluster_name", "1-63 letters"),
@@ -1182,6 +1190,31 @@ ROWS = [
         {"users": TEAM_USERS, "teams": [{"name": "v", "users": ["alice", "bob"]}]},
         "teams",
         "accounting is off",
+    ),
+    # --- directory (issue #41)
+    *[
+        row(rule, {"directory": {**DIRECTORY, **change}}, path, words)
+        for rule, change, path, words in (
+            ("DIR-SHAPE", {"colour": 1}, "directory.colour", "unknown field"),
+            ("DIR-URI", {"uris": ["ldap://ldap.corp.example.com"]}, "directory.uris[0]", "clear text"),
+            ("DIR-DN", {"search_base": "corp.example.com"}, "directory.search_base", "distinguished name"),
+            ("DIR-SECRET", {"bind_password_secret_arn": "hunter2"}, "directory.bind_password_secret_arn", "never"),
+            ("DIR-CA", {"ca_certificate": "not a certificate"}, "directory.ca_certificate", "PEM certificate"),
+            ("DIR-SCHEMA", {"schema": "openldap"}, "directory.schema", "allowed: rfc2307"),
+            ("DIR-FILTER", {"access_filter": "memberOf=cn=hpc"}, "directory.access_filter", "parenthesized"),
+        )
+    ],
+    row(
+        "DIR-TEAM-DIRECTORY",
+        {"runtime": {"accounting": {"enabled": True}}, "enforce_accounts": True, "teams": [GROUP_TEAM]},
+        "teams[0].directory_group",
+        "no directory",
+    ),
+    row(
+        "DIR-TEAM-ENFORCE",
+        {"runtime": {"accounting": {"enabled": True}}, "directory": DIRECTORY, "teams": [GROUP_TEAM]},
+        "enforce_accounts",
+        "refuses a leaver",
     ),
     # --- organization
     row(

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
+from training_runtime.directory_sync import main as directory_sync_main
 from training_runtime.errors import InputError, StepFailed
 from training_runtime.files import HolderLock
 from training_runtime.groups import CONTROLLER
@@ -50,11 +51,13 @@ TOOLS: Dict[str, Callable[[List[str]], int]] = {
     "health": health_main,
     "scaler": scaler_main,
     "rest": rest_main,
+    "directory-sync": directory_sync_main,
 }
-"""Commands for after the boot, each with its own options: ``launch`` (the training launcher) and
-``health`` (the checks Slurm runs as HealthCheckProgram and Prolog) and ``scaler`` (the capacity scaler service on
-the controller, :mod:`training_runtime.scaler.cli`) and ``rest`` (the REST API's endpoint and key refresh on the
-controller, :mod:`training_runtime.rest.cli`)."""
+"""Commands for after the boot, each with its own options: ``launch`` (the training launcher),
+``health`` (the checks Slurm runs as HealthCheckProgram and Prolog), ``scaler`` (the capacity scaler service on
+the controller, :mod:`training_runtime.scaler.cli`), ``rest`` (the REST API's endpoint and key refresh on the
+controller, :mod:`training_runtime.rest.cli`) and ``directory-sync`` (the controller's directory group sync,
+:mod:`training_runtime.directory_sync`)."""
 
 
 PARAMETERS_FILES = (PARAMETERS_FILE_BY_MODE[API_DRIVEN], PARAMETERS_FILE_BY_MODE[LIFECYCLE_DRIVEN])

@@ -28,8 +28,9 @@ class Emulation:
     """The SageMaker API endpoint the node's AWS calls go to (the emulator's control plane,
     ``hyperpod_local.control_plane``); None: AWS's regional endpoint."""
     secretsmanager_url: Optional[str] = None
-    """The Secrets Manager endpoint the controller reads the REST API's key from (the emulator's, on the cluster's
-    bridge: ``hyperpod_local.secrets``); None: AWS's regional endpoint."""
+    """The Secrets Manager endpoint the node's GetSecretValue calls go to (the REST API's key on the controller, the
+    directory's bind password on every node; the emulator's control plane answers them, ``hyperpod_local``); None:
+    AWS's regional endpoint."""
     scaler_interval_s: Optional[float] = None
     """Seconds between the capacity scaler's cycles (the drills' seconds, not AWS's minute); None: the service's
     default (:data:`training_runtime.scaler.config.DEFAULT_INTERVAL_S`)."""

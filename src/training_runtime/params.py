@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from training_runtime.billing_weights import InstancePrice
+from training_runtime.directory import Directory, parse_directory
 from training_runtime.emulation import EMULATION_KEY, Emulation, parse_emulation
 from training_runtime.errors import InputError
 from training_runtime.group_rules import group_problems
@@ -115,6 +116,9 @@ class ProvisioningParameters:
     teams: Optional[Teams] = None
     """``hyperpod_cdk.teams``: the config's teams and ``enforce_accounts`` (Slurm accounts, QOS, budgets), applied
     by the controller's ``slurm-teams`` step; None (the key absent): none, and nothing enforced."""
+    directory: Optional[Directory] = None
+    """``hyperpod_cdk.directory``: the LDAP directory every node resolves users from (SSSD); None (the key absent):
+    none. It names the bind password's secret, never the password."""
     emulation: Optional[Emulation] = None
     rest_api: Optional[RestApiParams] = None
     """``hyperpod_cdk.rest_api``: Slurm's REST API on the controller (:mod:`training_runtime.rest`); None: off."""
@@ -221,6 +225,8 @@ class ProvisioningParameters:
             data[OUR_KEY]["teams"] = self.teams.to_json()
         if self.rest_api is not None:  # only then: other clusters' files stay as they were
             data[OUR_KEY][REST_API_KEY] = self.rest_api.to_json()
+        if self.directory is not None:  # only then: other clusters' files stay as they were
+            data[OUR_KEY]["directory"] = self.directory.to_json()
         if self.emulation is not None:
             data[OUR_KEY][EMULATION_KEY] = self.emulation.to_json()
         if self.prices:  # only then: other clusters' files stay as they were
@@ -307,6 +313,11 @@ class ProvisioningParameters:
             )
         teams = _parse_teams_key(ours.get("teams"), OUR_KEY + ".teams", problems)
         rest_api = parse_rest_api(ours.get(REST_API_KEY), OUR_KEY + "." + REST_API_KEY, problems)
+        try:
+            directory = parse_directory(ours.get("directory"), OUR_KEY + ".directory")
+        except ValueError as error:
+            problems.extend(str(error).splitlines())
+            directory = None
         if problems:
             raise ParametersError(problems)
         params = cls(
@@ -325,6 +336,7 @@ class ProvisioningParameters:
             emulation=emulation,
             teams=teams,
             rest_api=rest_api,
+            directory=directory,
             prices=prices,
         )
         _check_hyperpod_keys_agree(data, params, problems)

@@ -66,6 +66,9 @@ class Team:
     """The account's shares (``Fairshare``), weighted by ``PriorityWeightFairshare``. Default: Slurm's, 1."""
     qos: Optional[TeamQos] = None
     budget: Optional[Budget] = None
+    directory_group: Optional[str] = None
+    """A group of the cluster's ``directory``: its members join the account too, and leavers are blocked from new
+    jobs, kept in step by the controller (:mod:`training_runtime.directory_accounts`). Default: none."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,11 @@ class Teams:
     def default_account(self, user: str) -> str:
         return next(t.name for t in self.teams if user in t.default_for)
 
+    @property
+    def directory_teams(self) -> Tuple[Team, ...]:
+        """The teams that name a directory group."""
+        return tuple(t for t in self.teams if t.directory_group is not None)
+
     def to_json(self) -> Dict[str, Any]:
         return {"enforce_accounts": self.enforce_accounts, "teams": [_team_json(t) for t in self.teams]}
 
@@ -101,6 +109,8 @@ def _team_json(team: Team) -> Dict[str, Any]:
         data["qos"] = {k: v for k, v in team.qos.__dict__.items() if v is not None}
     if team.budget is not None:
         data["budget"] = {"amount": team.budget.amount, "period": team.budget.period}
+    if team.directory_group is not None:
+        data["directory_group"] = team.directory_group
     return data
 
 

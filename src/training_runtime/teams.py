@@ -9,9 +9,11 @@ and the file on the node; the values they build are in :mod:`training_runtime.te
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from training_runtime.directory import GROUP_NAME
 from training_runtime.problems import WARNING, Problem, RuleBook
 from training_runtime.team_model import (
     ACCOUNT_NAME,
@@ -27,7 +29,7 @@ from training_runtime.team_model import (
 
 _UNKNOWN = "remove the field or correct its spelling"
 _QOS_FIX = 'e.g. qos: {max_nodes: 8, max_wall: "2-00:00:00", priority: 10}'
-TEAM_KEYS = ("name", "users", "default_for", "fairshare", "qos", "budget")
+TEAM_KEYS = ("name", "users", "directory_group", "default_for", "fairshare", "qos", "budget")
 QOS_KEYS = ("max_nodes", "max_wall", "priority")
 BUDGET_KEYS = ("amount", "period")
 
@@ -103,16 +105,26 @@ def _parse(raw: Any, enforce: Any, known_users: Optional[Sequence[str]], path: s
             )
         else:
             seen[name] = where
-        users = item.get("users")
+        group = item.get("directory_group")
+        if group is not None and (not isinstance(group, str) or not GROUP_NAME.fullmatch(group)):
+            add(
+                where + ".directory_group",
+                "a directory group's name (letters, digits, _ . - and spaces, at most 64)",
+                "TEAM-SHAPE",
+                fix="give the group's name as getent group shows it",
+                got=group,
+            )
+            group = None
+        users = item.get("users", [] if "directory_group" in item else None)
         if not isinstance(users, list) or not all(isinstance(u, str) for u in users):
             add(where + ".users", "expected a list of user names", "TEAM-SHAPE", fix="e.g. [alice, bob]", got=users)
             users = []
-        elif not users:
+        elif not users and "directory_group" not in item:
             add(
                 where + ".users",
                 "an account without users: nobody could charge jobs to it",
                 "TEAM-USERS",
-                fix="list the team's users (names from users:), or remove the team",
+                fix="list the team's users (names from users:), name its directory_group, or remove the team",
                 got=users,
             )
         for position, user in enumerate(users):
@@ -150,7 +162,8 @@ def _parse(raw: Any, enforce: Any, known_users: Optional[Sequence[str]], path: s
         qos = _qos(item.get("qos"), where + ".qos", name, add)
         budget = _budget(item.get("budget"), where + ".budget", add)
         explicit = tuple(default_for) if default_for is not None else None
-        parsed.append((Team(str(name), tuple(users), (), fairshare, qos, budget), explicit))
+        team = Team(str(name), tuple(users), (), fairshare, qos, budget, group)
+        parsed.append((team, explicit))
     teams = _resolve_defaults(parsed, path, add)
     _whole_cluster(teams, enforce, known_users, path, add)
     return Teams(enforce, tuple(teams))
@@ -258,7 +271,7 @@ def _resolve_defaults(teams: List[Tuple[Team, Optional[Tuple[str, ...]]]], path:
     resolved = []
     for team, explicit in teams:
         chosen = [u for u in team.users if u in (explicit or ()) or (u not in named and len(memberships[u]) == 1)]
-        resolved.append(Team(team.name, team.users, tuple(chosen), team.fairshare, team.qos, team.budget))
+        resolved.append(dataclasses.replace(team, default_for=tuple(chosen)))
     for user, accounts in sorted(memberships.items()):
         if user not in named and not any(user in t.default_for for t in resolved):
             add(
@@ -316,7 +329,7 @@ for _id, _field, _doc, _level in (
         "error",
     ),
     ("TEAM-UNIQUE", "teams[*].name", "Each team is its own account: no two teams share a name.", "error"),
-    ("TEAM-USERS", "teams[*].users", "A team has at least one user.", "error"),
+    ("TEAM-USERS", "teams[*].users", "A team has at least one user or a directory_group.", "error"),
     ("TEAM-USER-UNKNOWN", "teams[*].users", "A team's users are users of the config.", "error"),
     ("TEAM-DEFAULT", "teams[*].default_for", "Every user has exactly one default account.", "error"),
     (

@@ -51,7 +51,10 @@ command -v mmdebstrap >/dev/null || {
   echo "build-node-rootfs: mmdebstrap is missing; run ./scripts/install-system-packages.sh" >&2
   exit 1
 }
-include=$(grep -v -e '^#' -e '^[[:space:]]*$' "$packages_file" | paste -sd, -)
+# A line "PACKAGE SUITE..." names a package only those suites get (one a suite lacks, e.g. testing's removals).
+include=$(grep -v -e '^#' -e '^[[:space:]]*$' "$packages_file" |
+  awk -v suite="$suite" 'NF == 1 { print $1; next } { for (i = 2; i <= NF; i++) if ($i == suite) print $1 }' |
+  paste -sd, -)
 mkdir -p "$cache"
 work=$(mktemp -d "$cache/.build.XXXXXX")
 trap 'rm -rf "$work"' EXIT

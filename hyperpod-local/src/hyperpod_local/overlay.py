@@ -122,6 +122,8 @@ def emulated(
       say so, the launcher runs CPU processes); ``imds_url``, where given: the Spot watcher reads the cluster's
       fake metadata service (:mod:`hyperpod_local.imds`); ``sagemaker_url``, where given: the SageMaker API calls
       of the node (the scaler's) go to the emulated control plane (:mod:`hyperpod_local.control_plane`);
+      ``secretsmanager_url``, where given and the config has ``rest_api`` or ``directory``: the node's Secrets
+      Manager calls (the REST key, the directory's bind password) go to the control plane's emulated Secrets Manager;
       ``scaler_timing`` (interval, minute), where given: the scaler's cycle and the length of its idle minute in
       seconds (``scaler_interval_s``, ``scaler_minute_s``: the drills' short scale-in);
     * ``rest_api`` (Slurm's REST API), where on: its key is the emulated Secrets Manager's secret of the cluster
@@ -149,7 +151,9 @@ def emulated(
             hardware=True,
             imds_url=imds_url,
             sagemaker_url=sagemaker_url,
-            secretsmanager_url=secretsmanager_url if deployed.rest_api is not None else None,
+            secretsmanager_url=(
+                secretsmanager_url if deployed.rest_api is not None or deployed.directory is not None else None
+            ),
         ),
         rest_api=local_rest_api(deployed),
     )

@@ -15,7 +15,7 @@ from constructs import Construct, IConstruct
 
 from hyperpod_cdk.constructs.checks import check_props
 from hyperpod_cdk.constructs.cluster_grants import ClusterBase, ImportedCluster
-from hyperpod_cdk.constructs.execution_role import grant_runtime_secret, grant_volume_keys
+from hyperpod_cdk.constructs.execution_role import grant_directory_secret, grant_runtime_secret, grant_volume_keys
 from hyperpod_cdk.constructs.group_api import accounting_database, group_api_properties, slurm_and_storage
 from hyperpod_cdk.constructs.interfaces import LustreTarget, NodeNetwork, OpenZfsTarget
 from hyperpod_cdk.constructs.lifecycle import LifecycleSource
@@ -234,6 +234,7 @@ class HyperPodCluster(ClusterBase):
             metrics=metrics,
             rest_api=rest_api.node_parameters() if rest_api is not None else None,
         )
+        grant_directory_secret(list(self.execution_roles.values()), parameters.directory)
         lifecycle.add_parameters(parameters)
         life_cycle_config = sagemaker.CfnCluster.ClusterLifeCycleConfigProperty(
             source_s3_uri=lifecycle.s3_uri,

@@ -21,6 +21,7 @@ from constructs import Construct
 from hyperpod_cdk.constructs.lifecycle import acknowledge_prefix_read
 from hyperpod_cdk.constructs.nag import acknowledge, acknowledge_wildcard_resource
 from hyperpod_cdk.model import InstanceGroup
+from training_runtime.directory import S3_URI, Directory, secret_resource
 from training_runtime.options import RuntimeOptions
 
 MANAGED_INSTANCE_POLICY = "AmazonSageMakerClusterInstanceRolePolicy"
@@ -238,3 +239,40 @@ def grant_runtime_secret(cluster: Construct, role: iam.IRole, options: RuntimeOp
     if options.accounting.enabled and options.accounting.database == "external" and arn:
         secret = secretsmanager.Secret.from_secret_complete_arn(cluster, "AccountingDatabaseSecret", arn)
         secret.grant_read(role)
+
+
+def grant_directory_secret(roles: Sequence[iam.IRole], directory: Directory | None) -> None:
+    """Every group's role may read the directory's bind password (every node runs SSSD) and nothing else of Secrets
+    Manager: ``secretsmanager:GetSecretValue`` on that one secret; ``kms:Decrypt`` on its customer-managed key only
+    through Secrets Manager (``kms:ViaService``) when the config names one; ``s3:GetObject`` on the CA certificate's
+    object when it lives in S3."""
+    if directory is None:
+        return
+    arn = directory.bind_password_secret_arn
+    partition, region = arn.split(":")[1], directory.secret_region
+    for role in roles:
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ReadDirectoryBindPassword",
+                actions=["secretsmanager:GetSecretValue"],
+                resources=[secret_resource(arn)],
+            )
+        )
+        if directory.bind_password_kms_key_arn:
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    sid="DecryptDirectoryBindPassword",
+                    actions=["kms:Decrypt"],
+                    resources=[directory.bind_password_kms_key_arn],
+                    conditions={"StringEquals": {"kms:ViaService": f"secretsmanager.{region}.amazonaws.com"}},
+                )
+            )
+        ca = S3_URI.fullmatch(directory.ca_certificate or "")
+        if ca is not None:
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    sid="ReadDirectoryCaCertificate",
+                    actions=["s3:GetObject"],
+                    resources=[f"arn:{partition}:s3:::{ca.group(1)}/{ca.group(2)}"],
+                )
+            )

@@ -28,6 +28,7 @@ from hyperpod_cdk.model import (
     SlurmConfigStrategy,
     SlurmMode,
 )
+from training_runtime.directory import Directory, parse_directory
 from training_runtime.problems import Problem, errors, warnings
 from training_runtime.team_model import Teams
 from training_runtime.teams import parse_teams
@@ -359,8 +360,13 @@ class ClusterConfig(_Model):
     """Slurm refuses jobs of users in no team and enforces the teams' QOS limits and budgets
     (``AccountingStorageEnforce=associations,limits,qos,safe``). Default: off, Slurm's default."""
     teams: list[dict[str, Any]] = Field(default_factory=list)
-    """Slurm accounts: name, users (from ``users``), default_for, fairshare, qos {max_nodes, max_wall, priority},
-    budget {amount, period}. The controller applies them with sacctmgr (docs/cost.md). Default: none."""
+    """Slurm accounts: name, users (from ``users``), directory_group, default_for, fairshare, qos {max_nodes,
+    max_wall, priority}, budget {amount, period}. The controller applies them with sacctmgr (docs/cost.md) and keeps
+    a directory group's members in step (docs/directory.md). Default: none."""
+    directory: dict[str, Any] | None = None
+    """The organization's LDAP directory (OpenLDAP, AWS Managed Microsoft AD): every node resolves its users and
+    groups through SSSD, with the directory's UIDs (docs/directory.md). Checked by the runtime's own rules, passed
+    through the parameters file (the bind password's secret ARN, never the password). Default: none."""
     parameters: ParametersConfig | None = None
     """Choices left to the team that launches the template (CloudFormation parameters). Default: none, every
     value is fixed at synth."""
@@ -400,6 +406,10 @@ class ClusterConfig(_Model):
         if not self.teams and not self.enforce_accounts:
             return None
         return parse_teams(self.teams, self.enforce_accounts, [u.name for u in self.cluster_users()])
+
+    def cluster_directory(self) -> Directory | None:
+        """The directory the nodes get (the config already checked); None when there is none."""
+        return parse_directory(self.directory)
 
     def problems(self, region: str | None = None, previous: ClusterConfig | None = None) -> list[Problem]:
         """Every rule's findings (errors, warnings, infos) that ``suppress`` leaves, with field path and rule id."""

@@ -140,6 +140,7 @@ def deployment(
         runtime_options=config.runtime,
         teams=config.cluster_teams(),
         shared_file_system=config.shares_file_system,
+        directory=config.cluster_directory(),
     )
     if config.cost is not None:
         prices = cluster_prices(config, region, unresolved).prices

@@ -17,6 +17,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 
 from hyperpod_cdk.core.accounting import slurmdbd_owner
+from training_runtime.directory import Directory
 from training_runtime.groups import GroupSpec
 from training_runtime.options import OptionsError, parse_options
 from training_runtime.params import SLURMDBD_BY_RUNTIME, MetricsTarget, ProvisioningParameters
@@ -43,6 +44,7 @@ def parameters_file(
     teams: Teams | None = None,
     shared_file_system: bool = False,
     rest_api: RestApiParams | None = None,
+    directory: Directory | None = None,
 ) -> ProvisioningParameters:
     """The parameters file of a cluster whose nodes see ``groups`` (each as :func:`written_group` leaves it), but
     for the values only the stack's resources know (:func:`with_resources`; null here).
@@ -55,6 +57,7 @@ def parameters_file(
     ``openzfs_mount_path`` is where HyperPod mounts FSx for OpenZFS (None: none); the users' homes live there.
     ``shared_file_system``: another cluster uses these file systems (``ClusterConfig.shares_file_system``), so the
     nodes keep their state and homes in directories of this cluster's own.
+    ``directory`` (``ClusterConfig.cluster_directory``): the LDAP directory the nodes resolve users from (None: none).
     ``node_provisioning_mode`` with ``mode`` and the options' accounting decides who runs slurmdbd
     (:func:`hyperpod_cdk.core.accounting.slurmdbd_owner`, written as ``slurmdbd_owner``).
     ``rest_api``: Slurm's REST API on the controller (its key's secret and port); None: off. Its secret is a stack
@@ -71,6 +74,7 @@ def parameters_file(
         options=dict(runtime_options or {}),
         teams=teams,
         rest_api=rest_api,
+        directory=directory,
     )
 
 

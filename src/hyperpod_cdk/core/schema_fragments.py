@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from hyperpod_cdk.core.docstrings import field_docstrings
+from training_runtime import directory as runtime_directory
 from training_runtime import options as runtime_options
 from training_runtime import team_model as runtime_teams
 from training_runtime.users import MAX_ID, MIN_ID, USER_NAME, User
@@ -72,18 +73,33 @@ def teams_schema() -> dict[str, Any]:
     definitions["Budget"]["properties"]["period"]["enum"] = list(runtime_teams.PERIODS)
     definitions["TeamQos"]["properties"]["max_wall"]["anyOf"][0]["pattern"] = runtime_teams.WALL_TIME.pattern
     team["properties"]["name"]["pattern"] = runtime_teams.ACCOUNT_NAME.pattern
-    team["required"] = ["name", "users"]
+    team["required"] = ["name"]
     return {"type": "array", "items": team, "default": [], "description": ""}
 
 
+def directory_schema() -> dict[str, Any]:
+    found = _dataclass_schema(runtime_directory.Directory)
+    found.pop("title", None)
+    properties = found["properties"]
+    properties["uris"].update(minItems=1)
+    properties["uris"]["items"]["pattern"] = runtime_directory.URI.pattern
+    properties["bind_password_secret_arn"]["pattern"] = runtime_directory.SECRET_ARN.pattern
+    properties["schema"]["enum"] = list(runtime_directory.SCHEMAS)
+    properties["homes"]["enum"] = list(runtime_directory.HOMES)
+    properties["group_sync_interval_s"].update(
+        minimum=runtime_directory.MIN_SYNC_S, maximum=runtime_directory.MAX_SYNC_S
+    )
+    return {"anyOf": [found, {"type": "null"}], "default": None}
+
+
 def add_to(schema: dict[str, Any]) -> dict[str, Any]:
-    """The config file's schema with ``runtime``, ``users`` and ``teams`` described in full."""
-    runtime, users, teams = runtime_schema(), users_schema(), teams_schema()
+    """The config file's schema with ``runtime``, ``users``, ``teams`` and ``directory`` described in full."""
+    runtime, users, teams, directory = runtime_schema(), users_schema(), teams_schema(), directory_schema()
     definitions = schema.setdefault("$defs", {})
-    for fragment in (runtime, users["items"], teams["items"]):
+    for fragment in (runtime, users["items"], teams["items"], directory["anyOf"][0]):
         definitions.update(fragment.pop("$defs", {}))
     properties = schema["properties"]
-    for name, fragment in (("runtime", runtime), ("users", users), ("teams", teams)):
+    for name, fragment in (("runtime", runtime), ("users", users), ("teams", teams), ("directory", directory)):
         fragment["description"] = properties[name].get("description", fragment.get("description", ""))
         properties[name] = fragment
     return schema

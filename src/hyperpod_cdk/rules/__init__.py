@@ -18,6 +18,7 @@ from hyperpod_cdk.rules import (  # noqa: F401
     capacity,
     cluster,
     cost,
+    directory,
     flexible,
     group_network,
     groups,

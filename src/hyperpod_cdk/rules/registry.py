@@ -20,6 +20,7 @@ RULE_MODULES = (
     "parameters",
     "runtime",
     "teams",
+    "directory",
     # The rules on the HyperPod API's newer group settings, after the rules they build on.
     "accounting",
     "capacity",

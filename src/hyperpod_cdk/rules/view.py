@@ -38,6 +38,7 @@ SECTIONS = (
     "runtime",
     "users",
     "teams",
+    "directory",
     "parameters",
     "organization",
     "observability",
@@ -81,6 +82,8 @@ class ClusterView:
     teams: Sequence[Any] = ()
     """Slurm accounts (``teams`` section), checked by the runtime's own rules (training_runtime.teams)."""
     enforce_accounts: Any = False
+    directory: Any = None
+    """The LDAP directory (``directory`` section), checked by the runtime's own rules (training_runtime.directory)."""
     parameters: ParametersConfig | None = None
     """The launch choices (``parameters`` section): CloudFormation parameters of a published template."""
     organization: OrganizationConfig | None = None
@@ -130,6 +133,7 @@ class ClusterView:
             users=config.users,
             teams=config.teams,
             enforce_accounts=config.enforce_accounts,
+            directory=config.directory,
             parameters=config.parameters,
             organization=config.organization,
             observability=config.observability,

@@ -29,8 +29,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Sequence
 
+from training_runtime.aws_secrets import SecretsManager
 from training_runtime.rest.config import RestServiceConfig
-from training_runtime.rest.secret import SecretsManager, client_for, fetch_key
+from training_runtime.rest.secret import client_for, fetch_key
 from training_runtime.run import CommandError, Result, Runner
 
 REFRESH_INTERVAL_S = 300

@@ -14,12 +14,12 @@ from __future__ import annotations
 import re
 from typing import Callable, Optional
 
+from training_runtime.aws_secrets import SecretsManager, endpoint_for
 from training_runtime.scaler.credentials import RoleCredentials
-from training_runtime.scaler.sagemaker import ApiError, AwsJsonClient
+from training_runtime.scaler.sagemaker import ApiError
 from training_runtime.scaler.sigv4 import Credentials
 from training_runtime.spot import IMDS_URL
 
-SERVICE = "secretsmanager"
 CURRENT = "AWSCURRENT"
 MIN_KEY_BYTES = 32
 """RFC 7518 §3.2: "A key of the same size as the hash output (for instance, 256 bits for "HS256") or larger MUST be
@@ -33,18 +33,6 @@ bytes as they are."""
 class SecretError(RuntimeError):
     """The key could not be read, or the secret does not hold a usable key; the message says which and the fix
     (never the value)."""
-
-
-class SecretsManager(AwsJsonClient):
-    """Secrets Manager's JSON API (target prefix ``secretsmanager.``, SigV4 service ``secretsmanager``)."""
-
-    service = SERVICE
-    target_prefix = "secretsmanager."
-
-
-def endpoint_for(region: str) -> str:
-    """Secrets Manager's regional endpoint (AWS General Reference, "AWS Secrets Manager endpoints and quotas")."""
-    return "https://secretsmanager.{}.amazonaws.com/".format(region)
 
 
 def client_for(

@@ -132,7 +132,7 @@ class DeleteResult:
 class AwsJsonClient:
     """One AWS service over the JSON protocol (``POST /`` with ``X-Amz-Target: <target_prefix><Operation>``), signed
     with SigV4 for :attr:`service`; retried as the module says. :class:`SageMaker` is the scaler's; the REST API's
-    key is read with another (:mod:`training_runtime.rest.secret`)."""
+    key and the directory's bind password with another (:class:`training_runtime.aws_secrets.SecretsManager`)."""
 
     service = SERVICE
     target_prefix = TARGET_PREFIX

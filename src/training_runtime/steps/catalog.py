@@ -14,6 +14,18 @@ from training_runtime.steps.billing import HyperPodBillingWeights
 from training_runtime.steps.configless import SLURMD_DROP_IN, ConfiglessPush, SlurmdConfServer
 from training_runtime.steps.containers import container_push_steps, container_steps
 from training_runtime.steps.daemon import RunningDaemon
+from training_runtime.steps.directory import (
+    CA_PATH,
+    PACKAGES,
+    SSSD,
+    SSSD_CONF,
+    DirectoryClash,
+    DirectoryPam,
+    SshdDirectoryKeys,
+    SssdConfig,
+)
+from training_runtime.steps.directory_compute import PamSlurmAdopt
+from training_runtime.steps.directory_teams import directory_sync_steps
 from training_runtime.steps.guard import guard_steps
 from training_runtime.steps.health import health_steps
 from training_runtime.steps.imds import imds_steps
@@ -77,6 +89,16 @@ def steps_for(node: Node) -> List[Step]:
         steps += [MungeKey(), RunningDaemon(MUNGED, [NODE_KEY])]
     if users:
         steps += [Users(users), SshBetweenNodes(users)]
+    directory = node.params.directory
+    if directory is not None:  # before the metadata guard, which may allow a directory group
+        steps += [
+            Packages(PACKAGES, "directory"),
+            SssdConfig(directory),
+            RunningDaemon(SSSD, [SSSD_CONF, CA_PATH]),
+            DirectoryPam(directory),
+            SshdDirectoryKeys(directory),
+            DirectoryClash(users),
+        ]
     steps += imds_steps(node)  # after the groups it may allow exist, before any daemon the runtime starts
     steps += accelerator_steps(node)
     steps.append(SlurmConfig() if generic else HyperPodSlurmConfig())
@@ -106,6 +128,7 @@ def steps_for(node: Node) -> List[Step]:
             steps.append(AccountingCluster())
             if node.params.teams is not None and node.params.teams.teams:
                 steps.append(SlurmTeams(node.params.teams))
+                steps += directory_sync_steps(node)  # the teams' accounts exist: their groups' members join
         controller_files = slurm_config_files(node) if generic else [conf_path(node, ACCOUNTING_INCLUDE)]
         # HyperPod: accounting.conf is watched when the runtime writes keys there (its accounting, the REST API's).
         watched = generic or ours or node.params.rest_api is not None
@@ -129,6 +152,8 @@ def steps_for(node: Node) -> List[Step]:
             steps.append(SlurmdConfServer())
             slurmd_files = [SLURMD_DROP_IN]
         steps.append(RunningDaemon(slurmd(node), slurmd_files))
+        if node.is_compute and not node.is_login and node.params.directory is not None:
+            steps.append(PamSlurmAdopt())  # compute nodes only: never login nodes or the controller
         if node.is_login:  # HyperPod's dev partition holds login nodes too: keep batch jobs off them
             steps.append(LoginNodeJobs())
         steps += spot_steps(node)

@@ -64,6 +64,11 @@ def add_command(sub: Any, with_workdir: Any) -> None:
     command.add_argument("--start", action="store_true", help="start it (a cluster brought up without it)")
     command.add_argument("--stop", action="store_true", help="stop it")
     command.add_argument("--json", action="store_true", help="print JSON")
+    command.add_argument(
+        "--secret",
+        metavar="ARN",
+        help="serve the secret ARN to the nodes' GetSecretValue, its value read from standard input (never argv)",
+    )
     add_knobs(command, None)
 
 
@@ -85,6 +90,11 @@ def run(args: argparse.Namespace, cluster: ClusterHandle) -> int:
         return 0
     if args.start:
         local.start(cluster)
+    if args.secret:
+        value = sys.stdin.read().rstrip("\n")
+        if not value:
+            raise LocalClusterError(f"--secret {args.secret}: no value on standard input")
+        local.put_secret(cluster, args.secret, value)
     if args.launch_latency is not None:
         local.set_latency(cluster, args.launch_latency)
     for instance_type, count in args.capacity:

@@ -143,6 +143,14 @@ def make_credentials(cluster: ClusterHandle) -> dict[str, str]:
     return credentials(cluster)
 
 
+def put_secret(cluster: ClusterHandle, arn: str, value: str) -> None:
+    """Hold ``value`` as the current version of the secret ``arn`` (the directory's bind password, made outside the
+    stack) in the cluster's emulated Secrets Manager, which the running control plane reads on every call."""
+    own = directory(cluster)
+    own.mkdir(parents=True, exist_ok=True)
+    secret_store(cluster).put(arn, value)
+
+
 def credentials(cluster: ClusterHandle) -> dict[str, str]:
     return {str(k): str(v) for k, v in json.loads((directory(cluster) / "credentials.json").read_text()).items()}
 

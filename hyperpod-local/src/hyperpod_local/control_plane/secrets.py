@@ -95,6 +95,21 @@ class SecretStore:
                 self._save(data)
             return arn
 
+    def put(self, arn: str, value: str) -> None:
+        """``value`` as the current version of the secret ``arn``, created if new (a secret the user made outside the
+        stack, named by its full ARN, as the directory's bind password is)."""
+        with self.lock:
+            data = self._load()
+            if arn not in data:
+                data[arn] = {"Name": arn.split(":secret:")[-1], "CreatedDate": self.clock(), "Versions": {}}
+            versions = data[arn]["Versions"]
+            for version in versions.values():
+                version["Stages"] = [s for s in version["Stages"] if s != CURRENT]
+            versions[str(uuid.uuid4())] = {"SecretString": value, "Stages": [CURRENT], "Created": self.clock()}
+            for old in [v for v, version in versions.items() if not version["Stages"]]:
+                del versions[old]
+            self._save(data)
+
     def _find(self, data: dict[str, Any], secret_id: Any) -> str:
         if isinstance(secret_id, str):
             for arn, secret in data.items():
