@@ -19,6 +19,7 @@ from training_runtime.errors import InputError
 from training_runtime.group_rules import group_problems
 from training_runtime.groups import CAPACITIES, COMPUTE, CONTROLLER, LOGIN, GroupSpec
 from training_runtime.mount_paths import mount_path_problem
+from training_runtime.login_pool.params import LOGIN_POOL_KEY, LoginPoolParams, parse_login_pool
 from training_runtime.rest.params import REST_API_KEY, RestApiParams, parse_rest_api
 from training_runtime.scaling import parse_scaling
 from training_runtime.team_model import Teams
@@ -122,6 +123,9 @@ class ProvisioningParameters:
     emulation: Optional[Emulation] = None
     rest_api: Optional[RestApiParams] = None
     """``hyperpod_cdk.rest_api``: Slurm's REST API on the controller (:mod:`training_runtime.rest`); None: off."""
+    login_pool: Optional[LoginPoolParams] = None
+    """``hyperpod_cdk.login_pool``: the login nodes' shared host keys and health endpoint behind one load balancer
+    (:mod:`training_runtime.login_pool`); None: off."""
     prices: Dict[str, InstancePrice] = field(default_factory=dict)
     """Instance type -> price per hour and its source (config ``cost``): the partitions' ``TRESBillingWeights``
     (:mod:`training_runtime.billing_weights`). Empty: Slurm's default billing."""
@@ -225,6 +229,8 @@ class ProvisioningParameters:
             data[OUR_KEY]["teams"] = self.teams.to_json()
         if self.rest_api is not None:  # only then: other clusters' files stay as they were
             data[OUR_KEY][REST_API_KEY] = self.rest_api.to_json()
+        if self.login_pool is not None:  # only then: other clusters' files stay as they were
+            data[OUR_KEY][LOGIN_POOL_KEY] = self.login_pool.to_json()
         if self.directory is not None:  # only then: other clusters' files stay as they were
             data[OUR_KEY]["directory"] = self.directory.to_json()
         if self.emulation is not None:
@@ -313,6 +319,7 @@ class ProvisioningParameters:
             )
         teams = _parse_teams_key(ours.get("teams"), OUR_KEY + ".teams", problems)
         rest_api = parse_rest_api(ours.get(REST_API_KEY), OUR_KEY + "." + REST_API_KEY, problems)
+        login_pool = parse_login_pool(ours.get(LOGIN_POOL_KEY), OUR_KEY + "." + LOGIN_POOL_KEY, problems)
         try:
             directory = parse_directory(ours.get("directory"), OUR_KEY + ".directory")
         except ValueError as error:
@@ -336,6 +343,7 @@ class ProvisioningParameters:
             emulation=emulation,
             teams=teams,
             rest_api=rest_api,
+            login_pool=login_pool,
             directory=directory,
             prices=prices,
         )
