@@ -57,8 +57,13 @@ def test_every_example_comes_up_and_runs_a_step_on_every_worker(example: Path | 
     """The default config (API-driven, trn1 workers) on the emulated HyperPod platform - Slurm 24.11, HyperPod's
     part, the runtime's HyperPod path - as a new user's cluster runs; the examples on the generic platform, but
     an example with Slurm's REST API on, which the local cluster runs on the HyperPod platform only (its control
-    plane serves the key's secret)."""
-    rest_api = load_config(example).rest_api if example is not None else None
+    plane serves the key's secret). An example with a ``directory`` names the organization's directory server and
+    its CA's S3 object, which no local cluster reaches: it is synthesized and checked with every example
+    (tests/test_examples.py), and tests/test_local_directory.py brings the same sections up against a real slapd."""
+    config = load_config(example) if example is not None else None
+    if config is not None and config.directory is not None:
+        pytest.skip(f"{example.name}: its directory is the organization's; test_local_directory.py proves the sections")
+    rest_api = config.rest_api if config is not None else None
     on_hyperpod = example is None or (rest_api is not None and rest_api.enabled)
     if on_hyperpod and HYPERPOD_REASON is not None:
         pytest.skip(HYPERPOD_REASON)

@@ -18,8 +18,8 @@ from training_runtime.emulation import EMULATION_KEY, Emulation, parse_emulation
 from training_runtime.errors import InputError
 from training_runtime.group_rules import group_problems
 from training_runtime.groups import CAPACITIES, COMPUTE, CONTROLLER, LOGIN, GroupSpec
-from training_runtime.mount_paths import mount_path_problem
 from training_runtime.login_pool.params import LOGIN_POOL_KEY, LoginPoolParams, parse_login_pool
+from training_runtime.mount_paths import mount_path_problem
 from training_runtime.rest.params import REST_API_KEY, RestApiParams, parse_rest_api
 from training_runtime.scaling import parse_scaling
 from training_runtime.team_model import Teams
