@@ -90,7 +90,9 @@ def test_internet_facing_in_an_existing_vpc_is_refused_with_the_way_out() -> Non
     found = [f for f in problems(data) if f[0] == "LOGIN-POOL-PUBLIC-SUBNET"]
     assert [(r, p) for r, p, _ in found] == [("LOGIN-POOL-PUBLIC-SUBNET", "login_pool.scheme")]
     assert "keep scheme: internal" in found[0][2]
-    internal = parse_config({**config(), "network": network})
+    unknown = [(r, p) for r, p, _ in problems({**config(), "network": network})]
+    assert unknown == [("LOGIN-POOL-CALLERS", "login_pool.allowed_cidrs")]  # the VPC's CIDR is not known here
+    internal = parse_config({**config(allowed_cidrs=["10.20.0.0/16"]), "network": network})
     assert internal.login_pool is not None
 
 

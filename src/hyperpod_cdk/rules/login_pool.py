@@ -59,6 +59,14 @@ def callers(view: ClusterView) -> Iterator[Problem]:
             "group admits only addresses inside the VPC)",
             fix="give your offices' or VPN's public CIDRs, or keep scheme: internal",
         )
+    existing_vpc = view.network is not None and view.network.vpc_id is not None
+    if not public and existing_vpc and not pool.allowed_cidrs and not pool.allowed_security_groups:
+        yield Problem(
+            _at(view, "allowed_cidrs"),
+            "none: an internal pool admits the VPC's CIDR by default, and hyperpod-cdk does not know the CIDR of an "
+            "existing VPC (network.vpc_id)",
+            fix="give the CIDRs your users connect from (the VPC's, a VPN's), or their security groups",
+        )
     for index, cidr in enumerate(pool.allowed_cidrs):
         where = _at(view, f"allowed_cidrs[{index}]")
         if not view.concrete(cidr):
