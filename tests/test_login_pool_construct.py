@@ -199,3 +199,15 @@ def test_no_section_builds_nothing() -> None:
     assert stack.login_pool is None and stack.cluster.login_pool is None
     assert not [k for k in template["Outputs"] if k.startswith("LoginPool")]
     assert not [r for r in of_type(template, "AWS::Events::Rule").values() if "login" in r["Properties"]["Description"]]
+
+
+def test_with_the_organizations_key_the_login_role_uses_it_through_secrets_manager_only() -> None:
+    key = "arn:aws:kms:us-west-2:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    data = {"instance_groups": GROUPS, "login_pool": {}, "organization": {"kms_key_arn": key}}
+    stack = TrainingClusterStack(fast_app(), "s", config=parse_config(data), env=cdk.Environment(region="us-west-2"))
+    template = template_of(stack)
+    assert stack.login_pool is not None and stack.login_pool.key_arn is not None
+    login_role = logical_id(stack, stack.cluster.execution_roles["login"])
+    (use,) = [s for s in statements(template, login_role) if s.get("Sid") == "LoginPoolHostKeysKey"]
+    assert sorted(use["Action"]) == ["kms:Decrypt", "kms:GenerateDataKey"]
+    assert "kms:ViaService" in use["Condition"]["StringEquals"]
