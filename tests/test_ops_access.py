@@ -240,3 +240,23 @@ def test_ssh_config_refuses_a_pool_name_that_is_not_a_dns_name(tmp_path: Path) -
     result = Operator(home=tmp_path)("ssh-config", "research")
     assert result.code != 0 and "not a DNS name" in result.err
     assert not (tmp_path / ".ssh" / "config").exists()
+
+
+def test_ssh_config_refused_the_stack_writes_the_ssm_block_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """grant_connect gives no cloudformation:DescribeStacks: the SSM block still works, and the note says why."""
+    from botocore.exceptions import ClientError
+
+    from hyperpod_cdk.ops import pool_ssh
+
+    def refused(*_: object) -> dict[str, str]:
+        raise ClientError({"Error": {"Code": "AccessDenied", "Message": "no"}}, "DescribeStacks")
+
+    monkeypatch.setattr(pool_ssh, "stack_outputs", refused)
+    cluster()
+    result = Operator(home=tmp_path)("ssh-config", "research")
+    assert result.code == 0, result.err
+    assert "no login pool block" in result.out
+    text = (tmp_path / ".ssh" / "config").read_text()
+    assert "AWS-StartSSHSession" in text and "HostKeyAlias" not in text
