@@ -60,9 +60,9 @@ DEREGISTRATION_DELAY = Duration.seconds(30)
 """Only a node that left the Running state is deregistered (the registration function): it has no session to
 drain."""
 ACCESS_LOGS_REASON = (
-    "the listener is TCP (SSH passed through), and \"Access logs are created only if the load balancer has a TLS "
-    "listener, and the logs contain information about TLS requests only\" (Network Load Balancers guide, \"Access "
-    "logs for your Network Load Balancer\"): there would be nothing to log; sshd logs every login on the login node"
+    'the listener is TCP (SSH passed through), and "Access logs are created only if the load balancer has a TLS '
+    'listener, and the logs contain information about TLS requests only" (Network Load Balancers guide, "Access '
+    'logs for your Network Load Balancer"): there would be nothing to log; sshd logs every login on the login node'
 )
 ROTATION_REASON = (
     "the pool's SSH host keys are its identity in every user's known_hosts: rotating them on a schedule would make "
