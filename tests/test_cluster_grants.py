@@ -245,6 +245,8 @@ def iam_resource(service: str, operation: str, params: dict[str, Any], cluster_a
         return str(params.get("ResourceArn") or cluster_arn)
     if service == "logs" and operation == "FilterLogEvents":
         return f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:{params['logGroupName']}:*"
+    if service == "cloudformation" and operation == "DescribeStacks":
+        return f"arn:aws:cloudformation:{REGION}:{ACCOUNT}:stack/{params['StackName']}/*"
     raise AssertionError(f"{service}:{operation}: no resource rule; add one for a new call")
 
 
@@ -339,6 +341,9 @@ def run_recorded(made: MotoCluster, argv: list[str]) -> list[Call]:
     return recorded
 
 
+STACK_ARN = f"arn:aws:cloudformation:{REGION}:{ACCOUNT}:stack/hyperpod-grants/*"
+"""The stack ``ssh-config`` reads for the login pool's name (tests/test_ops_access.py: refused, the SSM block alone)."""
+
 GRANTED_COMMANDS = {
     "describe": ("status", "wait", "events", "logs"),
     "operate": ("status", "wait", "events", "logs", "reboot", "replace", "delete", "update-software"),
@@ -365,6 +370,9 @@ def test_each_grant_allows_every_call_of_its_commands_and_nothing_they_do_not_ca
             ran = [c for c in ran if c[0] == "ssm:StartSession"]  # the rest is describe's or operate's
         if command == "update-software":
             ran = [c for c in ran if c[0] != "ssm:StartSession"]  # the sessions are connect's
+        if command == "ssh-config":  # the login pool's name from the stack: no grant gives it, a refusal is a note
+            assert ("cloudformation:DescribeStacks", STACK_ARN) in ran
+            ran = [c for c in ran if c[0] != "cloudformation:DescribeStacks"]
         assert [c for c in ran if not allowed(granted, c)] == [], command
         calls += ran
     unused = {(a, r) for a, r in granted if not any(allowed({(a, r)}, c) for c in calls)}

@@ -151,3 +151,27 @@ def test_a_cluster_with_every_grant_passes_nag_and_the_strict_validator(tmp_path
         grant(operators)
     stack.cluster.grant_connect(operators)
     assert_nag_clean(app, tmp_path)
+
+
+def test_an_internet_facing_login_pool_with_a_kms_key_passes_nag_and_the_strict_validator(tmp_path: Path) -> None:
+    """The production example has an internal pool; the public one (the new VPC's public subnet, an allow-list) and
+    the host keys' secret under the organization's key add nothing to acknowledge."""
+    from hyperpod_cdk import TrainingClusterStack, parse_config
+
+    config = parse_config(
+        {
+            "instance_groups": [
+                {"name": "controller", "role": "controller", "instance_type": "ml.m5.xlarge", "count": 1},
+                {"name": "login", "role": "login", "instance_type": "ml.m5.large", "count": 2},
+                {"name": "workers", "instance_type": "ml.c5.xlarge", "count": 1},
+            ],
+            "login_pool": {"scheme": "internet-facing", "allowed_cidrs": ["203.0.113.0/24"]},
+            "organization": {
+                "kms_key_arn": "arn:aws:kms:us-west-2:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+            },
+        }
+    )
+    app = cdk.App(outdir=str(tmp_path), context=STRICT_VALIDATION)
+    stack = TrainingClusterStack(app, "pooled", config=config, env=cdk.Environment(region="us-west-2"))
+    assert stack.login_pool is not None and stack.login_pool.key_arn is not None
+    assert_nag_clean(app, tmp_path)

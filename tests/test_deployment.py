@@ -22,7 +22,7 @@ from training_runtime.users import dumps
 ROOT = Path(__file__).resolve().parent.parent
 SNAPSHOTS = ROOT / "tests" / "snapshots"
 EXAMPLES = sorted(ROOT.glob("examples/*.yaml"))
-RESOURCE_KEYS = ("fsx_dns_name", "fsx_mountname", "metrics", "fsx", "rest_api")
+RESOURCE_KEYS = ("fsx_dns_name", "fsx_mountname", "metrics", "fsx", "rest_api", "login_pool")
 """The parameters file's values that only the stack's resources know (CloudFormation values at synth)."""
 
 
@@ -61,12 +61,17 @@ def test_the_stack_uploads_and_the_local_cluster_stages_the_deployment(example: 
     wanted = expected.rest_api_parameters("arn:the-key", "the-region")
     assert (rest is None) == (wanted is None)
     assert rest is None or rest == expected.rest_api_parameters(rest.key_secret_arn, rest.region)
+    # So are the login pool's host keys.
+    pool = held.login_pool
+    assert (pool is None) == (expected.login_pool_parameters("arn:the-keys", "the-region") is None)
+    assert pool is None or pool == expected.login_pool_parameters(pool.host_keys_secret_arn, pool.region)
     assert held == expected.with_resources(
         fsx_dns_name=held.fsx_dns_name,
         fsx_mountname=held.fsx_mountname,
         fsx=held.fsx,
         metrics=held.metrics,
         rest_api=rest,
+        login_pool=pool,
     )
     assert stack.lifecycle.users == list(expected.users)
     staged = from_config(example)
@@ -74,7 +79,11 @@ def test_the_stack_uploads_and_the_local_cluster_stages_the_deployment(example: 
     local_rest = staged.deployed.rest_api
     assert (local_rest is None) == (wanted is None)
     assert local_rest is None or local_rest == expected.rest_api_parameters(local_rest.key_secret_arn, "local")
-    assert dataclasses.replace(staged.deployed, rest_api=None) == deployment(config).parameters
+    local_pool = staged.deployed.login_pool  # the local cluster's own keys' secret, when it stages the pool
+    assert local_pool is None or local_pool == expected.login_pool_parameters(
+        local_pool.host_keys_secret_arn, local_pool.region
+    )
+    assert dataclasses.replace(staged.deployed, rest_api=None, login_pool=None) == deployment(config).parameters
     assert (staged.groups, dict(staged.counts)) == (expected.groups_as_launched, dict(expected.counts))
     if expected.users:
         assert staged.files["users.json"].decode() == dumps(list(expected.users))

@@ -187,3 +187,76 @@ def test_the_default_executor_names_a_missing_aws_cli(monkeypatch: pytest.Monkey
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(OpsError, match="aws is not on PATH: install the AWS CLI v2 and the Session Manager plugin"):
         run_process(["aws", "ssm", "start-session", "--target", "x"])
+
+
+POOL_NAME = "login.research.example.com"
+
+
+def test_ssh_config_adds_the_login_pools_block_when_the_stack_has_one(tmp_path: Path) -> None:
+    from hyperpod_cdk.core.stack_outputs import LOGIN_POOL_HOST_NAME
+    from ops_support import stack_with_outputs
+
+    cluster()
+    stack_with_outputs("hyperpod-research", {LOGIN_POOL_HOST_NAME: POOL_NAME})
+    operator = Operator(home=tmp_path)
+    result = operator("ssh-config", "research", "--user", "alice")
+    assert result.code == 0, result.err
+    text = (tmp_path / ".ssh" / "config").read_text()
+    pool = (
+        "# BEGIN hyperpod-cdk research-pool\n"
+        f"Host research-pool {POOL_NAME}\n"
+        f"    HostName {POOL_NAME}\n"
+        "    HostKeyAlias hyperpod-research-login-pool\n"
+        "    User alice\n"
+        "# END hyperpod-cdk research-pool\n"
+    )
+    assert text.endswith("\n" + pool)  # beside the SSM block of the controller
+    assert text.count("# BEGIN hyperpod-cdk research\n") == 1 and "AWS-StartSSHSession" in text
+    assert operator("ssh-config", "research", "--user", "alice").code == 0  # again: replaced in place
+    assert (tmp_path / ".ssh" / "config").read_text() == text
+    report = json.loads(Operator(home=tmp_path)("ssh-config", "research", "--json").out)
+    assert (report["pool"]["host"], report["pool"]["host_name"]) == ("research-pool", POOL_NAME)
+
+
+def test_ssh_config_without_a_pool_or_a_stack_writes_the_ssm_block_alone(tmp_path: Path) -> None:
+    from ops_support import stack_with_outputs
+
+    cluster()
+    result = Operator(home=tmp_path)("ssh-config", "research", "--print")
+    assert result.code == 0 and "HostKeyAlias" not in result.out  # no stack at all
+    stack_with_outputs("other", {"ClusterName": "research"})
+    result = Operator(home=tmp_path)("ssh-config", "research", "--stack", "other", "--print")
+    assert result.code == 0 and "HostKeyAlias" not in result.out  # a stack without a pool
+    report = json.loads(Operator(home=tmp_path)("ssh-config", "research", "--json").out)
+    assert report["pool"] is None
+
+
+def test_ssh_config_refuses_a_pool_name_that_is_not_a_dns_name(tmp_path: Path) -> None:
+    from hyperpod_cdk.core.stack_outputs import LOGIN_POOL_HOST_NAME
+    from ops_support import stack_with_outputs
+
+    cluster()
+    stack_with_outputs("hyperpod-research", {LOGIN_POOL_HOST_NAME: "a b\n    ProxyCommand x"})
+    result = Operator(home=tmp_path)("ssh-config", "research")
+    assert result.code != 0 and "not a DNS name" in result.err
+    assert not (tmp_path / ".ssh" / "config").exists()
+
+
+def test_ssh_config_refused_the_stack_writes_the_ssm_block_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """grant_connect gives no cloudformation:DescribeStacks: the SSM block still works, and the note says why."""
+    from botocore.exceptions import ClientError
+
+    from hyperpod_cdk.ops import pool_ssh
+
+    def refused(*_: object) -> dict[str, str]:
+        raise ClientError({"Error": {"Code": "AccessDenied", "Message": "no"}}, "DescribeStacks")
+
+    monkeypatch.setattr(pool_ssh, "stack_outputs", refused)
+    cluster()
+    result = Operator(home=tmp_path)("ssh-config", "research")
+    assert result.code == 0, result.err
+    assert "no login pool block" in result.out
+    text = (tmp_path / ".ssh" / "config").read_text()
+    assert "AWS-StartSSHSession" in text and "HostKeyAlias" not in text

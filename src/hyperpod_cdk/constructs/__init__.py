@@ -6,6 +6,7 @@ from hyperpod_cdk.constructs.cluster_grants import ClusterBase
 from hyperpod_cdk.constructs.execution_role import NodeExecutionRole
 from hyperpod_cdk.constructs.interfaces import LustreTarget, NodeNetwork, OpenZfsTarget
 from hyperpod_cdk.constructs.lifecycle import LifecycleScripts
+from hyperpod_cdk.constructs.login_pool import LoginPool
 from hyperpod_cdk.constructs.network import ClusterNetwork
 from hyperpod_cdk.constructs.observability import ClusterObservability
 from hyperpod_cdk.constructs.openzfs import ImportedOpenZfsFileSystem, OpenZfsStorage
@@ -33,6 +34,7 @@ __all__ = [
     "ImportedOpenZfsFileSystem",
     "InstanceGroup",
     "LifecycleScripts",
+    "LoginPool",
     "LustreStorage",
     "LustreTarget",
     "NodeExecutionRole",

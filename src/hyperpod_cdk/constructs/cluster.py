@@ -47,6 +47,7 @@ from training_runtime.options import parse_options
 from training_runtime.params import ENTRYPOINT_BY_MODE, MetricsTarget, ProvisioningParameters
 
 if TYPE_CHECKING:
+    from hyperpod_cdk.constructs.login_pool import LoginPool
     from hyperpod_cdk.constructs.rest_api import SlurmRestApi
     from hyperpod_cdk.core.deployment import Deployment
 
@@ -131,6 +132,9 @@ class HyperPodCluster(ClusterBase):
     :param rest_api: Slurm's REST API (:class:`~hyperpod_cdk.constructs.rest_api.SlurmRestApi`, made before the
         cluster): the controller gets its key's secret in the parameters and may read it, the load balancer is
         pointed at the controller, and ``grant_mint_token`` lets a principal mint tokens. Default: none.
+    :param login_pool: the login pool (:class:`~hyperpod_cdk.constructs.login_pool.LoginPool`, made before the
+        cluster): the login nodes get its host keys' secret and health port in the parameters, the login group's role
+        alone may read and write the secret, and the load balancer is pointed at the login group. Default: none.
     """
 
     def __init__(
@@ -162,6 +166,7 @@ class HyperPodCluster(ClusterBase):
         suppress: Sequence[Suppression | Mapping[str, str]] = (),
         deployed_roles: Mapping[str, str] | None = None,
         rest_api: SlurmRestApi | None = None,
+        login_pool: LoginPool | None = None,
     ) -> None:
         super().__init__(scope, id)
         node_cluster_name = slurm_cluster_name or cluster_name
@@ -233,6 +238,7 @@ class HyperPodCluster(ClusterBase):
             fsx=fsx_flag,
             metrics=metrics,
             rest_api=rest_api.node_parameters() if rest_api is not None else None,
+            login_pool=login_pool.node_parameters() if login_pool is not None else None,
         )
         grant_directory_secret(list(self.execution_roles.values()), parameters.directory)
         lifecycle.add_parameters(parameters)
@@ -284,6 +290,11 @@ class HyperPodCluster(ClusterBase):
         if rest_api is not None:  # the controller reads the key at boot: the cluster waits for the grant
             self.resource.node.add_dependency(rest_api.grant_read_key(self.controller_role))
             rest_api.serve(self)
+        self.login_pool = login_pool
+        """The login pool, or None."""
+        if login_pool is not None:  # the login nodes read (and first write) the keys at boot: the cluster waits
+            login = login_pool.serve(self)
+            self.resource.node.add_dependency(login_pool.grant_host_keys(self.execution_roles[login.name]))
         file_systems = [s for s in (storage, openzfs) if s is not None]
         for file_system in file_systems:
             admit(file_system, self)

@@ -18,47 +18,28 @@ Create it before the cluster (the controller's parameters name the key's secret)
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol
 
 from aws_cdk import Duration, Stack
 from aws_cdk import aws_certificatemanager as acm
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
-from aws_cdk import aws_events as events
-from aws_cdk import aws_events_targets as events_targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from hyperpod_cdk.constructs.hyperpod_events import CLUSTER_EVENT, CLUSTER_STATE_CHANGE, EVENT_SOURCE, NODE_HEALTH_EVENT
+from hyperpod_cdk.constructs.group_targets import ServedCluster, register_group_nodes
 from hyperpod_cdk.constructs.interfaces import NodeNetwork
-from hyperpod_cdk.constructs.nag import acknowledge
 from hyperpod_cdk.constructs.rest_functions import RestFunction, TokenMinter, decrypt_via_secrets_manager
 from hyperpod_cdk.constructs.scanners import SECRET_KEY_REASON, SECRET_WITHOUT_KEY, explain, skip_checkov
 from hyperpod_cdk.core.rest_api_config import DEFAULT_PORT, DEFAULT_TOKEN_LIFETIME_S, KEY_LENGTH
-from hyperpod_cdk.model import InstanceGroup, NodeRole
+from hyperpod_cdk.model import NodeRole
 from hyperpod_cdk.rest.minter.identity import principal_key
-from hyperpod_cdk.rest.targets import handler as targets
 from training_runtime.rest.params import RestApiParams
 
 TLS_POLICY = "ELBSecurityPolicy-TLS13-1-2-Res-PQ-2025-09"
 
 
-class ServedCluster(ec2.IConnectable, Protocol):
-    """What :meth:`SlurmRestApi.serve` needs of the cluster (``HyperPodCluster`` is one)."""
-
-    @property
-    def instance_groups(self) -> Sequence[InstanceGroup]: ...
-
-    @property
-    def cluster_name(self) -> str: ...
-
-    @property
-    def cluster_arn(self) -> str: ...
-
-
-SYNC_EVERY = Duration.minutes(5)
 ACCESS_LOGS_REASON = (
     "every request is logged where it is decided: the minting function logs each token with the caller's IAM ARN "
     "and Slurm user, slurmrestd and slurmctld log each call with the user; the load balancer's access logs (TLS "
@@ -228,63 +209,15 @@ class SlurmRestApi(Construct):
         else:
             for group in own_groups:
                 self.security_group.connections.allow_to(group, port, "Slurm REST API on the controller")
-        self.registration = RestFunction(
+        self.registration = register_group_nodes(
             self,
-            "Registration",
-            folder="targets",
-            description="Registers the HyperPod controller's addresses with the Slurm REST API's target group",
-            environment={
-                targets.CLUSTER_ENV: cluster.cluster_name,
-                targets.GROUP_ENV: controller.name,
-                targets.TARGET_GROUP_ENV: self.target_group.target_group_arn,
-                targets.PORT_ENV: str(self.port),
-            },
-            timeout_s=60,
-        )
-        role = self.registration.role
-        role.add_to_policy(
-            iam.PolicyStatement(
-                sid="ControllerNodes",
-                actions=["sagemaker:ListClusterNodes", "sagemaker:DescribeClusterNode"],
-                resources=[cluster.cluster_arn],
-            )
-        )
-        role.add_to_policy(
-            iam.PolicyStatement(
-                sid="RegisterController",
-                actions=["elasticloadbalancing:RegisterTargets", "elasticloadbalancing:DeregisterTargets"],
-                resources=[self.target_group.target_group_arn],
-            )
-        )
-        role.add_to_policy(
-            iam.PolicyStatement(
-                sid="ReadTargets", actions=["elasticloadbalancing:DescribeTargetHealth"], resources=["*"]
-            )
-        )
-        acknowledge(
-            role,
-            "AwsSolutions-IAM5[Resource::*]",
-            "elasticloadbalancing:DescribeTargetHealth supports no resource-level permission (Service Authorization "
-            "Reference, Elastic Load Balancing V2: no resource type), so it is granted on *; it only reads",
-        )
-        function = events_targets.LambdaFunction(self.registration.function)
-        events.Rule(
-            self,
-            "ClusterChanges",
-            description="The cluster's nodes changed: re-register the controller with the REST API's target group",
-            event_pattern=events.EventPattern(
-                source=[EVENT_SOURCE],
-                detail_type=[CLUSTER_STATE_CHANGE, NODE_HEALTH_EVENT, CLUSTER_EVENT],
-                resources=[cluster.cluster_arn],
-            ),
-            targets=[function],
-        )
-        events.Rule(
-            self,
-            "Every5Minutes",
-            description="Re-register the controller with the REST API's target group (a missed event's backstop)",
-            schedule=events.Schedule.rate(SYNC_EVERY),
-            targets=[function],
+            cluster=cluster,
+            group=controller.name,
+            target_group=self.target_group,
+            port=self.port,
+            nodes="controller",
+            service="Slurm REST API",
+            sid="Controller",
         )
 
     def grant_mint_token(self, grantee: iam.IGrantable) -> iam.Grant:

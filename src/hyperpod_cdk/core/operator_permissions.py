@@ -109,7 +109,9 @@ cluster, and has no grant. ``plan`` reads a stack (``cloudformation:DescribeStac
 ``s3:GetObject`` on its parameters file) before the cluster, and has no grant either (docs/operations.md, plan).
 ``jobs`` reads a stack (``cloudformation:DescribeStacks``) and calls the REST API's minting URL: its grant is
 ``HyperPodCluster.grant_mint_token``. ``rest rotate-key`` writes the REST API's key (``SlurmRestApi.grant_rotate_key``)
-and runs the controller's key refresh in a session (``connect``; docs/rest-api.md)."""
+and runs the controller's key refresh in a session (``connect``; docs/rest-api.md). ``ssh-config`` also reads the
+cluster's stack (``cloudformation:DescribeStacks``) for the login pool's name when it may: refused, it writes the SSM
+block alone and says so (docs/login-pool.md); no grant gives it."""
 
 GRANTS: dict[str, tuple[str, ...]] = {
     "describe": ("status", "wait", "events", "logs"),

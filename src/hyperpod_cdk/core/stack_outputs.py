@@ -29,6 +29,9 @@ REST_API_TLS_NAME = "RestApiTlsName"
 REST_API_TOKEN_URL = "RestApiTokenUrl"
 REST_API_LOAD_BALANCER = "RestApiLoadBalancerDnsName"
 REST_API_KEY_SECRET = "RestApiKeySecretArn"
+LOGIN_POOL_HOST_NAME = "LoginPoolHostName"
+LOGIN_POOL_LOAD_BALANCER = "LoginPoolLoadBalancerDnsName"
+LOGIN_POOL_HOST_KEYS_SECRET = "LoginPoolHostKeysSecretArn"
 
 
 def data_repository_bucket(pascal_name: str) -> str:

@@ -1,4 +1,5 @@
-"""``connect``, ``port-forward`` and ``ssh-config``: SSM Session Manager to a node, never an open port.
+"""``connect``, ``port-forward`` and ``ssh-config``: SSM Session Manager to a node, never an open port (and, with a
+login pool, ``ssh-config``'s block for the pool's name: :mod:`hyperpod_cdk.ops.pool_ssh`).
 
 The commands build ``aws ssm start-session`` argument lists and hand them to the context's executor; the AWS
 CLI v2 and its Session Manager plugin do the session.
@@ -18,6 +19,7 @@ from hyperpod_cdk.aws.clients import Aws
 from hyperpod_cdk.aws.errors import Exit, OpsError
 from hyperpod_cdk.ops.context import OpsContext
 from hyperpod_cdk.ops.lookup import Cluster, Node, get_cluster, list_nodes, pick_node
+from hyperpod_cdk.ops.pool_ssh import pool_alias, pool_block, pool_host_name
 from hyperpod_cdk.ops.render import print_json
 from training_runtime.option_types import TCP_PORTS
 
@@ -117,17 +119,28 @@ def ssh_config(args: argparse.Namespace, ctx: OpsContext) -> int:
     if not re.fullmatch(r"[A-Za-z0-9._-]+", alias):
         raise OpsError(f"--host {alias!r}: use letters, digits, '.', '_' and '-'", Exit.USAGE)
     block = ssh_block(alias, cluster.ssm_target(node), args)
+    pool_name = pool_host_name(args, ctx, cluster.name)
+    pool = pool_block(cluster.name, pool_name, args) if pool_name is not None else None
     path = Path(args.file) if args.file else ctx.home / ".ssh" / "config"
     if args.print or args.json:
         if args.json:
-            print_json(ctx, {"host": alias, "file": str(path), "block": block, "node": node.as_json()})
+            found = {"host": alias, "file": str(path), "block": block, "node": node.as_json()}
+            pooled = {"host": pool_alias(cluster.name), "host_name": pool_name, "block": pool}
+            print_json(ctx, {**found, "pool": pooled if pool is not None else None})
         else:
-            ctx.write(block)
+            ctx.write(block + (pool or ""))
         return Exit.OK
-    existing = path.read_text() if path.exists() else ""
-    _write_private(path, merge_block(existing, alias, block))
+    text = merge_block(path.read_text() if path.exists() else "", alias, block)
+    if pool is not None:
+        text = merge_block(text, pool_alias(cluster.name), pool)
+    _write_private(path, text)
     ctx.out.print(f"{path}: Host {alias} reaches {node.group} {node.instance_id} through SSM; try `ssh {alias}`")
     ctx.out.print("The block names the node's instance id: run ssh-config again after the node is replaced.")
+    if pool is not None:
+        ctx.out.print(
+            f"{path}: Host {pool_alias(cluster.name)} reaches the login pool {pool_name} on port 22; every login node "
+            "shows the pool's one host key"
+        )
     return Exit.OK
 
 

@@ -75,7 +75,8 @@ def register(commands: Any) -> None:
             commands,
             "ssh-config",
             "access:ssh_config",
-            "write a ~/.ssh/config Host block that reaches a node through SSM (no open port)",
+            "write a ~/.ssh/config Host block that reaches a node through SSM (no open port), and one for the login "
+            "pool's name when the stack has a login pool",
         )
     )
     _node_choice(ssh)
@@ -84,6 +85,9 @@ def register(commands: Any) -> None:
     ssh.add_argument("--identity-file", help="IdentityFile for the block")
     ssh.add_argument("--file", help="ssh config file to edit (default ~/.ssh/config)")
     ssh.add_argument("--print", action="store_true", help="print the block instead of writing it")
+    ssh.add_argument(
+        "--stack", help="the cluster's stack, read for the login pool's name (default: hyperpod-<cluster>)"
+    )
 
     forward = _cluster(
         _command(

@@ -14,6 +14,7 @@ from constructs import Construct
 
 from hyperpod_cdk.constructs import ClusterNetwork, HyperPodCluster, ImportedLustreFileSystem, LustreStorage
 from hyperpod_cdk.constructs.lifecycle import LifecycleSource
+from hyperpod_cdk.constructs.login_pool import LoginPool
 from hyperpod_cdk.constructs.observability import ClusterObservability
 from hyperpod_cdk.constructs.openzfs import ImportedOpenZfsFileSystem, OpenZfsStorage
 from hyperpod_cdk.constructs.rest_api import SlurmRestApi
@@ -70,6 +71,11 @@ class _ClusterStack(Stack):
     def rest_api(self) -> SlurmRestApi | None:
         """Slurm's REST API (config ``rest_api``), or None."""
         return self.parts.rest_api
+
+    @property
+    def login_pool(self) -> LoginPool | None:
+        """The login nodes behind one load balancer (config ``login_pool``), or None."""
+        return self.parts.login_pool
 
 
 class TrainingClusterStack(_ClusterStack):

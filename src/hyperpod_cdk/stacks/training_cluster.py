@@ -56,6 +56,7 @@ from hyperpod_cdk.deployed.scaler_counts import at_template_counts
 from hyperpod_cdk.model import pascal_case
 from hyperpod_cdk.organization import OrganizationRules
 from hyperpod_cdk.stacks.choices import LaunchChoices
+from hyperpod_cdk.stacks.login_pool import login_pool_of, login_pool_outputs
 from hyperpod_cdk.stacks.rest_api import rest_api_of, rest_outputs
 from training_runtime.problems import errors, infos, warnings
 
@@ -139,6 +140,13 @@ class TrainingCluster:
             published=self.published is not None,
             source=f"cluster configuration of stack {scope.node.id}",
         )
+        self.login_pool = login_pool_of(
+            self.scope,
+            config,
+            self.network,
+            published=self.published is not None,
+            source=f"cluster configuration of stack {scope.node.id}",
+        )
         self.cluster = HyperPodCluster(
             self.scope,
             "Cluster",
@@ -165,6 +173,7 @@ class TrainingCluster:
             deployment=self.deployment,
             deployed_roles=deployed_roles,
             rest_api=self.rest_api,
+            login_pool=self.login_pool,
         )
         self._admit_to_imports()
         if self.observability is not None:
@@ -434,6 +443,7 @@ class TrainingCluster:
             )
         outputs.update(self._observability_outputs())
         outputs.update(rest_outputs(self.rest_api))
+        outputs.update(login_pool_outputs(self.login_pool))
         for key, (value, description) in outputs.items():
             CfnOutput(self.scope, key, value=value, description=description)
 

@@ -1,10 +1,12 @@
-"""Keeps the REST API's target group pointing at the controller: the controller group's running nodes, by IP.
+"""Keeps a load balancer's target group pointing at one instance group's running nodes, by IP: the controller for
+the REST API (:mod:`hyperpod_cdk.constructs.rest_api`), the login group for the login pool
+(:mod:`hyperpod_cdk.constructs.login_pool`); one function, its group, target group and port from its environment.
 
 HyperPod's nodes are not EC2 instances of the account (no instance a target group could name by ID); their
 addresses are known only once they run: ``DescribeClusterNode`` gives ``PrivatePrimaryIp`` ("The private primary
 IPv4 address of the SageMaker HyperPod cluster node", SageMaker API reference, ClusterNodeDetails). So the target
 group's type is ``ip`` and this function reconciles it (RegisterTargets / DeregisterTargets) on every HyperPod event
-of the cluster and every few minutes: a replaced or rebooted controller is registered again by itself. Stdlib and
+of the cluster and every few minutes: a replaced or rebooted node is registered again by itself. Stdlib and
 boto3 only (the Lambda Python runtime's).
 """
 
@@ -16,14 +18,15 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 CLUSTER_ENV = "HYPERPOD_CLUSTER_NAME"
-GROUP_ENV = "HYPERPOD_CONTROLLER_GROUP"
-TARGET_GROUP_ENV = "HYPERPOD_REST_TARGET_GROUP_ARN"
-PORT_ENV = "HYPERPOD_REST_PORT"
+GROUP_ENV = "HYPERPOD_INSTANCE_GROUP"
+TARGET_GROUP_ENV = "HYPERPOD_TARGET_GROUP_ARN"
+PORT_ENV = "HYPERPOD_TARGET_PORT"
 SERVING = ("Running",)
-"""ClusterInstanceStatus values whose node serves: a Pending node has no slurmrestd yet, a failing one none."""
+"""ClusterInstanceStatus values whose node serves: a Pending node has no slurmrestd or sshd yet, a failing one
+none."""
 
 
-def controller_ips(sagemaker: Any, cluster: str, group: str) -> list[str]:
+def group_ips(sagemaker: Any, cluster: str, group: str) -> list[str]:
     """The private IPv4 addresses of ``group``'s serving nodes (``ListClusterNodes``, ``DescribeClusterNode``)."""
     found = []
     pages = sagemaker.get_paginator("list_cluster_nodes").paginate(ClusterName=cluster, InstanceGroupNameContains=group)
@@ -45,8 +48,8 @@ def registered(elbv2: Any, target_group: str) -> dict[str, int]:
 
 
 def reconcile(sagemaker: Any, elbv2: Any, *, cluster: str, group: str, target_group: str, port: int) -> dict[str, Any]:
-    """Register the controller's addresses on ``port`` and deregister every other target; what changed."""
-    wanted = controller_ips(sagemaker, cluster, group)
+    """Register ``group``'s addresses on ``port`` and deregister every other target; what changed."""
+    wanted = group_ips(sagemaker, cluster, group)
     current = registered(elbv2, target_group)
     stale = [{"Id": ip, "Port": p} for ip, p in sorted(current.items()) if ip not in wanted or p != port]
     new = [{"Id": ip, "Port": port} for ip in wanted if current.get(ip) != port]
