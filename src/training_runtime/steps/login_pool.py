@@ -56,6 +56,8 @@ SSHD = Daemon(
 """Debian's sshd: its unit, its default ``PidFile`` (sshd_config(5): "The default is /run/sshd.pid"), its
 privilege separation directory."""
 HEALTH_PROGRAM = BIN_DIR + "/login-health"
+POOL_PROGRAM = BIN_DIR + "/login-pool"
+"""``python3 -m training_runtime login`` from the installed runtime: what ``hyperpod-cdk login drain`` runs (as root)."""
 HEALTH_UNIT = "hyperpod-cdk-login-health.service"
 HEALTH_UNIT_FILE = "/etc/systemd/system/" + HEALTH_UNIT
 HEALTH = Daemon(name=PROCESS_NAME, unit=HEALTH_UNIT, argv=(HEALTH_PROGRAM, "--daemon"), pid_file=PID_FILE)
@@ -210,7 +212,7 @@ def health_unit() -> str:
 
 
 class LoginHealthFiles(ServiceFiles):
-    """The health endpoint's program (its port in it) and, with systemd, its unit."""
+    """The health endpoint's program (its port in it), the drain command's and, with systemd, the endpoint's unit."""
 
     name = "login-pool-health"
     unit_file = HEALTH_UNIT_FILE
@@ -219,7 +221,10 @@ class LoginHealthFiles(ServiceFiles):
         self.pool = pool
 
     def files(self, node: Node) -> List[Tuple[str, str, int]]:
-        files = [(HEALTH_PROGRAM, program("login serve --port {}".format(self.pool.health_port)), 0o755)]
+        files = [
+            (HEALTH_PROGRAM, program("login serve --port {}".format(self.pool.health_port)), 0o755),
+            (POOL_PROGRAM, program("login"), 0o755),
+        ]
         if node.has_systemd:
             files.append((HEALTH_UNIT_FILE, health_unit(), 0o644))
         return files
