@@ -66,6 +66,14 @@ REST = {
 }
 
 
+POOL_GROUPS = {"instance_groups": [CONTROLLER, CPU_WORKERS, LOGIN]}
+
+
+def pool(**fields: Any) -> dict[str, Any]:
+    """A valid ``login_pool`` section with ``fields``, and the login group it needs."""
+    return {**POOL_GROUPS, "login_pool": fields}
+
+
 def rest(**fields: Any) -> dict[str, Any]:
     """A valid ``rest_api`` section with ``fields`` replaced."""
     return {"rest_api": {**REST, **fields}}
@@ -1422,6 +1430,18 @@ ROWS = [
         "rest_api.identities",
         "more than Lambda's 4 KB",
     ),
+    # --- the login pool (rules/login_pool.py)
+    row("LOGIN-POOL-GROUP", {"login_pool": {}}, "login_pool", "needs a login group"),
+    row("LOGIN-POOL-CALLERS", pool(scheme="internet-facing"), "login_pool.allowed_cidrs", "internet-facing"),
+    row(
+        "LOGIN-POOL-PUBLIC-SUBNET",
+        {**pool(scheme="internet-facing", allowed_cidrs=["203.0.113.0/24"]), "network": EXISTING_NET},
+        "login_pool.scheme",
+        "needs a public subnet",
+    ),
+    row("LOGIN-POOL-HEALTH-PORT", pool(health_port=22), "login_pool.health_port", "not sshd's 22"),
+    row("LOGIN-POOL-DOMAIN", pool(domain_name="not a name"), "login_pool.domain_name", "DNS name"),
+    row("LOGIN-POOL-DRAIN", pool(drain_grace_s=400000), "login_pool.drain_grace_s", "0 to 360000 seconds"),
     # --- AWS's provisioning and resiliency pages (rules/aws_provisioning.py)
     row("CL-STRATEGY-MERGE", {"slurm_config_strategy": "Managed"}, "slurm_config_strategy", "keep the default Merge"),
     row(

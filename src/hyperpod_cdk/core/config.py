@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from hyperpod_cdk.core.config_file import read_config_file
 from hyperpod_cdk.core.errors import ConfigurationError, raise_if_any
+from hyperpod_cdk.core.login_pool_config import LoginPoolConfig
 from hyperpod_cdk.core.rest_api_config import RestApiConfig
 from hyperpod_cdk.core.suppress import Suppressed
 from hyperpod_cdk.model import (
@@ -386,6 +387,10 @@ class ClusterConfig(_Model):
     rest_api: RestApiConfig | None = None
     """Slurm's REST API over HTTPS through an internal load balancer, with short-lived tokens an IAM identity gets
     from a minting function (docs/rest-api.md). Default: none."""
+    login_pool: LoginPoolConfig | None = None
+    """The login group's nodes behind one Network Load Balancer (SSH, internal by default) with one set of SSH host
+    keys kept in Secrets Manager, so users reach any login node by one name without a host-key warning
+    (docs/login-pool.md). Needs a login group. Default: none."""
     accept_unconfirmed: list[str] = Field(default_factory=list)
     """The former form of ``suppress`` (still read): rule ids of settings whose Slurm support AWS has not confirmed
     that you have checked, each suppressed with the reason "checked: unconfirmed Slurm support accepted"."""

@@ -28,6 +28,7 @@ from hyperpod_cdk.core.template_parameters import group_capacity_id, group_type_
 from hyperpod_cdk.model import Capacity, NodeProvisioningMode, SlurmMode
 from training_runtime.billing_weights import InstancePrice
 from training_runtime.groups import COMPUTE, GroupSpec
+from training_runtime.login_pool.params import LoginPoolParams
 from training_runtime.params import MetricsTarget, ProvisioningParameters
 from training_runtime.rest.params import RestApiParams
 from training_runtime.users import User
@@ -91,6 +92,7 @@ class Deployment:
         fsx: bool | None,
         metrics: MetricsTarget | None,
         rest_api: RestApiParams | None = None,
+        login_pool: LoginPoolParams | None = None,
     ) -> ProvisioningParameters:
         """The parameters file with the values the stack's resources give it
         (:func:`hyperpod_cdk.core.parameters.with_resources`)."""
@@ -101,6 +103,7 @@ class Deployment:
             fsx=fsx,
             metrics=metrics,
             rest_api=rest_api,
+            login_pool=login_pool,
         )
 
     def rest_api_parameters(self, key_secret_arn: str, region: str) -> RestApiParams | None:
@@ -110,6 +113,14 @@ class Deployment:
         if rest is None or not rest.enabled:
             return None
         return RestApiParams(key_secret_arn, region, port=rest.port, token_lifetime_s=rest.token_lifetime_s)
+
+    def login_pool_parameters(self, host_keys_secret_arn: str, region: str) -> LoginPoolParams | None:
+        """``hyperpod_cdk.login_pool`` of the parameters file for the config's ``login_pool`` (None when off), with
+        the host keys' secret a stack (or the local cluster) created: its ARN is known only then."""
+        pool = self.config.login_pool
+        if pool is None:
+            return None
+        return LoginPoolParams(host_keys_secret_arn, region, health_port=pool.health_port)
 
 
 def deployment(

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from hyperpod_cdk.core.accounting import slurmdbd_owner
 from training_runtime.directory import Directory
 from training_runtime.groups import GroupSpec
+from training_runtime.login_pool.params import LoginPoolParams
 from training_runtime.options import OptionsError, parse_options
 from training_runtime.params import SLURMDBD_BY_RUNTIME, MetricsTarget, ProvisioningParameters
 from training_runtime.rest.params import RestApiParams
@@ -86,6 +87,7 @@ def with_resources(
     fsx: bool | None,
     metrics: MetricsTarget | None,
     rest_api: RestApiParams | None = None,
+    login_pool: LoginPoolParams | None = None,
 ) -> ProvisioningParameters:
     """``parameters`` with the values the stack's resources give it (CloudFormation values at synth).
 
@@ -93,6 +95,8 @@ def with_resources(
     ``metrics`` is where the nodes remote-write their metrics (``hyperpod_cdk.metrics``; None: nowhere).
     ``rest_api`` names the REST API's key secret (``SlurmRestApi.node_parameters``); None keeps what ``parameters``
     says.
+    ``login_pool`` names the login pool's host keys' secret and health port (``LoginPool.node_parameters``); None
+    keeps what ``parameters`` says.
     """
     return dataclasses.replace(
         parameters,
@@ -101,6 +105,7 @@ def with_resources(
         fsx=fsx,
         metrics=metrics,
         rest_api=rest_api if rest_api is not None else parameters.rest_api,
+        login_pool=login_pool if login_pool is not None else parameters.login_pool,
     )
 
 

@@ -25,6 +25,7 @@ from hyperpod_cdk.rules import (  # noqa: F401
     hardware,
     images,
     lifecycle,
+    login_pool,
     multihead,
     network,
     observability,

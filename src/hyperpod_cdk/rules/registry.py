@@ -35,6 +35,7 @@ RULE_MODULES = (
     "scaling",
     "cost",
     "rest_api",
+    "login_pool",
     # The rules AWS's pages on the network state (the inventory, data/aws_inventory).
     "aws_infra",
     "updates",

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         ParametersConfig,
         StorageConfig,
     )
+    from hyperpod_cdk.core.login_pool_config import LoginPoolConfig
     from hyperpod_cdk.core.rest_api_config import RestApiConfig
     from hyperpod_cdk.preflight.account import Account
 
@@ -45,6 +46,7 @@ SECTIONS = (
     "suppress",
     "cost",
     "rest_api",
+    "login_pool",
 )
 """The config file's sections, in the order the reference lists them: ``cluster`` (the top-level scalars),
 then ClusterConfig's nested fields in their order (tests/test_rules_reference.py checks it against the model)."""
@@ -93,6 +95,8 @@ class ClusterView:
     """Prices as Slurm billing and the AWS budget (``cost`` section)."""
     rest_api: RestApiConfig | None = None
     """Slurm's REST API, its load balancer and the minting function (``rest_api`` section)."""
+    login_pool: LoginPoolConfig | None = None
+    """The login nodes behind one load balancer with shared host keys (``login_pool`` section)."""
     region: str | None = None
     """The AWS Region when known (``validate --region``, or a stack's concrete Region)."""
     is_unresolved: Callable[[Any], bool] = never_unresolved
@@ -139,6 +143,7 @@ class ClusterView:
             observability=config.observability,
             cost=config.cost,
             rest_api=config.rest_api,
+            login_pool=config.login_pool,
             region=region,
             given=frozenset(config.model_fields_set),
             accepted=tuple(config.accept_unconfirmed),
