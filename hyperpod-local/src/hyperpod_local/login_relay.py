@@ -46,7 +46,7 @@ def http_check(health_port: int, timeout_s: float) -> Check:
     def check(address: str) -> bool:
         try:
             with urllib.request.urlopen(f"http://{address}:{health_port}/health", timeout=timeout_s) as answer:
-                return 200 <= answer.status < 400
+                return bool(200 <= answer.status < 400)
         except urllib.error.HTTPError as error:
             return 200 <= error.code < 400
         except (OSError, ValueError):
