@@ -27,7 +27,7 @@ import pytest
 from directory_cluster import LOGIN, LOGIN_2, DirectoryCluster
 from hyperpod_local import LocalCluster
 from hyperpod_local.control_plane import local as control_plane
-from hyperpod_local.login_relay import LoginRelay, http_check
+from hyperpod_local.login_relay import LoginRelay, for_cluster
 from local_support import requires_hyperpod_platform
 from training_runtime.login_pool.host_keys import KEY_TYPES, parse_bundle
 from training_runtime.login_pool.params import DEFAULT_HEALTH_PORT
@@ -41,14 +41,8 @@ NODES = (LOGIN, LOGIN_2)
 
 @pytest.fixture(scope="module")
 def pool(directory_cluster: DirectoryCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pool]:
-    relay = LoginRelay(
-        [directory_cluster.local.node(n).ip for n in NODES],
-        http_check(DEFAULT_HEALTH_PORT, 1.0),
-        interval_s=0.5,
-        healthy_threshold=2,
-        unhealthy_threshold=2,
-    )
-    with relay:
+    options = {"interval_s": 0.5, "healthy_threshold": 2, "unhealthy_threshold": 2}
+    with for_cluster(directory_cluster.local, NODES, DEFAULT_HEALTH_PORT, **options) as relay:
         yield Pool(directory_cluster, relay, tmp_path_factory.mktemp("ssh"))
 
 
@@ -91,8 +85,16 @@ class Pool:
         words = [w for key, value in options.items() for w in ("-o", f"{key}={value}")]
         return ["ssh", "-F", "/dev/null", "-i", str(self.key), "-p", str(port), *words, f"root@{address}", command]
 
+    def on_bridge(self, address: str) -> list[str]:
+        """The words that run a host command in the switch namespace when ``address`` is a node's (the host has no
+        route to the nodes); none for the relay's own address."""
+        if address.startswith("127."):
+            return []
+        return ["ip", "netns", "exec", self.local.namespaces.switch]
+
     def ssh(self, address: str, port: int, command: str) -> str:
-        done = subprocess.run(self.ssh_argv(address, port, command), capture_output=True, text=True, timeout=30)
+        argv = self.on_bridge(address) + self.ssh_argv(address, port, command)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
         assert done.returncode == 0, done.stderr
         return done.stdout
 
@@ -102,7 +104,7 @@ class Pool:
 
     def keyscan(self, address: str, port: int = 22) -> set[str]:
         done = subprocess.run(
-            ["ssh-keyscan", "-T", "10", "-p", str(port), "-t", ",".join(KEY_TYPES), address],
+            [*self.on_bridge(address), "ssh-keyscan", "-T", "10", "-p", str(port), "-t", ",".join(KEY_TYPES), address],
             capture_output=True,
             text=True,
             timeout=30,

@@ -16,9 +16,10 @@ What it keeps of the load balancer (Elastic Load Balancing, "Health checks for N
 
 What it does not: the load balancer spreads flows by a hash of the connection's addresses and ports; the relay takes
 the healthy targets in turn (round robin), so a test's split is even and reproducible. Passive health checks,
-Availability Zones and client IP preservation are not modelled (a session's peer address on the node is the host's
-bridge address). Used in-process by tests (:class:`LoginRelay`); ``python -m hyperpod_local.login_relay`` is not
-provided.
+Availability Zones and client IP preservation are not modelled (a session's peer address on the node is the
+bridge's). The relay listens on the host (127.0.0.1 by default) and makes its health checks and its connections to
+the nodes from the cluster's switch namespace (``netns``, :mod:`hyperpod_local.netns`), where the bridge is: the host
+itself has no route to the nodes. Used in-process by tests (:func:`for_cluster`); there is no command for it.
 """
 
 from __future__ import annotations
@@ -30,8 +31,12 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
+from typing import Any
+
+from hyperpod_local.netns import entered
 
 SSH_PORT = 22
 BUFFER = 65536
@@ -43,9 +48,11 @@ Check = Callable[[str], bool]
 def http_check(health_port: int, timeout_s: float) -> Check:
     """``GET http://<target>:<health_port>/health``: healthy on 200-399 (the target group's default matcher)."""
 
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # straight to the node, never a proxy
+
     def check(address: str) -> bool:
         try:
-            with urllib.request.urlopen(f"http://{address}:{health_port}/health", timeout=timeout_s) as answer:
+            with opener.open(f"http://{address}:{health_port}/health", timeout=timeout_s) as answer:
                 return bool(200 <= answer.status < 400)
         except urllib.error.HTTPError as error:
             return 200 <= error.code < 400
@@ -82,6 +89,7 @@ class LoginRelay:
         healthy_threshold: int = 2,
         unhealthy_threshold: int = 2,
         clock: Callable[[], float] = time.monotonic,
+        netns: str | None = None,
     ) -> None:
         if not targets:
             raise ValueError("a relay needs at least one target")
@@ -94,6 +102,7 @@ class LoginRelay:
         self.healthy_threshold = healthy_threshold
         self.unhealthy_threshold = unhealthy_threshold
         self.clock = clock
+        self.netns = netns
         self.lock = threading.Lock()
         self._turn = itertools.count()
         self._stop = threading.Event()
@@ -118,9 +127,15 @@ class LoginRelay:
                 target.healthy, target.streak = ok, 0
                 target.changes.append((self.clock(), ok))
 
+    def _where(self) -> Any:
+        """This thread in the switch namespace for the block (where the relay has one)."""
+        return entered(self.netns) if self.netns else nullcontext()
+
     def check_all(self) -> None:
-        for target in self.targets:
-            self.record(target, self.check(target.address))
+        with self._where():
+            results = [(target, self.check(target.address)) for target in self.targets]
+        for target, ok in results:
+            self.record(target, ok)
 
     def _checking(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -149,7 +164,8 @@ class LoginRelay:
 
     def _relay(self, client: socket.socket, target: Target) -> None:
         try:
-            upstream = socket.create_connection((target.address, self.port), timeout=10)
+            with self._where():
+                upstream = socket.create_connection((target.address, self.port), timeout=10)
         except OSError:
             client.close()
             return
@@ -181,8 +197,10 @@ class LoginRelay:
     def start(self) -> LoginRelay:
         """A first round of checks (a target healthy on its first success, as a newly registered target that passes
         its initial check), then the checker and the acceptor in the background."""
-        for target in self.targets:
-            if self.check(target.address):
+        with self._where():
+            first = [(target, self.check(target.address)) for target in self.targets]
+        for target, ok in first:
+            if ok:
                 target.healthy = True
                 target.changes.append((self.clock(), True))
         for loop in (self._checking, self._accepting):
@@ -211,3 +229,17 @@ class LoginRelay:
     def healthy(self) -> dict[str, bool]:
         with self.lock:
             return {t.address: t.healthy for t in self.targets}
+
+
+@contextmanager
+def for_cluster(cluster: Any, nodes: Sequence[str], health_port: int, **options: Any) -> Iterator[LoginRelay]:
+    """A running relay in front of ``nodes`` of a local cluster (:class:`hyperpod_local.LocalCluster`), checking
+    their health port from the cluster's switch namespace; stopped when the block ends."""
+    relay = LoginRelay(
+        [cluster.node(name).ip for name in nodes],
+        http_check(health_port, options.pop("timeout_s", 1.0)),
+        netns=cluster.namespaces.switch,
+        **options,
+    )
+    with relay:
+        yield relay
