@@ -109,6 +109,8 @@ def pool_keys(
         value, version = client.current(arn)
         keys = parse_bundle(value)
         if keys is not None or not write:
+            if keys is not None and write:
+                log("login_pool_host_keys", secret=arn, source="secret", version=version)
             return keys
         generated = generate_keys(keygen)
         token = client_request_token(arn, version)
