@@ -55,6 +55,7 @@ MODULE_SECONDS = {
     "tests/test_local_multihead.py": 55,
     "tests/test_local_hyperpod.py": 45,
     "tests/test_local_cost.py": 35,
+    "tests/test_local_directory.py": 30,  # with tests/test_local_login_pool.py, on its cluster (SHARED_SCOPES)
     "tests/test_local_observability.py": 35,
     "tests/test_local_update_software.py": 30,
     "tests/test_local_cluster.py": 25,
