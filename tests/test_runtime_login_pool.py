@@ -367,8 +367,8 @@ def test_the_endpoint_is_200_while_sshd_answers_and_503_when_drained_or_sshd_is_
         probe[0] = "sshd on 127.0.0.1:22: Connection refused"
         assert get(url + "/health") == (503, "sshd on 127.0.0.1:22: Connection refused\n")
         probe[0] = None
-        assert cli.set_drained(tmp_path, True, clock=lambda: 1700000000.0)
-        assert get(url + "/health") == (503, "drained since 1700000000.0\n")
+        assert cli.set_drained(tmp_path, True, clock=lambda: 1700000000.0)  # an injected clock: text only
+        assert get(url + "/health") == (503, "drained since 1700000000.0\n")  # the injected clock's time, echoed
         assert not cli.set_drained(tmp_path, True) and cli.set_drained(tmp_path, False)
         assert get(url + "/health")[0] == 200 and not cli.set_drained(tmp_path, False)
     finally:
