@@ -10,7 +10,8 @@ pam_mkhomedir) makes the home on the shared file system with the user's owner; t
 within the sync interval, and once removed from the group the next job is refused while the running one goes on and
 the association stays; a replaced login node resolves the same UID; the bind password is in no file a node wrote but
 sssd.conf and SSSD's own configuration database (0600, root), in no log and in no process's command line; with sshd
-running on the login node (the login pool's step starts it, as HyperPod's AMI runs it), a key kept in the directory (``sshPublicKey``) logs the user in. pam_slurm_adopt is
+running on the login node (the login pool's step starts it, as HyperPod's AMI runs it), a key kept in the
+directory (``sshPublicKey``) logs the user in. pam_slurm_adopt is
 unit-tested (tests/test_runtime_directory.py): the emulated HyperPod slurm.conf does not meet its conditions.
 The cluster (tests/directory_cluster.py) also has a login pool: tests/test_local_login_pool.py shares it.
 Alone: ``python -m pytest tests/test_local_directory.py``.

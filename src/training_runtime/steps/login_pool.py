@@ -57,7 +57,8 @@ SSHD = Daemon(
 privilege separation directory."""
 HEALTH_PROGRAM = BIN_DIR + "/login-health"
 POOL_PROGRAM = BIN_DIR + "/login-pool"
-"""``python3 -m training_runtime login`` from the installed runtime: what ``hyperpod-cdk login drain`` runs (as root)."""
+"""``python3 -m training_runtime login`` from the installed runtime: what ``hyperpod-cdk login drain`` runs, as
+root."""
 HEALTH_UNIT = "hyperpod-cdk-login-health.service"
 HEALTH_UNIT_FILE = "/etc/systemd/system/" + HEALTH_UNIT
 HEALTH = Daemon(name=PROCESS_NAME, unit=HEALTH_UNIT, argv=(HEALTH_PROGRAM, "--daemon"), pid_file=PID_FILE)
