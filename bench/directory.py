@@ -29,12 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from directory_server import DirectoryServer, group_ldif, make_tls, user_ldif  # noqa: E402
-from hyperpod_local import LocalCluster  # noqa: E402
-from hyperpod_local.control_plane import local as control_plane  # noqa: E402
-from hyperpod_local.plan import UpOptions  # noqa: E402
-from hyperpod_local.variant import Variant  # noqa: E402
-from test_local_directory import (  # noqa: E402
+from directory_cluster import (  # noqa: E402
     ALICE_UID,
     ARN,
     CONTROLLER,
@@ -44,6 +39,11 @@ from test_local_directory import (  # noqa: E402
     VISION_GID,
     directory_config,
 )
+from directory_server import DirectoryServer, group_ldif, make_tls, user_ldif  # noqa: E402
+from hyperpod_local import LocalCluster  # noqa: E402
+from hyperpod_local.control_plane import local as control_plane  # noqa: E402
+from hyperpod_local.plan import UpOptions  # noqa: E402
+from hyperpod_local.variant import Variant  # noqa: E402
 from training_runtime.node import HYPERPOD  # noqa: E402
 
 DIRECTORY_STEPS = (

@@ -41,9 +41,11 @@ their tests spread over the workers one by one."""
 SHARED_SCOPES = {
     "tests/test_cfnlint_rules.py": "tests/test_scanners.py",
     "tests/test_examples.py": "tests/test_scanners.py",
+    "tests/test_local_login_pool.py": "tests/test_local_directory.py",
 }
 """Modules that share a session fixture with another (:func:`example_builds`, :func:`example_lint`,
-:func:`scanned_templates`): under pytest-xdist they go to that module's worker, so the fixture is built once."""
+:func:`scanned_templates`, :func:`directory_cluster`): under pytest-xdist they go to that module's worker, so the
+fixture is built once."""
 MODULE_SECONDS = {
     "tests/test_local_faults.py": 155,
     "tests/test_local_spot.py": 110,
@@ -53,6 +55,7 @@ MODULE_SECONDS = {
     "tests/test_local_multihead.py": 55,
     "tests/test_local_hyperpod.py": 45,
     "tests/test_local_cost.py": 35,
+    "tests/test_local_directory.py": 30,  # with tests/test_local_login_pool.py, on its cluster (SHARED_SCOPES)
     "tests/test_local_observability.py": 35,
     "tests/test_local_update_software.py": 30,
     "tests/test_local_cluster.py": 25,
@@ -94,6 +97,15 @@ def scanned_templates(example_builds: Any, tmp_path_factory: pytest.TempPathFact
     from test_scanners import _templates
 
     return _templates(tmp_path_factory.mktemp("scan"), example_builds)
+
+
+@pytest.fixture(scope="session")
+def directory_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The local cluster with a real directory and a login pool (tests/directory_cluster.py), brought up once for
+    tests/test_local_directory.py and tests/test_local_login_pool.py."""
+    from directory_cluster import bring_up
+
+    yield from bring_up(tmp_path_factory.mktemp("directory"))
 
 
 @pytest.hookimpl(optionalhook=True)

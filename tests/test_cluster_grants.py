@@ -302,6 +302,7 @@ def commands(made: MotoCluster) -> dict[str, list[str]]:
         "cost": ["cost", "grants", "--json"],
         "update-software": ["update-software", "grants", "--yes", "--poll", "0", "--json"],
         "update-software (controller)": ["update-software", "grants", "--yes", "--poll", "0", "--json"],
+        "login": ["login", "drain", "grants", worker[0], "--json"],
     }
 
 
@@ -313,6 +314,8 @@ def controller_answers(argv: list[str]) -> Captured:
     nodes = "".join(f"NodeName=ip-10-1-0-{n} NodeAddr=10.1.0.{n} State=IDLE\n" for n in (2, 3, 4))
     if "### hyperpod-cdk begin" in command:
         said = nodes if "scontrol -o show nodes" in command else ""
+        if "/bin/login-pool drain" in command:  # a login node's drain (hyperpod_cdk.ops.login)
+            said = '{"changed": true, "drained": true}\n'
         return Captured(0, f"### hyperpod-cdk begin\n{said}### hyperpod-cdk exit 0\n", "")
     if command.startswith("scontrol -o show nodes"):
         return Captured(0, nodes, "")
@@ -348,7 +351,15 @@ GRANTED_COMMANDS = {
     "describe": ("status", "wait", "events", "logs"),
     "operate": ("status", "wait", "events", "logs", "reboot", "replace", "delete", "update-software"),
     "reconfigure": ("status", "wait", "scale"),
-    "connect": ("connect", "port-forward", "ssh-config", "status --slurm", "cost", "update-software (controller)"),
+    "connect": (
+        "connect",
+        "port-forward",
+        "ssh-config",
+        "status --slurm",
+        "cost",
+        "update-software (controller)",
+        "login",
+    ),
 }
 
 

@@ -22,11 +22,20 @@ from hyperpod_local.control_plane.memory import MemoryBackend
 from hyperpod_local.control_plane.model import ClusterInfo
 from hyperpod_local.control_plane.operations import ControlPlane
 from hyperpod_local.control_plane.protocol import Endpoint
-from hyperpod_local.control_plane.secrets import KEY_LENGTH, SecretStore, generated, rest_key_name, secret_arn
+from hyperpod_local.control_plane.secrets import (
+    KEY_LENGTH,
+    SecretStore,
+    generated,
+    login_host_keys_name,
+    rest_key_name,
+    secret_arn,
+)
 from hyperpod_local.overlay import emulated
+from local_support import CPU_CLUSTER
 from rest_node_support import CONFIG
 from test_control_plane import ARN, KEY
 from training_runtime.aws_secrets import SecretsManager
+from training_runtime.login_pool.params import LoginPoolParams
 from training_runtime.params import ProvisioningParameters
 from training_runtime.rest.params import RestApiParams
 from training_runtime.rest.secret import SecretError, fetch_key
@@ -174,3 +183,90 @@ def test_a_secret_made_outside_the_stack_is_served_by_its_full_arn_and_its_name(
     with pytest.raises(ClientError) as missing:
         secrets.client().get_secret_value(SecretId=bind.replace("ldap", "db"))
     assert missing.value.response["Error"]["Code"] == "ResourceNotFoundException"
+
+
+def test_put_secret_value_keeps_a_tokens_version_and_refuses_another_value_for_it(secrets: Secrets) -> None:
+    """PutSecretValue's ClientRequestToken (API reference): the same token and value again is ignored; the same
+    token with another value fails with ResourceExistsException, the version unchanged."""
+    arn = secrets.store.create(login_host_keys_name("ml-cluster"), "placeholder")
+    client = secrets.client()
+    token = "11111111-2222-3333-4444-555555555555"
+    assert client.put_secret_value(SecretId=arn, SecretString="first", ClientRequestToken=token)["VersionId"] == token
+    again = client.put_secret_value(SecretId=arn, SecretString="first", ClientRequestToken=token)
+    assert (again["VersionId"], again["VersionStages"]) == (token, ["AWSCURRENT"])
+    with pytest.raises(ClientError) as exists:
+        client.put_secret_value(SecretId=arn, SecretString="second", ClientRequestToken=token)
+    assert exists.value.response["Error"]["Code"] == "ResourceExistsException"
+    current = client.get_secret_value(SecretId=arn)
+    assert (current["SecretString"], current["VersionId"]) == ("first", token)
+    previous = client.get_secret_value(SecretId=arn, VersionStage="AWSPREVIOUS")["SecretString"]
+    assert previous == "placeholder", "the idempotent retry did not move AWSPREVIOUS onto the same version"
+
+
+def test_two_login_nodes_racing_through_the_control_plane_install_one_bundle(secrets: Secrets, tmp_path: Path) -> None:
+    """The runtime's writer (training_runtime.steps.login_pool.pool_keys) against the emulated Secrets Manager: both
+    nodes read the placeholder before either wrote; the second's write is refused and it takes the first's keys."""
+    from runtime_fakes import fake_node
+    from training_runtime.steps.login_pool import pool_keys
+
+    arn = secrets.store.create(login_host_keys_name("ml-cluster"), generated())
+    placeholder = secrets.runtime().current(arn)
+
+    class Stale(SecretsManager):
+        """Its first read is the one made before the other node wrote."""
+
+        first = True
+
+        def current(self, secret: str) -> tuple[str, str]:
+            if self.first:
+                self.first = False
+                return placeholder
+            return super().current(secret)
+
+    def keygen(tag: str) -> Any:
+        def make(argv: Any) -> None:
+            path, kind = argv[argv.index("-f") + 1], argv[argv.index("-t") + 1]
+            Path(path).write_text(f"-----BEGIN OPENSSH PRIVATE KEY-----\n{tag}{kind}\n")
+            prefix = {"ed25519": "ssh-ed25519", "ecdsa": "ecdsa-sha2-nistp256", "rsa": "ssh-rsa"}[kind]
+            Path(path + ".pub").write_text(f"{prefix} AAAA{tag} c\n")
+
+        return make
+
+    pool = LoginPoolParams(arn, "us-west-2")
+    credentials = Credentials(KEY.access_key, KEY.secret_key, KEY.token)
+    keys = []
+    for tag in ("one", "two"):
+        client = Stale(secrets.url, "us-west-2", lambda: credentials, attempts=1)
+        node = fake_node(tmp_path / tag, instance="login-1")
+        keys.append(pool_keys(node, pool, client=client, keygen=keygen(tag)))
+    assert keys[0] == keys[1] and keys[0] is not None and "one" in keys[0]["rsa"][0]
+    versions = secrets.client().describe_secret(SecretId=arn)["VersionIdsToStages"]
+    assert sorted(map(tuple, versions.values())) == [("AWSCURRENT",), ("AWSPREVIOUS",)]
+
+
+def test_the_local_cluster_names_its_own_host_key_secret_and_two_login_nodes(tmp_path: Path) -> None:
+    """A config with login_pool: the parameters name the control plane's host-key secret (the stack's otherwise),
+    the nodes reach Secrets Manager at the control plane, and the layout has two login nodes (one without)."""
+    from hyperpod_local.layout import plan_nodes
+    from hyperpod_local.staging import from_config
+
+    data = yaml.safe_load(CPU_CLUSTER.read_text())
+    data["instance_groups"][1]["count"] = 3
+    data["login_pool"] = {"health_port": 2299}
+    config = tmp_path / "pool.yaml"
+    config.write_text(yaml.safe_dump(data))
+    inputs = from_config(config)
+    name = inputs.cluster_name
+    assert inputs.deployed.login_pool == LoginPoolParams(secret_arn(login_host_keys_name(name)), "local", 2299)
+    url = "http://10.224.0.3:8112"
+    staged = ProvisioningParameters.loads(
+        inputs.staged_files(secretsmanager_url=url)[inputs.deployed.file_name].decode()
+    )
+    assert staged.login_pool == inputs.deployed.login_pool
+    assert staged.emulation is not None and staged.emulation.secretsmanager_url == url
+    stack = dataclasses.replace(inputs.deployed, login_pool=LoginPoolParams(STACK_SECRET, "us-west-2", 2299))
+    assert emulated(stack, secretsmanager_url=url).login_pool == inputs.deployed.login_pool
+    layout = plan_nodes(name, inputs.groups, inputs.counts, login_nodes=2)
+    assert [n.name for n in layout.nodes if n.role == "login"] == ["login-group-1", "login-group-2"]
+    one = plan_nodes(name, inputs.groups, inputs.counts)
+    assert [n.name for n in one.nodes if n.role == "login"] == ["login-group-1"]

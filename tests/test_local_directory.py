@@ -10,113 +10,42 @@ pam_mkhomedir) makes the home on the shared file system with the user's owner; t
 within the sync interval, and once removed from the group the next job is refused while the running one goes on and
 the association stays; a replaced login node resolves the same UID; the bind password is in no file a node wrote but
 sssd.conf and SSSD's own configuration database (0600, root), in no log and in no process's command line; with sshd
-started on the login node, a key kept in the directory (``sshPublicKey``) logs the user in. pam_slurm_adopt is
+running on the login node (the login pool's step starts it, as HyperPod's AMI runs it), a key kept in the
+directory (``sshPublicKey``) logs the user in. pam_slurm_adopt is
 unit-tested (tests/test_runtime_directory.py): the emulated HyperPod slurm.conf does not meet its conditions.
+The cluster (tests/directory_cluster.py) also has a login pool: tests/test_local_login_pool.py shares it.
 Alone: ``python -m pytest tests/test_local_directory.py``.
 """
 
 from __future__ import annotations
 
-import os
 import subprocess
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
-from directory_server import DirectoryServer, group_ldif, make_tls, user_ldif
+from directory_cluster import (
+    ALICE_UID,
+    CAROL_UID,
+    CONTROLLER,
+    LOGIN,
+    PASSWORD,
+    SYNC_S,
+    VISION_GID,
+    WORKER,
+    DirectoryCluster,
+)
 from hyperpod_local import LocalCluster
-from hyperpod_local.control_plane import local as control_plane
-from hyperpod_local.plan import UpOptions
-from local_support import CPU_CLUSTER, requires_hyperpod_platform, variant
-from training_runtime.node import HYPERPOD
+from local_support import requires_hyperpod_platform
 
 pytestmark = requires_hyperpod_platform
 
-CONTROLLER, LOGIN, WORKER = "controller-machine-1", "login-group-1", "worker-group-1-1"
-ARN = "arn:aws:secretsmanager:local:000000000000:secret:hpcdk-ldap-bind-AbCdEf"
-PASSWORD = f"bind-{os.getpid()}-Zq7w"
-SYNC_S = 5
-ALICE_UID, CAROL_UID, VISION_GID = 3001, 3003, 5001
-
-
-def directory_config(workdir: Path, ca: str) -> Path:
-    data = yaml.safe_load(CPU_CLUSTER.read_text())
-    data["instance_groups"][2]["count"] = 1
-    data["enforce_accounts"] = True
-    data["teams"] = [
-        {"name": "staff", "users": ["researcher"]},
-        {"name": "vision", "directory_group": "vision"},
-    ]
-    data["directory"] = {
-        "uris": [f"ldaps://{CONTROLLER}"],
-        "search_base": "dc=hpc,dc=test",
-        "bind_dn": "cn=reader,dc=hpc,dc=test",
-        "bind_password_secret_arn": ARN,
-        "ca_certificate": ca,
-        "group_sync_interval_s": SYNC_S,
-        "access_filter": "(description=hpc)",
-    }
-    path = workdir / "directory-cluster.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
-
-
-class CommandLines:
-    """Every process's command line on the host (the nodes' processes included), read every 100 ms while it runs."""
-
-    def __init__(self) -> None:
-        self.seen: set[str] = set()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True)
-
-    def _watch(self) -> None:
-        while not self._stop.wait(0.1):
-            for entry in Path("/proc").iterdir():
-                try:
-                    self.seen.add((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
-                except OSError:
-                    continue
-
-    def __enter__(self) -> CommandLines:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, DirectoryServer, set[str]]]:
-    workdir = tmp_path_factory.mktemp("directory")
-    tls = make_tls(CONTROLLER)
-    options = UpOptions(prefix=f"hpdi{os.getpid() % 10000}", subnet="10.228.0.0/24", bootstrap=False)
-    cluster = LocalCluster.up(directory_config(workdir, tls.ca), workdir, variant(platform=HYPERPOD), options)
-    try:
-        control_plane.start(cluster)  # the role's keys (metadata service) and Secrets Manager
-        control_plane.put_secret(cluster, ARN, PASSWORD)
-        server = DirectoryServer(cluster, CONTROLLER)
-        server.start(tls, PASSWORD)
-        server.modify(
-            "add",
-            "\n".join(
-                [
-                    user_ldif("alice", ALICE_UID, VISION_GID),
-                    user_ldif("carol", CAROL_UID, VISION_GID, description="contractor"),
-                    group_ldif("vision", VISION_GID, ()),
-                ]
-            ),
-        )
-        with CommandLines() as lines:
-            cluster.bootstrap_all()
-            cluster.wait_idle()
-        yield cluster, server, lines.seen
-    finally:
-        cluster.down()
+def cluster(directory_cluster: DirectoryCluster) -> tuple[LocalCluster, object, set[str]]:
+    """The shared cluster (conftest's ``directory_cluster``, also tests/test_local_login_pool.py's)."""
+    return directory_cluster.local, directory_cluster.server, directory_cluster.lines
 
 
 def run(cluster: LocalCluster, node: str, *argv: str, input: str | None = None) -> str:
@@ -167,7 +96,7 @@ def test_a_key_kept_in_the_directory_logs_the_user_in_over_ssh(cluster: tuple, t
     server.add_key("alice", (tmp_path / "key.pub").read_text())
     effective = run(local, LOGIN, "sshd", "-T")  # sshd's effective settings, keywords in lower case
     assert "authorizedkeyscommand /usr/bin/sss_ssh_authorizedkeys" in effective
-    run(local, LOGIN, "/usr/sbin/sshd")  # what HyperPod's AMI runs; the emulator starts no sshd
+    # sshd runs: the login pool's step started it where the node has no systemd, as HyperPod's AMI runs it.
     run(local, LOGIN, "sh", "-c", "umask 077 && cat > /root/alice-key", input=(tmp_path / "key").read_text())
     options = ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null"]
     run(local, LOGIN, "sss_cache", "-u", "alice")  # SSSD's cached entry predates the key (docs/directory.md)
@@ -238,8 +167,9 @@ def test_the_bind_password_is_only_in_sssds_files_never_in_a_log_or_a_command_li
     assert not [p for p in others if secret in p.read_bytes()]
 
 
-def test_a_replaced_node_resolves_the_same_uid(cluster: tuple) -> None:
-    local, _, _ = cluster
+def test_a_replaced_node_resolves_the_same_uid(directory_cluster: DirectoryCluster) -> None:
+    local = directory_cluster.local
     code, output = local.replace(LOGIN)
     assert code == 0, output[-2000:]
+    directory_cluster.replaced.add(LOGIN)  # tests/test_local_login_pool.py checks its host keys
     assert run(local, LOGIN, "id", "-u", "alice").strip() == str(ALICE_UID)

@@ -26,6 +26,7 @@ from training_runtime.groups import CONTROLLER
 from training_runtime.health import main as health_main
 from training_runtime.launch import main as launch_main
 from training_runtime.log import FAILURE_MARKER, log
+from training_runtime.login_pool.cli import main as login_main
 from training_runtime.node import HYPERPOD, Host, Node, platform_at
 from training_runtime.params import (
     API_DRIVEN,
@@ -52,12 +53,14 @@ TOOLS: Dict[str, Callable[[List[str]], int]] = {
     "scaler": scaler_main,
     "rest": rest_main,
     "directory-sync": directory_sync_main,
+    "login": login_main,
 }
 """Commands for after the boot, each with its own options: ``launch`` (the training launcher),
 ``health`` (the checks Slurm runs as HealthCheckProgram and Prolog), ``scaler`` (the capacity scaler service on
 the controller, :mod:`training_runtime.scaler.cli`), ``rest`` (the REST API's endpoint and key refresh on the
-controller, :mod:`training_runtime.rest.cli`) and ``directory-sync`` (the controller's directory group sync,
-:mod:`training_runtime.directory_sync`)."""
+controller, :mod:`training_runtime.rest.cli`), ``directory-sync`` (the controller's directory group sync,
+:mod:`training_runtime.directory_sync`) and ``login`` (a login pool node's drain marker and health endpoint,
+:mod:`training_runtime.login_pool.cli`)."""
 
 
 PARAMETERS_FILES = (PARAMETERS_FILE_BY_MODE[API_DRIVEN], PARAMETERS_FILE_BY_MODE[LIFECYCLE_DRIVEN])

@@ -18,7 +18,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Callable, Optional
+from typing import Callable, Optional, Tuple
 
 from training_runtime.scaler.sagemaker import ApiError, AwsJsonClient
 from training_runtime.scaler.sigv4 import Credentials, sign
@@ -30,7 +30,12 @@ MAX_OBJECT = 1 << 20
 
 
 class SecretError(RuntimeError):
-    """A secret or object could not be read; the message never holds its value."""
+    """A secret or object could not be read or written; the message never holds its value. ``code``: AWS's error
+    code, where AWS answered with one."""
+
+    def __init__(self, message: str, code: str = "") -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class SecretsManager(AwsJsonClient):
@@ -40,14 +45,29 @@ class SecretsManager(AwsJsonClient):
     target_prefix = "secretsmanager."
 
     def secret_string(self, arn: str) -> str:
+        return self.current(arn)[0]
+
+    def current(self, arn: str) -> Tuple[str, str]:
+        """(``SecretString``, ``VersionId``) of the secret's ``AWSCURRENT`` version."""
         try:
             answer = self.call("GetSecretValue", {"SecretId": arn})
         except ApiError as error:
-            raise SecretError("GetSecretValue {}: {} ({})".format(arn, error.code, error.kind)) from None
+            raise SecretError("GetSecretValue {}: {} ({})".format(arn, error.code, error.kind), error.code) from None
         value = answer.get("SecretString")
         if not isinstance(value, str):
             raise SecretError("GetSecretValue {}: the secret has no SecretString (a binary secret?)".format(arn))
-        return value
+        return value, str(answer.get("VersionId") or "")
+
+    def put_string(self, arn: str, value: str, token: str) -> str:
+        """``PutSecretValue``: ``value`` as a new version whose ``VersionId`` is ``token`` (it becomes
+        ``AWSCURRENT``); the version's id. A version with that token and another value already there:
+        :class:`SecretError` with ``code`` ``ResourceExistsException`` (see :mod:`training_runtime.login_pool`)."""
+        payload = {"SecretId": arn, "SecretString": value, "ClientRequestToken": token}
+        try:
+            answer = self.call("PutSecretValue", payload)
+        except ApiError as error:
+            raise SecretError("PutSecretValue {}: {} ({})".format(arn, error.code, error.kind), error.code) from None
+        return str(answer.get("VersionId") or token)
 
 
 def endpoint_for(region: str, override: Optional[str] = None) -> str:

@@ -25,6 +25,9 @@ from training_runtime.node_names import INSTANCE_NAMES, ip_name
 DEFAULT_SUBNET = "10.250.0.0/24"
 DEFAULT_MAX_PER_GROUP = 2
 DEFAULT_MAX_WORKERS = 4
+LOGIN_POOL_NODES = 2
+"""Login nodes a config with ``login_pool`` gets locally (the group's count permitting): two show that the pool's
+nodes share host keys and spread sessions."""
 FIRST_HOST_INDEX = FIRST_NODE_HOST - 1
 """The first node's index in the subnet's host addresses (the plan: :mod:`hyperpod_local.bridge`)."""
 LOCAL_ACCOUNT = "000000000000"
@@ -162,7 +165,8 @@ def plan_layout(
     subnet: str = DEFAULT_SUBNET,
 ) -> LocalLayout:
     """The local nodes of ``config``: the controllers (up to ``max_per_group``: with two, the second is the
-    backup slurmctld), 1 login node if the config has a login group, and per
+    backup slurmctld), 1 login node if the config has a login group (2 with ``login_pool``: the pool behind one
+    name, docs/login-pool-node.md), and per
     compute group ``min(count, max_per_group)`` nodes while the cluster has at most ``max_workers`` workers
     (groups in config order). Addresses are consecutive from the subnet's 10th host."""
     return plan_nodes(
@@ -172,6 +176,7 @@ def plan_layout(
         max_per_group=max_per_group,
         max_workers=max_workers,
         subnet=subnet,
+        login_nodes=LOGIN_POOL_NODES if config.login_pool is not None else 1,
     )
 
 
@@ -183,8 +188,10 @@ def plan_nodes(
     max_per_group: int = DEFAULT_MAX_PER_GROUP,
     max_workers: int = DEFAULT_MAX_WORKERS,
     subnet: str = DEFAULT_SUBNET,
+    login_nodes: int = 1,
 ) -> LocalLayout:
-    """:func:`plan_layout` from the groups (every type known) and their instance counts."""
+    """:func:`plan_layout` from the groups (every type known) and their instance counts; at most ``login_nodes``
+    nodes of the login group."""
     specs = tuple(specs)
     problems: list[str] = []
     if max_per_group < 1:
@@ -195,9 +202,9 @@ def plan_nodes(
     if problems:
         raise LayoutError("local cluster", problems)
     planned: list[tuple[GroupSpec, int]] = []
-    # Every controller up to max_per_group (a primary and its backups: multi-head); one login node.
+    # Every controller up to max_per_group (a primary and its backups: multi-head); one login node (a pool: two).
     planned += [(g, min(counts[g.name], max_per_group)) for g in specs if g.role == CONTROLLER]
-    planned += [(g, min(counts[g.name], 1)) for g in specs if g.role == LOGIN]
+    planned += [(g, min(counts[g.name], login_nodes)) for g in specs if g.role == LOGIN]
     workers_left = max_workers
     for spec in (g for g in specs if g.role == COMPUTE):
         take = min(counts[spec.name], max_per_group, workers_left)

@@ -12,10 +12,11 @@ from typing import Any
 
 from hyperpod_cdk.core.config import ClusterConfig
 from hyperpod_cdk.core.deployment import deployment
-from hyperpod_local.control_plane.secrets import rest_key_name, secret_arn
+from hyperpod_local.control_plane.secrets import login_host_keys_name, rest_key_name, secret_arn
 from hyperpod_local.layout import LOCAL_REGION, LayoutError
 from training_runtime.emulation import Emulation
 from training_runtime.hardware import hardware_for
+from training_runtime.login_pool.params import LoginPoolParams
 from training_runtime.option_types import MIN_CRED_EXPIRE
 from training_runtime.options import options_problems
 from training_runtime.params import ProvisioningParameters
@@ -122,13 +123,17 @@ def emulated(
       say so, the launcher runs CPU processes); ``imds_url``, where given: the Spot watcher reads the cluster's
       fake metadata service (:mod:`hyperpod_local.imds`); ``sagemaker_url``, where given: the SageMaker API calls
       of the node (the scaler's) go to the emulated control plane (:mod:`hyperpod_local.control_plane`);
-      ``secretsmanager_url``, where given and the config has ``rest_api`` or ``directory``: the node's Secrets
-      Manager calls (the REST key, the directory's bind password) go to the control plane's emulated Secrets Manager;
+      ``secretsmanager_url``, where given and the config has ``rest_api``, ``directory`` or ``login_pool``: the
+      node's Secrets Manager calls (the REST key, the directory's bind password, the login pool's host keys) go to
+      the control plane's emulated Secrets Manager;
       ``scaler_timing`` (interval, minute), where given: the scaler's cycle and the length of its idle minute in
       seconds (``scaler_interval_s``, ``scaler_minute_s``: the drills' short scale-in);
     * ``rest_api`` (Slurm's REST API), where on: its key is the emulated Secrets Manager's secret of the cluster
       (:func:`hyperpod_local.control_plane.secrets.rest_key_name`, in the local Region), read at
       ``secretsmanager_url`` (the emulation's ``secretsmanager_url``; the control plane serves it);
+    * ``login_pool``, where on: its host keys are the emulated Secrets Manager's secret of the cluster
+      (:func:`hyperpod_local.control_plane.secrets.login_host_keys_name`, in the local Region), which the control
+      plane creates with a generated placeholder at its start, as the stack does;
     * ``metrics`` becomes null: no remote write, the local Prometheus scrapes the nodes itself, so the emulation's
       ``exporters_on_network`` is true (on HyperPod the exporters listen on 127.0.0.1 only).
     """
@@ -152,10 +157,13 @@ def emulated(
             imds_url=imds_url,
             sagemaker_url=sagemaker_url,
             secretsmanager_url=(
-                secretsmanager_url if deployed.rest_api is not None or deployed.directory is not None else None
+                secretsmanager_url
+                if deployed.rest_api is not None or deployed.directory is not None or deployed.login_pool is not None
+                else None
             ),
         ),
         rest_api=local_rest_api(deployed),
+        login_pool=local_login_pool(deployed),
     )
     if local.emulation is not None:  # the local Prometheus scrapes every node over the bridge
         local = dataclasses.replace(local, emulation=dataclasses.replace(local.emulation, exporters_on_network=True))
@@ -173,3 +181,12 @@ def local_rest_api(deployed: ProvisioningParameters) -> RestApiParams | None:
         return None
     arn = secret_arn(rest_key_name(deployed.cluster_name))
     return dataclasses.replace(deployed.rest_api, key_secret_arn=arn, region=LOCAL_REGION)
+
+
+def local_login_pool(deployed: ProvisioningParameters) -> LoginPoolParams | None:
+    """``deployed.login_pool`` with the local cluster's host-key secret (its name from the cluster's, the local
+    Region); the health port as deployed."""
+    if deployed.login_pool is None:
+        return None
+    arn = secret_arn(login_host_keys_name(deployed.cluster_name))
+    return dataclasses.replace(deployed.login_pool, host_keys_secret_arn=arn, region=LOCAL_REGION)

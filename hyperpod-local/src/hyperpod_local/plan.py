@@ -19,6 +19,7 @@ from hyperpod_local.layout import (
     DEFAULT_MAX_PER_GROUP,
     DEFAULT_MAX_WORKERS,
     DEFAULT_SUBNET,
+    LOGIN_POOL_NODES,
     LocalLayout,
     plan_nodes,
     stale_instances,
@@ -109,6 +110,7 @@ def plan(config_path: Path | str | None, workdir: Path | str | None, variant: Va
         max_per_group=options.max_per_group,
         max_workers=options.max_workers,
         subnet=options.subnet,
+        login_nodes=LOGIN_POOL_NODES if inputs.deployed.login_pool is not None else 1,  # a pool: two login nodes
     )
     if variant.stale_worker_copies:
         stale_instances(layout)  # raises when no group can have been scaled to 0

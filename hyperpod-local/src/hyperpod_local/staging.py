@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hyperpod_local.control_plane.secrets import rest_key_name, secret_arn
+from hyperpod_local.control_plane.secrets import login_host_keys_name, rest_key_name, secret_arn
 from hyperpod_local.layout import (
     LOCAL_REGION,
     LocalLayout,
@@ -39,7 +39,6 @@ from hyperpod_local.overlay import emulated
 from hyperpod_local.state import ClusterHandle, LocalClusterError
 from training_runtime.groups import CONTROLLER, GroupSpec
 from training_runtime.params import LIFECYCLE_DRIVEN, PARAMETERS_FILE_BY_MODE, ProvisioningParameters
-from training_runtime.rest.params import RestApiParams
 from training_runtime.users import USERS_FILE
 
 
@@ -133,7 +132,9 @@ def from_config(config_path: Path | str | None) -> LocalInputs:
     provisioning = deployed.node_provisioning_mode
     # The REST API's key secret is one the stack creates; here the emulated Secrets Manager's (the overlay's ARN).
     rest_api = deployed.rest_api_parameters(secret_arn(rest_key_name(deployed.cluster_name)), LOCAL_REGION)
-    parameters = dataclasses.replace(deployed.parameters, rest_api=rest_api)
+    # The login pool's host-key secret too (the control plane creates it with a placeholder, as the stack does).
+    login_pool = deployed.login_pool_parameters(secret_arn(login_host_keys_name(deployed.cluster_name)), LOCAL_REGION)
+    parameters = dataclasses.replace(deployed.parameters, rest_api=rest_api, login_pool=login_pool)
     return LocalInputs(
         source=str(Path(config_path).absolute()) if config_path is not None else "the default configuration",
         modes=DeployedModes(str(deployed.mode), str(provisioning) if provisioning else None),
@@ -327,12 +328,12 @@ def stage(
     (directory / "shared").mkdir(exist_ok=True)
 
 
-def staged_rest_api(directory: Path) -> RestApiParams | None:
-    """The REST API of the staged parameters file in the work directory ``directory`` (None: off, or no prefix)."""
+def staged_parameters(directory: Path) -> ProvisioningParameters | None:
+    """The staged parameters file in the work directory ``directory`` (None: no prefix)."""
     for name in PARAMETERS_FILE_BY_MODE.values():
         path = directory / "bucket" / name
         if path.is_file():
-            return ProvisioningParameters.loads(path.read_text()).rest_api
+            return ProvisioningParameters.loads(path.read_text())
     return None
 
 

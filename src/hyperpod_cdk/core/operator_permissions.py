@@ -103,6 +103,7 @@ COMMANDS: dict[str, tuple[Call, ...]] = {
         Call("sagemaker:UpdateClusterSoftware", Resource.CLUSTER, SAGEMAKER_SAR),
     ),
     "update-software (controller)": _session("AWS-StartNonInteractiveCommand"),
+    "login": _session("AWS-StartNonInteractiveCommand"),
 }
 """Every cluster command's calls. ``training-job-config`` reads a stack (``cloudformation:DescribeStacks``), no
 cluster, and has no grant. ``plan`` reads a stack (``cloudformation:DescribeStacks``, ``cloudformation:GetTemplate``,
@@ -117,7 +118,15 @@ GRANTS: dict[str, tuple[str, ...]] = {
     "describe": ("status", "wait", "events", "logs"),
     "operate": ("status", "wait", "events", "logs", "reboot", "replace", "delete", "update-software"),
     "reconfigure": ("status", "wait", "scale"),
-    "connect": ("connect", "port-forward", "ssh-config", "status --slurm", "cost", "update-software (controller)"),
+    "connect": (
+        "connect",
+        "port-forward",
+        "ssh-config",
+        "status --slurm",
+        "cost",
+        "update-software (controller)",
+        "login",
+    ),
 }
 """Each ``grant_<name>`` and the commands it lets run. ``status --slurm`` and ``cost`` need ``describe`` too (the
 cluster and node look-ups; the session to the controller is ``connect``'s); ``update-software`` needs ``operate``

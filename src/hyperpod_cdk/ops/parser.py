@@ -238,6 +238,7 @@ def register(commands: Any) -> None:
     spend.add_argument("--by", choices=COST_GROUPINGS, default="account", help="group spend by this (default account)")
 
     _jobs(commands)
+    _login(commands)
 
     rest = commands.add_parser(
         "rest",
@@ -299,6 +300,22 @@ def _jobs(commands: Any) -> None:
             parser.add_argument("--account", "-A", help="Slurm account (default: the user's default)")
             parser.add_argument("--output", "-o", help="stdout file on the nodes")
             parser.add_argument("--env", action="append", metavar="NAME=VALUE", help="the job's environment")
+
+
+def _login(commands: Any) -> None:
+    """``login drain|undrain NODE`` (hyperpod_cdk.ops.login): a login pool's node out of (back into) rotation."""
+    login = commands.add_parser(
+        "login",
+        help="a login pool's nodes: drain one (no new sessions, open ones go on) or undrain it, through SSM",
+        description=f"The login pool behind the load balancer (docs/login-pool-node.md). {EXIT_NOTE}",
+    )
+    actions = login.add_subparsers(dest="action", required=True)
+    for action, help_text in (
+        ("drain", "the load balancer sends the node no new sessions (its health check fails); open sessions go on"),
+        ("undrain", "the node takes new sessions again once its health check passes"),
+    ):
+        parser = _cluster(_command(actions, action, f"login:{action}", help_text))
+        parser.add_argument("node", metavar="NODE", help=NODE_REF)
 
 
 def _node_choice(parser: Any) -> None:

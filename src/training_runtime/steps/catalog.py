@@ -31,6 +31,7 @@ from training_runtime.steps.health import health_steps
 from training_runtime.steps.imds import imds_steps
 from training_runtime.steps.installed import InstalledRuntime
 from training_runtime.steps.login_node import LoginNodeJobs
+from training_runtime.steps.login_pool import login_pool_steps
 from training_runtime.steps.munge import MUNGED, NODE_KEY, MungeKey
 from training_runtime.steps.observability import observability_steps
 from training_runtime.steps.pytorch_env import pytorch_steps
@@ -157,6 +158,7 @@ def steps_for(node: Node) -> List[Step]:
         if node.is_login:  # HyperPod's dev partition holds login nodes too: keep batch jobs off them
             steps.append(LoginNodeJobs())
         steps += spot_steps(node)
+    steps += login_pool_steps(node)  # login nodes of a login pool: the pool's host keys, sshd, the health endpoint
     if not node.is_controller:
         steps += pytorch_steps(node)
     steps += observability_steps(node)

@@ -11,7 +11,8 @@ stopped by :func:`stop` and by ``down``) serves:
 * the instance metadata service (:mod:`hyperpod_local.imds`) on its bridge address, with the instance role's
   credentials (:func:`credentials`): the only keys the API accepts (SigV4, :mod:`.sigv4`);
 * on the same endpoints, Secrets Manager (:mod:`.secrets`, :func:`secret_store`): the REST API's key, created with a
-  generated value when the staged parameters have ``rest_api`` (:func:`start`).
+  generated value when the staged parameters have ``rest_api``, and the login pool's host-key secret, created with a
+  generated placeholder when they have ``login_pool`` (:func:`start`).
 
 Its knobs live in ``<workdir>/cluster/control-plane/settings.json``, read at every reconciliation, so a test
 changes them while it runs: :func:`set_capacity`, :func:`set_latency`.
@@ -37,7 +38,13 @@ from hyperpod_local.control_plane.model import RUNNING, ClusterInfo, Group, Node
 from hyperpod_local.control_plane.nodes import ClusterOpener, LocalClusterBackend, instance_of
 from hyperpod_local.control_plane.operations import ControlPlane
 from hyperpod_local.control_plane.protocol import Endpoint
-from hyperpod_local.control_plane.secrets import SecretStore, generated, rest_key_name, secret_arn
+from hyperpod_local.control_plane.secrets import (
+    SecretStore,
+    generated,
+    login_host_keys_name,
+    rest_key_name,
+    secret_arn,
+)
 from hyperpod_local.control_plane.sigv4 import Key
 from hyperpod_local.host_service import HostService, module_argv
 from hyperpod_local.layout import LOCAL_REGION, cluster_arn, instance_id
@@ -232,6 +239,11 @@ def secret_store(cluster: ClusterHandle) -> SecretStore:
     return SecretStore(directory(cluster) / "secrets.json")
 
 
+def login_host_keys_arn(cluster: ClusterHandle) -> str:
+    """The ARN of the login pool's host-key secret (as the nodes' parameters name it)."""
+    return secret_arn(login_host_keys_name(cluster.layout.cluster_name))
+
+
 def rest_key_arn(cluster: ClusterHandle) -> str:
     """The ARN of the REST API's key secret (as the nodes' parameters name it)."""
     return secret_arn(rest_key_name(cluster.layout.cluster_name))
@@ -318,12 +330,15 @@ def start(
         set_capacity(cluster, instance_type, count)
     if running(cluster):
         return url(cluster)
-    from hyperpod_local.staging import staged_rest_api
+    from hyperpod_local.staging import staged_parameters
 
-    if (
-        staged_rest_api(cluster.workdir) is not None
-    ):  # CloudFormation's part: the stack creates the key's secret, its value generated
+    staged = staged_parameters(cluster.workdir)
+    # CloudFormation's part: the stack creates the REST key's secret, its value generated; and the login pool's
+    # host-key secret with a generated placeholder (not a key bundle: the first login node writes one).
+    if staged is not None and staged.rest_api is not None:
         secret_store(cluster).create(rest_key_name(cluster.layout.cluster_name), generated())
+    if staged is not None and staged.login_pool is not None:
+        secret_store(cluster).create(login_host_keys_name(cluster.layout.cluster_name), generated())
     notices = cluster.workdir / "imds-notices.json"
     if not notices.exists():
         notices.write_text("{}")

@@ -10,7 +10,16 @@ HyperPod controller does (the instance role, SigV4, ``GetSecretValue``) and a te
 * ``PutSecretValue``: "Secrets Manager automatically attaches the staging label AWSCURRENT to this version" and "If
   this operation moves the staging label AWSCURRENT from another version to this version, then Secrets Manager also
   automatically moves the staging label AWSPREVIOUS to the version that AWSCURRENT was removed from";
-* the secret's value when the stack creates it: CloudFormation's ``GenerateSecretString`` (:func:`generated`).
+* ``PutSecretValue``'s ``ClientRequestToken``: "If the ClientRequestToken value isn't already associated with a
+  version of the secret then a new version of the secret is created." / "If a version with this value already exists
+  and that version's SecretString or SecretBinary values are the same as those in the request then the request is
+  ignored. The operation is idempotent." / "If a version with this value already exists and the version of the
+  SecretString and SecretBinary values are different from those in the request, then the request fails because you
+  can't modify a secret version." / "This value becomes the VersionId of the new version." The failure is
+  ``ResourceExistsException`` (API model: "A resource with the ID you requested already exists."): the login pool's
+  nodes race on it (:mod:`training_runtime.login_pool.host_keys`);
+* the secret's value when the stack creates it: CloudFormation's ``GenerateSecretString`` (:func:`generated`): the
+  REST API's key, and the login pool's host-key placeholder (:func:`login_host_keys_name`).
 
 The store is a JSON file in the control plane's directory (root only), so a restarted control plane keeps it.
 """
@@ -39,6 +48,12 @@ CURRENT, PREVIOUS = "AWSCURRENT", "AWSPREVIOUS"
 
 def rest_key_name(cluster_name: str) -> str:
     return f"{cluster_name}-rest-api-key"
+
+
+def login_host_keys_name(cluster_name: str) -> str:
+    """The login pool's host-key secret: the stack creates it with a generated placeholder, the first login node
+    replaces that with the pool's keys."""
+    return f"{cluster_name}-login-host-keys"
 
 
 def secret_arn(name: str, region: str = LOCAL_REGION) -> str:
@@ -152,6 +167,11 @@ class SecretStore:
         arn = self._find(data, params.get("SecretId"))
         versions = data[arn]["Versions"]
         version_id = str(params.get("ClientRequestToken") or uuid.uuid4())
+        if version_id in versions:
+            if versions[version_id]["SecretString"] != value:
+                raise ApiError("ResourceExistsException", "A resource with the ID you requested already exists.")
+            stages = list(versions[version_id]["Stages"])  # the same version again: ignored
+            return {"ARN": arn, "Name": data[arn]["Name"], "VersionId": version_id, "VersionStages": stages}
         for version in versions.values():
             version["Stages"] = [s for s in version["Stages"] if s != PREVIOUS]
             if CURRENT in version["Stages"]:
