@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -163,7 +164,19 @@ class DirectoryServer:
             self._run(["sh", "-c", f"umask 077 && cat > {TLS_DIR}/{name}"], input=text)
         self._run(["slapadd", "-n0", "-F", CONFIG_DIR], input=_config())
         self._run(["slapd", "-h", "ldaps:/// ldapi:///", "-F", CONFIG_DIR])
+        self._wait_ready()
         self.modify("add", _entries(password))
+
+    def _wait_ready(self, timeout_s: float = 20.0) -> None:
+        """Until slapd answers on ldapi:// (its parent returns before the child serves: an ldapadd at once met
+        "Can't contact LDAP server" once in a loaded run)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            done = self.cluster.exec(self.node, ["ldapwhoami", "-Q", "-Y", "EXTERNAL", "-H", "ldapi:///"], timeout=10)
+            if done.returncode == 0:
+                return
+            assert time.monotonic() < deadline, f"slapd did not answer in {timeout_s:.0f} s: {done.stderr}"
+            time.sleep(0.1)
 
     def modify(self, how: str, ldif: str) -> None:
         """``ldapadd`` or ``ldapmodify`` as root over ldapi:// (SASL EXTERNAL)."""
