@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from training_runtime.option_types import SECRET_ARN
 from training_runtime.problems import Problem, RuleBook
 
 SCHEMAS = ("rfc2307", "rfc2307bis", "ad")
@@ -24,7 +25,6 @@ DEFAULT_SYNC_S = 300
 URI = re.compile(r"^(ldaps?)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?)(:(\d{1,5}))?/?$")
 """sssd-ldap(5): "The format of the URI must match the format defined in RFC 2732: ldap[s]://<host>[:port]"."""
 DN = re.compile(r"^[A-Za-z][A-Za-z0-9-]*=[^,=]+(,\s*[A-Za-z][A-Za-z0-9-]*=[^,=]+)*$")
-SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[A-Za-z0-9/_+=.@-]{1,512}$")
 COMPLETE_SECRET_ARN = re.compile(r"-[A-Za-z0-9]{6}$")
 """Secrets Manager appends six random characters to a secret's name in its ARN; a partial ARN lacks them."""
 KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]{1,128}$")

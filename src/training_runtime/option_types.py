@@ -16,7 +16,8 @@ from training_runtime.errors import InputError
 ACCOUNTING_DATABASES = ("local", "external")
 HYPERPOD_HEALTH_ACTIONS = ("recover", "drain")
 DCGM_LEVELS = (0, 1)
-SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[A-Za-z0-9/_+=.@-]+$")
+SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[A-Za-z0-9/_+=.@-]{1,512}$")
+"""A Secrets Manager secret's ARN (the accounting password, the directory's bind password, the stack's secrets)."""
 PIP_REQUIREMENT = re.compile(
     r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?(==|~=|>=|<=|<|>|!=)?[A-Za-z0-9.*+!_-]*$"
 )

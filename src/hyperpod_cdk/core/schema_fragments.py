@@ -15,6 +15,7 @@ from hyperpod_cdk.core.docstrings import field_docstrings
 from training_runtime import directory as runtime_directory
 from training_runtime import options as runtime_options
 from training_runtime import team_model as runtime_teams
+from training_runtime.option_types import SECRET_ARN
 from training_runtime.users import MAX_ID, MIN_ID, USER_NAME, User
 
 
@@ -83,7 +84,7 @@ def directory_schema() -> dict[str, Any]:
     properties = found["properties"]
     properties["uris"].update(minItems=1)
     properties["uris"]["items"]["pattern"] = runtime_directory.URI.pattern
-    properties["bind_password_secret_arn"]["pattern"] = runtime_directory.SECRET_ARN.pattern
+    properties["bind_password_secret_arn"]["pattern"] = SECRET_ARN.pattern
     properties["schema"]["enum"] = list(runtime_directory.SCHEMAS)
     properties["homes"]["enum"] = list(runtime_directory.HOMES)
     properties["group_sync_interval_s"].update(

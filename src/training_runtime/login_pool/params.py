@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional
 
-from training_runtime.rest.params import SECRET_ARN
+from training_runtime.stack_values import is_port, secret_arn_problem
 
 LOGIN_POOL_KEY = "login_pool"
 """The key under ``hyperpod_cdk`` in the parameters file."""
@@ -57,23 +57,13 @@ def parse_login_pool(raw: Any, path: str, problems: List[str]) -> Optional[Login
         if key not in KEYS:
             problems.append("{}.{}: unknown key; allowed: {}".format(path, key, ", ".join(KEYS)))
     arn, region = raw.get("host_keys_secret_arn"), raw.get("region")
-    # A stack's value, resolved at deploy (a synthesized file holds a marker in its place): a non-empty string, and an
-    # ARN only of Secrets Manager.
-    if (
-        not isinstance(arn, str)
-        or not arn.strip()
-        or any(c.isspace() for c in arn)
-        or (arn.startswith("arn:") and not SECRET_ARN.fullmatch(arn))
-    ):
-        problems.append(
-            "{}.host_keys_secret_arn: got {!r}; expected a Secrets Manager secret's ARN "
-            "(arn:aws:secretsmanager:<region>:<account>:secret:<name>). Fix: regenerate the parameters with "
-            "hyperpod-cdk".format(path, arn)
-        )
+    arn_problem = secret_arn_problem(path + ".host_keys_secret_arn", arn)
+    if arn_problem is not None:
+        problems.append(arn_problem)
     if not isinstance(region, str) or not region:
         problems.append("{}.region: got {!r}; expected an AWS Region such as us-east-1".format(path, region))
     port = raw.get("health_port", DEFAULT_HEALTH_PORT)
-    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535 or port == 22:
+    if not is_port(port) or port == 22:
         problems.append("{}.health_port: got {!r}; expected a TCP port, 1 to 65535, not 22".format(path, port))
     if len(problems) != before:
         return None

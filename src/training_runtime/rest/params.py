@@ -6,9 +6,10 @@ JWT signing key lives (a Secrets Manager secret whose ``SecretString`` is the ke
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional
+
+from training_runtime.stack_values import is_port, secret_arn_problem
 
 REST_API_KEY = "rest_api"
 """The key under ``hyperpod_cdk`` in the parameters file."""
@@ -20,8 +21,6 @@ balancer's (the config's default, :mod:`hyperpod_cdk.core.rest_api_config`)."""
 DEFAULT_TOKEN_LIFETIME_S = 900
 """Tokens live 15 minutes unless the config says otherwise: a leaked token is worth little for long."""
 
-SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]*:[0-9]{12}:secret:.+")
-"""botocore's pattern for a secret's ARN (``AccountingDatabase.SecretArn``, the same service)."""
 KEYS = ("key_secret_arn", "region", "port", "token_lifetime_s")
 
 
@@ -52,10 +51,6 @@ class RestApiParams:
         return parse_rest_api(raw, path, problems)
 
 
-def _is_port(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 65535
-
-
 def parse_rest_api(raw: Any, path: str, problems: List[str]) -> Optional[RestApiParams]:
     """See :meth:`RestApiParams.from_json`."""
     if raw is None:
@@ -68,23 +63,13 @@ def parse_rest_api(raw: Any, path: str, problems: List[str]) -> Optional[RestApi
         if key not in KEYS:
             problems.append("{}.{}: unknown key; allowed: {}".format(path, key, ", ".join(KEYS)))
     arn, region = raw.get("key_secret_arn"), raw.get("region")
-    # A stack's value, resolved at deploy (a synthesized file holds a marker in its place): a non-empty string, and an
-    # ARN only of Secrets Manager (GetSecretValue's SecretId: "The ARN or name of the secret").
-    if (
-        not isinstance(arn, str)
-        or not arn.strip()
-        or any(c.isspace() for c in arn)
-        or (arn.startswith("arn:") and not SECRET_ARN.fullmatch(arn))
-    ):
-        problems.append(
-            "{}.key_secret_arn: got {!r}; expected a Secrets Manager secret's ARN "
-            "(arn:aws:secretsmanager:<region>:<account>:secret:<name>). Fix: regenerate the parameters with "
-            "hyperpod-cdk".format(path, arn)
-        )
+    arn_problem = secret_arn_problem(path + ".key_secret_arn", arn)
+    if arn_problem is not None:
+        problems.append(arn_problem)
     if not isinstance(region, str) or not region:
         problems.append("{}.region: got {!r}; expected an AWS Region such as us-east-1".format(path, region))
     port = raw.get("port", DEFAULT_PORT)
-    if not _is_port(port):
+    if not is_port(port):
         problems.append("{}.port: got {!r}; expected a TCP port, 1 to 65535".format(path, port))
     lifetime = raw.get("token_lifetime_s", DEFAULT_TOKEN_LIFETIME_S)
     if isinstance(lifetime, bool) or not isinstance(lifetime, int) or lifetime < 1:
