@@ -4,13 +4,12 @@ once."""
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Iterator
 
 from hyperpod_cdk.core.login_pool_config import INTERNET_FACING, MAX_DRAIN_GRACE_S, LoginPoolConfig
 from hyperpod_cdk.model import NodeRole
 from hyperpod_cdk.rules.registry import REGISTRY
-from hyperpod_cdk.rules.rest_api import DOMAIN, SECURITY_GROUP, SLURM_PORTS
+from hyperpod_cdk.rules.rest_api import DOMAIN, SLURM_PORTS, caller_problems
 from hyperpod_cdk.rules.view import ClusterView
 from training_runtime.problems import Problem
 
@@ -67,35 +66,15 @@ def callers(view: ClusterView) -> Iterator[Problem]:
             "existing VPC (network.vpc_id)",
             fix="give the CIDRs your users connect from (the VPC's, a VPN's), or their security groups",
         )
-    for index, cidr in enumerate(pool.allowed_cidrs):
-        where = _at(view, f"allowed_cidrs[{index}]")
-        if not view.concrete(cidr):
-            continue
-        try:
-            network = ipaddress.ip_network(cidr)
-        except ValueError:
-            yield Problem(where, "expected an IPv4 CIDR such as 203.0.113.0/24 (host bits zero)", got=cidr)
-            continue
-        if network.prefixlen == 0:
-            yield Problem(
-                where,
-                "admits every address: sshd on the login nodes would face every scanner on the network (internet-"
-                "facing: the whole internet; internal: anything routed into the VPC)",
-                got=cidr,
-                fix="give the CIDRs your users connect from",
-            )
-        elif network.version == 6:
-            yield Problem(
-                where,
-                "is IPv6: the load balancer's address type is ipv4 (the default), so an IPv6 rule admits no one",
-                got=cidr,
-                fix="give IPv4 CIDRs",
-            )
-    for index, group in enumerate(pool.allowed_security_groups):
-        if view.concrete(group) and not SECURITY_GROUP.fullmatch(group):
-            yield Problem(
-                _at(view, f"allowed_security_groups[{index}]"), "expected sg- and 8 or 17 hex digits", got=group
-            )
+    yield from caller_problems(
+        view,
+        "login_pool",
+        pool.allowed_cidrs,
+        pool.allowed_security_groups,
+        everyone="sshd on the login nodes would face every scanner on the network (internet-facing: the whole "
+        "internet; internal: anything routed into the VPC)",
+        example="203.0.113.0/24",
+    )
 
 
 @rule("LOGIN-POOL-PUBLIC-SUBNET", "login_pool", "login_pool.scheme", needs=("network",), source=NLB_GUIDE)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 
 from hyperpod_cdk.core.rest_api_config import MAX_TOKEN_LIFETIME_S, RestApiConfig
 from hyperpod_cdk.rest.minter.handler import REFUSED_USERS
@@ -130,28 +130,51 @@ def callers(view: ClusterView) -> Iterator[Problem]:
             "none, and no rest_api.allowed_security_groups: nothing could reach the load balancer",
             fix="give the CIDRs of the networks that call the API (the VPC's, a VPN's), or their security groups",
         )
-    for index, cidr in enumerate(rest.allowed_cidrs):
-        where = _at(view, f"allowed_cidrs[{index}]")
+    yield from caller_problems(
+        view,
+        "rest_api",
+        rest.allowed_cidrs,
+        rest.allowed_security_groups,
+        everyone="the load balancer is internal, but anything routed into the VPC (peering, VPN, Direct Connect, a "
+        "transit gateway) could then call the API",
+        example="10.0.0.0/16",
+    )
+
+
+def caller_problems(
+    view: ClusterView,
+    section: str,
+    cidrs: Sequence[str],
+    groups: Sequence[str],
+    *,
+    everyone: str,
+    example: str,
+) -> Iterator[Problem]:
+    """The checks of a load balancer's allow-list (``<section>.allowed_cidrs``, ``.allowed_security_groups``; the REST
+    API's and the login pool's): IPv4 CIDRs (the load balancer's address type is ipv4, the default), none admitting
+    every address (``everyone`` says what that would expose), and valid security group ids."""
+    for index, cidr in enumerate(cidrs):
+        where = view.path(section, f"allowed_cidrs[{index}]")
         if not view.concrete(cidr):
             continue
         try:
-            network = ipaddress.IPv4Network(cidr)
+            network = ipaddress.ip_network(cidr)
         except ValueError:
-            yield Problem(where, "expected an IPv4 CIDR such as 10.0.0.0/16 (host bits zero)", got=cidr)
+            yield Problem(where, f"expected an IPv4 CIDR such as {example} (host bits zero)", got=cidr)
             continue
         if network.prefixlen == 0:
+            yield Problem(where, "admits every address: " + everyone, got=cidr, fix="give the callers' own CIDRs")
+        elif network.version == 6:
             yield Problem(
                 where,
-                "admits every address: the load balancer is internal, but anything routed into the VPC (peering, "
-                "VPN, Direct Connect, a transit gateway) could then call the API",
+                "is IPv6: the load balancer's address type is ipv4 (the default), so an IPv6 rule admits no one",
                 got=cidr,
-                fix="give the callers' own CIDRs",
+                fix="give IPv4 CIDRs",
             )
-    for index, group in enumerate(rest.allowed_security_groups):
+    for index, group in enumerate(groups):
         if view.concrete(group) and not SECURITY_GROUP.fullmatch(group):
-            yield Problem(
-                _at(view, f"allowed_security_groups[{index}]"), "expected sg- and 8 or 17 hex digits", got=group
-            )
+            where = view.path(section, f"allowed_security_groups[{index}]")
+            yield Problem(where, "expected sg- and 8 or 17 hex digits", got=group)
 
 
 @rule(
