@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import botocore.endpoint
+import botocore.retries.bucket
 import pytest
 from botocore.awsrequest import AWSResponse
 
@@ -114,6 +115,27 @@ class _Clock:
         import time
 
         return getattr(time, name)
+
+
+class _BucketClock:
+    """The clock of botocore's adaptive rate limiter (``botocore.retries.bucket.Clock``): a minute passes at each
+    reading, so its token bucket has refilled whenever it looks, instead of the test waiting the seconds it would
+    (the limiter's own logic runs unchanged)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+    def current_time(self) -> float:
+        self.now += 60.0
+        return self.now
+
+
+@pytest.fixture(autouse=True)
+def _limiter_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(botocore.retries.bucket, "Clock", _BucketClock)
 
 
 def test_throttling_is_retried_until_the_call_goes_through(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -248,6 +248,7 @@ def test_a_users_own_app_embeds_the_constructs(which: str, request: pytest.Fixtu
     assert kinds.count("AWS::SageMaker::Cluster") == 1 and kinds.count("AWS::FSx::FileSystem") == 1  # the user's
 
 
+@pytest.mark.slow  # 5 s or more: make test, not make test-fast
 def test_an_init_project_synthesizes_as_it_is(pinned_venv: Venv, tmp_path: Path) -> None:
     """`hyperpod-cdk init`, then the pinned CDK CLI: no feature-flag notice, no jsii Node banner."""
     assert CDK_CLI.exists(), "the pinned CDK CLI: npm ci (make setup)"

@@ -59,6 +59,7 @@ def write_config(path: Path, **changes: Any) -> Path:
     return path
 
 
+@pytest.mark.slow  # 5 s or more: make test, not make test-fast
 def test_publish_uploads_once_points_the_template_at_its_files_and_keeps_old_versions(
     bucket: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -217,6 +218,7 @@ def test_a_directory_asset_is_zipped_from_its_content_alone(tmp_path: Path) -> N
     assert sorted(zipfile.ZipFile(io.BytesIO(item.body)).namelist()) == ["index.py", "lib/util.py"]
 
 
+@pytest.mark.slow  # 5 s or more: make test, not make test-fast
 def test_the_command_prints_no_node_end_of_life_banner(bucket: str, tmp_path: Path) -> None:
     """Run as a user runs it (a new process, nothing silencing jsii in the environment): the publish synth
     loads aws_cdk, and jsii's Node 20 end-of-life banner must not reach the user's terminal."""

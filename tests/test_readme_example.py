@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 SECTION = "### 2. Embed single constructs in your own stacks"
 
@@ -21,6 +23,7 @@ def readme_example() -> str:
     return str(blocks[0])
 
 
+@pytest.mark.slow  # 5 s or more: make test, not make test-fast
 def test_the_readme_embedding_example_synthesizes(tmp_path: Path) -> None:
     script = tmp_path / "app.py"
     script.write_text(readme_example())

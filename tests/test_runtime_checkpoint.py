@@ -480,6 +480,7 @@ def distributed_worker(rank: int, world: int, port: int, root: str) -> None:
         dist.destroy_process_group()
 
 
+@pytest.mark.slow  # 5 s or more: make test, not make test-fast
 def test_save_distributed_and_load_distributed_on_two_ranks(tmp_path: Path) -> None:
     import torch.multiprocessing as mp
 

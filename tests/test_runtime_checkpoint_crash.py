@@ -116,19 +116,28 @@ def crash(tmp_path: Path, stage: str, victim: str, local: Path | None) -> None:
         assert "lost: background save of checkpoint step 2 lost" in output, output[-3000:]
 
 
-@pytest.mark.parametrize("victim", ["trainer", "writer", "node"])
+slow = pytest.mark.slow
+STAGES = {
+    "staging": ("staging", True),
+    "writing-local": ("writing", True),
+    "publishing-local": ("publishing", True),
+    "copying": ("copying", True),
+    "publishing-shared": ("publishing-shared", True),
+    "writing": ("writing", False),
+    "publishing": ("publishing", False),
+}
+"""Where the kill lands (the case's id -> stage, with a node-local tier)."""
+QUICK = {("writing-local", "trainer"), ("publishing", "writer"), ("copying", "node")}
+"""One case per victim in ``make test-fast``; the whole matrix (21 cases, about 26 s) is ``slow``: ``make test``."""
+
+
 @pytest.mark.parametrize(
-    ("stage", "tiered"),
+    ("stage", "tiered", "victim"),
     [
-        ("staging", True),
-        ("writing", True),
-        ("publishing", True),
-        ("copying", True),
-        ("publishing-shared", True),
-        ("writing", False),
-        ("publishing", False),
+        pytest.param(*STAGES[case], victim, id=f"{case}-{victim}", marks=() if (case, victim) in QUICK else slow)
+        for victim in ("trainer", "writer", "node")
+        for case in STAGES
     ],
-    ids=["staging", "writing-local", "publishing-local", "copying", "publishing-shared", "writing", "publishing"],
 )
 def test_sigkill_at_every_stage_leaves_a_loadable_checkpoint(
     tmp_path: Path, stage: str, tiered: bool, victim: str

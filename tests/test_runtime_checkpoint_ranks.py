@@ -10,6 +10,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 
 from training_runtime import checkpoint
@@ -108,6 +109,7 @@ def worker(rank: int, world: int, port: int, root: str, local_roots: list[str]) 
         dist.destroy_process_group()
 
 
+@pytest.mark.slow  # 5 s or more: make test, not make test-fast
 def test_two_ranks_save_and_resume_over_both_tiers(tmp_path: Path) -> None:
     import torch.multiprocessing as mp
 
