@@ -18,7 +18,6 @@ tests/test_hyperpod_facts.py fails while either is stale, or while a fact lacks 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -30,6 +29,9 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))  # docgen, when a test loads this file by path
+import docgen  # noqa: E402
+
 TABLE = ROOT / "src" / "hyperpod_cdk" / "data" / "hyperpod_facts.yaml"
 MODULE = ROOT / "src" / "training_runtime" / "hyperpod_facts.py"
 DOC = ROOT / "docs" / "hyperpod-node-facts.md"
@@ -307,20 +309,7 @@ def outputs(facts: list[Fact] | None = None) -> dict[Path, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if a committed copy is stale")
-    args = parser.parse_args(argv)
-    stale = []
-    for path, text in outputs().items():
-        if args.check:
-            if not path.exists() or path.read_text() != text:
-                stale.append(str(path.relative_to(ROOT)))
-        else:
-            path.write_text(text)
-    if stale:
-        print(f"{', '.join(stale)} stale: run scripts/gen_hyperpod_facts.py", file=sys.stderr)
-        return 1
-    return 0
+    return docgen.main_many(outputs, __doc__, argv)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ at once. tests/test_slurm_security.py fails while a copy is stale or the format 
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
@@ -29,6 +28,9 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))  # docgen, when a test loads this file by path
+import docgen  # noqa: E402
+
 sys.path.insert(0, str(ROOT / "src"))
 
 from training_runtime import slurm_security  # noqa: E402
@@ -305,25 +307,7 @@ def outputs(data: dict[str, Any] | None = None) -> dict[Path, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if a committed copy is stale")
-    args = parser.parse_args(argv)
-    try:
-        written = outputs()
-    except ValueError as error:
-        print(f"gen_slurm_security: {error}", file=sys.stderr)
-        return 2
-    stale = []
-    for path, text in written.items():
-        if args.check:
-            if not path.exists() or path.read_text() != text:
-                stale.append(str(path.relative_to(ROOT)))
-        else:
-            path.write_text(text)
-    if stale:
-        print(f"{', '.join(stale)} stale: run scripts/gen_slurm_security.py", file=sys.stderr)
-        return 1
-    return 0
+    return docgen.main_many(outputs, __doc__, argv)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ from constructs import Construct
 
 from hyperpod_cdk.constructs.group_targets import ServedCluster, register_group_nodes
 from hyperpod_cdk.constructs.interfaces import NodeNetwork
-from hyperpod_cdk.constructs.rest_functions import RestFunction
+from hyperpod_cdk.constructs.rest_functions import RestFunction, decrypt_via_secrets_manager
 from hyperpod_cdk.constructs.scanners import SECRET_KEY_REASON, SECRET_WITHOUT_KEY, explain, skip_checkov
 from hyperpod_cdk.core.errors import raise_if_any
 from hyperpod_cdk.core.login_pool_config import DEFAULT_HEALTH_PORT
@@ -218,15 +218,9 @@ class LoginPool(Construct):
         ]
         key_arn = self.key_arn
         if key_arn is not None:
-            stack = Stack.of(self)
             statements.append(
-                iam.PolicyStatement(
-                    sid="LoginPoolHostKeysKey",
-                    actions=["kms:Decrypt", "kms:GenerateDataKey"],
-                    resources=[key_arn],
-                    conditions={
-                        "StringEquals": {"kms:ViaService": f"secretsmanager.{stack.region}.{stack.url_suffix}"}
-                    },
+                decrypt_via_secrets_manager(
+                    self, key_arn, sid="LoginPoolHostKeysKey", actions=("kms:Decrypt", "kms:GenerateDataKey")
                 )
             )
         return iam.Policy(self, "LoginNodesUseHostKeys", roles=[role], statements=statements)

@@ -9,7 +9,7 @@ its calls, nothing else; no managed policy) and its own log group, kept a year.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from aws_cdk import Duration, RemovalPolicy, Stack
@@ -192,12 +192,15 @@ class TokenMinter(Construct):
         return grant
 
 
-def decrypt_via_secrets_manager(scope: Construct, key_arn: str) -> iam.PolicyStatement:
-    """``kms:Decrypt`` on the secret's key, only as Secrets Manager's caller (its ``kms:ViaService``)."""
+def decrypt_via_secrets_manager(
+    scope: Construct, key_arn: str, *, sid: str = "DecryptSigningKey", actions: Sequence[str] = ("kms:Decrypt",)
+) -> iam.PolicyStatement:
+    """``actions`` (``kms:Decrypt``; a writer of the secret adds ``kms:GenerateDataKey``) on a secret's key, only as
+    Secrets Manager's caller (its ``kms:ViaService`` in the stack's Region)."""
     stack = Stack.of(scope)
     return iam.PolicyStatement(
-        sid="DecryptSigningKey",
-        actions=["kms:Decrypt"],
+        sid=sid,
+        actions=list(actions),
         resources=[key_arn],
         conditions={"StringEquals": {"kms:ViaService": f"secretsmanager.{stack.region}.{stack.url_suffix}"}},
     )

@@ -16,6 +16,7 @@ from typing import Callable, List, Optional
 from training_runtime import services
 from training_runtime.errors import StepFailed
 from training_runtime.files import ensure_dir, file_matches, read_text, with_block, write_file
+from training_runtime.hyperpod_facts import SLURM_PREFIX
 from training_runtime.node import GENERIC, Node
 from training_runtime.paths import STATE_DIR
 from training_runtime.render.jwt_keys import JWT_KEY_DIR, JWT_KEY_PATH, jwt_lines
@@ -38,7 +39,7 @@ AUTH_KEYS = re.compile(r"^[ \t]*AuthAlt(Types|Parameters)[ \t]*=", re.IGNORECASE
 
 # --- Slurm's build ---------------------------------------------------------------------------------------
 PLUGIN_DIRS = (
-    "/opt/slurm/lib/slurm",
+    SLURM_PREFIX + "/lib/slurm",
     "/usr/lib/x86_64-linux-gnu/slurm-wlm",
     "/usr/lib/aarch64-linux-gnu/slurm-wlm",
     "/usr/lib64/slurm",
